@@ -1,0 +1,119 @@
+"""What the Kafka handlers see of a partition: a log of record batches with continuous offsets.
+
+This is the contract between the protocol side (kop/kafka/) and the offset layer (kop/offset/), which
+implements it over one managed ledger per partition. Offsets live only here: every entry carries broker
+entry metadata whose `index` is the offset of the entry's *last* record, so
+base offset = index - (last_offset_delta of the batch), and nothing above this layer computes offsets from
+positions.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+from dataclasses import dataclass
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A managed-ledger position: (ledger id, entry id)."""
+
+    ledger_id: int
+    entry_id: int
+
+
+@dataclass(slots=True)
+class FetchedBatch:
+    """One stored record batch as read back. `batch` holds the whole Kafka v2 batch as produced
+    (its first 8 bytes are not meaningful: the caller sends `base_offset` in their place)."""
+
+    base_offset: int
+    last_offset: int
+    batch: memoryview
+    position: Position
+
+
+@dataclass(slots=True)
+class ReadResult:
+    batches: list[FetchedBatch]
+    next_offset: int  # offset after the last returned batch (the cursor-cache key for the next read)
+    next_position: Position | None  # position of the entry after the last returned one
+
+
+class OffsetOutOfRange(Exception):
+    """The requested offset is below the log start offset or above the high watermark."""
+
+
+class PartitionLog(abc.ABC):
+    """One Kafka partition = one managed ledger."""
+
+    name: str  # managed-ledger name
+
+    @property
+    @abc.abstractmethod
+    def log_start_offset(self) -> int:
+        """First readable offset: max(base offset of the first stored entry, offset set by
+        delete_records). Equals high_watermark when the log is empty."""
+
+    @property
+    @abc.abstractmethod
+    def high_watermark(self) -> int:
+        """Last durable offset + 1 (0 for an empty log). Only acknowledged entries count."""
+
+    @property
+    @abc.abstractmethod
+    def size_bytes(self) -> int:
+        """Stored bytes of the entries that are still retained."""
+
+    @abc.abstractmethod
+    async def append(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> int:
+        """Append one validated Kafka record batch as one entry; return its base offset once the entry is
+        durable. The index advances by last_offset_delta + 1. Appends complete in issue order."""
+
+    @abc.abstractmethod
+    async def read(
+        self, offset: int, max_bytes: int, hint: Position | None = None, min_one: bool = True
+    ) -> ReadResult:
+        """Batches from the one *containing* `offset` onwards, until their total size would exceed
+        max_bytes (the first batch is returned even when larger, if min_one). `hint`, when given, is the
+        position of the entry containing `offset` (from a cursor cache) and saves the search.
+        Raises OffsetOutOfRange when offset < log_start_offset or offset > high_watermark.
+        offset == high_watermark returns no batches."""
+
+    @abc.abstractmethod
+    async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp >= `timestamp`, or None when there
+        is none. Exact when batch max-timestamps are non-decreasing along the log."""
+
+    @abc.abstractmethod
+    async def max_timestamp(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp (the first such record), or None
+        for an empty log (KIP-734)."""
+
+    @abc.abstractmethod
+    async def delete_records(self, before_offset: int) -> int:
+        """Advance the log start offset to `before_offset` (DeleteRecords) and release whole ledgers
+        that fall entirely below it; returns the new log start offset."""
+
+    @abc.abstractmethod
+    async def apply_retention(self, retention_ms: int, retention_bytes: int) -> int:
+        """Delete whole closed ledgers by age (-1 = unlimited) and by total size (-1 = unlimited), never
+        the current ledger; returns how many ledgers were deleted. Advances log_start_offset."""
+
+    @abc.abstractmethod
+    async def tail_batches(self, max_entries: int) -> list[FetchedBatch]:
+        """Up to the last `max_entries` batches, oldest first (to rebuild idempotent-producer state)."""
+
+    @abc.abstractmethod
+    def wait_for_append(self) -> asyncio.Future[None]:
+        """A future completed at the next durable append (long-poll fetches wait on it)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def delete(self) -> None:
+        """Remove the partition's data and metadata (topic deletion)."""
+

@@ -1,0 +1,131 @@
+"""The two storage interfaces every backend implements: a ledger store and a metadata store.
+
+They mirror the split Pulsar makes between the BookKeeper client (ledgers of entries) and its
+MetadataStore (small versioned values at paths). The embedded backends (local files, sqlite) are the
+default; BookKeeper and ZooKeeper backends implement the same interfaces later. Whatever a backend
+stores (entry bytes, metadata values) must be byte-identical across backends, so that the layers above
+(managed ledger, offsets) cannot tell which backend they run on.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+Buffer = bytes | bytearray | memoryview
+
+
+class StorageError(Exception):
+    """Base class of storage failures."""
+
+
+class LedgerFencedError(StorageError):
+    """The ledger was opened for recovery by another owner (or closed); writes are refused."""
+
+
+class LedgerClosedError(StorageError):
+    """A write to a ledger that is closed."""
+
+
+class NoSuchLedgerError(StorageError):
+    pass
+
+
+class BadVersionError(StorageError):
+    """Compare-and-set failed: the stored version is not the one expected."""
+
+
+class NoSuchNodeError(StorageError):
+    pass
+
+
+class NodeExistsError(StorageError):
+    pass
+
+
+class ReadHandle(abc.ABC):
+    """A ledger opened for reading. Entry ids are 0, 1, 2, ... up to last_add_confirmed."""
+
+    ledger_id: int
+
+    @property
+    @abc.abstractmethod
+    def last_add_confirmed(self) -> int:
+        """Id of the last durable entry, -1 when empty."""
+
+    @property
+    @abc.abstractmethod
+    def length(self) -> int:
+        """Total bytes of the durable entries (payload bytes, not counting framing)."""
+
+    @abc.abstractmethod
+    async def read(self, first: int, last: int) -> list[bytes | memoryview]:
+        """Entries first..last inclusive (all must be <= last_add_confirmed)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+
+class WriteHandle(ReadHandle):
+    """A ledger open for appends by its single writer."""
+
+    @abc.abstractmethod
+    async def append(self, data: Buffer | Sequence[Buffer]) -> int:
+        """Append one entry (a buffer, or parts that are concatenated) and return its entry id once it
+        is durable under the store's durability policy. Appends complete in the order they were issued."""
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Seal the ledger: no more appends; the last entry id becomes final."""
+
+
+class LedgerStore(abc.ABC):
+    @abc.abstractmethod
+    async def create_ledger(self) -> WriteHandle:
+        """A new, empty ledger with a fresh, never-reused id."""
+
+    @abc.abstractmethod
+    async def open_ledger(self, ledger_id: int, recover: bool = True) -> ReadHandle:
+        """Open an existing ledger for reading. With recover=True the ledger is fenced (its writer can no
+        longer append) and sealed at its last durable entry, as BookKeeper's open-with-recovery does."""
+
+    @abc.abstractmethod
+    async def delete_ledger(self, ledger_id: int) -> None: ...
+
+    @abc.abstractmethod
+    async def close(self) -> None:
+        """Flush and release everything; later calls fail."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    version: int  # starts at 0 on create, +1 on every successful put
+    ephemeral: bool = False
+
+
+class MetadataStore(abc.ABC):
+    """Small values at '/'-separated paths with versioned compare-and-set (the ZooKeeper shape)."""
+
+    @abc.abstractmethod
+    async def get(self, path: str) -> tuple[bytes, Stat] | None: ...
+
+    @abc.abstractmethod
+    async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
+        """Create or update. expected_version=None: unconditional; -1: must not exist yet
+        (NodeExistsError otherwise); n >= 0: the current version must be n (BadVersionError otherwise).
+        Parents are created as needed."""
+
+    @abc.abstractmethod
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        """Delete one node (NoSuchNodeError if absent, BadVersionError on a version mismatch)."""
+
+    @abc.abstractmethod
+    async def children(self, path: str) -> list[str]:
+        """Names (not paths) of the direct children, sorted; [] when there are none."""
+
+    async def exists(self, path: str) -> bool:
+        return await self.get(path) is not None
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...

@@ -1,0 +1,20 @@
+# make test  : set-up (pip + Kafka jars) then the whole test suite (this is the project's test command)
+# make bench : set-up then the producer benchmark, ours vs Apache Kafka 4.x (writes docs/benchmarks.md)
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+.PHONY: setup test bench lint
+
+setup:
+	PYTHON=$(PYTHON) bash scripts/setup
+
+test: setup
+	@rc=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5) - treated as failure" >&2; fi; \
+	exit $$rc
+
+bench: setup
+	$(PYTHON) bench/run.py
+
+lint:
+	$(PYTHON) -m ruff check .

@@ -1,0 +1,65 @@
+"""Loopback helpers: free ports and waiting for a listener."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the kernel picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def tail(path: Path, n: int = 60) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return f"<{path} does not exist>"
+    return "\n".join(lines[-n:])
+
+
+def wait_until(
+    what: str,
+    predicate: Callable[[], bool],
+    timeout: float,
+    proc: subprocess.Popen | None = None,
+    log: Path | None = None,
+    interval: float = 0.1,
+) -> None:
+    """Poll `predicate` until it is true; fail (showing the log) on timeout or when `proc` exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(
+                f"{what}: process exited with code {proc.returncode}\n--- {log}\n{tail(log) if log else ''}"
+            )
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: not ready after {timeout}s\n--- {log}\n{tail(log) if log else ''}")
+        time.sleep(interval)
+
+
+def read_vm_hwm_kib(pid: int) -> int | None:
+    """Peak resident set size (VmHWM, KiB) of a live process, from /proc/<pid>/status."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        return None
+    return None

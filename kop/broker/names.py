@@ -1,0 +1,80 @@
+"""Kafka topic names <-> Pulsar topic names, as KoP maps them.
+
+`t` lives in the default tenant/namespace (kafkaTenant/kafkaNamespace); `tenant/ns/t` and
+`persistent://tenant/ns/t` name a topic elsewhere. All three spellings of one topic resolve to the same
+canonical name, but responses always echo the spelling the client used (KoP#797 showed what happens when a
+tool sees one topic under two names).
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass
+
+_LEGAL = re.compile(r"^[A-Za-z0-9._-]+$")
+_PART = re.compile(r"^[A-Za-z0-9_.\-=:]+$")
+MAX_NAME_LENGTH = 249
+
+
+class InvalidTopicName(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    tenant: str
+    namespace: str
+    local: str
+
+    @property
+    def canonical(self) -> str:
+        return f"persistent://{self.tenant}/{self.namespace}/{self.local}"
+
+    def kafka_name(self, default_tenant: str, default_namespace: str) -> str:
+        """The short name listings use: bare for the default namespace, tenant/ns/topic otherwise."""
+        if (self.tenant, self.namespace) == (default_tenant, default_namespace):
+            return self.local
+        return f"{self.tenant}/{self.namespace}/{self.local}"
+
+    def ledger_name(self, partition: int) -> str:
+        """Managed-ledger name of one partition, in Pulsar's layout."""
+        topic = urllib.parse.quote(f"{self.local}-partition-{partition}", safe="")
+        return f"{self.tenant}/{self.namespace}/persistent/{topic}"
+
+
+def parse_topic_name(name: str, default_tenant: str, default_namespace: str) -> TopicName:
+    if not isinstance(name, str) or not name:
+        raise InvalidTopicName("Topic name is empty")
+    rest = name
+    if rest.startswith("persistent://"):
+        rest = rest[len("persistent://") :]
+        parts = rest.split("/")
+        if len(parts) != 3:
+            raise InvalidTopicName(f"Invalid topic name {name!r}: expected persistent://tenant/namespace/topic")
+    elif "/" in rest:
+        parts = rest.split("/")
+        if len(parts) != 3:
+            raise InvalidTopicName(f"Invalid topic name {name!r}: expected tenant/namespace/topic")
+    else:
+        parts = [default_tenant, default_namespace, rest]
+    tenant, namespace, local = parts
+    for p in (tenant, namespace):
+        if not _PART.match(p):
+            raise InvalidTopicName(f"Invalid tenant or namespace in topic name {name!r}")
+    check_local_name(local)
+    return TopicName(tenant, namespace, local)
+
+
+def check_local_name(local: str) -> None:
+    """Kafka's own rules for the topic part (legal characters, length, '.' and '..')."""
+    if local in (".", ".."):
+        raise InvalidTopicName(f"Topic name cannot be {local!r}")
+    if len(local) > MAX_NAME_LENGTH:
+        raise InvalidTopicName(f"Topic name is longer than {MAX_NAME_LENGTH} characters")
+    if not _LEGAL.match(local):
+        raise InvalidTopicName(
+            f"Topic name {local!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+    if "-partition-" in local:
+        raise InvalidTopicName(f"Topic name {local!r} may not contain '-partition-' (reserved for partitions)")

@@ -1,0 +1,120 @@
+"""The broker service: storage, topics, producer ids and the protocol handlers, with one lifecycle.
+
+It owns everything the protocol handlers share, runs the background chores (retention), and shuts down in
+the order that loses nothing: stop accepting, let in-flight requests finish, close the logs, close storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kop.broker.producer_ids import ProducerIdAllocator
+from kop.broker.protocol_handler import ProtocolHandler, load_handlers
+from kop.broker.topic_config import effective
+from kop.broker.topics import StorageService, TopicManager
+from kop.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+CLUSTER_ID_PATH = "/kop/cluster-id"
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig, storage: StorageService) -> None:
+        self.config = config
+        self.storage = storage
+        self.topics = TopicManager(config, storage)
+        self.producer_ids = ProducerIdAllocator(storage.metadata_store, config.kafkaBrokerId)
+        self.handlers: list[ProtocolHandler] = []
+        self.cluster_id = ""
+        self.started_ms = 0
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._stopping = False
+        self.on_stop: list[Callable[[], Any]] = []
+
+    async def start(self, handlers: list[ProtocolHandler] | None = None) -> None:
+        self.cluster_id = await self._cluster_id()
+        await self.topics.load()
+        self.handlers = handlers if handlers is not None else load_handlers(self.config)
+        for h in self.handlers:
+            await h.start(self)
+        self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        self.started_ms = int(time.time() * 1000)
+        for h in self.handlers:
+            for lst in h.listeners():
+                log.info("%s handler listening on %s", h.name, lst)
+
+    async def _cluster_id(self) -> str:
+        store = self.storage.metadata_store
+        got = await store.get(CLUSTER_ID_PATH)
+        if got is not None:
+            return got[0].decode()
+        # Kafka cluster ids are 22-character url-safe base64 UUIDs.
+        import base64
+
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        try:
+            await store.put(CLUSTER_ID_PATH, cid.encode(), expected_version=-1)
+        except Exception:
+            got = await store.get(CLUSTER_ID_PATH)
+            if got is None:
+                raise
+            return got[0].decode()
+        return cid
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.retentionCheckIntervalMs / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.apply_retention()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("retention pass failed")
+
+    async def apply_retention(self) -> int:
+        deleted = 0
+        for topic in self.topics.all():
+            retention_ms = int(effective(topic.configs, "retention.ms", self.config))
+            retention_bytes = int(effective(topic.configs, "retention.bytes", self.config))
+            if retention_ms < 0 and retention_bytes < 0:
+                continue
+            if "delete" not in effective(topic.configs, "cleanup.policy", self.config):
+                continue
+            for p in range(topic.partitions):
+                # Only open logs are trimmed: a partition never opened since start-up is opened here, since
+                # retention must not depend on whether somebody read the partition recently.
+                plog = await self.topics.partition_log(topic, p)
+                deleted += await plog.apply_retention(retention_ms, retention_bytes)
+        if deleted:
+            log.info("retention deleted %d ledgers", deleted)
+        return deleted
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        timeout = self.config.brokerShutdownTimeoutMs / 1000
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            try:
+                await t
+            except (asyncio.CancelledError, Exception):
+                pass
+        for h in self.handlers:
+            try:
+                await h.stop(timeout)
+            except Exception:
+                log.exception("stopping %s handler", h.name)
+        for cb in self.on_stop:
+            cb()
+        await self.topics.close()
+        await self.storage.close()
+        log.info("broker stopped")

@@ -1,0 +1,262 @@
+"""Broker configuration: KoP/Pulsar key names, typed values, and loud failure on anything unknown.
+
+Operators coming from Pulsar/KoP keep their key names (kafkaListeners, kafkaTenant,
+managedLedgerMaxEntriesPerLedger, ...). A config file is Java-properties style (`key=value`, `#` comments),
+like Pulsar's broker.conf/standalone.conf. An unknown key or a value that does not parse stops start-up with
+a message naming the key: a typo must never silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names the key."""
+
+
+def _bool(value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "yes", "1", "on"):
+        return True
+    if v in ("false", "no", "0", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:/]*):(?P<port>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str  # listener name; also the security protocol unless kafkaProtocolMap says otherwise
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> Listener:
+        m = _LISTENER_RE.match(text.strip())
+        if not m:
+            raise ValueError(f"expected NAME://host:port, got {text!r}")
+        port = int(m["port"])
+        if not 0 <= port <= 65535:
+            raise ValueError(f"port out of range in {text!r}")
+        host = m["host"].strip("[]")
+        return cls(m["name"].upper(), host, port)
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.name}://{host}:{self.port}"
+
+
+def parse_listeners(text: str) -> tuple[Listener, ...]:
+    items = [t for t in (s.strip() for s in text.split(",")) if t]
+    if not items:
+        raise ValueError("at least one listener is required")
+    listeners = tuple(Listener.parse(t) for t in items)
+    names = [lst.name for lst in listeners]
+    if len(set(names)) != len(names):
+        raise ValueError(f"listener names must be unique, got {names}")
+    return listeners
+
+
+FSYNC_POLICIES = ("always", "interval", "none")
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    # --- listeners and identity
+    kafkaListeners: str = "PLAINTEXT://0.0.0.0:9092"
+    kafkaAdvertisedListeners: str = ""  # empty: same as kafkaListeners (0.0.0.0 replaced by advertisedAddress)
+    advertisedAddress: str = ""  # empty: 127.0.0.1 when listening on a wildcard address
+    kafkaBrokerId: int = 1
+    clusterName: str = "standalone"
+    # --- topics and namespaces
+    kafkaTenant: str = "public"
+    kafkaNamespace: str = "default"
+    kafkaMetadataTenant: str = "public"
+    kafkaMetadataNamespace: str = "__kafka"
+    allowAutoTopicCreation: bool = True
+    defaultNumPartitions: int = 1
+    # --- requests and connections
+    maxMessageSize: int = 5 * 1024 * 1024  # broker-wide default of max.message.bytes (KoP's default)
+    socketRequestMaxBytes: int = 100 * 1024 * 1024
+    maxQueuedRequests: int = 500  # per connection; reading pauses beyond this (back-pressure)
+    requestTimeoutMs: int = 30000
+    connectionMaxIdleMs: int = 600000  # -1 disables
+    maxPendingResponseBytes: int = 64 * 1024 * 1024  # per connection; reading pauses beyond this
+    fetchMaxWaitCapMs: int = 30000
+    # --- managed ledger
+    managedLedgerMaxEntriesPerLedger: int = 50000
+    managedLedgerMaxSizePerLedgerMbytes: int = 2048
+    managedLedgerMinLedgerRolloverTimeMinutes: int = 10
+    managedLedgerMaxLedgerRolloverTimeMinutes: int = 240
+    # --- embedded storage
+    localStoreFsyncPolicy: str = "always"  # always (group commit) | interval | none
+    localStoreFsyncIntervalMs: int = 1000
+    # --- retention (broker defaults of the per-topic retention.ms / retention.bytes)
+    defaultRetentionTimeInMinutes: int = 7 * 24 * 60  # -1: keep forever
+    defaultRetentionSizeInMB: int = -1
+    retentionCheckIntervalMs: int = 60000
+    # --- idempotent producers
+    producerIdExpirationMs: int = 86400000
+    # --- shutdown
+    brokerShutdownTimeoutMs: int = 10000
+    # --- extra protocol handlers (comma separated names from the kop.protocol_handlers entry point group)
+    messagingProtocols: str = "kafka"
+
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    # ------------------------------------------------------------------ loading
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls) if not f.name.startswith("_")]
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: dict[str, str] | None = None) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        if path is not None:
+            raw.update(read_properties(Path(path)))
+        raw.update(overrides or {})
+        return cls.from_strings(raw)
+
+    @classmethod
+    def from_strings(cls, raw: dict[str, str]) -> BrokerConfig:
+        fields_by_name = {f.name: f for f in dataclasses.fields(cls) if not f.name.startswith("_")}
+        values: dict[str, Any] = {}
+        for key, text in raw.items():
+            f = fields_by_name.get(key)
+            if f is None:
+                hint = _closest(key, fields_by_name)
+                raise ConfigError(f"unknown config key {key!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
+            try:
+                values[key] = _convert(f.type, text)
+            except ValueError as e:
+                raise ConfigError(f"bad value for {key}: {e}") from None
+        cfg = cls(**values)
+        cfg.validate()
+        return cfg
+
+    def validate(self) -> None:
+        def need(cond: bool, key: str, msg: str) -> None:
+            if not cond:
+                raise ConfigError(f"bad value for {key}: {msg} (got {getattr(self, key)!r})")
+
+        try:
+            self._derived["listeners"] = parse_listeners(self.kafkaListeners)
+        except ValueError as e:
+            raise ConfigError(f"bad value for kafkaListeners: {e}") from None
+        try:
+            adv = parse_listeners(self.kafkaAdvertisedListeners) if self.kafkaAdvertisedListeners else None
+        except ValueError as e:
+            raise ConfigError(f"bad value for kafkaAdvertisedListeners: {e}") from None
+        if adv is not None:
+            names = {lst.name for lst in self.listeners}
+            for a in adv:
+                need(a.name in names, "kafkaAdvertisedListeners", f"listener {a.name} is not in kafkaListeners")
+        self._derived["advertised"] = adv
+        need(self.kafkaBrokerId >= 0, "kafkaBrokerId", "must be >= 0")
+        for key in ("kafkaTenant", "kafkaNamespace", "kafkaMetadataTenant", "kafkaMetadataNamespace"):
+            need(bool(re.fullmatch(r"[A-Za-z0-9_.\-=:]+", getattr(self, key))), key, "must be a non-empty name")
+        need(1 <= self.defaultNumPartitions <= 100000, "defaultNumPartitions", "must be between 1 and 100000")
+        need(self.maxMessageSize > 0, "maxMessageSize", "must be > 0")
+        need(1024 <= self.socketRequestMaxBytes <= 2**31 - 1, "socketRequestMaxBytes", "must be 1024..2^31-1")
+        need(self.maxQueuedRequests >= 1, "maxQueuedRequests", "must be >= 1")
+        need(self.requestTimeoutMs > 0, "requestTimeoutMs", "must be > 0")
+        need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
+        need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")
+        need(self.managedLedgerMaxEntriesPerLedger >= 1, "managedLedgerMaxEntriesPerLedger", "must be >= 1")
+        need(self.managedLedgerMaxSizePerLedgerMbytes >= 1, "managedLedgerMaxSizePerLedgerMbytes", "must be >= 1")
+        need(self.managedLedgerMinLedgerRolloverTimeMinutes >= 0, "managedLedgerMinLedgerRolloverTimeMinutes", ">= 0")
+        need(self.managedLedgerMaxLedgerRolloverTimeMinutes >= 1, "managedLedgerMaxLedgerRolloverTimeMinutes", ">= 1")
+        need(self.localStoreFsyncPolicy in FSYNC_POLICIES, "localStoreFsyncPolicy", f"one of {FSYNC_POLICIES}")
+        need(self.localStoreFsyncIntervalMs >= 1, "localStoreFsyncIntervalMs", "must be >= 1")
+        need(self.defaultRetentionTimeInMinutes >= -1, "defaultRetentionTimeInMinutes", "-1 or >= 0")
+        need(self.defaultRetentionSizeInMB >= -1, "defaultRetentionSizeInMB", "-1 or >= 0")
+        need(self.retentionCheckIntervalMs >= 10, "retentionCheckIntervalMs", "must be >= 10")
+        need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
+        need(bool(self.protocols), "messagingProtocols", "at least one protocol")
+
+    # ------------------------------------------------------------------ derived values
+    @property
+    def listeners(self) -> tuple[Listener, ...]:
+        return self._derived["listeners"]
+
+    @property
+    def advertised_listeners(self) -> tuple[Listener, ...]:
+        """What Metadata/FindCoordinator hand out: explicit advertised listeners, else the bind listeners
+        with a wildcard host replaced by advertisedAddress (or 127.0.0.1)."""
+        adv = self._derived.get("advertised")
+        if adv:
+            return adv
+        host_for_wildcard = self.advertisedAddress or "127.0.0.1"
+        return tuple(
+            Listener(lst.name, host_for_wildcard if lst.host in ("", "0.0.0.0", "::") else lst.host, lst.port)
+            for lst in self.listeners
+        )
+
+    @property
+    def protocols(self) -> list[str]:
+        return [p.strip() for p in self.messagingProtocols.split(",") if p.strip()]
+
+    @property
+    def default_retention_ms(self) -> int:
+        return -1 if self.defaultRetentionTimeInMinutes < 0 else self.defaultRetentionTimeInMinutes * 60000
+
+    @property
+    def default_retention_bytes(self) -> int:
+        return -1 if self.defaultRetentionSizeInMB < 0 else self.defaultRetentionSizeInMB * 1024 * 1024
+
+
+def _convert(type_name: Any, text: str) -> Any:
+    t = type_name if isinstance(type_name, str) else getattr(type_name, "__name__", str(type_name))
+    text = text.strip()
+    if t == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {text!r}") from None
+    if t == "bool":
+        return _bool(text)
+    if t == "str":
+        return text
+    raise ValueError(f"unsupported type {t}")
+
+
+def _closest(key: str, known: dict[str, Any]) -> str | None:
+    import difflib
+
+    m = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)
+    return m[0] if m else None
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Java-properties style: `key=value` (or `key: value`), `#`/`!` comments, blank lines."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:]\s*(.*)$", s)
+        if not m:
+            raise ConfigError(f"{path}:{lineno}: expected key=value, got {s!r}")
+        out[m[1]] = m[2]
+    return out
+
+
+def parse_overrides(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out

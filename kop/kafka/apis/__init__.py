@@ -1,0 +1,61 @@
+"""One module per Kafka API (the kfake layout): each opens with the versions it serves and how it differs
+from Apache Kafka, and why. This package builds the dispatch table from them; ApiVersions advertises exactly
+this table, nothing more (KoP advertised every API its kafka-clients jar knew, and clients tripped on it)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from kop.protocol import api_info
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    key: int
+    name: str
+    min_version: int  # advertised range
+    max_version: int
+    request_floor: int  # lowest version actually served (Produce advertises 0 but serves 3+, KAFKA-18659)
+    handle: Callable[..., Awaitable[Any]]
+
+
+def _modules() -> list[ModuleType]:
+    from kop.kafka.apis import (
+        api_versions,
+        create_partitions,
+        create_topics,
+        delete_records,
+        delete_topics,
+        describe_cluster,
+        describe_configs,
+        fetch,
+        incremental_alter_configs,
+        init_producer_id,
+        list_offsets,
+        metadata,
+        offset_for_leader_epoch,
+        produce,
+    )
+    from kop.kafka.apis import alter_configs
+
+    return [
+        produce, fetch, list_offsets, metadata, api_versions, init_producer_id, offset_for_leader_epoch,
+        create_topics, delete_topics, create_partitions, describe_configs, alter_configs,
+        incremental_alter_configs, delete_records, describe_cluster,
+    ]
+
+
+def build_table() -> dict[int, Api]:
+    table: dict[int, Api] = {}
+    for mod in _modules():
+        key: int = mod.API_KEY
+        lo, hi = mod.VERSIONS
+        info = api_info(key)
+        # Never advertise past what the codec (Kafka's schemas) knows.
+        hi = min(hi, info.max_version)
+        floor = max(getattr(mod, "REQUEST_FLOOR", lo), info.min_version)
+        table[key] = Api(key, info.name, lo, hi, floor, mod.handle)
+    return table

@@ -1,0 +1,19 @@
+"""ApiVersions (key 18), v0-v4.
+
+Advertises exactly the dispatch table. A request newer than v4 is answered (by the connection) in the v0
+shape with UNSUPPORTED_VERSION plus our ranges, so the client retries at a version we serve; the response
+header is always v0, whatever the body version. No features are advertised: in particular no
+`transaction.version`, so Kafka 4.x producers stay on the classic produce path (KIP-890 needs transactions).
+Deviation: the client software name/version (v3+) is accepted without Kafka's pattern check.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+API_KEY = 18
+VERSIONS = (0, 4)
+
+
+async def handle(conn: Any, header: Any, request: Any) -> Any:
+    return conn.handler.api_versions_body()

@@ -1,0 +1,84 @@
+"""What DescribeConfigs / AlterConfigs / IncrementalAlterConfigs share: resource resolution, the broker's
+read-only config view (Kafka names for KoP keys), and topic config entries with their synonyms."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topic_config import (
+    SOURCE_DEFAULT,
+    SOURCE_DYNAMIC_TOPIC,
+    SOURCE_STATIC_BROKER,
+    TOPIC_CONFIGS,
+    TYPE_BOOLEAN,
+    TYPE_INT,
+    TYPE_LONG,
+    TYPE_STRING,
+    effective,
+)
+from kop.config import BrokerConfig
+
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+RESOURCE_BROKER_LOGGER = 8
+
+# Broker-level synonym of each topic config, as Kafka names them.
+BROKER_SYNONYM = {
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "cleanup.policy": "log.cleanup.policy",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "min.insync.replicas": "min.insync.replicas",
+}
+
+
+def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int]]:
+    """(Kafka name, value, type) of the broker settings a Kafka tool may ask for; all static here."""
+    return [
+        ("broker.id", str(cfg.kafkaBrokerId), TYPE_INT),
+        ("node.id", str(cfg.kafkaBrokerId), TYPE_INT),
+        ("listeners", ",".join(str(x) for x in cfg.listeners), TYPE_STRING),
+        ("advertised.listeners", ",".join(str(x) for x in cfg.advertised_listeners), TYPE_STRING),
+        ("auto.create.topics.enable", str(cfg.allowAutoTopicCreation).lower(), TYPE_BOOLEAN),
+        ("num.partitions", str(cfg.defaultNumPartitions), TYPE_INT),
+        ("default.replication.factor", "1", TYPE_INT),
+        ("delete.topic.enable", "true", TYPE_BOOLEAN),
+        ("message.max.bytes", str(cfg.maxMessageSize), TYPE_INT),
+        ("socket.request.max.bytes", str(cfg.socketRequestMaxBytes), TYPE_INT),
+        ("connections.max.idle.ms", str(cfg.connectionMaxIdleMs), TYPE_LONG),
+        ("log.retention.ms", str(cfg.default_retention_ms), TYPE_LONG),
+        ("log.retention.bytes", str(cfg.default_retention_bytes), TYPE_LONG),
+        ("log.cleanup.policy", "delete", TYPE_STRING),
+        ("log.message.timestamp.type", "CreateTime", TYPE_STRING),
+        ("log.segment.bytes", str(cfg.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024), TYPE_INT),
+        ("log.roll.ms", str(cfg.managedLedgerMaxLedgerRolloverTimeMinutes * 60000), TYPE_LONG),
+        ("min.insync.replicas", "1", TYPE_INT),
+    ]
+
+
+def topic_entries(
+    topic_configs: dict[str, str], cfg: BrokerConfig
+) -> list[tuple[str, str, bool, int, int, str, list[tuple[str, str, int]]]]:
+    """(name, value, read_only, source, type, doc, synonyms) for every topic config."""
+    out = []
+    for name, d in sorted(TOPIC_CONFIGS.items()):
+        value = effective(topic_configs, name, cfg)
+        default = d.default(cfg)
+        synonyms: list[tuple[str, str, int]] = []
+        if name in topic_configs:
+            synonyms.append((name, topic_configs[name], SOURCE_DYNAMIC_TOPIC))
+        synonyms.append((BROKER_SYNONYM[name], default, SOURCE_DEFAULT))
+        source = SOURCE_DYNAMIC_TOPIC if name in topic_configs else SOURCE_DEFAULT
+        out.append((name, value, d.read_only, source, d.type, d.doc, synonyms))
+    return out
+
+
+def is_this_broker(resource_name: str, cfg: BrokerConfig) -> bool:
+    return resource_name in ("", str(cfg.kafkaBrokerId))
+
+
+BROKER_SOURCE = SOURCE_STATIC_BROKER
+

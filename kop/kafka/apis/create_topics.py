@@ -1,0 +1,97 @@
+"""CreateTopics (key 19): v2-v7.
+
+- num_partitions -1 means defaultNumPartitions. Any replication factor (or -1) is accepted and reported
+  as 1: copies are the ledger store's business (BookKeeper's write quorum in cluster mode), not Kafka
+  replicas. A manual assignment must name only this broker (INVALID_REPLICA_ASSIGNMENT otherwise).
+- Configs are validated against the per-topic configs this broker honours (INVALID_CONFIG for unknown
+  names or bad values) and stored with the topic; validate_only checks without creating.
+- v5+ responses carry the partition count, replication factor and the topic's full config list.
+- Names use KoP's mapping: `t`, `tenant/ns/t` or `persistent://tenant/ns/t`; topics starting with `__` are
+  reserved for the broker (INVALID_TOPIC_EXCEPTION), as Kafka reserves its internal topics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.names import InvalidTopicName
+from kop.broker.topic_config import TOPIC_CONFIGS, effective
+from kop.broker.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC
+from kop.broker.topics import TopicError
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 19
+VERSIONS = (2, 7)
+ZERO_UUID = b"\0" * 16
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    h = conn.handler
+    R = api_info(API_KEY).response_class
+    topics_mgr = h.service.topics
+    results = []
+    seen: dict[str, int] = {}
+    for t in req.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    for t in req.topics:
+        def fail(error: str, message: str, t: Any = t) -> Any:
+            return R.CreatableTopicResult(
+                name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode[error], error_message=message,
+                num_partitions=-1, replication_factor=-1, configs=None,
+            )
+
+        if seen[t.name] > 1:
+            results.append(fail("INVALID_REQUEST", f"Duplicate topic {t.name} in the request"))
+            continue
+        try:
+            tn = topics_mgr.parse(t.name)
+        except InvalidTopicName as e:
+            results.append(fail("INVALID_TOPIC_EXCEPTION", str(e)))
+            continue
+        if tn.local.startswith("__"):
+            results.append(fail("INVALID_TOPIC_EXCEPTION", f"Topic names starting with '__' are reserved ({t.name})"))
+            continue
+        partitions = t.num_partitions
+        if t.assignments:
+            if partitions != -1 or t.replication_factor != -1:
+                results.append(fail("INVALID_REQUEST",
+                                    "Both assignments and num_partitions/replication_factor were given"))
+                continue
+            if any(b != h.config.kafkaBrokerId for a in t.assignments for b in a.broker_ids):
+                results.append(fail("INVALID_REPLICA_ASSIGNMENT", "Assignments may only name this broker"))
+                continue
+            partitions = len(t.assignments)
+        if partitions == -1:
+            partitions = h.config.defaultNumPartitions
+        if t.replication_factor == 0 or t.replication_factor < -1:
+            results.append(fail("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0."))
+            continue
+        configs: dict[str, str] = {}
+        bad = None
+        for c in t.configs:
+            if c.value is None:
+                bad = f"Null value not supported for topic config {c.name}"
+                break
+            configs[c.name] = c.value
+        if bad:
+            results.append(fail("INVALID_CONFIG", bad))
+            continue
+        try:
+            topic = await topics_mgr.create(tn, partitions, configs, validate_only=req.validate_only)
+        except TopicError as e:
+            results.append(fail(e.error, e.message))
+            continue
+        results.append(R.CreatableTopicResult(
+            name=t.name, topic_id=topic.topic_id, error_code=0, error_message=None,
+            num_partitions=topic.partitions, replication_factor=1,
+            configs=[
+                R.CreatableTopicConfigs(
+                    name=name, value=effective(topic.configs, name, h.config), read_only=d.read_only,
+                    config_source=SOURCE_DYNAMIC_TOPIC if name in topic.configs else SOURCE_DEFAULT,
+                    is_sensitive=False,
+                )
+                for name, d in sorted(TOPIC_CONFIGS.items())
+            ],
+        ))
+    return R(throttle_time_ms=0, topics=results)

@@ -1,0 +1,46 @@
+"""DeleteRecords (key 21): v0-v2.
+
+Moves the log start offset to the requested offset (-1 = the high watermark); whole ledgers entirely below
+it are released. An offset above the high watermark gets OFFSET_OUT_OF_RANGE; the answer carries the new
+low watermark (log start offset). A fetch below it then gets OFFSET_OUT_OF_RANGE, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import lookup_topic
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 21
+VERSIONS = (0, 2)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    h = conn.handler
+    R = api_info(API_KEY).response_class
+    out = []
+    for t in req.topics:
+        try:
+            topic = await lookup_topic(h, t.name, auto_create=False)
+        except TopicError:
+            topic = None
+        parts = []
+        for p in t.partitions:
+            def res(err: int, low: int = -1, p: Any = p) -> Any:
+                return R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=err)
+
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                parts.append(res(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            plog = await h.service.topics.partition_log(topic, p.partition_index)
+            offset = plog.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > plog.high_watermark:
+                parts.append(res(ErrorCode.OFFSET_OUT_OF_RANGE))
+                continue
+            low = await plog.delete_records(offset)
+            parts.append(res(0, low))
+        out.append(R.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=out)

@@ -1,0 +1,87 @@
+"""DescribeConfigs (key 32): v1-v4, for topics and for this broker.
+
+Topic resources list every per-topic config the broker honours, with the source (DYNAMIC_TOPIC_CONFIG when
+set on the topic, DEFAULT_CONFIG otherwise), synonyms on request (the topic value, then the broker default
+under Kafka's broker-level name), types and documentation (v3+). Broker resources (this broker's id, or ""
+for cluster defaults) describe the static settings, under Kafka's names, as STATIC_BROKER_CONFIG and
+read-only. KoP answered topics with a fixed list and brokers with dummies; tools that read-modify-write
+configs need the truth. BROKER_LOGGER and other resource types get INVALID_REQUEST.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import lookup_topic
+from kop.kafka.apis.configs_common import (
+    BROKER_SOURCE,
+    RESOURCE_BROKER,
+    RESOURCE_TOPIC,
+    broker_configs,
+    is_this_broker,
+    topic_entries,
+)
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 32
+VERSIONS = (1, 4)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    h = conn.handler
+    R = api_info(API_KEY).response_class
+    cfg = h.config
+    results = []
+    for res in req.resources:
+        def result(err: int, msg: str | None, configs: list[Any], res: Any = res) -> Any:
+            return R.DescribeConfigsResult(
+                error_code=err, error_message=msg, resource_type=res.resource_type,
+                resource_name=res.resource_name, configs=configs,
+            )
+
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        if res.resource_type == RESOURCE_TOPIC:
+            try:
+                topic = await lookup_topic(h, res.resource_name, auto_create=False)
+            except TopicError as e:
+                results.append(result(ErrorCode[e.error], e.message, []))
+                continue
+            if topic is None:
+                results.append(result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                      f"Topic {res.resource_name} does not exist", []))
+                continue
+            entries = []
+            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg):
+                if keys is not None and name not in keys:
+                    continue
+                entries.append(R.DescribeConfigsResourceResult(
+                    name=name, value=value, read_only=ro, config_source=source, is_default=source == 5,
+                    is_sensitive=False,
+                    synonyms=[R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in syns]
+                    if req.include_synonyms else [],
+                    config_type=ctype, documentation=doc if req.include_documentation else None,
+                ))
+            results.append(result(0, None, entries))
+        elif res.resource_type == RESOURCE_BROKER:
+            if not is_this_broker(res.resource_name, cfg):
+                results.append(result(ErrorCode.INVALID_REQUEST,
+                                      f"Broker {res.resource_name} is not this broker ({cfg.kafkaBrokerId})", []))
+                continue
+            entries = []
+            for name, value, ctype in broker_configs(cfg):
+                if keys is not None and name not in keys:
+                    continue
+                entries.append(R.DescribeConfigsResourceResult(
+                    name=name, value=value, read_only=True, config_source=BROKER_SOURCE, is_default=False,
+                    is_sensitive=False,
+                    synonyms=[R.DescribeConfigsSynonym(name=name, value=value, source=BROKER_SOURCE)]
+                    if req.include_synonyms else [],
+                    config_type=ctype, documentation=None,
+                ))
+            results.append(result(0, None, entries))
+        else:
+            results.append(result(ErrorCode.INVALID_REQUEST,
+                                  f"Resource type {res.resource_type} is not supported", []))
+    return R(throttle_time_ms=0, results=results)

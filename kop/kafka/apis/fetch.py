@@ -1,0 +1,147 @@
+"""Fetch (key 1): v4-v12.
+
+- v13+ (topic ids) is not advertised; Java clients then stay on v12 with topic names.
+- Batches are sent as stored, with the base offset (from broker entry metadata) sent as its own 8-byte part
+  in front of the rest of the stored batch: no copy of the payload (writelines of memoryviews).
+- A fetch at an offset inside a batch returns the whole containing batch (clients skip the leading records).
+- high watermark = last durable offset + 1; last stable offset = high watermark (no transactions);
+  log start offset is always set (KoP left it unset).
+- OFFSET_OUT_OF_RANGE below the log start offset and above the high watermark.
+- Partition and response byte limits as Kafka: the first batch of the response is returned even when it
+  is larger than the limits, so a consumer can always make progress.
+- min_bytes / max_wait long-poll: the request waits until an append to one of its partitions or max_wait
+  (capped by fetchMaxWaitCapMs), then reads again.
+- current_leader_epoch > our epoch gets UNKNOWN_LEADER_EPOCH, lower gets FENCED_LEADER_EPOCH.
+- Fetch sessions (KIP-227): not implemented; every request is a full fetch and session id 0 is returned,
+  which clients treat as "sessions not supported". Follower fetches (replica_id >= 0) are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.offset.api import OffsetOutOfRange
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 1
+VERSIONS = (4, 12)
+
+_OFFSET = struct.Struct(">q")
+
+
+class _Part:
+    __slots__ = ("index", "fetch_offset", "max_bytes", "epoch", "topic", "plog", "ledger", "error", "message")
+
+    def __init__(self, index: int, fetch_offset: int, max_bytes: int, epoch: int) -> None:
+        self.index = index
+        self.fetch_offset = fetch_offset
+        self.max_bytes = max_bytes
+        self.epoch = epoch
+        self.topic: Any = None
+        self.plog: Any = None
+        self.ledger = ""
+        self.error = 0
+        self.message: str | None = None
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    h = conn.handler
+    R = api_info(API_KEY).response_class
+    if req.replica_id >= 0:
+        return R(throttle_time_ms=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, session_id=0, responses=[])
+    plan: list[tuple[str, list[_Part]]] = []
+    for ft in req.topics:
+        parts = [_Part(fp.partition, fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch)
+                 for fp in ft.partitions]
+        try:
+            topic = await lookup_topic(h, ft.topic, auto_create=False)
+        except TopicError:
+            topic = None
+        for p in parts:
+            if topic is None or not 0 <= p.index < topic.partitions:
+                p.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if p.epoch > LEADER_EPOCH:
+                p.error = ErrorCode.UNKNOWN_LEADER_EPOCH
+                continue
+            if 0 <= p.epoch < LEADER_EPOCH:
+                p.error = ErrorCode.FENCED_LEADER_EPOCH
+                continue
+            p.topic = topic
+            p.ledger = topic.name.ledger_name(p.index)
+            p.plog = await h.service.topics.partition_log(topic, p.index)
+        plan.append((ft.topic, parts))
+
+    max_wait = min(max(req.max_wait_ms, 0), h.config.fetchMaxWaitCapMs) / 1000
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait
+    while True:
+        # Register interest before reading so an append landing between the read and the wait is not missed.
+        waiters = [p.plog.wait_for_append() for _, parts in plan for p in parts if p.plog is not None and not p.error]
+        total, responses = await _read_all(conn, R, plan, req.max_bytes)
+        remaining = deadline - loop.time()
+        if total >= req.min_bytes or remaining <= 0 or not waiters or h.draining:
+            for w in waiters:
+                if not w.done():
+                    w.cancel()
+            return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        if not done:
+            total, responses = await _read_all(conn, R, plan, req.max_bytes)
+            return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+
+
+async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], response_max: int) -> tuple[int, list[Any]]:
+    total = 0
+    responses = []
+    cache = conn.cursor_cache
+    for topic_name, parts in plan:
+        presps = []
+        for p in parts:
+            if p.error:
+                presps.append(_error(R, p.index, p.error))
+                continue
+            plog = p.plog
+            budget = min(p.max_bytes, max(response_max - total, 0))
+            records: list[Any] = []
+            try:
+                hint = cache.get(p.ledger, p.fetch_offset)
+                res = await plog.read(p.fetch_offset, budget, hint=hint, min_one=(total == 0))
+            except OffsetOutOfRange:
+                presps.append(R.PartitionData(
+                    partition_index=p.index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                    high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
+                    log_start_offset=plog.log_start_offset, aborted_transactions=None,
+                    preferred_read_replica=-1, records=None,
+                ))
+                continue
+            size = 0
+            for fb in res.batches:
+                records.append(_OFFSET.pack(fb.base_offset))
+                records.append(fb.batch[8:])
+                size += len(fb.batch)
+            if res.batches and res.next_position is not None:
+                cache.put(p.ledger, res.next_offset, res.next_position)
+            total += size
+            hw = plog.high_watermark
+            presps.append(R.PartitionData(
+                partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=hw,
+                log_start_offset=plog.log_start_offset, aborted_transactions=None, preferred_read_replica=-1,
+                records=records if records else b"",
+            ))
+        responses.append(R.FetchableTopicResponse(topic=topic_name, partitions=presps))
+    return total, responses
+
+
+def _error(R: Any, index: int, code: int) -> Any:
+    return R.PartitionData(
+        partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
+        aborted_transactions=None, preferred_read_replica=-1, records=None,
+    )

@@ -1,0 +1,74 @@
+"""ListOffsets (key 2): v1-v8.
+
+- -1 latest = high watermark (durable entries only: KoP answered from an in-memory index before the entry
+  was persisted and consumers that reset lost records, kop#1512); -2 earliest = log start offset;
+  -3 max timestamp (KIP-734) = the first record with the largest timestamp; -4 earliest-local = earliest
+  (everything is local here). A timestamp >= 0 gives the first record whose timestamp is >= it, at record
+  (not batch) precision, or offset -1 when there is none.
+- isolation_level read_committed answers the same as read_uncommitted: without transactions the last
+  stable offset equals the high watermark.
+- v0 (and its max_num_offsets) is gone since Kafka 4.0 and not served; v9+ (-5 latest-tiered and later)
+  are not advertised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 2
+VERSIONS = (1, 8)
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    h = conn.handler
+    R = api_info(API_KEY).response_class
+    topics = []
+    for t in req.topics:
+        try:
+            topic = await lookup_topic(h, t.name, auto_create=False)
+        except TopicError:
+            topic = None
+        parts = []
+        for p in t.partitions:
+            parts.append(await _one(h, R, topic, p))
+        topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+async def _one(h: Any, R: Any, topic: Any, p: Any) -> Any:
+    def answer(error: int, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> Any:
+        return R.ListOffsetsPartitionResponse(
+            partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset,
+            leader_epoch=epoch,
+        )
+
+    if topic is None or not 0 <= p.partition_index < topic.partitions:
+        return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if p.current_leader_epoch > LEADER_EPOCH:
+        return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
+    if 0 <= p.current_leader_epoch < LEADER_EPOCH:
+        return answer(ErrorCode.FENCED_LEADER_EPOCH)
+    plog = await h.service.topics.partition_log(topic, p.partition_index)
+    ts = p.timestamp
+    if ts == LATEST:
+        return answer(0, plog.high_watermark, -1, LEADER_EPOCH)
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return answer(0, plog.log_start_offset, -1, LEADER_EPOCH)
+    if ts == MAX_TIMESTAMP:
+        found = await plog.max_timestamp()
+        if found is None:
+            return answer(0, -1, -1, -1)
+        return answer(0, found[0], found[1], LEADER_EPOCH)
+    if ts < 0:
+        return answer(ErrorCode.INVALID_REQUEST)
+    found = await plog.offset_for_timestamp(ts)
+    if found is None:
+        return answer(0, -1, -1, -1)
+    return answer(0, found[0], found[1], LEADER_EPOCH)

@@ -1,0 +1,50 @@
+"""OffsetForLeaderEpoch (key 23): v2-v4, for clients' position validation (KIP-320).
+
+Every partition has had one leader epoch (LEADER_EPOCH) for its whole life, so the end offset of that
+epoch is the high watermark; asking for a later epoch gets UNKNOWN_LEADER_EPOCH as a current-epoch check
+does in Kafka, and an earlier epoch (none exists) gets epoch -1 / offset -1 (undefined). Follower requests
+(replica_id >= 0) are refused: there are no followers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 23
+VERSIONS = (2, 4)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    h = conn.handler
+    R = api_info(API_KEY).response_class
+    out = []
+    for t in req.topics:
+        try:
+            topic = await lookup_topic(h, t.topic, auto_create=False)
+        except TopicError:
+            topic = None
+        parts = []
+        for p in t.partitions:
+            def res(err: int, epoch: int = -1, end: int = -1, p: Any = p) -> Any:
+                return R.EpochEndOffset(error_code=err, partition=p.partition, leader_epoch=epoch, end_offset=end)
+
+            if getattr(req, "replica_id", -2) >= 0:
+                parts.append(res(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            elif topic is None or not 0 <= p.partition < topic.partitions:
+                parts.append(res(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            elif p.current_leader_epoch > LEADER_EPOCH:
+                parts.append(res(ErrorCode.UNKNOWN_LEADER_EPOCH))
+            elif 0 <= p.current_leader_epoch < LEADER_EPOCH:
+                parts.append(res(ErrorCode.FENCED_LEADER_EPOCH))
+            elif p.leader_epoch > LEADER_EPOCH:
+                parts.append(res(0, -1, -1))
+            else:
+                plog = await h.service.topics.partition_log(topic, p.partition)
+                parts.append(res(0, LEADER_EPOCH, plog.high_watermark))
+        out.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
+    return R(throttle_time_ms=0, topics=out)

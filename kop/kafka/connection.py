@@ -1,0 +1,227 @@
+"""One client connection: frames in, requests dispatched, responses out in request order.
+
+Clients pipeline requests (a Java producer keeps up to five in flight), so each request runs as its own
+task while responses are written strictly in arrival order. Reading pauses while too many requests or too
+many unsent response bytes are queued, so a slow client cannot make the broker buffer without bound.
+A peer that sends something that cannot be a Kafka request (bad size, undecodable header or body, an API
+we do not serve) gets one log line and a closed connection, as Apache Kafka does; nothing else is affected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from kop.kafka.framing import FrameError, FrameReader
+from kop.offset.cursor_cache import CursorCache
+from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
+
+if TYPE_CHECKING:
+    from kop.kafka.handler import KafkaProtocolHandler
+
+log = logging.getLogger("kop.kafka.connection")
+
+API_VERSIONS_KEY = 18
+
+
+class _Pending:
+    __slots__ = ("correlation_id", "api_key", "version", "task", "started")
+
+    def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Any] | None) -> None:
+        self.correlation_id = correlation_id
+        self.api_key = api_key
+        self.version = version
+        self.task = task
+        self.started = time.monotonic()
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
+    def __init__(self, handler: KafkaProtocolHandler, listener_name: str) -> None:
+        self.handler = handler
+        self.listener_name = listener_name
+        cfg = handler.config
+        self.reader = FrameReader(cfg.socketRequestMaxBytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.client_id: str | None = None
+        self.cursor_cache = CursorCache()
+        self.last_active = time.monotonic()
+        self._queue: deque[_Pending] = deque()
+        self._max_queued = cfg.maxQueuedRequests
+        self._write_paused = False
+        self._read_paused = False
+        self._closed = False
+        self.closed_future: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        # Serialises the "issue" phase of produce requests on this connection (see kop.kafka.apis.produce).
+        self.produce_chain: asyncio.Future[None] | None = None
+
+    # ------------------------------------------------------------------ asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.handler.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.handler.connections.discard(self)
+        for p in self._queue:
+            if p.task is not None and not p.task.done():
+                p.task.cancel()
+        self._queue.clear()
+        if not self.closed_future.done():
+            self.closed_future.set_result(None)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.reader.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        try:
+            self.reader.buffer_updated(nbytes)
+        except FrameError as e:
+            self.abort(str(e))
+            return
+        if self.reader.frames:
+            frames, self.reader.frames = self.reader.frames, []
+            for frame in frames:
+                if self._closed:
+                    return
+                self._on_frame(frame)
+
+    def eof_received(self) -> bool | None:
+        # Let queued responses go out; the transport closes once they are written.
+        return False
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # ------------------------------------------------------------------ requests
+    def _on_frame(self, frame: bytearray) -> None:
+        view = memoryview(frame)
+        try:
+            header, body_offset = decode_request_header(view)
+        except DecodeError as e:
+            self.abort(f"undecodable request header: {e}")
+            return
+        self.client_id = header.client_id
+        api = self.handler.apis.get(header.api_key)
+        if api is None:
+            self.abort(f"request for API key {header.api_key}, which this broker does not serve")
+            return
+        version = header.api_version
+        if not api.min_version <= version <= api.max_version:
+            if header.api_key == API_VERSIONS_KEY:
+                # Clients send their newest ApiVersions first; answer in the v0 shape with
+                # UNSUPPORTED_VERSION and our ranges so they retry with one we serve.
+                p = _Pending(header.correlation_id, API_VERSIONS_KEY, 0, None)
+                p.task = asyncio.get_running_loop().create_future()
+                p.task.set_result(self.handler.api_versions_body(error="UNSUPPORTED_VERSION"))
+                self._enqueue(p)
+                return
+            self.abort(
+                f"{api.name} v{version} is not supported (this broker serves v{api.min_version}-v{api.max_version})"
+            )
+            return
+        if version < api.request_floor:
+            # Advertised for compatibility only (Produce v0-v2, KAFKA-18659); the request itself is refused.
+            self.abort(f"{api.name} v{version} is no longer supported (minimum v{api.request_floor})")
+            return
+        try:
+            request = decode_request(header.api_key, version, view, body_offset)
+        except DecodeError as e:
+            self.abort(f"undecodable {api.name} v{version} request: {e}")
+            return
+        except Exception as e:  # a codec bug must not take the broker down
+            self.abort(f"failed to decode {api.name} v{version} request: {e!r}")
+            return
+        pending = _Pending(header.correlation_id, header.api_key, version, None)
+        pending.task = asyncio.ensure_future(api.handle(self, header, request))
+        self._enqueue(pending)
+
+    def _enqueue(self, pending: _Pending) -> None:
+        self._queue.append(pending)
+        assert pending.task is not None
+        pending.task.add_done_callback(self._on_done)
+        self._update_reading()
+
+    def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+        while self._queue and self._queue[0].task is not None and self._queue[0].task.done():
+            p = self._queue.popleft()
+            if self._closed:
+                return
+            task = p.task
+            assert task is not None
+            if task.cancelled():
+                self.abort("request cancelled")
+                return
+            exc = task.exception()
+            if exc is not None:
+                log.error(
+                    "closing connection from %s: %s failed: %r",
+                    self.peer, self.handler.api_name(p.api_key), exc, exc_info=exc,
+                )
+                self.abort(None)
+                return
+            body = task.result()
+            self.handler.record_request(p.api_key, p.version, time.monotonic() - p.started)
+            if body is None:  # acks=0 produce: no response at all
+                continue
+            try:
+                parts = encode_response(p.api_key, p.version, p.correlation_id, body)
+            except Exception as e:
+                log.error("closing connection from %s: cannot encode %s response: %r",
+                          self.peer, self.handler.api_name(p.api_key), e, exc_info=e)
+                self.abort(None)
+                return
+            assert self.transport is not None
+            self.transport.writelines(parts)
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self._closed or self.transport is None:
+            return
+        should_pause = self._write_paused or len(self._queue) >= self._max_queued or self.handler.draining
+        if should_pause and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        elif not should_pause and self._read_paused:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def in_flight(self) -> int:
+        return len(self._queue)
+
+    def abort(self, reason: str | None) -> None:
+        """Close at once; `reason` is logged (one line) when given."""
+        if self._closed:
+            return
+        if reason:
+            log.warning("closing connection from %s (client %s): %s", self.peer, self.client_id, reason)
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    async def drain_and_close(self, timeout: float) -> None:
+        """Graceful shutdown: no new requests; in-flight ones finish or are failed after `timeout`."""
+        self._update_reading()
+        deadline = time.monotonic() + timeout
+        while self._queue and time.monotonic() < deadline and not self._closed:
+            await asyncio.sleep(0.01)
+        if self.transport is not None and not self._closed:
+            if self._queue:
+                self.abort("broker shutting down with requests still in flight")
+            else:
+                self._closed = True
+                self.transport.close()

@@ -1,0 +1,172 @@
+"""KafkaProtocolHandler: the `kafka` protocol-handler plugin (listeners, connections, shared state).
+
+Holds what every Kafka connection shares: the dispatch table, the advertised nodes per listener, the
+idempotent-producer state per partition, and request counters. Serving starts in `start()` and ends in
+`stop()`, which stops accepting, lets in-flight requests finish (bounded by a timeout) and closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kop.broker.protocol_handler import ProtocolHandler
+from kop.config import BrokerConfig, Listener
+from kop.kafka.apis import Api, build_table
+from kop.kafka.idempotence import ProducerStateTable
+from kop.protocol import api_info
+
+if TYPE_CHECKING:
+    from kop.broker.service import BrokerService
+    from kop.kafka.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+# How many trailing batches of a partition are read at open to rebuild idempotent-producer state.
+PRODUCER_STATE_TAIL_ENTRIES = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+class KafkaProtocolHandler(ProtocolHandler):
+    name = "kafka"
+
+    def __init__(self) -> None:
+        self.config: BrokerConfig
+        self.service: BrokerService
+        self.apis: dict[int, Api] = build_table()
+        self.connections: set[KafkaConnection] = set()
+        self.servers: list[asyncio.base_events.Server] = []
+        self.draining = False
+        self.request_counts: Counter[tuple[int, int]] = Counter()
+        self.request_seconds: Counter[tuple[int, int]] = Counter()
+        self._producer_states: dict[str, ProducerStateTable] = {}
+        self._producer_state_loading: dict[str, asyncio.Future[ProducerStateTable]] = {}
+        self._bound: list[Listener] = []
+        self._idle_task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ plugin API
+    def accept(self, protocol: str) -> bool:
+        return protocol.lower() == "kafka"
+
+    def initialize(self, config: BrokerConfig) -> None:
+        self.config = config
+
+    async def start(self, service: BrokerService) -> None:
+        from kop.kafka.connection import KafkaConnection
+
+        self.service = service
+        loop = asyncio.get_running_loop()
+        for lst in self.config.listeners:
+            server = await loop.create_server(
+                lambda name=lst.name: KafkaConnection(self, name),
+                host=lst.host or None,
+                port=lst.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self.servers.append(server)
+            port = server.sockets[0].getsockname()[1]
+            self._bound.append(Listener(lst.name, lst.host, port))
+        if self.config.connectionMaxIdleMs > 0:
+            self._idle_task = asyncio.create_task(self._idle_loop(), name="kafka-idle")
+
+    def listeners(self) -> list[str]:
+        return [str(b) for b in self._bound]
+
+    async def stop(self, timeout: float) -> None:
+        self.draining = True
+        if self._idle_task:
+            self._idle_task.cancel()
+        for s in self.servers:
+            s.close()
+        conns = list(self.connections)
+        await asyncio.gather(*(c.drain_and_close(timeout) for c in conns), return_exceptions=True)
+        for s in self.servers:
+            try:
+                await asyncio.wait_for(s.wait_closed(), 1)
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+
+    # ------------------------------------------------------------------ shared helpers
+    def node_for(self, listener_name: str) -> Node:
+        """This broker as clients on `listener_name` must reach it (its advertised listener)."""
+        adv = self.config.advertised_listeners
+        chosen = next((a for a in adv if a.name == listener_name), adv[0])
+        port = chosen.port
+        if port == 0:  # listening on an ephemeral port (tests): advertise the real one
+            bound = next((b for b in self._bound if b.name == chosen.name), None)
+            port = bound.port if bound else port
+        return Node(self.config.kafkaBrokerId, chosen.host, port)
+
+    def api_name(self, key: int) -> str:
+        try:
+            return api_info(key).name
+        except KeyError:
+            return f"api#{key}"
+
+    def api_versions_body(self, error: str | None = None) -> Any:
+        from kop.protocol.errors import ErrorCode
+
+        R = api_info(18).response_class
+        return R(
+            error_code=ErrorCode[error] if error else 0,
+            api_keys=[
+                R.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
+                for a in sorted(self.apis.values(), key=lambda a: a.key)
+            ],
+            throttle_time_ms=0,
+        )
+
+    def record_request(self, key: int, version: int, seconds: float) -> None:
+        self.request_counts[(key, version)] += 1
+        self.request_seconds[(key, version)] += seconds
+
+    async def producer_state(self, ledger_name: str, plog: Any) -> ProducerStateTable:
+        """Idempotent-producer state of one partition, rebuilt from the log's tail on first use."""
+        table = self._producer_states.get(ledger_name)
+        if table is not None:
+            return table
+        pending = self._producer_state_loading.get(ledger_name)
+        if pending is not None:
+            return await pending
+        fut: asyncio.Future[ProducerStateTable] = asyncio.get_running_loop().create_future()
+        self._producer_state_loading[ledger_name] = fut
+        try:
+            table = ProducerStateTable()
+            from kop.protocol.records import parse_batch_header
+
+            for fb in await plog.tail_batches(PRODUCER_STATE_TAIL_ENTRIES):
+                h = parse_batch_header(fb.batch)
+                if h.producer_id >= 0:
+                    table.record(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count, fb.base_offset)
+            self._producer_states[ledger_name] = table
+            fut.set_result(table)
+            return table
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()
+            raise
+        finally:
+            self._producer_state_loading.pop(ledger_name, None)
+
+    def forget_producer_state(self, ledger_name: str) -> None:
+        self._producer_states.pop(ledger_name, None)
+
+    async def _idle_loop(self) -> None:
+        limit = self.config.connectionMaxIdleMs / 1000
+        while True:
+            await asyncio.sleep(min(limit / 2, 30))
+            now = time.monotonic()
+            for c in list(self.connections):
+                if c.in_flight == 0 and now - c.last_active > limit:
+                    c.abort(f"idle for more than {self.config.connectionMaxIdleMs} ms")

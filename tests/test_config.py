@@ -1,0 +1,83 @@
+"""Broker configuration: KoP key names, typed values, and start-up refusal of anything unknown or bad."""
+
+import pytest
+
+from kop.config import BrokerConfig, ConfigError, Listener, parse_overrides, read_properties
+
+
+def test_defaults_listen_on_9092_and_advertise_loopback():
+    c = BrokerConfig.load()
+    assert c.listeners == (Listener("PLAINTEXT", "0.0.0.0", 9092),)
+    assert c.advertised_listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    assert (c.kafkaTenant, c.kafkaNamespace) == ("public", "default")
+    assert c.allowAutoTopicCreation is True
+
+
+def test_overrides_are_typed():
+    c = BrokerConfig.load(overrides={"managedLedgerMaxEntriesPerLedger": "10", "allowAutoTopicCreation": "false"})
+    assert c.managedLedgerMaxEntriesPerLedger == 10
+    assert c.allowAutoTopicCreation is False
+
+
+def test_unknown_key_names_the_key_and_suggests():
+    with pytest.raises(ConfigError, match="managedLedgerMaxEntriesPerLedgr.*did you mean 'managedLedgerMaxEntriesPerLedger'"):
+        BrokerConfig.load(overrides={"managedLedgerMaxEntriesPerLedgr": "5"})
+
+
+@pytest.mark.parametrize(
+    "key,value",
+    [
+        ("defaultNumPartitions", "zero"),
+        ("defaultNumPartitions", "0"),
+        ("allowAutoTopicCreation", "maybe"),
+        ("kafkaListeners", "localhost:9092"),
+        ("kafkaListeners", "PLAINTEXT://h:99999"),
+        ("localStoreFsyncPolicy", "sometimes"),
+        ("kafkaAdvertisedListeners", "OTHER://h:1"),
+        ("socketRequestMaxBytes", "10"),
+    ],
+)
+def test_bad_values_name_the_key(key, value):
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig.load(overrides={key: value})
+
+
+def test_config_file_and_override_precedence(tmp_path):
+    f = tmp_path / "broker.conf"
+    f.write_text("# comment\n\nkafkaListeners=PLAINTEXT://127.0.0.1:19092\ndefaultNumPartitions = 4\n")
+    c = BrokerConfig.load(f, {"defaultNumPartitions": "6"})
+    assert c.listeners[0].port == 19092
+    assert c.defaultNumPartitions == 6
+
+
+def test_bad_config_file_line(tmp_path):
+    f = tmp_path / "broker.conf"
+    f.write_text("this is not a property\n")
+    with pytest.raises(ConfigError, match="broker.conf:1"):
+        read_properties(f)
+
+
+def test_missing_config_file():
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        BrokerConfig.load("/nonexistent/broker.conf")
+
+
+def test_override_syntax():
+    assert parse_overrides(["a=b=c"]) == {"a": "b=c"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+
+
+def test_shipped_standalone_conf_loads():
+    from pathlib import Path
+
+    c = BrokerConfig.load(Path(__file__).parent.parent / "conf" / "standalone.conf")
+    assert c.listeners[0].port == 9092
+
+
+def test_explicit_advertised_listeners():
+    c = BrokerConfig.load(overrides={
+        "kafkaListeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
+        "kafkaAdvertisedListeners": "PLAINTEXT://broker.example:9092,INTERNAL://10.0.0.1:9093",
+    })
+    assert [str(a) for a in c.advertised_listeners] == ["PLAINTEXT://broker.example:9092", "INTERNAL://10.0.0.1:9093"]

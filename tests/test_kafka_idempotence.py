@@ -1,0 +1,69 @@
+"""Idempotent-producer sequence rules (Kafka's): duplicates answered with the original offsets, gaps and
+stale epochs refused with Kafka's error codes."""
+
+import pytest
+
+from kop.kafka.idempotence import ProducerStateTable, SequenceError
+
+
+def test_first_batch_must_start_at_zero():
+    t = ProducerStateTable()
+    with pytest.raises(SequenceError) as e:
+        t.check(7, 0, 5, 1)
+    assert e.value.error == "UNKNOWN_PRODUCER_ID"
+    assert t.check(7, 0, 0, 3) is None
+
+
+def test_duplicate_of_any_of_last_five_is_recognised():
+    t = ProducerStateTable()
+    seq = 0
+    for i in range(6):
+        assert t.check(1, 0, seq, 2) is None
+        t.record(1, 0, seq, 2, 100 + 2 * i)
+        seq += 2
+    # batches 1..5 are remembered (the first one fell out of the window)
+    dup = t.check(1, 0, 2, 2)
+    assert dup is not None and dup.base_offset == 102
+    with pytest.raises(SequenceError) as e:
+        t.check(1, 0, 0, 2)
+    assert e.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+def test_gap_is_out_of_order():
+    t = ProducerStateTable()
+    t.record(1, 0, 0, 5, 0)
+    with pytest.raises(SequenceError) as e:
+        t.check(1, 0, 6, 1)
+    assert e.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert t.check(1, 0, 5, 1) is None
+
+
+def test_epochs():
+    t = ProducerStateTable()
+    t.record(1, 3, 0, 1, 0)
+    with pytest.raises(SequenceError) as e:
+        t.check(1, 2, 1, 1)
+    assert e.value.error == "INVALID_PRODUCER_EPOCH"
+    with pytest.raises(SequenceError):
+        t.check(1, 4, 1, 1)  # a new epoch must restart at 0
+    assert t.check(1, 4, 0, 1) is None
+
+
+def test_sequence_wraps_at_int32_max():
+    t = ProducerStateTable()
+    t.record(1, 0, 0, 1, 0)
+    t.producers[1].batches[-1].last_seq = 2**31 - 1
+    assert t.check(1, 0, 0, 1) is None
+
+
+def test_non_idempotent_batches_are_not_checked():
+    t = ProducerStateTable()
+    assert t.check(-1, -1, -1, 10) is None
+    assert t.record(-1, -1, -1, 10, 0) is None
+
+
+def test_failed_append_is_forgotten_so_the_retry_is_not_a_duplicate():
+    t = ProducerStateTable()
+    rec = t.record(1, 0, 0, 1, 0)
+    t.forget(1, rec)
+    assert t.check(1, 0, 0, 1) is None

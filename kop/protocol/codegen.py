@@ -1,0 +1,553 @@
+"""Generate straight-line decode/encode functions per (message, version) with ``exec``.
+
+Why generate: a per-field interpreter loop costs ~10-40x more than straight-line code (see
+shared/research/codec.md). For one message version the generator emits a single function in which
+  * runs of fixed-width fields are (un)packed with one precompiled ``struct.Struct``; a length
+    prefix or the first byte of a compact varint / tag buffer rides along at the end of the run;
+  * nested structs are inlined and arrays become plain ``for`` loops (no per-struct calls);
+  * the flexible-version tag buffer is a single byte in the common no-tags case;
+  * record blobs decode as zero-copy ``memoryview`` slices and encode by reference.
+
+Decoders have the signature ``decode(data: memoryview, pos: int) -> (obj, pos)`` and raise
+``DecodeError`` for any malformed input (bounds are checked before every slice and loop, and the
+low-level ``struct.error``/``IndexError`` of a truncated read are translated). Encoders have the
+signature ``encode(obj, cur: list, parts: list) -> None``: small pieces are appended to ``cur``, and
+whenever a large or list-valued records field is met, ``cur`` is joined into ``parts`` and the
+records buffers are appended to ``parts`` as they are.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from .errors import DecodeError
+from .model import ZERO_UUID, MessageModel, default_kind
+from .schema import FIXED_TYPES, FieldSpec
+
+#: record blobs at least this large are appended to ``parts`` by reference instead of being copied.
+RECORDS_BY_REFERENCE = 1024
+
+_SIZES = {c: struct.calcsize(">" + c) for c in FIXED_TYPES.values()}
+_UV1 = tuple(bytes((i,)) for i in range(128))
+
+
+def uvarint_bytes(value: int) -> bytes:
+    """Unsigned varint encoding (used for compact lengths and tag numbers)."""
+    if value < 128:
+        return _UV1[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def uvarint_continue(data: memoryview, pos: int, first: int) -> tuple[int, int]:
+    """Finish an unsigned varint whose first byte ``first`` (>= 0x80) was already consumed."""
+    value = first & 0x7F
+    shift = 7
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 28:
+            raise DecodeError("unsigned varint longer than 5 bytes")
+
+
+def uvarint_read(data: memoryview, pos: int) -> tuple[int, int]:
+    b = data[pos]
+    if b < 128:
+        return b, pos + 1
+    return uvarint_continue(data, pos + 1, b)
+
+
+def tag_buffer(tagged: list[tuple[int, bytes]]) -> bytes:
+    """Encode a tag buffer from (tag, payload) pairs already in ascending tag order."""
+    if not tagged:
+        return b"\x00"
+    out = [uvarint_bytes(len(tagged))]
+    for tag, payload in tagged:
+        out.append(uvarint_bytes(tag))
+        out.append(uvarint_bytes(len(payload)))
+        out.append(payload)
+    return b"".join(out)
+
+
+def skip_tag_buffer(data: memoryview, pos: int) -> int:
+    """Skip a whole tag buffer (used for headers, whose tags we do not interpret)."""
+    end = len(data)
+    count, pos = uvarint_read(data, pos)
+    if count > end - pos:
+        raise DecodeError("tag count larger than the remaining bytes")
+    for _ in range(count):
+        _tag, pos = uvarint_read(data, pos)
+        size, pos = uvarint_read(data, pos)
+        pos += size
+        if pos > end:
+            raise DecodeError("tagged field runs past the end of the buffer")
+    return pos
+
+
+def records_length(value: Any) -> int:
+    if value is None:
+        return -1
+    if type(value) is list:
+        return sum(map(len, value))
+    return len(value)
+
+
+def append_records(value: Any, cur: list, parts: list) -> None:
+    """Append a records value: by reference when large (or a list of buffers), else copied into cur."""
+    if value is None:
+        return
+    if type(value) is list:
+        if value:
+            parts.append(b"".join(cur))
+            cur.clear()
+            parts.extend(value)
+    elif len(value) >= RECORDS_BY_REFERENCE:
+        parts.append(b"".join(cur))
+        cur.clear()
+        parts.append(value)
+    else:
+        cur.append(value)
+
+
+_DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, TypeError)
+
+
+def _raise_truncated(what: str) -> None:
+    raise DecodeError(f"{what}: length runs past the end of the buffer")
+
+
+def _raise_null(what: str) -> None:
+    raise DecodeError(f"{what}: null in a non-nullable field")
+
+
+class _Emitter:
+    """Shared machinery: source lines, unique names and the pending fixed-width run."""
+
+    def __init__(self, model: MessageModel, version: int, flexible: bool) -> None:
+        self.model = model
+        self.version = version
+        self.flexible = flexible
+        self.lines: list[str] = []
+        self.globs: dict[str, Any] = {
+            "DecodeError": DecodeError,
+            "_uvc": uvarint_continue,
+            "_uvr": uvarint_read,
+            "_uvb": uvarint_bytes,
+            "_UV1": _UV1,
+            "_unpack_from": struct.unpack_from,
+            "_pack": struct.pack,
+            "_new": object.__new__,
+            "_trunc": _raise_truncated,
+            "_null": _raise_null,
+            "_tagbuf": tag_buffer,
+            "_rlen": records_length,
+            "_rapp": append_records,
+            "_join": b"".join,
+            "_ZU": ZERO_UUID,
+            "_ERRS": _DECODE_ERRORS,
+        }
+        self._counter = 0
+        self._consts: dict[Any, str] = {}
+        self.run_fmt: list[str] = []
+        self.run_items: list[str] = []
+        self.run_indent = ""
+
+    def var(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def glob(self, value: Any, prefix: str) -> str:
+        key = (prefix, id(value)) if not isinstance(value, (int, str, bytes, float)) else (prefix, value)
+        name = self._consts.get(key)
+        if name is None:
+            name = self.var(prefix)
+            self.globs[name] = value
+            self._consts[key] = name
+        return name
+
+    def struct_const(self, fmt: str) -> str:
+        return self.glob(struct.Struct(">" + fmt), "_S")
+
+    def emit(self, indent: str, line: str) -> None:
+        self.lines.append(indent + line)
+
+    def add_run(self, indent: str, fmt: str, item: str) -> None:
+        if self.run_fmt and self.run_indent != indent:
+            raise AssertionError("fixed-width run crossed an indentation change")
+        self.run_indent = indent
+        self.run_fmt.append(fmt)
+        self.run_items.append(item)
+
+    def compact(self, f: FieldSpec) -> bool:
+        if f.flexible_versions is not None:
+            return self.version in f.flexible_versions
+        return self.flexible
+
+    def cls_name(self, f: FieldSpec) -> str:
+        return self.glob(self.model.classes[f.struct_name], "_C")  # type: ignore[index]
+
+
+class DecoderGen(_Emitter):
+    """Emits ``decode(data, pos) -> (obj, pos)`` for one message version."""
+
+    def flush(self) -> None:
+        if not self.run_fmt:
+            return
+        fmt = "".join(self.run_fmt)
+        size = struct.calcsize(">" + fmt)
+        targets = ", ".join(self.run_items) + ("," if len(self.run_items) == 1 else "")
+        ind = self.run_indent
+        self.emit(ind, f"{targets} = {self.struct_const(fmt)}.unpack_from(data, pos)")
+        self.emit(ind, f"pos += {size}")
+        self.run_fmt, self.run_items = [], []
+
+    def generate(self) -> Any:
+        root = self.model.spec.name
+        ind = "        "
+        self.lines.append("def decode(data, pos):")
+        self.lines.append("    end = len(data)")
+        self.lines.append("    try:")
+        self.emit(ind, f"o = _new({self.glob(self.model.root, '_C')})")
+        self.fields(self.model.fields_of[root], "o", ind, root)
+        self.flush()
+        self.lines.append("    except _ERRS as exc:")
+        self.lines.append(f"        raise DecodeError(f'{root} v{self.version}: {{exc!r}}') from None")
+        self.lines.append("    return o, pos")
+        return _compile(self, f"decode {root} v{self.version}", "decode")
+
+    def default_assign(self, f: FieldSpec, target: str, ind: str) -> None:
+        kind, value = default_kind(f)
+        if kind == "list":
+            self.emit(ind, f"{target} = []")
+        elif kind == "struct":
+            self.emit(ind, f"{target} = {self.cls_name(f)}()")
+        elif value is None or isinstance(value, (bool, int, float)):
+            self.emit(ind, f"{target} = {value!r}")
+        else:
+            self.emit(ind, f"{target} = {self.glob(value, '_D')}")
+
+    def fields(self, fields: list[FieldSpec], obj: str, ind: str, where: str) -> None:
+        v = self.version
+        tagged: list[FieldSpec] = []
+        for f in fields:
+            if not f.present(v):
+                self.default_assign(f, f"{obj}.{f.attr}", ind)
+            elif self.flexible and f.tagged(v):
+                self.default_assign(f, f"{obj}.{f.attr}", ind)
+                tagged.append(f)
+            else:
+                self.field(f, f"{obj}.{f.attr}", ind, f"{where}.{f.attr}")
+        if self.flexible:
+            self.tags(tagged, obj, ind, where)
+
+    def tags(self, tagged: list[FieldSpec], obj: str, ind: str, where: str) -> None:
+        t = self.var("t")
+        self.add_run(ind, "B", t)
+        self.flush()
+        self.emit(ind, f"if {t}:")
+        i2 = ind + "    "
+        self.emit(i2, f"if {t} > 127: {t}, pos = _uvc(data, pos, {t})")
+        self.emit(i2, f"if {t} > end - pos: _trunc({where!r})")
+        self.emit(i2, f"for _ in range({t}):")
+        i3 = i2 + "    "
+        tag, size, tend = self.var("tag"), self.var("sz"), self.var("te")
+        self.emit(i3, f"{tag}, pos = _uvr(data, pos)")
+        self.emit(i3, f"{size}, pos = _uvr(data, pos)")
+        self.emit(i3, f"{tend} = pos + {size}")
+        self.emit(i3, f"if {tend} > end: _trunc({where!r})")
+        keyword = "if"
+        for f in sorted(tagged, key=lambda f: f.tag):  # type: ignore[arg-type, return-value]
+            self.emit(i3, f"{keyword} {tag} == {f.tag}:")
+            keyword = "elif"
+            i4 = i3 + "    "
+            self.field(f, f"{obj}.{f.attr}", i4, f"{where}.{f.attr}")
+            self.flush()
+            self.emit(i4, f"if pos > {tend}: _trunc({where!r} + '.{f.attr}')")
+        self.emit(i3, f"pos = {tend}")
+
+    def length(self, f: FieldSpec, ind: str, wide: bool) -> str:
+        """Read a length/count prefix into a fresh variable; -1 means null."""
+        n = self.var("n")
+        if self.compact(f):
+            self.add_run(ind, "B", n)
+            self.flush()
+            self.emit(ind, f"if {n} > 127: {n}, pos = _uvc(data, pos, {n})")
+            self.emit(ind, f"{n} -= 1")
+        else:
+            self.add_run(ind, "i" if wide else "h", n)
+            self.flush()
+        return n
+
+    def field(self, f: FieldSpec, target: str, ind: str, where: str) -> None:
+        v = self.version
+        t = f.type
+        if t in FIXED_TYPES:
+            self.add_run(ind, FIXED_TYPES[t], target)
+            return
+        nullable = f.nullable(v)
+        if t in ("string", "bytes", "records"):
+            n = self.length(f, ind, wide=t != "string")
+            i2 = ind + "    "
+            self.emit(ind, f"if {n} < 0:")
+            self.emit(i2, f"{target} = None" if nullable else f"_null({where!r})")
+            self.emit(ind, "else:")
+            e = self.var("e")
+            self.emit(i2, f"{e} = pos + {n}")
+            self.emit(i2, f"if {e} > end: _trunc({where!r})")
+            if t == "string":
+                self.emit(i2, f"{target} = str(data[pos:{e}], 'utf-8')")
+            elif t == "bytes":
+                self.emit(i2, f"{target} = bytes(data[pos:{e}])")
+            else:
+                self.emit(i2, f"{target} = data[pos:{e}]")
+            self.emit(i2, f"pos = {e}")
+            return
+        if f.is_array:
+            n = self.length(f, ind, wide=True)
+            i2 = ind + "    "
+            self.emit(ind, f"if {n} < 0:")
+            self.emit(i2, f"{target} = None" if nullable else f"_null({where!r})")
+            self.emit(ind, "else:")
+            self.emit(i2, f"if {n} > end - pos: _trunc({where!r})")
+            et = f.element_type
+            if et in FIXED_TYPES and et != "uuid":
+                c = FIXED_TYPES[et]
+                self.emit(i2, f"{target} = list(_unpack_from('>%d{c}' % {n}, data, pos))")
+                self.emit(i2, f"pos += {n} * {_SIZES[c]}")
+                return
+            lst, item = self.var("l"), self.var("x")
+            self.emit(i2, f"{lst} = []")
+            self.emit(i2, f"for _ in range({n}):")
+            i3 = i2 + "    "
+            if f.is_struct:
+                self.emit(i3, f"{item} = _new({self.cls_name(f)})")
+                self.fields(f.fields or [], item, i3, where + "[]")
+            else:
+                elem = FieldSpec(f.name, f.attr, et, f.versions, f.nullable_versions, f.tagged_versions,
+                                 None, None, False, f.flexible_versions)
+                self.field(elem, item, i3, where + "[]")
+            self.flush()
+            self.emit(i3, f"{lst}.append({item})")
+            self.emit(i2, f"{target} = {lst}")
+            return
+        if f.is_struct:
+            item = self.var("s")
+            if nullable:
+                p = self.var("p")
+                self.add_run(ind, "b", p)
+                self.flush()
+                self.emit(ind, f"if {p} < 0:")
+                self.emit(ind + "    ", f"{target} = None")
+                self.emit(ind, "else:")
+                ind = ind + "    "
+            self.emit(ind, f"{item} = _new({self.cls_name(f)})")
+            self.fields(f.fields or [], item, ind, where)
+            if nullable:
+                self.flush()
+            self.emit(ind, f"{target} = {item}")
+            return
+        raise ValueError(f"unsupported type {t!r} at {where}")
+
+
+class EncoderGen(_Emitter):
+    """Emits ``encode(obj, cur, parts) -> None`` for one message version."""
+
+    def __init__(self, model: MessageModel, version: int, flexible: bool) -> None:
+        super().__init__(model, version, flexible)
+        self.app = "a"  # the name of the bound ``append`` that small pieces go to
+
+    def flush(self) -> None:
+        if not self.run_fmt:
+            return
+        fmt = "".join(self.run_fmt)
+        if all(item == "0" for item in self.run_items) and fmt == "B" * len(self.run_fmt):
+            const = self.glob(b"\x00" * len(self.run_fmt), "_K")
+            self.emit(self.run_indent, f"{self.app}({const})")
+        else:
+            args = ", ".join(self.run_items)
+            self.emit(self.run_indent, f"{self.app}({self.struct_const(fmt)}.pack({args}))")
+        self.run_fmt, self.run_items = [], []
+
+    def generate(self) -> Any:
+        root = self.model.spec.name
+        ind = "    "
+        self.lines.append("def encode(o, cur, parts):")
+        self.emit(ind, "a = cur.append")
+        self.fields(self.model.fields_of[root], "o", ind)
+        self.flush()
+        return _compile(self, f"encode {root} v{self.version}", "encode")
+
+    def fields(self, fields: list[FieldSpec], obj: str, ind: str) -> None:
+        v = self.version
+        tagged: list[FieldSpec] = []
+        for f in fields:
+            if not f.present(v):
+                continue
+            if self.flexible and f.tagged(v):
+                tagged.append(f)
+            else:
+                self.field(f, f"{obj}.{f.attr}", ind)
+        if not self.flexible:
+            return
+        if not tagged:
+            self.add_run(ind, "B", "0")
+            return
+        self.flush()
+        tg = self.var("tg")
+        self.emit(ind, f"{tg} = []")
+        for f in sorted(tagged, key=lambda f: f.tag):  # type: ignore[arg-type, return-value]
+            val = self.var("v")
+            self.emit(ind, f"{val} = {obj}.{f.attr}")
+            self.emit(ind, f"if {self.differs(f, val)}:")
+            i2 = ind + "    "
+            buf = self.var("tb")
+            saved = self.app
+            self.app = buf + "a"
+            self.emit(i2, f"{buf} = []")
+            self.emit(i2, f"{self.app} = {buf}.append")
+            self.field(f, val, i2)
+            self.flush()
+            self.app = saved
+            self.emit(i2, f"{tg}.append(({f.tag}, _join({buf})))")
+        self.emit(ind, f"{self.app}(_tagbuf({tg}))")
+
+    def differs(self, f: FieldSpec, val: str) -> str:
+        """A Python condition that is true when a tagged field must be written (value != default)."""
+        kind, value = default_kind(f)
+        if kind == "list":
+            return f"{val} != []"
+        if f.is_struct:
+            cls = self.cls_name(f)
+            return f"{val} is not None and {val} != {cls}()"
+        if value is None:
+            return f"{val} is not None"
+        if isinstance(value, (bool, int, float)):
+            return f"{val} != {value!r}"
+        return f"{val} != {self.glob(value, '_D')}"
+
+    def compact_length(self, ind: str, expr: str) -> None:
+        """Append the compact (unsigned varint, N+1) encoding of ``expr`` (already N+1 or 0)."""
+        k = self.var("k")
+        self.emit(ind, f"{k} = {expr}")
+        self.emit(ind, f"{self.app}(_UV1[{k}] if {k} < 128 else _uvb({k}))")
+
+    def field(self, f: FieldSpec, expr: str, ind: str) -> None:
+        v = self.version
+        t = f.type
+        if t in FIXED_TYPES:
+            self.add_run(ind, FIXED_TYPES[t], expr)
+            return
+        nullable = f.nullable(v)
+        compact = self.compact(f)
+        if t in ("string", "bytes"):
+            b = self.var("b")
+            if t == "string":
+                if nullable:
+                    sv = self.var("sv")
+                    self.emit(ind, f"{sv} = {expr}")
+                    self.emit(ind, f"{b} = None if {sv} is None else {sv}.encode()")
+                else:
+                    self.emit(ind, f"{b} = {expr}.encode()")
+            else:
+                self.emit(ind, f"{b} = {expr}")
+            if compact:
+                self.flush()
+                if nullable:
+                    self.compact_length(ind, f"0 if {b} is None else len({b}) + 1")
+                    self.emit(ind, f"if {b} is not None: {self.app}({b})")
+                else:
+                    self.compact_length(ind, f"len({b}) + 1")
+                    self.emit(ind, f"{self.app}({b})")
+            else:
+                fmt = "h" if t == "string" else "i"
+                self.add_run(ind, fmt, f"-1 if {b} is None else len({b})" if nullable else f"len({b})")
+                self.flush()
+                if nullable:
+                    self.emit(ind, f"if {b} is not None: {self.app}({b})")
+                else:
+                    self.emit(ind, f"{self.app}({b})")
+            return
+        if t == "records":
+            if self.app != "a":
+                raise ValueError("records inside a tagged field are not supported")
+            r = self.var("r")
+            self.emit(ind, f"{r} = {expr}")
+            if compact:
+                self.flush()
+                self.compact_length(ind, f"_rlen({r}) + 1")
+            else:
+                self.add_run(ind, "i", f"_rlen({r})")
+                self.flush()
+            self.emit(ind, f"_rapp({r}, cur, parts)")
+            return
+        if f.is_array:
+            lst = self.var("l")
+            self.emit(ind, f"{lst} = {expr}")
+            if compact:
+                self.flush()
+                self.compact_length(ind, f"0 if {lst} is None else len({lst}) + 1" if nullable
+                                    else f"len({lst}) + 1")
+            else:
+                self.add_run(ind, "i", f"-1 if {lst} is None else len({lst})" if nullable else f"len({lst})")
+                self.flush()
+            if nullable:
+                self.emit(ind, f"if {lst} is not None:")
+                ind = ind + "    "
+            et = f.element_type
+            if et in FIXED_TYPES:
+                if et == "uuid":
+                    self.emit(ind, f"{self.app}(_join({lst}))")
+                else:
+                    c = FIXED_TYPES[et]
+                    self.emit(ind, f"{self.app}(_pack('>%d{c}' % len({lst}), *{lst}))")
+                return
+            item = self.var("x")
+            self.emit(ind, f"for {item} in {lst}:")
+            i2 = ind + "    "
+            if f.is_struct:
+                self.fields(f.fields or [], item, i2)
+            else:
+                elem = FieldSpec(f.name, f.attr, et, f.versions, f.nullable_versions, f.tagged_versions,
+                                 None, None, False, f.flexible_versions)
+                self.field(elem, item, i2)
+            self.flush()
+            return
+        if f.is_struct:
+            s = self.var("s")
+            self.emit(ind, f"{s} = {expr}")
+            if nullable:
+                self.add_run(ind, "b", f"-1 if {s} is None else 1")
+                self.flush()
+                self.emit(ind, f"if {s} is not None:")
+                self.fields(f.fields or [], s, ind + "    ")
+                self.flush()
+            else:
+                self.fields(f.fields or [], s, ind)
+            return
+        raise ValueError(f"unsupported type {t!r} in {f.name}")
+
+
+def _compile(gen: _Emitter, label: str, name: str) -> Any:
+    src = "\n".join(gen.lines) + "\n"
+    code = compile(src, f"<kop.protocol {label}>", "exec")
+    exec(code, gen.globs)
+    fn = gen.globs[name]
+    fn.__source__ = src  # kept for debugging generated code
+    return fn
+
+
+def make_decoder(model: MessageModel, version: int) -> Any:
+    return DecoderGen(model, version, model.spec.flexible(version)).generate()
+
+
+def make_encoder(model: MessageModel, version: int) -> Any:
+    return EncoderGen(model, version, model.spec.flexible(version)).generate()

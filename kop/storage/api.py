@@ -10,6 +10,7 @@ stores (entry bytes, metadata values) must be byte-identical across backends, so
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,10 @@ class NodeExistsError(StorageError):
     pass
 
 
+class NotEmptyError(StorageError):
+    """delete() of a node that still has children (ZooKeeper's NotEmpty)."""
+
+
 class ReadHandle(abc.ABC):
     """A ledger opened for reading. Entry ids are 0, 1, 2, ... up to last_add_confirmed."""
 
@@ -63,6 +68,24 @@ class ReadHandle(abc.ABC):
     async def read(self, first: int, last: int) -> list[bytes | memoryview]:
         """Entries first..last inclusive (all must be <= last_add_confirmed)."""
 
+    async def read_up_to(self, first: int, last: int, max_bytes: int) -> list[bytes | memoryview]:
+        """Entries first..(at most) last, stopping before their total size would exceed max_bytes; the first
+        entry is always returned. Backends that know entry sizes before reading (the local store) override
+        this so a fetch never reads bytes it will not send; this default reads everything and cuts."""
+        out: list[bytes | memoryview] = []
+        total = 0
+        for data in await self.read(first, last):
+            total += len(data)
+            if out and total > max_bytes:
+                break
+            out.append(data)
+        return out
+
+    async def read_prefix(self, entry_id: int, max_bytes: int) -> bytes | memoryview:
+        """At least the first max_bytes of one entry (the whole entry when it is shorter). Binary searches
+        only need an entry's headers; the local store reads just those bytes."""
+        return (await self.read(entry_id, entry_id))[0]
+
     @abc.abstractmethod
     async def close(self) -> None: ...
 
@@ -74,6 +97,14 @@ class WriteHandle(ReadHandle):
     async def append(self, data: Buffer | Sequence[Buffer]) -> int:
         """Append one entry (a buffer, or parts that are concatenated) and return its entry id once it
         is durable under the store's durability policy. Appends complete in the order they were issued."""
+
+    def append_nowait(self, data: Buffer | Sequence[Buffer]) -> asyncio.Future[int]:
+        """Issue an append *now* and return a future of its entry id. The entry's place in the ledger is
+        fixed by the call, not by when the caller awaits, so a caller can issue appends synchronously in
+        the order it assigned them their offsets. The buffers must stay unmodified until the future is
+        done. This default wraps append() in a task: tasks start in creation order, so it is correct for
+        any append() that enqueues its entry before its first await."""
+        return asyncio.ensure_future(self.append(data))
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -92,6 +123,11 @@ class LedgerStore(abc.ABC):
 
     @abc.abstractmethod
     async def delete_ledger(self, ledger_id: int) -> None: ...
+
+    async def list_ledgers(self) -> list[int]:
+        """Ids of all stored ledgers, ascending (for garbage-collecting ledgers no managed ledger
+        references after a crash between creating a ledger and recording it)."""
+        raise NotImplementedError
 
     @abc.abstractmethod
     async def close(self) -> None:
@@ -118,7 +154,8 @@ class MetadataStore(abc.ABC):
 
     @abc.abstractmethod
     async def delete(self, path: str, expected_version: int | None = None) -> None:
-        """Delete one node (NoSuchNodeError if absent, BadVersionError on a version mismatch)."""
+        """Delete one node (NoSuchNodeError if absent, BadVersionError on a version mismatch,
+        NotEmptyError when it has children)."""
 
     @abc.abstractmethod
     async def children(self, path: str) -> list[str]:
@@ -126,6 +163,15 @@ class MetadataStore(abc.ABC):
 
     async def exists(self, path: str) -> bool:
         return await self.get(path) is not None
+
+    async def delete_recursive(self, path: str) -> None:
+        """Delete a node and everything below it (children first); absent nodes are ignored."""
+        for child in await self.children(path):
+            await self.delete_recursive(path.rstrip("/") + "/" + child)
+        try:
+            await self.delete(path)
+        except NoSuchNodeError:
+            pass
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -1,0 +1,196 @@
+"""Embedded metadata store: sqlite3 (stdlib) at ``<dir>/metadata.db``, WAL mode, versioned compare-and-set.
+
+One table of nodes keyed by path, each with its parent path (for children()), value and version, the
+ZooKeeper shape Pulsar's MetadataStore has. Parents are created on demand with an empty value.
+
+Threading: every statement runs on ONE dedicated worker thread that owns the connection. Why not inline:
+with ``synchronous=FULL`` (used when the fsync policy is ``always``) a commit fsyncs the WAL, milliseconds
+the event loop must not stall for; the managed ledger's info write at rollover is on the produce path.
+Why one thread: it serialises all operations, so a compare-and-set (read version, then write) is atomic
+without extra locking, and sqlite's connection is used from a single thread as it prefers. Metadata
+operations are rare (rollover, trim, topic changes), so the thread hop (~50 us) does not matter.
+
+Other processes (the offline inspect tool) may read the database while the broker writes: WAL readers
+never block the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from kop.storage.api import (
+    BadVersionError,
+    MetadataStore,
+    NodeExistsError,
+    NoSuchNodeError,
+    NotEmptyError,
+    Stat,
+    StorageError,
+)
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS nodes (
+    path    TEXT PRIMARY KEY,
+    parent  TEXT NOT NULL,
+    value   BLOB NOT NULL,
+    version INTEGER NOT NULL,
+    mtime   INTEGER NOT NULL  -- ms since the epoch of the last write (for tools; not part of the API)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS nodes_by_parent ON nodes (parent, path);
+"""
+
+
+def check_path(path: str) -> str:
+    """Validate a node path: absolute, '/'-separated, no empty segment, no trailing '/'."""
+    if not path.startswith("/") or (path != "/" and (path.endswith("/") or "//" in path)):
+        raise ValueError(f"invalid metadata path {path!r}")
+    return path
+
+
+def parent_of(path: str) -> str:
+    head = path.rpartition("/")[0]
+    return head or "/"
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SqliteMetadataStore(MetadataStore):
+    """MetadataStore on sqlite. `durable=True` (fsync policy ``always``) makes every commit fsync the
+    WAL (synchronous=FULL); otherwise commits survive a process kill but not a power loss (NORMAL)."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, durable: bool = True,
+                 filename: str = "metadata.db") -> None:
+        self.directory = os.fspath(directory)
+        os.makedirs(self.directory, exist_ok=True)
+        self.path = os.path.join(self.directory, filename)
+        self._durable = durable
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kop-metadata")
+        self._db: sqlite3.Connection | None = None
+        self._closed = False
+        self._executor.submit(self._connect).result()
+
+    # ---- worker-thread side
+
+    def _connect(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=True)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute(f"PRAGMA synchronous={'FULL' if self._durable else 'NORMAL'}")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        self._db = db
+
+    def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        db = self._db
+        assert db is not None
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(db)
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+        return result
+
+    def _get(self, path: str) -> tuple[bytes, Stat] | None:
+        assert self._db is not None
+        row = self._db.execute("SELECT value, version FROM nodes WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return None
+        return bytes(row[0]), Stat(row[1])
+
+    def _put(self, path: str, value: bytes, expected_version: int | None) -> Stat:
+        def body(db: sqlite3.Connection) -> Stat:
+            row = db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                if expected_version is not None and expected_version >= 0:
+                    raise BadVersionError(f"{path}: expected version {expected_version}, node does not exist")
+                self._create_parents(db, path)
+                db.execute("INSERT INTO nodes (path, parent, value, version, mtime) VALUES (?, ?, ?, 0, ?)",
+                           (path, parent_of(path), value, _now_ms()))
+                return Stat(0)
+            if expected_version == -1:
+                raise NodeExistsError(f"{path} already exists")
+            if expected_version is not None and expected_version != row[0]:
+                raise BadVersionError(f"{path}: expected version {expected_version}, found {row[0]}")
+            version = row[0] + 1
+            db.execute("UPDATE nodes SET value = ?, version = ?, mtime = ? WHERE path = ?",
+                       (value, version, _now_ms(), path))
+            return Stat(version)
+
+        return self._tx(body)
+
+    @staticmethod
+    def _create_parents(db: sqlite3.Connection, path: str) -> None:
+        parent = parent_of(path)
+        missing = []
+        while parent != "/":
+            if db.execute("SELECT 1 FROM nodes WHERE path = ?", (parent,)).fetchone():
+                break
+            missing.append(parent)
+            parent = parent_of(parent)
+        for p in reversed(missing):
+            db.execute("INSERT INTO nodes (path, parent, value, version, mtime) VALUES (?, ?, x'', 0, ?)",
+                       (p, parent_of(p), _now_ms()))
+
+    def _delete(self, path: str, expected_version: int | None) -> None:
+        def body(db: sqlite3.Connection) -> None:
+            row = db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                raise NoSuchNodeError(path)
+            if expected_version is not None and expected_version != row[0]:
+                raise BadVersionError(f"{path}: expected version {expected_version}, found {row[0]}")
+            if db.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
+                raise NotEmptyError(f"{path} has children")
+            db.execute("DELETE FROM nodes WHERE path = ?", (path,))
+
+        self._tx(body)
+
+    def _children(self, path: str) -> list[str]:
+        assert self._db is not None
+        rows = self._db.execute("SELECT path FROM nodes WHERE parent = ? ORDER BY path", (path,)).fetchall()
+        cut = len(path) + (0 if path == "/" else 1)
+        return sorted(r[0][cut:] for r in rows)
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # ---- async API
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._closed:
+            raise StorageError("metadata store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def get(self, path: str) -> tuple[bytes, Stat] | None:
+        return await self._call(self._get, check_path(path))
+
+    async def put(self, path: str, value: bytes, expected_version: int | None = None) -> Stat:
+        check_path(path)
+        if path == "/":
+            raise ValueError("cannot write the root node")
+        return await self._call(self._put, path, bytes(value), expected_version)
+
+    async def delete(self, path: str, expected_version: int | None = None) -> None:
+        await self._call(self._delete, check_path(path), expected_version)
+
+    async def children(self, path: str) -> list[str]:
+        return await self._call(self._children, check_path(path))
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        await self._call(self._close)
+        self._closed = True
+        self._executor.shutdown(wait=True)

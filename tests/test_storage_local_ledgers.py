@@ -1,0 +1,417 @@
+"""The embedded ledger store: one framed, append-only file per ledger (kop/storage/local/ledgers.py).
+
+Real files in a temporary directory; a "crash" is either a process killed with SIGKILL or a store
+abandoned without closing (what a killed process leaves on disk: written bytes, nothing sealed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+
+from kop.storage.api import LedgerClosedError, LedgerFencedError, NoSuchLedgerError, StorageError
+from kop.storage.local.ledgers import HEADER_SIZE, LocalLedgerStore
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def payload(i: int, size: int = 100) -> bytes:
+    return (f"entry-{i}-".encode() * size)[:size]
+
+
+# ---- append and read ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fsync", ["always", "interval", "none"])
+def test_appends_get_consecutive_ids_and_read_back(tmp_path, fsync):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync=fsync, fsync_interval_ms=10)
+        lh = await store.create_ledger()
+        assert lh.last_add_confirmed == -1 and lh.length == 0
+        ids = await asyncio.gather(*(lh.append(payload(i)) for i in range(50)))
+        assert ids == list(range(50))
+        assert lh.last_add_confirmed == 49
+        assert lh.length == 50 * 100
+        got = await lh.read(0, 49)
+        assert [bytes(x) for x in got] == [payload(i) for i in range(50)]
+        assert bytes((await lh.read(7, 7))[0]) == payload(7)
+        await lh.close()
+        await store.close()
+
+    run(main())
+
+
+def test_an_entry_can_be_given_as_parts(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="none")
+        lh = await store.create_ledger()
+        assert await lh.append([b"head:", memoryview(b"--body--")[2:6], bytearray(b":tail")]) == 0
+        assert bytes((await lh.read(0, 0))[0]) == b"head:body:tail"
+        await store.close()
+
+    run(main())
+
+
+def test_read_up_to_stops_before_max_bytes_but_returns_at_least_one_entry(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="none")
+        lh = await store.create_ledger()
+        for i in range(10):
+            await lh.append(payload(i, 100))
+        assert len(await lh.read_up_to(0, 9, 350)) == 3
+        assert len(await lh.read_up_to(0, 9, 300)) == 3
+        assert len(await lh.read_up_to(0, 9, 299)) == 2
+        assert len(await lh.read_up_to(2, 9, 10)) == 1  # too small for one: still one
+        assert len(await lh.read_up_to(0, 4, 10_000)) == 5  # bounded by `last`
+        assert bytes(await lh.read_prefix(3, 8)) == payload(3)[:8]
+        assert bytes(await lh.read_prefix(3, 10_000)) == payload(3)
+        assert lh.entry_size(3) == 100
+        with pytest.raises(StorageError):
+            await lh.read(5, 10)  # beyond the last add confirmed
+        await store.close()
+
+    run(main())
+
+
+def test_concurrent_appends_share_fsyncs_with_policy_always(tmp_path):
+    """Group commit: appends issued while a write+fsync is in flight go into the next one."""
+
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="always")
+        lh = await store.create_ledger()
+        ids = await asyncio.gather(*(lh.append(payload(i)) for i in range(500)))
+        assert ids == list(range(500))
+        assert 1 <= store.syncs < 100, store.syncs
+        await store.close()
+
+    run(main())
+
+
+def test_appends_complete_in_issue_order(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="always")
+        lh = await store.create_ledger()
+        done: list[int] = []
+        futs = [lh.append_nowait(payload(i)) for i in range(200)]
+        for f in futs:
+            f.add_done_callback(lambda f: done.append(f.result()))
+        await asyncio.gather(*futs)
+        assert done == list(range(200))
+        await store.close()
+
+    run(main())
+
+
+def test_interval_policy_syncs_in_the_background(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="interval", fsync_interval_ms=20)
+        lh = await store.create_ledger()
+        await lh.append(b"x")
+        assert lh.last_add_confirmed == 0  # returned after the write, before any fsync
+        before = store.syncs
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if store.syncs > before:
+                break
+        assert store.syncs > before
+        await store.close()
+
+    run(main())
+
+
+def test_none_policy_never_fsyncs_ledger_data(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="none")
+        lh = await store.create_ledger()
+        for i in range(20):
+            await lh.append(payload(i))
+        await lh.close()
+        assert store.syncs == 0
+        await store.close()
+
+    run(main())
+
+
+# ---- close, reopen, ids ---------------------------------------------------------------------------------
+
+
+def test_closed_ledger_refuses_appends_and_reopens_sealed_from_its_index(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="always")
+        lh = await store.create_ledger()
+        for i in range(30):
+            await lh.append(payload(i))
+        await lh.close()
+        with pytest.raises(LedgerClosedError):
+            await lh.append(b"late")
+        assert (tmp_path / f"{lh.ledger_id}.idx").exists()
+        await store.close()
+
+        store = LocalLedgerStore(tmp_path, fsync="always")
+        rh = await store.open_ledger(lh.ledger_id)
+        assert rh.is_sealed and rh.last_add_confirmed == 29 and rh.length == 3000
+        assert [bytes(x) for x in await rh.read(0, 29)] == [payload(i) for i in range(30)]
+        await rh.close()
+        await store.close()
+
+    run(main())
+
+
+def test_appends_issued_before_close_complete(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="always")
+        lh = await store.create_ledger()
+        futs = [lh.append_nowait(payload(i)) for i in range(20)]
+        await lh.close()
+        assert [f.result() for f in futs] == list(range(20))
+        rh = await store.open_ledger(lh.ledger_id)
+        assert rh.last_add_confirmed == 19
+        await store.close()
+
+    run(main())
+
+
+def test_ledger_ids_are_never_reused_across_restarts(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path)
+        ids = [(await store.create_ledger()).ledger_id for _ in range(3)]
+        assert ids == sorted(set(ids))
+        await store.delete_ledger(ids[-1])  # the highest id leaves no file behind
+        await store.close()
+        store = LocalLedgerStore(tmp_path)
+        new = (await store.create_ledger()).ledger_id
+        assert new > ids[-1]
+        await store.close()
+
+    run(main())
+
+
+def test_delete_removes_files_and_later_opens_fail(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="none")
+        lh = await store.create_ledger()
+        await lh.append(b"a")
+        await lh.close()
+        assert await store.list_ledgers() == [lh.ledger_id]
+        await store.delete_ledger(lh.ledger_id)
+        assert not any(tmp_path.glob(f"{lh.ledger_id}.*"))
+        assert await store.list_ledgers() == []
+        with pytest.raises(NoSuchLedgerError):
+            await store.open_ledger(lh.ledger_id)
+        with pytest.raises(NoSuchLedgerError):
+            await store.delete_ledger(lh.ledger_id)
+        await store.close()
+
+    run(main())
+
+
+def test_a_directory_has_one_owner(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path)
+        with pytest.raises(StorageError, match="in use"):
+            LocalLedgerStore(tmp_path)
+        await store.close()
+        LocalLedgerStore(tmp_path).abandon()
+
+    run(main())
+
+
+# ---- fencing ---------------------------------------------------------------------------------------------
+
+
+def test_open_with_recovery_fences_the_writer_and_seals_at_its_last_entry(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="always")
+        lh = await store.create_ledger()
+        for i in range(5):
+            await lh.append(payload(i))
+        rh = await store.open_ledger(lh.ledger_id, recover=True)
+        assert rh.last_add_confirmed == 4 and rh.is_sealed
+        with pytest.raises(LedgerFencedError):
+            await lh.append(b"after fence")
+        assert rh.last_add_confirmed == 4
+        await lh.close()
+        await store.close()
+
+    run(main())
+
+
+def test_open_without_recovery_follows_the_writer(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, fsync="none")
+        lh = await store.create_ledger()
+        await lh.append(b"0")
+        rh = await store.open_ledger(lh.ledger_id, recover=False)
+        assert rh.last_add_confirmed == 0 and not rh.is_sealed
+        await lh.append(b"1")
+        assert rh.last_add_confirmed == 1
+        assert await lh.append(b"2") == 2  # not fenced
+        await store.close()
+
+    run(main())
+
+
+# ---- crash recovery ---------------------------------------------------------------------------------------
+
+
+async def _write_unsealed(tmp_path, n: int) -> int:
+    """n entries in an open ledger, then a store left as a killed process leaves it."""
+    store = LocalLedgerStore(tmp_path, fsync="always")
+    lh = await store.create_ledger()
+    for i in range(n):
+        await lh.append(payload(i))
+    store.abandon()
+    return lh.ledger_id
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"\x00" * 7,  # fewer bytes than a header
+        b"garbage that is not a frame at all....",
+        struct.pack(">IIQ", 0x12345678, 100, 10) + b"partial",  # header of entry 10, payload cut short
+        struct.pack(">IIQ", 0, 4, 10) + b"abcd",  # complete frame with a wrong CRC
+        struct.pack(">IIQ", 0, 0xFFFFFFF0, 10),  # absurd length
+    ],
+    ids=["short", "garbage", "partial-frame", "bad-crc", "huge-length"],
+)
+def test_torn_tail_is_dropped_at_recovery_and_complete_entries_are_kept(tmp_path, tail):
+    async def main():
+        ledger_id = await _write_unsealed(tmp_path, 10)
+        path = tmp_path / f"{ledger_id}.log"
+        good_size = path.stat().st_size
+        with open(path, "ab") as f:
+            f.write(tail)
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(ledger_id, recover=True)
+        assert rh.last_add_confirmed == 9
+        assert [bytes(x) for x in await rh.read(0, 9)] == [payload(i) for i in range(10)]
+        assert path.stat().st_size == good_size  # the tail was cut off
+        await store.close()
+        store = LocalLedgerStore(tmp_path)  # sealed now: the index is used, the result is the same
+        rh = await store.open_ledger(ledger_id)
+        assert rh.is_sealed and rh.last_add_confirmed == 9
+        await store.close()
+
+    run(main())
+
+
+def test_a_damaged_entry_ends_the_ledger_there(tmp_path):
+    async def main():
+        ledger_id = await _write_unsealed(tmp_path, 10)
+        path = tmp_path / f"{ledger_id}.log"
+        with open(path, "r+b") as f:  # flip a payload byte of entry 6
+            f.seek(6 * (HEADER_SIZE + 100) + HEADER_SIZE + 3)
+            f.write(b"\xff")
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(ledger_id, recover=True)
+        assert rh.last_add_confirmed == 5
+        await store.close()
+
+    run(main())
+
+
+def test_reads_verify_checksums_when_asked(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path, verify_reads=True)
+        lh = await store.create_ledger()
+        for i in range(3):
+            await lh.append(payload(i))
+        await lh.close()
+        await store.close()
+        with open(tmp_path / f"{lh.ledger_id}.log", "r+b") as f:
+            f.seek(HEADER_SIZE + (HEADER_SIZE + 100) + 1)  # entry 1
+            f.write(b"\xff")
+        store = LocalLedgerStore(tmp_path, verify_reads=True)
+        rh = await store.open_ledger(lh.ledger_id)
+        assert bytes((await rh.read(0, 0))[0]) == payload(0)
+        with pytest.raises(StorageError, match="checksum"):
+            await rh.read(0, 2)
+        await store.close()
+
+    run(main())
+
+
+def test_an_empty_unsealed_ledger_recovers_empty(tmp_path):
+    async def main():
+        ledger_id = await _write_unsealed(tmp_path, 0)
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(ledger_id)
+        assert rh.last_add_confirmed == -1 and rh.length == 0
+        await store.close()
+
+    run(main())
+
+
+def test_damaged_index_falls_back_to_scanning(tmp_path):
+    async def main():
+        store = LocalLedgerStore(tmp_path)
+        lh = await store.create_ledger()
+        for i in range(4):
+            await lh.append(payload(i))
+        await lh.close()
+        await store.close()
+        idx = tmp_path / f"{lh.ledger_id}.idx"
+        idx.write_bytes(idx.read_bytes()[:-1] + b"\x00")
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(lh.ledger_id)
+        assert rh.last_add_confirmed == 3
+        await store.close()
+
+    run(main())
+
+
+_CHILD = r"""
+import asyncio, sys
+from kop.storage.local.ledgers import LocalLedgerStore
+
+async def main():
+    store = LocalLedgerStore(sys.argv[1], fsync="always")
+    lh = await store.create_ledger()
+    print(lh.ledger_id, flush=True)
+    def acked(f):
+        if not f.exception():
+            print(f.result(), flush=True)
+    i = 0
+    while True:
+        for _ in range(20):
+            lh.append_nowait(b"%08d" % i * 16).add_done_callback(acked)
+            i += 1
+        await asyncio.sleep(0)
+
+asyncio.run(main())
+"""
+
+
+def test_sigkill_keeps_every_acknowledged_entry(tmp_path):
+    """A real crash: the writer process is killed with SIGKILL while appends are in flight."""
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    ledger_id = int(proc.stdout.readline())
+    acked = -1
+    deadline = time.monotonic() + 30
+    while acked < 2000 and time.monotonic() < deadline:
+        acked = int(proc.stdout.readline())
+    proc.kill()
+    rest = proc.stdout.read().split()
+    proc.wait()
+    acked = max([acked, *map(int, rest)])
+    assert acked >= 2000
+
+    async def check():
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(ledger_id, recover=True)
+        assert rh.last_add_confirmed >= acked
+        entries = await rh.read(0, rh.last_add_confirmed)
+        assert all(bytes(e) == b"%08d" % i * 16 for i, e in enumerate(entries))
+        await store.close()
+
+    run(check())

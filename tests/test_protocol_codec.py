@@ -14,14 +14,13 @@ import random
 import uuid
 from typing import Any
 
+import kafka.protocol.api_message as kafka_api_message
 import pytest
 
 from kop.protocol import API_KEYS, ZERO_UUID, Struct, decode_message, encode_message, message_class
 from kop.protocol.codec import MODELS
 from kop.protocol.model import default_kind
 from kop.protocol.schema import FieldSpec
-
-kafka_api_message = pytest.importorskip("kafka.protocol.api_message")
 
 SAMPLES_PER_VERSION = 12
 

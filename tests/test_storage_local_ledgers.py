@@ -402,6 +402,7 @@ def test_sigkill_keeps_every_acknowledged_entry(tmp_path):
         acked = int(proc.stdout.readline())
     proc.kill()
     rest = proc.stdout.read().split()
+    proc.stdout.close()
     proc.wait()
     acked = max([acked, *map(int, rest)])
     assert acked >= 2000

@@ -21,6 +21,7 @@ API_VERSIONS_KEY = 18
 _I32 = struct.Struct(">i")
 _H16 = struct.Struct(">h")
 _HEADER_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
+_HEADER_V1 = struct.Struct(">hhih")  # ... plus the client id length
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,12 @@ def _build_registry() -> None:
 
 
 _build_registry()
+
+#: api key -> (low, high) flexible request versions, for the header fast path.
+_REQUEST_FLEXIBLE: dict[int, tuple[int, int]] = {
+    key: (info.request_spec.flexible_versions.low, info.request_spec.flexible_versions.high)
+    for key, info in API_KEYS.items()
+}
 
 
 def api_info(api_key: int) -> ApiInfo:
@@ -183,7 +190,25 @@ def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
     best effort) so the broker can answer with an error; only a frame shorter than the fixed
     8 bytes raises DecodeError, while a truncated client id or tag buffer of a known api does.
     """
-    view = _as_view(frame)
+    view = frame if type(frame) is memoryview and frame.format == "B" else _as_view(frame)
+    size = len(view)
+    if size >= 10:  # fast path: a well-formed header whose tag buffer (if any) is empty
+        api_key, api_version, correlation_id, n = _HEADER_V1.unpack_from(view, 0)
+        cid_end = 10 + n if n > 0 else 10
+        if cid_end <= size:
+            flexible = _REQUEST_FLEXIBLE.get(api_key)
+            tagged = flexible is not None and flexible[0] <= api_version <= flexible[1]
+            if not tagged or (cid_end < size and view[cid_end] == 0):
+                try:
+                    client_id = str(view[10:cid_end], "utf-8") if n >= 0 else None
+                except UnicodeDecodeError:
+                    pass  # the slow path reports it
+                else:
+                    return RequestHeader(api_key, api_version, correlation_id, client_id), cid_end + tagged
+    return _decode_request_header_slow(view)
+
+
+def _decode_request_header_slow(view: memoryview) -> tuple[RequestHeader, int]:
     size = len(view)
     if size < 8:
         raise DecodeError(f"request header needs at least 8 bytes, got {size}")

@@ -30,12 +30,28 @@ RECORDS_BY_REFERENCE = 1024
 
 _SIZES = {c: struct.calcsize(">" + c) for c in FIXED_TYPES.values()}
 _UV1 = tuple(bytes((i,)) for i in range(128))
+#: precompiled Structs for arrays of primitives, by element format and count (formatting a format
+#: string and looking it up in struct's cache per array costs more than the unpacking itself).
+ARRAY_TABLE_SIZE = 64
+_ARRAY_STRUCTS = {c: tuple(struct.Struct(f">{n}{c}") for n in range(ARRAY_TABLE_SIZE))
+                  for c in set(FIXED_TYPES.values()) if c != "16s"}
+
+
+def array_struct(fmt: str, count: int) -> struct.Struct:
+    """The Struct for ``count`` big-endian elements of format ``fmt`` (cached for small counts)."""
+    if count < ARRAY_TABLE_SIZE:
+        return _ARRAY_STRUCTS[fmt][count]
+    return struct.Struct(f">{count}{fmt}")
 
 
 def uvarint_bytes(value: int) -> bytes:
     """Unsigned varint encoding (used for compact lengths and tag numbers)."""
-    if value < 128:
+    if value < 0x80:
         return _UV1[value]
+    if value < 0x4000:  # the common sizes of record blobs get a branch each
+        return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value > 0x7F:
         out.append((value & 0x7F) | 0x80)
@@ -93,31 +109,6 @@ def skip_tag_buffer(data: memoryview, pos: int) -> int:
     return pos
 
 
-def records_length(value: Any) -> int:
-    if value is None:
-        return -1
-    if type(value) is list:
-        return sum(map(len, value))
-    return len(value)
-
-
-def append_records(value: Any, cur: list, parts: list) -> None:
-    """Append a records value: by reference when large (or a list of buffers), else copied into cur."""
-    if value is None:
-        return
-    if type(value) is list:
-        if value:
-            parts.append(b"".join(cur))
-            cur.clear()
-            parts.extend(value)
-    elif len(value) >= RECORDS_BY_REFERENCE:
-        parts.append(b"".join(cur))
-        cur.clear()
-        parts.append(value)
-    else:
-        cur.append(value)
-
-
 _DECODE_ERRORS = (struct.error, IndexError, ValueError, UnicodeDecodeError, OverflowError, TypeError)
 
 
@@ -143,14 +134,12 @@ class _Emitter:
             "_uvr": uvarint_read,
             "_uvb": uvarint_bytes,
             "_UV1": _UV1,
-            "_unpack_from": struct.unpack_from,
-            "_pack": struct.pack,
+            "_arr": array_struct,
             "_new": object.__new__,
             "_trunc": _raise_truncated,
             "_null": _raise_null,
             "_tagbuf": tag_buffer,
-            "_rlen": records_length,
-            "_rapp": append_records,
+            "_BYREF": RECORDS_BY_REFERENCE,
             "_join": b"".join,
             "_ZU": ZERO_UUID,
             "_ERRS": _DECODE_ERRORS,
@@ -203,11 +192,14 @@ class DecoderGen(_Emitter):
         if not self.run_fmt:
             return
         fmt = "".join(self.run_fmt)
-        size = struct.calcsize(">" + fmt)
-        targets = ", ".join(self.run_items) + ("," if len(self.run_items) == 1 else "")
         ind = self.run_indent
-        self.emit(ind, f"{targets} = {self.struct_const(fmt)}.unpack_from(data, pos)")
-        self.emit(ind, f"pos += {size}")
+        if fmt == "B":  # a lone length/tag-count byte: indexing beats a Struct call
+            self.emit(ind, f"{self.run_items[0]} = data[pos]")
+            self.emit(ind, "pos += 1")
+        else:
+            targets = ", ".join(self.run_items) + ("," if len(self.run_items) == 1 else "")
+            self.emit(ind, f"{targets} = {self.struct_const(fmt)}.unpack_from(data, pos)")
+            self.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
         self.run_fmt, self.run_items = [], []
 
     def generate(self) -> Any:
@@ -321,7 +313,9 @@ class DecoderGen(_Emitter):
             et = f.element_type
             if et in FIXED_TYPES and et != "uuid":
                 c = FIXED_TYPES[et]
-                self.emit(i2, f"{target} = list(_unpack_from('>%d{c}' % {n}, data, pos))")
+                table = self.glob(_ARRAY_STRUCTS[c], "_AT")
+                self.emit(i2, f"{target} = list(({table}[{n}] if {n} < {ARRAY_TABLE_SIZE} "
+                              f"else _arr({c!r}, {n})).unpack_from(data, pos))")
                 self.emit(i2, f"pos += {n} * {_SIZES[c]}")
                 return
             lst, item = self.var("l"), self.var("x")
@@ -402,11 +396,21 @@ class EncoderGen(_Emitter):
             self.add_run(ind, "B", "0")
             return
         self.flush()
-        tg = self.var("tg")
-        self.emit(ind, f"{tg} = []")
-        for f in sorted(tagged, key=lambda f: f.tag):  # type: ignore[arg-type, return-value]
+        ordered = sorted(tagged, key=lambda f: f.tag)  # type: ignore[arg-type, return-value]
+        values = []
+        for f in ordered:
             val = self.var("v")
             self.emit(ind, f"{val} = {obj}.{f.attr}")
+            values.append(val)
+        # Fast path: every tagged field still at its (cheaply recognisable) default.
+        self.emit(ind, "if " + " and ".join(self.at_default(f, v) for f, v in zip(ordered, values, strict=True)) + ":")
+        self.add_run(ind + "    ", "B", "0")
+        self.flush()
+        self.emit(ind, "else:")
+        ind = ind + "    "
+        tg = self.var("tg")
+        self.emit(ind, f"{tg} = []")
+        for f, val in zip(ordered, values, strict=True):
             self.emit(ind, f"if {self.differs(f, val)}:")
             i2 = ind + "    "
             buf = self.var("tb")
@@ -419,6 +423,17 @@ class EncoderGen(_Emitter):
             self.app = saved
             self.emit(i2, f"{tg}.append(({f.tag}, _join({buf})))")
         self.emit(ind, f"{self.app}(_tagbuf({tg}))")
+
+    def at_default(self, f: FieldSpec, val: str) -> str:
+        """A cheap condition that implies the field is at its default (may miss equal structs)."""
+        kind, value = default_kind(f)
+        if kind == "list":
+            return f"{val} == []"
+        if value is None or f.is_struct:
+            return f"{val} is None"
+        if isinstance(value, (bool, int, float)):
+            return f"{val} == {value!r}"
+        return f"{val} == {self.glob(value, '_D')}"
 
     def differs(self, f: FieldSpec, val: str) -> str:
         """A Python condition that is true when a tagged field must be written (value != default)."""
@@ -435,10 +450,24 @@ class EncoderGen(_Emitter):
         return f"{val} != {self.glob(value, '_D')}"
 
     def compact_length(self, ind: str, expr: str) -> None:
-        """Append the compact (unsigned varint, N+1) encoding of ``expr`` (already N+1 or 0)."""
+        """Append the compact (unsigned varint, N+1) encoding of ``expr`` (already N+1 or 0).
+
+        When fixed-width fields are pending, the length rides in their Struct as one more byte
+        in the common case (< 128), so e.g. a partition's fixed fields and its records length
+        cost one ``pack`` call.
+        """
         k = self.var("k")
         self.emit(ind, f"{k} = {expr}")
-        self.emit(ind, f"{self.app}(_UV1[{k}] if {k} < 128 else _uvb({k}))")
+        if not self.run_fmt:
+            self.emit(ind, f"{self.app}(_UV1[{k}] if {k} < 128 else _uvb({k}))")
+            return
+        fmt = "".join(self.run_fmt)
+        args = ", ".join(self.run_items)
+        with_byte = self.struct_const(fmt + "B")
+        without = self.struct_const(fmt)
+        self.emit(ind, f"{self.app}({with_byte}.pack({args}, {k}) if {k} < 128 "
+                       f"else {without}.pack({args}) + _uvb({k}))")
+        self.run_fmt, self.run_items = [], []
 
     def field(self, f: FieldSpec, expr: str, ind: str) -> None:
         v = self.version
@@ -460,7 +489,6 @@ class EncoderGen(_Emitter):
             else:
                 self.emit(ind, f"{b} = {expr}")
             if compact:
-                self.flush()
                 if nullable:
                     self.compact_length(ind, f"0 if {b} is None else len({b}) + 1")
                     self.emit(ind, f"if {b} is not None: {self.app}({b})")
@@ -479,21 +507,26 @@ class EncoderGen(_Emitter):
         if t == "records":
             if self.app != "a":
                 raise ValueError("records inside a tagged field are not supported")
-            r = self.var("r")
+            r, n = self.var("r"), self.var("n")
             self.emit(ind, f"{r} = {expr}")
+            self.emit(ind, f"{n} = -1 if {r} is None else sum(map(len, {r})) if {r}.__class__ is list else len({r})")
             if compact:
-                self.flush()
-                self.compact_length(ind, f"_rlen({r}) + 1")
+                self.compact_length(ind, f"{n} + 1")
             else:
-                self.add_run(ind, "i", f"_rlen({r})")
+                self.add_run(ind, "i", n)
                 self.flush()
-            self.emit(ind, f"_rapp({r}, cur, parts)")
+            # Large blobs and buffer lists go to ``parts`` by reference; small ones are copied.
+            self.emit(ind, f"if {n} >= _BYREF or {r}.__class__ is list:")
+            self.emit(ind + "    ", "parts.append(_join(cur))")
+            self.emit(ind + "    ", "cur.clear()")
+            self.emit(ind + "    ", f"parts.extend({r}) if {r}.__class__ is list else parts.append({r})")
+            self.emit(ind, f"elif {n} > 0:")
+            self.emit(ind + "    ", f"a({r})")
             return
         if f.is_array:
             lst = self.var("l")
             self.emit(ind, f"{lst} = {expr}")
             if compact:
-                self.flush()
                 self.compact_length(ind, f"0 if {lst} is None else len({lst}) + 1" if nullable
                                     else f"len({lst}) + 1")
             else:
@@ -508,7 +541,11 @@ class EncoderGen(_Emitter):
                     self.emit(ind, f"{self.app}(_join({lst}))")
                 else:
                     c = FIXED_TYPES[et]
-                    self.emit(ind, f"{self.app}(_pack('>%d{c}' % len({lst}), *{lst}))")
+                    table = self.glob(_ARRAY_STRUCTS[c], "_AT")
+                    size = self.var("m")
+                    self.emit(ind, f"{size} = len({lst})")
+                    self.emit(ind, f"if {size}: {self.app}(({table}[{size}] if {size} < {ARRAY_TABLE_SIZE} "
+                                   f"else _arr({c!r}, {size})).pack(*{lst}))")
                 return
             item = self.var("x")
             self.emit(ind, f"for {item} in {lst}:")

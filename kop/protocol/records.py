@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from .compression import Compression, CompressionError, compress, decompress
+from .compression import CompressionError, compress, decompress
 from .errors import ErrorCode
 
 try:
@@ -125,7 +125,7 @@ class BatchHeader(NamedTuple):
 
 def parse_batch_header(batch: Any, offset: int = 0) -> BatchHeader:
     """Parse the header at ``offset`` without any validation (struct.error if too short)."""
-    return BatchHeader._make(BATCH_HEADER.unpack_from(batch, offset))
+    return tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(batch, offset))
 
 
 def iter_batches(blob: Any, *, check_crc: bool = True, fresh: bool = True
@@ -141,16 +141,16 @@ def iter_batches(blob: Any, *, check_crc: bool = True, fresh: bool = True
     end = len(view)
     pos = 0
     unpack = BATCH_HEADER.unpack_from
-    make = BatchHeader._make
+    new = tuple.__new__
     while pos < end:
         if end - pos < HEADER_SIZE:
             raise CorruptRecordError(f"truncated record batch: {end - pos} bytes left, header needs 61")
-        header = make(unpack(view, pos))
-        if header.magic != MAGIC:
+        header = new(BatchHeader, unpack(view, pos))
+        if header[3] != MAGIC:
             raise CorruptRecordError(
                 f"record batch magic {header.magic} is not supported (only message format v2)",
                 "INVALID_RECORD")
-        length = header.batch_length
+        length = header[1]
         if length < MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"record batch length {length} is below the minimum {MIN_BATCH_LENGTH}")
         stop = pos + 12 + length
@@ -158,16 +158,16 @@ def iter_batches(blob: Any, *, check_crc: bool = True, fresh: bool = True
             raise CorruptRecordError(f"truncated record batch: needs {12 + length} bytes, {end - pos} left")
         batch = view[pos:stop]
         if check_crc:
-            actual = _crc32c_impl(batch[ATTRIBUTES_OFFSET:])
-            if actual != header.crc:
+            actual = _crc32c_impl(view[pos + ATTRIBUTES_OFFSET:stop])
+            if actual != header[4]:
                 raise CorruptRecordError(
                     f"record batch CRC mismatch: stored {header.crc:#010x}, computed {actual:#010x}")
-        if header.attributes & COMPRESSION_MASK > Compression.ZSTD:
+        if header[5] & COMPRESSION_MASK > 4:
             raise CorruptRecordError(f"unknown compression codec {header.attributes & COMPRESSION_MASK}")
-        count = header.records_count
+        count = header[12]
         if count <= 0:
             raise CorruptRecordError(f"record batch has {count} records", "INVALID_RECORD")
-        if fresh and header.last_offset_delta != count - 1:
+        if fresh and header[6] != count - 1:
             raise CorruptRecordError(
                 f"lastOffsetDelta {header.last_offset_delta} does not match {count} records", "INVALID_RECORD")
         yield header, batch

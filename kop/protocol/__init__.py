@@ -20,14 +20,16 @@ from .codec import (
     encode_response,
     encoder,
     message_class,
+    precompile,
 )
-from .errors import DecodeError, ErrorCode, UnsupportedVersionError
+from .errors import DecodeError, EncodeError, ErrorCode, UnsupportedVersionError
 from .model import ZERO_UUID, Struct
 
 __all__ = [
     "API_KEYS",
     "ApiInfo",
     "DecodeError",
+    "EncodeError",
     "ErrorCode",
     "RequestHeader",
     "Struct",
@@ -44,4 +46,5 @@ __all__ = [
     "encode_response",
     "encoder",
     "message_class",
+    "precompile",
 ]

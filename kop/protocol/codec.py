@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .codegen import make_decoder, make_encoder, skip_tag_buffer
-from .errors import DecodeError, UnsupportedVersionError
+from .errors import DecodeError, EncodeError, UnsupportedVersionError
 from .model import MessageModel, Struct
 from .schema import MessageSpec, load_all
 
@@ -154,11 +154,38 @@ def _as_view(data: Any) -> memoryview:
     return view
 
 
+_ENCODE_ERRORS = (struct.error, AttributeError, TypeError, ValueError, OverflowError)
+
+
+def _encode_error(name: str, version: int, body: object, exc: Exception) -> EncodeError:
+    if not isinstance(body, Struct) or body._MESSAGE != name:
+        return EncodeError(f"{name} v{version}: expected a {name} object, got {type(body).__qualname__}")
+    return EncodeError(f"{name} v{version}: a field has a value of the wrong type or range: {exc}")
+
+
+def precompile(api_keys: Any = None) -> int:
+    """Generate the request decoders and response encoders of every valid version up front.
+
+    Optional: codecs are otherwise generated on first use (~0.3 ms each). Returns how many.
+    """
+    count = 0
+    for key in API_KEYS if api_keys is None else api_keys:
+        info = API_KEYS[key]
+        for version in range(info.min_version, info.max_version + 1):
+            _request_decoder(key, version)
+            _response_encoder(key, version)
+            count += 2
+    return count
+
+
 def encode_message(obj: Struct, version: int) -> bytes:
     """Encode one message body (no size prefix, no header) to bytes."""
     cur: list = []
     parts: list = []
-    encoder(obj._MESSAGE, version)(obj, cur, parts)
+    try:
+        encoder(obj._MESSAGE, version)(obj, cur, parts)
+    except _ENCODE_ERRORS as exc:
+        raise _encode_error(obj._MESSAGE, version, obj, exc) from exc
     parts.append(b"".join(cur))
     return b"".join(parts)
 
@@ -267,7 +294,10 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Struc
         head = _I32.pack(correlation_id)
     cur: list = [head]
     parts: list = []
-    fn(body, cur, parts)
+    try:
+        fn(body, cur, parts)
+    except _ENCODE_ERRORS as exc:
+        raise _encode_error(API_KEYS[api_key].response_spec.name, version, body, exc) from exc
     parts.append(b"".join(cur))
     total = sum(map(len, parts))
     first = parts[0]
@@ -296,7 +326,10 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
         head += b"\x00"
     cur: list = [head]
     parts: list = []
-    encoder(info.request_spec.name, version)(body, cur, parts)
+    try:
+        encoder(info.request_spec.name, version)(body, cur, parts)
+    except _ENCODE_ERRORS as exc:
+        raise _encode_error(info.request_spec.name, version, body, exc) from exc
     parts.append(b"".join(cur))
     payload = b"".join(parts)
     return _I32.pack(len(payload)) + payload

@@ -17,6 +17,13 @@ class DecodeError(Exception):
     """
 
 
+class EncodeError(Exception):
+    """A message object that cannot be encoded: a wrong type or out-of-range value in some field.
+
+    The original exception (struct.error, AttributeError, ...) is chained as ``__cause__``.
+    """
+
+
 class UnsupportedVersionError(DecodeError):
     """The api key is unknown, or the version is outside what the schema declares valid."""
 

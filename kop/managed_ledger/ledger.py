@@ -613,9 +613,11 @@ class ManagedLedger:
         handle = await self._handle(position.ledger_id)
         return await handle.read_prefix(position.entry_id, max_bytes)
 
-    async def read_entries(self, start: Position, max_entries: int, max_bytes: int = -1) -> list[Entry]:
+    async def read_entries(self, start: Position, max_entries: int, max_bytes: int = -1,
+                           overhead: int = 0) -> list[Entry]:
         """Up to max_entries acknowledged entries from `start` on, across ledgers, stopping before their
-        total size would exceed max_bytes (-1: no limit); the first entry is always returned. `start` may
+        total size would exceed max_bytes (-1: no limit; `overhead` bytes per entry are not counted); the
+        first entry is always returned. `start` may
         be the position just after the last entry of a ledger (then reading goes on in the next one) or
         after the last entry of the log (then nothing is returned)."""
         i = self._index_of.get(start.ledger_id)
@@ -638,14 +640,15 @@ class ManagedLedger:
             last = min(count - 1, entry + left - 1)
             handle = await self._handle(ledger_id)
             if limited:
-                datas = await handle.read_up_to(entry, last, max(budget, 0))
+                datas = await handle.read_up_to(entry, last, max(budget, 0), overhead)
             else:
                 datas = await handle.read(entry, last)
             for data in datas:
                 if limited:
-                    if out and len(data) > budget:
+                    size = len(data) - overhead
+                    if out and size > budget:
                         return out
-                    budget -= len(data)
+                    budget -= size
                 out.append(Entry(ledger_id, entry, data))
                 entry += 1
             left -= len(datas)

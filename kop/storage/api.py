@@ -68,14 +68,15 @@ class ReadHandle(abc.ABC):
     async def read(self, first: int, last: int) -> list[bytes | memoryview]:
         """Entries first..last inclusive (all must be <= last_add_confirmed)."""
 
-    async def read_up_to(self, first: int, last: int, max_bytes: int) -> list[bytes | memoryview]:
+    async def read_up_to(self, first: int, last: int, max_bytes: int, overhead: int = 0) -> list[bytes | memoryview]:
         """Entries first..(at most) last, stopping before their total size would exceed max_bytes; the first
-        entry is always returned. Backends that know entry sizes before reading (the local store) override
-        this so a fetch never reads bytes it will not send; this default reads everything and cuts."""
+        entry is always returned. `overhead` bytes of each entry are not counted (headers the caller strips
+        before sending). Backends that know entry sizes before reading (the local store) override this so
+        a fetch never reads bytes it will not send; this default reads everything and cuts."""
         out: list[bytes | memoryview] = []
         total = 0
         for data in await self.read(first, last):
-            total += len(data)
+            total += len(data) - overhead
             if out and total > max_bytes:
                 break
             out.append(data)

@@ -133,6 +133,48 @@ def _pwritev_all(fd: int, bufs: list[Buffer], offset: int) -> int:
     return total
 
 
+def scan_frames(fd: int) -> tuple[array, int, int, int]:
+    """Walk the frames of a ledger file from the start: (frame starts of the complete entries, end of
+    the last complete one, their payload bytes, file size). Stops at the first frame that is cut short,
+    has a wrong entry id or a wrong CRC. Read-only: the inspect tool uses it on live files too."""
+    size = os.fstat(fd).st_size
+    starts = array("q")
+    pos = 0
+    payload = 0
+    if size:
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm:
+            mv = memoryview(mm)
+            try:
+                eid = 0
+                while pos + HEADER_SIZE <= size:
+                    crc, length, got = _FRAME.unpack_from(mv, pos)
+                    stop = pos + HEADER_SIZE + length
+                    if got != eid or stop > size or _crc32c(mv[pos + 4 : stop]) != crc:
+                        break
+                    starts.append(pos)
+                    payload += length
+                    pos = stop
+                    eid += 1
+            finally:
+                mv.release()
+    return starts, pos, payload, size
+
+
+def read_index_file(path: str) -> tuple[int, int, int] | None:
+    """(entries, data end, payload bytes) from a sidecar index, None when absent or invalid."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    if len(raw) < _IDX_HEAD.size + 4 or _crc32c(raw[:-4]) != _CRC.unpack_from(raw, len(raw) - 4)[0]:
+        return None
+    magic, count, end, payload = _IDX_HEAD.unpack_from(raw, 0)
+    if magic != _IDX_MAGIC or len(raw) != _IDX_HEAD.size + 8 * count + 4:
+        return None
+    return count, end, payload
+
+
 class _LedgerFile:
     """The state of one ledger shared by its handles: fd, frame offsets of durable entries, seal flag."""
 
@@ -167,8 +209,9 @@ class _LedgerFile:
                 f"ledger {self.ledger_id}: entries {first}..{last} outside 0..{len(self.starts) - 1}"
             )
 
-    def read_range(self, first: int, last: int, max_bytes: int, verify: bool) -> list[memoryview]:
-        """Entries first..last (fewer when max_bytes would be exceeded; always one) with one pread."""
+    def read_range(self, first: int, last: int, max_bytes: int, verify: bool, overhead: int = 0) -> list[memoryview]:
+        """Entries first..last (fewer when max_bytes would be exceeded, not counting `overhead` bytes of
+        each entry; always one) with one pread."""
         self.check()
         self._bounds(first, last)
         starts = self.starts
@@ -178,10 +221,11 @@ class _LedgerFile:
             # Payload bytes of entries first..k = end(k) - begin - HEADER_SIZE * (k - first + 1); it grows
             # with k, so the last entry that fits is found by bisection without reading anything.
             end = self.end
+            per_entry = HEADER_SIZE + overhead
 
             def over(k: int) -> bool:
                 stop_k = starts[k + 1] if k + 1 < n else end
-                return stop_k - begin - HEADER_SIZE * (k - first + 1) > max_bytes
+                return stop_k - begin - per_entry * (k - first + 1) > max_bytes
 
             if over(last):
                 lo, hi = first + 1, last + 1  # the first k in (first, last] that is over the limit
@@ -250,27 +294,7 @@ class _LedgerFile:
     def scan(self) -> int:
         """Rebuild the offsets of the complete entries from the log; return the file size (the tail
         beyond self.end is torn or garbage)."""
-        size = os.fstat(self.fd).st_size
-        starts = array("q")
-        pos = 0
-        payload = 0
-        if size:
-            with mmap.mmap(self.fd, size, prot=mmap.PROT_READ) as mm:
-                mv = memoryview(mm)
-                try:
-                    eid = 0
-                    while pos + HEADER_SIZE <= size:
-                        crc, length, got = _FRAME.unpack_from(mv, pos)
-                        stop = pos + HEADER_SIZE + length
-                        if got != eid or stop > size or _crc32c(mv[pos + 4 : stop]) != crc:
-                            break
-                        starts.append(pos)
-                        payload += length
-                        pos = stop
-                        eid += 1
-                finally:
-                    mv.release()
-        self.starts, self.end, self.payload_bytes = starts, pos, payload
+        self.starts, self.end, self.payload_bytes, size = scan_frames(self.fd)
         return size
 
     def index_bytes(self) -> bytes:
@@ -307,8 +331,8 @@ class LocalReadHandle(ReadHandle):
     async def read(self, first: int, last: int) -> list[bytes | memoryview]:
         return self._lf.read_range(first, last, -1, self._store.verify_reads)  # type: ignore[return-value]
 
-    async def read_up_to(self, first: int, last: int, max_bytes: int) -> list[bytes | memoryview]:
-        return self._lf.read_range(first, last, max(0, max_bytes), self._store.verify_reads)  # type: ignore[return-value]
+    async def read_up_to(self, first: int, last: int, max_bytes: int, overhead: int = 0) -> list[bytes | memoryview]:
+        return self._lf.read_range(first, last, max(0, max_bytes), self._store.verify_reads, overhead)  # type: ignore[return-value]
 
     async def read_prefix(self, entry_id: int, max_bytes: int) -> bytes | memoryview:
         return self._lf.read_prefix(entry_id, max_bytes)

@@ -1,0 +1,20 @@
+"""Kafka offsets over managed ledgers: broker entry metadata, the index interceptor, offset and time
+search, the cursor cache, and the storage service the broker opens partition logs from."""
+
+from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Position, ReadResult
+from kop.offset.cursor_cache import CursorCache
+from kop.offset.partition_log import IndexInterceptor, ManagedPartitionLog
+from kop.offset.storage import Storage, open_embedded_storage
+
+__all__ = [
+    "CursorCache",
+    "FetchedBatch",
+    "IndexInterceptor",
+    "ManagedPartitionLog",
+    "OffsetOutOfRange",
+    "PartitionLog",
+    "Position",
+    "ReadResult",
+    "Storage",
+    "open_embedded_storage",
+]

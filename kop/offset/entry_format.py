@@ -1,0 +1,179 @@
+"""The bytes of one stored entry: broker entry metadata, then KoP's "kafka" entry format.
+
+Layout (storage.md §5 and §8.2; big-endian lengths)::
+
+    u16 0x0e02 · u32 size · BrokerEntryMetadata{broker_timestamp=1 uint64, index=2 uint64}
+    [u16 0x0e01 · u32 crc32c]                    (optional; Pulsar clients may add it, we never do)
+    u32 metadataSize · MessageMetadata{producer_name=1 "", sequence_id=2 0, publish_time=3 ms,
+                                       properties=4 [KeyValue{key=1 "entry.format", value=2 "kafka"}],
+                                       num_messages_in_batch=11 N}
+    the Kafka record batch, exactly as the producer sent it
+
+`index` is the offset of the batch's LAST record (Pulsar's AppendIndexMetadataInterceptor), so
+base offset = index - last_offset_delta. These are the bytes a KoP broker with entryFormat=kafka and the
+broker-entry-metadata interceptors writes, so the same ledgers read back on either side.
+
+Encoding is on the produce hot path: the constant parts are precomputed byte strings and the two
+timestamp varints are computed once per millisecond. Parsing is on the fetch hot path: it reads two
+varints and returns the batch as a memoryview slice (no copy).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from kop.managed_ledger.protobuf import (
+    LEN,
+    VARINT,
+    ProtobufError,
+    decode_varint,
+    encode_varint,
+    field_string,
+    iter_fields,
+)
+
+Buffer = bytes | bytearray | memoryview
+
+BROKER_ENTRY_METADATA_MAGIC = 0x0E02
+CHECKSUM_MAGIC = 0x0E01
+ENTRY_FORMAT_KEY = "entry.format"
+KAFKA_ENTRY_FORMAT = "kafka"
+
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_BEM_HEAD = b"\x0e\x02"
+# MessageMetadata parts: producer_name="" (1), sequence_id=0 (2) | publish_time (3) | properties (4), N (11)
+_MD_PREFIX = b"\x0a\x00\x10\x00\x18"
+_KV_FORMAT = field_string(1, ENTRY_FORMAT_KEY) + field_string(2, KAFKA_ENTRY_FORMAT)
+_MD_PROPERTIES = b"\x22" + encode_varint(len(_KV_FORMAT)) + _KV_FORMAT
+_MD_NUM_TAG = b"\x58"  # field 11, varint
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
+class EntryFormatError(ValueError):
+    """An entry that is not broker entry metadata + kafka-format payload."""
+
+
+def _varint(value: int) -> bytes:
+    if value < 128:
+        return _SMALL[value]
+    return encode_varint(value)
+
+
+class EntryHeaderEncoder:
+    """Builds the bytes that precede the record batch. One per partition log (it caches the varint of
+    the current millisecond, which both timestamps share)."""
+
+    __slots__ = ("_ms", "_ms_varint")
+
+    def __init__(self) -> None:
+        self._ms = -1
+        self._ms_varint = b""
+
+    def encode(self, broker_timestamp: int, index: int, num_messages: int) -> bytes:
+        if broker_timestamp != self._ms:
+            self._ms = broker_timestamp
+            self._ms_varint = encode_varint(broker_timestamp)
+        ts = self._ms_varint
+        bem = b"\x08" + ts + b"\x10" + _varint(index)
+        md = _MD_PREFIX + ts + _MD_PROPERTIES + _MD_NUM_TAG + _varint(num_messages)
+        return b"".join((_BEM_HEAD, _U32.pack(len(bem)), bem, _U32.pack(len(md)), md))
+
+
+def encode_entry_header(broker_timestamp: int, index: int, num_messages: int,
+                        publish_time: int | None = None) -> bytes:
+    """The header for one batch (a convenience for tools and tests; the log uses EntryHeaderEncoder)."""
+    if publish_time is None or publish_time == broker_timestamp:
+        return EntryHeaderEncoder().encode(broker_timestamp, index, num_messages)
+    bem = b"\x08" + encode_varint(broker_timestamp) + b"\x10" + encode_varint(index)
+    md = _MD_PREFIX + encode_varint(publish_time) + _MD_PROPERTIES + _MD_NUM_TAG + encode_varint(num_messages)
+    return b"".join((_BEM_HEAD, _U32.pack(len(bem)), bem, _U32.pack(len(md)), md))
+
+
+def _skip_field(data: Buffer, pos: int, end: int) -> int:
+    for _number, _wire, _value, _start, field_end in iter_fields(data, pos, end):
+        return field_end
+    return end
+
+
+def parse_entry(data: Buffer) -> tuple[int, int, int]:
+    """(broker_timestamp, index, offset of the record batch in `data`) - the hot-path parse.
+    broker_timestamp/index are -1 when the entry carries no broker entry metadata (or lacks the field).
+    Raises EntryFormatError when the entry is cut short before the batch starts."""
+    try:
+        ts = index = -1
+        pos = 0
+        if data[0] == 0x0E and data[1] == 0x02:
+            end = 6 + _U32.unpack_from(data, 2)[0]
+            pos = 6
+            while pos < end:
+                key = data[pos]
+                if key == 0x08:
+                    ts, pos = decode_varint(data, pos + 1)
+                elif key == 0x10:
+                    index, pos = decode_varint(data, pos + 1)
+                else:  # a field added by a newer writer: skip it
+                    pos = _skip_field(data, pos, end)
+            pos = end
+        if data[pos] == 0x0E and data[pos + 1] == 0x01:
+            pos += 6
+        start = pos + 4 + _U32.unpack_from(data, pos)[0]
+    except (IndexError, struct.error, ProtobufError) as e:
+        raise EntryFormatError(f"entry headers are truncated or malformed: {e}") from None
+    if start > len(data):
+        raise EntryFormatError("entry headers are truncated")
+    return ts, index, start
+
+
+@dataclass(slots=True)
+class MessageMetadata:
+    """The fields of Pulsar's MessageMetadata that the kafka entry format uses (tools, tests)."""
+
+    producer_name: str = ""
+    sequence_id: int = 0
+    publish_time: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    num_messages_in_batch: int | None = None
+
+    @property
+    def entry_format(self) -> str | None:
+        return self.properties.get(ENTRY_FORMAT_KEY)
+
+
+@dataclass(slots=True)
+class ParsedEntry:
+    broker_timestamp: int | None
+    index: int | None
+    metadata: MessageMetadata
+    batch: memoryview
+
+
+def parse_entry_full(data: Buffer) -> ParsedEntry:
+    """Every header field, for tools and tests (slower than parse_entry)."""
+    mv = memoryview(data)
+    ts, index, start = parse_entry(mv)
+    pos = 0
+    if mv[0] == 0x0E and mv[1] == 0x02:
+        pos = 6 + _U32.unpack_from(mv, 2)[0]
+    if mv[pos] == 0x0E and mv[pos + 1] == 0x01:
+        pos += 6
+    md = MessageMetadata()
+    for number, wire, value, _, end in iter_fields(mv, pos + 4, start):
+        if number == 1 and wire == LEN:
+            md.producer_name = bytes(mv[value:end]).decode()
+        elif number == 2 and wire == VARINT:
+            md.sequence_id = value
+        elif number == 3 and wire == VARINT:
+            md.publish_time = value
+        elif number == 4 and wire == LEN:
+            key = val = ""
+            for n, w, v, _, e in iter_fields(mv, value, end):
+                if n == 1 and w == LEN:
+                    key = bytes(mv[v:e]).decode()
+                elif n == 2 and w == LEN:
+                    val = bytes(mv[v:e]).decode()
+            md.properties[key] = val
+        elif number == 11 and wire == VARINT:
+            md.num_messages_in_batch = value
+    return ParsedEntry(None if ts < 0 else ts, None if index < 0 else index, md, mv[start:])

@@ -1,0 +1,524 @@
+"""PartitionLog over one managed ledger: Kafka offsets from broker entry metadata.
+
+Each entry = broker entry metadata + kafka-format headers + one record batch (entry_format.py). The
+IndexInterceptor stamps ``index`` = offset of the batch's last record when the add is issued (in ledger
+order) and restores the counter when adds fail, so offsets never have gaps. Everything else is derived:
+
+* high watermark = last *durable* index + 1 (never counts adds still in flight: KoP's kop#1512);
+* log start offset = max(base offset of the first retained entry, DeleteRecords offset kept as the
+  managed-ledger property ``kop.logStartOffset``); reads below it or above the high watermark raise
+  OffsetOutOfRange (KoP skipped the low check);
+* offset -> entry: find the ledger by its last index (cached per ledger, learned by one read), then
+  bisect its entries for the first one whose index >= offset; entry headers come from short prefix reads
+  cached in an LRU, so repeated searches cost a few dict lookups;
+* time -> offset: bisect entries on their max timestamp (the broker timestamp for LogAppendTime batches),
+  then walk the records of the found batch;
+* max timestamp: per-ledger (max, first entry with it) summaries, kept up to date on appends and computed
+  once for ledgers written before this process started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from kop.managed_ledger import (
+    InvalidPositionError,
+    ManagedLedger,
+    ManagedLedgerConfig,
+    ManagedLedgerInterceptor,
+)
+from kop.managed_ledger import Position as MLPosition
+from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Position, ReadResult
+from kop.offset.entry_format import EntryFormatError, EntryHeaderEncoder, parse_entry
+from kop.protocol.records import TIMESTAMP_TYPE_BIT, decode_records, parse_batch_header
+from kop.storage.api import Buffer, NoSuchLedgerError
+
+if TYPE_CHECKING:
+    from kop.managed_ledger import ManagedLedgerFactory
+
+INDEX_PROPERTY = "index"  # Pulsar's AppendIndexMetadataInterceptor property
+LOG_START_PROPERTY = "kop.logStartOffset"
+
+_PREFIX_BYTES = 256  # broker entry metadata + kafka-format headers + the 61-byte batch header, with room
+_TAIL = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp at byte 21
+_LOD = struct.Struct(">i")  # lastOffsetDelta at byte 23
+_PROBE_CACHE = 4096
+_READ_MAX_ENTRIES = 1 << 20
+# Upper bound of the bytes before the batch in one of our entries: 0x0e02 + size (6), BrokerEntryMetadata
+# with two 10-byte varints (22), metadataSize (4), MessageMetadata (2+2+11+23+6 = 44). Reads count this
+# much of each entry as free, so the ledger reads at least every batch that fits in max_bytes (and at most
+# a few bytes more); the exact cut by batch size is made here.
+ENTRY_OVERHEAD_MAX = 6 + 22 + 4 + 44
+
+
+class EntryMeta(NamedTuple):
+    """What searches need from one entry's headers."""
+
+    index: int  # offset of the last record
+    last_offset_delta: int
+    timestamp: int  # batch max timestamp; the broker timestamp for LogAppendTime batches
+    broker_timestamp: int
+
+    @property
+    def base_offset(self) -> int:
+        return self.index - self.last_offset_delta
+
+
+def entry_meta(data: Buffer) -> EntryMeta:
+    ts, index, start = parse_entry(data)
+    if index < 0:
+        raise EntryFormatError("entry has no broker entry metadata index")
+    try:
+        attributes, lod, _, max_ts = _TAIL.unpack_from(data, start + 21)
+    except struct.error:
+        raise EntryFormatError("record batch header is truncated") from None
+    return EntryMeta(index, lod, ts if attributes & TIMESTAMP_TYPE_BIT else max_ts, ts)
+
+
+class _Trimmed(Exception):  # noqa: N818 - internal signal
+    """The entry found for an offset starts after it: the data was trimmed meanwhile."""
+
+
+class IndexInterceptor(ManagedLedgerInterceptor):
+    """Pulsar's AppendIndexMetadataInterceptor + AppendBrokerTimestampMetadataInterceptor, kafka format.
+
+    `index` counts records issued (offset of the last one, -1 when none); `durable_index` counts the
+    acknowledged ones. Recovery: max(property "index", index in the last entry of the log)."""
+
+    def __init__(self, on_durable: Callable[[MLPosition, tuple[int, int, int]], None] | None = None) -> None:
+        self.index = -1
+        self.durable_index = -1
+        self.on_durable = on_durable
+        self._encoder = EntryHeaderEncoder()
+
+    def on_properties_initialize(self, properties: Mapping[str, str]) -> None:
+        with contextlib.suppress(KeyError, ValueError):
+            self.index = max(self.index, int(properties[INDEX_PROPERTY]))
+        self.durable_index = self.index
+
+    def on_open(self, last_entry: Buffer | None) -> None:
+        if last_entry is not None:
+            _, index, _ = parse_entry(last_entry)
+            self.index = max(self.index, index)
+        self.durable_index = self.index
+
+    def before_add_entry(self, data: Any, num_messages: int) -> tuple[Any, tuple[int, int, int]]:
+        prev = self.index
+        index = prev + num_messages
+        self.index = index
+        now = time.time_ns() // 1_000_000
+        header = self._encoder.encode(now, index, num_messages)
+        try:
+            attributes, _, _, max_ts = _TAIL.unpack_from(data, 21)
+            ts = now if attributes & TIMESTAMP_TYPE_BIT else max_ts
+        except (struct.error, TypeError):
+            ts = now
+        return (header, data), (prev, index, ts)
+
+    def after_add_entry(self, position: MLPosition, context: tuple[int, int, int]) -> None:
+        self.durable_index = context[1]
+        if self.on_durable is not None:
+            self.on_durable(position, context)
+
+    def on_adds_failed(self, first_context: tuple[int, int, int]) -> None:
+        self.index = first_context[0]
+
+    def properties(self) -> Mapping[str, str]:
+        return {INDEX_PROPERTY: str(self.durable_index)}
+
+
+class ManagedPartitionLog(PartitionLog):
+    """The PartitionLog of kop/offset/api.py over one managed ledger. Open with `open()`."""
+
+    def __init__(self, name: str, ml: ManagedLedger, interceptor: IndexInterceptor,
+                 on_close: Callable[[ManagedPartitionLog], None] | None = None) -> None:
+        self.name = name
+        self.ml = ml
+        self.interceptor = interceptor
+        interceptor.on_durable = self._on_durable
+        self._on_close = on_close
+        self._loop = asyncio.get_running_loop()
+        self._first_offset: int | None = None  # base offset of the first retained entry
+        self._delete_offset = 0
+        self._ledger_last_index: dict[int, int] = {}
+        self._ledger_max: dict[int, tuple[int, int, int]] = {}  # ledger -> (max ts, entry, entries covered)
+        self._probes: OrderedDict[tuple[int, int], EntryMeta] = OrderedDict()
+        self._waiters: list[asyncio.Future[None]] = []
+        self._closed = False
+
+    @classmethod
+    async def open(cls, factory: ManagedLedgerFactory, name: str, config: ManagedLedgerConfig | None = None,
+                   on_close: Callable[[ManagedPartitionLog], None] | None = None) -> ManagedPartitionLog:
+        interceptor = IndexInterceptor()
+        ml = await factory.open(name, config, interceptor)
+        if ml.interceptor is not interceptor:
+            raise RuntimeError(f"managed ledger {name} is already open without this partition log")
+        log = cls(name, ml, interceptor, on_close)
+        with contextlib.suppress(KeyError, ValueError):
+            log._delete_offset = int(ml.properties[LOG_START_PROPERTY])
+        await log._refresh_first_offset()
+        return log
+
+    # ------------------------------------------------------------------------------------ offsets
+
+    @property
+    def high_watermark(self) -> int:
+        return self.interceptor.durable_index + 1
+
+    @property
+    def log_start_offset(self) -> int:
+        hwm = self.interceptor.durable_index + 1
+        if self._first_offset is None:
+            return hwm
+        return min(hwm, max(self._first_offset, self._delete_offset))
+
+    @property
+    def size_bytes(self) -> int:
+        return self.ml.total_size
+
+    @property
+    def rollovers(self) -> int:
+        return self.ml.rollovers
+
+    def _on_durable(self, position: MLPosition, context: tuple[int, int, int]) -> None:
+        prev, index, ts = context
+        lid, eid = position
+        self._ledger_last_index[lid] = index
+        if self._first_offset is None:
+            self._first_offset = prev + 1
+        if eid == 0:
+            self._ledger_max[lid] = (ts, 0, 1)
+        else:
+            summary = self._ledger_max.get(lid)
+            if summary is not None and summary[2] == eid:
+                self._ledger_max[lid] = (ts, eid, eid + 1) if ts > summary[0] else (summary[0], summary[1], eid + 1)
+        waiters = self._waiters
+        if waiters:
+            self._waiters = []
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
+
+    async def _refresh_first_offset(self) -> None:
+        first = self.ml.first_position()
+        if first is None:
+            self._first_offset = None
+        else:
+            self._first_offset = (await self._probe(first.ledger_id, first.entry_id)).base_offset
+
+    # ------------------------------------------------------------------------------------ entry headers
+
+    async def _read_meta(self, ledger_id: int, entry_id: int) -> EntryMeta:
+        position = MLPosition(ledger_id, entry_id)
+        data = await self.ml.read_entry_prefix(position, _PREFIX_BYTES)
+        try:
+            return entry_meta(data)
+        except EntryFormatError:
+            if len(data) < _PREFIX_BYTES:
+                raise  # that was the whole entry
+        return entry_meta(await self.ml.read_entry(position))
+
+    async def _probe(self, ledger_id: int, entry_id: int) -> EntryMeta:
+        key = (ledger_id, entry_id)
+        probes = self._probes
+        meta = probes.get(key)
+        if meta is not None:
+            probes.move_to_end(key)
+            return meta
+        meta = await self._read_meta(ledger_id, entry_id)
+        probes[key] = meta
+        if len(probes) > _PROBE_CACHE:
+            probes.popitem(last=False)
+        return meta
+
+    async def _last_index_of(self, ledger_id: int, entries: int) -> int:
+        index = self._ledger_last_index.get(ledger_id)
+        if index is None:
+            index = (await self._probe(ledger_id, entries - 1)).index
+            if ledger_id != self.ml.current_ledger_id:
+                self._ledger_last_index[ledger_id] = index
+        return index
+
+    async def find_position(self, offset: int) -> MLPosition:
+        """Position of the first entry whose index >= offset (the entry containing `offset`)."""
+        ledgers = [(lid, n) for lid, n in self.ml.ledger_counts() if n]
+        if not ledgers:
+            raise OffsetOutOfRange(f"{self.name}: no entries")
+        lo, hi = 0, len(ledgers) - 1
+        if offset > self.interceptor.durable_index:
+            raise OffsetOutOfRange(f"{self.name}: offset {offset} is not stored yet")
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if await self._last_index_of(*ledgers[mid]) >= offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        ledger_id, entries = ledgers[lo]
+        lo, hi = 0, entries - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (await self._probe(ledger_id, mid)).index >= offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        return MLPosition(ledger_id, lo)
+
+    # ------------------------------------------------------------------------------------ append
+
+    async def append(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> int:
+        """`max_timestamp` is informational: the stored batch header (or, for LogAppendTime, the broker
+        timestamp) is what searches use, so the two can never disagree."""
+        _, context = await self.ml.add_entry_nowait(batch, last_offset_delta + 1)
+        return context[0] + 1
+
+    def wait_for_append(self) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = self._loop.create_future()
+        if self._closed:
+            fut.set_result(None)
+        else:
+            self._waiters.append(fut)
+        return fut
+
+    # ------------------------------------------------------------------------------------ read
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.high_watermark:
+            raise OffsetOutOfRange(
+                f"{self.name}: offset {offset} outside [{self.log_start_offset}, {self.high_watermark}]"
+            )
+
+    def _end_position(self) -> Position | None:
+        with contextlib.suppress(InvalidPositionError):
+            p = self.ml.position_of(self.ml.number_of_entries)
+            return Position(p.ledger_id, p.entry_id)
+        return None
+
+    async def read(self, offset: int, max_bytes: int, hint: Position | None = None,
+                   min_one: bool = True) -> ReadResult:
+        for _ in range(3):
+            self._check_range(offset)
+            if offset == self.high_watermark:
+                return ReadResult([], offset, hint if hint is not None else self._end_position())
+            try:
+                return await self._read(offset, max_bytes, hint, min_one)
+            except (_Trimmed, InvalidPositionError, NoSuchLedgerError):
+                # The ledger list changed under us (retention, DeleteRecords): re-check and retry.
+                hint = None
+                await self._refresh_first_offset()
+        self._check_range(offset)
+        raise OffsetOutOfRange(f"{self.name}: offset {offset} could not be read")
+
+    async def _read(self, offset: int, max_bytes: int, hint: Position | None, min_one: bool) -> ReadResult:
+        ml = self.ml
+        budget = max(max_bytes, 0)
+        entries = None
+        if hint is not None:
+            with contextlib.suppress(InvalidPositionError):
+                entries = await ml.read_entries(MLPosition(hint.ledger_id, hint.entry_id), _READ_MAX_ENTRIES,
+                                                budget, ENTRY_OVERHEAD_MAX)
+            if entries:
+                _, index, start = parse_entry(entries[0].data)
+                base = index - _LOD.unpack_from(entries[0].data, start + 23)[0]
+                if not base <= offset <= index:
+                    entries = None  # a stale hint
+        if not entries:
+            entries = await ml.read_entries(await self.find_position(offset), _READ_MAX_ENTRIES, budget,
+                                            ENTRY_OVERHEAD_MAX)
+        batches: list[FetchedBatch] = []
+        total = 0
+        for lid, eid, data in entries:
+            _, index, start = parse_entry(data)
+            view = data[start:] if type(data) is memoryview else memoryview(data)[start:]
+            base = index - _LOD.unpack_from(view, 23)[0]
+            size = len(view)
+            if batches:
+                if total + size > max_bytes:
+                    break
+            elif base > offset:
+                raise _Trimmed
+            elif not min_one and size > max_bytes:
+                return ReadResult([], offset, Position(lid, eid))
+            total += size
+            batches.append(FetchedBatch(base, index, view, Position(lid, eid)))
+        if not batches:
+            return ReadResult([], offset, hint)
+        last = batches[-1]
+        next_position: Position | None = None
+        with contextlib.suppress(InvalidPositionError):
+            p = ml.next_position(MLPosition(last.position.ledger_id, last.position.entry_id))
+            next_position = Position(p.ledger_id, p.entry_id)
+        return ReadResult(batches, last.last_offset + 1, next_position)
+
+    async def tail_batches(self, max_entries: int) -> list[FetchedBatch]:
+        total = self.ml.number_of_entries
+        if total == 0 or max_entries <= 0:
+            return []
+        start = self.ml.position_of(max(0, total - max_entries))
+        out = []
+        for lid, eid, data in await self.ml.read_entries(start, max_entries):
+            _, index, start_at = parse_entry(data)
+            view = memoryview(data)[start_at:]
+            out.append(FetchedBatch(index - _LOD.unpack_from(view, 23)[0], index, view, Position(lid, eid)))
+        return out
+
+    # ------------------------------------------------------------------------------------ timestamps
+
+    async def _first_record_from(self, position: MLPosition, timestamp: int | None, min_offset: int,
+                                 exact: bool = False) -> tuple[int, int] | None:
+        """(offset, ts) of the first record of the entry at `position` with offset >= min_offset and
+        ts >= timestamp (ts == timestamp when exact); timestamp None = the largest such record."""
+        data = await self.ml.read_entry(position)
+        broker_ts, index, start = parse_entry(data)
+        batch = memoryview(data)[start:]
+        header = parse_batch_header(batch)
+        base = index - header.last_offset_delta
+        if header.attributes & TIMESTAMP_TYPE_BIT:
+            offset = max(base, min_offset)
+            if timestamp is None or (broker_ts == timestamp if exact else broker_ts >= timestamp):
+                return offset, broker_ts
+            return None
+        best: tuple[int, int] | None = None
+        for record in decode_records(batch):
+            offset = base + record.offset_delta
+            if offset < min_offset:
+                continue
+            ts = header.base_timestamp + record.timestamp_delta
+            if timestamp is None:
+                if best is None or ts > best[1]:
+                    best = (offset, ts)
+            elif ts == timestamp if exact else ts >= timestamp:
+                return offset, ts
+        return best
+
+    async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        log_start = self.log_start_offset
+        if log_start >= self.high_watermark:
+            return None
+        ml = self.ml
+        lo = ml.ordinal_of(await self.find_position(log_start))
+        end = hi = ml.number_of_entries
+        while lo < hi:  # first entry whose timestamp >= target
+            mid = (lo + hi) // 2
+            p = ml.position_of(mid)
+            if (await self._probe(p.ledger_id, p.entry_id)).timestamp >= timestamp:
+                hi = mid
+            else:
+                lo = mid + 1
+        while lo < end:
+            found = await self._first_record_from(ml.position_of(lo), timestamp, log_start)
+            if found is not None:
+                return found
+            lo += 1
+        return None
+
+    async def _scan_max(self, ledger_id: int, first: int, stop: int,
+                        best: tuple[int, int] | None = None) -> tuple[int, int] | None:
+        """(max timestamp, first entry with it) over entries first..stop-1 of a ledger."""
+        for eid in range(first, stop):
+            ts = (await self._read_meta(ledger_id, eid)).timestamp
+            if best is None or ts > best[0]:
+                best = (ts, eid)
+        return best
+
+    async def _ledger_summary(self, ledger_id: int, entries: int) -> tuple[int, int]:
+        known = self._ledger_max.get(ledger_id)
+        best = None if known is None else (known[0], known[1])
+        covered = 0 if known is None else known[2]
+        if covered < entries:
+            best = await self._scan_max(ledger_id, covered, entries, best)
+            assert best is not None
+            self._ledger_max[ledger_id] = (best[0], best[1], entries)
+        assert best is not None
+        return best
+
+    async def max_timestamp(self) -> tuple[int, int] | None:
+        log_start = self.log_start_offset
+        if log_start >= self.high_watermark:
+            return None
+        start = await self.find_position(log_start)
+        best: tuple[int, int, int] | None = None  # (ts, ledger, entry)
+        started = False
+        for lid, n in self.ml.ledger_counts():
+            if lid == start.ledger_id:
+                started = True
+                first_meta = await self._probe(lid, start.entry_id)
+                if first_meta.base_offset < log_start:  # partly deleted batch: only records >= log start
+                    rec = await self._first_record_from(start, None, log_start)
+                    if rec is not None:
+                        best = (rec[1], lid, start.entry_id)
+                    summary = await self._scan_max(lid, start.entry_id + 1, n)
+                elif start.entry_id == 0:
+                    summary = await self._ledger_summary(lid, n)
+                else:
+                    summary = await self._scan_max(lid, start.entry_id, n)
+            elif started and n:
+                summary = await self._ledger_summary(lid, n)
+            else:
+                continue
+            if summary is not None and (best is None or summary[0] > best[0]):
+                best = (summary[0], lid, summary[1])
+        if best is None:
+            return None
+        ts, lid, eid = best
+        found = await self._first_record_from(MLPosition(lid, eid), ts, log_start, exact=True)
+        if found is None:  # header max timestamp disagrees with the records: take the records' max
+            found = await self._first_record_from(MLPosition(lid, eid), None, log_start)
+        return found
+
+    # ------------------------------------------------------------------------------------ deletion
+
+    async def delete_records(self, before_offset: int) -> int:
+        if before_offset > self.high_watermark or before_offset < 0:
+            raise OffsetOutOfRange(f"{self.name}: cannot delete before {before_offset}, "
+                                   f"high watermark is {self.high_watermark}")
+        if before_offset <= self.log_start_offset:
+            return self.log_start_offset
+        await self.ml.set_properties({LOG_START_PROPERTY: str(before_offset)})
+        self._delete_offset = before_offset
+        releasable = 0
+        current = self.ml.current_ledger_id
+        for lid, n in self.ml.ledger_counts():
+            if lid == current:
+                break
+            if n and await self._last_index_of(lid, n) >= before_offset:
+                break
+            releasable += 1
+        if releasable:
+            await self.ml.trim_ledgers(releasable)
+            await self._refresh_first_offset()
+        return self.log_start_offset
+
+    async def apply_retention(self, retention_ms: int, retention_bytes: int) -> int:
+        deleted = await self.ml.trim_by_retention(retention_ms, retention_bytes)
+        if deleted:
+            await self._refresh_first_offset()
+        return deleted
+
+    # ------------------------------------------------------------------------------------ lifecycle
+
+    def _release_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._release_waiters()
+        try:
+            await self.ml.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close(self)
+
+    async def delete(self) -> None:
+        await self.close()
+        await self.ml.delete()

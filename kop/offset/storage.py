@@ -1,0 +1,173 @@
+"""The storage service the broker uses: partition logs by managed-ledger name, over one ledger store and
+one metadata store.
+
+    storage = await open_embedded_storage(data_dir, fsync="always")
+    log = await storage.open_log("public/default/persistent/t-partition-0")
+    ...
+    await storage.close()
+
+On-disk layout of the embedded backend::
+
+    <data_dir>/metadata.db       sqlite (WAL): /managed-ledgers/<name> infos, and the broker's own nodes
+    <data_dir>/ledgers/          one <id>.log (+ <id>.idx once sealed) per ledger, LOCK, ledger-ids
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+
+from kop.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
+from kop.offset.partition_log import ManagedPartitionLog
+from kop.storage.api import LedgerStore, MetadataStore, NoSuchLedgerError
+from kop.storage.local.ledgers import FSYNC_POLICIES, LocalLedgerStore
+from kop.storage.local.metadata import SqliteMetadataStore
+
+log = logging.getLogger(__name__)
+
+LEDGERS_DIR = "ledgers"
+METADATA_FILE = "metadata.db"
+
+
+class Storage:
+    """Opens, lists and deletes PartitionLogs; owns (and closes) the stores it was given."""
+
+    def __init__(self, ledger_store: LedgerStore, metadata_store: MetadataStore,
+                 managed_ledger_config: ManagedLedgerConfig | None = None) -> None:
+        self.ledger_store = ledger_store
+        self.metadata_store = metadata_store
+        self.managed_ledger_config = managed_ledger_config or ManagedLedgerConfig()
+        self.factory = ManagedLedgerFactory(ledger_store, metadata_store, self.managed_ledger_config)
+        self._logs: dict[str, ManagedPartitionLog] = {}
+        self._opening: dict[str, asyncio.Future[ManagedPartitionLog]] = {}
+        self._closed = False
+
+    @property
+    def open_logs(self) -> dict[str, ManagedPartitionLog]:
+        return dict(self._logs)
+
+    def get_log(self, name: str) -> ManagedPartitionLog | None:
+        return self._logs.get(name)
+
+    async def open_log(self, name: str, config: ManagedLedgerConfig | None = None) -> ManagedPartitionLog:
+        """The partition log of managed ledger `name`, created when it does not exist. Concurrent opens
+        of one name share one instance; `config` applies when this call is the one that opens it."""
+        if self._closed:
+            raise RuntimeError("storage is closed")
+        plog = self._logs.get(name)
+        if plog is not None:
+            return plog
+        pending = self._opening.get(name)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[ManagedPartitionLog] = asyncio.get_running_loop().create_future()
+        self._opening[name] = fut
+        try:
+            plog = await ManagedPartitionLog.open(self.factory, name, config, on_close=self._forget)
+            self._logs[name] = plog
+            fut.set_result(plog)
+            return plog
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()
+            raise
+        finally:
+            del self._opening[name]
+
+    def _forget(self, plog: ManagedPartitionLog) -> None:
+        if self._logs.get(plog.name) is plog:
+            del self._logs[plog.name]
+
+    async def delete_log(self, name: str) -> bool:
+        """Delete the log's data and metadata, open or not; False when it did not exist."""
+        pending = self._opening.get(name)
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+        plog = self._logs.get(name)
+        if plog is not None:
+            await plog.delete()
+            return True
+        if not await self.factory.exists(name):
+            return False
+        await self.factory.delete(name)
+        return True
+
+    async def list_logs(self) -> list[str]:
+        """Names of every stored partition log (managed ledger), open or not."""
+        return await self.factory.list()
+
+    async def collect_garbage(self) -> list[int]:
+        """Delete ledgers no managed ledger references (left by a crash between creating a ledger and
+        recording it). Only safe while nothing is being opened or rolled over: call it at start-up."""
+        try:
+            stored = await self.ledger_store.list_ledgers()
+        except NotImplementedError:
+            return []
+        referenced = await self.factory.referenced_ledgers()
+        if stored and not referenced:
+            # Ledgers but no managed ledger at all: more likely a lost metadata.db than a crash; keep
+            # the data for an operator to look at rather than deleting everything.
+            log.warning("%d ledger(s) on disk but no managed ledger references any: not collecting", len(stored))
+            return []
+        orphans = [lid for lid in stored if lid not in referenced]
+        for lid in orphans:
+            with contextlib.suppress(NoSuchLedgerError):
+                await self.ledger_store.delete_ledger(lid)
+        if orphans:
+            log.info("deleted %d unreferenced ledger(s): %s", len(orphans), orphans)
+        return orphans
+
+    async def close(self) -> None:
+        """Close every log (sealing its current ledger), then the stores."""
+        if self._closed:
+            return
+        self._closed = True
+        for plog in list(self._logs.values()):
+            try:
+                await plog.close()
+            except Exception:
+                log.exception("closing partition log %s", plog.name)
+        await self.factory.close()
+        await self.ledger_store.close()
+        await self.metadata_store.close()
+
+    def abandon(self) -> None:
+        """Drop everything like a killed process (crash tests): nothing is closed, sealed or flushed."""
+        self._closed = True
+        if isinstance(self.ledger_store, LocalLedgerStore):
+            self.ledger_store.abandon()
+
+
+async def open_embedded_storage(
+    data_dir: str | os.PathLike[str],
+    *,
+    fsync: str = "always",
+    fsync_interval_ms: int = 1000,
+    managed_ledger_config: ManagedLedgerConfig | None = None,
+    verify_reads: bool = False,
+    collect_garbage: bool = True,
+) -> Storage:
+    """Storage on the embedded backends under `data_dir` (created if missing).
+
+    fsync: "always" (default; appends complete after fdatasync, group commit), "interval" (fsync every
+    fsync_interval_ms in the background), "none" (page cache only). The sqlite metadata store fsyncs
+    every commit only with "always". Broker keys: localStoreFsyncPolicy, localStoreFsyncIntervalMs; the
+    managed-ledger keys map through ManagedLedgerConfig.from_broker_config(config)."""
+    if fsync not in FSYNC_POLICIES:
+        raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+    root = os.fspath(data_dir)
+    os.makedirs(root, exist_ok=True)
+    ledgers = LocalLedgerStore(os.path.join(root, LEDGERS_DIR), fsync=fsync,
+                               fsync_interval_ms=fsync_interval_ms, verify_reads=verify_reads)
+    try:
+        metadata = SqliteMetadataStore(root, durable=fsync == "always", filename=METADATA_FILE)
+    except BaseException:
+        await ledgers.close()
+        raise
+    storage = Storage(ledgers, metadata, managed_ledger_config)
+    if collect_garbage:
+        await storage.collect_garbage()
+    return storage

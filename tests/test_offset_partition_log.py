@@ -494,3 +494,62 @@ def test_wait_for_append_completes_on_the_next_durable_append(tmp_path):
             assert closing.done()
 
     run(main())
+
+
+_PRODUCER = r"""
+import asyncio, sys
+from kop.managed_ledger import ManagedLedgerConfig
+from kop.offset import open_embedded_storage
+from kop.protocol.records import NewRecord, build_batch
+
+async def main():
+    st = await open_embedded_storage(sys.argv[1], fsync="always",
+                                     managed_ledger_config=ManagedLedgerConfig(max_entries_per_ledger=50))
+    log = await st.open_log(sys.argv[2])
+    batches = [build_batch([NewRecord(None, b"%d" % n, (), 1000)] * n) for n in (1, 2, 3)]
+
+    async def producer(p):
+        i = 0
+        while True:
+            n = (i + p) % 3 + 1
+            base = await log.append(batches[n - 1], n - 1, 1000)
+            print(base, base + n - 1, flush=True)
+            i += 1
+
+    await asyncio.gather(*(producer(p) for p in range(8)))
+
+asyncio.run(main())
+"""
+
+
+def test_sigkill_of_a_producing_broker_loses_no_acknowledged_offset(tmp_path):
+    """End to end crash: 8 concurrent producers, fsync=always, rollovers every 50 entries; the process is
+    killed with SIGKILL. After recovery every acknowledged offset range is readable, offsets are
+    continuous, and the next append continues right after the recovered end."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", _PRODUCER, str(tmp_path), NAME], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    acked: list[tuple[int, int]] = []
+    deadline = time.monotonic() + 60
+    while len(acked) < 600 and time.monotonic() < deadline:
+        acked.append(tuple(map(int, proc.stdout.readline().split())))
+    proc.kill()
+    acked += [tuple(map(int, line.split())) for line in proc.stdout.read().splitlines() if line.strip()]
+    proc.stdout.close()
+    proc.wait()
+    assert len(acked) >= 600, len(acked)
+
+    async def check():
+        async with storage_at(tmp_path) as st:
+            log = await st.open_log(NAME)
+            stored = [(b.base_offset, b.last_offset) for b in (await log.read(0, 1 << 30)).batches]
+            assert stored[0][0] == 0 and stored[-1][1] == log.high_watermark - 1
+            assert all(a[1] + 1 == b[0] for a, b in zip(stored, stored[1:], strict=False))
+            assert set(acked) <= set(stored)
+            assert len(log.ml.ledger_counts()) > 5
+            assert await append(log, batch(2)) == log.high_watermark - 2
+
+    run(check())

@@ -170,6 +170,7 @@ class ManagedLedger:
         self._issued_size = 0
         self._created_at = 0.0
         self._max_age_ms = float(config.max_rollover_time_ms)
+        self._max_size_bytes = config.max_size_per_ledger_bytes
         self._timer: asyncio.TimerHandle | None = None
         self._pending: deque[_AddOp] = deque()  # waiting for a ledger
         self._inflight: deque[_AddOp] = deque()  # issued, not acknowledged
@@ -456,7 +457,7 @@ class ManagedLedger:
         cfg = self.config
         age_ms = (time.monotonic() - self._created_at) * 1000
         if not (self._issued_entries >= cfg.max_entries_per_ledger
-                or self._issued_size >= cfg.max_size_per_ledger_bytes
+                or self._issued_size >= self._max_size_bytes
                 or age_ms >= self._max_age_ms):
             return False
         return cfg.min_rollover_time_ms <= 0 or age_ms > cfg.min_rollover_time_ms

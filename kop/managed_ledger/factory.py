@@ -134,6 +134,12 @@ class ManagedLedgerFactory:
                 ids.update(li.ledger_id for li in info.ledgers)
         return ids
 
+    def abandon(self) -> None:
+        """Stop every open managed ledger without writing anything (crash tests)."""
+        self._closed = True
+        for ml in list(self._open.values()):
+            ml.abandon()
+
     async def close(self) -> None:
         """Close every open managed ledger."""
         self._closed = True

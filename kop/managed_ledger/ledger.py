@@ -512,22 +512,24 @@ class ManagedLedger:
         old = self._current
         if old is None:
             return None, False
-        self._current = None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        with contextlib.suppress(StorageError):  # a failed or fenced ledger keeps its durable entries
-            await old.close()
+        # Record the final counts before the first await: readers (ledger_counts, searches) must never
+        # see the ledger without them. Nothing is in flight and nothing new is issued while we switch.
         li = self._ledgers[-1]
         li.entries = self._current_entries
         li.size = self._current_size
         li.timestamp = now_ms()
+        self._current = None
         self._current_entries = self._current_size = 0
         self._issued_entries = self._issued_size = 0
         empty = li.entries == 0
         if empty:
             self._ledgers.pop()
         self._reindex()
+        with contextlib.suppress(StorageError):  # a failed or fenced ledger keeps its durable entries
+            await old.close()
         return old.ledger_id, empty
 
     async def _switch_ledger(self) -> None:
@@ -834,6 +836,23 @@ class ManagedLedger:
         for h in handles:
             with contextlib.suppress(StorageError):
                 await h.close()
+        self._factory._forget(self)
+
+    def abandon(self) -> None:
+        """Stop all background work without writing anything (crash tests: what a killed process does)."""
+        self._state = _CLOSED
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._roll_task is not None:
+            self._roll_task.cancel()
+        err = ManagedLedgerClosedError(f"managed ledger {self.name} was abandoned")
+        self._fail_pending(err)
+        inflight, self._inflight = self._inflight, deque()
+        for op in inflight:
+            op.done = True
+            if not op.future.done():
+                op.future.set_exception(err)
         self._factory._forget(self)
 
     async def delete(self) -> None:

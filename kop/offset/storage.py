@@ -137,6 +137,8 @@ class Storage:
     def abandon(self) -> None:
         """Drop everything like a killed process (crash tests): nothing is closed, sealed or flushed."""
         self._closed = True
+        self.factory.abandon()
+        self._logs.clear()
         if isinstance(self.ledger_store, LocalLedgerStore):
             self.ledger_store.abandon()
 

@@ -340,7 +340,7 @@ class ManagedPartitionLog(PartitionLog):
             if batches:
                 if total + size > max_bytes:
                     break
-            elif base > offset:
+            elif base > offset or index < offset:  # not the containing entry: the log changed under us
                 raise _Trimmed
             elif not min_one and size > max_bytes:
                 return ReadResult([], offset, Position(lid, eid))

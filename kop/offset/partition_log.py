@@ -246,13 +246,19 @@ class ManagedPartitionLog(PartitionLog):
         return index
 
     async def find_position(self, offset: int) -> MLPosition:
-        """Position of the first entry whose index >= offset (the entry containing `offset`)."""
+        """Position of the first entry whose index >= offset (the entry containing `offset`).
+
+        Ledger first: bisect on each ledger's last index (known for every ledger written by this
+        process, learned with one read otherwise). Then inside the ledger: interpolation on the indexes
+        of the range ends (batches of similar record counts make the first guess exact or nearly so),
+        falling back to bisection whenever a guess does not at least halve the range, so the worst case
+        stays O(log n) reads."""
         ledgers = [(lid, n) for lid, n in self.ml.ledger_counts() if n]
         if not ledgers:
             raise OffsetOutOfRange(f"{self.name}: no entries")
-        lo, hi = 0, len(ledgers) - 1
         if offset > self.interceptor.durable_index:
             raise OffsetOutOfRange(f"{self.name}: offset {offset} is not stored yet")
+        lo, hi = 0, len(ledgers) - 1
         while lo < hi:
             mid = (lo + hi) // 2
             if await self._last_index_of(*ledgers[mid]) >= offset:
@@ -260,13 +266,32 @@ class ManagedPartitionLog(PartitionLog):
             else:
                 lo = mid + 1
         ledger_id, entries = ledgers[lo]
+        # index of the entry before `lo` (< offset) and of entry `hi` (>= offset), when known
+        lo_index: int | None = None
+        if lo > 0:
+            lo_index = self._ledger_last_index.get(ledgers[lo - 1][0])
+        elif self._first_offset is not None:
+            lo_index = self._first_offset - 1
+        hi_index = self._ledger_last_index.get(ledger_id)
+        if lo == len(ledgers) - 1:  # the last non-empty ledger ends with the last durable entry
+            hi_index = self.interceptor.durable_index
+        # The bounds only steer the guesses; any mid in [lo, hi) keeps the answer in [lo, hi].
         lo, hi = 0, entries - 1
+        interpolate = lo_index is not None and hi_index is not None
         while lo < hi:
+            width = hi - lo
             mid = (lo + hi) // 2
-            if (await self._probe(ledger_id, mid)).index >= offset:
-                hi = mid
+            if interpolate:
+                assert lo_index is not None and hi_index is not None
+                per_entry = (hi_index - lo_index) / (width + 1)
+                if per_entry > 0:
+                    mid = min(max(lo + int((offset - lo_index - 1) / per_entry), lo), hi - 1)
+            index = (await self._probe(ledger_id, mid)).index
+            if index >= offset:
+                hi, hi_index = mid, index
             else:
-                lo = mid + 1
+                lo, lo_index = mid + 1, index
+            interpolate = lo_index is not None and hi_index is not None and (hi - lo) * 2 <= width
         return MLPosition(ledger_id, lo)
 
     # ------------------------------------------------------------------------------------ append

@@ -7,6 +7,7 @@ abandoned without closing (what a killed process leaves on disk: written bytes, 
 from __future__ import annotations
 
 import asyncio
+import os
 import struct
 
 import pytest
@@ -416,3 +417,26 @@ def test_sigkill_keeps_every_acknowledged_entry(tmp_path):
         await store.close()
 
     run(check())
+
+
+def test_recovery_scan_reads_in_chunks_whatever_the_frame_boundaries(tmp_path):
+    from kop.storage.local.ledgers import scan_frames
+
+    async def main():
+        ledger_id = await _write_unsealed(tmp_path, 0)
+        store = LocalLedgerStore(tmp_path, fsync="none")
+        lh = await store.create_ledger()
+        sizes = [i * 7 % 300 for i in range(200)]
+        for i, n in enumerate(sizes):
+            await lh.append(payload(i, n))
+        await store.close()
+        fd = os.open(tmp_path / f"{lh.ledger_id}.log", os.O_RDONLY)
+        try:
+            for chunk in (16, 17, 100, 1000, 4 << 20):
+                starts, end, total, size = scan_frames(fd, chunk)
+                assert (len(starts), end, total) == (200, size, sum(sizes))
+        finally:
+            os.close(fd)
+        assert ledger_id != lh.ledger_id
+
+    run(main())

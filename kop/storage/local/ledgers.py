@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
-import mmap
 import os
 import struct
 import sys
@@ -133,30 +132,37 @@ def _pwritev_all(fd: int, bufs: list[Buffer], offset: int) -> int:
     return total
 
 
-def scan_frames(fd: int) -> tuple[array, int, int, int]:
+def scan_frames(fd: int, chunk: int = 4 << 20) -> tuple[array, int, int, int]:
     """Walk the frames of a ledger file from the start: (frame starts of the complete entries, end of
     the last complete one, their payload bytes, file size). Stops at the first frame that is cut short,
-    has a wrong entry id or a wrong CRC. Read-only: the inspect tool uses it on live files too."""
+    has a wrong entry id or a wrong CRC. Read-only, with pread in chunks (not mmap: a file truncated
+    while it is mapped would kill the reader with SIGBUS), so the inspect tool can scan live files."""
     size = os.fstat(fd).st_size
     starts = array("q")
     pos = 0
     payload = 0
-    if size:
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as mm:
-            mv = memoryview(mm)
-            try:
-                eid = 0
-                while pos + HEADER_SIZE <= size:
-                    crc, length, got = _FRAME.unpack_from(mv, pos)
-                    stop = pos + HEADER_SIZE + length
-                    if got != eid or stop > size or _crc32c(mv[pos + 4 : stop]) != crc:
-                        break
-                    starts.append(pos)
-                    payload += length
-                    pos = stop
-                    eid += 1
-            finally:
-                mv.release()
+    eid = 0
+    buf = b""
+    buf_at = 0  # file offset of buf[0]
+    while pos + HEADER_SIZE <= size:
+        if pos + HEADER_SIZE > buf_at + len(buf):
+            buf, buf_at = os.pread(fd, chunk, pos), pos
+            if len(buf) < HEADER_SIZE:
+                break
+        crc, length, got = _FRAME.unpack_from(buf, pos - buf_at)
+        stop = pos + HEADER_SIZE + length
+        if got != eid or stop > size:
+            break
+        if stop > buf_at + len(buf):
+            buf, buf_at = os.pread(fd, max(chunk, stop - pos), pos), pos
+            if len(buf) < stop - pos:
+                break
+        if _crc32c(memoryview(buf)[pos - buf_at + 4 : stop - buf_at]) != crc:
+            break
+        starts.append(pos)
+        payload += length
+        pos = stop
+        eid += 1
     return starts, pos, payload, size
 
 

@@ -65,6 +65,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         from kop.kafka.connection import KafkaConnection
 
         self.service = service
+        from kop.protocol import precompile
+
+        precompile(list(self.apis))  # generate every served codec now, not on each first request
         loop = asyncio.get_running_loop()
         for lst in self.config.listeners:
             server = await loop.create_server(

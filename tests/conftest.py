@@ -62,6 +62,11 @@ def kop_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..
         broker.stop()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # kafka-python 3.0.12 loads its JSON schemas with a deprecated importlib.resources API (hundreds of lines)
+    config.addinivalue_line("filterwarnings", "ignore:.*is deprecated. Use files\\(\\) instead:DeprecationWarning")
+
+
 # ---- no silent skips ------------------------------------------------------------------------------------
 
 

@@ -37,14 +37,14 @@ def test_console_producer_then_console_consumer(target, java_tools) -> None:
         "kafka-console-consumer", "--bootstrap-server", b, "--topic", topic, "--partition", "0", "--offset", "earliest",
         "--max-messages", len(LINES), "--timeout-ms", int(STALL_TIMEOUT * 1000), check=True,
     )
-    assert assigned.lines == LINES
+    assert assigned.lines == LINES, assigned.stderr[-3000:]
     assert f"Processed a total of {len(LINES)} messages" in assigned.stderr
 
     grouped = java_tools.run(
         "kafka-console-consumer", "--bootstrap-server", b, "--topic", topic, "--from-beginning",
         "--max-messages", len(LINES), "--timeout-ms", int(STALL_TIMEOUT * 1000), check=True,
     )
-    assert grouped.lines == LINES
+    assert grouped.lines == LINES, grouped.stderr[-3000:]
     assert f"Processed a total of {len(LINES)} messages" in grouped.stderr
 
 

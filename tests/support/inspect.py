@@ -1,7 +1,8 @@
 """Read our broker's managed-ledger metadata from its data dir (read-only), through kop.offset.inspect.
 
 Managed-ledger names follow kop/broker/names.py: `<tenant>/<namespace>/persistent/<topic>-partition-<p>`,
-with the default tenant/namespace `public/default`.
+with the default tenant/namespace `public/default`. kop.offset.inspect opens the sqlite metadata read-only,
+so this works while the broker runs.
 """
 
 from __future__ import annotations
@@ -15,12 +16,18 @@ def ledger_name(topic: str, partition: int, tenant: str = "public", namespace: s
     return f"{tenant}/{namespace}/persistent/{urllib.parse.quote(f'{topic}-partition-{partition}', safe='')}"
 
 
+def managed_ledger(broker: KopBroker, topic: str, partition: int):
+    from kop.offset.inspect import inspect_managed_ledger, list_managed_ledgers
+
+    name = ledger_name(topic, partition)
+    view = inspect_managed_ledger(broker.data_dir, name)
+    if view is None:
+        raise AssertionError(
+            f"managed ledger {name!r} not found in {broker.data_dir}; present: {list_managed_ledgers(broker.data_dir)}"
+        )
+    return view
+
+
 def ledger_counts(broker: KopBroker, topic: str, partitions: int) -> dict[int, int]:
-    """Number of ledgers in each partition's managed ledger."""
-    # TODO(kop.offset.inspect): another engineer is writing the read-only inspection helper; until it lands
-    # this raises, so the rollover assertion fails visibly instead of being skipped.
-    try:
-        from kop.offset import inspect as kop_inspect  # noqa: F401
-    except ImportError as e:
-        raise AssertionError(f"TODO: kop.offset.inspect is not available yet ({e}); ledger rollover unchecked") from e
-    raise AssertionError("TODO: wire tests/support/inspect.py to kop.offset.inspect's API")
+    """Number of ledgers in each partition's managed ledger (the current one included)."""
+    return {p: len(managed_ledger(broker, topic, p).ledgers) for p in range(partitions)}

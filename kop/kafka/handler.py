@@ -97,7 +97,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         for s in self.servers:
             try:
                 await asyncio.wait_for(s.wait_closed(), 1)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
 
     # ------------------------------------------------------------------ shared helpers

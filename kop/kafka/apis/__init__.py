@@ -24,6 +24,7 @@ class Api:
 
 def _modules() -> list[ModuleType]:
     from kop.kafka.apis import (
+        alter_configs,
         api_versions,
         create_partitions,
         create_topics,
@@ -39,7 +40,6 @@ def _modules() -> list[ModuleType]:
         offset_for_leader_epoch,
         produce,
     )
-    from kop.kafka.apis import alter_configs
 
     return [
         produce, fetch, list_offsets, metadata, api_versions, init_producer_id, offset_for_leader_epoch,

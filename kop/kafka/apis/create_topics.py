@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.broker.names import InvalidTopicName
-from kop.broker.topic_config import TOPIC_CONFIGS, effective
-from kop.broker.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC
+from kop.broker.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
 from kop.broker.topics import TopicError
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode

@@ -108,6 +108,16 @@ class BrokerConfig:
     brokerShutdownTimeoutMs: int = 10000
     # --- extra protocol handlers (comma separated names from the kop.protocol_handlers entry point group)
     messagingProtocols: str = "kafka"
+    # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
+    webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
+    webServiceBindAddress: str = "0.0.0.0"
+    # Index lookups (getMessageIdByIndex and its reverse) answer 412, as Pulsar does on a broker without
+    # broker entry metadata, when false. Entries always carry it (the index is the Kafka offset).
+    exposingBrokerEntryMetadataToAdminEnabled: bool = True
+    slowRequestThresholdMs: int = 1000  # one log line per slower request (Fetch: beyond its max_wait); -1: off
+    statsUpdateFrequencyInSecs: int = 60  # window of the rates in topic stats
+    metricsMaxTopicLabels: int = 1000  # topics beyond this share the topic label "__other__"
+    metricsMaxGroupLabels: int = 100  # consumer groups beyond this share the group label "__other__"
 
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -180,6 +190,11 @@ class BrokerConfig:
         need(self.retentionCheckIntervalMs >= 10, "retentionCheckIntervalMs", "must be >= 10")
         need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
         need(bool(self.protocols), "messagingProtocols", "at least one protocol")
+        need(-1 <= self.webServicePort <= 65535, "webServicePort", "-1 (off), 0 (ephemeral) or a port")
+        need(self.slowRequestThresholdMs >= -1, "slowRequestThresholdMs", "-1 (off) or >= 0")
+        need(self.statsUpdateFrequencyInSecs >= 1, "statsUpdateFrequencyInSecs", "must be >= 1")
+        need(self.metricsMaxTopicLabels >= 0, "metricsMaxTopicLabels", "must be >= 0")
+        need(self.metricsMaxGroupLabels >= 0, "metricsMaxGroupLabels", "must be >= 0")
 
     # ------------------------------------------------------------------ derived values
     @property

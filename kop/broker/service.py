@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kop.admin.metrics import BrokerMetrics
 from kop.broker.producer_ids import ProducerIdAllocator
 from kop.broker.protocol_handler import ProtocolHandler, load_handlers
 from kop.broker.topic_config import effective
@@ -36,8 +37,22 @@ class BrokerService:
         self._tasks: list[asyncio.Task[Any]] = []
         self._stopping = False
         self.on_stop: list[Callable[[], Any]] = []
+        self.metrics = BrokerMetrics(config.metricsMaxTopicLabels, config.metricsMaxGroupLabels,
+                                     config.slowRequestThresholdMs)
+        self.metrics.open_logs = lambda: getattr(storage, "open_logs", {})
+        self.admin: Any = None  # kop.admin.server.AdminServer when webServicePort >= 0
+        self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
+        self.stopped = False
 
     async def start(self, handlers: list[ProtocolHandler] | None = None) -> None:
+        if self.config.webServicePort >= 0:
+            # First, so /health answers (and /ready says 503) while topics load.
+            from kop.admin.server import AdminServer
+
+            self.admin = AdminServer(self)
+            await self.admin.start()
+            log.info("admin HTTP listening on %s (bound to %s)", self.admin.url,
+                     self.config.webServiceBindAddress or "*")
         self.cluster_id = await self._cluster_id()
         await self.topics.load()
         self.handlers = handlers if handlers is not None else load_handlers(self.config)
@@ -48,6 +63,7 @@ class BrokerService:
         for h in self.handlers:
             for lst in h.listeners():
                 log.info("%s handler listening on %s", h.name, lst)
+        self.ready = True
 
     async def _cluster_id(self) -> str:
         store = self.storage.metadata_store
@@ -100,6 +116,7 @@ class BrokerService:
         if self._stopping:
             return
         self._stopping = True
+        self.ready = False
         timeout = self.config.brokerShutdownTimeoutMs / 1000
         for t in self._tasks:
             t.cancel()
@@ -115,6 +132,12 @@ class BrokerService:
                 log.exception("stopping %s handler", h.name)
         for cb in self.on_stop:
             cb()
+        if self.admin is not None:
+            try:
+                await self.admin.stop()
+            except Exception:
+                log.exception("stopping the admin HTTP server")
+        self.stopped = True
         await self.topics.close()
         await self.storage.close()
         log.info("broker stopped")

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from kop.admin.metrics import log_value as _quoted
 from kop.kafka.framing import FrameError, FrameReader
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
@@ -25,10 +26,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("kop.kafka.connection")
 
 API_VERSIONS_KEY = 18
+FETCH_KEY = 1
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "task", "started")
+    __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Any] | None) -> None:
         self.correlation_id = correlation_id
@@ -36,6 +38,8 @@ class _Pending:
         self.version = version
         self.task = task
         self.started = time.monotonic()
+        self.dequeued = 0.0  # when the handler started (request queue time = dequeued - started)
+        self.allowance = 0.0  # time the request may wait by design (a Fetch's max_wait), not "slow"
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -64,8 +68,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.handler.connections.add(self)
+        self.handler.metrics.connections_accepted += 1
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if exc is not None and not self._closed:  # e.g. reset by the peer; our own aborts are logged there
+            self._log_error(f"{type(exc).__name__}: {exc}")
         self._closed = True
         self.handler.connections.discard(self)
         for p in self._queue:
@@ -144,8 +151,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"failed to decode {api.name} v{version} request: {e!r}")
             return
         pending = _Pending(header.correlation_id, header.api_key, version, None)
-        pending.task = asyncio.ensure_future(api.handle(self, header, request))
+        if header.api_key == FETCH_KEY:
+            pending.allowance = max(request.max_wait_ms, 0) / 1000
+        pending.task = asyncio.ensure_future(self._run(api.handle, header, request, pending))
         self._enqueue(pending)
+
+    async def _run(self, handle: Any, header: Any, request: Any, pending: _Pending) -> Any:
+        """Notes when the handler starts, for the request-queue-time metric (one frame per request)."""
+        pending.dequeued = time.monotonic()
+        return await handle(self, header, request)
 
     def _enqueue(self, pending: _Pending) -> None:
         self._queue.append(pending)
@@ -165,25 +179,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             exc = task.exception()
             if exc is not None:
-                log.error(
-                    "closing connection from %s: %s failed: %r",
-                    self.peer, self.handler.api_name(p.api_key), exc, exc_info=exc,
-                )
+                self._log_error(f"{self.handler.api_name(p.api_key)} failed: {exc!r}", exc)
                 self.abort(None)
                 return
             body = task.result()
-            self.handler.record_request(p.api_key, p.version, time.monotonic() - p.started)
             if body is None:  # acks=0 produce: no response at all
+                self.handler.record_request(self, p, time.monotonic())
                 continue
             try:
                 parts = encode_response(p.api_key, p.version, p.correlation_id, body)
             except Exception as e:
-                log.error("closing connection from %s: cannot encode %s response: %r",
-                          self.peer, self.handler.api_name(p.api_key), e, exc_info=e)
+                self._log_error(f"cannot encode {self.handler.api_name(p.api_key)} response: {e!r}", e)
                 self.abort(None)
                 return
             assert self.transport is not None
             self.transport.writelines(parts)
+            self.handler.record_request(self, p, time.monotonic())
         self._update_reading()
 
     def _update_reading(self) -> None:
@@ -202,15 +213,26 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def in_flight(self) -> int:
         return len(self._queue)
 
-    def abort(self, reason: str | None) -> None:
-        """Close at once; `reason` is logged (one line) when given."""
+    def abort(self, reason: str | None, error: bool = True) -> None:
+        """Close at once; `reason` is logged (one line) when given: a structured connection-error line
+        (and the connection-errors counter) unless `error` is False (e.g. an idle connection)."""
         if self._closed:
             return
         if reason:
-            log.warning("closing connection from %s (client %s): %s", self.peer, self.client_id, reason)
+            if error:
+                self._log_error(reason)
+            else:
+                log.info("connection closed peer=%s listener=%s client_id=%s reason=%s",
+                         self.peer, self.listener_name, _quoted(self.client_id), _quoted(reason))
         self._closed = True
         if self.transport is not None:
             self.transport.abort()
+
+    def _log_error(self, reason: str, exc: BaseException | None = None) -> None:
+        """One structured line per connection error (key=value, greppable), counted in the metrics."""
+        self.handler.metrics.connection_errors += 1
+        log.warning("connection error peer=%s listener=%s client_id=%s reason=%s",
+                    self.peer, self.listener_name, _quoted(self.client_id), _quoted(reason), exc_info=exc)
 
     async def drain_and_close(self, timeout: float) -> None:
         """Graceful shutdown: no new requests; in-flight ones finish or are failed after `timeout`."""

@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kop.admin.metrics import BrokerMetrics
 from kop.broker.protocol_handler import ProtocolHandler
 from kop.config import BrokerConfig, Listener
 from kop.kafka.apis import Api, build_table
@@ -47,8 +47,8 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.connections: set[KafkaConnection] = set()
         self.servers: list[asyncio.base_events.Server] = []
         self.draining = False
-        self.request_counts: Counter[tuple[int, int]] = Counter()
-        self.request_seconds: Counter[tuple[int, int]] = Counter()
+        # Replaced by the broker service's metrics in start(); a private one keeps a bare handler usable.
+        self.metrics = BrokerMetrics()
         self._producer_states: dict[str, ProducerStateTable] = {}
         self._producer_state_loading: dict[str, asyncio.Future[ProducerStateTable]] = {}
         self._bound: list[Listener] = []
@@ -65,6 +65,8 @@ class KafkaProtocolHandler(ProtocolHandler):
         from kop.kafka.connection import KafkaConnection
 
         self.service = service
+        self.metrics = service.metrics
+        self.metrics.active_connections = lambda: len(self.connections)
         from kop.protocol import precompile
 
         precompile(list(self.apis))  # generate every served codec now, not on each first request
@@ -130,9 +132,10 @@ class KafkaProtocolHandler(ProtocolHandler):
             throttle_time_ms=0,
         )
 
-    def record_request(self, key: int, version: int, seconds: float) -> None:
-        self.request_counts[(key, version)] += 1
-        self.request_seconds[(key, version)] += seconds
+    def record_request(self, conn: KafkaConnection, pending: Any, now: float) -> None:
+        """A request was answered (`now`: its response was handed to the socket): latency and queue-time
+        metrics, and the slow-request log line."""
+        self.metrics.request_done(conn, pending, now)
 
     async def producer_state(self, ledger_name: str, plog: Any) -> ProducerStateTable:
         """Idempotent-producer state of one partition, rebuilt from the log's tail on first use."""
@@ -172,4 +175,4 @@ class KafkaProtocolHandler(ProtocolHandler):
             now = time.monotonic()
             for c in list(self.connections):
                 if c.in_flight == 0 and now - c.last_active > limit:
-                    c.abort(f"idle for more than {self.config.connectionMaxIdleMs} ms")
+                    c.abort(f"idle for more than {self.config.connectionMaxIdleMs} ms", error=False)

@@ -4,6 +4,8 @@
         --override kafkaListeners=PLAINTEXT://127.0.0.1:<free port> --override key=value ...
 
 stdout/stderr go to <dir>/broker.log. Ready = the Kafka port accepts TCP connections.
+The admin HTTP server listens on an ephemeral port (webServicePort=0, so brokers never fight over 8080);
+`admin_url` reads the address the broker logged.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ class KopBroker:
         self.log_path = self.base_dir / "broker.log"
         self.port = port or free_port()
         self.config_file = config_file
-        self.overrides: dict[str, str] = {"kafkaListeners": f"PLAINTEXT://127.0.0.1:{self.port}"}
+        self.overrides: dict[str, str] = {
+            "kafkaListeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "webServicePort": "0",
+            "webServiceBindAddress": "127.0.0.1",
+        }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
         self.proc: subprocess.Popen | None = None
         self._log_file = None
@@ -81,6 +87,18 @@ class KopBroker:
             self.kill()
             raise
         return self
+
+    @property
+    def admin_url(self) -> str:
+        """The admin HTTP base URL of the current run ("admin HTTP listening on http://..." in the log)."""
+        import re
+
+        text = self.log_path.read_text(errors="replace")
+        run = text.rsplit("===== start #", 1)[-1]
+        found = re.findall(r"admin HTTP listening on (http://\S+)", run)
+        if not found:
+            raise AssertionError(f"the broker logged no admin HTTP address\n{self.log_tail()}")
+        return found[-1]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

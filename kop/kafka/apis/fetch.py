@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import time
 from typing import Any
 
 from kop.broker.topics import TopicError
@@ -32,10 +33,12 @@ API_KEY = 1
 VERSIONS = (4, 12)
 
 _OFFSET = struct.Struct(">q")
+_RECORDS_COUNT = struct.Struct(">i")  # at byte 57 of a v2 batch
 
 
 class _Part:
-    __slots__ = ("index", "fetch_offset", "max_bytes", "epoch", "topic", "plog", "ledger", "error", "message")
+    __slots__ = ("index", "fetch_offset", "max_bytes", "epoch", "topic", "plog", "ledger", "error", "message",
+                 "counters")
 
     def __init__(self, index: int, fetch_offset: int, max_bytes: int, epoch: int) -> None:
         self.index = index
@@ -47,6 +50,7 @@ class _Part:
         self.ledger = ""
         self.error = 0
         self.message: str | None = None
+        self.counters: Any = None  # kop.admin.metrics.PartitionCounters
 
 
 async def handle(conn: Any, header: Any, req: Any) -> Any:
@@ -75,32 +79,51 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             p.topic = topic
             p.ledger = topic.name.ledger_name(p.index)
             p.plog = await h.service.topics.partition_log(topic, p.index)
+            p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((ft.topic, parts))
 
     max_wait = min(max(req.max_wait_ms, 0), h.config.fetchMaxWaitCapMs) / 1000
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait
+    metrics = h.metrics
     while True:
         # Register interest before reading so an append landing between the read and the wait is not missed.
         waiters = [p.plog.wait_for_append() for _, parts in plan for p in parts if p.plog is not None and not p.error]
-        total, responses = await _read_all(conn, R, plan, req.max_bytes)
+        total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics)
         remaining = deadline - loop.time()
         if total >= req.min_bytes or remaining <= 0 or not waiters or h.draining:
             for w in waiters:
                 if not w.done():
                     w.cancel()
+            _count_sent(sent)
             return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
-        done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        metrics.waiting_fetches += 1
+        try:
+            done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            metrics.waiting_fetches -= 1
         for w in pending:
             w.cancel()
         if not done:
-            total, responses = await _read_all(conn, R, plan, req.max_bytes)
+            total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics)
+            _count_sent(sent)
             return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 
-async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], response_max: int) -> tuple[int, list[Any]]:
+def _count_sent(sent: list[tuple[Any, int, int, int]]) -> None:
+    """Bytes/records out are counted for the pass that is answered, not for passes a long poll discarded."""
+    for counters, nbytes, nrecords, nbatches in sent:
+        counters.bytes_out += nbytes
+        counters.records_out += nrecords
+        counters.batches_out += nbatches
+
+
+async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], response_max: int,
+                    metrics: Any) -> tuple[int, list[Any], list[tuple[Any, int, int, int]]]:
+    started = time.monotonic()
     total = 0
     responses = []
+    sent: list[tuple[Any, int, int, int]] = []
     cache = conn.cursor_cache
     for topic_name, parts in plan:
         presps = []
@@ -123,10 +146,14 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 ))
                 continue
             size = 0
+            count = 0
             for fb in res.batches:
                 records.append(_OFFSET.pack(fb.base_offset))
                 records.append(fb.batch[8:])
                 size += len(fb.batch)
+                count += _RECORDS_COUNT.unpack_from(fb.batch, 57)[0]
+            if res.batches:
+                sent.append((p.counters, size, count, len(res.batches)))
             if res.batches and res.next_position is not None:
                 cache.put(p.ledger, res.next_offset, res.next_position)
             total += size
@@ -137,7 +164,8 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 records=records if records else b"",
             ))
         responses.append(R.FetchableTopicResponse(topic=topic_name, partitions=presps))
-    return total, responses
+    metrics.fetch_read.observe(time.monotonic() - started)
+    return total, responses, sent
 
 
 def _error(R: Any, index: int, code: int) -> Any:

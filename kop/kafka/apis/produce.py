@@ -74,7 +74,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     for name, parts in results:
         presps = []
         for index, outcome in parts:
-            presps.append(await _finish(R, index, outcome))
+            presps.append(await _finish(R, index, outcome, conn.handler.metrics))
         responses.append(R.TopicProduceResponse(name=name, partition_responses=presps))
     if acks == 0:
         return None
@@ -84,6 +84,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
 async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks: int) -> Any:
     """Validate and start the append; returns a future of (base_offset, log_append_time, log_start) or an
     error tuple. Nothing here waits for durability."""
+    t0 = time.monotonic()
     try:
         if acks not in (-1, 0, 1):
             raise _PartitionError("INVALID_REQUIRED_ACKS")
@@ -138,7 +139,10 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
         rec = states.record(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, fut)
         if rec is not None:
             fut.add_done_callback(lambda f, rec=rec, pid=hdr.producer_id: _settle(states, pid, rec, f))
-        return ("ok", fut, log_append_time, plog)
+        t1 = time.monotonic()
+        h.metrics.produce_encode.observe(t1 - t0)
+        counters = h.metrics.partition(topic.name.canonical, partition, ledger)
+        return ("ok", fut, log_append_time, plog, counters, len(batch), hdr.records_count, t1)
     except _PartitionError as e:
         return ("err", e.error, e.message)
 
@@ -165,14 +169,14 @@ def _settle(states: Any, pid: int, rec: Any, fut: asyncio.Future[int]) -> None:
         rec.base_offset = fut.result()
 
 
-async def _finish(R: Any, index: int, outcome: Any) -> Any:
+async def _finish(R: Any, index: int, outcome: Any, metrics: Any) -> Any:
     kind = outcome[0]
     if kind == "err":
         return R.PartitionProduceResponse(
             index=index, error_code=ErrorCode[outcome[1]], base_offset=-1, log_append_time_ms=-1,
             log_start_offset=-1, error_message=outcome[2],
         )
-    _, what, log_append_time, plog = outcome
+    what, log_append_time, plog = outcome[1], outcome[2], outcome[3]
     try:
         if kind == "dup":
             base = what.base_offset
@@ -186,6 +190,12 @@ async def _finish(R: Any, index: int, outcome: Any) -> Any:
             index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time_ms=-1,
             log_start_offset=-1, error_message=f"append failed: {e}",
         )
+    if kind == "ok":  # counted once durable; a retried duplicate appends nothing and is not counted
+        counters, nbytes, nrecords, issued = outcome[4], outcome[5], outcome[6], outcome[7]
+        metrics.produce_publish.observe(time.monotonic() - issued)
+        counters.bytes_in += nbytes
+        counters.records_in += nrecords
+        counters.batches_in += 1
     return R.PartitionProduceResponse(
         index=index, error_code=0, base_offset=base, log_append_time_ms=log_append_time,
         log_start_offset=plog.log_start_offset, error_message=None,

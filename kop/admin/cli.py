@@ -1,0 +1,279 @@
+"""`kop-admin`: the admin REST from a shell, modeled on pulsar-admin.
+
+    kop-admin [--admin-url URL] [--json] topics list public/default
+    kop-admin topics stats persistent://public/default/orders-partition-0
+    kop-admin topics internal-stats orders-partition-0
+    kop-admin topics get-message-id-by-index --index 42 persistent://public/default/orders-partition-0
+    kop-admin topics get-index-by-message-id --ledger 7 --entry 3 orders-partition-0
+
+Readable tables by default, the server's JSON with --json. Topic names are Pulsar's: `persistent://t/ns/x`,
+`t/ns/x`, or `x` (public/default), with `-partition-<i>` for one partition. Exit status: 0 done, 1 the
+server refused (its reason is printed, e.g. an unknown topic) or could not be reached, 2 bad arguments.
+
+It talks HTTP with the standard library (urllib): a CLI that runs once per command gains nothing from an
+async client, and one dependency fewer keeps `kop-admin` usable wherever the broker package installs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+DEFAULT_URL = os.environ.get("KOP_ADMIN_URL", "http://127.0.0.1:8080")
+
+
+class CliError(Exception):
+    """A failure to report on stderr with exit status 1."""
+
+
+# ---------------------------------------------------------------------------------------------- HTTP
+
+
+class AdminClient:
+    def __init__(self, base_url: str, timeout: float = 30) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout = timeout
+
+    def get(self, path: str, **query: Any) -> Any:
+        q = {k: v for k, v in query.items() if v is not None}
+        url = self.base_url + path + (("?" + urllib.parse.urlencode(q)) if q else "")
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout) as resp:
+                body = resp.read()
+        except urllib.error.HTTPError as e:
+            raise CliError(f"{_reason(e.read())} (HTTP {e.code})") from None
+        except urllib.error.URLError as e:
+            raise CliError(f"cannot reach the admin service at {self.base_url}: {e.reason}") from None
+        except OSError as e:
+            raise CliError(f"cannot reach the admin service at {self.base_url}: {e}") from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            return body.decode(errors="replace")
+
+
+def _reason(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode(errors="replace").strip() or "no reason given"
+    if isinstance(data, dict) and "reason" in data:
+        return str(data["reason"])
+    return json.dumps(data)
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+
+def topic_path(name: str) -> str:
+    """`persistent://t/ns/x`, `t/ns/x` or `x` -> the admin v2 path of the topic."""
+    domain = "persistent"
+    rest = name
+    if "://" in name:
+        domain, rest = name.split("://", 1)
+        if domain not in ("persistent", "non-persistent"):
+            raise argparse.ArgumentTypeError(f"unknown topic domain {domain!r} in {name!r} (use persistent://)")
+    parts = rest.split("/")
+    if len(parts) == 1:
+        parts = ["public", "default", parts[0]]
+    if len(parts) != 3 or not all(parts):
+        raise argparse.ArgumentTypeError(
+            f"invalid topic name {name!r}: expected persistent://tenant/namespace/topic, tenant/namespace/topic "
+            "or topic")
+    tenant, ns, local = (urllib.parse.quote(p, safe="") for p in parts)
+    return f"/admin/v2/{domain}/{tenant}/{ns}/{local}"
+
+
+def namespace_path(name: str) -> str:
+    parts = name.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise argparse.ArgumentTypeError(f"invalid namespace {name!r}: expected tenant/namespace")
+    return "/".join(urllib.parse.quote(p, safe="") for p in parts)
+
+
+def integer(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    return value
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def _table(rows: Sequence[Sequence[Any]], header: Sequence[str] | None = None) -> str:
+    cells = [[str(c) for c in r] for r in ([header] if header else []) + list(rows)]
+    if not cells:
+        return ""
+    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+def _scalars(d: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(k, _fmt(v)) for k, v in d.items() if not isinstance(v, dict | list)]
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}"
+    return str(v)
+
+
+def show_list(data: Any) -> str:
+    return "\n".join(str(x) for x in data)
+
+
+def show_kv(data: dict[str, Any]) -> str:
+    return _table(_scalars(data))
+
+
+def show_message_id(data: dict[str, Any]) -> str:
+    out = _table(_scalars(data))
+    if data.get("ledgerId") == -1 and data.get("entryId") == -1:
+        out += "\n(MessageId.earliest: that index was already deleted by retention)"
+    return out
+
+
+def show_stats(data: dict[str, Any]) -> str:
+    parts = [_table(_scalars(data))]
+    subs = data.get("subscriptions") or {}
+    if subs:
+        rows = [(name, s.get("msgBacklog", ""), s.get("committedOffset", "")) for name, s in subs.items()]
+        parts.append("\nSUBSCRIPTIONS (consumer groups)\n" + _table(rows, ("NAME", "BACKLOG", "COMMITTED OFFSET")))
+    per = data.get("partitions") or {}
+    if per:
+        rows = [(name, s["msgInCounter"], s["bytesInCounter"], s["msgOutCounter"], s["bytesOutCounter"],
+                 s["storageSize"]) for name, s in per.items()]
+        parts.append("\nPARTITIONS\n" + _table(rows, ("PARTITION", "MSG IN", "BYTES IN", "MSG OUT", "BYTES OUT",
+                                                     "STORAGE")))
+    return "\n".join(parts)
+
+
+def show_internal_stats(data: dict[str, Any]) -> str:
+    if "partitions" in data and "metadata" in data:
+        return "\n\n".join(f"== {name}\n{show_internal_stats(s)}" for name, s in data["partitions"].items())
+    parts = [_table(_scalars(data))]
+    ledgers = data.get("ledgers") or []
+    parts.append("\nLEDGERS\n" + _table([(li["ledgerId"], li["entries"], li["size"], li.get("timestamp") or "-")
+                                          for li in ledgers], ("LEDGER ID", "ENTRIES", "SIZE", "CLOSED AT (ms)")))
+    cursors = data.get("cursors") or {}
+    if cursors:
+        rows = [(n, c["markDeletePosition"], c["readPosition"], c["messagesConsumedCounter"], c["msgBacklog"])
+                for n, c in cursors.items()]
+        parts.append("\nCURSORS (consumer groups)\n" + _table(
+            rows, ("NAME", "MARK DELETE", "READ POSITION", "COMMITTED OFFSET", "BACKLOG")))
+    props = data.get("properties") or {}
+    if props:
+        parts.append("\nPROPERTIES\n" + _table(sorted(props.items())))
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+Command = Callable[[AdminClient, argparse.Namespace], tuple[Any, Callable[[Any], str]]]
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--admin-url", default=argparse.SUPPRESS,
+                        help=f"the broker's admin HTTP address (default {DEFAULT_URL}, or $KOP_ADMIN_URL)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print the server's JSON instead of tables")
+
+    p = argparse.ArgumentParser(prog="kop-admin", parents=[common],
+                                description="Administer a KoP-in-Python broker through its admin REST (pulsar-admin style).")
+    groups = p.add_subparsers(dest="group", required=True, metavar="{topics,namespaces,tenants,brokers}")
+
+    def cmd(sub: argparse._SubParsersAction, name: str, fn: Command, help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, parents=[common], help=help, description=help)
+        c.set_defaults(fn=fn)
+        return c
+
+    topics = groups.add_parser("topics", help="topics and partitions").add_subparsers(
+        dest="command", required=True, metavar="COMMAND")
+    c = cmd(topics, "list", lambda a, n: (a.get(f"/admin/v2/persistent/{n.namespace}"), show_list),
+            "list the topic partitions of a namespace")
+    c.add_argument("namespace", type=namespace_path, help="tenant/namespace")
+    c = cmd(topics, "list-partitioned-topics",
+            lambda a, n: (a.get(f"/admin/v2/persistent/{n.namespace}/partitioned"), show_list),
+            "list the (partitioned) topics of a namespace")
+    c.add_argument("namespace", type=namespace_path, help="tenant/namespace")
+    c = cmd(topics, "get-partitioned-topic-metadata",
+            lambda a, n: (a.get(f"{n.topic}/partitions"), show_kv), "the partition count of a topic")
+    c.add_argument("topic", type=topic_path)
+    c = cmd(topics, "stats", lambda a, n: (a.get(f"{n.topic}/stats"), show_stats),
+            "rates, counters, storage size and backlog of one partition")
+    c.add_argument("topic", type=topic_path, help="a partition: persistent://tenant/ns/topic-partition-<i>")
+    c = cmd(topics, "partitioned-stats",
+            lambda a, n: (a.get(f"{n.topic}/partitioned-stats",
+                                perPartition="true" if n.per_partition else "false"), show_stats),
+            "stats of a topic, summed over its partitions")
+    c.add_argument("--per-partition", action="store_true", help="also show each partition")
+    c.add_argument("topic", type=topic_path)
+    c = cmd(topics, "internal-stats", lambda a, n: (a.get(f"{n.topic}/internalStats"), show_internal_stats),
+            "managed-ledger state of one partition: ledgers, entries, index, cursors")
+    c.add_argument("topic", type=topic_path, help="a partition: persistent://tenant/ns/topic-partition-<i>")
+    c = cmd(topics, "partitioned-internal-stats",
+            lambda a, n: (a.get(f"{n.topic}/partitioned-internalStats"), show_internal_stats),
+            "internal stats of every partition of a topic")
+    c.add_argument("topic", type=topic_path)
+    c = cmd(topics, "get-message-id-by-index",
+            lambda a, n: (a.get(f"{n.topic}/getMessageIdByIndex", index=n.index), show_message_id),
+            "PIP-415: the message id (ledger, entry, partition) of the entry holding an index (Kafka offset)")
+    c.add_argument("-i", "--index", type=integer, required=True, help="the index (Kafka offset)")
+    c.add_argument("topic", type=topic_path, help="a partition: persistent://tenant/ns/topic-partition-<i>")
+    c = cmd(topics, "get-index-by-message-id",
+            lambda a, n: (a.get(f"{n.topic}/getIndexByMessageId", ledgerId=n.ledger, entryId=n.entry,
+                                batchIndex=n.batch_index), show_kv),
+            "the reverse of get-message-id-by-index: the index range of the entry at ledger:entry")
+    c.add_argument("-l", "--ledger", type=integer, required=True, help="ledger id")
+    c.add_argument("-e", "--entry", type=integer, required=True, help="entry id")
+    c.add_argument("-b", "--batch-index", type=integer, default=None,
+                   help="a record's position in the batch (then index is that record's)")
+    c.add_argument("topic", type=topic_path, help="a partition: persistent://tenant/ns/topic-partition-<i>")
+
+    namespaces = groups.add_parser("namespaces", help="namespaces").add_subparsers(
+        dest="command", required=True, metavar="COMMAND")
+    c = cmd(namespaces, "list", lambda a, n: (a.get(f"/admin/v2/namespaces/{n.tenant}"), show_list),
+            "list the namespaces of a tenant")
+    c.add_argument("tenant", type=lambda s: urllib.parse.quote(s, safe=""))
+
+    tenants = groups.add_parser("tenants", help="tenants").add_subparsers(
+        dest="command", required=True, metavar="COMMAND")
+    cmd(tenants, "list", lambda a, n: (a.get("/admin/v2/tenants"), show_list), "list the tenants")
+
+    brokers = groups.add_parser("brokers", help="this broker").add_subparsers(
+        dest="command", required=True, metavar="COMMAND")
+    cmd(brokers, "healthcheck", lambda a, n: (a.get("/admin/v2/brokers/health"), str),
+        "ok when the broker answers")
+    cmd(brokers, "ready", lambda a, n: (a.get("/admin/v2/brokers/ready"), str),
+        "ok when the broker has started and accepts clients")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    client = AdminClient(getattr(args, "admin_url", DEFAULT_URL))
+    try:
+        data, show = args.fn(client, args)
+    except CliError as e:
+        print(f"kop-admin: {e}", file=sys.stderr)
+        return 1
+    if getattr(args, "json", False) and not isinstance(data, str):
+        print(json.dumps(data, indent=2))
+    else:
+        print(data.strip() if isinstance(data, str) else show(data))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""The admin HTTP server: /metrics, Pulsar admin-v2-shaped REST (with PIP-415), health and readiness.
+
+It runs in the broker's process and event loop, beside the Kafka listeners, on webServicePort (Pulsar's
+key; 8080 by default, 0 = an ephemeral port, -1 = off), and reads the same BrokerService the handlers use.
+
+Why aiohttp rather than a hand-written server on asyncio streams: it is asyncio-native (runs on our
+uvloop loop, no thread), well kept, and gets the parts of HTTP/1.1 we would otherwise have to get right
+ourselves (keep-alive, chunked bodies, percent-decoding of topic names in paths, HEAD, malformed-request
+handling) - none of which is worth owning for an admin port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from kop.admin import lag, views
+from kop.admin.views import AdminError
+
+if TYPE_CHECKING:
+    from kop.broker.service import BrokerService
+
+log = logging.getLogger("kop.admin")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+V2 = "/admin/v2"
+TOPIC = V2 + "/persistent/{tenant}/{namespace}/{topic}"
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    return web.Response(text=json.dumps(data, indent=None), status=status, content_type="application/json")
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """AdminError -> its status with Pulsar's {"reason": ...} body; anything unexpected -> 500, logged."""
+    try:
+        return await handler(request)
+    except AdminError as e:
+        return _json({"reason": e.reason}, e.status)
+    except web.HTTPException:
+        raise
+    except Exception as e:
+        log.exception("admin request %s %s failed", request.method, request.path)
+        return _json({"reason": f"internal error: {e!r}"}, 500)
+
+
+class AdminServer:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        cfg = service.config
+        self.host = cfg.webServiceBindAddress
+        self.port = cfg.webServicePort
+        self._runner: web.AppRunner | None = None
+        self._sampler: asyncio.Task[None] | None = None
+        self.app = self._build()
+
+    @property
+    def url(self) -> str:
+        """Where a client on this machine reaches the server (a wildcard bind is reached on 127.0.0.1)."""
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}"
+
+    def _build(self) -> web.Application:
+        app = web.Application(middlewares=[_errors])
+        r = app.router
+        r.add_get("/metrics", self.metrics)
+        for path in ("/health", V2 + "/brokers/health"):
+            r.add_get(path, self.health)
+        for path in ("/ready", V2 + "/brokers/ready"):
+            r.add_get(path, self.ready)
+        r.add_get(V2 + "/clusters", self.clusters)
+        r.add_get(V2 + "/tenants", self.tenants)
+        r.add_get(V2 + "/namespaces/{tenant}", self.namespaces)
+        r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
+        r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
+        r.add_get(TOPIC + "/partitions", self.partitioned_metadata)
+        r.add_get(TOPIC + "/stats", self.stats)
+        r.add_get(TOPIC + "/partitioned-stats", self.partitioned_stats)
+        r.add_get(TOPIC + "/internalStats", self.internal_stats)
+        r.add_get(TOPIC + "/partitioned-internalStats", self.partitioned_internal_stats)
+        r.add_get(TOPIC + "/getMessageIdByIndex", self.message_id_by_index)
+        r.add_get(TOPIC + "/getIndexByMessageId", self.index_by_message_id)
+        r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
+        return app
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        if self.port == 0:
+            self.port = runner.addresses[0][1]
+        self.service.metrics.sample_rates()
+        self._sampler = asyncio.create_task(self._sample_loop(), name="admin-stats-sampler")
+
+    async def _sample_loop(self) -> None:
+        interval = self.service.config.statsUpdateFrequencyInSecs
+        while True:
+            await asyncio.sleep(interval)
+            self.service.metrics.sample_rates()
+
+    async def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            try:
+                await self._sampler
+            except asyncio.CancelledError:
+                pass
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # ------------------------------------------------------------------ metrics, health
+    async def metrics(self, request: web.Request) -> web.Response:
+        await lag.refresh(self.service)
+        body = generate_latest(self.service.metrics.registry)
+        resp = web.Response(body=body)
+        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        return resp
+
+    async def health(self, request: web.Request) -> web.Response:
+        """Liveness: the event loop answers and the broker is not stopped."""
+        if self.service.stopped:
+            return web.Response(text="stopped\n", status=503)
+        return web.Response(text="ok\n")
+
+    async def ready(self, request: web.Request) -> web.Response:
+        """Readiness: topics loaded and every listener accepting; 503 while starting or shutting down."""
+        if not self.service.ready:
+            return web.Response(text="not ready\n", status=503)
+        return web.Response(text="ok\n")
+
+    # ------------------------------------------------------------------ admin v2
+    async def clusters(self, request: web.Request) -> web.Response:
+        return _json([self.service.config.clusterName])
+
+    async def tenants(self, request: web.Request) -> web.Response:
+        return _json(views.tenants(self.service))
+
+    async def namespaces(self, request: web.Request) -> web.Response:
+        return _json(views.namespaces(self.service, request.match_info["tenant"]))
+
+    async def topic_list(self, request: web.Request) -> web.Response:
+        m = request.match_info
+        return _json(views.topic_list(self.service, m["tenant"], m["namespace"]))
+
+    async def partitioned_topic_list(self, request: web.Request) -> web.Response:
+        m = request.match_info
+        return _json(views.partitioned_topic_list(self.service, m["tenant"], m["namespace"]))
+
+    def _ref(self, request: web.Request) -> views.TopicRef:
+        m = request.match_info
+        return views.resolve(self.service, m["tenant"], m["namespace"], m["topic"])
+
+    async def partitioned_metadata(self, request: web.Request) -> web.Response:
+        return _json(views.partitioned_metadata(self._ref(request)))
+
+    async def stats(self, request: web.Request) -> web.Response:
+        ref = self._ref(request)
+        partition = views._need_partition(ref, "stats")
+        return _json(await views.partition_stats(self.service, ref.topic, partition))
+
+    async def partitioned_stats(self, request: web.Request) -> web.Response:
+        per_partition = request.query.get("perPartition", "true").lower() != "false"
+        return _json(await views.partitioned_stats(self.service, self._ref(request), per_partition))
+
+    async def internal_stats(self, request: web.Request) -> web.Response:
+        ref = self._ref(request)
+        partition = views._need_partition(ref, "internalStats")
+        return _json(await views.internal_stats(self.service, ref.topic, partition))
+
+    async def partitioned_internal_stats(self, request: web.Request) -> web.Response:
+        return _json(await views.partitioned_internal_stats(self.service, self._ref(request)))
+
+    async def message_id_by_index(self, request: web.Request) -> web.Response:
+        ref = self._ref(request)
+        index = views.parse_long(request.query, "index")
+        self._redirect_if_not_owner(request, ref)
+        return _json(await views.message_id_by_index(self.service, ref, index))
+
+    async def index_by_message_id(self, request: web.Request) -> web.Response:
+        ref = self._ref(request)
+        q = request.query
+        ledger_id = views.parse_long(q, "ledgerId")
+        entry_id = views.parse_long(q, "entryId")
+        batch_index = views.parse_long(q, "batchIndex", required=False, default=-1)
+        self._redirect_if_not_owner(request, ref)
+        return _json(await views.index_by_message_id(self.service, ref, ledger_id, entry_id, batch_index))
+
+    async def non_persistent(self, request: web.Request) -> web.Response:
+        """Pulsar's merged PIP-415 answers 405 for non-persistent topics (the PIP text said 406); this
+        broker has no non-persistent topics at all, so the answer is the same for any name."""
+        return _json({"reason": "getMessageIdByIndex is not allowed for non-persistent topics"}, 405)
+
+    def _redirect_if_not_owner(self, request: web.Request, ref: views.TopicRef) -> None:
+        """Pulsar answers 307 to the owning broker's web address unless `authoritative`. One broker owns
+        every topic until cluster mode lands; then this looks the owner up and redirects."""
+        owner_url = self.service.web_owner_url(ref.topic) if hasattr(self.service, "web_owner_url") else None
+        if owner_url is not None and request.query.get("authoritative", "false").lower() != "true":
+            raise web.HTTPTemporaryRedirect(owner_url.rstrip("/") + str(request.rel_url))

@@ -1,0 +1,395 @@
+"""What the admin REST answers, computed from the broker service (no HTTP here, so it can be read alone).
+
+Shapes follow Pulsar's admin v2 (TopicStats, PersistentTopicInternalStats, PartitionedTopicMetadata,
+MessageIdImpl) for what this broker holds; fields Pulsar does not have are Kafka's view of the same
+partition (highWatermark, logStartOffset, currentIndex) and are listed in docs/operability.md.
+
+A Kafka topic is what Pulsar calls a partitioned topic: `persistent://public/default/orders` with
+partitions `orders-partition-0` ... Per-partition endpoints (stats, internalStats, PIP-415) take a partition
+name; the base name gets a 404 that says which name to use, as Pulsar does for a partitioned topic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kop.broker.names import InvalidTopicName, TopicName, check_local_name
+from kop.managed_ledger import InvalidPositionError
+from kop.managed_ledger import Position as MLPosition
+from kop.offset.entry_format import EntryFormatError
+from kop.storage.api import NoSuchLedgerError
+
+if TYPE_CHECKING:
+    from kop.broker.service import BrokerService
+    from kop.broker.topics import Topic
+    from kop.offset.partition_log import ManagedPartitionLog
+
+PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
+# Pulsar's MessageId.earliest (MessageIdImpl(-1, -1, -1)): the answer for an index retention already deleted.
+EARLIEST = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
+_PREFIX_BYTES = 256  # broker entry metadata + kafka-format headers + the batch header fit in this
+
+
+class AdminError(Exception):
+    """An answer other than 200: the HTTP status and Pulsar's {"reason": ...} text."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRef:
+    """A topic as named in a URL: the Kafka topic and, for a partition name, its index (None: base name)."""
+
+    topic: Topic
+    partition: int | None
+
+    @property
+    def base_name(self) -> str:
+        return self.topic.name.canonical
+
+    def partition_name(self, p: int) -> str:
+        return f"{self.base_name}-partition-{p}"
+
+    @property
+    def name(self) -> str:
+        return self.base_name if self.partition is None else self.partition_name(self.partition)
+
+
+# ---------------------------------------------------------------------------------------------- names
+
+
+def _namespaces(service: BrokerService) -> set[tuple[str, str]]:
+    cfg = service.config
+    known = {(cfg.kafkaTenant, cfg.kafkaNamespace), (cfg.kafkaMetadataTenant, cfg.kafkaMetadataNamespace)}
+    known.update((t.name.tenant, t.name.namespace) for t in service.topics.all())
+    return known
+
+
+def tenants(service: BrokerService) -> list[str]:
+    """The configured tenants (kafkaTenant, kafkaMetadataTenant) and those of existing topics."""
+    return sorted({t for t, _ in _namespaces(service)})
+
+
+def namespaces(service: BrokerService, tenant: str) -> list[str]:
+    found = sorted(f"{t}/{ns}" for t, ns in _namespaces(service) if t == tenant)
+    if not found:
+        raise AdminError(404, "Tenant does not exist")
+    return found
+
+
+def _check_namespace(service: BrokerService, tenant: str, namespace: str) -> None:
+    if (tenant, namespace) not in _namespaces(service):
+        raise AdminError(404, "Namespace does not exist")
+
+
+def _topics_in(service: BrokerService, tenant: str, namespace: str) -> list[Topic]:
+    _check_namespace(service, tenant, namespace)
+    found = [t for t in service.topics.all() if (t.name.tenant, t.name.namespace) == (tenant, namespace)]
+    return sorted(found, key=lambda t: t.name.local)
+
+
+def topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+    """Pulsar's `topics list`: every partition of every topic (Kafka topics are partitioned topics)."""
+    out = []
+    for t in _topics_in(service, tenant, namespace):
+        out.extend(f"{t.name.canonical}-partition-{p}" for p in range(t.partitions))
+    return out
+
+
+def partitioned_topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+    return [t.name.canonical for t in _topics_in(service, tenant, namespace)]
+
+
+def resolve(service: BrokerService, tenant: str, namespace: str, local: str) -> TopicRef:
+    """The topic a URL names, or 404 (unknown namespace, topic or partition)."""
+    _check_namespace(service, tenant, namespace)
+    m = PARTITION_SUFFIX.match(local)
+    base, partition = (m["base"], int(m["index"])) if m else (local, None)
+    try:
+        check_local_name(base)
+    except InvalidTopicName:
+        raise AdminError(404, f"Topic persistent://{tenant}/{namespace}/{local} not found") from None
+    topic = service.topics.get(TopicName(tenant, namespace, base))
+    if topic is None or (partition is not None and partition >= topic.partitions):
+        raise AdminError(404, f"Topic persistent://{tenant}/{namespace}/{local} not found")
+    return TopicRef(topic, partition)
+
+
+def _need_partition(ref: TopicRef, what: str) -> int:
+    if ref.partition is None:
+        raise AdminError(
+            404,
+            f"Topic {ref.base_name} not found: it is a partitioned topic with {ref.topic.partitions} "
+            f"partition(s); {what} takes a partition, e.g. {ref.partition_name(0)}",
+        )
+    return ref.partition
+
+
+def partitioned_metadata(ref: TopicRef) -> dict[str, Any]:
+    """Pulsar's PartitionedTopicMetadata: the partition count; 0 for a partition's own name."""
+    return {"partitions": ref.topic.partitions if ref.partition is None else 0}
+
+
+async def _plog(service: BrokerService, topic: Topic, partition: int) -> ManagedPartitionLog:
+    plog = await service.topics.partition_log(topic, partition)
+    if not hasattr(plog, "ml"):
+        raise AdminError(500, f"partition log {plog.name} is not a managed-ledger log")
+    return plog  # type: ignore[return-value]
+
+
+def _position(p: MLPosition | None, fallback_ledger: int | None = None) -> str:
+    if p is None:
+        return f"{fallback_ledger if fallback_ledger is not None else -1}:-1"
+    return f"{p.ledger_id}:{p.entry_id}"
+
+
+# ---------------------------------------------------------------------------------------------- groups
+
+
+def committed_offsets(service: BrokerService, topic: Topic, partition: int) -> dict[str, int]:
+    """Committed offsets of every consumer group on one partition ({} until the group coordinator runs)."""
+    from kop.admin.lag import committed_offsets as all_committed
+
+    out: dict[str, int] = {}
+    for group, topic_name, p, offset in all_committed(service):
+        if p == partition and topic_name == topic.name.canonical:
+            out[group] = offset
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- stats
+
+
+async def partition_stats(service: BrokerService, topic: Topic, partition: int) -> dict[str, Any]:
+    """Pulsar's TopicStats for one partition: rates over the last statsUpdateFrequencyInSecs window,
+    counters since start-up, storage size, and one subscription per consumer group (its backlog)."""
+    plog = await _plog(service, topic, partition)
+    c = service.metrics.partition(topic.name.canonical, partition, topic.name.ledger_name(partition))
+    hw = plog.high_watermark
+    subs = {
+        group: {"msgBacklog": hw - committed, "committedOffset": committed, "type": "KafkaConsumerGroup"}
+        for group, committed in sorted(committed_offsets(service, topic, partition).items())
+    }
+    return {
+        "msgRateIn": c.rate_records_in,
+        "msgThroughputIn": c.rate_bytes_in,
+        "msgRateOut": c.rate_records_out,
+        "msgThroughputOut": c.rate_bytes_out,
+        "bytesInCounter": c.bytes_in,
+        "msgInCounter": c.records_in,
+        "bytesOutCounter": c.bytes_out,
+        "msgOutCounter": c.records_out,
+        "averageMsgSize": (c.bytes_in / c.records_in) if c.records_in else 0.0,
+        "storageSize": plog.size_bytes,
+        "publishers": [],
+        "subscriptions": subs,
+        "highWatermark": hw,
+        "logStartOffset": plog.log_start_offset,
+    }
+
+
+_SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
+           "bytesOutCounter", "msgOutCounter", "storageSize")
+
+
+async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition: bool = True) -> dict[str, Any]:
+    """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each one under "partitions"."""
+    if ref.partition is not None:
+        raise AdminError(404, f"Topic {ref.name} not found: partitioned-stats takes the topic's base name, "
+                              f"{ref.base_name}")
+    total: dict[str, Any] = {k: 0 for k in _SUMMED}
+    subs: dict[str, dict[str, Any]] = {}
+    parts: dict[str, Any] = {}
+    for p in range(ref.topic.partitions):
+        s = await partition_stats(service, ref.topic, p)
+        for k in _SUMMED:
+            total[k] += s[k]
+        for group, sub in s["subscriptions"].items():
+            agg = subs.setdefault(group, {"msgBacklog": 0, "type": sub["type"]})
+            agg["msgBacklog"] += sub["msgBacklog"]
+        parts[ref.partition_name(p)] = s
+    total["averageMsgSize"] = total["bytesInCounter"] / total["msgInCounter"] if total["msgInCounter"] else 0.0
+    total["publishers"] = []
+    total["subscriptions"] = subs
+    total["metadata"] = {"partitions": ref.topic.partitions}
+    total["partitions"] = parts if per_partition else {}
+    return total
+
+
+async def internal_stats(service: BrokerService, topic: Topic, partition: int) -> dict[str, Any]:
+    """Pulsar's PersistentTopicInternalStats for one partition, from its managed ledger: the ledger list
+    with entries and size (the current ledger's acknowledged counts included), the last confirmed entry,
+    the managed-ledger properties (the recovered "index"), and Kafka's offsets."""
+    plog = await _plog(service, topic, partition)
+    ml = plog.ml
+    ledgers = ml.ledgers()
+    current = ml.current_ledger_id
+    current_info = ledgers[-1] if ledgers and ledgers[-1].ledger_id == current else None
+    cursors = {}
+    for group, committed in sorted(committed_offsets(service, topic, partition).items()):
+        cursors[group] = await _cursor(plog, committed)
+    return {
+        "numberOfEntries": ml.number_of_entries,
+        "totalSize": ml.total_size,
+        "currentLedgerEntries": current_info.entries if current_info else 0,
+        "currentLedgerSize": current_info.size if current_info else 0,
+        "lastConfirmedEntry": _position(ml.last_confirmed_position, current),
+        "state": "LedgerOpened" if ml.is_open else "Closed",
+        "pendingAddEntriesCount": ml.pending_adds,
+        "ledgers": [
+            {"ledgerId": li.ledger_id, "entries": li.entries or 0, "size": li.size or 0,
+             "timestamp": li.timestamp or 0, "offloaded": False, "underReplicated": False}
+            for li in ledgers
+        ],
+        "cursors": cursors,
+        "properties": ml.properties,
+        "currentIndex": plog.interceptor.durable_index,
+        "highWatermark": plog.high_watermark,
+        "logStartOffset": plog.log_start_offset,
+        "rollovers": ml.rollovers,
+    }
+
+
+async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
+    """A consumer group's committed offset shown as a Pulsar cursor: readPosition = the entry holding the
+    committed offset (the next to read), markDeletePosition = the entry before it (the last one entirely
+    consumed), messagesConsumedCounter = the committed offset."""
+    ml = plog.ml
+    read: MLPosition | None = None
+    if committed < plog.high_watermark and committed >= plog.log_start_offset:
+        with contextlib.suppress(Exception):
+            read = await plog.find_position(committed)
+    if read is None:
+        with contextlib.suppress(InvalidPositionError):
+            read = ml.position_of(ml.number_of_entries)
+    mark: MLPosition | None = None
+    if read is not None:
+        with contextlib.suppress(InvalidPositionError):
+            ordinal = ml.ordinal_of(read)
+            mark = ml.position_of(ordinal - 1) if ordinal > 0 else MLPosition(read.ledger_id, read.entry_id - 1)
+    return {
+        "markDeletePosition": _position(mark),
+        "readPosition": _position(read),
+        "messagesConsumedCounter": committed,
+        "msgBacklog": plog.high_watermark - committed,
+    }
+
+
+async def partitioned_internal_stats(service: BrokerService, ref: TopicRef) -> dict[str, Any]:
+    if ref.partition is not None:
+        raise AdminError(404, f"Topic {ref.name} not found: partitioned-internalStats takes the topic's base "
+                              f"name, {ref.base_name}")
+    return {
+        "metadata": {"partitions": ref.topic.partitions},
+        "partitions": {
+            ref.partition_name(p): await internal_stats(service, ref.topic, p) for p in range(ref.topic.partitions)
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------- PIP-415
+
+
+def _check_index_lookups(service: BrokerService) -> None:
+    if not service.config.exposingBrokerEntryMetadataToAdminEnabled:
+        raise AdminError(412, "Broker entry metadata is not enabled "
+                              "(exposingBrokerEntryMetadataToAdminEnabled=false)")
+
+
+def parse_long(query: Mapping[str, str], name: str, required: bool = True, default: int | None = None) -> int:
+    text = query.get(name)
+    if text is None:
+        if required:
+            raise AdminError(400, f"Missing query parameter {name}")
+        assert default is not None
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise AdminError(400, f"Query parameter {name} must be an integer, got {text!r}") from None
+    if not -(2**63) <= value < 2**63:
+        raise AdminError(400, f"Query parameter {name} is out of the range of a long: {text}")
+    return value
+
+
+async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int) -> dict[str, int]:
+    """PIP-415: {ledgerId, entryId, partitionIndex} of the entry whose records include `index`.
+
+    Resolution is per entry (a batch of several records is one entry: all its indexes give the same id),
+    found as Pulsar does, the first entry whose broker-entry-metadata index >= the requested one. 404 for
+    an index < 0 or past the last durable one; MessageId.earliest for an index below the log start
+    (deleted by retention or DeleteRecords). Transaction markers, which Pulsar skips, do not exist here yet
+    (control batches are refused)."""
+    _check_index_lookups(service)
+    partition = _need_partition(ref, "getMessageIdByIndex")
+    plog = await _plog(service, ref.topic, partition)
+    if index < 0 or index > plog.interceptor.durable_index:
+        raise AdminError(404, f"Invalid index {index}: the latest index of {ref.name} is "
+                              f"{plog.interceptor.durable_index}")
+    from kop.offset.api import OffsetOutOfRange
+
+    for _ in range(3):  # retention may trim between the check and the search: look again
+        if index < plog.log_start_offset:
+            return dict(EARLIEST)
+        try:
+            position = await plog.find_position(index)
+            meta = await _entry_meta(plog, position)
+        except (OffsetOutOfRange, InvalidPositionError, NoSuchLedgerError):
+            continue
+        except EntryFormatError:
+            raise AdminError(412, f"Entries of {ref.name} carry no broker entry metadata index") from None
+        if meta.base_offset <= index <= meta.index:
+            return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
+    if index < plog.log_start_offset:
+        return dict(EARLIEST)
+    raise AdminError(500, f"could not locate index {index} in {ref.name} (the log kept changing)")
+
+
+async def _entry_meta(plog: ManagedPartitionLog, position: MLPosition) -> Any:
+    from kop.offset.partition_log import entry_meta
+
+    data = await plog.ml.read_entry_prefix(position, _PREFIX_BYTES)
+    try:
+        return entry_meta(data)
+    except EntryFormatError:
+        if len(data) < _PREFIX_BYTES:
+            raise
+    return entry_meta(await plog.ml.read_entry(position))
+
+
+async def index_by_message_id(service: BrokerService, ref: TopicRef, ledger_id: int, entry_id: int,
+                              batch_index: int = -1) -> dict[str, int]:
+    """The reverse of PIP-415: the index range of the entry at (ledgerId, entryId), as its broker entry
+    metadata records it. `index` is the stored index (the entry's last record, Pulsar's convention) or,
+    with batchIndex >= 0, the index of that record in the batch; firstIndex = the entry's first record
+    (the Kafka base offset)."""
+    _check_index_lookups(service)
+    partition = _need_partition(ref, "getIndexByMessageId")
+    plog = await _plog(service, ref.topic, partition)
+    try:
+        meta = await _entry_meta(plog, MLPosition(ledger_id, entry_id))
+    except (InvalidPositionError, NoSuchLedgerError):
+        raise AdminError(404, f"Message not found: no entry {ledger_id}:{entry_id} in {ref.name}") from None
+    except EntryFormatError:
+        raise AdminError(412, f"Entry {ledger_id}:{entry_id} of {ref.name} has no broker entry metadata") from None
+    count = meta.last_offset_delta + 1
+    if batch_index >= count:
+        raise AdminError(404, f"Message not found: entry {ledger_id}:{entry_id} holds {count} record(s), "
+                              f"batchIndex {batch_index} is past its end")
+    return {
+        "ledgerId": ledger_id,
+        "entryId": entry_id,
+        "partitionIndex": partition,
+        "batchIndex": batch_index,
+        "index": meta.index if batch_index < 0 else meta.base_offset + batch_index,
+        "firstIndex": meta.base_offset,
+        "lastIndex": meta.index,
+        "numMessages": count,
+    }

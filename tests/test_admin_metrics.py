@@ -97,3 +97,24 @@ def test_admin_config_keys():
                        ("statsUpdateFrequencyInSecs", "0"), ("metricsMaxTopicLabels", "-1")):
         with pytest.raises(ConfigError, match=key):
             BrokerConfig.load(overrides={key: value})
+
+
+def test_deleted_topics_are_forgotten_but_their_series_stay_monotonic():
+    m = BrokerMetrics(max_topic_labels=1)
+    live = {"persistent://public/default/a", "persistent://public/default/b", "persistent://public/default/c"}
+    m.topic_exists = lambda topic: topic in live
+    for name, n in (("a", 1), ("b", 2), ("c", 4)):
+        c = m.partition(f"persistent://public/default/{name}", 0, f"public/default/persistent/{name}-partition-0")
+        c.records_in += n
+    def traffic() -> dict:
+        return {k: v for k, v in samples(m).items() if k[0].startswith("kop_server_") and "topic" in dict(k[1])}
+
+    before = traffic()
+    live -= {"persistent://public/default/a", "persistent://public/default/b"}
+    assert traffic() == before  # same series, same values
+    assert set(m.partitions) == {"public/default/persistent/c-partition-0"}
+    # a topic created again under an own label continues its series
+    live.add("persistent://public/default/a")
+    m.partition("persistent://public/default/a", 0, "public/default/persistent/a-partition-0").records_in += 10
+    a = ("kop_server_records_in_total", frozenset({("topic", "persistent://public/default/a")}))
+    assert samples(m)[a] == 11

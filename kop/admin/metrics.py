@@ -141,8 +141,14 @@ class BrokerMetrics:
         self.waiting_fetches = 0
         self.connections_accepted = 0
         self.connection_errors = 0
-        self.partitions: dict[str, PartitionCounters] = {}  # by managed-ledger name
+        self.partitions: dict[str, PartitionCounters] = {}  # by managed-ledger name, live partitions only
         self._topic_labels: dict[str, str] = {}
+        self._own_labels = 0  # topics ever given their own label (never decreases: the cap bounds series)
+        self._retired: dict[str, list[int]] = {}  # topic label -> counts of deleted topics' partitions
+        # Whether a topic (full Pulsar name) still exists; set by the broker service. Deleted topics'
+        # counters are folded into _retired at scrape time, so memory follows the live partitions while
+        # every exported series stays monotonic.
+        self.topic_exists: Callable[[str], bool] = lambda topic: True
         self.lag: list[LagSample] = []
         # Read at scrape time: set by whoever owns the state (the broker service, the Kafka handler).
         self.active_connections: Callable[[], int] = lambda: 0
@@ -194,9 +200,30 @@ class BrokerMetrics:
         """The `topic` label of a topic: its own name for the first max_topic_labels topics, then OTHER."""
         label = self._topic_labels.get(topic)
         if label is None:
-            label = topic if len(self._topic_labels) < self.max_topic_labels else OTHER
+            if self._own_labels < self.max_topic_labels:
+                label = topic
+                self._own_labels += 1
+            else:
+                label = OTHER
             self._topic_labels[topic] = label
         return label
+
+    def sweep_deleted_topics(self) -> None:
+        """Fold the counters of deleted topics into their label's retired counts and forget them (a topic
+        that had its own label keeps it, so the series continues if the topic is created again)."""
+        exists: dict[str, bool] = {}
+        for key, c in list(self.partitions.items()):
+            alive = exists.get(c.topic)
+            if alive is None:
+                alive = exists[c.topic] = self.topic_exists(c.topic)
+            if alive:
+                continue
+            acc = self._retired.setdefault(c.topic_label, [0, 0, 0, 0, 0, 0])
+            for i, v in enumerate(_counts(c)):
+                acc[i] += v
+            del self.partitions[key]
+            if self._topic_labels.get(c.topic) == OTHER:
+                del self._topic_labels[c.topic]
 
     # ------------------------------------------------------------------ periodic / scrape-time
     def sample_rates(self, now: float | None = None) -> None:
@@ -224,6 +251,10 @@ class BrokerMetrics:
         names = sorted(set(groups))
         keep = set(names[: self.max_group_labels])
         return {g: (g if g in keep else OTHER) for g in names}
+
+
+def _counts(c: PartitionCounters) -> tuple[int, int, int, int, int, int]:
+    return (c.bytes_in, c.records_in, c.batches_in, c.bytes_out, c.records_out, c.batches_out)
 
 
 def _api_name(key: int) -> str:
@@ -293,17 +324,14 @@ class _Collector(Collector):
             fam.add_metric([], h.buckets(), h.sum)
             yield fam
 
-        per_topic: dict[str, list[int]] = {}
+        m.sweep_deleted_topics()
+        per_topic: dict[str, list[int]] = {label: list(acc) for label, acc in m._retired.items()}
         for c in m.partitions.values():
             acc = per_topic.get(c.topic_label)
             if acc is None:
                 acc = per_topic[c.topic_label] = [0, 0, 0, 0, 0, 0]
-            acc[0] += c.bytes_in
-            acc[1] += c.records_in
-            acc[2] += c.batches_in
-            acc[3] += c.bytes_out
-            acc[4] += c.records_out
-            acc[5] += c.batches_out
+            for i, v in enumerate(_counts(c)):
+                acc[i] += v
         for i, (name, doc) in enumerate((
             ("kop_server_bytes_in", "Record-batch bytes appended by Produce (retried duplicates not counted)"),
             ("kop_server_records_in", "Records appended by Produce"),

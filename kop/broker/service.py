@@ -40,6 +40,7 @@ class BrokerService:
         self.metrics = BrokerMetrics(config.metricsMaxTopicLabels, config.metricsMaxGroupLabels,
                                      config.slowRequestThresholdMs)
         self.metrics.open_logs = lambda: getattr(storage, "open_logs", {})
+        self.metrics.topic_exists = lambda name: self.topics.get(self.topics.parse(name)) is not None
         self.admin: Any = None  # kop.admin.server.AdminServer when webServicePort >= 0
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False

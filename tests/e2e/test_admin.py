@@ -215,6 +215,15 @@ def test_topic_labels_are_capped(kop_broker) -> None:
         frozenset({("topic", full("cap-b"))}): 2,
         frozenset({("topic", "__other__")}): 4,
     }
+    # deleting topics forgets their partitions, but no exported counter goes down
+    from kafka.admin import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        client.delete_topics(["cap-a", "cap-c"])
+    finally:
+        client.close()
+    assert Scrape(admin).series("kop_server_records_in_total") == series
 
 
 # ------------------------------------------------------------------------------------------------ logs

@@ -100,6 +100,10 @@ class AdminServer:
         site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
         try:
             await site.start()
+        except OSError as e:
+            await runner.cleanup()
+            raise OSError(e.errno, f"admin HTTP server (webServiceBindAddress={self.host}, "
+                                   f"webServicePort={self.port}): {e.strerror or e}") from e
         except BaseException:
             await runner.cleanup()
             raise

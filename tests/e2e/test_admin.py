@@ -492,3 +492,23 @@ def test_web_service_port_minus_one_disables_the_admin_server(kop_broker) -> Non
     broker = kop_broker(webServicePort=-1)
     produce_batches(broker.bootstrap, "no-admin", [batch([b"a"])])
     assert "admin HTTP listening" not in broker.log_path.read_text()
+
+
+def test_admin_port_in_use_stops_start_up_with_a_message_naming_it(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.net import free_port
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run(
+            [sys.executable, "-m", "kop.cli", "standalone", "--data-dir", str(tmp_path / "data"),
+             "--override", f"kafkaListeners=PLAINTEXT://127.0.0.1:{free_port()}",
+             "--override", f"webServicePort={port}", "--override", "webServiceBindAddress=127.0.0.1"],
+            capture_output=True, text=True, timeout=120,
+        )
+    assert r.returncode == 1
+    assert f"admin HTTP server (webServiceBindAddress=127.0.0.1, webServicePort={port})" in r.stderr

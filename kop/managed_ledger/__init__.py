@@ -15,12 +15,14 @@ from kop.managed_ledger.ledger import (
     Position,
 )
 from kop.managed_ledger.protobuf import LedgerInfo, ManagedLedgerInfo
+from kop.managed_ledger.rewrite import LedgerRewriter
 
 __all__ = [
     "Entry",
     "EntryTooShort",
     "InvalidPositionError",
     "LedgerInfo",
+    "LedgerRewriter",
     "ManagedLedger",
     "ManagedLedgerClosedError",
     "ManagedLedgerConfig",

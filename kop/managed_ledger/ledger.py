@@ -18,6 +18,9 @@ Lifecycle (storage.md §4.3):
   every add issued after it (so the interceptor can restore its counter without a gap) and rolls over.
 * trim: whole closed ledgers from the front, never the current one; the info is CASed first, then the
   ledgers are deleted from the store (a crash in between leaks a ledger, never loses a referenced one).
+* replace (compaction): a run of closed ledgers is swapped for rewritten, sealed ledgers (rewrite.py) with
+  one CAS, then the old ones are deleted; a crash leaves the old list or the new one, never a mix. Ledger
+  ids in the list are then no longer ascending: only list order means log order.
 * close: wait for in-flight adds, seal the current ledger (dropped when empty), CAS the final info.
 
 Positions are (ledger id, entry id). Entries are also numbered by *ordinal* (0 = first retained entry),
@@ -38,6 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kop.managed_ledger.config import ManagedLedgerConfig
 from kop.managed_ledger.protobuf import LedgerInfo, ManagedLedgerInfo
+from kop.managed_ledger.rewrite import LedgerRewriter
 from kop.storage.api import (
     BadVersionError,
     Buffer,
@@ -181,6 +185,10 @@ class ManagedLedger:
         self._last_confirmed: Position | None = None
         self.rollovers = 0  # ledger switches after open (metrics, tests)
         self.trimmed_ledgers = 0
+        # Bumped whenever closed ledgers leave the list or are replaced (trim, compaction): ordinals and
+        # positions found before a change may then name other entries, so multi-step searches re-check it.
+        self.layout_version = 0
+        self.replaced_ledgers = 0
 
     # ---------------------------------------------------------------------------------------- open
 
@@ -769,11 +777,17 @@ class ManagedLedger:
                 deleted_size += size
             return await self._trim_locked(to_delete)
 
-    async def trim_ledgers(self, count: int) -> int:
-        """Delete the first `count` closed ledgers (fewer if the current ledger comes first)."""
+    async def trim_ledgers(self, count: int, ids: Sequence[int] | None = None) -> int:
+        """Delete the first `count` closed ledgers (fewer if the current ledger comes first). With `ids`,
+        only if those are still the first ledgers (0 otherwise): a caller that chose them across awaits
+        must not trim whatever a compaction or another trim put in their place."""
         self._check_open()
         async with self._info_lock:
             self._check_open()
+            if ids is not None:
+                if [li.ledger_id for li in self._ledgers[:len(ids)]] != list(ids):
+                    return 0
+                count = min(count, len(ids))
             return await self._trim_locked(count)
 
     async def _trim_locked(self, count: int) -> int:
@@ -798,7 +812,71 @@ class ManagedLedger:
             with contextlib.suppress(NoSuchLedgerError):
                 await self._store.delete_ledger(li.ledger_id)
         self.trimmed_ledgers += count
+        self.layout_version += 1
         return count
+
+    # ---------------------------------------------------------------------------------------- replace
+
+    def rewriter(self, timestamp: int | None = None, window_bytes: int = 8 << 20) -> LedgerRewriter:
+        """A writer of replacement ledgers (compaction), rolling by this managed ledger's size limits;
+        `timestamp` becomes their close time for retention (default: now)."""
+        self._check_open()
+        return LedgerRewriter(self, self._store, self.config.max_entries_per_ledger,
+                              self._max_size_bytes, now_ms() if timestamp is None else timestamp, window_bytes)
+
+    async def replace_ledgers(self, old_ids: Sequence[int], new_ledgers: Sequence[LedgerInfo],
+                              properties: Mapping[str, str] | None = None) -> bool:
+        """Replace the run `old_ids` of closed ledgers (consecutive in the list, oldest first) by
+        `new_ledgers` (sealed, with entries/size/timestamp; may be empty), together with property
+        updates, in one compare-and-set of the info. Returns False, changing nothing, when the run is no
+        longer in the list as given (trimmed or replaced meanwhile). The ledgers of the run are deleted
+        after the CAS: a crash before it leaves the old list (the new ledgers are unreferenced garbage),
+        a crash after it the new one (the old ledgers are garbage); never a mix. Readers holding a
+        position in a replaced ledger get InvalidPositionError (or NoSuchLedgerError) and search again."""
+        self._check_open()
+        old = list(old_ids)
+        if not old:
+            return False
+        async with self._info_lock:
+            self._check_open()
+            start = self._index_of.get(old[0])
+            if start is None or [li.ledger_id for li in self._ledgers[start:start + len(old)]] != old:
+                return False
+            if any(self._is_current(i) for i in range(start, start + len(old))):
+                return False
+            kept = {li.ledger_id for li in new_ledgers}
+            saved_ledgers, saved_props = self._ledgers, dict(self._properties)
+            self._ledgers = self._ledgers[:start] + list(new_ledgers) + self._ledgers[start + len(old):]
+            if properties:
+                self._properties.update(properties)
+            self._reindex()
+            try:
+                await self._write_info()
+            except BaseException:
+                if self._state == _OPEN:  # not fenced: restore the in-memory state
+                    self._ledgers, self._properties = saved_ledgers, saved_props
+                    self._reindex()
+                raise
+            self.layout_version += 1
+            self.replaced_ledgers += len(old)
+            last = self._last_confirmed
+            if last is not None and last.ledger_id not in self._index_of:
+                self._last_confirmed = None
+                for i in range(len(self._ledgers) - 1, -1, -1):
+                    n = self._entries_of(i)
+                    if n:
+                        self._last_confirmed = Position(self._ledgers[i].ledger_id, n - 1)
+                        break
+            for ledger_id in old:
+                if ledger_id in kept:
+                    continue
+                handle = self._read_handles.pop(ledger_id, None)
+                if handle is not None:
+                    with contextlib.suppress(StorageError):
+                        await handle.close()
+                with contextlib.suppress(NoSuchLedgerError):
+                    await self._store.delete_ledger(ledger_id)
+        return True
 
     # ---------------------------------------------------------------------------------------- close
 

@@ -2,11 +2,14 @@
 search, the cursor cache, and the storage service the broker opens partition logs from."""
 
 from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Position, ReadResult
+from kop.offset.compaction import CleaningState, CompactionResult
 from kop.offset.cursor_cache import CursorCache
 from kop.offset.partition_log import IndexInterceptor, ManagedPartitionLog
 from kop.offset.storage import Storage, open_embedded_storage
 
 __all__ = [
+    "CleaningState",
+    "CompactionResult",
     "CursorCache",
     "FetchedBatch",
     "IndexInterceptor",

@@ -14,7 +14,11 @@ order) and restores the counter when adds fail, so offsets never have gaps. Ever
 * time -> offset: bisect entries on their max timestamp (the broker timestamp for LogAppendTime batches),
   then walk the records of the found batch;
 * max timestamp: per-ledger (max, first entry with it) summaries, kept up to date on appends and computed
-  once for ledgers written before this process started.
+  once for ledgers written before this process started;
+* compaction (kop/offset/compaction.py) leaves gaps: offsets are never renumbered, so an offset may fall
+  between two entries (the search then gives the next entry, whose batch a fetch returns) or after the
+  last one (a fetch returns nothing). Multi-step searches re-run when the ledger list changed under them
+  (ManagedLedger.layout_version).
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ import contextlib
 import struct
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kop.managed_ledger import (
     InvalidPositionError,
@@ -35,6 +39,15 @@ from kop.managed_ledger import (
 )
 from kop.managed_ledger import Position as MLPosition
 from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Position, ReadResult
+from kop.offset.compaction import (
+    COMPACTION_START_PROPERTY,
+    DEFAULT_DELETE_RETENTION_MS,
+    CleaningState,
+    CompactionResult,
+    cleaning_state,
+    compact_log,
+    compaction_start,
+)
 from kop.offset.entry_format import EntryFormatError, EntryHeaderEncoder, parse_entry
 from kop.protocol.records import TIMESTAMP_TYPE_BIT, decode_records, parse_batch_header
 from kop.storage.api import Buffer, NoSuchLedgerError
@@ -49,6 +62,7 @@ _PREFIX_BYTES = 256  # broker entry metadata + kafka-format headers + the 61-byt
 _TAIL = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp at byte 21
 _LOD = struct.Struct(">i")  # lastOffsetDelta at byte 23
 _PROBE_CACHE = 4096
+_T = TypeVar("_T")
 _READ_MAX_ENTRIES = 1 << 20
 # Upper bound of the bytes before the batch in one of our entries: 0x0e02 + size (6), BrokerEntryMetadata
 # with two 10-byte varints (22), metadataSize (4), MessageMetadata (2+2+11+23+6 = 44). Reads count this
@@ -151,6 +165,8 @@ class ManagedPartitionLog(PartitionLog):
         self._probes: OrderedDict[tuple[int, int], EntryMeta] = OrderedDict()
         self._waiters: list[asyncio.Future[None]] = []
         self._closed = False
+        self._start_floor: int | None = None  # log start kept by compaction (kop.compactionStart)
+        self._compaction_lock = asyncio.Lock()
 
     @classmethod
     async def open(cls, factory: ManagedLedgerFactory, name: str, config: ManagedLedgerConfig | None = None,
@@ -174,9 +190,13 @@ class ManagedPartitionLog(PartitionLog):
     @property
     def log_start_offset(self) -> int:
         hwm = self.interceptor.durable_index + 1
-        if self._first_offset is None:
+        first = self._first_offset
+        floor = self._start_floor
+        if floor is not None and (first is None or floor < first):
+            first = floor  # compaction removed the first batches: the log still starts where it did
+        if first is None:
             return hwm
-        return min(hwm, max(self._first_offset, self._delete_offset))
+        return min(hwm, max(first, self._delete_offset))
 
     @property
     def size_bytes(self) -> int:
@@ -206,6 +226,7 @@ class ManagedPartitionLog(PartitionLog):
                     f.set_result(None)
 
     async def _refresh_first_offset(self) -> None:
+        self._start_floor = compaction_start(self.ml.properties)
         first = self.ml.first_position()
         if first is None:
             self._first_offset = None
@@ -246,7 +267,9 @@ class ManagedPartitionLog(PartitionLog):
         return index
 
     async def find_position(self, offset: int) -> MLPosition:
-        """Position of the first entry whose index >= offset (the entry containing `offset`).
+        """Position of the first entry whose index >= offset (the entry containing `offset`, or after a
+        compaction the first entry past the gap holding it; the position the next entry will take when
+        `offset` lies in a gap at the end).
 
         Ledger first: bisect on each ledger's last index (known for every ledger written by this
         process, learned with one read otherwise). Then inside the ledger: interpolation on the indexes
@@ -254,10 +277,13 @@ class ManagedPartitionLog(PartitionLog):
         falling back to bisection whenever a guess does not at least halve the range, so the worst case
         stays O(log n) reads."""
         ledgers = [(lid, n) for lid, n in self.ml.ledger_counts() if n]
-        if not ledgers:
-            raise OffsetOutOfRange(f"{self.name}: no entries")
         if offset > self.interceptor.durable_index:
             raise OffsetOutOfRange(f"{self.name}: offset {offset} is not stored yet")
+        if not ledgers:  # compaction removed every record
+            return self.ml.position_of(self.ml.number_of_entries)
+        last_index = await self._last_index_of(*ledgers[-1])
+        if offset > last_index:  # in a gap that compaction left at the end: no entry holds it
+            return self.ml.position_of(self.ml.number_of_entries)
         lo, hi = 0, len(ledgers) - 1
         while lo < hi:
             mid = (lo + hi) // 2
@@ -273,8 +299,8 @@ class ManagedPartitionLog(PartitionLog):
         elif self._first_offset is not None:
             lo_index = self._first_offset - 1
         hi_index = self._ledger_last_index.get(ledger_id)
-        if lo == len(ledgers) - 1:  # the last non-empty ledger ends with the last durable entry
-            hi_index = self.interceptor.durable_index
+        if lo == len(ledgers) - 1:
+            hi_index = last_index
         # The bounds only steer the guesses; any mid in [lo, hi) keeps the answer in [lo, hi].
         lo, hi = 0, entries - 1
         interpolate = lo_index is not None and hi_index is not None
@@ -343,6 +369,7 @@ class ManagedPartitionLog(PartitionLog):
         ml = self.ml
         budget = max(max_bytes, 0)
         entries = None
+        gap = False  # the first entry starts after `offset`: compaction removed the batches holding it
         if hint is not None:
             with contextlib.suppress(InvalidPositionError):
                 entries = await ml.read_entries(MLPosition(hint.ledger_id, hint.entry_id), _READ_MAX_ENTRIES,
@@ -350,11 +377,22 @@ class ManagedPartitionLog(PartitionLog):
             if entries:
                 _, index, start = parse_entry(entries[0].data)
                 base = index - _LOD.unpack_from(entries[0].data, start + 23)[0]
-                if not base <= offset <= index:
+                if offset < base and await self._gap_before(entries[0].ledger_id, entries[0].entry_id, offset):
+                    gap = True
+                elif not base <= offset <= index:
                     entries = None  # a stale hint
         if not entries:
-            entries = await ml.read_entries(await self.find_position(offset), _READ_MAX_ENTRIES, budget,
-                                            ENTRY_OVERHEAD_MAX)
+            position = await self.find_position(offset)
+            entries = await ml.read_entries(position, _READ_MAX_ENTRIES, budget, ENTRY_OVERHEAD_MAX)
+            if not entries:  # offset is in a gap at the end of a compacted log
+                return ReadResult([], offset, Position(position.ledger_id, position.entry_id))
+            _, index, start = parse_entry(entries[0].data)
+            if index - _LOD.unpack_from(entries[0].data, start + 23)[0] > offset:
+                # The entry after a gap (compaction) - unless the offset was trimmed meanwhile.
+                await self._refresh_first_offset()
+                if offset < self.log_start_offset:
+                    raise _Trimmed
+                gap = True
         batches: list[FetchedBatch] = []
         total = 0
         for lid, eid, data in entries:
@@ -365,7 +403,7 @@ class ManagedPartitionLog(PartitionLog):
             if batches:
                 if total + size > max_bytes:
                     break
-            elif base > offset or index < offset:  # not the containing entry: the log changed under us
+            elif (base > offset and not gap) or index < offset:  # the log changed under us
                 raise _Trimmed
             elif not min_one and size > max_bytes:
                 return ReadResult([], offset, Position(lid, eid))
@@ -380,7 +418,42 @@ class ManagedPartitionLog(PartitionLog):
             next_position = Position(p.ledger_id, p.entry_id)
         return ReadResult(batches, last.last_offset + 1, next_position)
 
+    async def _gap_before(self, ledger_id: int, entry_id: int, offset: int) -> bool:
+        """Whether the entry before (ledger_id, entry_id) ends before `offset`, i.e. that entry is the
+        first whose index >= offset although its batch starts after it (a gap left by compaction)."""
+        if entry_id > 0:
+            return (await self._probe(ledger_id, entry_id - 1)).index < offset
+        previous = None
+        for lid, n in self.ml.ledger_counts():
+            if lid == ledger_id:
+                break
+            if n:
+                previous = (lid, n)
+        else:
+            return False  # the ledger is gone
+        if previous is None:
+            return offset >= self.log_start_offset
+        return await self._last_index_of(*previous) < offset
+
+    async def _stable(self, search: Callable[[], Awaitable[_T]]) -> _T:
+        """Run a multi-step search again when the ledger list changed under it (trim, compaction):
+        ordinals and positions it computed may then name other entries."""
+        for _ in range(4):
+            version = self.ml.layout_version
+            try:
+                found = await search()
+            except (InvalidPositionError, NoSuchLedgerError, _Trimmed):
+                await self._refresh_first_offset()
+                continue
+            if version == self.ml.layout_version:
+                return found
+            await self._refresh_first_offset()
+        return await search()
+
     async def tail_batches(self, max_entries: int) -> list[FetchedBatch]:
+        return await self._stable(lambda: self._tail_batches(max_entries))
+
+    async def _tail_batches(self, max_entries: int) -> list[FetchedBatch]:
         total = self.ml.number_of_entries
         if total == 0 or max_entries <= 0:
             return []
@@ -422,8 +495,11 @@ class ManagedPartitionLog(PartitionLog):
         return best
 
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        return await self._stable(lambda: self._offset_for_timestamp(timestamp))
+
+    async def _offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         log_start = self.log_start_offset
-        if log_start >= self.high_watermark:
+        if log_start >= self.high_watermark or not self.ml.number_of_entries:
             return None
         ml = self.ml
         lo = ml.ordinal_of(await self.find_position(log_start))
@@ -463,10 +539,15 @@ class ManagedPartitionLog(PartitionLog):
         return best
 
     async def max_timestamp(self) -> tuple[int, int] | None:
+        return await self._stable(self._max_timestamp)
+
+    async def _max_timestamp(self) -> tuple[int, int] | None:
         log_start = self.log_start_offset
-        if log_start >= self.high_watermark:
+        if log_start >= self.high_watermark or not self.ml.number_of_entries:
             return None
         start = await self.find_position(log_start)
+        if self.ml.ordinal_of(start) >= self.ml.number_of_entries:
+            return None  # log start in a gap at the end of a compacted log: no record left
         best: tuple[int, int, int] | None = None  # (ts, ledger, entry)
         started = False
         for lid, n in self.ml.ledger_counts():
@@ -506,24 +587,54 @@ class ManagedPartitionLog(PartitionLog):
             return self.log_start_offset
         await self.ml.set_properties({LOG_START_PROPERTY: str(before_offset)})
         self._delete_offset = before_offset
-        releasable = 0
+        releasable: list[int] = []
         current = self.ml.current_ledger_id
         for lid, n in self.ml.ledger_counts():
             if lid == current:
                 break
             if n and await self._last_index_of(lid, n) >= before_offset:
                 break
-            releasable += 1
+            releasable.append(lid)
         if releasable:
-            await self.ml.trim_ledgers(releasable)
+            # by id: a compaction may have replaced these ledgers while we looked at them
+            if await self.ml.trim_ledgers(len(releasable), ids=releasable):
+                await self._after_trim()
             await self._refresh_first_offset()
         return self.log_start_offset
 
     async def apply_retention(self, retention_ms: int, retention_bytes: int) -> int:
         deleted = await self.ml.trim_by_retention(retention_ms, retention_bytes)
         if deleted:
+            await self._after_trim()
             await self._refresh_first_offset()
         return deleted
+
+    # ------------------------------------------------------------------------------------ compaction
+
+    async def compact(self, delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS, *, roll_current: bool = False,
+                      now_ms: int | None = None) -> CompactionResult:
+        """Kafka log compaction of the closed ledgers (kop/offset/compaction.py): keep the latest record
+        of each key, tombstones until delete.retention.ms after the pass that first kept them; offsets
+        never change. roll_current: first roll the current ledger so that everything written is cleaned."""
+        return await compact_log(self, delete_retention_ms, roll_current=roll_current, now_ms=now_ms)
+
+    async def cleaning_state(self) -> CleaningState:
+        """Dirty/clean bytes and pending tombstone horizon, for the broker's cleaner."""
+        return await cleaning_state(self)
+
+    async def _after_trim(self) -> None:
+        """Whole ledgers left the front: the log start compaction kept (if any) no longer holds."""
+        if COMPACTION_START_PROPERTY in self.ml.properties:
+            await self.ml.set_properties({}, remove=[COMPACTION_START_PROPERTY])
+
+    async def _after_compaction(self, replaced: list[int]) -> None:
+        for lid in replaced:
+            self._ledger_last_index.pop(lid, None)
+            self._ledger_max.pop(lid, None)
+        gone = set(replaced)
+        for key in [k for k in self._probes if k[0] in gone]:
+            del self._probes[key]
+        await self._refresh_first_offset()
 
     # ------------------------------------------------------------------------------------ lifecycle
 

@@ -8,8 +8,9 @@ PYTEST_ARGS ?=
 setup:
 	PYTHON=$(PYTHON) bash scripts/setup
 
+# KOP_FAIL_ON_SKIP=1: a skipped test fails the run (tests/conftest.py) - absent requirements must be loud.
 test: setup
-	@rc=0; $(PYTHON) -m pytest $(PYTEST_ARGS) || rc=$$?; \
+	@rc=0; KOP_FAIL_ON_SKIP=1 $(PYTHON) -m pytest $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5) - treated as failure" >&2; fi; \
 	exit $$rc
 

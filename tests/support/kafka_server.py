@@ -20,7 +20,11 @@ from pathlib import Path
 from .java import JavaTools, java_command
 from .net import free_port, port_open, read_vm_hwm_kib, tail, wait_until
 
-SERVER_JVM_OPTS = ["-Xms512m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
+# As bin/kafka-run-class.sh runs the broker (KAFKA_JVM_PERFORMANCE_OPTS), with a smaller heap for tests.
+SERVER_JVM_OPTS = [
+    "-Xms512m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+]
 
 # Settings that make a one-node cluster usable and quick for tests; callers may override any of them.
 DEFAULT_PROPERTIES: dict[str, str] = {

@@ -323,9 +323,11 @@ async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int)
     """PIP-415: {ledgerId, entryId, partitionIndex} of the entry whose records include `index`.
 
     Resolution is per entry (a batch of several records is one entry: all its indexes give the same id),
-    found as Pulsar does, the first entry whose broker-entry-metadata index >= the requested one. 404 for
+    found as Pulsar does: the first entry whose broker-entry-metadata index >= the requested one. 404 for
     an index < 0 or past the last durable one; MessageId.earliest for an index below the log start
-    (deleted by retention or DeleteRecords). Transaction markers, which Pulsar skips, do not exist here yet
+    (deleted by retention or DeleteRecords). An index that compaction removed answers the next entry
+    that still exists (the same rule; the client filters by per-record index), or 404 when compaction
+    removed it and every later record. Transaction markers, which Pulsar skips, do not exist here yet
     (control batches are refused)."""
     _check_index_lookups(service)
     partition = _need_partition(ref, "getMessageIdByIndex")
@@ -335,18 +337,23 @@ async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int)
                               f"{plog.interceptor.durable_index}")
     from kop.offset.api import OffsetOutOfRange
 
-    for _ in range(3):  # retention may trim between the check and the search: look again
+    ml = plog.ml
+    for _ in range(3):  # retention or compaction may swap ledgers between the search and the read: again
         if index < plog.log_start_offset:
             return dict(EARLIEST)
         try:
             position = await plog.find_position(index)
-            meta = await _entry_meta(plog, position)
+            if ml.ordinal_of(position) >= ml.number_of_entries:
+                raise AdminError(404, f"No entry holds index {index} of {ref.name}: compaction removed it "
+                                      "and every later record")
+            await _entry_meta(plog, position)  # the entry is still there (and carries an index)
         except (OffsetOutOfRange, InvalidPositionError, NoSuchLedgerError):
             continue
         except EntryFormatError:
             raise AdminError(412, f"Entries of {ref.name} carry no broker entry metadata index") from None
-        if meta.base_offset <= index <= meta.index:
-            return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
+        if index < plog.log_start_offset:  # trimmed while we looked
+            return dict(EARLIEST)
+        return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
     if index < plog.log_start_offset:
         return dict(EARLIEST)
     raise AdminError(500, f"could not locate index {index} in {ref.name} (the log kept changing)")
@@ -366,30 +373,46 @@ async def _entry_meta(plog: ManagedPartitionLog, position: MLPosition) -> Any:
 
 async def index_by_message_id(service: BrokerService, ref: TopicRef, ledger_id: int, entry_id: int,
                               batch_index: int = -1) -> dict[str, int]:
-    """The reverse of PIP-415: the index range of the entry at (ledgerId, entryId), as its broker entry
-    metadata records it. `index` is the stored index (the entry's last record, Pulsar's convention) or,
-    with batchIndex >= 0, the index of that record in the batch; firstIndex = the entry's first record
-    (the Kafka base offset)."""
+    """The reverse of PIP-415: the indexes of the entry at (ledgerId, entryId), from its broker entry
+    metadata. `index` is the stored index (the entry's last record, Pulsar's convention) or, with
+    batchIndex >= 0, the index of the batch's record at that position (read from the record itself, so it
+    stays right when compaction removed records of the batch); firstIndex..lastIndex is the entry's
+    offset range (firstIndex = the Kafka base offset), numMessages the records it still holds."""
     _check_index_lookups(service)
     partition = _need_partition(ref, "getIndexByMessageId")
     plog = await _plog(service, ref.topic, partition)
     try:
-        meta = await _entry_meta(plog, MLPosition(ledger_id, entry_id))
+        data = await plog.ml.read_entry(MLPosition(ledger_id, entry_id))
     except (InvalidPositionError, NoSuchLedgerError):
         raise AdminError(404, f"Message not found: no entry {ledger_id}:{entry_id} in {ref.name}") from None
+    from kop.offset.entry_format import parse_entry
+    from kop.protocol.records import CorruptRecordError, decode_records, parse_batch_header
+
+    try:
+        _, last, start = parse_entry(data)
     except EntryFormatError:
-        raise AdminError(412, f"Entry {ledger_id}:{entry_id} of {ref.name} has no broker entry metadata") from None
-    count = meta.last_offset_delta + 1
-    if batch_index >= count:
-        raise AdminError(404, f"Message not found: entry {ledger_id}:{entry_id} holds {count} record(s), "
-                              f"batchIndex {batch_index} is past its end")
+        last = -1
+    if last < 0:
+        raise AdminError(412, f"Entry {ledger_id}:{entry_id} of {ref.name} has no broker entry metadata")
+    batch = memoryview(data)[start:]
+    header = parse_batch_header(batch)
+    first = last - header.last_offset_delta
+    index = last
+    if batch_index >= 0:
+        if batch_index >= header.records_count:
+            raise AdminError(404, f"Message not found: entry {ledger_id}:{entry_id} holds "
+                                  f"{header.records_count} record(s), batchIndex {batch_index} is past its end")
+        try:
+            index = first + decode_records(batch)[batch_index].offset_delta
+        except CorruptRecordError as e:
+            raise AdminError(500, f"entry {ledger_id}:{entry_id} of {ref.name}: {e}") from None
     return {
         "ledgerId": ledger_id,
         "entryId": entry_id,
         "partitionIndex": partition,
         "batchIndex": batch_index,
-        "index": meta.index if batch_index < 0 else meta.base_offset + batch_index,
-        "firstIndex": meta.base_offset,
-        "lastIndex": meta.index,
-        "numMessages": count,
+        "index": index,
+        "firstIndex": first,
+        "lastIndex": last,
+        "numMessages": header.records_count,
     }

@@ -102,6 +102,9 @@ class BrokerConfig:
     defaultRetentionTimeInMinutes: int = 7 * 24 * 60  # -1: keep forever
     defaultRetentionSizeInMB: int = -1
     retentionCheckIntervalMs: int = 60000
+    # --- log compaction of topics with cleanup.policy=compact (Kafka's log.cleaner.enable / backoff.ms)
+    logCleanerEnabled: bool = True
+    logCleanerIntervalMs: int = 15000
     # --- idempotent producers
     producerIdExpirationMs: int = 86400000
     # --- shutdown
@@ -188,6 +191,7 @@ class BrokerConfig:
         need(self.defaultRetentionTimeInMinutes >= -1, "defaultRetentionTimeInMinutes", "-1 or >= 0")
         need(self.defaultRetentionSizeInMB >= -1, "defaultRetentionSizeInMB", "-1 or >= 0")
         need(self.retentionCheckIntervalMs >= 10, "retentionCheckIntervalMs", "must be >= 10")
+        need(self.logCleanerIntervalMs >= 10, "logCleanerIntervalMs", "must be >= 10")
         need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
         need(bool(self.protocols), "messagingProtocols", "at least one protocol")
         need(-1 <= self.webServicePort <= 65535, "webServicePort", "-1 (off), 0 (ephemeral) or a port")

@@ -1,6 +1,7 @@
 """The broker service: storage, topics, producer ids and the protocol handlers, with one lifecycle.
 
-It owns everything the protocol handlers share, runs the background chores (retention), and shuts down in
+It owns everything the protocol handlers share, runs the background chores (retention, the log cleaner), and
+shuts down in
 the order that loses nothing: stop accepting, let in-flight requests finish, close the logs, close storage.
 """
 
@@ -60,6 +61,8 @@ class BrokerService:
         for h in self.handlers:
             await h.start(self)
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
+        if self.config.logCleanerEnabled:
+            self._tasks.append(asyncio.create_task(self._cleaner_loop(), name="log-cleaner"))
         self.started_ms = int(time.time() * 1000)
         for h in self.handlers:
             for lst in h.listeners():
@@ -112,6 +115,79 @@ class BrokerService:
         if deleted:
             log.info("retention deleted %d ledgers", deleted)
         return deleted
+
+    # ---------------------------------------------------------------------------------- log cleaner
+
+    async def _cleaner_loop(self) -> None:
+        interval = self.config.logCleanerIntervalMs / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run_cleaner()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("log cleaner pass failed")
+
+    async def run_cleaner(self, now_ms: int | None = None) -> list[Any]:
+        """One pass of the log cleaner over every partition of every topic whose cleanup.policy contains
+        compact ("compact,delete" topics get retention as well). A partition is compacted
+        (kop/offset/compaction.py) when:
+
+        * its dirty ratio - bytes of closed ledgers not cleaned yet / bytes of all closed ledgers - exceeds
+          min.cleanable.dirty.ratio (Kafka's rule; the current ledger, like Kafka's active segment, is
+          never cleaned), or
+        * the earliest tombstone delete horizon is due (so tombstones go even without new writes), or
+        * its current ledger's first entry is older than max.compaction.lag.ms: the ledger is rolled
+          first and cleaned (Kafka rolls the active segment of compacted topics at
+          min(segment.ms, max.compaction.lag.ms); here the cleaner does it on its next pass).
+
+        Partitions are cleaned one after the other, each pass yielding to the event loop regularly.
+        Returns the CompactionResults of the passes run."""
+        results: list[Any] = []
+        for topic in self.topics.all():
+            if topic.deleted or "compact" not in effective(topic.configs, "cleanup.policy", self.config):
+                continue
+            min_ratio = float(effective(topic.configs, "min.cleanable.dirty.ratio", self.config))
+            delete_retention = int(effective(topic.configs, "delete.retention.ms", self.config))
+            max_lag = int(effective(topic.configs, "max.compaction.lag.ms", self.config))
+            for p in range(topic.partitions):
+                if topic.deleted or self._stopping:
+                    break
+                plog = await self.topics.partition_log(topic, p)
+                if not hasattr(plog, "cleaning_state"):
+                    continue
+                now = int(time.time() * 1000) if now_ms is None else now_ms
+                state = await plog.cleaning_state()
+                first = state.current_first_timestamp
+                roll = first is not None and now - first >= max_lag
+                horizon_due = state.delete_horizon is not None and now >= state.delete_horizon
+                if roll or horizon_due or state.dirty_ratio > min_ratio:
+                    results.append(await plog.compact(delete_retention, roll_current=roll, now_ms=now_ms))
+        return results
+
+    async def compact_now(self, topic: Any, partition: int | None = None, *, roll_current: bool = True,
+                          now_ms: int | None = None) -> list[Any]:
+        """Compact one partition (or all of them) of a compacted topic now, whatever its dirty ratio
+        (tests, admin, the group coordinator's compaction pass). `topic` is a Topic or a Kafka topic name.
+        roll_current (default): roll the current ledger first, so that everything written so far is
+        cleaned. Raises TopicError for an unknown topic or one whose cleanup.policy has no compact."""
+        from kop.broker.topics import Topic, TopicError
+
+        t = topic if isinstance(topic, Topic) else self.topics.get(self.topics.parse(topic))
+        if t is None or t.deleted:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} does not exist")
+        if "compact" not in effective(t.configs, "cleanup.policy", self.config):
+            raise TopicError("INVALID_CONFIG", f"Topic {topic} has no cleanup.policy=compact")
+        delete_retention = int(effective(t.configs, "delete.retention.ms", self.config))
+        parts = range(t.partitions) if partition is None else [partition]
+        results = []
+        for p in parts:
+            if not 0 <= p < t.partitions:
+                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Partition {p} does not exist")
+            plog = await self.topics.partition_log(t, p)
+            results.append(await plog.compact(delete_retention, roll_current=roll_current, now_ms=now_ms))
+        return results
 
     async def stop(self) -> None:
         if self._stopping:

@@ -37,6 +37,15 @@ def _long(lo: int) -> Callable[[str], None]:
     return check
 
 
+def _ratio(v: str) -> None:
+    try:
+        x = float(v)
+    except ValueError:
+        raise InvalidConfig(f"{v!r} is not a number") from None
+    if not 0.0 <= x <= 1.0:
+        raise InvalidConfig(f"{x} is not between 0 and 1")
+
+
 def _one_of(*allowed: str) -> Callable[[str], None]:
     def check(v: str) -> None:
         parts = [p.strip() for p in v.split(",")] if "," in v else [v.strip()]
@@ -74,8 +83,20 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         ),
         TopicConfigDef(
             "cleanup.policy", TYPE_LIST, lambda c: "delete", _one_of("delete", "compact"),
-            "delete: retention by time and size. compact is accepted and stored; compaction itself comes with "
-            "the group-coordinator work.",
+            "delete: retention by time and size. compact: the log cleaner keeps the latest record of each key "
+            "(kop/offset/compaction.py); both: 'compact,delete'.",
+        ),
+        TopicConfigDef(
+            "delete.retention.ms", TYPE_LONG, lambda c: "86400000", _long(0),
+            "How long tombstones are kept after the cleaner pass that first kept them (compacted topics).",
+        ),
+        TopicConfigDef(
+            "min.cleanable.dirty.ratio", TYPE_DOUBLE, lambda c: "0.5", _ratio,
+            "The cleaner compacts a partition once the uncleaned share of its closed ledgers' bytes exceeds this.",
+        ),
+        TopicConfigDef(
+            "max.compaction.lag.ms", TYPE_LONG, lambda c: "9223372036854775807", _long(1),
+            "The cleaner rolls and compacts the current ledger once its first entry is older than this.",
         ),
         TopicConfigDef(
             "message.timestamp.type", TYPE_STRING, lambda c: "CreateTime", _one_of("CreateTime", "LogAppendTime"),

@@ -154,7 +154,10 @@ class KafkaProtocolHandler(ProtocolHandler):
             for fb in await plog.tail_batches(PRODUCER_STATE_TAIL_ENTRIES):
                 h = parse_batch_header(fb.batch)
                 if h.producer_id >= 0:
-                    table.record(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count, fb.base_offset)
+                    # lastOffsetDelta + 1, not the record count: compaction removes records from a batch but
+                    # keeps its lastOffsetDelta, so the producer's last sequence stays base + lastOffsetDelta.
+                    table.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta + 1,
+                                 fb.base_offset)
             self._producer_states[ledger_name] = table
             fut.set_result(table)
             return table

@@ -11,6 +11,7 @@ from kop.broker.topic_config import (
     SOURCE_STATIC_BROKER,
     TOPIC_CONFIGS,
     TYPE_BOOLEAN,
+    TYPE_DOUBLE,
     TYPE_INT,
     TYPE_LONG,
     TYPE_STRING,
@@ -32,6 +33,9 @@ BROKER_SYNONYM = {
     "segment.bytes": "log.segment.bytes",
     "segment.ms": "log.roll.ms",
     "min.insync.replicas": "min.insync.replicas",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
 }
 
 
@@ -56,6 +60,11 @@ def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int]]:
         ("log.segment.bytes", str(cfg.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024), TYPE_INT),
         ("log.roll.ms", str(cfg.managedLedgerMaxLedgerRolloverTimeMinutes * 60000), TYPE_LONG),
         ("min.insync.replicas", "1", TYPE_INT),
+        ("log.cleaner.enable", str(cfg.logCleanerEnabled).lower(), TYPE_BOOLEAN),
+        ("log.cleaner.backoff.ms", str(cfg.logCleanerIntervalMs), TYPE_LONG),
+        ("log.cleaner.delete.retention.ms", "86400000", TYPE_LONG),
+        ("log.cleaner.min.cleanable.ratio", "0.5", TYPE_DOUBLE),
+        ("log.cleaner.max.compaction.lag.ms", "9223372036854775807", TYPE_LONG),
     ]
 
 

@@ -14,6 +14,8 @@
   Transactional batches are refused (transactions are not implemented; InitProducerId refuses
   transactional ids) with INVALID_RECORD, and so are client-sent control batches.
 - Auto-creation on produce follows allowAutoTopicCreation.
+- Topics with cleanup.policy=compact refuse records without a key (INVALID_RECORD, Kafka's message); only
+  there are batches decompressed and walked record by record, as Kafka's validator does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from kop.broker.topics import TopicError
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
 from kop.kafka.idempotence import SequenceError
 from kop.protocol import api_info
+from kop.protocol.compaction import has_null_key
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import CorruptRecordError, crc32c, iter_batches
 
@@ -118,6 +121,15 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
             raise _PartitionError("INVALID_RECORD", "Clients may not write control batches")
         if hdr.is_transactional:
             raise _PartitionError("INVALID_RECORD", "Transactional batches are not supported by this broker")
+        if "compact" in effective(topic.configs, "cleanup.policy", cfg):
+            # Kafka's LogValidator: compaction needs a key on every record (this decompresses the batch).
+            try:
+                keyless = has_null_key(batch)
+            except CorruptRecordError as e:
+                raise _PartitionError(e.error, str(e)) from None
+            if keyless:
+                raise _PartitionError("INVALID_RECORD", "Compacted topic cannot accept message without key in "
+                                      f"topic partition {topic_name}-{partition}.")
         # partitionLeaderEpoch is outside the CRC: stamp ours so consumers see one consistent epoch.
         batch[12:16] = _EPOCH_BYTES
         log_append_time = -1

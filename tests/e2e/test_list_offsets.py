@@ -22,6 +22,7 @@ import time
 import pytest
 
 from tests.support.clients import STALL_TIMEOUT, create_topic
+from tests.support.inspect import ledger_counts
 
 KOP_SMALL_LEDGERS = {
     "managedLedgerMaxEntriesPerLedger": 3,
@@ -247,6 +248,9 @@ def test_list_offsets_after_retention(target, java_tools, retention) -> None:
     q = Offsets(broker.bootstrap, topic, 1, java_tools)
     try:
         check_all(q, {0: ts}, {0: 0}, java_targets=3)
+        if target.is_kop:
+            ledgers_before = ledger_counts(broker, topic, 1)[0]
+            assert ledgers_before >= 5, f"only {ledgers_before} ledgers: managedLedgerMaxEntriesPerLedger not applied?"
 
         # retention.ms=1: everything that retention may delete is expired; retention.bytes: keep about a third.
         if key == "retention.ms":
@@ -275,6 +279,9 @@ def test_list_offsets_after_retention(target, java_tools, retention) -> None:
         if key == "retention.bytes":
             assert start < n1, "retention.bytes deleted everything, not just the oldest data"
 
+        if target.is_kop:
+            ledgers_after = ledger_counts(broker, topic, 1)[0]
+            assert ledgers_after < ledgers_before, f"log start moved to {start} but no ledger was deleted ({ledgers_after})"
         check_all(q, {0: ts}, {0: start}, java_targets=3)
         _assert_out_of_range_below(broker.bootstrap, topic, start, n1)
 

@@ -109,6 +109,15 @@ class BrokerConfig:
     producerIdExpirationMs: int = 86400000
     # --- shutdown
     brokerShutdownTimeoutMs: int = 10000
+    # --- group coordinator (KoP's names; Kafka's offsets.topic.num.partitions, group.*.ms, offsets.* keys)
+    offsetsTopicNumPartitions: int = 50  # partitions of __consumer_offsets, fixed once the topic exists
+    groupMinSessionTimeoutMs: int = 6000
+    groupMaxSessionTimeoutMs: int = 1800000
+    groupInitialRebalanceDelayMs: int = 3000  # a new group waits this long for more members to join
+    groupMaxSize: int = 2147483647  # members per group
+    offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
+    offsetsRetentionCheckIntervalMs: int = 600000
+    offsetMetadataMaxSize: int = 4096  # longest commit metadata string
     # --- extra protocol handlers (comma separated names from the kop.protocol_handlers entry point group)
     messagingProtocols: str = "kafka"
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
@@ -194,6 +203,15 @@ class BrokerConfig:
         need(self.logCleanerIntervalMs >= 10, "logCleanerIntervalMs", "must be >= 10")
         need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
         need(bool(self.protocols), "messagingProtocols", "at least one protocol")
+        need(1 <= self.offsetsTopicNumPartitions <= 100000, "offsetsTopicNumPartitions", "must be 1..100000")
+        need(self.groupMinSessionTimeoutMs >= 0, "groupMinSessionTimeoutMs", "must be >= 0")
+        need(self.groupMaxSessionTimeoutMs >= self.groupMinSessionTimeoutMs, "groupMaxSessionTimeoutMs",
+             "must be >= groupMinSessionTimeoutMs")
+        need(self.groupInitialRebalanceDelayMs >= 0, "groupInitialRebalanceDelayMs", "must be >= 0")
+        need(self.groupMaxSize >= 1, "groupMaxSize", "must be >= 1")
+        need(self.offsetsRetentionMinutes >= 1, "offsetsRetentionMinutes", "must be >= 1")
+        need(self.offsetsRetentionCheckIntervalMs >= 1, "offsetsRetentionCheckIntervalMs", "must be >= 1")
+        need(self.offsetMetadataMaxSize >= 0, "offsetMetadataMaxSize", "must be >= 0")
         need(-1 <= self.webServicePort <= 65535, "webServicePort", "-1 (off), 0 (ephemeral) or a port")
         need(self.slowRequestThresholdMs >= -1, "slowRequestThresholdMs", "-1 (off) or >= 0")
         need(self.statsUpdateFrequencyInSecs >= 1, "statsUpdateFrequencyInSecs", "must be >= 1")

@@ -20,6 +20,7 @@ from kop.broker.protocol_handler import ProtocolHandler, load_handlers
 from kop.broker.topic_config import effective
 from kop.broker.topics import StorageService, TopicManager
 from kop.config import BrokerConfig
+from kop.coordinator import GroupCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,8 @@ class BrokerService:
         self.storage = storage
         self.topics = TopicManager(config, storage)
         self.producer_ids = ProducerIdAllocator(storage.metadata_store, config.kafkaBrokerId)
+        # The group coordinator: a client of the topics, keeping its state in __consumer_offsets.
+        self.coordinator = GroupCoordinator(config, self.topics)
         self.handlers: list[ProtocolHandler] = []
         self.cluster_id = ""
         self.started_ms = 0
@@ -57,6 +60,7 @@ class BrokerService:
                      self.config.webServiceBindAddress or "*")
         self.cluster_id = await self._cluster_id()
         await self.topics.load()
+        await self.coordinator.start()  # creates __consumer_offsets if needed; loads it in the background
         self.handlers = handlers if handlers is not None else load_handlers(self.config)
         for h in self.handlers:
             await h.start(self)
@@ -202,6 +206,11 @@ class BrokerService:
                 await t
             except (asyncio.CancelledError, Exception):
                 pass
+        # Parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR first, so draining does not wait.
+        try:
+            await self.coordinator.stop()
+        except Exception:
+            log.exception("stopping the group coordinator")
         for h in self.handlers:
             try:
                 await h.stop(timeout)

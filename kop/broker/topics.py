@@ -13,10 +13,11 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kop.broker.names import TopicName, parse_topic_name
+from kop.broker.names import OFFSETS_TOPIC, TopicName, parse_topic_name
 from kop.broker.topic_config import validate_topic_configs
 from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
@@ -96,13 +97,24 @@ class TopicManager:
         self._by_id: dict[bytes, Topic] = {}
         self._lock = asyncio.Lock()
         self.generation = 0  # bumped on every topic change (metadata caches key on it)
+        # Called (awaited) after a topic is deleted; the group coordinator drops the topic's offsets.
+        self.deletion_listeners: list[Callable[[Topic], Awaitable[None]]] = []
 
     # ------------------------------------------------------------------ names
     def parse(self, name: str) -> TopicName:
+        if name == OFFSETS_TOPIC:
+            return self.offsets_topic
         return parse_topic_name(name, self.config.kafkaTenant, self.config.kafkaNamespace)
 
     def kafka_name(self, t: TopicName) -> str:
+        if t == self.offsets_topic:
+            return OFFSETS_TOPIC
         return t.kafka_name(self.config.kafkaTenant, self.config.kafkaNamespace)
+
+    @property
+    def offsets_topic(self) -> TopicName:
+        """__consumer_offsets lives in the metadata namespace, as in KoP, and is shown under its Kafka name."""
+        return TopicName(self.config.kafkaMetadataTenant, self.config.kafkaMetadataNamespace, OFFSETS_TOPIC)
 
     @staticmethod
     def _path(t: TopicName) -> str:
@@ -241,6 +253,11 @@ class TopicManager:
         except Exception:
             log.exception("deleting topic record %s", topic.name.canonical)
         log.info("deleted topic %s", topic.name.canonical)
+        for listener in list(self.deletion_listeners):
+            try:
+                await listener(topic)
+            except Exception:
+                log.exception("topic deletion listener failed for %s", topic.name.canonical)
 
     # ------------------------------------------------------------------ partition logs
     async def partition_log(self, topic: Topic, partition: int) -> PartitionLog:

@@ -28,23 +28,37 @@ def _modules() -> list[ModuleType]:
         api_versions,
         create_partitions,
         create_topics,
+        delete_groups,
         delete_records,
         delete_topics,
         describe_cluster,
         describe_configs,
+        describe_groups,
         fetch,
+        find_coordinator,
+        heartbeat,
         incremental_alter_configs,
         init_producer_id,
+        join_group,
+        leave_group,
+        list_groups,
         list_offsets,
         metadata,
+        offset_commit,
+        offset_delete,
+        offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sync_group,
     )
 
     return [
         produce, fetch, list_offsets, metadata, api_versions, init_producer_id, offset_for_leader_epoch,
         create_topics, delete_topics, create_partitions, describe_configs, alter_configs,
         incremental_alter_configs, delete_records, describe_cluster,
+        # group coordinator (kop/coordinator)
+        find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
+        list_groups, describe_groups, delete_groups, offset_delete,
     ]
 
 

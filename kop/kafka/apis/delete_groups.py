@@ -1,0 +1,26 @@
+"""DeleteGroups (key 42): v0-v2.
+
+A group can be deleted when it is Empty (no members; possibly only committed offsets): its offsets and
+its group metadata get tombstones in __consumer_offsets, and the answer comes once they are durable.
+NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when it does not exist, INVALID_GROUP_ID for an
+empty id; each group of the request is answered separately.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.protocol import api_info
+
+API_KEY = 42
+VERSIONS = (0, 2)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    coordinator = conn.handler.service.coordinator
+    results = await coordinator.delete_groups(list(req.groups_names))
+    return R(
+        throttle_time_ms=0,
+        results=[R.DeletableGroupResult(group_id=gid, error_code=results.get(gid, 0)) for gid in req.groups_names],
+    )

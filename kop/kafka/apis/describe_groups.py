@@ -1,0 +1,47 @@
+"""DescribeGroups (key 15): v0-v6.
+
+- Members carry their metadata and assignment only while the group is Stable (an assignment in the
+  middle of a rebalance means nothing); protocol_data is the selected protocol then, "" otherwise. This is
+  what kafka-consumer-groups --describe prints from.
+- A missing group is described as state Dead with no error before v6; v6 adds GROUP_ID_NOT_FOUND and a
+  message (KIP-1043), as Kafka 4.x.
+- include_authorized_operations (v3+): without an authorizer every group operation is allowed, so the
+  answer is the set Kafka reports then (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 15
+VERSIONS = (0, 6)
+
+# AclOperation codes: READ 3, DELETE 6, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
+NOT_REQUESTED = -2147483648
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    v = header.api_version
+    coordinator = conn.handler.service.coordinator
+    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else NOT_REQUESTED
+    out = []
+    for gid in req.groups:
+        d = coordinator.describe_group(gid)
+        error, message = d.error, None
+        if not d.found and v >= 6:
+            error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."
+        out.append(R.DescribedGroup(
+            error_code=error, error_message=message, group_id=gid, group_state=d.state,
+            protocol_type=d.protocol_type, protocol_data=d.protocol_data,
+            members=[R.DescribedGroupMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                client_host=m.client_host, member_metadata=m.metadata, member_assignment=m.assignment)
+                for m in d.members],
+            authorized_operations=ops if not error else NOT_REQUESTED,
+        ))
+    return R(throttle_time_ms=0, groups=out)

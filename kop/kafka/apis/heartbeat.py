@@ -1,0 +1,24 @@
+"""Heartbeat (key 12): v0-v4.
+
+Kafka's answers: REBALANCE_IN_PROGRESS while the group rebalances (the member must rejoin),
+ILLEGAL_GENERATION for another generation, UNKNOWN_MEMBER_ID for an unknown member or group (and for an
+Empty group), FENCED_INSTANCE_ID for a static member's old id. While the group's partition is still
+loading the answer is NONE, as Kafka answers blindly then (the member's session is restored from the log).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.protocol import api_info
+
+API_KEY = 12
+VERSIONS = (0, 4)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    coordinator = conn.handler.service.coordinator
+    error = coordinator.heartbeat(req.group_id, req.generation_id, req.member_id,
+                                  req.group_instance_id if header.api_version >= 3 else None)
+    return R(throttle_time_ms=0, error_code=error)

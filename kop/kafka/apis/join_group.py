@@ -1,0 +1,62 @@
+"""JoinGroup (key 11): v0-v9, Kafka's classic group protocol (kop/coordinator).
+
+- v4+: a first join without a member id is answered MEMBER_ID_REQUIRED with a generated id (KIP-394),
+  exactly as Kafka 4.x; v0-v3 joins get their id in the normal answer. KoP never did this.
+- v5+: static membership (group.instance.id, KIP-345), honoured: KoP ignored the field.
+- Session timeouts outside groupMinSessionTimeoutMs..groupMaxSessionTimeoutMs get INVALID_SESSION_TIMEOUT;
+  an empty group id INVALID_GROUP_ID. v0 has no rebalance timeout: the session timeout stands in, as in
+  Kafka.
+- The member's host is the client's address written as Java's InetAddress.toString() ("/127.0.0.1"),
+  which is what kafka-consumer-groups prints in its HOST column against Kafka.
+- The answer waits (parked) until the join phase of the rebalance completes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.coordinator.coordinator import JoinRequest
+from kop.protocol import api_info
+
+API_KEY = 11
+VERSIONS = (0, 9)
+
+
+def client_host(peer: str) -> str:
+    """"/ip" from the connection's "ip:port" (Kafka's RequestContext.clientAddress().toString())."""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    v = header.api_version
+    coordinator = conn.handler.service.coordinator
+    result = await coordinator.join_group(JoinRequest(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=req.group_instance_id if v >= 5 else None,
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        session_timeout_ms=req.session_timeout_ms,
+        rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
+        client_id=header.client_id or "",
+        client_host=client_host(conn.peer),
+        api_version=v,
+        reason=req.reason if v >= 8 else None,
+    ))
+    protocol_name = result.protocol_name
+    if v < 7 and protocol_name is None:
+        protocol_name = ""  # not nullable before v7
+    return R(
+        throttle_time_ms=0,
+        error_code=result.error,
+        generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=protocol_name,
+        leader=result.leader,
+        skip_assignment=result.skip_assignment,
+        member_id=result.member_id,
+        members=[R.JoinGroupResponseMember(member_id=mid, group_instance_id=iid, metadata=meta)
+                 for mid, iid, meta in result.members],
+    )

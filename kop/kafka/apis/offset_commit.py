@@ -1,0 +1,71 @@
+"""OffsetCommit (key 8): v2-v9.
+
+- v10 (topic ids only, KAFKA-14690) is not advertised: Metadata's topic ids are real, but clients commit by
+  name up to v9 and every tool still does.
+- Each commit is acknowledged only once its record is durable in __consumer_offsets (kop#1041: KoP's commits
+  could be silently lost); the committed leader epoch (v6+) and metadata are stored and echoed by
+  OffsetFetch.
+- Generation/member checks are Kafka's: ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID,
+  REBALANCE_IN_PROGRESS while the member awaits its assignment. Generation -1 with an empty member id is
+  accepted for an Empty or missing group (what kafka-consumer-groups --reset-offsets --execute sends); a
+  positive generation for a missing group is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+- Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (and nothing is stored for
+  them); metadata longer than offsetMetadataMaxSize gets OFFSET_METADATA_TOO_LARGE; the other partitions
+  of the request are committed.
+- Offsets are stored under the topic's Kafka name (`t` for the default namespace, `tenant/ns/t`
+  otherwise), whichever of KoP's spellings the client used, so every spelling reads the same offsets.
+- v2-v4's retention_time_ms is honoured as Kafka does (an explicit expire timestamp in the record).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import lookup_topic
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 8
+VERSIONS = (2, 9)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    v = header.api_version
+    h = conn.handler
+    coordinator = h.service.coordinator
+    topics_mgr = h.service.topics
+    plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
+    valid: list[tuple[str, int, int, int, str | None]] = []
+    for t in req.topics:
+        try:
+            topic = await lookup_topic(h, t.name, auto_create=False)
+        except TopicError:
+            topic = None
+        parts: list[tuple[int, int | None, str | None]] = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                continue
+            key = topics_mgr.kafka_name(topic.name)
+            parts.append((p.partition_index, None, key))
+            valid.append((key, p.partition_index, p.committed_offset,
+                          p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
+        plan.append((t.name, parts))
+    results: dict[tuple[str, int], int] = {}
+    if valid:
+        results = await coordinator.commit_offsets(
+            req.group_id, req.generation_id_or_member_epoch, req.member_id,
+            req.group_instance_id if v >= 7 else None, req.retention_time_ms if v <= 4 else -1, v, valid)
+    return R(
+        throttle_time_ms=0,
+        topics=[
+            R.OffsetCommitResponseTopic(name=name, partitions=[
+                R.OffsetCommitResponsePartition(
+                    partition_index=index, error_code=err if err is not None else results[(key, index)])  # type: ignore[index]
+                for index, err, key in parts
+            ])
+            for name, parts in plan
+        ],
+    )

@@ -1,0 +1,60 @@
+"""OffsetDelete (key 47): v0 (KIP-496; KoP never had it).
+
+- Deletes committed offsets of a group with tombstones, answered once durable. Partitions of a topic the
+  group's members subscribe to get GROUP_SUBSCRIBED_TO_TOPIC; a non-empty group that does not use the
+  consumer protocol gets NON_EMPTY_GROUP; a missing group GROUP_ID_NOT_FOUND.
+- Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, checked before the group as
+  Kafka does. Partitions of an existing topic without a committed offset are left out of the answer,
+  exactly as Kafka leaves them out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.broker.topics import TopicError
+from kop.kafka.apis.common import lookup_topic
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 47
+VERSIONS = (0, 0)
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    h = conn.handler
+    coordinator = h.service.coordinator
+    topics_mgr = h.service.topics
+    unknown: dict[str, list[int]] = {}
+    wanted: list[tuple[str, str, list[int]]] = []  # (name as asked, Kafka name, partitions)
+    for t in req.topics:
+        try:
+            topic = await lookup_topic(h, t.name, auto_create=False)
+        except TopicError:
+            topic = None
+        good = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                unknown.setdefault(t.name, []).append(p.partition_index)
+            else:
+                good.append(p.partition_index)
+        if good:
+            assert topic is not None
+            wanted.append((t.name, topics_mgr.kafka_name(topic.name), good))
+    # The group is checked even when no partition is left (a missing group is GROUP_ID_NOT_FOUND).
+    error, results = await coordinator.delete_offsets(req.group_id, [(key, parts) for _, key, parts in wanted])
+    if error:
+        return R(error_code=error, throttle_time_ms=0, topics=[])
+    topics: dict[str, list[Any]] = {}
+    for name, key, parts in wanted:
+        for p in parts:
+            if (key, p) in results:
+                topics.setdefault(name, []).append(
+                    R.OffsetDeleteResponsePartition(partition_index=p, error_code=results[(key, p)]))
+    for name, parts in unknown.items():
+        topics.setdefault(name, []).extend(
+            R.OffsetDeleteResponsePartition(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            for p in parts)
+    return R(error_code=0, throttle_time_ms=0,
+             topics=[R.OffsetDeleteResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])

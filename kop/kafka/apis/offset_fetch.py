@@ -1,0 +1,70 @@
+"""OffsetFetch (key 9): v1-v9, including v8+'s several groups per request.
+
+- A partition without a committed offset answers -1 (offset), -1 (leader epoch) and "" (metadata), as
+  Kafka; asking for no topic list (v2+) returns every committed partition of the group.
+- require_stable (v7+) needs no waiting: without transactions there are no pending offsets.
+- v10 (topic ids only) is not advertised, as for OffsetCommit.
+- Topic names are answered as the client wrote them; offsets are looked up under the topic's Kafka name
+  (see offset_commit), so all of KoP's spellings of a topic see the same offsets.
+- Group-level errors (COORDINATOR_LOAD_IN_PROGRESS while the group's partition loads, INVALID_GROUP_ID
+  for an empty id): v8+ per group, v2-v7 in the top-level error, v1 on every requested partition.
+- v9's member id and epoch are for KIP-848 consumer groups; classic groups ignore them (as Kafka).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.protocol import api_info
+
+API_KEY = 9
+VERSIONS = (1, 9)
+
+
+def _fetch(coordinator: Any, group_id: str, topics: Any) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+    """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])])."""
+    if topics is None:
+        err, rows = coordinator.fetch_offsets(group_id, None)
+        by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
+        for t, p, off, epoch, meta, e in rows:
+            by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
+        return err, list(by_topic.items())
+    out = []
+    for t in topics:
+        key = coordinator.topic_key(t.name)
+        err, rows = coordinator.fetch_offsets(group_id, [(key, list(t.partition_indexes))])
+        if err:
+            return err, []
+        out.append((t.name, [(p, off, epoch, meta, e) for _, p, off, epoch, meta, e in rows]))
+    return 0, out
+
+
+async def handle(conn: Any, header: Any, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    v = header.api_version
+    coordinator = conn.handler.service.coordinator
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            err, topics = _fetch(coordinator, g.group_id, g.topics)
+            groups.append(R.OffsetFetchResponseGroup(
+                group_id=g.group_id, error_code=err,
+                topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
+                    R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=off,
+                                                    committed_leader_epoch=epoch, metadata=meta, error_code=e)
+                    for p, off, epoch, meta, e in parts]) for name, parts in topics],
+            ))
+        return R(throttle_time_ms=0, groups=groups)
+    err, topics = _fetch(coordinator, req.group_id, req.topics)
+    if err and v < 2:
+        # No top-level error field yet: every requested partition carries the group's error.
+        topics = [(t.name, [(p, -1, -1, "", err) for p in t.partition_indexes]) for t in (req.topics or [])]
+        err = 0
+    return R(
+        throttle_time_ms=0,
+        error_code=err,
+        topics=[R.OffsetFetchResponseTopic(name=name, partitions=[
+            R.OffsetFetchResponsePartition(partition_index=p, committed_offset=off, committed_leader_epoch=epoch,
+                                           metadata=meta, error_code=e)
+            for p, off, epoch, meta, e in parts]) for name, parts in topics],
+    )

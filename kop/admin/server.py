@@ -177,7 +177,7 @@ class AdminServer:
 
     async def stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
-        partition = views._need_partition(ref, "stats")
+        partition = views.need_partition(ref, "stats")
         return _json(await views.partition_stats(self.service, ref.topic, partition))
 
     async def partitioned_stats(self, request: web.Request) -> web.Response:
@@ -186,7 +186,7 @@ class AdminServer:
 
     async def internal_stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
-        partition = views._need_partition(ref, "internalStats")
+        partition = views.need_partition(ref, "internalStats")
         return _json(await views.internal_stats(self.service, ref.topic, partition))
 
     async def partitioned_internal_stats(self, request: web.Request) -> web.Response:

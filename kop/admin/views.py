@@ -122,7 +122,8 @@ def resolve(service: BrokerService, tenant: str, namespace: str, local: str) -> 
     return TopicRef(topic, partition)
 
 
-def _need_partition(ref: TopicRef, what: str) -> int:
+def need_partition(ref: TopicRef, what: str) -> int:
+    """The partition a per-partition endpoint was given; 404 naming a partition for a base name."""
     if ref.partition is None:
         raise AdminError(
             404,
@@ -330,7 +331,7 @@ async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int)
     removed it and every later record. Transaction markers, which Pulsar skips, do not exist here yet
     (control batches are refused)."""
     _check_index_lookups(service)
-    partition = _need_partition(ref, "getMessageIdByIndex")
+    partition = need_partition(ref, "getMessageIdByIndex")
     plog = await _plog(service, ref.topic, partition)
     if index < 0 or index > plog.interceptor.durable_index:
         raise AdminError(404, f"Invalid index {index}: the latest index of {ref.name} is "
@@ -379,7 +380,7 @@ async def index_by_message_id(service: BrokerService, ref: TopicRef, ledger_id: 
     stays right when compaction removed records of the batch); firstIndex..lastIndex is the entry's
     offset range (firstIndex = the Kafka base offset), numMessages the records it still holds."""
     _check_index_lookups(service)
-    partition = _need_partition(ref, "getIndexByMessageId")
+    partition = need_partition(ref, "getIndexByMessageId")
     plog = await _plog(service, ref.topic, partition)
     try:
         data = await plog.ml.read_entry(MLPosition(ledger_id, entry_id))

@@ -101,7 +101,8 @@ class Storage:
 
     async def collect_garbage(self) -> list[int]:
         """Delete ledgers no managed ledger references (left by a crash between creating a ledger and
-        recording it). Only safe while nothing is being opened or rolled over: call it at start-up."""
+        recording it, or by a compaction pass killed before or after its swap - kop/offset/compaction.py).
+        Only safe while nothing is being opened, rolled over or compacted: call it at start-up."""
         try:
             stored = await self.ledger_store.list_ledgers()
         except NotImplementedError:

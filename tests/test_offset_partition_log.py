@@ -360,6 +360,41 @@ def test_offset_for_timestamp_finds_the_first_record_at_or_after_it(tmp_path):
     run(main())
 
 
+def test_offset_for_timestamp_with_timestamps_going_backwards(tmp_path):
+    """Producers set timestamps, so they may go backwards along the log. Kafka's rule still holds: the
+    answer is the smallest offset whose record timestamp is >= the target, even when a later batch has
+    smaller timestamps than an earlier one, and across ledgers and restarts."""
+    import random
+
+    rng = random.Random(7)
+
+    async def main():
+        records = []  # (offset, timestamp)
+        async with storage_at(tmp_path, max_entries_per_ledger=3) as st:
+            log = await st.open_log(NAME)
+            for n in SIZES:
+                ts = rng.randint(1_000, 2_000)
+                await append(log, batch(n, ts, step=rng.choice([-7, 0, 1, 13])))
+            # the timestamps actually stored (decode them from the batches the log returns)
+            from kop.protocol.records import decode_records_absolute
+
+            res = await log.read(0, 1 << 30)
+            records = [(r.offset, r.timestamp) for fb in res.batches
+                       for r in decode_records_absolute(bytes(fb.base_offset.to_bytes(8, "big")) + bytes(fb.batch[8:]))]
+            assert [o for o, _ in records] == list(range(sum(SIZES)))
+            assert any(t2 < t1 for (_, t1), (_, t2) in zip(records, records[1:]))  # really out of order
+            for target in range(900, 2_200, 3):
+                expected = next(((o, t) for o, t in records if t >= target), None)
+                assert await log.offset_for_timestamp(target) == expected, target
+        async with storage_at(tmp_path, max_entries_per_ledger=3) as st:  # summaries rebuilt after restart
+            log = await st.open_log(NAME)
+            for target in range(900, 2_200, 7):
+                expected = next(((o, t) for o, t in records if t >= target), None)
+                assert await log.offset_for_timestamp(target) == expected, target
+
+    run(main())
+
+
 def test_log_append_time_batches_use_the_broker_timestamp(tmp_path):
     async def main():
         async with storage_at(tmp_path) as st:

@@ -85,7 +85,7 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record whose timestamp >= `timestamp`, or None when there
-        is none. Exact when batch max-timestamps are non-decreasing along the log."""
+        is none (Kafka's rule, whatever the order of timestamps along the log)."""
 
     @abc.abstractmethod
     async def max_timestamp(self) -> tuple[int, int] | None:

@@ -11,7 +11,8 @@ order) and restores the counter when adds fail, so offsets never have gaps. Ever
 * offset -> entry: find the ledger by its last index (cached per ledger, learned by one read), then
   bisect its entries for the first one whose index >= offset; entry headers come from short prefix reads
   cached in an LRU, so repeated searches cost a few dict lookups;
-* time -> offset: bisect entries on their max timestamp (the broker timestamp for LogAppendTime batches),
+* time -> offset: the first batch whose max timestamp (the broker timestamp for LogAppendTime batches) reaches
+  the target, found ledger by ledger through cached per-ledger maxima, then entry by entry,
   then walk the records of the found batch;
 * max timestamp: per-ledger (max, first entry with it) summaries, kept up to date on appends and computed
   once for ledgers written before this process started;
@@ -498,24 +499,33 @@ class ManagedPartitionLog(PartitionLog):
         return await self._stable(lambda: self._offset_for_timestamp(timestamp))
 
     async def _offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """Kafka's rule: the smallest offset whose record timestamp is >= `timestamp`, whatever the order of
+        timestamps along the log. The answer lies in the first batch whose max timestamp reaches the target
+        (every earlier record is below it), so: skip whole ledgers whose max timestamp (cached summaries,
+        kept up to date on appends) is below the target, then walk the first ledger that reaches it entry by
+        entry (header reads only), and pick the record inside that batch. A bisection on each entry's own
+        max timestamp would be wrong as soon as timestamps go backwards (producers set them)."""
         log_start = self.log_start_offset
         if log_start >= self.high_watermark or not self.ml.number_of_entries:
             return None
-        ml = self.ml
-        lo = ml.ordinal_of(await self.find_position(log_start))
-        end = hi = ml.number_of_entries
-        while lo < hi:  # first entry whose timestamp >= target
-            mid = (lo + hi) // 2
-            p = ml.position_of(mid)
-            if (await self._probe(p.ledger_id, p.entry_id)).timestamp >= timestamp:
-                hi = mid
+        start = await self.find_position(log_start)
+        if self.ml.ordinal_of(start) >= self.ml.number_of_entries:
+            return None
+        started = False
+        for lid, n in self.ml.ledger_counts():
+            if lid == start.ledger_id:
+                started, first = True, start.entry_id
+            elif started and n:
+                first = 0
             else:
-                lo = mid + 1
-        while lo < end:
-            found = await self._first_record_from(ml.position_of(lo), timestamp, log_start)
-            if found is not None:
-                return found
-            lo += 1
+                continue
+            if first == 0 and (await self._ledger_summary(lid, n))[0] < timestamp:
+                continue
+            for eid in range(first, n):
+                if (await self._read_meta(lid, eid)).timestamp >= timestamp:
+                    found = await self._first_record_from(MLPosition(lid, eid), timestamp, log_start)
+                    if found is not None:
+                        return found
         return None
 
     async def _scan_max(self, ledger_id: int, first: int, stop: int,

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .net import free_port, port_open, read_vm_hwm_kib, tail, wait_until
+from .proc import die_with_parent
 
 
 class KopBroker:
@@ -74,6 +75,7 @@ class KopBroker:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         try:
             wait_until(

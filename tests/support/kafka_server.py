@@ -19,6 +19,7 @@ from pathlib import Path
 
 from .java import JavaTools, java_command
 from .net import free_port, port_open, read_vm_hwm_kib, tail, wait_until
+from .proc import die_with_parent
 
 # As bin/kafka-run-class.sh runs the broker (KAFKA_JVM_PERFORMANCE_OPTS), with a smaller heap for tests.
 SERVER_JVM_OPTS = [
@@ -113,6 +114,7 @@ class KafkaServer:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         wait_until(
             f"Apache Kafka on {self.bootstrap}",

@@ -5,8 +5,9 @@ Why callbacks rather than a future per request: an add goes to three bookies and
 in entry order; plain callbacks invoked straight from ``data_received`` cost a function call, a future
 per replica would cost three objects and three loop iterations per entry on the hot path.
 
-* Sending never waits: while the connection is being established, frames are queued and written, in
-  order, once it is up. A request on a connection that failed is answered at once with ECONNECTION.
+* Sending never waits: frames are queued and written, in order, once per event-loop iteration (one
+  writev for all the requests of an iteration) - or once the connection is up. A request on a
+  connection that failed is answered at once with ECONNECTION.
 * v2 responses carry no request id: each (opcode, ledger id, entry id) key has a FIFO of callbacks.
 * A connection that stops answering (requests outstanding and nothing received for ``request_timeout``)
   is aborted; every outstanding request is answered with ETIMEOUT, so the ledger replaces the bookie.
@@ -42,7 +43,8 @@ class BookieConnection(asyncio.Protocol):
         self._loop = pool.loop
         self._state = _CONNECTING
         self._transport: asyncio.Transport | None = None
-        self._queued: list[Buffer] = []
+        self._queued: list[Buffer] = []  # frames not written yet (connecting, or until the flush)
+        self._flush_scheduled = False
         self._pending: dict[Key, deque[Callback]] = {}
         self.outstanding = 0
         self.last_progress = time.monotonic()
@@ -67,11 +69,19 @@ class BookieConnection(asyncio.Protocol):
             self.last_progress = time.monotonic()
         self.outstanding += 1
         self.requests += 1
-        if self._state == _CONNECTED:
+        self._queued.extend(frame)
+        if self._state == _CONNECTED and not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write everything sent during this loop iteration at once: one writev for many requests
+        instead of a syscall per request (an add to three bookies would be three per entry)."""
+        self._flush_scheduled = False
+        if self._state == _CONNECTED and self._queued:
             assert self._transport is not None
-            self._transport.writelines(frame)
-        else:
-            self._queued.extend(frame)
+            queued, self._queued = self._queued, []
+            self._transport.writelines(queued)
 
     # ---- asyncio.Protocol
 

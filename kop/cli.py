@@ -24,7 +24,8 @@ log = logging.getLogger("kop")
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kop", description="KoP in Python: a Kafka wire-protocol broker")
     sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("standalone", help="run a broker on the embedded storage (local ledger files + sqlite)")
+    s = sub.add_parser("standalone", help="run a broker on the embedded storage (local ledger files + sqlite), "
+                       "or on BookKeeper + ZooKeeper when metadataStoreUrl/zookeeperServers is set")
     s.add_argument("--config", help="a broker config file (key=value lines, KoP/Pulsar key names)")
     s.add_argument("--data-dir", default="data", help="where ledgers and metadata are kept (default: ./data)")
     s.add_argument(
@@ -72,11 +73,11 @@ def run_standalone(config: BrokerConfig, data_dir: Path) -> int:
 async def _serve(config: BrokerConfig, data_dir: Path) -> int:
     from kop.broker.protocol_handler import load_handlers
     from kop.broker.service import BrokerService
-    from kop.broker.storage import open_embedded_storage
+    from kop.broker.storage import open_storage
 
     handlers = load_handlers(config)  # config problems surface before any file is touched
     data_dir.mkdir(parents=True, exist_ok=True)
-    storage = await open_embedded_storage(data_dir, config)
+    storage = await open_storage(data_dir, config)  # embedded, or BookKeeper + ZooKeeper (docs/bookkeeper.md)
     service = BrokerService(config, storage)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -87,7 +88,8 @@ async def _serve(config: BrokerConfig, data_dir: Path) -> int:
     except BaseException:
         await service.stop()
         raise
-    log.info("kop standalone ready (data dir %s, cluster id %s)", data_dir.resolve(), service.cluster_id)
+    log.info("kop standalone ready (%s storage, data dir %s, cluster id %s)", config.storage_backend,
+             data_dir.resolve(), service.cluster_id)
     await stop.wait()
     log.info("shutting down")
     await service.stop()

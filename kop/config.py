@@ -98,6 +98,16 @@ class BrokerConfig:
     # --- embedded storage
     localStoreFsyncPolicy: str = "always"  # always (group commit) | interval | none
     localStoreFsyncIntervalMs: int = 1000
+    # --- BookKeeper + ZooKeeper storage (docs/bookkeeper.md), Pulsar's key names. storageBackend "" (auto)
+    # means bookkeeper when metadataStoreUrl or zookeeperServers is set, else embedded.
+    storageBackend: str = ""  # "" | embedded | bookkeeper
+    metadataStoreUrl: str = ""  # zk:host:port[,host:port][/chroot]
+    zookeeperServers: str = ""  # host:port[,host:port] - Pulsar's older key; metadataStoreUrl wins
+    metadataStoreSessionTimeoutMillis: int = 30000
+    bookkeeperMetadataServiceUri: str = ""  # "": zk+hierarchical://<the metadata store's servers>/ledgers
+    managedLedgerDefaultEnsembleSize: int = 3
+    managedLedgerDefaultWriteQuorum: int = 3
+    managedLedgerDefaultAckQuorum: int = 2
     # --- retention (broker defaults of the per-topic retention.ms / retention.bytes)
     defaultRetentionTimeInMinutes: int = 7 * 24 * 60  # -1: keep forever
     defaultRetentionSizeInMB: int = -1
@@ -197,6 +207,15 @@ class BrokerConfig:
         need(self.managedLedgerMaxLedgerRolloverTimeMinutes >= 1, "managedLedgerMaxLedgerRolloverTimeMinutes", ">= 1")
         need(self.localStoreFsyncPolicy in FSYNC_POLICIES, "localStoreFsyncPolicy", f"one of {FSYNC_POLICIES}")
         need(self.localStoreFsyncIntervalMs >= 1, "localStoreFsyncIntervalMs", "must be >= 1")
+        need(self.storageBackend in ("", "embedded", "bookkeeper"), "storageBackend", "'', embedded or bookkeeper")
+        need(self.storage_backend == "embedded" or bool(self.metadataStoreUrl or self.zookeeperServers),
+             "storageBackend", "bookkeeper needs metadataStoreUrl (or zookeeperServers)")
+        need(self.metadataStoreSessionTimeoutMillis >= 1000, "metadataStoreSessionTimeoutMillis", ">= 1000")
+        need(self.managedLedgerDefaultAckQuorum >= 1, "managedLedgerDefaultAckQuorum", "must be >= 1")
+        need(self.managedLedgerDefaultWriteQuorum >= self.managedLedgerDefaultAckQuorum,
+             "managedLedgerDefaultWriteQuorum", "must be >= managedLedgerDefaultAckQuorum")
+        need(self.managedLedgerDefaultEnsembleSize >= self.managedLedgerDefaultWriteQuorum,
+             "managedLedgerDefaultEnsembleSize", "must be >= managedLedgerDefaultWriteQuorum")
         need(self.defaultRetentionTimeInMinutes >= -1, "defaultRetentionTimeInMinutes", "-1 or >= 0")
         need(self.defaultRetentionSizeInMB >= -1, "defaultRetentionSizeInMB", "-1 or >= 0")
         need(self.retentionCheckIntervalMs >= 10, "retentionCheckIntervalMs", "must be >= 10")
@@ -219,6 +238,13 @@ class BrokerConfig:
         need(self.metricsMaxGroupLabels >= 0, "metricsMaxGroupLabels", "must be >= 0")
 
     # ------------------------------------------------------------------ derived values
+    @property
+    def storage_backend(self) -> str:
+        """"embedded" or "bookkeeper" (storageBackend, or auto: bookkeeper when ZooKeeper is configured)."""
+        if self.storageBackend:
+            return self.storageBackend
+        return "bookkeeper" if (self.metadataStoreUrl or self.zookeeperServers) else "embedded"
+
     @property
     def listeners(self) -> tuple[Listener, ...]:
         return self._derived["listeners"]

@@ -547,7 +547,7 @@ def test_a_bookie_killed_during_appends_loses_no_acknowledged_entry(cluster):
     gains a segment without the dead bookie, and after close a second client reads every entry back.
     A second ledger, idle, with the dead bookie in its ensemble, is still recoverable (2 of 3 answer).
     BookKeeper's shell then reads an entry written after the ensemble change."""
-    total, kill_at = 3000, 600
+    total, kill_at = 3000, 800
 
     async def main() -> tuple[int, int]:
         store = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri)
@@ -556,17 +556,19 @@ def test_a_bookie_killed_during_appends_loses_no_acknowledged_entry(cluster):
         for i in range(20):
             await idle.append(payload(i))
         victim = next(b for b in lh.ensemble if b in idle.ensemble)
-        futs: list[asyncio.Future[int]] = []
-        killed = False
-        for i in range(total):
+        futs = [lh.append_nowait(payload(i, 200)) for i in range(kill_at)]
+        await futs[kill_at // 2]  # the ledger is well under way
+        futs += [lh.append_nowait(payload(i, 200)) for i in range(kill_at, kill_at + 200)]
+        in_flight = lh.pending
+        # Killed synchronously, before the loop runs again: the 200 appends just issued have not even been
+        # written to the sockets yet (that happens once per loop iteration), so they are certainly in
+        # flight when the bookie dies.
+        cluster.kill_bookie(cluster.bookie_by_id(victim).index)
+        for i in range(kill_at + 200, total):
             futs.append(lh.append_nowait(payload(i, 200)))
-            if i % 50 == 49:  # let answers in, so the kill lands with appends in flight
+            if i % 50 == 49:
                 await asyncio.sleep(0)
-            if not killed and i >= kill_at and lh.last_add_confirmed >= kill_at // 2:
-                in_flight = lh.pending
-                await asyncio.to_thread(cluster.kill_bookie, cluster.bookie_by_id(victim).index)
-                killed = True
-        assert killed and in_flight > 0
+        assert in_flight >= 200
         assert await asyncio.gather(*futs) == list(range(total))
         assert store.ensemble_changes >= 1
         assert victim not in lh.ensemble

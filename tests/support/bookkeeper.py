@@ -23,6 +23,7 @@ Four bookies by default, so that an ensemble of 3 can replace a failed one.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import queue
 import shutil
@@ -248,7 +249,10 @@ class BookKeeperCluster:
         if self._zk_client is None:
             from kazoo.client import KazooClient
 
-            client = KazooClient(self.zk_connect, timeout=10)
+            # Its connection warnings (ZooKeeper restarted by a test, stopped at exit) are expected noise.
+            quiet = logging.getLogger("tests.support.bookkeeper.kazoo")
+            quiet.setLevel(logging.ERROR)
+            client = KazooClient(self.zk_connect, timeout=10, logger=quiet)
             client.start(timeout=30)
             self._zk_client = client
         return self._zk_client

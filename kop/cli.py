@@ -1,4 +1,5 @@
-"""`kop` command line: `kop standalone` runs a broker on the embedded storage.
+"""`kop` command line: `kop standalone` runs a broker on the embedded storage; `kop pipeline audit|stream`
+runs the PySpark jobs against a running broker (kop/pipeline/cli.py, docs/spark.md).
 
     kop standalone [--config FILE] [--data-dir DIR] [--override key=value ...]
 
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 from kop.config import BrokerConfig, ConfigError, parse_overrides
+from kop.pipeline.cli import add_pipeline_parser, run_pipeline
 
 log = logging.getLogger("kop")
 
@@ -33,11 +35,14 @@ def _parser() -> argparse.ArgumentParser:
         help="set one config key (repeatable; wins over the config file)",
     )
     s.add_argument("--log-level", default=os.environ.get("KOP_LOG_LEVEL", "INFO"))
+    add_pipeline_parser(sub)  # PySpark jobs; pyspark itself is imported only when one runs
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "pipeline":
+        return run_pipeline(args)
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,0 +1,172 @@
+"""`kop pipeline audit` and `kop pipeline stream`: the PySpark jobs as commands against a running broker.
+
+    kop pipeline audit  --bootstrap-server H:P --topic T [--from-offsets JSON] [--to-offsets JSON] [--json]
+    kop pipeline stream --bootstrap-server H:P --topic T [--topic T2 ...] --output-topic O
+                        --parquet DIR --checkpoint DIR [--starting-offsets earliest|latest|JSON]
+                        [--starting-timestamp MS] [--max-offsets-per-trigger N] [--fail-on-data-loss true|false]
+                        [--trigger-interval '5 seconds' | --available-now]
+
+Exit status: 0 success (audit: no data loss, no duplicates), 1 the audit found problems or the streaming
+query failed, 2 a usage or set-up problem (bad arguments, unknown topic, missing pyspark or jars).
+pyspark is imported only when a job runs, so `kop standalone` never needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from typing import Any
+
+from kop.pipeline.kafka_meta import PipelineError
+
+COMMON_HELP = "Spark master (default local[2]: the jobs run inside this process' JVM on two cores)"
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker to read from")
+    p.add_argument("--master", default="local[2]", help=COMMON_HELP)
+    p.add_argument("--jars-dir", help="folder with the Spark Kafka connector jars (default: KOP_SPARK_JARS, "
+                                      "else .cache/spark-jars of the source checkout, filled by scripts/setup)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (repeatable)")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Kafka source option, e.g. kafka.request.timeout.ms=60000 (repeatable)")
+
+
+def add_pipeline_parser(sub: Any) -> None:
+    """Register `pipeline` under the `kop` command's subparsers."""
+    p = sub.add_parser("pipeline", help="PySpark jobs over a running broker: audit a topic, stream aggregates")
+    jobs = p.add_subparsers(dest="job", required=True)
+
+    a = jobs.add_parser("audit", help="per partition: first/last offset, count, gaps and duplicates",
+                        description="Read a topic with Spark's batch Kafka source and report, per partition, the "
+                                    "first and last offset, the record count, gaps (classified as below the log "
+                                    "start, compaction, or missing) and duplicates. Exit status 1 when records are "
+                                    "missing or duplicated.")
+    _common(a)
+    a.add_argument("--topic", required=True)
+    a.add_argument("--from-offsets", metavar="JSON",
+                   help='start per partition, Spark JSON: {"T": {"0": 0, "1": -2}} or {"0": 0} (-2 earliest, '
+                        "-1 latest; partitions left out start at the log start offset)")
+    a.add_argument("--to-offsets", metavar="JSON", help="end (exclusive) per partition, same format (default latest)")
+    a.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    a.add_argument("--max-gap-ranges", type=int, default=1000, help="list at most this many gaps (all are counted)")
+
+    s = jobs.add_parser("stream", help="per-key aggregates of JSON events to a topic and to Parquet",
+                        description="Structured Streaming from --topic(s) to --output-topic and --parquet, with "
+                                    "a checkpoint. Runs until SIGINT/SIGTERM (then stops cleanly), or until the "
+                                    "available data is processed with --available-now. See docs/spark.md.")
+    _common(s)
+    s.add_argument("--topic", action="append", required=True, dest="topics", help="input topic (repeatable)")
+    s.add_argument("--output-topic", required=True, help="where the per-batch per-key rows go (kafka sink)")
+    s.add_argument("--parquet", required=True, metavar="DIR", help="Parquet output (partitioned by batch_id)")
+    s.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint location (offsets, commits)")
+    s.add_argument("--starting-offsets", default="latest",
+                   help="first start only: earliest, latest (default) or Spark offsets JSON")
+    s.add_argument("--starting-timestamp", type=int, metavar="EPOCH_MS",
+                   help="first start only: begin at the first record with a timestamp >= this (wins over "
+                        "--starting-offsets)")
+    s.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="cap on records per micro-batch")
+    s.add_argument("--fail-on-data-loss", choices=("true", "false"), default="true",
+                   help="true (default): fail when offsets to read are gone; false: continue at the log start")
+    trig = s.add_mutually_exclusive_group()
+    trig.add_argument("--trigger-interval", default="0 seconds",
+                      help="micro-batch interval, e.g. '10 seconds' (default: back to back)")
+    trig.add_argument("--available-now", action="store_true",
+                      help="process what is available now (in --max-offsets-per-trigger steps), then exit")
+    s.add_argument("--key-field", default="key", help="JSON field with the event key (default: key)")
+    s.add_argument("--amount-field", default="amount", help="JSON field with the integer amount (default: amount)")
+    s.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Kafka sink option, e.g. kafka.linger.ms=5 (repeatable)")
+    s.add_argument("--query-name", help="name of the streaming query (shown in Spark's logs)")
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise PipelineError(f"{what} {item!r}: expected KEY=VALUE")
+        out[k] = v
+    return out
+
+
+def run_pipeline(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    for chatty in ("kafka", "py4j"):  # connection-level INFO lines of kafka-python's admin client and of py4j
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    from kop.pipeline.session import SparkSetupError, build_session
+
+    try:
+        conf = _pairs(args.conf, "--conf")
+        options = _pairs(args.option, "--option")
+        if args.job == "audit":
+            from kop.pipeline.kafka_meta import parse_offsets_json
+
+            from_offsets = parse_offsets_json(args.from_offsets, args.topic)
+            to_offsets = parse_offsets_json(args.to_offsets, args.topic)
+            spark = build_session("kop-pipeline-audit", args.master, args.jars_dir, conf)
+            return _audit(spark, args, from_offsets, to_offsets, options)
+        cfg = _stream_config(args, options)
+        spark = build_session("kop-pipeline-stream", args.master, args.jars_dir, conf)
+        return _stream(spark, cfg)
+    except (PipelineError, SparkSetupError) as e:
+        print(f"kop pipeline: {e}", file=sys.stderr)
+        return 2
+
+
+def _audit(spark: Any, args: argparse.Namespace, from_offsets: dict[int, int], to_offsets: dict[int, int],
+           options: dict[str, str]) -> int:
+    from kop.pipeline.audit import audit_topic
+
+    # Reading below the log start makes Spark's consumer log a data-loss warning with a stack trace per
+    # partition; the audit reports those offsets itself (as below-log-start), so the warning is noise here.
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.kafka010.consumer.KafkaDataConsumer", jvm.org.apache.logging.log4j.Level.ERROR
+    )
+    try:
+        report = audit_topic(spark, args.bootstrap_server, args.topic, from_offsets, to_offsets,
+                             args.max_gap_ranges, options)
+    finally:
+        spark.stop()
+    print(report.to_json() if args.json else report.format_table())
+    return 0 if report.ok else 1
+
+
+def _stream_config(args: argparse.Namespace, options: dict[str, str]) -> Any:
+    from kop.pipeline.stream import StreamConfig
+
+    return StreamConfig(
+        bootstrap=args.bootstrap_server,
+        topics=[t for spec in args.topics for t in spec.split(",") if t],
+        output_topic=args.output_topic,
+        parquet_path=args.parquet,
+        checkpoint=args.checkpoint,
+        starting_offsets=args.starting_offsets,
+        starting_timestamp=args.starting_timestamp,
+        max_offsets_per_trigger=args.max_offsets_per_trigger,
+        fail_on_data_loss=args.fail_on_data_loss == "true",
+        trigger_interval=args.trigger_interval,
+        available_now=args.available_now,
+        key_field=args.key_field,
+        amount_field=args.amount_field,
+        query_name=args.query_name,
+        source_options=options,
+        sink_options=_pairs(args.sink_option, "--sink-option"),
+    )
+
+
+def _stream(spark: Any, cfg: Any) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from kop.pipeline.stream import run_stream
+
+    try:
+        run_stream(spark, cfg)
+    except StreamingQueryException as e:
+        print(f"kop pipeline stream: the query failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    return 0

@@ -1,0 +1,127 @@
+"""A SparkSession that can read and write Kafka (on KoP or anywhere else), built without Ivy.
+
+pyspark's wheel carries Spark but not its Kafka connector. The connector and the three jars it needs beside
+what pyspark already bundles (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10, kafka-clients,
+commons-pool2) are fetched from Maven Central by the project's set-up (scripts/setup, through
+tools/java/spark-kafka/pom.xml) into `.cache/spark-jars/`, and handed to Spark with `spark.jars`.
+`spark.jars.packages` is never used: it resolves through Ivy at session start, which ignores Maven's
+settings, needs the network every time the cache is cold, and makes a job's start depend on a repository.
+
+Where the jars are looked for, first match wins:
+  1. the `jars_dir` argument (`kop pipeline ... --jars-dir DIR`);
+  2. the environment variable KOP_SPARK_JARS (a folder);
+  3. `<repository>/.cache/spark-jars`, next to this package in a source checkout (`pip install -e .`).
+A missing jar, or a connector built for another Spark version than the installed pyspark, is an error that
+says what to run - a silently different classpath would fail later with a far less readable
+ClassNotFoundException or NoSuchMethodError inside a task.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# The artifacts pyspark lacks. Everything else the connector depends on is inside pyspark already.
+CONNECTOR_ARTIFACTS: tuple[str, ...] = (
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "kafka-clients",
+    "commons-pool2",
+)
+
+_LOG4J2 = Path(__file__).with_name("log4j2.properties")
+
+
+class SparkSetupError(RuntimeError):
+    """The Spark side of the set-up is incomplete (no pyspark, missing or mismatched connector jars)."""
+
+
+def default_jars_dir() -> Path:
+    env = os.environ.get("KOP_SPARK_JARS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / ".cache" / "spark-jars"
+
+
+def connector_jars(jars_dir: str | Path | None = None) -> list[str]:
+    """Absolute paths of the four connector jars, checked against the installed pyspark's version."""
+    try:
+        import pyspark
+    except ImportError as e:
+        raise SparkSetupError(
+            "pyspark is not installed: pip install -e '.[spark]' (or run scripts/setup, which installs '.[test]')"
+        ) from e
+    folder = Path(jars_dir) if jars_dir is not None else default_jars_dir()
+    hint = "run scripts/setup (make setup) to fetch them from Maven Central, or point KOP_SPARK_JARS at a folder"
+    if not folder.is_dir():
+        raise SparkSetupError(f"no Spark Kafka connector jars: {folder} does not exist; {hint}")
+    found: dict[str, Path] = {}
+    for artifact in CONNECTOR_ARTIFACTS:
+        # artifact-<version>.jar, where the version starts with a digit (kafka-clients-3.9.0.jar)
+        pattern = re.compile(re.escape(artifact) + r"-(\d[^/]*)\.jar$")
+        matches = sorted(p for p in folder.glob("*.jar") if pattern.match(p.name))
+        if len(matches) > 1:
+            raise SparkSetupError(f"several {artifact} jars in {folder}: {[m.name for m in matches]}; {hint}")
+        if matches:
+            found[artifact] = matches[0].resolve()
+    missing = [a for a in CONNECTOR_ARTIFACTS if a not in found]
+    if missing:
+        raise SparkSetupError(f"{folder} lacks {', '.join(missing)}; {hint}")
+    connector = found["spark-sql-kafka-0-10_2.13"].name
+    version = connector[len("spark-sql-kafka-0-10_2.13-"):-len(".jar")]
+    if version != pyspark.__version__:
+        raise SparkSetupError(
+            f"{connector} does not match the installed pyspark {pyspark.__version__}: the connector must be built "
+            f"for the same Spark version (tools/java/spark-kafka/pom.xml and the pyspark pin in pyproject.toml "
+            f"move together); {hint}"
+        )
+    return [str(found[a]) for a in CONNECTOR_ARTIFACTS]
+
+
+def build_session(
+    app_name: str = "kop-pipeline",
+    master: str = "local[2]",
+    jars_dir: str | Path | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession with the Kafka connector on its classpath, sized for one machine.
+
+    The defaults keep a local job lean: two cores, as many shuffle partitions as cores (Spark's default of
+    200 turns a per-key aggregate over a few thousand keys into 200 tiny tasks per micro-batch), no web UI,
+    no console progress bar, WARN-level logging from the first line (log4j2.properties next to this file),
+    UTC session time zone so timestamps print the same everywhere. In local mode the driver binds to the
+    loopback address: nothing needs to reach it from outside, and a host name that resolves oddly
+    would otherwise cost a reverse lookup (and a warning) at every start. `conf` wins over all of these.
+
+    The jars are fixed when the JVM starts, i.e. by the first session of the process; later sessions in the
+    same process reuse that JVM (and its classpath).
+    """
+    from pyspark.sql import SparkSession
+
+    jars = connector_jars(jars_dir)
+    builder = SparkSession.builder.appName(app_name).master(master)
+    settings: dict[str, str] = {
+        "spark.jars": ",".join(jars),
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J2}",
+    }
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read by the JVM's start-up, before any setting
+        settings["spark.driver.host"] = "127.0.0.1"
+        settings["spark.driver.bindAddress"] = "127.0.0.1"
+    settings.update(conf or {})
+    for k, v in settings.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("KOP_SPARK_LOG_LEVEL", "WARN"))
+    return spark

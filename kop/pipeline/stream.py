@@ -1,0 +1,213 @@
+"""`kop pipeline stream`: a Structured Streaming job from KoP topics to a KoP topic and to Parquet.
+
+Input: one or more topics read with Spark's Kafka source (startingOffsets earliest / latest / JSON, or
+startingTimestamp; maxOffsetsPerTrigger; failOnDataLoss). Record values are JSON events such as
+`{"key": "user-7", "amount": 250}`: `key` is a string (the Kafka record key when the field is absent) and
+`amount` an integer (e.g. cents - integers keep every sum exact). A value that is not such an object still
+counts as a record of its key, with `invalid` = 1 and no amount.
+
+Output, per micro-batch and key (one row per (batch_id, key)):
+
+    batch_id, key, records, amount, invalid, checksum, first_timestamp, last_timestamp
+
+`records`/`amount` are the batch's contribution to the key's running totals: a key's totals are the sums
+over all batches. `checksum` is the XOR over the batch's records of xxhash64(topic, partition, offset): it
+names exactly which input records contributed, so a reader can prove that each record was counted once (XOR
+over all batches = XOR over the input records; a record counted twice cancels out, a missing one is absent).
+
+Why per-batch rows rather than running totals: exactly-once has to be checkable at the sinks, and a Kafka
+sink is at-least-once (a micro-batch that fails or is interrupted after writing some rows is run again on
+restart). Spark writes the batch's offset range to the checkpoint before running it, so a re-run reads the
+same records and, the aggregate being deterministic, produces the same rows under the same batch_id. Hence:
+
+* Parquet (`<parquet>/batch_id=N/`): each batch overwrites its own partition (dynamic partition overwrite),
+  so a re-run replaces what the first attempt wrote - exactly once on disk.
+* Kafka (the output topic, keyed by `key`, value = the row as JSON): a re-run may append the same rows
+  again. Consumers treat (batch_id, key) as the identity of a row (an idempotent keyed upsert) and get
+  exactly once; `kop.pipeline.stream.dedupe_sink_rows` does that and refuses two *different* rows with the
+  same identity, which would be a real exactly-once violation.
+
+The checkpoint location holds the offsets, so a stopped query restarted with the same --checkpoint resumes
+where it stopped (startingOffsets / startingTimestamp only apply to a query's first start).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+log = logging.getLogger("kop.pipeline.stream")
+
+OUTPUT_COLUMNS = ("batch_id", "key", "records", "amount", "invalid", "checksum", "first_timestamp", "last_timestamp")
+
+
+@dataclass
+class StreamConfig:
+    """Everything `kop pipeline stream` takes (see docs/spark.md for the options)."""
+
+    bootstrap: str
+    topics: list[str]
+    output_topic: str
+    parquet_path: str
+    checkpoint: str
+    starting_offsets: str = "latest"  # earliest | latest | Spark offsets JSON
+    starting_timestamp: int | None = None  # epoch ms; wins over starting_offsets
+    max_offsets_per_trigger: int | None = None
+    fail_on_data_loss: bool = True
+    trigger_interval: str = "0 seconds"
+    available_now: bool = False  # process what is there (in maxOffsetsPerTrigger steps), then stop
+    key_field: str = "key"
+    amount_field: str = "amount"
+    query_name: str | None = None
+    source_options: dict[str, str] = field(default_factory=dict)  # extra Kafka source options (kafka.* ...)
+    sink_options: dict[str, str] = field(default_factory=dict)  # extra Kafka sink options
+
+
+def record_checksum(topic: Column | str = "topic", partition: Column | str = "partition",
+                    offset: Column | str = "offset") -> Column:
+    """The 64-bit fingerprint of one input record, xxhash64(topic, partition, offset). XORed per output row."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(topic, partition, offset)
+
+
+def aggregate_events(df: DataFrame, batch_id: int, key_field: str = "key", amount_field: str = "amount") -> DataFrame:
+    """Per-key contribution of one micro-batch of Kafka rows (the source's schema) to the running totals."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType([StructField(key_field, StringType()), StructField(amount_field, LongType())])
+    parsed = F.from_json(F.col("value").cast("string"), schema)
+    events = df.select(
+        F.coalesce(parsed[key_field], F.col("key").cast("string")).alias("key"),
+        parsed[amount_field].alias("amount"),
+        record_checksum().alias("record_hash"),
+        F.col("timestamp"),
+    )
+    return events.groupBy("key").agg(
+        F.count(F.lit(1)).alias("records"),
+        F.coalesce(F.sum("amount"), F.lit(0).cast("long")).alias("amount"),
+        F.sum(F.when(F.col("amount").isNull(), 1).otherwise(0)).cast("long").alias("invalid"),
+        F.bit_xor("record_hash").alias("checksum"),
+        F.min("timestamp").alias("first_timestamp"),
+        F.max("timestamp").alias("last_timestamp"),
+    ).select(F.lit(batch_id).cast("long").alias("batch_id"), *OUTPUT_COLUMNS[1:])
+
+
+class BatchWriter:
+    """The foreachBatch function: one batch's aggregate to Parquet, then to the output topic."""
+
+    def __init__(self, cfg: StreamConfig) -> None:
+        self.cfg = cfg
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        cfg = self.cfg
+        agg = aggregate_events(batch_df, batch_id, cfg.key_field, cfg.amount_field).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            summary = agg.agg(F.count(F.lit(1)).alias("keys"), F.sum("records").alias("records")).first()
+            if summary is None or not summary["keys"]:
+                log.info("batch %d: no records", batch_id)
+                return
+            (
+                agg.write.mode("overwrite")
+                .option("partitionOverwriteMode", "dynamic")  # replace this batch's partition only
+                .partitionBy("batch_id")
+                .parquet(cfg.parquet_path)
+            )
+            writer = (
+                agg.select(F.col("key"), F.to_json(F.struct(*OUTPUT_COLUMNS)).alias("value"))
+                .write.format("kafka")
+                .option("kafka.bootstrap.servers", cfg.bootstrap)
+                .option("topic", cfg.output_topic)
+            )
+            for k, v in cfg.sink_options.items():
+                writer = writer.option(k, v)
+            writer.save()
+            log.info("batch %d: %d records, %d keys -> %s and topic %s", batch_id, summary["records"],
+                     summary["keys"], cfg.parquet_path, cfg.output_topic)
+        finally:
+            agg.unpersist()
+
+
+def start_stream(spark: SparkSession, cfg: StreamConfig) -> StreamingQuery:
+    """Start the query (returns at once; the caller waits on it or stops it)."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", cfg.bootstrap)
+        .option("subscribe", ",".join(cfg.topics))
+        .option("failOnDataLoss", "true" if cfg.fail_on_data_loss else "false")
+    )
+    if cfg.starting_timestamp is not None:
+        reader = reader.option("startingTimestamp", str(cfg.starting_timestamp))
+    else:
+        reader = reader.option("startingOffsets", cfg.starting_offsets)
+    if cfg.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    for k, v in cfg.source_options.items():
+        reader = reader.option(k, v)
+    writer = reader.load().writeStream.foreachBatch(BatchWriter(cfg)).option("checkpointLocation", cfg.checkpoint)
+    if cfg.query_name:
+        writer = writer.queryName(cfg.query_name)
+    writer = writer.trigger(availableNow=True) if cfg.available_now else writer.trigger(processingTime=cfg.trigger_interval)
+    return writer.start()
+
+
+def run_stream(spark: SparkSession, cfg: StreamConfig) -> None:
+    """Run until the query ends (available-now), fails (raises StreamingQueryException), or SIGINT/SIGTERM
+    asks it to stop - then stop it cleanly, so the checkpoint is consistent for the next start."""
+    query = start_stream(spark, cfg)
+    stop = threading.Event()
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, lambda *_: stop.set())
+    try:
+        # A short wait in a loop rather than one blocking awaitTermination(): the signal handler only sets a
+        # flag, and the loop (not the handler, which may interrupt a py4j call) stops the query.
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(1)
+        if stop.is_set():
+            log.info("stopping the query (signal)")
+            query.stop()
+        query.awaitTermination()  # raises StreamingQueryException if the query failed
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+# ---- reading the sinks back ------------------------------------------------------------------------------
+
+
+def dedupe_sink_rows(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[int, str | None], dict[str, Any]]:
+    """Rows of the output topic (parsed JSON values) keyed by their identity (batch_id, key). A re-run batch
+    repeats identical rows, which collapse; two different rows with one identity raise ValueError."""
+    out: dict[tuple[int, str | None], dict[str, Any]] = {}
+    for row in rows:
+        ident = (int(row["batch_id"]), row.get("key"))
+        prev = out.setdefault(ident, dict(row))
+        if prev != dict(row):
+            raise ValueError(f"two different rows for batch {ident[0]} key {ident[1]!r}: {prev} vs {dict(row)}")
+    return out
+
+
+def totals_by_key(rows: Iterable[Mapping[str, Any]]) -> dict[str | None, dict[str, int]]:
+    """Running totals per key from unique per-batch rows: records, amount, invalid summed, checksum XORed."""
+    out: dict[str | None, dict[str, int]] = {}
+    for row in rows:
+        t = out.setdefault(row["key"], {"records": 0, "amount": 0, "invalid": 0, "checksum": 0})
+        t["records"] += int(row["records"])
+        t["amount"] += int(row["amount"])
+        t["invalid"] += int(row["invalid"])
+        t["checksum"] ^= int(row["checksum"])
+    return out

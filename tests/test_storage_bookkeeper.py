@@ -599,3 +599,37 @@ def test_a_bookie_killed_during_appends_loses_no_acknowledged_entry(cluster):
         for b in cluster.bookies:
             if not b.alive():
                 cluster.start_bookie(b.index)
+
+
+def test_a_bookie_that_stops_answering_is_replaced_after_the_request_timeout(cluster):
+    """A bookie of the ensemble is SIGSTOPped (connections open, no answers - a hung machine): appends go
+    on without waiting for it (Qa=2 of the two others), and once its requests are older than the request
+    timeout it is replaced by an ensemble change; everything reads back once it is resumed."""
+
+    async def main():
+        store = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri, request_timeout=1.0)
+        lh = await store.create_ledger()
+        assert await asyncio.gather(*(lh.append(payload(i)) for i in range(100))) == list(range(100))
+        victim = cluster.bookie_by_id(lh.ensemble[0])
+        cluster.pause_bookie(victim.index)
+        try:
+            assert await asyncio.gather(*(lh.append(payload(i)) for i in range(100, 200))) == list(range(100, 200))
+            deadline = time.monotonic() + 60  # liveness bound, not a criterion
+            i = 200
+            while store.ensemble_changes == 0:
+                assert time.monotonic() < deadline, "the silent bookie was never replaced"
+                assert await lh.append(payload(i)) == i
+                i += 1
+                await asyncio.sleep(0.05)
+            assert victim.bookie_id not in lh.ensemble
+            assert await asyncio.gather(*(lh.append(payload(j)) for j in range(i, i + 100))) == list(range(i, i + 100))
+            await lh.close()
+        finally:
+            cluster.resume_bookie(victim.index)
+        reader = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri)
+        rh = await reader.open_ledger(lh.ledger_id)
+        assert [bytes(x) for x in await rh.read(0, i + 99)] == [payload(j) for j in range(i + 100)]
+        await store.close()
+        await reader.close()
+
+    run(main())

@@ -281,6 +281,17 @@ class BookKeeperCluster:
         session expires, as with a real crash."""
         _stop(self.bookies[index].proc, signal.SIGKILL)
 
+    def pause_bookie(self, index: int) -> None:
+        """SIGSTOP: the bookie keeps its connections open but answers nothing (a hung machine)."""
+        proc = self.bookies[index].proc
+        assert proc is not None and proc.poll() is None
+        proc.send_signal(signal.SIGSTOP)
+
+    def resume_bookie(self, index: int) -> None:
+        proc = self.bookies[index].proc
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+
     def start_bookie(self, index: int, timeout: float = 60) -> None:
         """(Re)start a bookie on its port and directories; waits until it is registered again."""
         b = self.bookies[index]

@@ -481,19 +481,19 @@ class BookKeeperLedgerStore(LedgerStore):
     def _recover_read(self, ledger_id: int, md: LedgerMetadata, entry_id: int) -> asyncio.Future[p.Entry | None]:
         """A recovery read: fencing READs to the whole write set; the entry as soon as one has it, None
         once Qw - Qa + 1 bookies say it does not exist, an error if neither can be decided."""
-        loop = self.pool.loop
-        fut: asyncio.Future[p.Entry | None] = loop.create_future()
+        fut: asyncio.Future[p.Entry | None] = self.pool.loop.create_future()
         ensemble = md.ensemble_for(entry_id)
         positions = _write_set(entry_id, md.ensemble_size, md.write_quorum)
         needed_missing = md.write_quorum - md.ack_quorum + 1
-        state = {"missing": 0, "answered": 0, "errors": []}
+        answered = [0, 0]  # answers, "no such entry" answers
+        errors: list[str] = []
         frame = p.encode_read(ledger_id, entry_id, fence_key=self.master_key, flags=p.FLAG_HIGH_PRIORITY)
         key = (p.READ_ENTRY, ledger_id, entry_id)
         for pos in positions:
             bookie = ensemble[pos]
 
             def done(rc: int, body: memoryview | None, bookie: str = bookie) -> None:
-                state["answered"] += 1
+                answered[0] += 1
                 if fut.done():
                     return
                 if rc == p.EOK and body is not None:
@@ -501,18 +501,18 @@ class BookKeeperLedgerStore(LedgerStore):
                         fut.set_result(p.decode_entry(body, ledger_id, entry_id))
                         return
                     except p.DigestError as e:
-                        state["errors"].append(f"{bookie}: {e}")
+                        errors.append(f"{bookie}: {e}")
                 elif rc in (p.ENOENTRY, p.ENOLEDGER):
-                    state["missing"] += 1
-                    if state["missing"] >= needed_missing:
+                    answered[1] += 1
+                    if answered[1] >= needed_missing:
                         fut.set_result(None)
                         return
                 else:
-                    state["errors"].append(f"{bookie}: {p.rc_name(rc)}")
-                if state["answered"] == len(positions):
+                    errors.append(f"{bookie}: {p.rc_name(rc)}")
+                if answered[0] == len(positions):
                     fut.set_exception(StorageError(
                         f"ledger {ledger_id}: recovery cannot tell whether entry {entry_id} exists "
-                        f"({state['missing']} said no, errors: {'; '.join(state['errors'])})"))
+                        f"({answered[1]} said no, errors: {'; '.join(errors)})"))
 
             self.pool.connection(bookie).send(key, (frame,), done)
         return fut

@@ -246,7 +246,7 @@ def decode_bookie_address(bookie_id: str, data: bytes | None) -> tuple[str, int]
                     return host, port
         except (ProtobufError, UnicodeDecodeError):
             pass
-    host, _, port = bookie_id.rpartition(":")
-    if not host or not port.isdigit():
+    name, _, digits = bookie_id.rpartition(":")
+    if not name or not digits.isdigit():
         raise StorageError(f"cannot tell the address of bookie {bookie_id!r}")
-    return host, int(port)
+    return name, int(digits)

@@ -93,18 +93,22 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 def run_pipeline(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    for chatty in ("kafka", "py4j"):  # connection-level INFO lines of kafka-python's admin client and of py4j
-        logging.getLogger(chatty).setLevel(logging.WARNING)
+    # kafka-python's admin client logs every connection (INFO) and slow event-loop steps (WARNING); py4j logs
+    # its gateway's life. Neither says anything about the job.
+    logging.getLogger("kafka").setLevel(logging.ERROR)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     from kop.pipeline.session import SparkSetupError, build_session
 
     try:
         conf = _pairs(args.conf, "--conf")
         options = _pairs(args.option, "--option")
         if args.job == "audit":
-            from kop.pipeline.kafka_meta import parse_offsets_json
+            from kop.pipeline.kafka_meta import parse_offsets_json, resolve_range, snapshot_topic
 
             from_offsets = parse_offsets_json(args.from_offsets, args.topic)
             to_offsets = parse_offsets_json(args.to_offsets, args.topic)
+            # An unknown topic or an impossible range is reported before a JVM is started for nothing.
+            resolve_range(snapshot_topic(args.bootstrap_server, args.topic), from_offsets, to_offsets)
             spark = build_session("kop-pipeline-audit", args.master, args.jars_dir, conf)
             return _audit(spark, args, from_offsets, to_offsets, options)
         cfg = _stream_config(args, options)

@@ -102,13 +102,45 @@ def aggregate_events(df: DataFrame, batch_id: int, key_field: str = "key", amoun
     ).select(F.lit(batch_id).cast("long").alias("batch_id"), *OUTPUT_COLUMNS[1:])
 
 
+# What Spark looks for in a foreachBatch error to tell "interrupted by stop()" from a failure
+# (StreamExecution.PROXY_ERROR / IO_EXCEPTION_NAMES).
+_PROXY_ERROR_PREFIX = "py4j.protocol.Py4JJavaError: An error occurred while calling"
+_INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                  "java.nio.channels.ClosedByInterruptException")
+
+
+class BatchInterrupted(Exception):
+    """A micro-batch cut short by our own stop of the query (see BatchWriter.stopping)."""
+
+
 class BatchWriter:
-    """The foreachBatch function: one batch's aggregate to Parquet, then to the output topic."""
+    """The foreachBatch function: one batch's aggregate to Parquet, then to the output topic.
+
+    `stopping` is set by run_stream just before it stops the query. A batch interrupted by that stop then
+    fails with a two-line error instead of py4j's full Java stack trace: Spark 4.0 matches such errors
+    against the regex StreamExecution.PROXY_ERROR, `((.|\r\n|\r|\n)*)`, which recurses once per character
+    and overflows the stack on a trace of a few thousand characters (a StackOverflowError of 1 000 frames
+    on the console, although the stop itself works). The short message still matches, so Spark still
+    classifies the batch as interrupted by stop, and the batch is re-run from the checkpoint at restart.
+    """
 
     def __init__(self, cfg: StreamConfig) -> None:
         self.cfg = cfg
+        self.stopping = False
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            self._write(batch_df, batch_id)
+        except Py4JJavaError as e:
+            text = str(e)
+            hit = next((name for name in _INTERRUPTIONS if name in text), None) if self.stopping else None
+            if hit is None:
+                raise
+            raise BatchInterrupted(f"batch {batch_id}: {_PROXY_ERROR_PREFIX} (stopping): {hit}") from None
+
+    def _write(self, batch_df: DataFrame, batch_id: int) -> None:
         from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
@@ -140,7 +172,7 @@ class BatchWriter:
             agg.unpersist()
 
 
-def start_stream(spark: SparkSession, cfg: StreamConfig) -> StreamingQuery:
+def start_stream(spark: SparkSession, cfg: StreamConfig, writer: BatchWriter | None = None) -> StreamingQuery:
     """Start the query (returns at once; the caller waits on it or stops it)."""
     reader = (
         spark.readStream.format("kafka")
@@ -156,19 +188,24 @@ def start_stream(spark: SparkSession, cfg: StreamConfig) -> StreamingQuery:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.source_options.items():
         reader = reader.option(k, v)
-    writer = reader.load().writeStream.foreachBatch(BatchWriter(cfg)).option("checkpointLocation", cfg.checkpoint)
+    stream = reader.load().writeStream.foreachBatch(writer or BatchWriter(cfg))
+    stream = stream.option("checkpointLocation", cfg.checkpoint)
     if cfg.query_name:
-        writer = writer.queryName(cfg.query_name)
-    writer = writer.trigger(availableNow=True) if cfg.available_now else writer.trigger(processingTime=cfg.trigger_interval)
-    return writer.start()
+        stream = stream.queryName(cfg.query_name)
+    if cfg.available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=cfg.trigger_interval)
+    return stream.start()
 
 
 def run_stream(spark: SparkSession, cfg: StreamConfig) -> None:
     """Run until the query ends (available-now), fails (raises StreamingQueryException), or SIGINT/SIGTERM
     asks it to stop - then stop it cleanly, so the checkpoint is consistent for the next start."""
-    query = start_stream(spark, cfg)
+    writer = BatchWriter(cfg)
+    query = start_stream(spark, cfg, writer)
     stop = threading.Event()
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             previous[sig] = signal.signal(sig, lambda *_: stop.set())
@@ -179,6 +216,7 @@ def run_stream(spark: SparkSession, cfg: StreamConfig) -> None:
             query.awaitTermination(1)
         if stop.is_set():
             log.info("stopping the query (signal)")
+            writer.stopping = True
             query.stop()
         query.awaitTermination()  # raises StreamingQueryException if the query failed
     finally:

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from kop.pipeline.kafka_meta import snapshot_topic
-from kop.pipeline.stream import StreamConfig, dedupe_sink_rows, start_stream, totals_by_key
+from kop.pipeline.stream import BatchWriter, StreamConfig, dedupe_sink_rows, start_stream, totals_by_key
 from tests.support.broker import KopBroker
 from tests.support.clients import STALL_TIMEOUT, create_topic
 from tests.support.inspect import ledger_counts
@@ -161,10 +161,12 @@ def test_streaming_exactly_once_across_stop_and_restart(broker: KopBroker, spark
     producer = EventProducer(broker.bootstrap)
     feeder = Feeder(producer, topic, 3)
 
-    first = start_stream(spark, cfg)
+    writer = BatchWriter(cfg)  # stopped as `kop pipeline stream` stops on SIGTERM (writer.stopping first)
+    first = start_stream(spark, cfg, writer)
     try:
         done_first = run_while_producing(first, feeder, min_batches=10)
     finally:
+        writer.stopping = True
         first.stop()
     assert first.exception() is None
     feeder.chunk()

@@ -118,7 +118,7 @@ class BatchWriter:
 
     `stopping` is set by run_stream just before it stops the query. A batch interrupted by that stop then
     fails with a two-line error instead of py4j's full Java stack trace: Spark 4.0 matches such errors
-    against the regex StreamExecution.PROXY_ERROR, `((.|\r\n|\r|\n)*)`, which recurses once per character
+    against the regex StreamExecution.PROXY_ERROR, `((.|\\r\\n|\\r|\\n)*)`, which recurses once per character
     and overflows the stack on a trace of a few thousand characters (a StackOverflowError of 1 000 frames
     on the console, although the stop itself works). The short message still matches, so Spark still
     classifies the batch as interrupted by stop, and the batch is re-run from the checkpoint at restart.

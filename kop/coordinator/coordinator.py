@@ -60,6 +60,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 # The leader epoch stamped into our batches: the constant the broker reports (kop.kafka.apis.common).
 LEADER_EPOCH = 0
 LOAD_READ_BYTES = 1 << 20
+LOAD_CONCURRENCY = 16
 
 S = GroupState
 E = ErrorCode
@@ -159,7 +160,7 @@ class GroupCoordinator:
     def __init__(self, config: BrokerConfig, topics: TopicManager, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.topics = topics
-        self._clock = clock
+        self.clock = clock  # wall clock in seconds (time.time); tests may set another
         self.groups: dict[str, ClassicGroup] = {}
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.topic: Topic | None = None
@@ -176,7 +177,7 @@ class GroupCoordinator:
 
     # ================================================================== lifecycle
     def now_ms(self) -> int:
-        return int(self._clock() * 1000)
+        return int(self.clock() * 1000)
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -236,18 +237,25 @@ class GroupCoordinator:
 
     # ================================================================== loading
     async def _load_all(self) -> None:
+        """Load every partition, LOAD_CONCURRENCY at a time (opening a partition's managed ledger waits on
+        the metadata store; partitions are independent, the records of one are replayed in order)."""
         started = time.monotonic()
-        for p in range(self.num_partitions):
-            if self._stopped:
-                return
-            try:
-                await self._load_partition(p)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("loading %s partition %d failed; its groups get COORDINATOR_NOT_AVAILABLE",
-                              OFFSETS_TOPIC, p)
-                self._failed.add(p)
+        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+
+        async def one(p: int) -> None:
+            async with gate:
+                if self._stopped:
+                    return
+                try:
+                    await self._load_partition(p)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("loading %s partition %d failed; its groups get COORDINATOR_NOT_AVAILABLE",
+                                  OFFSETS_TOPIC, p)
+                    self._failed.add(p)
+
+        await asyncio.gather(*(one(p) for p in range(self.num_partitions)))
         log.info("group coordinator loaded %d groups and %d committed offsets from %d partitions of %s in %.0f ms",
                  len(self.groups), sum(len(o) for o in self.offsets.values()), self.num_partitions,
                  OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
@@ -331,9 +339,8 @@ class GroupCoordinator:
         return rec.partition_for(group_id, self.num_partitions)
 
     def partition_error(self, group_id: str) -> int:
-        """0 when this coordinator can serve `group_id` now, else the error to answer with."""
-        if not group_id:
-            return E.INVALID_GROUP_ID
+        """0 when this coordinator can serve `group_id` now, else the error to answer with. (An empty group
+        id is valid for offsets, describe and delete, as in Kafka; the membership APIs refuse it.)"""
         if self._stopped or self.topic is None:
             return E.COORDINATOR_NOT_AVAILABLE
         p = self.partition_of(group_id)
@@ -441,7 +448,12 @@ class GroupCoordinator:
             return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
         fut: asyncio.Future[JoinResult] = self.loop.create_future()
         self._join(req, fut)
-        return await fut
+        result = await fut
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("group %s: JoinGroup v%d of %r answered %s (generation %d, member %s, leader %s)", req.group_id,
+                      req.api_version, req.member_id, ErrorCode(result.error).name, result.generation_id,
+                      result.member_id, result.leader)
+        return result
 
     def _join(self, req: JoinRequest, fut: asyncio.Future[JoinResult]) -> None:
         is_unknown = req.member_id == UNKNOWN_MEMBER_ID
@@ -780,6 +792,8 @@ class GroupCoordinator:
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: list[tuple[str, bytes]]) -> SyncResult:
+        if not group_id:
+            return SyncResult(E.INVALID_GROUP_ID)
         err = self.partition_error(group_id)
         if err == E.COORDINATOR_LOAD_IN_PROGRESS:
             # The state of an active rebalance is gone: have the member rejoin (older clients do not
@@ -811,7 +825,10 @@ class GroupCoordinator:
         self._remove_pending_sync_member(group, member_id)
         if group.is_leader(member_id):
             self._store_assignment(group, generation_id, member_id, assignments)
-        return await fut
+        result = await fut
+        log.debug("group %s: SyncGroup of %s (generation %d) answered %s", group_id, member_id, generation_id,
+                  ErrorCode(result.error).name)
+        return result
 
     def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
         group.pending_sync_members.discard(member_id)
@@ -864,6 +881,8 @@ class GroupCoordinator:
 
     # ================================================================== Heartbeat
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        if not group_id:
+            return E.INVALID_GROUP_ID
         err = self.partition_error(group_id)
         if err == E.COORDINATOR_LOAD_IN_PROGRESS:
             return 0  # the group is still loading: Kafka answers blindly
@@ -889,13 +908,16 @@ class GroupCoordinator:
     # ================================================================== LeaveGroup
     def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]
                     ) -> tuple[int, list[tuple[str, str | None, int]]]:
-        """members: (member id, group instance id, reason). Returns (top-level error, per-member errors)."""
+        """members: (member id, group instance id, reason). Returns (top-level error, per-member errors);
+        for a group that does not exist every member is UNKNOWN_MEMBER_ID (Kafka 4.x)."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, []
         err = self.partition_error(group_id)
         if err:
             return err, []
         group = self.groups.get(group_id)
         if group is None:
-            return E.UNKNOWN_MEMBER_ID, []
+            return 0, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid, _ in members]
         if group.is_in(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE, []
         out: list[tuple[str, str | None, int]] = []

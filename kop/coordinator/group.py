@@ -9,10 +9,9 @@ legal predecessors are Kafka's, so a group can never reach a state Kafka's own c
 from __future__ import annotations
 
 import asyncio
-import base64
 import enum
-import os
 import struct
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,14 +41,9 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 
 
 def new_member_uuid() -> str:
-    """Kafka's Uuid.randomUuid().toString(): 22 characters of url-safe base64, never starting with '-'."""
-    while True:
-        raw = os.urandom(16)
-        if raw == b"\0" * 16:
-            continue
-        s = base64.urlsafe_b64encode(raw).decode().rstrip("=")
-        if not s.startswith("-"):
-            return s
+    """The random part of a member id: a java.util.UUID string, as Apache Kafka 4.x generates
+    (clientId + "-" + UUID.randomUUID()), so member ids look alike in tools' output."""
+    return str(uuid.uuid4())
 
 
 @dataclass(eq=False)

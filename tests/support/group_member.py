@@ -19,6 +19,7 @@ SIGTERM closes the consumer gracefully (LeaveGroup for dynamic members) and exit
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -26,11 +27,18 @@ import time
 from typing import Any
 
 _stop = False
+_interruptible = False  # True while blocked in kafka-python's poll(): SIGTERM then interrupts it
+
+
+class _Stop(Exception):  # noqa: N818 - a signal, not an error
+    pass
 
 
 def _on_term(signum: int, frame: Any) -> None:
     global _stop
     _stop = True
+    if _interruptible:
+        raise _Stop
 
 
 class Log:
@@ -64,10 +72,27 @@ def run_kafka_python(args: argparse.Namespace, log: Log) -> None:
         heartbeat_interval_ms=min(1000, args.session_timeout_ms // 3), max_poll_interval_ms=30000,
         max_poll_records=args.max_records, request_timeout_ms=max(40000, args.session_timeout_ms + 5000), **extra,
     )
+    # Know the topic's partitions before joining. kafka-python 3.0.12 otherwise joins with no metadata, then
+    # rejoins when the metadata arrives; if that rejoin's JoinGroup/SyncGroup is still in flight when a
+    # poll() times out, its need_rejoin() turns False (the metadata snapshots match again) and the
+    # completed join is never processed: the member stops heartbeating and loses its session, against any
+    # broker (seen with Apache Kafka too).
+    while not consumer.partitions_for_topic(args.topic):
+        time.sleep(0.1)
     consumer.subscribe([args.topic], listener=Listener())
+    global _interruptible
     try:
         while not _stop:
-            batch = consumer.poll(timeout_ms=200)
+            # A long poll: kafka-python 3.0.12 can lose a rebalance whose JoinGroup/SyncGroup is still in
+            # flight when poll() times out (the member then stops heartbeating; seen against Apache Kafka
+            # too), so poll() must outlast any rebalance here; SIGTERM interrupts it.
+            _interruptible = True
+            try:
+                batch = consumer.poll(timeout_ms=10000)
+            except _Stop:
+                break
+            finally:
+                _interruptible = False
             recs = [[tp.partition, m.offset, m.value.decode()] for tp, msgs in batch.items() for m in msgs]
             if not recs:
                 continue
@@ -150,6 +175,12 @@ def main() -> None:
     p.add_argument("--max-records", type=int, default=50)
     args = p.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
+    # SIGUSR1 dumps every thread's stack to stderr: the harness asks for it when a member seems stuck.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if os.environ.get("KOP_MEMBER_DEBUG"):
+        import logging
+
+        logging.basicConfig(level=logging.DEBUG, format="%(asctime)s %(threadName)s %(name)s: %(message)s")
     log = Log(args.log)
     log.write(ev="started", pid=os.getpid())
     if args.client == "kafka-python":

@@ -137,7 +137,10 @@ class PythonMember(Member):
         return out
 
     def describe(self) -> str:
-        err = self.err_path.read_text()[-3000:] if self.err_path.exists() else ""
+        if self.alive():
+            self.proc.send_signal(signal.SIGUSR1)  # the member dumps its threads' stacks (faulthandler)
+            time.sleep(0.5)
+        err = self.err_path.read_text()[-6000:] if self.err_path.exists() else ""
         tail = self.log_path.read_text().splitlines()[-15:] if self.log_path.exists() else []
         return f"--- {self.name} events (tail)\n" + "\n".join(t[:300] for t in tail) + f"\n--- {self.name} output\n{err}"
 
@@ -222,24 +225,34 @@ class JavaMember(Member):
         self._close()
 
 
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """The group's committed offsets (-1: none), through OffsetFetch."""
-    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException, TopicPartition
-    from confluent_kafka.admin import AdminClient
+_admins: dict[str, object] = {}
+_admins_lock = threading.Lock()
 
-    retriable = {KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE,
-                 KafkaError.NOT_COORDINATOR}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in range(partitions)])
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets (-1: none), through OffsetFetch (kafka-python's admin client).
+
+    Not confluent-kafka's list_consumer_group_offsets: librdkafka 2.x crashes the interpreter (SIGSEGV in
+    rd_kafka_cgrp_op, called from rd_kafka_handle_OffsetFetch) when an admin OffsetFetch is answered
+    with a coordinator error, which any broker may answer right after a start or while busy."""
+    from kafka import TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    with _admins_lock:
+        admin = _admins.get(bootstrap)
+        if admin is None:
+            admin = _admins[bootstrap] = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
     deadline = time.monotonic() + STALL_TIMEOUT
     while True:
         try:
-            res = admin.list_consumer_group_offsets([req])[group].result(60)
-            return {tp.partition: tp.offset for tp in res.topic_partitions}
-        except KafkaException as e:
-            # Retriable (e.g. COORDINATOR_LOAD_IN_PROGRESS right after a broker start): the admin call
-            # itself does not retry these.
-            if e.args[0].code() not in retriable or time.monotonic() > deadline:
+            got = admin.list_group_offsets({group: tps})[group]  # type: ignore[attr-defined]
+            return {p: (got[TopicPartition(topic, p)].offset if TopicPartition(topic, p) in got else -1)
+                    for p in range(partitions)}
+        except KafkaError as e:
+            # Retriable (e.g. COORDINATOR_LOAD_IN_PROGRESS right after a broker start).
+            if not getattr(e, "retriable", False) or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 

@@ -3,8 +3,8 @@
 - A null transactional id gets a fresh producer id (from blocks reserved in the metadata store, never
   reused across restarts) with epoch 0. v3+ requests that carry their current (id, epoch) to bump the epoch
   after an error (KIP-360) get the same id with epoch + 1; at the epoch limit a new id is issued.
-- Transactions are not implemented. Transactional clients fail earlier (FindCoordinator for
-  transactions is not advertised); a request that still carries a transactional id gets INVALID_REQUEST,
+- Transactions are not implemented. Transactional clients fail earlier (FindCoordinator answers
+  INVALID_REQUEST for transaction keys); a request that still carries a transactional id gets INVALID_REQUEST,
   which fails the producer at once instead of letting it retry forever.
 """
 

@@ -1,0 +1,223 @@
+"""The group coordinator's state in __consumer_offsets: compaction, reload and offset expiration.
+
+An in-process broker (BrokerService with the Kafka handler on an ephemeral port, real embedded storage) so
+that the test can drive the broker's own compaction pass (BrokerService.compact_now) and the coordinator's
+expiration pass with a clock it controls; clients are real (kafka-python over TCP) where the scenario is a
+client's. "Restart" is a new broker process state over the same data directory.
+
+* 10 000 commits of one group on 4 partitions, then a compaction pass: the group's __consumer_offsets
+  partition keeps exactly one record per (group, topic, partition) and the group metadata record, its
+  size follows the live keys, and a restarted broker loads the latest offsets (and metadata strings).
+* Offsets of Empty groups expire offsets.retention.minutes after the group became Empty (a simple group's
+  after their commit; a Stable group's only for topics nobody subscribes to), as tombstones in the log:
+  the expired offsets and groups stay gone after a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+
+from kop.broker.service import BrokerService
+from kop.broker.storage import open_embedded_storage
+from kop.config import BrokerConfig
+from kop.coordinator.coordinator import JoinRequest
+from kop.coordinator.records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    decode_key,
+    decode_offset_commit_value,
+)
+from kop.kafka.handler import KafkaProtocolHandler
+from kop.protocol.records import decode_records
+
+GROUP = "compacted-group"
+TOPIC = "t"
+
+
+async def start_broker(path: Path, **overrides: str) -> tuple[BrokerService, str]:
+    cfg = BrokerConfig.from_strings({
+        "kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1", "groupInitialRebalanceDelayMs": "0",
+        "localStoreFsyncPolicy": "none", "logCleanerEnabled": "false", **overrides,
+    })
+    storage = await open_embedded_storage(path, cfg)
+    svc = BrokerService(cfg, storage)
+    handler = KafkaProtocolHandler()
+    handler.initialize(cfg)
+    await svc.start([handler])
+    await svc.coordinator.wait_loaded()
+    bootstrap = handler.listeners()[0].split("://", 1)[1]
+    return svc, bootstrap
+
+
+async def offsets_partition_records(svc: BrokerService, group: str) -> list[tuple[bytes, bytes | None]]:
+    """Every (key, value) of the group's __consumer_offsets partition, in log order."""
+    topic = svc.topics.get(svc.topics.offsets_topic)
+    assert topic is not None
+    plog = await svc.topics.partition_log(topic, svc.coordinator.partition_of(group))
+    out: list[tuple[bytes, bytes | None]] = []
+    offset = plog.log_start_offset
+    while offset < plog.high_watermark:
+        res = await plog.read(offset, 1 << 20)
+        if not res.batches:
+            break
+        for fb in res.batches:
+            out += [(r.key, r.value) for r in decode_records(fb.batch)]
+        offset = res.next_offset
+    return out
+
+
+def commit_10000(bootstrap: str) -> None:
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False,
+                      session_timeout_ms=30000)
+    try:
+        while not c.partitions_for_topic(TOPIC):
+            pass
+        c.subscribe([TOPIC])
+        while len(c.assignment()) < 4:
+            c.poll(timeout_ms=100)
+        for i in range(10_000):
+            c.commit({TopicPartition(TOPIC, i % 4): OffsetAndMetadata(i // 4 + 1, f"commit-{i}", -1)})
+    finally:
+        c.close(autocommit=False)
+
+
+def committed_over_the_wire(bootstrap: str) -> dict[int, tuple[int, str]]:
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=GROUP, enable_auto_commit=False)
+    try:
+        out = {}
+        for p in range(4):
+            om = c.committed(TopicPartition(TOPIC, p), metadata=True)
+            out[p] = (om.offset, om.metadata)
+        return out
+    finally:
+        c.close(autocommit=False)
+
+
+def test_ten_thousand_commits_compact_to_the_live_keys_and_reload(tmp_path: Path) -> None:
+    async def main() -> None:
+        svc, bootstrap = await start_broker(tmp_path)
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 4)
+            await asyncio.to_thread(commit_10000, bootstrap)
+            before = await offsets_partition_records(svc, GROUP)
+            commits = [k for k, _ in before if isinstance(decode_key(k), OffsetCommitKey)]
+            assert len(commits) == 10_000
+            topic = svc.topics.get(svc.topics.offsets_topic)
+            plog = await svc.topics.partition_log(topic, svc.coordinator.partition_of(GROUP))
+            size_before = plog.size_bytes
+
+            (result,) = await svc.compact_now("__consumer_offsets", svc.coordinator.partition_of(GROUP))
+            assert result.compacted, result
+
+            after = await offsets_partition_records(svc, GROUP)
+            keys = [decode_key(k) for k, _ in after]
+            assert sorted(map(repr, keys)) == sorted(
+                [repr(OffsetCommitKey(GROUP, TOPIC, p)) for p in range(4)] + [repr(GroupMetadataKey(GROUP))]), keys
+            assert all(v is not None for _, v in after)
+            latest = {decode_key(k).partition: decode_offset_commit_value(v)  # type: ignore[union-attr]
+                      for k, v in after if isinstance(decode_key(k), OffsetCommitKey)}
+            assert {p: (v.offset, v.metadata) for p, v in latest.items()} == {
+                p: (2500, f"commit-{9996 + p}") for p in range(4)}
+            assert plog.size_bytes < size_before / 100, (plog.size_bytes, size_before)
+            assert plog.high_watermark == len(before)  # offsets are never renumbered
+        finally:
+            await svc.stop()
+
+        svc, bootstrap = await start_broker(tmp_path)
+        try:
+            err, rows = svc.coordinator.fetch_offsets(GROUP, [(TOPIC, [0, 1, 2, 3])])
+            assert err == 0 and [(r[2], r[4]) for r in rows] == [(2500, f"commit-{9996 + p}") for p in range(4)]
+            got = await asyncio.to_thread(committed_over_the_wire, bootstrap)
+            assert got == {p: (2500, f"commit-{9996 + p}") for p in range(4)}
+            listed = {g.group_id: g for g in svc.coordinator.list_groups()[1]}
+            assert listed[GROUP].state == "Empty" and listed[GROUP].protocol_type == "consumer"
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0."""
+    body = struct.pack(">hi", 0, len(topics))
+    for t in topics:
+        body += struct.pack(">h", len(t)) + t.encode()
+    return body + struct.pack(">i", -1)
+
+
+async def join_and_sync(svc: BrokerService, group: str, topics: tuple[str, ...]) -> tuple[str, int]:
+    c = svc.coordinator
+    j = await c.join_group(JoinRequest(group, "", None, "consumer", [("range", subscription(*topics))], 30000, 30000,
+                                       "test-client", "/127.0.0.1", 3))
+    assert j.error == 0, j
+    s = await c.sync_group(group, j.generation_id, j.member_id, None, None, None, [(j.member_id, b"")])
+    assert s.error == 0, s
+    return j.member_id, j.generation_id
+
+
+async def commit(svc: BrokerService, group: str, gen: int, member: str, topic: str, partition: int,
+                 offset: int) -> None:
+    res = await svc.coordinator.commit_offsets(group, gen, member, None, -1, 8, [(topic, partition, offset, -1, "")])
+    assert res == {(topic, partition): 0}, res
+
+
+def test_offsets_of_empty_groups_expire_with_tombstones(tmp_path: Path) -> None:
+    now = [1_000_000_000.0]
+
+    async def main() -> None:
+        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1")
+        c = svc.coordinator
+        c.clock = lambda: now[0]
+        try:
+            await commit(svc, "simple", -1, "", "a", 0, 5)  # outside group management
+            member, gen = await join_and_sync(svc, "stable", ("a",))
+            await commit(svc, "stable", gen, member, "a", 2, 9)
+            await commit(svc, "stable", gen, member, "b", 0, 3)  # a topic nobody subscribes to
+            member, gen = await join_and_sync(svc, "emptied", ("a",))
+            await commit(svc, "emptied", gen, member, "a", 1, 7)
+            now[0] += 30  # the group empties 30 s after its commit: its retention starts then
+            assert c.leave_group("emptied", [(member, None, None)]) == (0, [(member, None, 0)])
+
+            now[0] += 59  # 89 s after the commits, 59 s after "emptied" emptied
+            assert await c.expire_offsets() == 3  # simple: offset + group; stable: the offset of "b"
+            assert c.fetch_offsets("simple", [("a", [0])])[1][0][2] == -1
+            assert c.fetch_offsets("emptied", [("a", [1])])[1][0][2] == 7
+            assert c.fetch_offsets("stable", [("a", [2]), ("b", [0])])[1] == [
+                ("a", 2, 9, -1, "", 0), ("b", 0, -1, -1, "", 0)]
+            now[0] += 2
+            assert await c.expire_offsets() == 2  # emptied: offset + group
+            groups = {g.group_id: g.state for g in c.list_groups()[1]}
+            assert groups == {"stable": "Stable"}
+            assert await c.expire_offsets() == 0
+
+            tombstones = {}
+            for group in ("simple", "emptied", "stable"):
+                for k, v in await offsets_partition_records(svc, group):
+                    key = decode_key(k)
+                    if getattr(key, "group", None) == group:
+                        tombstones[repr(key)] = v is None  # the last record of each key wins
+            assert tombstones == {
+                repr(OffsetCommitKey("simple", "a", 0)): True, repr(GroupMetadataKey("simple")): True,
+                repr(OffsetCommitKey("emptied", "a", 1)): True, repr(GroupMetadataKey("emptied")): True,
+                repr(OffsetCommitKey("stable", "a", 2)): False, repr(OffsetCommitKey("stable", "b", 0)): True,
+                repr(GroupMetadataKey("stable")): False,
+            }
+        finally:
+            await svc.stop()
+
+        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1")
+        try:
+            c = svc.coordinator
+            assert {g.group_id for g in c.list_groups()[1]} == {"stable"}
+            assert c.fetch_offsets("stable", None)[1] == [("a", 2, 9, -1, "", 0)]
+            assert c.fetch_offsets("emptied", None)[1] == [] and c.fetch_offsets("simple", None)[1] == []
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

@@ -48,9 +48,12 @@ def payload(i: int, size: int = 100) -> bytes:
     return (f"entry-{i}-".encode() * size)[:size]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster() -> BookKeeperCluster:
-    return shared_cluster()
+    """The process-wide cluster, with all 4 bookies up and registered."""
+    c = shared_cluster()
+    c.ensure_all_up()
+    return c
 
 
 Opener = Callable[[], Awaitable[LedgerStore]]
@@ -596,9 +599,7 @@ def test_a_bookie_killed_during_appends_loses_no_acknowledged_entry(cluster):
         assert first_after <= total - 1
         assert payload(total - 1, 200).decode() in read.stdout
     finally:
-        for b in cluster.bookies:
-            if not b.alive():
-                cluster.start_bookie(b.index)
+        cluster.ensure_all_up()
 
 
 def test_a_bookie_that_stops_answering_is_replaced_after_the_request_timeout(cluster):
@@ -607,11 +608,12 @@ def test_a_bookie_that_stops_answering_is_replaced_after_the_request_timeout(clu
     timeout it is replaced by an ensemble change; everything reads back once it is resumed."""
 
     async def main():
-        store = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri, request_timeout=1.0)
+        store = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri)
         lh = await store.create_ledger()
         assert await asyncio.gather(*(lh.append(payload(i)) for i in range(100))) == list(range(100))
         victim = cluster.bookie_by_id(lh.ensemble[0])
         cluster.pause_bookie(victim.index)
+        store.pool.request_timeout = 1.0  # short only from now on (a loaded machine can be slow to answer)
         try:
             assert await asyncio.gather(*(lh.append(payload(i)) for i in range(100, 200))) == list(range(100, 200))
             deadline = time.monotonic() + 60  # liveness bound, not a criterion
@@ -622,6 +624,7 @@ def test_a_bookie_that_stops_answering_is_replaced_after_the_request_timeout(clu
                 i += 1
                 await asyncio.sleep(0.05)
             assert victim.bookie_id not in lh.ensemble
+            store.pool.request_timeout = 10.0
             assert await asyncio.gather(*(lh.append(payload(j)) for j in range(i, i + 100))) == list(range(i, i + 100))
             await lh.close()
         finally:
@@ -631,5 +634,36 @@ def test_a_bookie_that_stops_answering_is_replaced_after_the_request_timeout(clu
         assert [bytes(x) for x in await rh.read(0, i + 99)] == [payload(j) for j in range(i + 100)]
         await store.close()
         await reader.close()
+
+    run(main())
+
+
+def test_without_a_replacement_bookie_pending_appends_fail_and_close_seals_at_the_lac(cluster):
+    """E=Qw=Qa=4 on the 4 bookies: when one stops answering there is nobody to replace it. The pending
+    appends fail (the managed ledger then rolls over), a close() that was waiting for them returns, and
+    the ledger is sealed at the last acknowledged entry."""
+
+    async def main():
+        store = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri, ensemble_size=4,
+                                                    write_quorum=4, ack_quorum=4)
+        lh = await store.create_ledger()
+        assert await asyncio.gather(*(lh.append(payload(i)) for i in range(10))) == list(range(10))
+        victim = cluster.bookie_by_id(lh.ensemble[2])
+        cluster.pause_bookie(victim.index)
+        # Short only from now on: a loaded machine may well make a live bookie answer after more than 1s.
+        store.pool.request_timeout = 1.0
+        try:
+            futs = [lh.append_nowait(payload(i)) for i in range(10, 20)]
+            await asyncio.wait_for(lh.close(), 60)  # waits for the appends, which fail; liveness bound only
+            for f in futs:
+                with pytest.raises(StorageError, match="ensemble change failed"):
+                    f.result()
+        finally:
+            cluster.resume_bookie(victim.index)
+        md, _ = await store.read_metadata(lh.ledger_id)
+        assert md.is_closed and md.last_entry_id == 9 and md.length == 1000 and len(md.segments) == 1
+        with pytest.raises(LedgerClosedError):
+            await lh.append(b"after close")
+        await store.close()
 
     run(main())

@@ -32,9 +32,12 @@ PARTITIONS = 2
 RECORDS = 3000
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def cluster() -> BookKeeperCluster:
-    return shared_cluster()
+    """The process-wide cluster, with all 4 bookies up and registered."""
+    c = shared_cluster()
+    c.ensure_all_up()
+    return c
 
 
 def _commit_with_group(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:

@@ -287,10 +287,21 @@ class BookKeeperCluster:
         assert proc is not None and proc.poll() is None
         proc.send_signal(signal.SIGSTOP)
 
-    def resume_bookie(self, index: int) -> None:
+    def resume_bookie(self, index: int, timeout: float = 60) -> None:
+        """SIGCONT, then wait until it is registered again: a pause longer than its ZooKeeper session
+        (10 s) expires the session, and the bookie registers anew after it wakes up."""
         proc = self.bookies[index].proc
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
+        self.ensure_all_up(timeout)
+
+    def ensure_all_up(self, timeout: float = 60) -> None:
+        """Every bookie running and registered (restarting any that died): tests start from a whole
+        cluster whatever the previous test did to it."""
+        for b in self.bookies:
+            if not b.alive():
+                self.start_bookie(b.index, timeout)
+        self.wait_registered([b.index for b in self.bookies], timeout)
 
     def start_bookie(self, index: int, timeout: float = 60) -> None:
         """(Re)start a bookie on its port and directories; waits until it is registered again."""

@@ -78,7 +78,7 @@ from kop.storage.bookkeeper.metadata import (
     ledger_path,
     new_ctoken,
 )
-from kop.storage.zookeeper.metadata import ZooKeeperMetadataStore
+from kop.storage.zookeeper.metadata import ZooKeeperError, ZooKeeperMetadataStore
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +212,15 @@ class BookKeeperLedgerStore(LedgerStore):
     # ---- metadata
 
     async def _new_ledger_id(self) -> int:
-        path = await self.zk.create(f"{self.root}/idgen/ID-", b"", ephemeral=True, sequential=True)
+        for attempt in range(3):
+            try:
+                path = await self.zk.create(f"{self.root}/idgen/ID-", b"", ephemeral=True, sequential=True)
+                break
+            except ZooKeeperError:
+                # The answer was lost with the connection. Asking again is safe here (unlike for most
+                # sequential creates): a node left behind is ephemeral and only makes an id unused.
+                if attempt == 2:
+                    raise
         with contextlib.suppress(NoSuchNodeError):
             await self.zk.delete(path)
         ledger_id = int(path.rsplit("ID-", 1)[1])
@@ -702,22 +710,23 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
             lambda rc, _body: self._on_add(op, pos, bookie, rc))
 
     def _on_add(self, op: _AddOp, pos: int, bookie: str, rc: int) -> None:
-        if op.future.done() or self._ensemble[pos] != bookie:
-            return  # already failed, or the answer of a bookie that has been replaced meanwhile
+        if self._ensemble[pos] != bookie or self._state not in (_OPEN, _CLOSING):
+            return  # the answer of a bookie replaced meanwhile, or the handle has stopped
         if rc == p.EOK:
-            op.acked.add(pos)
-            if not op.quorum and len(op.acked) >= self._qa:
-                op.quorum = True
-                self._complete()
+            if not op.future.done():
+                op.acked.add(pos)
+                if not op.quorum and len(op.acked) >= self._qa:
+                    op.quorum = True
+                    self._complete()
         elif rc == p.EFENCED:
             self._fail(LedgerFencedError(f"ledger {self.ledger_id} was fenced by another owner "
                                          f"(bookie {bookie})"), _FENCED)
         elif rc == p.EUA:
             self._fail(StorageError(f"ledger {self.ledger_id}: bookie {bookie} refuses our key (EUA)"), _FAILED)
         else:
-            log.warning("ledger %d: bookie %s failed an add (%s); replacing it", self.ledger_id, bookie,
-                        p.rc_name(rc))
-            self._bookie_failed(pos, bookie)
+            # Even when the entry was acknowledged by the others: the bookie is missing this copy and
+            # will miss the next ones (a hung bookie would otherwise only be noticed by chance).
+            self._bookie_failed(pos, bookie, rc)
 
     def _complete(self) -> None:
         """Acknowledge, in entry order, every leading entry that has its ack quorum."""
@@ -733,9 +742,11 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
 
     # ---- failures and ensemble changes
 
-    def _bookie_failed(self, pos: int, bookie: str) -> None:
+    def _bookie_failed(self, pos: int, bookie: str, rc: int) -> None:
         if self._state not in (_OPEN, _CLOSING) or self._failed.get(pos) == bookie:
             return
+        log.warning("ledger %d: bookie %s failed an add (%s); replacing it", self.ledger_id, bookie,
+                    p.rc_name(rc))
         self._store._quarantine(bookie)
         self._failed[pos] = bookie
         if self._changing is None:
@@ -787,6 +798,7 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
                 if not op.sent:
                     self._send(op)
             self._complete()
+        self._maybe_idle()  # a close() waiting for the pending appends may go on now
 
     async def _update_metadata(self, md: LedgerMetadata) -> None:
         """CAS the metadata. A version conflict while the ledger is still OPEN with our ensembles (we

@@ -333,10 +333,14 @@ class BookKeeperLedgerStore(LedgerStore):
 
     def _read_entry(self, ledger_id: int, md: LedgerMetadata, entry_id: int, *, fence: bool = False,
                     ) -> asyncio.Future[p.Entry]:
-        """Read one entry from its write set: the first bookie, then the next on any failure."""
+        """Read one entry from its write set: the first bookie, then the next on any failure (bookies
+        that failed recently last)."""
         fut: asyncio.Future[p.Entry] = self.pool.loop.create_future()
         ensemble = md.ensemble_for(entry_id)
         order = [ensemble[i] for i in _write_set(entry_id, md.ensemble_size, md.write_quorum)]
+        if self._quarantined:  # bookies that failed recently are asked last
+            now = time.monotonic()
+            order.sort(key=lambda b: self._quarantined.get(b, 0) > now)
         errors: list[str] = []
         frame = p.encode_read(ledger_id, entry_id, fence_key=self.master_key if fence else None)
         key = (p.READ_ENTRY, ledger_id, entry_id)

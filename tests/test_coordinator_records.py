@@ -44,9 +44,18 @@ def test_other_record_types_are_recognised_not_parsed() -> None:
     assert r.decode_key(struct.pack(">h", 3) + s16("x")) == r.UnknownKey(3)
 
 
+def test_offset_commit_value_v4_layout_is_what_kafka_4_2_writes() -> None:
+    # Bytes of an offset commit value read from Apache Kafka 4.2's __consumer_offsets: offset 7, leader epoch 3,
+    # metadata "meta" (compact string), commit timestamp, empty tag section.
+    kafka = bytes.fromhex("0004000000000000000700000003056d657461000001a1fd8cf21100")
+    v = r.OffsetCommitValue(offset=7, leader_epoch=3, metadata="meta", commit_timestamp=0x1A1FD8CF211)
+    assert r.encode_offset_commit_value(v) == kafka
+    assert r.decode_offset_commit_value(kafka) == v
+
+
 def test_offset_commit_value_v3_layout() -> None:
     v = r.OffsetCommitValue(offset=42, leader_epoch=5, metadata="meta", commit_timestamp=1_700_000_000_000)
-    data = r.encode_offset_commit_value(v)
+    data = r.encode_offset_commit_value(v, version=3)
     assert data == struct.pack(">hqi", 3, 42, 5) + s16("meta") + struct.pack(">q", 1_700_000_000_000)
     assert r.decode_offset_commit_value(data) == v
 

@@ -14,7 +14,8 @@ Values (a null value is a tombstone: the key's state is gone):
 
 * offset commit value v0-v4: offset int64, leader epoch int32 (v3+), metadata string, commit timestamp
   int64, expire timestamp int64 (v1 only). v4 is the first flexible version (compact strings, tagged
-  fields). Kafka writes v1 when the commit carries a retention time (OffsetCommit v2-v4), else v3; so do we.
+  fields). Kafka 4.2 writes v1 when the commit carries a retention time (OffsetCommit v2-v4), else v4 (with
+  an empty tag section); so do we, byte for byte.
 * group metadata value v0-v4: protocol type string, generation int32, protocol nullable string, leader
   nullable string, current state timestamp int64 (v2+), then members: member id, group instance id
   (nullable, v3+), client id, client host, rebalance timeout int32 (v1+), session timeout int32,
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
-OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION = 4
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
@@ -264,9 +265,12 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
 # ---------------------------------------------------------------------------------------- values
 
 
-def encode_offset_commit_value(v: OffsetCommitValue) -> bytes:
-    version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if v.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
-    w = _Writer(False)
+def encode_offset_commit_value(v: OffsetCommitValue, version: int | None = None) -> bytes:
+    if version is None:
+        version = OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY if v.expire_timestamp >= 0 else OFFSET_COMMIT_VALUE_VERSION
+    if version != 1 and v.expire_timestamp >= 0:
+        raise RecordError(f"offset commit value v{version} cannot hold an expire timestamp")
+    w = _Writer(version >= 4)
     w.int16(version)
     w.int64(v.offset)
     if version >= 3:
@@ -275,6 +279,7 @@ def encode_offset_commit_value(v: OffsetCommitValue) -> bytes:
     w.int64(v.commit_timestamp)
     if version == 1:
         w.int64(v.expire_timestamp)
+    w.no_tags()
     return bytes(w.out)
 
 

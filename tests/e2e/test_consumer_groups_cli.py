@@ -238,3 +238,53 @@ if __name__ == "__main__":
     result = scenario(JavaTools(), args["bootstrap"], Path(args["workdir"]), args["names"], args["base_ms"],
                       args["datetime"])
     print(json.dumps(result.outputs))
+
+
+def _json_objects(text: str) -> list[dict]:
+    """The formatters print one JSON object per record, not always separated by newlines."""
+    dec = json.JSONDecoder()
+    out, pos = [], 0
+    while True:
+        pos = text.find("{", pos)
+        if pos < 0:
+            return out
+        obj, pos = dec.raw_decode(text, pos)
+        out.append(obj)
+
+
+def test_kafka_formatters_read_consumer_offsets(target, java_tools) -> None:
+    """__consumer_offsets holds Kafka's own records: Kafka 4.x's OffsetsMessageFormatter and
+    GroupMetadataMessageFormatter decode what the broker wrote (an offset commit, group metadata)."""
+    from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+
+    from kop.coordinator.records import partition_for
+
+    broker = target.broker(groupInitialRebalanceDelayMs=0)
+    b = broker.bootstrap
+    topic = target.topic("fmt")
+    group = "g-" + topic
+    create_topic(b, topic, 1)
+    c = KafkaConsumer(bootstrap_servers=b, group_id=group, client_id="fmt-client", enable_auto_commit=False)
+    try:
+        c.partitions_for_topic(topic)
+        c.subscribe([topic])
+        wait_for("an assignment", lambda: c.poll(timeout_ms=100) is not None and c.assignment())
+        c.commit({TopicPartition(topic, 0): OffsetAndMetadata(7, "meta", 3)})
+    finally:
+        c.close(autocommit=False)
+    n = len(KafkaConsumer(bootstrap_servers=b).partitions_for_topic("__consumer_offsets"))
+    outputs = {}
+    for fmt in ("OffsetsMessageFormatter", "GroupMetadataMessageFormatter"):
+        r = java_tools.run("kafka-console-consumer", "--bootstrap-server", b, "--topic", "__consumer_offsets",
+                           "--partition", partition_for(group, n), "--offset", "earliest", "--timeout-ms", 3000,
+                           "--formatter", f"org.apache.kafka.tools.consumer.{fmt}")
+        outputs[fmt] = [o for o in _json_objects(r.stdout) if o["key"]["data"].get("group") == group]
+    offsets = [o for o in outputs["OffsetsMessageFormatter"] if o["key"]["type"] == 1]
+    assert [(o["key"]["data"], o["value"]["version"], {k: v for k, v in o["value"]["data"].items()
+                                                        if k != "commitTimestamp"}) for o in offsets] == [
+        ({"group": group, "topic": topic, "partition": 0}, 4, {"offset": 7, "leaderEpoch": 3, "metadata": "meta"})]
+    groups = [o["value"] for o in outputs["GroupMetadataMessageFormatter"] if o["key"]["type"] == 2]
+    stable = [g["data"] for g in groups if g and g["data"]["members"]]
+    assert stable and all(g["protocolType"] == "consumer" and g["protocol"] == "range" for g in stable), groups
+    assert {(m["clientId"], m["clientHost"]) for g in stable for m in g["members"]} == {("fmt-client", "/127.0.0.1")}
+    assert groups[-1]["version"] == 3 and groups[-1]["data"]["members"] == [], groups[-1]  # it left: Empty

@@ -73,7 +73,11 @@ def test_produce_consume_roundtrip(target, client: str, codec: str) -> None:
             headers = batch_headers(part.records)
             assert headers, f"raw Fetch partition {p} returned no complete batch"
             assert headers[0]["base_offset"] == 0
-            assert {h["compression"] for h in headers} == {CODEC_IDS[codec]}, f"batch codecs {headers[:3]}"
+            # A client may send a batch uncompressed when compressing it would not make it smaller
+            # (kafka-python does, for small batches); the broker itself never changes a batch's codec.
+            codecs = {h["compression"] for h in headers}
+            assert codecs <= {CODEC_IDS[codec], 0}, f"batch codecs {headers[:3]}"
+            assert CODEC_IDS[codec] in codecs, f"no batch carries the producer's codec: {headers[:3]}"
             assert all(h["magic"] == 2 for h in headers)
 
     if target.is_kop:

@@ -3,8 +3,6 @@ read-only config view (Kafka names for KoP keys), and topic config entries with 
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.broker.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,

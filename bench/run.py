@@ -95,7 +95,29 @@ def run_perf(tools: JavaTools, a: argparse.Namespace, name: str, bootstrap: str,
         raise SystemExit(f"{name}: the log holds {stored} records after sending {a.records}")
     res = {k: float(v) for k, v in m.groupdict().items()}
     res.update(broker=name, round=round_no, topic=topic, wall_s=round(wall, 2), errors_in_stderr="ERROR" in r.stderr)
+    res.update(run_consumer_perf(tools, a, name, bootstrap, topic))
     return res
+
+
+def run_consumer_perf(tools: JavaTools, a: argparse.Namespace, name: str, bootstrap: str, topic: str) -> dict:
+    """kafka-consumer-perf-test over the records the producer run just wrote (a fresh consumer group, so it
+    goes through the group coordinator: FindCoordinator, JoinGroup, SyncGroup, then Fetch)."""
+    r = tools.run(
+        "kafka-consumer-perf-test", "--bootstrap-server", bootstrap, "--topic", topic,
+        "--messages", str(a.records), "--timeout", "60000",
+        jvm_opts=["-Xms512m", "-Xmx512m"], timeout=1800,
+    )
+    lines = [ln for ln in r.stdout.strip().splitlines() if ln and ln[0].isdigit()]
+    if r.rc != 0 or not lines:
+        raise SystemExit(f"consumer perf test against {name} failed (rc {r.rc}):\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
+    # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    f = [x.strip() for x in lines[-1].split(",")]
+    consumed = int(float(f[4]))
+    if consumed != a.records:
+        raise SystemExit(f"{name}: consumer perf test read {consumed} of {a.records} records")
+    return {"c_mbps": float(f[3]), "c_rps": float(f[5]), "c_rebalance_ms": float(f[6]),
+            "c_fetch_mbps": float(f[8]), "c_fetch_rps": float(f[9])}
 
 
 def machine_info() -> dict:
@@ -138,12 +160,15 @@ def summarize(runs: list[dict]) -> dict:
     out = {}
     for name in ("kafka", "kop"):
         rs = [r for r in runs if r["broker"] == name]
-        out[name] = {k: median(rs, k) for k in ("rps", "mbps", "avg", "p50", "p99", "p999", "max")}
+        out[name] = {k: median(rs, k) for k in ("rps", "mbps", "avg", "p50", "p99", "p999", "max",
+                                                 "c_rps", "c_mbps", "c_fetch_rps", "c_rebalance_ms")}
     k, o = out["kafka"], out["kop"]
     out["ratio"] = {
         "rps": o["rps"] / k["rps"],
         "mbps": o["mbps"] / k["mbps"],
         "p99": (o["p99"] / k["p99"]) if k["p99"] else float("inf"),
+        "c_rps": o["c_rps"] / k["c_rps"],
+        "c_fetch_rps": o["c_fetch_rps"] / k["c_fetch_rps"],
     }
     return out
 
@@ -158,6 +183,11 @@ def table(summary: dict, rss: dict) -> str:
         ("p50 latency (ms)", f"{k['p50']:.0f}", f"{o['p50']:.0f}", f"{o['p50'] / k['p50']:.2f}" if k["p50"] else "-"),
         ("p99 latency (ms)", f"{k['p99']:.0f}", f"{o['p99']:.0f}", f"{r['p99']:.2f}"),
         ("p99.9 latency (ms)", f"{k['p999']:.0f}", f"{o['p999']:.0f}", f"{o['p999'] / k['p999']:.2f}" if k["p999"] else "-"),
+        ("consumer records/s (incl. group join)", f"{k['c_rps']:,.0f}", f"{o['c_rps']:,.0f}", f"{r['c_rps']:.2f}"),
+        ("consumer MB/s", f"{k['c_mbps']:.2f}", f"{o['c_mbps']:.2f}", f"{o['c_mbps'] / k['c_mbps']:.2f}"),
+        ("consumer fetch records/s (after join)", f"{k['c_fetch_rps']:,.0f}", f"{o['c_fetch_rps']:,.0f}",
+         f"{r['c_fetch_rps']:.2f}"),
+        ("consumer group join (ms)", f"{k['c_rebalance_ms']:.0f}", f"{o['c_rebalance_ms']:.0f}", "-"),
         ("peak RSS (VmHWM)", mib(rss.get("kafka")), mib(rss.get("kop")), "-"),
     ]
     lines = ["| metric (median of rounds) | Apache Kafka | kop | kop / Kafka |", "|---|---:|---:|---:|"]
@@ -169,7 +199,8 @@ def write_docs(result: dict, md_table: str) -> None:
     a = result["args"]
     m = result["machine"]
     runs = "\n".join(
-        f"| {r['round']} | {r['broker']} | {r['rps']:,.0f} | {r['mbps']:.2f} | {r['avg']:.1f} | {r['p99']:.0f} | {r['p999']:.0f} |"
+        f"| {r['round']} | {r['broker']} | {r['rps']:,.0f} | {r['mbps']:.2f} | {r['avg']:.1f} | {r['p99']:.0f} | {r['p999']:.0f} "
+        f"| {r['c_rps']:,.0f} | {r['c_fetch_rps']:,.0f} |"
         for r in result["runs"]
     )
     section = f"""{BEGIN}
@@ -179,13 +210,16 @@ Workload: kafka-producer-perf-test (Kafka {m['kafka']}), {a['records']:,} record
 {a['partitions']} partitions, acks={a['acks']}, linger.ms={a['linger_ms']}, batch.size={a['batch_size']},
 compression.type={a['compression']}, unthrottled; {a['rounds']} rounds, brokers alternating (order swapped each round),\n`sync` before every run. A warm-up run of 50,000 records per broker precedes the rounds.
 Our broker ran with localStoreFsyncPolicy={a['kop_fsync']} (Kafka's default: no fsync per write).
+After each producer run, kafka-consumer-perf-test reads the same records back from the same broker through a new
+consumer group ("incl. group join" counts the join; "after join" is its fetch-only rate); both brokers run with
+an initial rebalance delay of 0.
 
 {md_table}
 
 Per run:
 
-| round | broker | records/s | MB/s | avg ms | p99 ms | p99.9 ms |
-|---:|---|---:|---:|---:|---:|---:|
+| round | broker | records/s | MB/s | avg ms | p99 ms | p99.9 ms | consumer records/s | consumer fetch records/s |
+|---:|---|---:|---:|---:|---:|---:|---:|---:|
 {runs}
 
 Machine: {m['cpu']}, {m['cpus']} CPUs, {m['mem_gib']} GiB RAM, Linux {m['kernel']}; Python {m['python']}; {m['java']};
@@ -235,7 +269,10 @@ def main(argv: list[str] | None = None) -> int:
 
     # Heap as bin/kafka-server-start.sh sets it (KAFKA_HEAP_OPTS=-Xmx1G -Xms1G); G1 as kafka-run-class.sh does.
     kafka = KafkaServer(work / "kafka", heap="1g")
-    kop = KopBroker(work / "kop", {"localStoreFsyncPolicy": a.kop_fsync, "defaultNumPartitions": 1})
+    # Same initial rebalance delay as the Kafka fixture (group.initial.rebalance.delay.ms=0), so the consumer
+    # runs' group joins compare like with like.
+    kop = KopBroker(work / "kop", {"localStoreFsyncPolicy": a.kop_fsync, "defaultNumPartitions": 1,
+                                   "groupInitialRebalanceDelayMs": 0})
     brokers = {"kafka": kafka, "kop": kop}
     runs: list[dict] = []
     rss: dict[str, int | None] = {}

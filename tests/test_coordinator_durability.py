@@ -221,3 +221,37 @@ def test_offsets_of_empty_groups_expire_with_tombstones(tmp_path: Path) -> None:
             await svc.stop()
 
     asyncio.run(main())
+
+
+def test_groups_of_a_partition_still_loading_get_load_in_progress(tmp_path: Path) -> None:
+    """Until its __consumer_offsets partition is loaded, a group's requests are answered
+    COORDINATOR_LOAD_IN_PROGRESS (Heartbeat: NONE, SyncGroup: REBALANCE_IN_PROGRESS, as Kafka answers them),
+    and the loaded state is then the durable one."""
+    async def main() -> None:
+        svc, _ = await start_broker(tmp_path)
+        try:
+            await commit(svc, "g", -1, "", "a", 0, 42)
+        finally:
+            await svc.stop()
+
+        cfg = BrokerConfig.from_strings({"kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1"})
+        svc = BrokerService(cfg, await open_embedded_storage(tmp_path, cfg))
+        try:
+            await svc.topics.load()
+            await svc.coordinator.start()  # loading runs as a task: nothing of it has run yet
+            c = svc.coordinator
+            assert c.partition_error("g") == 14  # COORDINATOR_LOAD_IN_PROGRESS
+            assert c.fetch_offsets("g", [("a", [0])]) == (14, [])
+            assert c.list_groups() == (14, [])
+            assert (await c.commit_offsets("g", -1, "", None, -1, 8, [("a", 0, 1, -1, "")])) == {("a", 0): 14}
+            j = await c.join_group(JoinRequest("g", "", None, "consumer", [("range", b"")], 30000, 30000, "c", "/h", 5))
+            assert j.error == 14
+            assert c.heartbeat("g", 1, "m", None) == 0
+            assert (await c.sync_group("g", 1, "m", None, None, None, [])).error == 27
+            assert c.describe_group("g").error == 14
+            await c.wait_loaded()
+            assert c.fetch_offsets("g", [("a", [0])]) == (0, [("a", 0, 42, -1, "", 0)])  # the refused commit is not there
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

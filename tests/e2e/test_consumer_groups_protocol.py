@@ -89,11 +89,12 @@ class Group:
         self.w = wire
         self.group = group
 
-    def join(self, member_id: str = "", *, version: int = 9, session_ms: int = 30000, instance_id: str | None = None,
+    def join(self, member_id: str = "", *, version: int = 9, session_ms: int = 30000, rebalance_ms: int = 30000,
+             instance_id: str | None = None,
              protocol_type: str = "consumer", protocols: list[tuple[str, bytes]] | None = None, group: str | None = None):
         P = JoinGroupRequest.JoinGroupRequestProtocol
         req = JoinGroupRequest(
-            group_id=self.group if group is None else group, session_timeout_ms=session_ms, rebalance_timeout_ms=30000,
+            group_id=self.group if group is None else group, session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
             member_id=member_id, group_instance_id=instance_id, protocol_type=protocol_type,
             protocols=[P(name=n, metadata=m) for n, m in (protocols or [("range", subscription("t"))])], reason=None)
         return self.w.call(req, cap=version)
@@ -399,3 +400,50 @@ def test_find_coordinator_batched(target) -> None:
         if target.is_kop:  # no transaction coordinator here: refused at once (see find_coordinator.py)
             r = w.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"]), cap=5)
             assert [(c.key, c.error_code) for c in r.coordinators] == [("txn", INVALID_REQUEST)]
+
+
+def test_rebalance_timeout_drops_members_that_do_not_rejoin(target) -> None:
+    """A member that does not rejoin within the rebalance timeout is left out of the next generation (and
+    the others' JoinGroup waits for it no longer than that)."""
+    broker = target.broker(**KOP)
+    topic = target.topic("rbto")
+    create_topic(broker.bootstrap, topic, 2)
+    with connect(broker.bootstrap) as w1, connect(broker.bootstrap) as w2:
+        a, b = Group(w1, "g-" + topic), Group(w2, "g-" + topic)
+        ja = a.join_member(rebalance_ms=3000)
+        assert a.sync(ja.member_id, ja.generation_id, {ja.member_id: b""}).error_code == NONE
+        result = {}
+        second = b.join(rebalance_ms=3000)
+        assert second.error_code == MEMBER_ID_REQUIRED
+        t = threading.Thread(target=lambda: result.setdefault("b", b.join(member_id=second.member_id,
+                                                                          rebalance_ms=3000)))
+        t.start()
+        # a learns of the rebalance but never rejoins; b's join completes after the rebalance timeout (3 s,
+        # the longest of the members'): the generation holds b alone
+        while a.heartbeat(ja.member_id, ja.generation_id) != REBALANCE_IN_PROGRESS:
+            time.sleep(0.05)
+        t.join(120)
+        jb = result["b"]
+        assert jb.error_code == NONE and jb.generation_id == ja.generation_id + 1, jb
+        assert jb.leader == jb.member_id and [m.member_id for m in jb.members] == [jb.member_id]
+        assert a.heartbeat(ja.member_id, ja.generation_id) == UNKNOWN_MEMBER_ID
+
+
+def test_deleting_a_topic_deletes_its_committed_offsets(target) -> None:
+    broker = target.broker(**KOP)
+    topic, other = target.topic("deltopic"), target.topic("keep")
+    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap, other, 1)
+    with connect(broker.bootstrap) as w:
+        g = Group(w, "g-" + topic)
+        assert g.commit([(topic, 0, 5), (topic, 1, 6), (other, 0, 7)]) == {
+            (topic, 0): NONE, (topic, 1): NONE, (other, 0): NONE}
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.delete_topics([topic])[topic].result(60)
+        deadline = time.monotonic() + 120
+        while set(g.fetch(None)) != {(other, 0)}:  # the deletion reaches the coordinator asynchronously
+            assert time.monotonic() < deadline, g.fetch(None)
+            time.sleep(0.2)
+        assert g.fetch(None) == {(other, 0): (7, -1, "", NONE)}

@@ -590,7 +590,8 @@ class GroupCoordinator:
 
     def _update_member_then_rebalance(self, req: JoinRequest, group: ClassicGroup, member: Member,
                                       fut: asyncio.Future[JoinResult]) -> bool:
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut)
+        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut,
+                            superseded=JoinResult(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
         return self._maybe_prepare_rebalance_or_complete_join(
             group, f"member {member.member_id} is joining group during {group.state.value}")
 

@@ -185,7 +185,16 @@ class ClassicGroup:
         return member
 
     def update_member(self, member: Member, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, join_future: asyncio.Future[Any] | None) -> None:
+                      session_timeout_ms: int, join_future: asyncio.Future[Any] | None,
+                      superseded: Any = None) -> None:
+        """Take a rejoining member's new protocols and timeouts, and park `join_future`. A JoinGroup still
+        parked from before is answered `superseded` (when given): Kafka reads one request per connection at a
+        time, this broker serves pipelined requests concurrently and answers them in order, so a forgotten
+        parked request would hold back every later answer on its connection."""
+        old = member.join_future
+        if join_future is not None and old is not None and old is not join_future and not old.done() \
+                and superseded is not None:
+            old.set_result(superseded)
         self.supported_protocols.subtract(name for name, _ in member.protocols)
         self.supported_protocols.update(name for name, _ in protocols)
         self.supported_protocols += Counter()

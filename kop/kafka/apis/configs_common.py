@@ -3,6 +3,9 @@ read-only config view (Kafka names for KoP keys), and topic config entries with 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from kop.broker.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
@@ -15,7 +18,10 @@ from kop.broker.topic_config import (
     TYPE_STRING,
     effective,
 )
+from kop.broker.topics import Topic, TopicError
 from kop.config import BrokerConfig
+from kop.kafka.apis.common import lookup_topic
+from kop.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -89,3 +95,50 @@ def is_this_broker(resource_name: str, cfg: BrokerConfig) -> bool:
 
 BROKER_SOURCE = SOURCE_STATIC_BROKER
 
+
+
+class ConfigRequestError(Exception):
+    """A resource's alteration is refused with this Kafka error code and message."""
+
+    def __init__(self, error: int, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+async def alter_topic_resources(
+    conn: Any, req: Any, response_class: Any, new_configs: Callable[[Topic, Any], dict[str, str]],
+) -> Any:
+    """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in how a resource's
+    entries turn into the topic's complete new config set (`new_configs`, which raises ConfigRequestError to
+    refuse one resource). Broker configs are static here (the config file), so altering them is
+    INVALID_REQUEST; each resource is answered on its own, as Kafka does."""
+    h = conn.handler
+    R = response_class
+    out = []
+    for res in req.resources:
+        def answer(err: int, msg: str | None = None, res: Any = res) -> Any:
+            return R.AlterConfigsResourceResponse(
+                error_code=err, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name,
+            )
+
+        if res.resource_type == RESOURCE_BROKER:
+            out.append(answer(ErrorCode.INVALID_REQUEST, "Broker configs are static here; set them in the config file"))
+            continue
+        if res.resource_type != RESOURCE_TOPIC:
+            out.append(answer(ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))
+            continue
+        try:
+            topic = await lookup_topic(h, res.resource_name, auto_create=False)
+            if topic is None:
+                raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                         f"Topic {res.resource_name} does not exist")
+            configs = new_configs(topic, res)
+            await h.service.topics.set_configs(topic, configs, validate_only=req.validate_only)
+        except TopicError as e:
+            out.append(answer(ErrorCode[e.error], e.message))
+        except ConfigRequestError as e:
+            out.append(answer(e.error, e.message))
+        else:
+            out.append(answer(0))
+    return R(throttle_time_ms=0, responses=out)

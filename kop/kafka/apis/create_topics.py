@@ -7,7 +7,8 @@
   names or bad values) and stored with the topic; validate_only checks without creating.
 - v5+ responses carry the partition count, replication factor and the topic's full config list.
 - Names use KoP's mapping: `t`, `tenant/ns/t` or `persistent://tenant/ns/t`; topics starting with `__` are
-  reserved for the broker (INVALID_TOPIC_EXCEPTION), as Kafka reserves its internal topics.
+  reserved for the broker (INVALID_TOPIC_EXCEPTION), as Kafka reserves its internal topics;
+  `__consumer_offsets` itself exists from start-up, so asking for it gets TOPIC_ALREADY_EXISTS as in Kafka.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             tn = topics_mgr.parse(t.name)
         except InvalidTopicName as e:
             results.append(fail("INVALID_TOPIC_EXCEPTION", str(e)))
+            continue
+        if tn == topics_mgr.offsets_topic:
+            # The broker made it at start-up; Kafka answers the same for its own internal topic.
+            results.append(fail("TOPIC_ALREADY_EXISTS", f"Topic '{t.name}' already exists."))
             continue
         if tn.local.startswith("__"):
             results.append(fail("INVALID_TOPIC_EXCEPTION", f"Topic names starting with '__' are reserved ({t.name})"))

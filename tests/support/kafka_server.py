@@ -13,13 +13,11 @@ the broker. Logs go to <dir>/kafka.log (WARN and above, see tools/java/log4j2.pr
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 from pathlib import Path
 
 from .java import JavaTools, java_command
-from .net import free_port, port_open, read_vm_hwm_kib, tail, wait_until
-from .proc import die_with_parent
+from .net import free_port, port_open, wait_until
+from .proc import ServerProcess
 
 # As bin/kafka-run-class.sh runs the broker (KAFKA_JVM_PERFORMANCE_OPTS), with a smaller heap for tests.
 SERVER_JVM_OPTS = [
@@ -53,8 +51,11 @@ DEFAULT_PROPERTIES: dict[str, str] = {
 }
 
 
-class KafkaServer:
+class KafkaServer(ServerProcess):
+    stop_timeout = 60
+
     def __init__(self, base_dir: Path, properties: dict[str, str] | None = None, heap: str = "512m") -> None:
+        super().__init__()
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir = self.base_dir / "data"
@@ -64,10 +65,7 @@ class KafkaServer:
         self.controller_port = free_port()
         self.extra = dict(properties or {})
         self.jvm_opts = [o.replace("512m", heap) for o in SERVER_JVM_OPTS]
-        self.proc: subprocess.Popen | None = None
-        self._log_file = None
         self._formatted = False
-        self.peak_rss_kib: int | None = None
 
     # -- configuration --------------------------------------------------------------------------------
     @property
@@ -104,18 +102,9 @@ class KafkaServer:
         self._write_config()
         if not self._formatted:
             self._format()
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         env = dict(os.environ)
         env.pop("KAFKA_OPTS", None)
-        self.proc = subprocess.Popen(
-            java_command("kafka.Kafka", [str(self.config_path)], self.jvm_opts),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-        )
+        self._spawn(java_command("kafka.Kafka", [str(self.config_path)], self.jvm_opts), env)
         wait_until(
             f"Apache Kafka on {self.bootstrap}",
             lambda: port_open("127.0.0.1", self.port) and self._metadata_ok(),
@@ -134,60 +123,3 @@ class KafkaServer:
         except Exception:
             return False
         return len(md.brokers) >= 1 and md.controller_id is not None and md.controller_id >= 0
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def _sample_rss(self) -> None:
-        if self.alive():
-            hwm = read_vm_hwm_kib(self.proc.pid)
-            if hwm is not None:
-                self.peak_rss_kib = max(self.peak_rss_kib or 0, hwm)
-
-    def stop(self, timeout: float = 60) -> None:
-        if not self.alive():
-            self._close_log()
-            return
-        self._sample_rss()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(30)
-        self._close_log()
-
-    def kill(self) -> None:
-        """SIGKILL: no shutdown hooks, nothing flushed beyond what the OS already has."""
-        if self.alive():
-            self._sample_rss()
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(30)
-        self._close_log()
-
-    def restart(self, timeout: float = 120) -> KafkaServer:
-        """Start again on the same ports and log dirs (after stop() or kill())."""
-        if self.alive():
-            self.stop()
-        return self.start(timeout)
-
-    def _close_log(self) -> None:
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
-
-    def log_tail(self, n: int = 80) -> str:
-        return tail(self.log_path, n)
-
-    def __enter__(self) -> KafkaServer:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def __repr__(self) -> str:
-        return f"KafkaServer({self.bootstrap}, dir={self.base_dir})"

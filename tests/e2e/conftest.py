@@ -1,12 +1,22 @@
 """The broker under test for the end-to-end suite.
 
-Every e2e test takes the `target` fixture and is parametrized over the targets named by the environment
-variable KOP_E2E_TARGET (comma separated):
+Every e2e test takes the `target` fixture and is parametrized over targets:
 
-* `kop`   (default) - our broker, a fresh subprocess per test (tests/support/broker.py);
-* `kafka` (opt-in)  - Apache Kafka 4.x single-node KRaft from the cached jars. Running the suite against it
-                      proves the tests themselves right: `KOP_E2E_TARGET=kafka make test` or
-                      `KOP_E2E_TARGET=kop,kafka python -m pytest tests/e2e`.
+* `kop`    - our broker on the embedded storage (local ledger files + sqlite), a fresh subprocess per test
+             (tests/support/broker.py);
+* `kop-bk` - our broker on BookKeeper + ZooKeeper: the shared ZooKeeper + 4 bookies of
+             tests/support/bookkeeper.py, a fresh ZooKeeper chroot per broker, ensemble 3 / write quorum 3 /
+             ack quorum 2 (issue 7). kill() + restart() keep the chroot: the data lives in ZooKeeper and on
+             the bookies, not in the data directory;
+* `kafka`  - Apache Kafka 4.x single-node KRaft from the cached jars. Running the suite against it proves the
+             tests themselves right.
+
+Which targets: the environment variable KOP_E2E_TARGET (comma separated) names them for every module. Unset
+(the default, hence `make test`): `kop` for every module, plus `kop-bk` for the broker-core client suite
+(BROKER_CORE_MODULES below: the modules of issue 2's acceptance tests), which runs unchanged on both storage
+backends. Examples: `KOP_E2E_TARGET=kafka make test` (Apache Kafka only), `KOP_E2E_TARGET=kop python -m
+pytest tests/e2e` (embedded storage only: a quick local run), `KOP_E2E_TARGET=kop,kafka`,
+`KOP_E2E_TARGET=kop-bk` (every module on BookKeeper).
 
 `target.broker(**kop_overrides)` gives a running broker (for Apache Kafka: the shared session broker, so
 tests use unique topic names); `target.dedicated_broker(...)` gives one the test may SIGKILL and restart.
@@ -23,13 +33,30 @@ from typing import Protocol
 
 import pytest
 
+from tests.support.bookkeeper import KopBookKeeperBroker, shared_cluster
 from tests.support.broker import KopBroker
 from tests.support.kafka_server import KafkaServer
+from tests.support.net import tail
 
-TARGETS = [t.strip() for t in os.environ.get("KOP_E2E_TARGET", "kop").split(",") if t.strip()]
+KNOWN_TARGETS = ("kop", "kop-bk", "kafka")
+_EXPLICIT = os.environ.get("KOP_E2E_TARGET")
+TARGETS = [t.strip() for t in (_EXPLICIT or "kop").split(",") if t.strip()]
 for _t in TARGETS:
-    if _t not in ("kop", "kafka"):
-        raise pytest.UsageError(f"KOP_E2E_TARGET: unknown target {_t!r} (use kop, kafka or kop,kafka)")
+    if _t not in KNOWN_TARGETS:
+        raise pytest.UsageError(f"KOP_E2E_TARGET: unknown target {_t!r} (use a comma-separated list of "
+                                f"{', '.join(KNOWN_TARGETS)})")
+
+# The broker-core client suite (issue 2): by default it also runs on BookKeeper + ZooKeeper (issue 7's first
+# "done when": these tests pass unchanged with ensemble 3, write quorum 3, ack quorum 2).
+BROKER_CORE_MODULES = ("test_clients_roundtrip", "test_durability", "test_list_offsets", "test_java_tools")
+
+
+def targets_for(module_name: str) -> list[str]:
+    """The targets a module runs on (see the module docstring)."""
+    if _EXPLICIT is None and module_name.rsplit(".", 1)[-1] in BROKER_CORE_MODULES:
+        return [*TARGETS, "kop-bk"]
+    return TARGETS
+
 
 # KoP settings every e2e broker gets (tests add their own on top).
 KOP_DEFAULTS: dict[str, object] = {
@@ -57,7 +84,12 @@ class Target:
 
     @property
     def is_kop(self) -> bool:
-        return self.kind == "kop"
+        """Our broker, on either storage backend."""
+        return self.kind in ("kop", "kop-bk")
+
+    @property
+    def is_bookkeeper(self) -> bool:
+        return self.kind == "kop-bk"
 
     def broker(self, kafka_properties: dict[str, str] | None = None, **kop_overrides: object) -> BrokerHandle:
         if self.kind == "kafka" and not kafka_properties:
@@ -70,7 +102,13 @@ class Target:
             server = KafkaServer(self._tmp.mktemp("apache-kafka"), kafka_properties)
             self._owned.append(server)
             return server.start()
-        broker = KopBroker(self._tmp.mktemp("kop"), {**KOP_DEFAULTS, **kop_overrides})
+        if self.kind == "kop-bk":
+            cluster = shared_cluster()
+            cluster.ensure_all_up()  # whatever an earlier test did to the bookies
+            broker: KopBroker = KopBookKeeperBroker(self._tmp.mktemp("kop-bk"), cluster,
+                                                    {**KOP_DEFAULTS, **kop_overrides})
+        else:
+            broker = KopBroker(self._tmp.mktemp("kop"), {**KOP_DEFAULTS, **kop_overrides})
         self._owned.append(broker)
         return broker.start()
 
@@ -83,11 +121,13 @@ class Target:
     def close(self) -> None:
         for b in self._owned:
             b.stop()
+            if isinstance(b, KopBookKeeperBroker):
+                b.purge()  # its ledgers and chroot: the cluster is shared by the whole run
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target" in metafunc.fixturenames:
-        metafunc.parametrize("target", TARGETS, indirect=True)
+        metafunc.parametrize("target", targets_for(metafunc.module.__name__), indirect=True)
 
 
 @pytest.fixture
@@ -99,11 +139,15 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """On failure, append the tail of every broker log the test started (what the broker said matters)."""
+    """On failure, append the tail of every broker log the test started (what the broker said matters), and
+    for `kop-bk` the bookies' logs too."""
     report = yield
     if report.when == "call" and report.failed:
         t = item.funcargs.get("target") if hasattr(item, "funcargs") else None
         if isinstance(t, Target):
             for b in t._owned:
                 report.sections.append((f"broker log {b!r}", b.log_tail(60)))
+            if t.is_bookkeeper and t._owned:
+                for bookie in shared_cluster().bookies:
+                    report.sections.append((f"bookie log {bookie.bookie_id}", tail(bookie.log_path, 20)))
     return report

@@ -6,6 +6,7 @@ scripts/setup fetched into .cache/bookkeeper-libs/ (tools/java/bookkeeper/pom.xm
     cluster.metadata_service_uri        # "zk+hierarchical://127.0.0.1:<port>/ledgers"
     cluster.kill_bookie(i); cluster.start_bookie(i)
     cluster.shell("listledgers")        # BookKeeper's own shell (BookieShell) against this cluster
+    KopBookKeeperBroker(dir, cluster)   # our broker on it: own ZooKeeper chroot, E/Qw/Qa 3/3/2 (e2e `kop-bk`)
 
 Layout (storage.md §3.2, the parallel-safe way; LocalBookKeeper hard-codes port 2181): ZooKeeper via
 ``ZooKeeperServerMain`` on a free port; ``/ledgers``, ``/ledgers/available`` and
@@ -13,8 +14,9 @@ Layout (storage.md §3.2, the parallel-safe way; LocalBookKeeper hard-codes port
 bookie via ``org.apache.bookkeeper.server.Main --conf bk_<i>.conf`` on its own free port. Ready when every
 bookie is registered under /ledgers/available.
 
-Self-stopping: every JVM runs under ``setpriv --pdeathsig KILL``, so it dies with the test process even
-when that is killed (SIGKILL included) and no atexit handler runs; in a new session, so a test's SIGINT
+Self-stopping: every JVM (ZooKeeper, bookies, the shell) gets the parent-death signal of
+tests/support/proc.py (``die_with_parent``: PR_SET_PDEATHSIG = SIGKILL), so it dies with the test process
+even when that is killed (SIGKILL included) and no atexit handler runs; in a new session, so a test's SIGINT
 does not reach it. Every wait is bounded.
 
 Four bookies by default, so that an ensemble of 3 can replace a failed one.
@@ -32,11 +34,14 @@ import subprocess
 import tempfile
 import threading
 import time
+import uuid
 from concurrent.futures import Future
 from pathlib import Path
 
+from .broker import KopBroker
 from .java import LOG4J2_CONFIG, REPO_ROOT, java_executable
 from .net import free_port, port_open, tail, wait_until
+from .proc import die_with_parent
 
 _shared_lock = threading.RLock()
 
@@ -75,12 +80,10 @@ def check_bookkeeper_libs() -> Path:
 
 
 def _java(main_class: str, args: list[str], jvm_opts: list[str], log_config: Path = LOG4J2_CONFIG) -> list[str]:
-    cmd = [
+    return [
         java_executable(), *jvm_opts, f"-Dlog4j2.configurationFile={log_config}",
         "-cp", f"{check_bookkeeper_libs()}/*", main_class, *args,
     ]
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", *cmd] if setpriv else cmd
 
 
 class _Spawner:
@@ -98,7 +101,8 @@ class _Spawner:
             try:
                 with open(log_path, "ab") as log:
                     done.set_result(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
-                                                     stderr=subprocess.STDOUT, start_new_session=True))
+                                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                                     preexec_fn=die_with_parent))
             except BaseException as e:
                 done.set_exception(e)
 
@@ -344,7 +348,8 @@ class BookKeeperCluster:
         """Run `bookkeeper shell <args>` (BookieShell) against this cluster; stdout+stderr captured."""
         cmd = _java(SHELL_MAIN, ["-conf", str(self.shell_conf), *map(str, args)], SHELL_JVM_OPTS,
                     SHELL_LOG4J2_CONFIG)
-        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=die_with_parent)
 
 
 _shared: BookKeeperCluster | None = None
@@ -371,3 +376,99 @@ def shared_cluster() -> BookKeeperCluster:
             atexit.register(cleanup)
             _shared = cluster
         return _shared
+
+
+# ---- our broker on this cluster
+
+class KopBookKeeperBroker(KopBroker):
+    """Our broker (tests/support/broker.py) with its storage on `cluster`: managed-ledger infos in a
+    ZooKeeper chroot of its own, entries on the bookies (E/Qw/Qa 3/3/2 unless overridden). kill() and
+    restart() keep the chroot and the ports - the data lives in ZooKeeper and on the bookies, the data
+    directory holds nothing of it - so a restarted broker finds its topics again, as a restarted broker
+    on the embedded store does from its data directory."""
+
+    def __init__(self, base_dir: Path, cluster: BookKeeperCluster, overrides: dict[str, object] | None = None,
+                 chroot: str | None = None, **kwargs: object) -> None:
+        self.cluster = cluster
+        self.chroot = chroot or f"/kop-{uuid.uuid4().hex[:12]}"
+        settings: dict[str, object] = {
+            "metadataStoreUrl": f"zk:{cluster.zk_connect}{self.chroot}",
+            "bookkeeperMetadataServiceUri": cluster.metadata_service_uri,
+            "managedLedgerDefaultEnsembleSize": 3,
+            "managedLedgerDefaultWriteQuorum": 3,
+            "managedLedgerDefaultAckQuorum": 2,
+            # A fixed admin port, kept across restarts: the broker's registration in ZooKeeper (which
+            # names it) is then the same after a restart, which is how a broker recognises the node its
+            # previous, SIGKILLed process left until that session expires.
+            "webServicePort": free_port(),
+            **(overrides or {}),
+        }
+        super().__init__(base_dir, settings, **kwargs)  # type: ignore[arg-type]
+
+    def managed_ledger_view(self, name: str):  # noqa: ANN201 - kop.offset.inspect.ManagedLedgerView
+        """The managed ledger `name` as kop.offset.inspect shows an embedded one: its info from ZooKeeper
+        (read-only, works while the broker runs). The current ledger's entry count is not in the info
+        (as on the embedded store, where it comes from scanning the file): left None here."""
+        from kazoo.exceptions import NoNodeError
+
+        from kop.managed_ledger.ledger import ML_ROOT
+        from kop.managed_ledger.protobuf import ManagedLedgerInfo
+        from kop.offset.inspect import LedgerView, ManagedLedgerView
+
+        try:
+            value, stat = self.cluster.zk().get(f"{self.chroot}{ML_ROOT}/{name}")
+        except NoNodeError:
+            return None
+        if not value:
+            return None
+        info = ManagedLedgerInfo.decode(value)
+        view = ManagedLedgerView(name, stat.version, properties=dict(info.properties))
+        for i, li in enumerate(info.ledgers):
+            view.ledgers.append(LedgerView(li.ledger_id, li.entries, li.size, li.timestamp,
+                                           current=i == len(info.ledgers) - 1 and li.entries is None))
+        return view
+
+    def managed_ledger_names(self) -> list[str]:
+        """Names of every managed ledger under the chroot (the nodes with a value, cursors excluded)."""
+        from kop.managed_ledger.ledger import ML_ROOT
+
+        zk = self.cluster.zk()
+        root = f"{self.chroot}{ML_ROOT}"
+        out: list[str] = []
+
+        def walk(path: str, rel: str) -> None:
+            if not zk.exists(path):
+                return
+            value, _ = zk.get(path)
+            if rel and value:
+                out.append(rel)
+                return  # below a managed ledger: its cursors
+            for child in sorted(zk.get_children(path)):
+                walk(f"{path}/{child}", f"{rel}/{child}" if rel else child)
+
+        walk(root, "")
+        return out
+
+    def purge(self) -> None:
+        """Delete what this broker stored: the BookKeeper ledgers its managed ledgers reference (their
+        metadata; the bookies' garbage collector then drops the data) and its chroot. Called after the
+        broker stopped, so that a long suite does not pile up ledgers in the shared cluster."""
+        from kazoo.exceptions import NoNodeError
+
+        from kop.storage.bookkeeper import ledger_path
+
+        zk = self.cluster.zk()
+        for name in self.managed_ledger_names():
+            view = self.managed_ledger_view(name)
+            for lv in view.ledgers if view else []:
+                try:
+                    zk.delete(ledger_path(lv.ledger_id))
+                except NoNodeError:
+                    pass
+        try:
+            zk.delete(self.chroot, recursive=True)
+        except NoNodeError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"KopBookKeeperBroker({self.bootstrap}, zk={self.cluster.zk_connect}{self.chroot}, dir={self.base_dir})"

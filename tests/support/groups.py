@@ -7,6 +7,10 @@
   AdminClient) for the group's committed offsets.
 
 Waits are liveness deadlines (a test fails when nothing happens for STALL_TIMEOUT), never measurements.
+
+Members run in their own session (a test's SIGKILL of one must not reach pytest) and die with pytest
+(tests/support/proc.py `die_with_parent`): a killed or timed-out run leaks no consumers that would keep
+rebalancing groups and eating CPU. Start them from the test's thread, as the tests do.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pathlib import Path
 
 from tests.support.clients import STALL_TIMEOUT
 from tests.support.java import REPO_ROOT, TOOLS, java_command
+from tests.support.proc import die_with_parent
 
 TOOL_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
 
@@ -84,7 +89,7 @@ class PythonMember(Member):
             cmd += ["--client-id", client_id]
         self._err = open(self.err_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=self._err,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
 
     def events(self) -> list[dict]:
         if not self.log_path.exists():
@@ -178,7 +183,7 @@ class JavaMember(Member):
         self._errf = open(self.err_path, "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(java_command(TOOLS["kafka-console-consumer"], args, TOOL_OPTS),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self._errf,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=die_with_parent)
         self._lines: list[tuple[float, str]] = []
         self._reader = threading.Thread(target=self._read, name=f"{name}-stdout", daemon=True)
         self._reader.start()

@@ -2,7 +2,8 @@
 
 Managed-ledger names follow kop/broker/names.py: `<tenant>/<namespace>/persistent/<topic>-partition-<p>`,
 with the default tenant/namespace `public/default`. kop.offset.inspect opens the sqlite metadata read-only,
-so this works while the broker runs.
+so this works while the broker runs. A broker on BookKeeper + ZooKeeper (KopBookKeeperBroker) reads the same
+view from its ZooKeeper chroot.
 """
 
 from __future__ import annotations
@@ -20,6 +21,12 @@ def managed_ledger(broker: KopBroker, topic: str, partition: int):
     from kop.offset.inspect import inspect_managed_ledger, list_managed_ledgers
 
     name = ledger_name(topic, partition)
+    if hasattr(broker, "managed_ledger_view"):  # a broker on BookKeeper + ZooKeeper (tests/support/bookkeeper.py)
+        view = broker.managed_ledger_view(name)
+        if view is None:
+            raise AssertionError(f"managed ledger {name!r} not found in {broker!r}; "
+                                 f"present: {broker.managed_ledger_names()}")
+        return view
     view = inspect_managed_ledger(broker.data_dir, name)
     if view is None:
         raise AssertionError(

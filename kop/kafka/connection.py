@@ -2,7 +2,14 @@
 
 Clients pipeline requests (a Java producer keeps up to five in flight), so each request runs as its own
 task while responses are written strictly in arrival order. Reading pauses while too many requests or too
-many unsent response bytes are queued, so a slow client cannot make the broker buffer without bound.
+many unsent response bytes are queued, or the frames of unanswered requests exceed QUEUED_BYTES_LIMIT, so
+neither a slow reader nor a fast writer can make the broker buffer without bound.
+Record data is the one thing a few small requests can turn into many bytes (a pipelined Fetch each answered
+with up to max_bytes), so a Fetch reads only when its data can go out soon: when it is the next answer to be
+written, or while the data held by answered-but-unwritten Fetches stays under FETCH_HOLD_LIMIT, and never while
+the transport is above its high-water mark (fetch_room). A client that stops reading then costs the broker
+about one response, however many fetches it pipelines; a client with one fetch in flight (Java, librdkafka)
+is always the next answer and never waits.
 A peer that sends something that cannot be a Kafka request (bad size, undecodable header or body, an API
 we do not serve) gets one log line and a closed connection, as Apache Kafka does; nothing else is affected.
 """
@@ -13,6 +20,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from kop.admin.metrics import log_value as _quoted
@@ -27,10 +35,19 @@ log = logging.getLogger("kop.kafka.connection")
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
+#: Bytes of record data that Fetch answers waiting behind an earlier answer (plus the transport's unsent
+#: bytes) may hold per connection before further pipelined Fetches wait to read (fetch_room).
+FETCH_HOLD_LIMIT = 4 << 20
+#: Reading pauses while the request frames of unanswered requests add up to this many bytes (a producer
+#: pipelining large Produce requests faster than they are stored); one frame is always read, whatever its size.
+QUEUED_BYTES_LIMIT = 16 << 20
+
+# The request a handler task is answering (each task runs in its own context copy), for fetch_room/hold.
+_CURRENT: ContextVar[_Pending | None] = ContextVar("kop_current_request", default=None)
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance")
+    __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance", "held", "size")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Any] | None) -> None:
         self.correlation_id = correlation_id
@@ -40,6 +57,8 @@ class _Pending:
         self.started = time.monotonic()
         self.dequeued = 0.0  # when the handler started (request queue time = dequeued - started)
         self.allowance = 0.0  # time the request may wait by design (a Fetch's max_wait), not "slow"
+        self.held = 0  # record bytes its answer holds until written (KafkaConnection.hold)
+        self.size = 0  # bytes of its request frame (held until it is answered)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -58,9 +77,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._read_paused = False
         self._closed = False
-        self.closed_future: asyncio.Future[None] = asyncio.get_event_loop().create_future()
+        # Kept: asyncio.get_running_loop()/ensure_future() cost a getpid() syscall each on Python 3.11.
+        self._loop = asyncio.get_event_loop()
+        self.closed_future: asyncio.Future[None] = self._loop.create_future()
         # Serialises the "issue" phase of produce requests on this connection (see kop.kafka.apis.produce).
         self.produce_chain: asyncio.Future[None] | None = None
+        self._held = 0  # sum of .held over answered requests not yet written
+        self._queued_bytes = 0  # sum of .size over the queue
+        self._room_waiters: list[asyncio.Future[None]] = []
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -79,6 +103,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if p.task is not None and not p.task.done():
                 p.task.cancel()
         self._queue.clear()
+        self._wake_room()
         if not self.closed_future.done():
             self.closed_future.set_result(None)
 
@@ -110,6 +135,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def resume_writing(self) -> None:
         self._write_paused = False
         self._update_reading()
+        self._wake_room()
 
     # ------------------------------------------------------------------ requests
     def _on_frame(self, frame: bytearray) -> None:
@@ -130,7 +156,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # Clients send their newest ApiVersions first; answer in the v0 shape with
                 # UNSUPPORTED_VERSION and our ranges so they retry with one we serve.
                 p = _Pending(header.correlation_id, API_VERSIONS_KEY, 0, None)
-                p.task = asyncio.get_running_loop().create_future()
+                p.task = self._loop.create_future()
                 p.task.set_result(self.handler.api_versions_body(error="UNSUPPORTED_VERSION"))
                 self._enqueue(p)
                 return
@@ -151,25 +177,71 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"failed to decode {api.name} v{version} request: {e!r}")
             return
         pending = _Pending(header.correlation_id, header.api_key, version, None)
+        pending.size = len(frame)
         if header.api_key == FETCH_KEY:
             pending.allowance = max(request.max_wait_ms, 0) / 1000
-        pending.task = asyncio.ensure_future(self._run(api.handle, header, request, pending))
+        pending.task = self._loop.create_task(self._run(api.handle, header, request, pending))
         self._enqueue(pending)
 
     async def _run(self, handle: Any, header: Any, request: Any, pending: _Pending) -> Any:
         """Notes when the handler starts, for the request-queue-time metric (one frame per request)."""
         pending.dequeued = time.monotonic()
+        _CURRENT.set(pending)
         return await handle(self, header, request)
+
+    # ------------------------------------------------------------------ fetch back-pressure
+    def _has_room(self, pending: _Pending | None) -> bool:
+        if self._write_paused:
+            return False
+        if pending is None or (self._queue and self._queue[0] is pending):
+            return True
+        assert self.transport is not None
+        return self._held + self.transport.get_write_buffer_size() < FETCH_HOLD_LIMIT
+
+    async def fetch_room(self, budget: int) -> None:
+        """Wait until the calling request may read up to `budget` bytes of record data (module docstring),
+        and reserve them (hold() then sets what the answer really carries). The next answer to be written
+        never waits for other answers, only for the transport to drain below its high-water mark, which a
+        reading client always lets happen, so pipelined requests cannot deadlock on each other."""
+        pending = _CURRENT.get()
+        while not self._closed and not self._has_room(pending):
+            fut = self._loop.create_future()
+            self._room_waiters.append(fut)
+            await fut
+        self.hold(max(budget, 0))
+
+    def hold(self, nbytes: int) -> None:
+        """The calling request now holds `nbytes` of record data (its answer's, until written; 0 while a
+        long poll waits)."""
+        pending = _CURRENT.get()
+        if pending is not None:
+            released = nbytes < pending.held
+            self._held += nbytes - pending.held
+            pending.held = nbytes
+            if released:
+                self._wake_room()
+
+    def _wake_room(self) -> None:
+        if self._room_waiters:
+            waiters, self._room_waiters = self._room_waiters, []
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
 
     def _enqueue(self, pending: _Pending) -> None:
         self._queue.append(pending)
+        self._queued_bytes += pending.size
         assert pending.task is not None
         pending.task.add_done_callback(self._on_done)
         self._update_reading()
 
     def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+        if self._queue and self._queue[0].task is not None and self._queue[0].task.done():
+            self._wake_room()  # the next answer to be written changes
         while self._queue and self._queue[0].task is not None and self._queue[0].task.done():
             p = self._queue.popleft()
+            self._held -= p.held
+            self._queued_bytes -= p.size
             if self._closed:
                 return
             task = p.task
@@ -200,7 +272,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _update_reading(self) -> None:
         if self._closed or self.transport is None:
             return
-        should_pause = self._write_paused or len(self._queue) >= self._max_queued or self.handler.draining
+        should_pause = (self._write_paused or len(self._queue) >= self._max_queued
+                        or self._queued_bytes >= QUEUED_BYTES_LIMIT or self.handler.draining)
         if should_pause and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()

@@ -326,8 +326,30 @@ class ManagedPartitionLog(PartitionLog):
     async def append(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> int:
         """`max_timestamp` is informational: the stored batch header (or, for LogAppendTime, the broker
         timestamp) is what searches use, so the two can never disagree."""
-        _, context = await self.ml.add_entry_nowait(batch, last_offset_delta + 1)
-        return context[0] + 1
+        return await self.append_nowait(batch, last_offset_delta, max_timestamp)
+
+    def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:
+        """append() without a coroutine: the add is issued now, and the future gives the base offset once
+        it is durable. The produce hot path uses this: a Task per append cost a task creation and two more
+        event-loop hops per batch (py-spy: ensure_future ~11% of the broker's busy time under
+        kafka-e2e-latency)."""
+        out: asyncio.Future[int] = self._loop.create_future()
+
+        def done(f: asyncio.Future[tuple[MLPosition, Any]]) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+            elif (exc := f.exception()) is not None:
+                out.set_exception(exc)
+            else:
+                out.set_result(f.result()[1][0] + 1)
+
+        try:
+            self.ml.add_entry_nowait(batch, last_offset_delta + 1).add_done_callback(done)
+        except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
+            out.set_exception(e)
+        return out
 
     def wait_for_append(self) -> asyncio.Future[None]:
         fut: asyncio.Future[None] = self._loop.create_future()
@@ -661,6 +683,19 @@ class ManagedPartitionLog(PartitionLog):
         self._release_waiters()
         try:
             await self.ml.close()
+        finally:
+            if self._on_close is not None:
+                self._on_close(self)
+
+    def abandon(self) -> None:
+        """Let go without writing anything: the broker lost its ZooKeeper session, so another broker may
+        already own this partition - neither the ledger nor the managed-ledger info may be touched."""
+        if self._closed:
+            return
+        self._closed = True
+        self._release_waiters()
+        try:
+            self.ml.abandon()
         finally:
             if self._on_close is not None:
                 self._on_close(self)

@@ -12,6 +12,8 @@
 - min_bytes / max_wait long-poll: the request waits until an append to one of its partitions or max_wait
   (capped by fetchMaxWaitCapMs), then reads again.
 - current_leader_epoch > our epoch gets UNKNOWN_LEADER_EPOCH, lower gets FENCED_LEADER_EPOCH.
+- Back-pressure: record data is read only when the connection has room for it (KafkaConnection.fetch_room),
+  so a client that pipelines fetches and reads its socket slowly costs about one response of memory.
 - Fetch sessions (KIP-227): not implemented; every request is a full fetch and session id 0 is returned,
   which clients treat as "sessions not supported". Follower fetches (replica_id >= 0) are refused.
 """
@@ -78,7 +80,11 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
                 continue
             p.topic = topic
             p.ledger = topic.name.ledger_name(p.index)
-            p.plog = await h.service.topics.partition_log(topic, p.index)
+            try:
+                p.plog = await h.service.topics.partition_log(topic, p.index)
+            except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
+                p.error = ErrorCode[e.error]
+                continue
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((ft.topic, parts))
 
@@ -96,7 +102,12 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
                 if not w.done():
                     w.cancel()
             _count_sent(sent)
+            conn.hold(total)
             return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        # This pass is discarded: hold nothing while the long poll waits (a waiting fetch that kept its
+        # batches referenced would pin up to max_bytes each, and a client may pipeline many).
+        responses = sent = None  # type: ignore[assignment]
+        conn.hold(0)
         metrics.waiting_fetches += 1
         try:
             done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
@@ -107,6 +118,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
         if not done:
             total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics)
             _count_sent(sent)
+            conn.hold(total)
             return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
 
 
@@ -120,6 +132,7 @@ def _count_sent(sent: list[tuple[Any, int, int, int]]) -> None:
 
 async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], response_max: int,
                     metrics: Any) -> tuple[int, list[Any], list[tuple[Any, int, int, int]]]:
+    await conn.fetch_room(response_max)  # back-pressure: a client that does not read its answers gets no more data read
     started = time.monotonic()
     total = 0
     responses = []

@@ -147,7 +147,7 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
             raise _PartitionError(e.error, e.message) from None
         if dup is not None:
             return ("dup", dup, log_append_time, plog)
-        fut = asyncio.ensure_future(plog.append(batch, hdr.last_offset_delta, max_ts))
+        fut = plog.append_nowait(batch, hdr.last_offset_delta, max_ts)
         rec = states.record(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, fut)
         if rec is not None:
             fut.add_done_callback(lambda f, rec=rec, pid=hdr.producer_id: _settle(states, pid, rec, f))
@@ -156,6 +156,8 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
         counters = h.metrics.partition(topic.name.canonical, partition, ledger)
         return ("ok", fut, log_append_time, plog, counters, len(batch), hdr.records_count, t1)
     except _PartitionError as e:
+        return ("err", e.error, e.message)
+    except TopicError as e:  # partition_log: NOT_LEADER_OR_FOLLOWER (cluster mode), deleted meanwhile
         return ("err", e.error, e.message)
 
 

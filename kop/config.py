@@ -108,6 +108,9 @@ class BrokerConfig:
     managedLedgerDefaultEnsembleSize: int = 3
     managedLedgerDefaultWriteQuorum: int = 3
     managedLedgerDefaultAckQuorum: int = 2
+    # --- several brokers on one ZooKeeper + BookKeeper (kop/cluster; docs/cluster.md): Pulsar's key
+    defaultNumberOfNamespaceBundles: int = 4  # hash ranges per namespace; a bundle is the unit of ownership
+    loadBalancerEnabled: bool = True  # hand bundles to a joining broker (graceful unload); false: owners keep them
     # --- retention (broker defaults of the per-topic retention.ms / retention.bytes)
     defaultRetentionTimeInMinutes: int = 7 * 24 * 60  # -1: keep forever
     defaultRetentionSizeInMB: int = -1
@@ -211,6 +214,7 @@ class BrokerConfig:
         need(self.storage_backend == "embedded" or bool(self.metadataStoreUrl or self.zookeeperServers),
              "storageBackend", "bookkeeper needs metadataStoreUrl (or zookeeperServers)")
         need(self.metadataStoreSessionTimeoutMillis >= 1000, "metadataStoreSessionTimeoutMillis", ">= 1000")
+        need(1 <= self.defaultNumberOfNamespaceBundles <= 1024, "defaultNumberOfNamespaceBundles", "must be 1..1024")
         need(self.managedLedgerDefaultAckQuorum >= 1, "managedLedgerDefaultAckQuorum", "must be >= 1")
         need(self.managedLedgerDefaultWriteQuorum >= self.managedLedgerDefaultAckQuorum,
              "managedLedgerDefaultWriteQuorum", "must be >= managedLedgerDefaultAckQuorum")

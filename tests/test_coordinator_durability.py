@@ -255,3 +255,48 @@ def test_groups_of_a_partition_still_loading_get_load_in_progress(tmp_path: Path
             await svc.stop()
 
     asyncio.run(main())
+
+
+def test_a_failed_load_is_tried_again_when_the_group_is_asked_for(tmp_path: Path, monkeypatch) -> None:
+    """A __consumer_offsets partition whose load failed (here: its first read raises, as when bookies are
+    briefly away) answers COORDINATOR_NOT_AVAILABLE - clients retry - and a request after LOAD_RETRY_S starts
+    another load, which brings the group's committed offsets back without a restart."""
+    import kop.coordinator.coordinator as coordinator_module
+
+    async def main() -> None:
+        svc, _ = await start_broker(tmp_path)
+        try:
+            await commit(svc, "g", -1, "", "a", 0, 42)
+        finally:
+            await svc.stop()
+
+        cfg = BrokerConfig.from_strings({"kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1"})
+        svc = BrokerService(cfg, await open_embedded_storage(tmp_path, cfg))
+        try:
+            await svc.topics.load()
+            c = svc.coordinator
+            real_load = c._load_partition
+            failing = {c.partition_of("g")}
+
+            async def load_partition(p: int) -> None:
+                if p in failing:
+                    failing.discard(p)
+                    raise OSError("injected: the partition's storage is away")
+                await real_load(p)
+
+            monkeypatch.setattr(c, "_load_partition", load_partition)
+            await c.start()
+            await c.wait_loaded()
+            assert c.partition_error("g") == 15  # COORDINATOR_NOT_AVAILABLE: this load failed
+            assert c.fetch_offsets("g", [("a", [0])]) == (15, [])
+            monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 0.0)
+            assert c.partition_error("g") == 14  # asked again: another load runs
+            for _ in range(500):
+                if c.partition_error("g") == 0:
+                    break
+                await asyncio.sleep(0.01)
+            assert c.fetch_offsets("g", [("a", [0])]) == (0, [("a", 0, 42, -1, "", 0)])
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

@@ -43,7 +43,7 @@ async def lag_samples(service: BrokerService) -> list[LagSample]:
     topics = service.topics
     for group, canonical, partition, committed in committed_offsets(service):
         topic = topics.get(topics.parse(canonical))
-        if topic is None or not 0 <= partition < topic.partitions:
+        if topic is None or not 0 <= partition < topic.partitions or not topics.owns(topic, partition):
             continue
         try:
             plog = await topics.partition_log(topic, partition)

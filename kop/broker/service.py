@@ -3,6 +3,13 @@
 It owns everything the protocol handlers share, runs the background chores (retention, the log cleaner), and
 shuts down in
 the order that loses nothing: stop accepting, let in-flight requests finish, close the logs, close storage.
+
+`ownership` says which broker serves which partition (kop/cluster/ownership.py): LocalOwnership - this
+broker, always - on the embedded storage; ZooKeeperOwnership in cluster mode (BookKeeper + ZooKeeper
+storage), where brokers register in ZooKeeper and own namespace bundles. In cluster mode start-up serves
+the Kafka listeners before registering (the registration carries the bound ports), and ownership changes
+drive the group coordinator: an acquired bundle's __consumer_offsets partitions are loaded, a released
+bundle's are unloaded and its logs closed. Chores (retention, log cleaner) only touch owned partitions.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from kop.broker.producer_ids import ProducerIdAllocator
 from kop.broker.protocol_handler import ProtocolHandler, load_handlers
 from kop.broker.topic_config import effective
 from kop.broker.topics import StorageService, TopicManager
+from kop.cluster.bundles import Bundle
+from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeeperOwnership
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
 
@@ -48,6 +57,19 @@ class BrokerService:
         self.admin: Any = None  # kop.admin.server.AdminServer when webServicePort >= 0
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
+        # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).
+        self.ownership: Ownership = LocalOwnership(self.topics)
+        if config.storage_backend == "bookkeeper" and hasattr(storage.metadata_store, "create_ephemerals"):
+            self.ownership = ZooKeeperOwnership(config, storage.metadata_store, self.topics)  # type: ignore[arg-type]
+            self.topics.ownership = self.ownership
+            self.topics.paused = True  # nothing is served before the registration
+            self.ownership.on_acquired.append(self._bundle_acquired)
+            self.ownership.on_released.append(self._bundle_released)
+            self.topics.log_release_listeners.append(self._forget_partition_state)
+
+    @property
+    def clustered(self) -> bool:
+        return self.ownership.clustered
 
     async def start(self, handlers: list[ProtocolHandler] | None = None) -> None:
         if self.config.webServicePort >= 0:
@@ -60,10 +82,18 @@ class BrokerService:
                      self.config.webServiceBindAddress or "*")
         self.cluster_id = await self._cluster_id()
         await self.topics.load()
-        await self.coordinator.start()  # creates __consumer_offsets if needed; loads it in the background
         self.handlers = handlers if handlers is not None else load_handlers(self.config)
-        for h in self.handlers:
-            await h.start(self)
+        if self.clustered:
+            await self.topics.watch()
+            for h in self.handlers:
+                await h.start(self)
+            await self.ownership.start(self._local_broker())  # BrokerIdInUseError: a duplicate id
+            await self.coordinator.start()
+        else:
+            await self.coordinator.start()  # creates __consumer_offsets if needed; loads it in the background
+            for h in self.handlers:
+                await h.start(self)
+            self.ownership.local = self._local_broker()
         self._tasks.append(asyncio.create_task(self._retention_loop(), name="retention"))
         if self.config.logCleanerEnabled:
             self._tasks.append(asyncio.create_task(self._cleaner_loop(), name="log-cleaner"))
@@ -72,6 +102,57 @@ class BrokerService:
             for lst in h.listeners():
                 log.info("%s handler listening on %s", h.name, lst)
         self.ready = True
+
+    def _local_broker(self) -> BrokerInfo:
+        """This broker as registered for the others: id, advertised Kafka listeners (bound ports when the
+        config says 0), admin web URL."""
+        kafka = next((h for h in self.handlers if hasattr(h, "node_for")), None)
+        listeners = []
+        for a in self.config.advertised_listeners:
+            port = a.port
+            if kafka is not None and getattr(kafka, "servers", None):
+                port = kafka.node_for(a.name).port
+            listeners.append((a.name, a.host, port))
+        web_url = None
+        if self.admin is not None:
+            web_url = self.admin.url
+            if self.config.webServiceBindAddress in ("", "0.0.0.0", "::"):
+                web_url = f"http://{listeners[0][1]}:{self.admin.port}"
+        return BrokerInfo(self.config.kafkaBrokerId, tuple(listeners), web_url)
+
+    # ---------------------------------------------------------------------------------- ownership
+    def web_owner_url(self, topic: Any, partition: int | None = None) -> str | None:
+        """The admin web URL of the broker owning `topic` (a Topic; partition 0 for a partitioned name
+        without a partition) when it is another broker - the admin API redirects there (307) - else
+        None: this broker owns it, its owner is unknown, or the owner has no admin server."""
+        if not self.clustered:
+            return None
+        owner = self.ownership.owner_cached(topic.name, partition or 0)
+        if owner is None or owner.broker_id == self.config.kafkaBrokerId:
+            return None
+        return owner.web_url
+
+    def _offsets_partitions_in(self, bundle: Bundle) -> list[int]:
+        topic = self.coordinator.topic
+        if topic is None or topic.name != self.topics.offsets_topic:
+            return []
+        own: Any = self.ownership
+        return [p for p in range(topic.partitions) if own.bundle_of(topic.name, p) == bundle]
+
+    async def _bundle_acquired(self, bundle: Bundle) -> None:
+        for p in self._offsets_partitions_in(bundle):
+            self.coordinator.load_partition(p)
+
+    async def _bundle_released(self, bundle: Bundle, abandon: bool) -> None:
+        for p in self._offsets_partitions_in(bundle):
+            self.coordinator.unload_partition(p)
+        await self.topics.release_bundle(bundle, abandon)
+
+    def _forget_partition_state(self, ledger_name: str) -> None:
+        for h in self.handlers:
+            forget = getattr(h, "forget_producer_state", None)
+            if forget is not None:
+                forget(ledger_name)
 
     async def _cluster_id(self) -> str:
         store = self.storage.metadata_store
@@ -112,6 +193,8 @@ class BrokerService:
             if "delete" not in effective(topic.configs, "cleanup.policy", self.config):
                 continue
             for p in range(topic.partitions):
+                if not self.topics.owns(topic, p):
+                    continue  # cluster mode: its owner applies retention
                 # Only open logs are trimmed: a partition never opened since start-up is opened here, since
                 # retention must not depend on whether somebody read the partition recently.
                 plog = await self.topics.partition_log(topic, p)
@@ -158,6 +241,8 @@ class BrokerService:
             for p in range(topic.partitions):
                 if topic.deleted or self._stopping:
                     break
+                if not self.topics.owns(topic, p):
+                    continue  # cluster mode: its owner cleans it
                 plog = await self.topics.partition_log(topic, p)
                 if not hasattr(plog, "cleaning_state"):
                     continue
@@ -224,6 +309,10 @@ class BrokerService:
             except Exception:
                 log.exception("stopping the admin HTTP server")
         self.stopped = True
+        if self.clustered:
+            await self.ownership.stop()
+            # Close the owned logs (sealing their ledgers), then let the bundles go at once.
+            await self.ownership.release_all()  # type: ignore[attr-defined]
         await self.topics.close()
         await self.storage.close()
         log.info("broker stopped")

@@ -4,11 +4,20 @@ A topic's record (partition count, topic id, per-topic configs) is a small JSON 
 `/kop/topics/<tenant>/<namespace>/<topic>`, written with compare-and-set so that two creators cannot both
 win. Partition logs are opened lazily on first use and kept open; each is one managed ledger named in
 Pulsar's layout (`tenant/ns/persistent/<topic>-partition-<i>`).
+
+Cluster mode (several brokers on one ZooKeeper; kop/cluster/ownership.py): `ownership` is set and
+`partition_log` is the chokepoint of ownership - a partition whose bundle this broker does not own (or
+any partition while the ZooKeeper connection is suspended: `paused`) raises TopicError
+NOT_LEADER_OR_FOLLOWER, and logs of released bundles are closed (`release_bundle`). Topic records are
+shared: `watch()` follows ZooKeeper so that topics created, deleted or altered on another broker show up
+here (a miss is also re-read: `refresh`). In embedded mode `ownership` is None and the fast path of
+`partition_log` is one dict lookup and one attribute test, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -99,6 +108,20 @@ class TopicManager:
         self.generation = 0  # bumped on every topic change (metadata caches key on it)
         # Called (awaited) after a topic is deleted; the group coordinator drops the topic's offsets.
         self.deletion_listeners: list[Callable[[Topic], Awaitable[None]]] = []
+        # Cluster mode: kop.cluster.ownership.ZooKeeperOwnership (None: this broker owns everything).
+        self.ownership: Any = None
+        self.paused = False  # cluster mode, ZooKeeper connection suspended: serve nothing
+        # Called when a partition log is let go (released bundle, deleted topic): per-partition caches
+        # keyed on the ledger name (idempotent-producer state) must not outlive the log.
+        self.log_release_listeners: list[Callable[[str], None]] = []
+        self._watch_stops: dict[str, Callable[[], None]] = {}
+        self._deleting: dict[str, bytes] = {}  # canonical name -> id of a topic this broker is deleting
+        self._background: set[asyncio.Task[Any]] = set()  # watch follow-ups (referenced until done)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     # ------------------------------------------------------------------ names
     def parse(self, name: str) -> TopicName:
@@ -138,6 +161,10 @@ class TopicManager:
         self._topics[topic.name.canonical] = topic
         self._by_id[topic.topic_id] = topic
         self.generation += 1
+        if self.ownership is not None:
+            self._spawn(self.ownership.watch_namespace(f"{topic.name.tenant}/{topic.name.namespace}"))
+            if self._watch_stops:
+                self._spawn(self._watch_topic(topic.name))
 
     # ------------------------------------------------------------------ queries
     def get(self, name: TopicName) -> Topic | None:
@@ -184,6 +211,8 @@ class TopicManager:
             try:
                 stat = await self.store.put(self._path(name), topic.to_json(), expected_version=-1)
             except NodeExistsError:
+                if self.ownership is not None:  # created by another broker: learn it now
+                    await self.refresh(name)
                 raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{self.kafka_name(name)}' already exists.") from None
             topic.version = stat.version
             self._remember(topic)
@@ -231,6 +260,7 @@ class TopicManager:
             self._topics.pop(topic.name.canonical, None)
             self._by_id.pop(topic.topic_id, None)
             self.generation += 1
+            self._deleting[topic.name.canonical] = topic.topic_id  # refresh() must not bring it back
         # Close what is open, then remove every partition's managed ledger and finally the topic record.
         for pending in list(topic.opening.values()):
             try:
@@ -252,6 +282,8 @@ class TopicManager:
             await self.store.delete(self._path(topic.name))
         except Exception:
             log.exception("deleting topic record %s", topic.name.canonical)
+        if self._deleting.get(topic.name.canonical) == topic.topic_id:
+            del self._deleting[topic.name.canonical]
         log.info("deleted topic %s", topic.name.canonical)
         for listener in list(self.deletion_listeners):
             try:
@@ -260,12 +292,25 @@ class TopicManager:
                 log.exception("topic deletion listener failed for %s", topic.name.canonical)
 
     # ------------------------------------------------------------------ partition logs
+    def owns(self, topic: Topic, partition: int) -> bool:
+        """Whether this broker serves `partition` of `topic` now (always, without cluster mode)."""
+        return self.ownership is None or self.ownership.owns(topic.name, partition)
+
+    def _check_owned(self, topic: Topic, partition: int) -> None:
+        if self.ownership is not None and not self.ownership.owns(topic.name, partition):
+            raise TopicError("NOT_LEADER_OR_FOLLOWER",
+                             f"This broker is not the owner of {self.kafka_name(topic.name)}-{partition}"
+                             + (" (ZooKeeper connection lost)" if self.paused else ""))
+
     async def partition_log(self, topic: Topic, partition: int) -> PartitionLog:
         plog = topic.logs.get(partition)
-        if plog is not None:
+        if plog is not None and not self.paused:
             return plog
         if topic.deleted:
             raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "topic was deleted")
+        self._check_owned(topic, partition)
+        if plog is not None:
+            return plog
         pending = topic.opening.get(partition)
         if pending is None:
             pending = asyncio.get_running_loop().create_future()
@@ -275,6 +320,9 @@ class TopicManager:
                 if topic.deleted:
                     await plog.close()
                     raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "topic was deleted")
+                if self.ownership is not None and not self.ownership.owns(topic.name, partition):
+                    await self._let_go(plog, abandon=self.paused)  # released while it was opening
+                    self._check_owned(topic, partition)
                 topic.logs[partition] = plog
                 pending.set_result(plog)
             except BaseException as e:
@@ -286,7 +334,129 @@ class TopicManager:
             return plog
         return await pending
 
+    async def _let_go(self, plog: PartitionLog, abandon: bool) -> None:
+        for listener in list(self.log_release_listeners):
+            listener(plog.name)
+        try:
+            if abandon and hasattr(plog, "abandon"):
+                plog.abandon()
+            else:
+                await plog.close()
+        except Exception:
+            log.exception("closing %s", plog.name)
+
+    async def release_bundle(self, bundle: Any, abandon: bool) -> None:
+        """Close (abandon: drop without writing) the open logs of the partitions in `bundle` - it was
+        released, so another broker owns them or soon will."""
+        assert self.ownership is not None
+        for topic in list(self._topics.values()):
+            if f"{topic.name.tenant}/{topic.name.namespace}" != bundle.namespace:
+                continue
+            for p in list(topic.logs):
+                if self.ownership.bundle_of(topic.name, p) == bundle:
+                    await self._let_go(topic.logs.pop(p), abandon)
+
+    # ------------------------------------------------------------------ cluster mode: shared topic records
+    async def refresh(self, name: TopicName) -> Topic | None:
+        """Re-read one topic record from the metadata store (cluster mode: another broker may have
+        created, altered or deleted it) and update the cache; returns the current topic."""
+        got = await self.store.get(self._path(name))
+        cached = self._topics.get(name.canonical)
+        if got is None or not got[0]:
+            if cached is not None:
+                await self._deleted_elsewhere(cached)
+            return None
+        stored = Topic.from_json(name, got[0], got[1].version)
+        if self._deleting.get(name.canonical) == stored.topic_id:
+            return None  # being deleted here: its record goes last
+        if cached is not None and cached.topic_id == stored.topic_id:
+            if stored.version > cached.version:
+                cached.partitions, cached.configs, cached.version = stored.partitions, stored.configs, stored.version
+                self.generation += 1
+            return cached
+        if cached is not None:  # deleted and created again under the same name
+            await self._deleted_elsewhere(cached)
+        self._remember(stored)
+        log.info("learned topic %s (%d partitions) from the metadata store", name.canonical, stored.partitions)
+        return stored
+
+    async def _deleted_elsewhere(self, topic: Topic) -> None:
+        if topic.deleted:
+            return
+        topic.deleted = True
+        if self._topics.get(topic.name.canonical) is topic:
+            del self._topics[topic.name.canonical]
+        self._by_id.pop(topic.topic_id, None)
+        self.generation += 1
+        for p in list(topic.logs):
+            await self._let_go(topic.logs.pop(p), abandon=False)
+        log.info("topic %s was deleted by another broker", topic.name.canonical)
+        for listener in list(self.deletion_listeners):
+            try:
+                await listener(topic)
+            except Exception:
+                log.exception("topic deletion listener failed for %s", topic.name.canonical)
+
+    async def watch(self) -> None:
+        """Follow /kop/topics in ZooKeeper (cluster mode): new tenants, namespaces and topics, topic
+        deletions (child lists) and alterations (one data watch per topic)."""
+        store: Any = self.store
+        if not await store.exists(TOPICS_ROOT):
+            with contextlib.suppress(NodeExistsError):
+                await store.put(TOPICS_ROOT, b"", expected_version=-1)
+        await self._watch_level(TOPICS_ROOT, 0)
+        for topic in list(self._topics.values()):
+            await self._watch_topic(topic.name)
+
+    async def _watch_level(self, path: str, depth: int) -> None:
+        if path in self._watch_stops:
+            return
+        self._watch_stops[path] = lambda: None
+        store: Any = self.store
+
+        def changed(names: list[str]) -> None:
+            self._spawn(self._level_changed(path, depth, names))
+
+        self._watch_stops[path] = await store.watch_children_async(path, changed)
+
+    async def _level_changed(self, path: str, depth: int, names: list[str]) -> None:
+        try:
+            if depth < 2:
+                for n in names:
+                    await self._watch_level(f"{path}/{n}", depth + 1)
+                return
+            _, _, tenant, ns = path.rsplit("/", 3)
+            present = {TopicName(tenant, ns, n) for n in names}
+            for tn in present:
+                if tn.canonical not in self._topics:
+                    await self.refresh(tn)
+            for topic in list(self._topics.values()):
+                if (topic.name.tenant, topic.name.namespace) == (tenant, ns) and topic.name not in present:
+                    await self.refresh(topic.name)
+        except Exception:
+            log.exception("following topic changes under %s failed", path)
+
+    async def _watch_topic(self, name: TopicName) -> None:
+        path = self._path(name)
+        if path in self._watch_stops:
+            return
+        self._watch_stops[path] = lambda: None
+        store: Any = self.store
+
+        def changed(value: bytes | None, stat: Any) -> None:
+            if value is None:
+                self._watch_stops.pop(path, lambda: None)()
+                return
+            cached = self._topics.get(name.canonical)
+            if cached is None or stat.version > cached.version:
+                self._spawn(self.refresh(name))
+
+        self._watch_stops[path] = await store.watch_data_async(path, changed)
+
     async def close(self) -> None:
+        for stop in list(self._watch_stops.values()):
+            stop()
+        self._watch_stops.clear()
         for topic in list(self._topics.values()):
             for plog in list(topic.logs.values()):
                 try:

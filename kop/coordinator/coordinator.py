@@ -15,8 +15,13 @@ it. Where KoP fell short we do not (research/kop.md §3.5, §6):
   crash could take back.
 
 Placement: the coordinator of group G is the owner of partition abs(hashCode(G)) % N of __consumer_offsets
-(Kafka's formula, so every tool agrees). This broker owns every partition; each is loaded at start by
-reading it to the end, and requests for its groups get COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+(Kafka's formula, so every tool agrees). Alone, this broker owns every partition; in cluster mode it owns
+those whose namespace bundle it owns (kop/cluster/ownership.py). Each owned partition is loaded by reading
+it to the end - at start, and when its bundle is acquired (`load_partition`) - and requests for its groups
+get COORDINATOR_LOAD_IN_PROGRESS meanwhile; groups of a partition this broker does not own get
+NOT_COORDINATOR. A partition whose bundle is released is unloaded (`unload_partition`): its groups are
+dropped from memory and their parked JoinGroup/SyncGroup requests answered NOT_COORDINATOR, as Kafka does
+when a coordinator moves.
 
 The logic is synchronous (one event loop, no awaits inside a state change), like Kafka's single-threaded
 coordinator shards: an operation changes the in-memory group, issues its records as one batch (appends of a
@@ -61,6 +66,7 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 LEADER_EPOCH = 0
 LOAD_READ_BYTES = 1 << 20
 LOAD_CONCURRENCY = 16
+LOAD_RETRY_S = 2.0  # a failed load of a __consumer_offsets partition is tried again this long after
 
 S = GroupState
 E = ErrorCode
@@ -168,6 +174,9 @@ class GroupCoordinator:
         self._logs: dict[int, PartitionLog] = {}
         self._loaded: set[int] = set()
         self._failed: set[int] = set()
+        self._failed_at: dict[int, float] = {}  # when each failed load failed (monotonic): retries are spaced
+        self._loading: set[int] = set()
+        self._gate = asyncio.Semaphore(LOAD_CONCURRENCY)
         self._timers: dict[tuple[Any, ...], asyncio.TimerHandle] = {}
         self._tasks: list[asyncio.Task[Any]] = []
         self._load_task: asyncio.Task[None] | None = None
@@ -191,7 +200,9 @@ class GroupCoordinator:
         self._loop = asyncio.get_running_loop()
         self.topic = await self._ensure_topic()
         self.num_partitions = self.topic.partitions
-        self._load_task = asyncio.create_task(self._load_all(), name="coordinator-load")
+        owned = [p for p in range(self.num_partitions) if self.topics.owns(self.topic, p)]
+        self._loading.update(owned)
+        self._load_task = asyncio.create_task(self._load_all(owned), name="coordinator-load")
         self._tasks.append(self._load_task)
         self._tasks.append(asyncio.create_task(self._expiration_loop(), name="coordinator-expiration"))
 
@@ -228,41 +239,90 @@ class GroupCoordinator:
             for m in list(group.members.values()):
                 group.complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
                 group.complete_sync(m, SyncResult(E.NOT_COORDINATOR))
-        for t in self._tasks:
+        tasks = list(self._tasks)
+        for t in tasks:
             t.cancel()
-        for t in self._tasks:
+        for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks.clear()
 
     # ================================================================== loading
-    async def _load_all(self) -> None:
-        """Load every partition, LOAD_CONCURRENCY at a time (opening a partition's managed ledger waits on
-        the metadata store; partitions are independent, the records of one are replayed in order)."""
+    async def _load_all(self, partitions: list[int]) -> None:
+        """Load the given partitions, LOAD_CONCURRENCY at a time (opening a partition's managed ledger waits
+        on the metadata store; partitions are independent, the records of one are replayed in order)."""
         started = time.monotonic()
-        gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+        await asyncio.gather(*(self._load_one(p) for p in partitions))
+        log.info("group coordinator loaded %d groups and %d committed offsets from %d partitions of %s in %.0f ms",
+                 len(self.groups), sum(len(o) for o in self.offsets.values()), len(partitions),
+                 OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
 
-        async def one(p: int) -> None:
-            async with gate:
-                if self._stopped:
-                    return
-                try:
-                    await self._load_partition(p)
-                except asyncio.CancelledError:
-                    raise
-                except Exception:
+    async def _load_one(self, p: int) -> None:
+        async with self._gate:
+            if self._stopped or p not in self._loading:
+                return
+            try:
+                await self._load_partition(p)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                if p in self._loading:
                     log.exception("loading %s partition %d failed; its groups get COORDINATOR_NOT_AVAILABLE",
                                   OFFSETS_TOPIC, p)
+                    self._loading.discard(p)
                     self._failed.add(p)
+                    self._failed_at[p] = time.monotonic()
 
-        await asyncio.gather(*(one(p) for p in range(self.num_partitions)))
-        log.info("group coordinator loaded %d groups and %d committed offsets from %d partitions of %s in %.0f ms",
-                 len(self.groups), sum(len(o) for o in self.offsets.values()), self.num_partitions,
-                 OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
+    def load_partition(self, p: int) -> None:
+        """This broker became the owner of __consumer_offsets partition `p` (cluster mode): load its
+        groups in the background (their requests get COORDINATOR_LOAD_IN_PROGRESS until then)."""
+        if self.topic is None or self._stopped or p in self._loaded or p in self._loading:
+            return
+        self._failed.discard(p)
+        self._loading.add(p)
+        started = time.monotonic()
+        task = asyncio.create_task(self._load_one(p), name=f"coordinator-load-{p}")
+        self._tasks.append(task)
+
+        def done(t: asyncio.Task[None]) -> None:
+            with contextlib.suppress(ValueError):
+                self._tasks.remove(t)
+            if p in self._loaded:
+                log.info("group coordinator loaded %s partition %d in %.0f ms", OFFSETS_TOPIC, p,
+                         (time.monotonic() - started) * 1000)
+
+        task.add_done_callback(done)
+
+    def unload_partition(self, p: int) -> None:
+        """This broker no longer owns partition `p`: forget its groups (their state stays in the log for
+        the next owner) and answer their parked requests NOT_COORDINATOR."""
+        self._loading.discard(p)
+        self._loaded.discard(p)
+        self._failed.discard(p)
+        self._logs.pop(p, None)
+        dropped = self._drop_groups_of(p)
+        log.info("group coordinator unloaded %s partition %d (%d groups)", OFFSETS_TOPIC, p, dropped)
+
+    def _drop_groups_of(self, p: int) -> int:
+        dropped = 0
+        for gid, group in list(self.groups.items()):
+            if self.partition_of(gid) != p:
+                continue
+            for key in [k for k in self._timers if len(k) > 1 and k[1] == gid]:
+                self._cancel(key)
+            for m in list(group.members.values()):
+                group.complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
+                group.complete_sync(m, SyncResult(E.NOT_COORDINATOR))
+            del self.groups[gid]
+            self.offsets.pop(gid, None)
+            dropped += 1
+        return dropped
 
     async def _load_partition(self, p: int) -> None:
         assert self.topic is not None
         plog = await self.topics.partition_log(self.topic, p)
+        if p not in self._loading:
+            return  # unloaded while opening
         self._logs[p] = plog
         offset = plog.log_start_offset
         end = plog.high_watermark
@@ -277,6 +337,10 @@ class GroupCoordinator:
                     if r.key is not None:
                         self._replay(r.key, r.value)
             offset = res.next_offset
+        if p not in self._loading:  # unloaded while loading: drop what was replayed
+            self._drop_groups_of(p)
+            return
+        self._loading.discard(p)
         self._loaded.add(p)
         self._on_loaded(p)
 
@@ -345,8 +409,17 @@ class GroupCoordinator:
             return E.COORDINATOR_NOT_AVAILABLE
         p = self.partition_of(group_id)
         if p in self._loaded:
-            return 0
+            return E.NOT_COORDINATOR if self.topics.paused else 0
+        if not self.topics.owns(self.topic, p):
+            return E.NOT_COORDINATOR  # cluster mode: another broker coordinates this group
         if p in self._failed:
+            # A load can fail for a passing reason (bookies briefly unavailable, the ZooKeeper connection
+            # suspended while the partition opened); the partition is still ours, so a request after
+            # LOAD_RETRY_S starts another load - without it the partition's groups stayed broken until a
+            # restart. Until then the group's clients are told to retry.
+            if time.monotonic() - self._failed_at.get(p, 0.0) >= LOAD_RETRY_S:
+                self.load_partition(p)
+                return E.COORDINATOR_LOAD_IN_PROGRESS
             return E.COORDINATOR_NOT_AVAILABLE
         return E.COORDINATOR_LOAD_IN_PROGRESS
 
@@ -356,7 +429,7 @@ class GroupCoordinator:
 
     @property
     def loading(self) -> bool:
-        return len(self._loaded) + len(self._failed) < self.num_partitions
+        return bool(self._loading)
 
     def topic_key(self, name: str) -> str:
         """The name offsets of topic `name` are stored under: its Kafka name (`t` in the default namespace,
@@ -400,8 +473,12 @@ class GroupCoordinator:
         """Issue one batch to the group's __consumer_offsets partition now (appends of a partition are
         stored and acknowledged in issue order); the future completes when it is durable."""
         assert self.topic is not None
-        plog = self._logs[self.partition_of(group_id)]
+        plog = self._logs.get(self.partition_of(group_id))
         now = self.now_ms()
+        if plog is None:  # the partition was unloaded (cluster mode: its bundle moved)
+            lost: asyncio.Future[Any] = self.loop.create_future()
+            lost.set_exception(CoordinatorError(E.NOT_COORDINATOR, "the group's partition is not loaded here"))
+            return lost
         batch = build_batch([NewRecord(k, v, (), now) for k, v in records], partition_leader_epoch=LEADER_EPOCH)
         max_bytes = int(effective(self.topic.configs, "max.message.bytes", self.config))
         if len(batch) > max_bytes:

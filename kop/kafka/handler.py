@@ -1,7 +1,10 @@
 """KafkaProtocolHandler: the `kafka` protocol-handler plugin (listeners, connections, shared state).
 
 Holds what every Kafka connection shares: the dispatch table, the advertised nodes per listener, the
-idempotent-producer state per partition, and request counters. Serving starts in `start()` and ends in
+idempotent-producer state per partition, and request counters. `broker_nodes` and `leader_node` answer
+"which brokers exist" and "who leads this partition" for Metadata, FindCoordinator and DescribeCluster:
+this broker alone, or - in cluster mode - the live brokers and each partition's owner from
+kop/cluster/ownership.py, at the endpoint of the listener the request came in on. Serving starts in `start()` and ends in
 `stop()`, which stops accepting, lets in-flight requests finish (bounded by a timeout) and closes.
 """
 
@@ -112,6 +115,32 @@ class KafkaProtocolHandler(ProtocolHandler):
             bound = next((b for b in self._bound if b.name == chosen.name), None)
             port = bound.port if bound else port
         return Node(self.config.kafkaBrokerId, chosen.host, port)
+
+    def broker_nodes(self, listener_name: str) -> list[Node]:
+        """Every live broker as clients on `listener_name` reach it (just this one outside cluster mode)."""
+        me = self.node_for(listener_name)
+        own = self.service.ownership
+        if not own.clustered:
+            return [me]
+        nodes = {me.node_id: me}
+        for b in own.live_brokers():
+            if b.broker_id != me.node_id:
+                host, port = b.address(listener_name)
+                nodes[b.broker_id] = Node(b.broker_id, host, port)
+        return [nodes[k] for k in sorted(nodes)]
+
+    def leader_node(self, topic_name: Any, partition: int, listener_name: str) -> Node | None:
+        """The broker serving one partition (its owner), None while it has none."""
+        own = self.service.ownership
+        if not own.clustered:
+            return self.node_for(listener_name)
+        info = own.owner_cached(topic_name, partition)
+        if info is None:
+            return None
+        if info.broker_id == self.config.kafkaBrokerId:
+            return self.node_for(listener_name)
+        host, port = info.address(listener_name)
+        return Node(info.broker_id, host, port)
 
     def api_name(self, key: int) -> str:
         try:

@@ -1,4 +1,9 @@
-"""Helpers shared by several API modules: topic lookup with auto-creation, error names."""
+"""Helpers shared by several API modules: topic lookup with auto-creation, error names.
+
+In cluster mode a topic missing from this broker's cache is re-read from ZooKeeper before it is called
+unknown (or auto-created): another broker may have created it a moment ago, before the watch said so.
+Ownership is not checked here but in TopicManager.partition_log, the one place every partition access
+goes through: a partition this broker does not own raises TopicError NOT_LEADER_OR_FOLLOWER."""
 
 from __future__ import annotations
 
@@ -8,7 +13,10 @@ from kop.broker.names import InvalidTopicName
 from kop.broker.topics import Topic, TopicError
 
 # The leader epoch this broker reports everywhere (Metadata, ListOffsets, OffsetForLeaderEpoch, stored
-# batches). One node owns every partition for its whole life, so one constant epoch is the honest value.
+# batches). Alone, one node owns every partition for its whole life, so one constant epoch is the honest
+# value. In cluster mode ownership moves, yet 0 stays correct for clients: a new owner never truncates
+# (BookKeeper recovery keeps every acknowledged entry), so no consumer position ever has to be moved back,
+# which is all that epoch bumps would signal (docs/cluster.md).
 # A real epoch (not -1) keeps Java clients' KIP-320 position validation on, and matches what Apache Kafka
 # reports for a fresh topic, so tools print the same columns.
 LEADER_EPOCH = 0
@@ -25,6 +33,8 @@ async def lookup_topic(handler: Any, name: str | None, auto_create: bool) -> Top
     except InvalidTopicName as e:
         raise TopicError("INVALID_TOPIC_EXCEPTION", str(e)) from None
     topic = topics.get(tn)
+    if topic is None and topics.ownership is not None:
+        topic = await topics.refresh(tn)
     if topic is not None or not auto_create or not handler.config.allowAutoTopicCreation:
         return topic
     if tn.local.startswith("__"):

@@ -35,7 +35,11 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             if topic is None or not 0 <= p.partition_index < topic.partitions:
                 parts.append(res(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            plog = await h.service.topics.partition_log(topic, p.partition_index)
+            try:
+                plog = await h.service.topics.partition_log(topic, p.partition_index)
+            except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
+                parts.append(res(ErrorCode[e.error]))
+                continue
             offset = plog.high_watermark if p.offset == -1 else p.offset
             if offset < 0 or offset > plog.high_watermark:
                 parts.append(res(ErrorCode.OFFSET_OUT_OF_RANGE))

@@ -1,7 +1,9 @@
 """DescribeCluster (key 60), v0-v1.
 
 The broker list is this broker's advertised endpoint for the listener the request came in on, and it is
-also the controller (a single KoP broker plays both parts for clients). v1's endpoint type must be 1
+also the controller (a single KoP broker plays both parts for clients). In cluster mode it lists every
+live broker registered in ZooKeeper (kop/cluster/ownership.py) and names the lowest live id as the
+controller, the same answer Metadata gives. v1's endpoint type must be 1
 (brokers); asking for controllers gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka.
 """
 
@@ -25,13 +27,14 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="Only brokers are described here",
             endpoint_type=endpoint_type, cluster_id=h.service.cluster_id, controller_id=-1, brokers=[],
         )
-    node = h.node_for(conn.listener_name)
+    nodes = h.broker_nodes(conn.listener_name)
+    own = h.service.ownership
     return R(
         error_code=0,
         error_message=None,
         endpoint_type=1,
         cluster_id=h.service.cluster_id,
-        controller_id=node.node_id,
-        brokers=[R.DescribeClusterBroker(broker_id=node.node_id, host=node.host, port=node.port, rack=None)],
+        controller_id=own.controller_id if own.clustered else nodes[0].node_id,
+        brokers=[R.DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=None) for n in nodes],
         cluster_authorized_operations=-2147483648,
     )

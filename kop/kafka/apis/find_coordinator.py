@@ -1,7 +1,10 @@
 """FindCoordinator (key 10): v0-v6; v4+ carries a batch of keys and answers each one.
 
-- GROUP keys: this broker, at the endpoint of the listener the request came in on. It owns every
-  partition of __consumer_offsets, so it coordinates every group. As in Kafka, the answer does not wait
+- GROUP keys: the owner of the group's __consumer_offsets partition, at the endpoint of the listener the
+  request came in on. Alone, that is this broker (it owns every partition); in cluster mode it is the
+  owner of the partition's namespace bundle (kop/cluster/ownership.py) - acquisition is triggered and
+  awaited briefly when the partition has no owner, and the key gets COORDINATOR_NOT_AVAILABLE (retriable:
+  clients ask again) if it still has none. As in Kafka, the answer does not wait
   for the group's partition to be loaded: JoinGroup and the other group APIs say
   COORDINATOR_LOAD_IN_PROGRESS until it is. Kafka creates __consumer_offsets on the first FindCoordinator
   and answers COORDINATOR_NOT_AVAILABLE meanwhile; here the topic exists from start-up, so clients never
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.apis.metadata import METADATA_OWNER_WAIT
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -33,28 +37,48 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     node = h.node_for(conn.listener_name)
     coordinator = h.service.coordinator
     key_type = req.key_type if header.api_version >= 1 else GROUP
+    keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
+    owners: dict[str, Any] = {}  # group -> coordinator node (cluster mode)
+    own = h.service.ownership
+    if key_type == GROUP and own.clustered and coordinator is not None and coordinator.topic is not None:
+        topic = coordinator.topic
 
-    def answer(key: str) -> tuple[int, str]:
+        def locate() -> bool:
+            for key in keys:
+                owners[key] = h.leader_node(topic.name, coordinator.partition_of(key), conn.listener_name)
+            return all(n is not None for n in owners.values())
+
+        if not locate():
+            await own.wait_owned([(topic.name, coordinator.partition_of(k)) for k in keys], METADATA_OWNER_WAIT)
+            locate()
+
+    def answer(key: str) -> tuple[int, str, Any]:
+        """(error, message, coordinator node) for one key."""
         if key_type == GROUP:
             if coordinator is None or not coordinator.available:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group coordinator is not available."
-            return 0, "NONE"
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group coordinator is not available.", None
+            if own.clustered:
+                found = owners.get(key)
+                if found is None:
+                    return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None
+                return 0, "NONE", found
+            return 0, "NONE", node
         if key_type == TRANSACTION:
-            return ErrorCode.INVALID_REQUEST, "Transactions are not supported by this broker."
+            return ErrorCode.INVALID_REQUEST, "Transactions are not supported by this broker.", None
         if key_type == SHARE and header.api_version >= 6:
-            return ErrorCode.INVALID_REQUEST, "Share groups are not supported by this broker."
-        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}."
+            return ErrorCode.INVALID_REQUEST, "Share groups are not supported by this broker.", None
+        return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}.", None
 
     if header.api_version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
-            err, msg = answer(key)
+            err, msg, n = answer(key)
             coordinators.append(R.Coordinator(
-                key=key, node_id=node.node_id if not err else -1, host=node.host if not err else "",
-                port=node.port if not err else -1, error_code=err, error_message=msg))
+                key=key, node_id=n.node_id if n else -1, host=n.host if n else "",
+                port=n.port if n else -1, error_code=err, error_message=msg))
         return R(throttle_time_ms=0, coordinators=coordinators)
-    err, msg = answer(req.key)
+    err, msg, n = answer(req.key)
     return R(
         throttle_time_ms=0, error_code=err, error_message=msg,
-        node_id=node.node_id if not err else -1, host=node.host if not err else "", port=node.port if not err else -1,
+        node_id=n.node_id if n else -1, host=n.host if n else "", port=n.port if n else -1,
     )

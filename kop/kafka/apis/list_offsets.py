@@ -55,7 +55,10 @@ async def _one(h: Any, R: Any, topic: Any, p: Any) -> Any:
         return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
     if 0 <= p.current_leader_epoch < LEADER_EPOCH:
         return answer(ErrorCode.FENCED_LEADER_EPOCH)
-    plog = await h.service.topics.partition_log(topic, p.partition_index)
+    try:
+        plog = await h.service.topics.partition_log(topic, p.partition_index)
+    except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
+        return answer(ErrorCode[e.error])
     ts = p.timestamp
     if ts == LATEST:
         return answer(0, plog.high_watermark, -1, LEADER_EPOCH)

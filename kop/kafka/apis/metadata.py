@@ -1,7 +1,13 @@
 """Metadata (key 3): v0-v12.
 
-- This broker is the only broker, the controller, and the leader of every partition (replicas = ISR =
-  [self]); it advertises the endpoint of the listener the request arrived on (KoP's multi-listener rule).
+- Alone (embedded storage), this broker is the only broker, the controller, and the leader of every
+  partition (replicas = ISR = [self]); it advertises the endpoint of the listener the request arrived on
+  (KoP's multi-listener rule).
+- Cluster mode (kop/cluster/ownership.py): the brokers are the live brokers registered in ZooKeeper, the
+  controller is the lowest live id, and a partition's leader (= its only replica and ISR: BookKeeper does
+  the replication) is the owner of its namespace bundle. A partition without an owner triggers acquisition
+  and the answer waits up to METADATA_OWNER_WAIT seconds for it; still none: LEADER_NOT_AVAILABLE with
+  leader -1 for that partition, as Kafka answers while a leader is being elected.
 - Topic names are echoed exactly as the client wrote them (any of KoP's three spellings).
 - Topic ids are real (random per topic, kept in the topic record), but the id-only versions of Fetch,
   Produce and OffsetCommit are not advertised, so clients keep using names.
@@ -24,6 +30,7 @@ from kop.protocol.errors import ErrorCode
 API_KEY = 3
 VERSIONS = (0, 12)
 ZERO_UUID = b"\0" * 16
+METADATA_OWNER_WAIT = 2.0  # seconds a Metadata answer waits for unowned partitions to get an owner
 
 
 async def handle(conn: Any, header: Any, req: Any) -> Any:
@@ -31,10 +38,11 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     node = h.node_for(conn.listener_name)
     topics_mgr = h.service.topics
-    out = []
+    # In request order: error answers, and (name as asked, topic) for topics answered with partitions.
+    out: list[Any] = []
     if req.topics is None or (header.api_version == 0 and not req.topics):
         for topic in sorted(topics_mgr.all(), key=lambda t: topics_mgr.kafka_name(t.name)):
-            out.append(_topic(R, topics_mgr.kafka_name(topic.name), topic, node.node_id))
+            out.append((topics_mgr.kafka_name(topic.name), topic))
     else:
         allow = getattr(req, "allow_auto_topic_creation", True) if header.api_version >= 4 else True
         for rt in req.topics:
@@ -47,7 +55,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
                         is_internal=False, partitions=[],
                     ))
                     continue
-                out.append(_topic(R, topics_mgr.kafka_name(topic.name), topic, node.node_id))
+                out.append((topics_mgr.kafka_name(topic.name), topic))
                 continue
             try:
                 topic = await lookup_topic(h, name, auto_create=allow)
@@ -62,30 +70,57 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
                     is_internal=False, partitions=[],
                 ))
                 continue
-            out.append(_topic(R, name, topic, node.node_id))
+            out.append((name, topic))
+    found = [x for x in out if isinstance(x, tuple)]
+    own = h.service.ownership
+    if not own.clustered:
+        return R(
+            throttle_time_ms=0,
+            brokers=[R.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port, rack=None)],
+            cluster_id=h.service.cluster_id,
+            controller_id=node.node_id,
+            topics=[_topic(R, *x, lambda p: node) if isinstance(x, tuple) else x for x in out],
+            cluster_authorized_operations=-2147483648,
+        )
+    listener = conn.listener_name
+    keys = [(topic.name, p) for _, topic in found for p in range(topic.partitions)]
+    if any(h.leader_node(tn, p, listener) is None for tn, p in keys):
+        await own.wait_owned(keys, METADATA_OWNER_WAIT)
+    brokers = {n.node_id: n for n in h.broker_nodes(listener)}
+    leaders: dict[tuple[Any, int], Any] = {}
+    for tn, p in keys:
+        leader = leaders[(tn, p)] = h.leader_node(tn, p, listener)
+        if leader is not None:
+            brokers.setdefault(leader.node_id, leader)  # an owner whose registration we have not seen yet
     return R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port, rack=None)],
+        brokers=[R.MetadataResponseBroker(node_id=n.node_id, host=n.host, port=n.port, rack=None)
+                 for n in sorted(brokers.values(), key=lambda n: n.node_id)],
         cluster_id=h.service.cluster_id,
-        controller_id=node.node_id,
-        topics=out,
+        controller_id=own.controller_id,
+        topics=[_topic(R, *x, lambda p, t=x[1]: leaders[(t.name, p)]) if isinstance(x, tuple) else x for x in out],
         cluster_authorized_operations=-2147483648,
     )
 
 
-def _topic(R: Any, name: str, topic: Any, node_id: int) -> Any:
-    replicas = [node_id]
+def _topic(R: Any, name: str, topic: Any, leader_of: Any) -> Any:
+    parts = []
+    for i in range(topic.partitions):
+        leader = leader_of(i)
+        if leader is None:
+            parts.append(R.MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=i, leader_id=-1, leader_epoch=-1,
+                replica_nodes=[], isr_nodes=[], offline_replicas=[]))
+            continue
+        replicas = [leader.node_id]
+        parts.append(R.MetadataResponsePartition(
+            error_code=0, partition_index=i, leader_id=leader.node_id, leader_epoch=LEADER_EPOCH,
+            replica_nodes=replicas, isr_nodes=replicas, offline_replicas=[]))
     return R.MetadataResponseTopic(
         error_code=0,
         name=name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=[
-            R.MetadataResponsePartition(
-                error_code=0, partition_index=i, leader_id=node_id, leader_epoch=LEADER_EPOCH,
-                replica_nodes=replicas, isr_nodes=replicas, offline_replicas=[],
-            )
-            for i in range(topic.partitions)
-        ],
+        partitions=parts,
         topic_authorized_operations=-2147483648,
     )

@@ -44,7 +44,11 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             elif p.leader_epoch > LEADER_EPOCH:
                 parts.append(res(0, -1, -1))
             else:
-                plog = await h.service.topics.partition_log(topic, p.partition)
+                try:
+                    plog = await h.service.topics.partition_log(topic, p.partition)
+                except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
+                    parts.append(res(ErrorCode[e.error]))
+                    continue
                 parts.append(res(0, LEADER_EPOCH, plog.high_watermark))
         out.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, topics=out)

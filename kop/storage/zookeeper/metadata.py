@@ -347,6 +347,52 @@ class ZooKeeperMetadataStore(MetadataStore):
         except NoNodeError:
             raise NoSuchNodeError(f"parent of {path}") from None
 
+    async def create_ephemerals(self, nodes: list[tuple[str, bytes]]) -> None:
+        """Create several ephemeral nodes atomically (one ZooKeeper multi): all of them or none. Parents
+        are created first (persistent, empty). Raises NodeExistsError naming the first path that exists
+        and is not ours. A multi retried after a ConnectionLoss may already have been applied: nodes this
+        session owns count as created (cluster membership and bundle ownership rely on this)."""
+        for path, _ in nodes:
+            check_path(path)
+            parent = path.rpartition("/")[0]
+            if parent:
+                await self._call(lambda parent=parent: self.client.ensure_path_async(parent))
+
+        def start() -> Any:
+            tx = self.client.transaction()
+            for path, value in nodes:
+                tx.create(path, bytes(value), ephemeral=True)
+            return tx.commit_async()
+
+        results = await self._call(start)
+        failed = [(path, r) for (path, _), r in zip(nodes, results, strict=True) if isinstance(r, Exception)]
+        for path, r in failed:
+            if isinstance(r, KzNodeExists):
+                if await self.ephemeral_owner(path) == self.session_id:
+                    continue  # applied by an attempt whose answer was lost: only possible if all were
+                raise NodeExistsError(f"{path} already exists")
+        if failed and not all(isinstance(r, KzNodeExists) for _, r in failed):
+            real = next((r for _, r in failed if not type(r).__name__ == "RolledBackError"), failed[0][1])
+            raise StorageError(f"creating {[p for p, _ in nodes]} failed: {real!r}")
+
+    async def ephemeral_owner(self, path: str) -> int | None:
+        """The session id owning ephemeral node `path` (None: absent or persistent)."""
+        check_path(path)
+        zstat = await self._call(lambda: self.client.exists_async(path))
+        if zstat is None or not zstat.ephemeralOwner:
+            return None
+        return int(zstat.ephemeralOwner)
+
+    async def watch_children_async(self, path: str, callback: Callable[[list[str]], Any]) -> Callable[[], None]:
+        """watch_children without blocking the event loop: kazoo's watch recipe reads the children once
+        synchronously when it is set up, which would stall the loop while ZooKeeper is unreachable."""
+        return await self._loop.run_in_executor(None, self.watch_children, path, callback)
+
+    async def watch_data_async(self, path: str,
+                               callback: Callable[[bytes | None, Stat | None], Any]) -> Callable[[], None]:
+        """watch_data without blocking the event loop (see watch_children_async)."""
+        return await self._loop.run_in_executor(None, self.watch_data, path, callback)
+
     def watch_data(self, path: str, callback: Callable[[bytes | None, Stat | None], Any]) -> Callable[[], None]:
         """Call ``callback(value, stat)`` on the event loop now and after every change of ``path``
         (value None: the node does not exist). Returns a function that stops the watch. Built on kazoo's

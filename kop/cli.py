@@ -1,10 +1,21 @@
-"""`kop` command line: `kop standalone` runs a broker on the embedded storage; `kop pipeline audit|stream`
-runs the PySpark jobs against a running broker (kop/pipeline/cli.py, docs/spark.md).
+"""`kop` command line: `kop standalone` runs one broker on the embedded storage; `kop broker` runs one broker
+of a cluster (BookKeeper + ZooKeeper, several brokers sharing them; docs/cluster.md); `kop pipeline
+audit|stream` runs the PySpark jobs against a running broker (kop/pipeline/cli.py, docs/spark.md).
 
     kop standalone [--config FILE] [--data-dir DIR] [--override key=value ...]
+    kop broker --config conf/broker.conf [--override key=value ...]
 
-Configuration problems (unknown keys, bad values, a port in use) stop start-up with one clear message and
-exit status 2; SIGTERM and SIGINT shut down gracefully (in-flight requests finish, storage is closed).
+Both run the same BrokerService. `kop broker` differs only in what it insists on before starting: a
+ZooKeeper metadata store and BookKeeper storage. Why refuse rather than fall back: a "cluster" broker that
+quietly ran on local files would be a second, disjoint copy of every topic, and clients would see data
+vanish as they moved between brokers. `kop standalone` keeps accepting BookKeeper settings too (one broker
+on a cluster's storage, docs/bookkeeper.md).
+
+Configuration problems (unknown keys, bad values, a missing cluster key, a duplicate kafkaBrokerId, a port
+in use) stop start-up with one clear message and exit status 2. `kop broker` waits for enough writable
+bookies (the ensemble size) before it joins the cluster. SIGTERM and SIGINT shut down gracefully (in-flight
+requests finish, ledgers are sealed, storage is closed); a second signal, or a shutdown stuck on an absent
+ZooKeeper, exits at once with status 1.
 """
 
 from __future__ import annotations
@@ -22,19 +33,45 @@ from kop.pipeline.cli import add_pipeline_parser, run_pipeline
 
 log = logging.getLogger("kop")
 
+_EPILOG = """\
+commands:
+  kop standalone [--config conf/standalone.conf] [--data-dir DIR] [--override k=v ...]
+      one broker; embedded storage (local ledger files + sqlite) in --data-dir unless the config names a
+      ZooKeeper (metadataStoreUrl / zookeeperServers), then BookKeeper + ZooKeeper
+  kop broker --config conf/broker.conf [--override k=v ...]
+      one broker of a cluster: requires metadataStoreUrl (or zookeeperServers) and BookKeeper storage;
+      every broker of the cluster needs its own kafkaBrokerId and advertised listeners (docs/cluster.md)
+  kop pipeline audit|stream ...
+      the PySpark jobs (docs/spark.md)
+"""
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kop", description="KoP in Python: a Kafka wire-protocol broker")
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("standalone", help="run a broker on the embedded storage (local ledger files + sqlite), "
-                       "or on BookKeeper + ZooKeeper when metadataStoreUrl/zookeeperServers is set")
-    s.add_argument("--config", help="a broker config file (key=value lines, KoP/Pulsar key names)")
-    s.add_argument("--data-dir", default="data", help="where ledgers and metadata are kept (default: ./data)")
-    s.add_argument(
+
+def _add_common(p: argparse.ArgumentParser, config_help: str) -> None:
+    p.add_argument("--config", help=config_help)
+    p.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE",
         help="set one config key (repeatable; wins over the config file)",
     )
-    s.add_argument("--log-level", default=os.environ.get("KOP_LOG_LEVEL", "INFO"))
+    p.add_argument("--log-level", default=os.environ.get("KOP_LOG_LEVEL", "INFO"))
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kop", description="KoP in Python: a Kafka wire-protocol broker",
+                                epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("standalone", help="run one broker on the embedded storage (local ledger files + sqlite), "
+                       "or on BookKeeper + ZooKeeper when metadataStoreUrl/zookeeperServers is set")
+    _add_common(s, "a broker config file (key=value lines, KoP/Pulsar key names; conf/standalone.conf)")
+    s.add_argument("--data-dir", default="data", help="where ledgers and metadata are kept (default: ./data)")
+    b = sub.add_parser(
+        "broker", help="run one broker of a cluster: BookKeeper + ZooKeeper storage shared with the other "
+        "brokers, topic ownership through ZooKeeper (docs/cluster.md)",
+        description="Run one broker of a cluster. The config must name a ZooKeeper metadata store "
+        "(metadataStoreUrl or zookeeperServers) and must not select storageBackend=embedded; everything "
+        "lives in BookKeeper and ZooKeeper, so there is no data directory. Give every broker its own "
+        "kafkaBrokerId and advertised listeners. See conf/broker.conf and docs/cluster.md.",
+    )
+    _add_common(b, "the broker config file (conf/broker.conf lists every key a cluster broker needs)")
     add_pipeline_parser(sub)  # PySpark jobs; pyspark itself is imported only when one runs
     return p
 
@@ -50,55 +87,162 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = BrokerConfig.load(args.config, parse_overrides(args.override))
+        if args.command == "broker":
+            check_cluster_config(config)
     except ConfigError as e:
         print(f"kop: configuration error: {e}", file=sys.stderr)
         return 2
     if args.command == "standalone":
-        return run_standalone(config, Path(args.data_dir))
+        return run_broker(config, Path(args.data_dir), "standalone")
+    if args.command == "broker":
+        return run_broker(config, None, "broker")
     return 2
 
 
-def run_standalone(config: BrokerConfig, data_dir: Path) -> int:
+def check_cluster_config(config: BrokerConfig) -> None:
+    """What `kop broker` needs beyond a valid config; raises ConfigError naming the key to set."""
+    if config.storageBackend == "embedded":
+        raise ConfigError("storageBackend=embedded cannot run a cluster broker: brokers share BookKeeper "
+                          "storage (set storageBackend=bookkeeper, or leave it empty)")
+    url = config.metadataStoreUrl or config.zookeeperServers
+    if not url:
+        raise ConfigError("kop broker needs a ZooKeeper metadata store: set metadataStoreUrl "
+                          "(zk:host:port[,host:port][/chroot]) or zookeeperServers (host:port[,host:port])")
+    from kop.storage.bookkeeper import parse_metadata_service_uri
+    from kop.storage.zookeeper import parse_zookeeper_servers
+
+    key = "metadataStoreUrl" if config.metadataStoreUrl else "zookeeperServers"
+    try:
+        parse_zookeeper_servers(url)
+    except ValueError as e:
+        raise ConfigError(f"bad value for {key}: {e}") from None
+    if config.bookkeeperMetadataServiceUri:
+        try:
+            parse_metadata_service_uri(config.bookkeeperMetadataServiceUri)
+        except ValueError as e:
+            raise ConfigError(f"bad value for bookkeeperMetadataServiceUri: {e}") from None
+
+
+def _warn_loopback_advertised(config: BrokerConfig) -> None:
+    """A cluster broker that advertises 127.0.0.1 only works when every client and broker is on this
+    machine; say so once, because the symptom (clients timing out against the other brokers' partitions)
+    is far from the cause."""
+    if config.kafkaAdvertisedListeners or config.advertisedAddress:
+        return
+    if any(lst.host in ("", "0.0.0.0", "::") for lst in config.listeners):
+        log.warning("kafkaListeners binds a wildcard address and neither kafkaAdvertisedListeners nor "
+                    "advertisedAddress is set: this broker advertises 127.0.0.1, reachable only from this "
+                    "machine")
+
+
+def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     try:
         import uvloop
 
         runner = uvloop.run
     except ImportError:  # uvloop is a dependency; this only keeps odd platforms running
         runner = asyncio.run
+    from kop.storage.api import StorageError
+
     try:
-        return runner(_serve(config, data_dir))
+        return runner(_serve(config, data_dir, mode))
     except ConfigError as e:
         print(f"kop: configuration error: {e}", file=sys.stderr)
         return 2
-    except OSError as e:
+    except (OSError, StorageError) as e:  # a port in use, ZooKeeper unreachable, ...
         print(f"kop: cannot start: {e}", file=sys.stderr)
         return 1
 
 
-async def _serve(config: BrokerConfig, data_dir: Path) -> int:
+async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     from kop.broker.protocol_handler import load_handlers
     from kop.broker.service import BrokerService
-    from kop.broker.storage import open_storage
+    from kop.broker.storage import open_bookkeeper_storage, open_storage
 
     handlers = load_handlers(config)  # config problems surface before any file is touched
-    data_dir.mkdir(parents=True, exist_ok=True)
-    storage = await open_storage(data_dir, config)  # embedded, or BookKeeper + ZooKeeper (docs/bookkeeper.md)
-    service = BrokerService(config, storage)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    if data_dir is None:  # kop broker: everything is in BookKeeper + ZooKeeper
+        _warn_loopback_advertised(config)
+        storage = await open_bookkeeper_storage(config)
+        where = f"metadata store {config.metadataStoreUrl or config.zookeeperServers}"
+        try:
+            enough = await wait_for_bookies(storage.ledger_store, config.managedLedgerDefaultEnsembleSize, stop)
+        except BaseException:
+            await storage.close()
+            raise
+        if not enough:  # stopped while waiting
+            await storage.close()
+            return 0
+    else:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        storage = await open_storage(data_dir, config)  # embedded, or BookKeeper + ZooKeeper (docs/bookkeeper.md)
+        where = f"data dir {data_dir.resolve()}"
+    service = BrokerService(config, storage)
     try:
         await service.start(handlers)
     except BaseException:
         await service.stop()
         raise
-    log.info("kop standalone ready (%s storage, data dir %s, cluster id %s)", config.storage_backend,
-             data_dir.resolve(), service.cluster_id)
+    log.info("kop %s ready (%s storage, %s, broker id %d, cluster id %s)", mode, config.storage_backend,
+             where, config.kafkaBrokerId, service.cluster_id)
     await stop.wait()
     log.info("shutting down")
-    await service.stop()
-    return 0
+    stop.clear()
+    return await _stop_bounded(service, config, stop)
+
+
+async def _stop_bounded(service: object, config: BrokerConfig, again: asyncio.Event) -> int:
+    """A graceful stop that cannot hang the process. It seals ledgers and releases ownership through
+    ZooKeeper and the bookies; with ZooKeeper gone, those calls wait for a reconnection that may never
+    come. So a second SIGTERM/SIGINT, or the stop outliving brokerShutdownTimeoutMs plus a session's worth
+    of waiting, ends the process at once (exit status 1). That is safe by design: it is what a crash
+    does, and the next owner of the partitions recovers (fences) their ledgers before using them."""
+    grace = config.brokerShutdownTimeoutMs / 1000 + max(30.0, config.metadataStoreSessionTimeoutMillis / 1000)
+    stopping = asyncio.ensure_future(service.stop())  # type: ignore[attr-defined]
+    forced = asyncio.ensure_future(again.wait())
+    done, _ = await asyncio.wait({stopping, forced}, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+    if stopping in done:
+        forced.cancel()
+        stopping.result()
+        return 0
+    why = "a second signal" if forced.done() else f"the shutdown took more than {grace:.0f} s"
+    log.error("exiting without a clean shutdown (%s); the partitions' next owner recovers their ledgers", why)
+    for h in logging.getLogger().handlers:
+        h.flush()
+    sys.stderr.flush()
+    os._exit(1)  # not a return: the loop's own shutdown would wait for the very calls that hang
+
+
+async def wait_for_bookies(ledger_store: object, ensemble_size: int, stop: asyncio.Event,
+                           log_every: float = 10.0) -> bool:
+    """Wait until at least `ensemble_size` writable bookies are registered (True), or `stop` is set (False).
+
+    Why a cluster broker waits before it starts serving: started first (docker compose starts every
+    container at once; bookies register seconds later), it would register in ZooKeeper, be handed bundles,
+    and fail to open their ledgers - the group coordinator's partitions among them - while nothing is
+    wrong but the order. Waiting here keeps it out of the cluster until it can do its job; it says why
+    every `log_every` seconds."""
+    writable = getattr(ledger_store, "writable_bookies", None)
+    if writable is None:
+        return True
+    loop = asyncio.get_running_loop()
+    next_log = loop.time()
+    while not stop.is_set():
+        found = await writable()
+        if len(found) >= ensemble_size:
+            return True
+        if loop.time() >= next_log:
+            log.warning("waiting for %d writable bookies (managedLedgerDefaultEnsembleSize) before serving; "
+                        "%d registered: %s", ensemble_size, len(found), ", ".join(sorted(found)) or "none")
+            next_log = loop.time() + log_every
+        try:
+            await asyncio.wait_for(stop.wait(), 0.5)
+        except TimeoutError:
+            pass
+    return False
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ handling) - none of which is worth owning for an admin port.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -178,24 +180,65 @@ class AdminServer:
     async def stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
         partition = views.need_partition(ref, "stats")
+        await self._redirect_if_not_owner(request, ref, partition)
         return _json(await views.partition_stats(self.service, ref.topic, partition))
 
     async def partitioned_stats(self, request: web.Request) -> web.Response:
         per_partition = request.query.get("perPartition", "true").lower() != "false"
-        return _json(await views.partitioned_stats(self.service, self._ref(request), per_partition))
+        ref = self._ref(request)
+        async with self._from_owners(ref, "stats", views.partition_stats) as source:
+            return _json(await views.partitioned_stats(self.service, ref, per_partition, source))
 
     async def internal_stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
         partition = views.need_partition(ref, "internalStats")
+        await self._redirect_if_not_owner(request, ref, partition)
         return _json(await views.internal_stats(self.service, ref.topic, partition))
 
     async def partitioned_internal_stats(self, request: web.Request) -> web.Response:
-        return _json(await views.partitioned_internal_stats(self.service, self._ref(request)))
+        ref = self._ref(request)
+        async with self._from_owners(ref, "internalStats", views.internal_stats) as source:
+            return _json(await views.partitioned_internal_stats(self.service, ref, source))
+
+    @contextlib.asynccontextmanager
+    async def _from_owners(self, ref: views.TopicRef, what: str,
+                           local: Callable[..., Awaitable[dict[str, Any]]]) -> AsyncIterator[views.PartitionSource]:
+        """Where each partition's part of a partitioned-* answer comes from: computed here for a partition
+        this broker owns (always, in embedded mode), else asked of its owner's admin endpoint for that one
+        partition - as Pulsar gathers partitioned stats from each partition's broker. Opening the
+        partition here instead would take it from its owner (fence its ledger)."""
+        ownership = getattr(self.service, "ownership", None)
+        if ownership is None or not ownership.clustered:
+            yield lambda p: local(self.service, ref.topic, p)
+            return
+        import aiohttp
+
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+            async def source(p: int) -> dict[str, Any]:
+                owner = await ownership.owner_of(ref.topic.name, p)
+                if owner is None:
+                    raise AdminError(412, f"Failed to find ownership for {ref.partition_name(p)}")
+                if owner.broker_id == ownership.local.broker_id:
+                    return await local(self.service, ref.topic, p)
+                if not owner.web_url:
+                    raise AdminError(412, f"{ref.partition_name(p)} is owned by broker {owner.broker_id}, "
+                                          "which serves no admin HTTP (webServicePort=-1)")
+                t = ref.topic.name
+                url = (f"{owner.web_url.rstrip('/')}{V2}/persistent/{t.tenant}/{t.namespace}/"
+                       f"{quote(f'{t.local}-partition-{p}', safe='')}/{what}")
+                async with session.get(url, allow_redirects=False) as resp:
+                    if resp.status != 200:
+                        raise AdminError(503 if resp.status >= 300 else resp.status,
+                                         f"broker {owner.broker_id} answered {resp.status} for "
+                                         f"{ref.partition_name(p)}: {(await resp.text())[:200]}")
+                    return await resp.json()
+
+            yield source
 
     async def message_id_by_index(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
         index = views.parse_long(request.query, "index")
-        self._redirect_if_not_owner(request, ref)
+        await self._redirect_if_not_owner(request, ref, ref.partition)
         return _json(await views.message_id_by_index(self.service, ref, index))
 
     async def index_by_message_id(self, request: web.Request) -> web.Response:
@@ -204,7 +247,7 @@ class AdminServer:
         ledger_id = views.parse_long(q, "ledgerId")
         entry_id = views.parse_long(q, "entryId")
         batch_index = views.parse_long(q, "batchIndex", required=False, default=-1)
-        self._redirect_if_not_owner(request, ref)
+        await self._redirect_if_not_owner(request, ref, ref.partition)
         return _json(await views.index_by_message_id(self.service, ref, ledger_id, entry_id, batch_index))
 
     async def non_persistent(self, request: web.Request) -> web.Response:
@@ -212,9 +255,31 @@ class AdminServer:
         broker has no non-persistent topics at all, so the answer is the same for any name."""
         return _json({"reason": "getMessageIdByIndex is not allowed for non-persistent topics"}, 405)
 
-    def _redirect_if_not_owner(self, request: web.Request, ref: views.TopicRef) -> None:
-        """Pulsar answers 307 to the owning broker's web address unless `authoritative`. One broker owns
-        every topic until cluster mode lands; then this looks the owner up and redirects."""
-        owner_url = self.service.web_owner_url(ref.topic) if hasattr(self.service, "web_owner_url") else None
-        if owner_url is not None and request.query.get("authoritative", "false").lower() != "true":
-            raise web.HTTPTemporaryRedirect(owner_url.rstrip("/") + str(request.rel_url))
+    async def _redirect_if_not_owner(self, request: web.Request, ref: views.TopicRef,
+                                     partition: int | None) -> None:
+        """In cluster mode, a call about one partition made to a broker that does not own it answers, as
+        Pulsar's validateTopicOwnership does, 307 Temporary Redirect with Location = the owner's web URL +
+        the same path and query (HTTP clients, kop-admin and pulsar-admin included, repeat the GET there).
+        Why redirect rather than answer here: only the owner has the partition's managed ledger open, and
+        opening it anywhere else would fence the owner's ledger - a stats call must not move a topic.
+
+        The `authoritative` parameter does not stop the redirect (in Pulsar it only tells the receiver to
+        take ownership of an unowned bundle; here a lookup takes an unowned bundle anyway). No owner found
+        (no live broker chose it in time) -> 412, Pulsar's "Failed to find ownership". Embedded mode, and
+        a name without a partition (resolved to 404 by the endpoints), never redirect."""
+        ownership = getattr(self.service, "ownership", None)
+        if partition is None or ownership is None or not ownership.clustered:
+            return
+        owner = await ownership.owner_of(ref.topic.name, partition)
+        if owner is None:
+            raise AdminError(412, f"Failed to find ownership for topic: persistent://{ref.topic.name.tenant}/"
+                                  f"{ref.topic.name.namespace}/{ref.name}")
+        if owner.broker_id == ownership.local.broker_id:
+            return
+        if not owner.web_url:
+            raise AdminError(412, f"{ref.name} is owned by broker {owner.broker_id}, which serves no admin "
+                                  "HTTP (webServicePort=-1)")
+        location = owner.web_url.rstrip("/") + str(request.rel_url)
+        log.debug("admin %s: partition owned by broker %d, redirecting to %s", request.path, owner.broker_id,
+                  location)
+        raise web.HTTPTemporaryRedirect(location)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -200,16 +200,23 @@ _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "by
            "bytesOutCounter", "msgOutCounter", "storageSize")
 
 
-async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition: bool = True) -> dict[str, Any]:
-    """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each one under "partitions"."""
+PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]
+
+
+async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition: bool = True,
+                            partition_source: PartitionSource | None = None) -> dict[str, Any]:
+    """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each one under "partitions".
+    `partition_source(p)` gives one partition's stats (in cluster mode the admin server asks each partition's
+    owner); by default they are computed here."""
     if ref.partition is not None:
         raise AdminError(404, f"Topic {ref.name} not found: partitioned-stats takes the topic's base name, "
                               f"{ref.base_name}")
+    source = partition_source or (lambda p: partition_stats(service, ref.topic, p))
     total: dict[str, Any] = {k: 0 for k in _SUMMED}
     subs: dict[str, dict[str, Any]] = {}
     parts: dict[str, Any] = {}
     for p in range(ref.topic.partitions):
-        s = await partition_stats(service, ref.topic, p)
+        s = await source(p)
         for k in _SUMMED:
             total[k] += s[k]
         for group, sub in s["subscriptions"].items():
@@ -283,15 +290,15 @@ async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
     }
 
 
-async def partitioned_internal_stats(service: BrokerService, ref: TopicRef) -> dict[str, Any]:
+async def partitioned_internal_stats(service: BrokerService, ref: TopicRef,
+                                     partition_source: PartitionSource | None = None) -> dict[str, Any]:
     if ref.partition is not None:
         raise AdminError(404, f"Topic {ref.name} not found: partitioned-internalStats takes the topic's base "
                               f"name, {ref.base_name}")
+    source = partition_source or (lambda p: internal_stats(service, ref.topic, p))
     return {
         "metadata": {"partitions": ref.topic.partitions},
-        "partitions": {
-            ref.partition_name(p): await internal_stats(service, ref.topic, p) for p in range(ref.topic.partitions)
-        },
+        "partitions": {ref.partition_name(p): await source(p) for p in range(ref.topic.partitions)},
     }
 
 

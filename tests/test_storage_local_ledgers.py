@@ -257,59 +257,6 @@ def test_damaged_index_falls_back_to_scanning(tmp_path):
     run(main())
 
 
-_CHILD = r"""
-import asyncio, sys
-from kop.storage.local.ledgers import LocalLedgerStore
-
-async def main():
-    store = LocalLedgerStore(sys.argv[1], fsync="always")
-    lh = await store.create_ledger()
-    print(lh.ledger_id, flush=True)
-    def acked(f):
-        if not f.exception():
-            print(f.result(), flush=True)
-    i = 0
-    while True:
-        for _ in range(20):
-            lh.append_nowait(b"%08d" % i * 16).add_done_callback(acked)
-            i += 1
-        await asyncio.sleep(0)
-
-asyncio.run(main())
-"""
-
-
-def test_sigkill_keeps_every_acknowledged_entry(tmp_path):
-    """A real crash: the writer process is killed with SIGKILL while appends are in flight."""
-    import subprocess
-    import sys
-    import time
-
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    ledger_id = int(proc.stdout.readline())
-    acked = -1
-    deadline = time.monotonic() + 30
-    while acked < 2000 and time.monotonic() < deadline:
-        acked = int(proc.stdout.readline())
-    proc.kill()
-    rest = proc.stdout.read().split()
-    proc.stdout.close()
-    proc.wait()
-    acked = max([acked, *map(int, rest)])
-    assert acked >= 2000
-
-    async def check():
-        store = LocalLedgerStore(tmp_path)
-        rh = await store.open_ledger(ledger_id, recover=True)
-        assert rh.last_add_confirmed >= acked
-        entries = await rh.read(0, rh.last_add_confirmed)
-        assert all(bytes(e) == b"%08d" % i * 16 for i, e in enumerate(entries))
-        await store.close()
-
-    run(check())
-
-
 def test_recovery_scan_reads_in_chunks_whatever_the_frame_boundaries(tmp_path):
     from kop.storage.local.ledgers import scan_frames
 

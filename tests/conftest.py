@@ -28,6 +28,17 @@ from tests.support.java import JavaTools, JavaToolsMissing  # noqa: E402
 from tests.support.kafka_server import KafkaServer  # noqa: E402
 
 
+@pytest.fixture
+def cluster():  # noqa: ANN201 - tests.support.bookkeeper.BookKeeperCluster, imported lazily
+    """The real ZooKeeper + 4 bookies of this test process (tests/support/bookkeeper.py, started on first
+    use), with every bookie running and registered - whatever an earlier test did to them."""
+    from tests.support.bookkeeper import shared_cluster
+
+    c = shared_cluster()
+    c.ensure_all_up()
+    return c
+
+
 @pytest.fixture(scope="session")
 def java_tools() -> JavaTools:
     try:

@@ -20,10 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.admin import kop_admin_json, ok, topic_url
-from tests.support.bookkeeper import BookKeeperCluster, KopBookKeeperBroker, shared_cluster
+from tests.support.bookkeeper import BookKeeperCluster, KopBookKeeperBroker
 from tests.support.clients import create_topic, make_records, produce_kafka_python
 from tests.support.cluster import eventually, metadata
 
@@ -86,13 +84,6 @@ def _settled_leaders(brokers: dict[int, KopClusterBroker], topic: str, bundles: 
 
     eventually(f"both brokers name the settled owners of {topic}: {want}", settled)
     return want
-
-
-@pytest.fixture
-def cluster() -> BookKeeperCluster:
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 def test_partition_calls_to_a_non_owner_redirect_to_the_owner(cluster, tmp_path):

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from kop.config import BrokerConfig, ConfigError, parse_overrides, read_properties
-from tests.support.bookkeeper import BookKeeperCluster, KopBookKeeperBroker, shared_cluster
+from tests.support.bookkeeper import BookKeeperCluster, KopBookKeeperBroker
 from tests.support.clients import (
     assert_consumed_exactly,
     by_partition,
@@ -195,13 +195,6 @@ def test_docker_compose_matches_conf_and_the_test_cluster():
 
 
 # ---------------------------------------------------------------------------------------------- cluster
-
-
-@pytest.fixture
-def cluster() -> BookKeeperCluster:
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 def test_kop_broker_with_conf_broker_conf_round_trips_records(cluster, tmp_path):

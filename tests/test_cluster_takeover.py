@@ -26,13 +26,10 @@ import threading
 import time
 import uuid
 
-import pytest
-
 from kop.managed_ledger.protobuf import ManagedLedgerInfo
 from kop.storage.bookkeeper import LedgerMetadata, ledger_path
 from kop.storage.bookkeeper.protocol import EFENCED, decode_response, encode_add, master_key
 from tests.support.admin import batch
-from tests.support.bookkeeper import shared_cluster
 from tests.support.clients import create_topic
 from tests.support.cluster import (
     broker_id,
@@ -46,13 +43,6 @@ from tests.support.cluster import (
 from tests.support.wire import Negotiated
 
 PARTITIONS = 2
-
-
-@pytest.fixture
-def cluster():
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 class Producer(threading.Thread):

@@ -19,11 +19,9 @@ import threading
 import uuid
 from datetime import datetime
 
-import pytest
-
 from kop.cluster.bundles import bundle_for
 from tests.support.admin import batch
-from tests.support.bookkeeper import KopBookKeeperBroker, shared_cluster
+from tests.support.bookkeeper import KopBookKeeperBroker
 from tests.support.clients import create_topic
 from tests.support.cluster import (
     ZooKeeperProxy,
@@ -37,13 +35,6 @@ from tests.support.cluster import (
 from tests.support.wire import Negotiated
 
 NOT_LEADER_OR_FOLLOWER = 6
-
-
-@pytest.fixture
-def cluster():
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 def test_zookeeper_restart_during_produce(cluster, tmp_path_factory):

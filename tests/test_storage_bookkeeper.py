@@ -30,7 +30,6 @@ from kop.storage.bookkeeper import (
 )
 from kop.storage.bookkeeper import protocol as p
 from kop.storage.bookkeeper.metadata import CLOSED, Segment, decode_bookie_address, ledger_id_from_path
-from tests.support.bookkeeper import BookKeeperCluster, shared_cluster
 
 
 def run(coro):
@@ -41,14 +40,6 @@ def run(coro):
 
 def payload(i: int, size: int = 100) -> bytes:
     return (f"entry-{i}-".encode() * size)[:size]
-
-
-@pytest.fixture
-def cluster() -> BookKeeperCluster:
-    """The process-wide cluster, with all 4 bookies up and registered."""
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 # ---- BookKeeper only --------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import pytest
 
 from kop.managed_ledger.protobuf import ManagedLedgerInfo
 from kop.storage.bookkeeper import LedgerMetadata, ledger_path
-from tests.support.bookkeeper import BookKeeperCluster, shared_cluster
+from tests.support.bookkeeper import BookKeeperCluster
 from tests.support.clients import (
     assert_consumed_exactly,
     by_partition,
@@ -39,14 +39,6 @@ from tests.support.clients import (
 
 PARTITIONS = 2
 RECORDS = 3000
-
-
-@pytest.fixture
-def cluster() -> BookKeeperCluster:
-    """The process-wide cluster, with all 4 bookies up and registered."""
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 def _commit_with_group(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:

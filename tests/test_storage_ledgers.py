@@ -19,7 +19,6 @@ from kop.storage.bookkeeper import (
     BookKeeperLedgerStore,
 )
 from kop.storage.local.ledgers import LocalLedgerStore
-from tests.support.bookkeeper import BookKeeperCluster, shared_cluster
 
 
 def run(coro):
@@ -30,14 +29,6 @@ def run(coro):
 
 def payload(i: int, size: int = 100) -> bytes:
     return (f"entry-{i}-".encode() * size)[:size]
-
-
-@pytest.fixture
-def cluster() -> BookKeeperCluster:
-    """The process-wide cluster, with all 4 bookies up and registered."""
-    c = shared_cluster()
-    c.ensure_all_up()
-    return c
 
 
 Opener = Callable[[], Awaitable[LedgerStore]]

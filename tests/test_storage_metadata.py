@@ -19,16 +19,10 @@ import pytest
 from kop.storage.api import BadVersionError, MetadataStore, NodeExistsError, NoSuchNodeError, NotEmptyError
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.storage.zookeeper import ZooKeeperMetadataStore
-from tests.support.bookkeeper import BookKeeperCluster, shared_cluster
 
 
 def run(coro):
     return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> BookKeeperCluster:
-    return shared_cluster()
 
 
 Opener = Callable[[], Awaitable[MetadataStore]]

@@ -15,16 +15,11 @@ import pytest
 
 from kop.storage.api import NodeExistsError
 from kop.storage.zookeeper import ZooKeeperMetadataStore, parse_zookeeper_servers
-from tests.support.bookkeeper import BookKeeperCluster, shared_cluster
+from tests.support.bookkeeper import BookKeeperCluster
 
 
 def run(coro):
     return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> BookKeeperCluster:
-    return shared_cluster()
 
 
 def zk_url(cluster: BookKeeperCluster) -> str:

@@ -20,6 +20,7 @@ from kop.admin.metrics import BrokerMetrics
 from kop.broker.protocol_handler import ProtocolHandler
 from kop.config import BrokerConfig, Listener
 from kop.kafka.apis import Api, build_table
+from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.idempotence import ProducerStateTable
 from kop.protocol import api_info
 
@@ -55,6 +56,8 @@ class KafkaProtocolHandler(ProtocolHandler):
         self._producer_states: dict[str, ProducerStateTable] = {}
         self._producer_state_loading: dict[str, asyncio.Future[ProducerStateTable]] = {}
         self._bound: list[Listener] = []
+        # Encoded Metadata topic entries (kop.kafka.apis.metadata: keyed by everything they depend on).
+        self.metadata_cache = TopicEntryCache()
         self._idle_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ plugin API

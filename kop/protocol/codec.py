@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from .codegen import make_decoder, make_encoder, skip_tag_buffer
+from .codegen import Encoded, make_decoder, make_encoder, make_struct_encoder, skip_tag_buffer
 from .errors import DecodeError, EncodeError, UnsupportedVersionError
 from .model import MessageModel, Struct
 from .schema import MessageSpec, load_all
@@ -129,6 +129,31 @@ def encoder(name: str, version: int) -> Any:
         _check_version(model, version)
         fn = _ENCODERS[(name, version)] = make_encoder(model, version)
     return fn
+
+
+_STRUCT_ENCODERS: dict[tuple[str, str, int], Any] = {}
+
+
+def encode_struct(obj: Struct, version: int) -> Encoded:
+    """One nested struct (e.g. a MetadataResponseTopic) encoded alone at ``version`` of its message, for
+    use as a pre-encoded array element of that message at the same version (see ``codegen``)."""
+    name = type(obj).__name__
+    key = (obj._MESSAGE, name, version)
+    fn = _STRUCT_ENCODERS.get(key)
+    if fn is None:
+        model = MODELS[obj._MESSAGE]
+        _check_version(model, version)
+        if name not in model.fields_of or name == obj._MESSAGE:
+            raise ValueError(f"{name} is not a nested struct of {obj._MESSAGE}")
+        fn = _STRUCT_ENCODERS[key] = make_struct_encoder(model, version, name)
+    cur: list = []
+    parts: list = []
+    try:
+        fn(obj, cur, parts)
+    except _ENCODE_ERRORS as exc:
+        raise _encode_error(obj._MESSAGE, version, obj, exc) from exc
+    parts.append(b"".join(cur))
+    return Encoded(b"".join(parts))
 
 
 def _request_decoder(api_key: int, version: int) -> Any:

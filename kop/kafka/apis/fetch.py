@@ -10,7 +10,10 @@
 - Partition and response byte limits as Kafka: the first batch of the response is returned even when it
   is larger than the limits, so a consumer can always make progress.
 - min_bytes / max_wait long-poll: the request waits until an append to one of its partitions or max_wait
-  (capped by fetchMaxWaitCapMs), then reads again.
+  (capped by fetchMaxWaitCapMs), then reads again. Interest in appends is registered only once a pass
+  found too little (then any high watermark that moved during the pass means read again at once).
+- A partition fetched at its high watermark (caught up) is answered without a read (issue 5: most of a
+  many-partition consumer's partitions, every fetch).
 - current_leader_epoch > our epoch gets UNKNOWN_LEADER_EPOCH, lower gets FENCED_LEADER_EPOCH.
 - Back-pressure: record data is read only when the connection has room for it (KafkaConnection.fetch_room),
   so a client that pipelines fetches and reads its socket slowly costs about one response of memory.
@@ -40,7 +43,7 @@ _RECORDS_COUNT = struct.Struct(">i")  # at byte 57 of a v2 batch
 
 class _Part:
     __slots__ = ("index", "fetch_offset", "max_bytes", "epoch", "topic", "plog", "ledger", "error", "message",
-                 "counters")
+                 "counters", "seen_hw")
 
     def __init__(self, index: int, fetch_offset: int, max_bytes: int, epoch: int) -> None:
         self.index = index
@@ -53,6 +56,7 @@ class _Part:
         self.error = 0
         self.message: str | None = None
         self.counters: Any = None  # kop.admin.metrics.PartitionCounters
+        self.seen_hw = -1  # the high watermark when the last pass read this partition
 
 
 async def handle(conn: Any, header: Any, req: Any) -> Any:
@@ -79,12 +83,12 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
                 p.error = ErrorCode.FENCED_LEADER_EPOCH
                 continue
             p.topic = topic
-            p.ledger = topic.name.ledger_name(p.index)
             try:
                 p.plog = await h.service.topics.partition_log(topic, p.index)
             except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
                 p.error = ErrorCode[e.error]
                 continue
+            p.ledger = p.plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((ft.topic, parts))
 
@@ -93,17 +97,22 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     deadline = loop.time() + max_wait
     metrics = h.metrics
     while True:
-        # Register interest before reading so an append landing between the read and the wait is not missed.
-        waiters = [p.plog.wait_for_append() for _, parts in plan for p in parts if p.plog is not None and not p.error]
         total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics)
         remaining = deadline - loop.time()
-        if total >= req.min_bytes or remaining <= 0 or not waiters or h.draining:
-            for w in waiters:
-                if not w.done():
-                    w.cancel()
+        live = [p for _, parts in plan for p in parts if p.plog is not None and not p.error]
+        if total >= req.min_bytes or remaining <= 0 or not live or h.draining:
             _count_sent(sent)
             conn.hold(total)
             return R(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+        # Interest is registered only when the fetch is going to wait (an answer with data needs none: for
+        # a 2 000-partition consumer that was 2 000 futures made and cancelled per fetch). An append that
+        # landed while the pass was reading would then be missed, so: register, then compare each high
+        # watermark with the one the pass saw - any move means read again now, as a woken wait would.
+        waiters = [p.plog.wait_for_append() for p in live]
+        if any(p.plog.high_watermark != p.seen_hw for p in live):
+            for w in waiters:
+                w.cancel()
+            continue
         # This pass is discarded: hold nothing while the long poll waits (a waiting fetch that kept its
         # batches referenced would pin up to max_bytes each, and a client may pipeline many).
         responses = sent = None  # type: ignore[assignment]
@@ -145,6 +154,16 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 presps.append(_error(R, p.index, p.error))
                 continue
             plog = p.plog
+            hw = p.seen_hw = plog.high_watermark
+            if p.fetch_offset == hw:
+                # Caught up (most partitions of a many-partition consumer): what read() answers at the high
+                # watermark - no data, nothing to remember - without its coroutine and cursor lookups.
+                presps.append(R.PartitionData(
+                    partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=hw,
+                    log_start_offset=plog.log_start_offset, aborted_transactions=None, preferred_read_replica=-1,
+                    records=b"",
+                ))
+                continue
             budget = min(p.max_bytes, max(response_max - total, 0))
             records: list[Any] = []
             try:

@@ -1,7 +1,9 @@
 # make test  : set-up (pip + Kafka jars) then the whole test suite (this is the project's test command)
-# make bench : set-up then the producer benchmark, ours vs Apache Kafka 4.x (writes docs/benchmarks.md)
+# make bench : set-up then the side-by-side benchmark, ours vs Apache Kafka 4.x (writes docs/benchmarks.md);
+#              BENCH_ARGS=--quick for a smoke run, BENCH_ARGS="--scenarios 'p-1k-*'" for a subset
 PYTHON ?= python3
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 .PHONY: setup test bench lint
 
@@ -15,7 +17,7 @@ test: setup
 	exit $$rc
 
 bench: setup
-	$(PYTHON) bench/run.py
+	$(PYTHON) bench/run.py $(BENCH_ARGS)
 
 lint:
 	$(PYTHON) -m ruff check .

@@ -1,0 +1,1 @@
+"""The side-by-side benchmark (bench/run.py); see docs/benchmarks.md."""

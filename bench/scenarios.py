@@ -1,0 +1,97 @@
+"""The scenario list: names, parameters, record counts, and the --scenarios filter.
+
+Names are short and stable (they are keys in the JSON and rows of docs/benchmarks.md):
+
+    p-1k-16p-all-lz4     kafka-producer-perf-test, 1 KiB records, 16 partitions, acks=all, lz4 - followed by
+                         kafka-consumer-perf-test over the same records (metrics c_*)
+    e2e-1k-acks1         EndToEndLatency (kafka-e2e-latency), 1 KiB records, one partition, acks=1
+    bk-p-1k-16p-all-none the p-1k-16p-all-none run again with a third broker: ours on ZooKeeper + 4 bookies
+    scale-*              the scale scenarios of bench/scale.py
+
+Record counts are sized by bytes (--producer-mb) and capped (--max-records), so a 100 B scenario does not
+take ten times as long as a 1 KiB one: the per-record cost dominates small records on both brokers.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+RECORD_SIZES = {"1k": 1024, "100b": 100}
+PARTITIONS = (1, 16)
+ACKS = ("1", "all")
+COMPRESSIONS = ("none", "lz4")
+
+
+@dataclass(frozen=True)
+class ProducerScenario:
+    """kafka-producer-perf-test then kafka-consumer-perf-test on one fresh topic."""
+
+    size_name: str
+    partitions: int
+    acks: str
+    compression: str
+    bk: bool = False  # run against the BookKeeper-mode broker too (the issue 7 row)
+
+    @property
+    def record_size(self) -> int:
+        return RECORD_SIZES[self.size_name]
+
+    @property
+    def name(self) -> str:
+        base = f"p-{self.size_name}-{self.partitions}p-{self.acks}-{self.compression}"
+        return f"bk-{base}" if self.bk else base
+
+    def records(self, producer_mb: float, max_records: int) -> int:
+        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
+
+
+@dataclass(frozen=True)
+class E2EScenario:
+    """org.apache.kafka.tools.EndToEndLatency: one record at a time, produce then poll until it arrives."""
+
+    size_name: str
+    acks: str
+
+    @property
+    def record_size(self) -> int:
+        return RECORD_SIZES[self.size_name]
+
+    @property
+    def name(self) -> str:
+        return f"e2e-{self.size_name}-acks{self.acks}"
+
+
+SCALE_SCENARIOS = ("scale-offset-search", "scale-1000-connections", "scale-10k-partitions")
+BK_SCENARIO = ProducerScenario("1k", 16, "all", "none", bk=True)
+
+
+def producer_matrix() -> list[ProducerScenario]:
+    return [
+        ProducerScenario(s, p, a, c)
+        for s in RECORD_SIZES for p in PARTITIONS for a in ACKS for c in COMPRESSIONS
+    ]
+
+
+def e2e_scenarios() -> list[E2EScenario]:
+    return [E2EScenario("1k", "1"), E2EScenario("1k", "all"), E2EScenario("100b", "1")]
+
+
+def all_names() -> list[str]:
+    return ([s.name for s in producer_matrix()] + [s.name for s in e2e_scenarios()] + [BK_SCENARIO.name]
+            + list(SCALE_SCENARIOS))
+
+
+def matches(name: str, patterns: list[str] | None) -> bool:
+    """--scenarios is a comma-separated list of shell patterns (fnmatch); none given = everything."""
+    return not patterns or any(fnmatch.fnmatchcase(name, p) for p in patterns)
+
+
+def parse_patterns(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    pats = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in pats if not any(fnmatch.fnmatchcase(n, p) for n in all_names())]
+    if unknown:
+        raise SystemExit(f"--scenarios: {unknown} match no scenario; known: {', '.join(all_names())}")
+    return pats

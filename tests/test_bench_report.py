@@ -1,0 +1,161 @@
+"""The pure parts of the benchmark (bench/report.py, bench/chart.py, the output parsers of bench/tools.py and
+the scenario filter of bench/scenarios.py) on canned numbers, so `make test` keeps `make bench`'s report code
+working. Nothing here starts a broker or measures time."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from bench import chart, report
+from bench.scenarios import BK_SCENARIO, all_names, matches, parse_patterns, producer_matrix
+from bench.tools import BenchError, parse_consumer, parse_e2e, parse_producer
+
+
+def _m(scenario: str, broker: str, rnd: int, **metrics: float) -> dict:
+    return {"scenario": scenario, "broker": broker, "round": rnd, "metrics": metrics}
+
+
+CANNED = [
+    _m("p-1k-16p-all-none", "kafka", 1, p_mbps=40.0, p_p99_ms=100.0, c_fetch_mbps=80.0, rss_mib=400.0),
+    _m("p-1k-16p-all-none", "kafka", 2, p_mbps=50.0, p_p99_ms=120.0, c_fetch_mbps=90.0, rss_mib=410.0),
+    _m("p-1k-16p-all-none", "kafka", 3, p_mbps=45.0, p_p99_ms=500.0, c_fetch_mbps=85.0, rss_mib=405.0),
+    _m("p-1k-16p-all-none", "kop", 1, p_mbps=60.0, p_p99_ms=90.0, c_fetch_mbps=40.0, rss_mib=60.0),
+    _m("p-1k-16p-all-none", "kop", 2, p_mbps=30.0, p_p99_ms=80.0, c_fetch_mbps=42.5, rss_mib=61.0),
+    _m("p-1k-16p-all-none", "kop", 3, p_mbps=54.0, p_p99_ms=70.0, c_fetch_mbps=41.0, rss_mib=62.0),
+    _m("p-1k-16p-all-none", "kop-bk", 1, p_mbps=9.0, p_p99_ms=300.0, c_fetch_mbps=20.0),
+    _m("e2e-1k-acks1", "kafka", 1, e2e_avg_ms=2.0, e2e_p99_ms=10.0),
+    _m("e2e-1k-acks1", "kop", 1, e2e_avg_ms=1.0, e2e_p99_ms=12.0),
+    _m("scale-offset-search", "kafka", 1, search_ms_1000=1.0, search_ms_10000=1.1, search_ms_100000=1.2),
+    _m("scale-offset-search", "kop", 1, search_ms_1000=0.4, search_ms_10000=0.45, search_ms_100000=0.5,
+       search_ms_10000000=0.7),
+    _m("scale-1000-connections", "kafka", 1, conn_s=0.8, conn_errors=0.0),
+    _m("scale-1000-connections", "kop", 1, conn_s=0.3, conn_errors=0.0),
+]
+
+
+def test_medians_and_ratios_follow_the_metric_direction():
+    s = report.summarize(CANNED)
+    assert s["p-1k-16p-all-none"]["kafka"]["p_mbps"] == 45.0  # median of 40, 50, 45
+    assert s["p-1k-16p-all-none"]["kop"]["p_p99_ms"] == 80.0  # the 500 ms outlier of Kafka does not count
+    assert s["p-1k-16p-all-none"]["kafka"]["p_p99_ms"] == 120.0
+    rows = {(r["scenario"], r["metric"]): r for r in report.rows(s)}
+    mbps = rows[("p-1k-16p-all-none", "p_mbps")]
+    assert mbps["ratio"] == pytest.approx(54.0 / 45.0)
+    assert mbps["ratio_bk"] == pytest.approx(9.0 / 45.0)
+    assert report.is_good("p_mbps", mbps["ratio"]) is True
+    assert report.is_good("p_mbps", mbps["ratio_bk"]) is False
+    assert report.is_good("p_p99_ms", rows[("p-1k-16p-all-none", "p_p99_ms")]["ratio"]) is True  # 80/120
+    assert report.is_good("e2e_p99_ms", rows[("e2e-1k-acks1", "e2e_p99_ms")]["ratio"]) is False  # 12/10
+    # 0 errors on Kafka's side: no ratio (not a division by zero), and only ours measured: no ratio either
+    assert rows[("scale-1000-connections", "conn_errors")]["ratio"] is None
+    assert rows[("scale-offset-search", "search_ms_10000000")]["ratio"] is None
+    assert rows[("scale-offset-search", "search_ms_10000000")]["kop"] == 0.7
+
+
+def test_goals_name_the_scenarios_that_miss():
+    misses = report.goals(report.summarize(CANNED))
+    assert any(m.startswith("p-1k-16p-all-none: consumer MB/s") for m in misses)  # 41 / 85
+    assert any(m.startswith("e2e-1k-acks1: e2e p99") for m in misses)
+    assert not any("producer MB/s" in m for m in misses)  # 54 / 45 meets the goal
+
+
+def test_tables_show_medians_ratios_and_bookkeeper_columns():
+    s = report.summarize(CANNED)
+    md = report.markdown_table(s)
+    assert "kop on BookKeeper" in md
+    line = next(ln for ln in md.splitlines() if "| producer MB/s |" in ln)
+    assert "45.00" in line and "54.00" in line and "1.20" in line and "**0.20**" in line
+    e2e = next(ln for ln in md.splitlines() if "e2e p99 latency" in ln)
+    assert "**1.20**" in e2e  # a miss is bold
+    text = report.text_table(s)
+    assert "p-1k-16p-all-none" in text and "1.20" in text
+    without_bk = report.markdown_table(report.summarize([m for m in CANNED if m["broker"] != "kop-bk"]))
+    assert "BookKeeper" not in without_bk
+
+
+def test_json_has_no_nan_tokens():
+    s = report.summarize(CANNED + [_m("e2e-1k-acks1", "kafka", 2, e2e_avg_ms=float("nan"))])
+    text = report.to_json({"summary": s, "rows": report.rows(s)})
+    back = json.loads(text)  # NaN would be invalid JSON for strict readers
+    assert "NaN" not in text
+    assert back["summary"]["e2e-1k-acks1"]["kafka"]["e2e_avg_ms"] == 2.0  # the NaN round is ignored by the median
+    assert math.isnan(report.median([float("nan")]))
+
+
+def test_docs_section_replaces_only_the_generated_block(tmp_path):
+    s = report.summarize(CANNED)
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# Benchmarks\nhand-written intro\n\n{report.BEGIN}\nold numbers\n{report.END}\nhand-written tail\n")
+    result = {
+        "when": "2026-01-01 00:00 UTC", "command": "python bench/run.py", "wall_min": 12.0, "summary": s,
+        "settings": {"rounds": 3, "scale_rounds": 1, "producer_mb": 200, "max_records": 600000, "e2e_records": 5000},
+        "machine": {"cpu": "cpu", "cpus": 2, "mem_gib": 8, "kernel": "6", "python": "3.11", "java": "java 17",
+                    "kafka": "4.2.0", "kop_commit": "abc", "loadavg_1m_before": 0.5, "loadavg_1m_after": 1.0},
+        "notes": ["a note"],
+    }
+    report.write_docs(doc, report.docs_section(result, report.markdown_table(s), ["benchmarks.png"]))
+    text = doc.read_text()
+    assert "old numbers" not in text
+    assert text.startswith("# Benchmarks\nhand-written intro") and text.rstrip().endswith("hand-written tail")
+    assert "![benchmarks.png](benchmarks.png)" in text and "* a note" in text and "load average before the run: 0.5" in text
+    assert text.count(report.BEGIN) == 1
+
+
+def test_charts_are_drawn_as_png(tmp_path):
+    s = report.summarize(CANNED)
+    ratio_png = chart.ratio_chart(s, tmp_path / "r.png", "canned")
+    curve_png = chart.offset_search_chart(s, tmp_path / "o.png", "canned")
+    for p in (ratio_png, curve_png):
+        assert p is not None and p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
+    assert chart.offset_search_chart(report.summarize(CANNED[:3]), tmp_path / "none.png", "x") is None
+    assert not (tmp_path / "none.png").exists()
+
+
+PRODUCER_OUT = """\
+100000 records sent, 20000.0 records/sec (19.53 MB/sec), 12.5 ms avg latency, 300.0 ms max latency.
+200000 records sent, 41238.1 records/sec (40.27 MB/sec), 15.31 ms avg latency, 412.00 ms max latency, 9 ms 50th, 40 ms 95th, 120 ms 99th, 300 ms 99.9th.
+"""
+CONSUMER_OUT = """\
+start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+2026-11-21 10:00:00:000, 2026-11-21 10:00:05:000, 195.3125, 39.0625, 200000, 40000.0, 1500, 3500, 55.8036, 57142.857
+"""
+E2E_OUT = "0\t41.8\n1000\t0.51\nAvg latency: 1.1310 ms\nPercentiles: 50th = 0, 99th = 7, 99.9th = 30\n"
+
+
+def test_tool_output_parsers():
+    p = parse_producer(PRODUCER_OUT)
+    assert p["p_records"] == 200000 and p["p_mbps"] == 40.27 and p["p_p99_ms"] == 120 and p["p_p999_ms"] == 300
+    c = parse_consumer(CONSUMER_OUT)
+    assert c["c_records"] == 200000 and c["c_fetch_mbps"] == pytest.approx(55.8036) and c["c_join_ms"] == 1500
+    e = parse_e2e(E2E_OUT)
+    assert e == {"e2e_avg_ms": 1.131, "e2e_p50_ms": 0.0, "e2e_p99_ms": 7.0, "e2e_p999_ms": 30.0}
+    for parse in (parse_producer, parse_consumer, parse_e2e):
+        with pytest.raises(BenchError):
+            parse("ERROR something went wrong\n")
+
+
+def test_scenario_matrix_and_filter():
+    names = [s.name for s in producer_matrix()]
+    assert len(names) == 16 == len(set(names))
+    assert "p-100b-1p-all-lz4" in names and BK_SCENARIO.name == "bk-p-1k-16p-all-none"
+    assert producer_matrix()[0].records(200, 600_000) == 195_312  # 200 MB of 1 KiB records
+    assert [s for s in producer_matrix() if s.size_name == "100b"][0].records(200, 600_000) == 600_000  # capped
+    pats = parse_patterns("p-1k-*, scale-*")
+    assert matches("p-1k-1p-1-none", pats) and matches("scale-10k-partitions", pats)
+    assert not matches("p-100b-1p-1-none", pats) and not matches("bk-p-1k-16p-all-none", pats)
+    assert all(matches(n, None) for n in all_names())
+    with pytest.raises(SystemExit):
+        parse_patterns("no-such-scenario")
+
+
+def test_batch_helpers_of_the_scale_scenarios():
+    from bench.wire import first_batch_base_offset, last_offset_in, record_batch
+
+    batch = record_batch(10, 100)
+    two = batch + batch[:40]  # a whole batch then a partial one (a Fetch answer may end mid-batch)
+    assert first_batch_base_offset(two) == 0
+    assert last_offset_in(two) == 9  # the partial trailing batch is ignored
+    assert first_batch_base_offset(b"") is None and last_offset_in(None) is None

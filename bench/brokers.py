@@ -12,10 +12,14 @@ partitions as the Kafka fixture has), so consumer group joins compare like with 
 
 Peak RSS per scenario: writing "5" to /proc/<pid>/clear_refs resets the kernel's VmHWM (Linux >= 4.0), so
 reset before a scenario and read after it gives that scenario's peak, not the whole run's.
+
+CPU per scenario: utime + stime of the broker process (/proc/<pid>/stat, every thread; for Kafka the JVM), read
+before and after, so "where the time goes" starts with how much of the run the broker itself computed.
 """
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
@@ -62,3 +66,19 @@ def reset_peak_rss(pid: int | None) -> bool:
 def peak_rss_mib(pid: int | None) -> float | None:
     kib = read_vm_hwm_kib(pid) if pid is not None else None
     return None if kib is None else kib / 1024
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int | None, tid: int | None = None) -> float | None:
+    """utime + stime of a process (all its threads), or of one thread of it when tid is given."""
+    if pid is None:
+        return None
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    try:
+        text = Path(path).read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()  # the command name may hold spaces; fields 3.. follow ")"
+    return (int(fields[11]) + int(fields[12])) / _TICK  # fields 14 and 15 of proc(5): utime, stime

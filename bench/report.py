@@ -29,6 +29,7 @@ class Metric:
     higher_is_better: bool
     headline: bool = False  # drawn in the ratio chart
     fmt: str = "{:,.1f}"
+    in_table: bool = True  # False: in the JSON only
 
 
 METRICS: dict[str, Metric] = {
@@ -57,7 +58,19 @@ METRICS: dict[str, Metric] = {
     "conn_errors": Metric("connection errors", False, False, "{:,.0f}"),
     "search_build_s": Metric("write the offset-search topics s", False, False, "{:,.0f}"),
     "rss_mib": Metric("peak RSS MiB (VmHWM)", False, False, "{:,.0f}"),
+    # Where the time goes, top level: the broker's own CPU (utime + stime of its process; Kafka's JVM) per run
+    # and per unit of work, and the load generator's (the perf tools' JVMs + the bench process).
+    "cpu_s": Metric("broker CPU s (process utime+stime)", False, False, "{:,.2f}"),
+    "cpu_ms_per_mb": Metric("broker CPU ms per MB (written, then read once)", False, False, "{:,.1f}"),
+    "cpu_ms_per_1k": Metric("broker CPU ms per 1 000 records", False, False, "{:,.1f}"),
+    "cpu_per_wall": Metric("broker CPU s / wall s (cores busy)", False, False, "{:,.2f}", in_table=False),
+    "load_cpu_s": Metric("load generator CPU s (perf tool JVMs + bench)", False, False, "{:,.1f}"),
+    "side_cpu_s": Metric("bookies' CPU s (4 JVMs, BookKeeper mode)", False, False, "{:,.1f}"),
 }
+GOAL_METRICS = ("p_mbps", "c_fetch_mbps", "e2e_p99_ms")
+# Misses that get a "where the time goes" entry (and, with --profile, a profile): the goals, plus the e2e
+# average, which is exact where the p99 is in whole milliseconds.
+EXPLAIN_METRICS = (*GOAL_METRICS, "e2e_avg_ms")
 # The random-offset curve: one metric per topic size, fetch time at a random offset (median of N).
 SEARCH_SIZES = (1_000, 10_000, 100_000, 1_000_000, 10_000_000)
 for _n in SEARCH_SIZES:
@@ -97,7 +110,7 @@ def rows(summary: dict) -> list[dict]:
     """One row per (scenario, metric known to METRICS), in METRICS order within a scenario."""
     out = []
     for scenario, per in summary.items():
-        names = [k for k in METRICS if any(k in per.get(b, {}) for b in BROKERS)]
+        names = [k for k in METRICS if METRICS[k].in_table and any(k in per.get(b, {}) for b in BROKERS)]
         for k in names:
             vals = {b: per.get(b, {}).get(k) for b in BROKERS}
             out.append({
@@ -161,9 +174,114 @@ def goals(summary: dict) -> list[str]:
     p99 e2e latency <= 1.0x. One line per goal metric and scenario that misses."""
     misses = []
     for r in rows(summary):
-        if r["metric"] in ("p_mbps", "c_fetch_mbps", "e2e_p99_ms") and is_good(r["metric"], r["ratio"]) is False:
+        if r["metric"] in GOAL_METRICS and is_good(r["metric"], r["ratio"]) is False:
             misses.append(f"{r['scenario']}: {METRICS[r['metric']].label} ratio {r['ratio']:.2f}")
     return misses
+
+
+def _explained(scenario: str, metric: str) -> bool:
+    if scenario.startswith("scale-"):
+        return METRICS[metric].headline
+    return metric in EXPLAIN_METRICS
+
+
+def missed_scenarios(summary: dict, scale: bool = False) -> list[str]:
+    """Scenarios (in table order) where ours misses a goal metric or the e2e average; the scale scenarios
+    (any headline metric) only when scale is true - they are too long to profile again."""
+    out: list[str] = []
+    for r in rows(summary):
+        if r["scenario"].startswith("scale-") and not scale:
+            continue
+        if _explained(r["scenario"], r["metric"]) and is_good(r["metric"], r["ratio"]) is False \
+                and r["scenario"] not in out:
+            out.append(r["scenario"])
+    return out
+
+
+BUSY = 0.85  # a main thread busy this share of the wall time is the bottleneck
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None or math.isnan(x) else f"{x:.0%}"
+
+
+def _rounds(measurements: list[dict] | None, scenario: str, broker: str, metric: str) -> str:
+    vals = [m["metrics"][metric] for m in sorted(measurements or [], key=lambda m: m["round"])
+            if m["scenario"] == scenario and m["broker"] == broker and metric in m["metrics"]]
+    return ", ".join(_fmt(metric, v) for v in vals)
+
+
+def where_time_goes(summary: dict, profiles: dict | None = None, measurements: list[dict] | None = None) -> list[str]:
+    """Per scenario that misses: the missed ratios (with the rounds behind each median), the broker CPU ours vs
+    Kafka (per MB or per 1 000 records), the load generator's CPU, how busy our broker was, a verdict, and the
+    py-spy summary when one was taken."""
+    profiles = profiles or {}
+    by = {(r["scenario"], r["metric"]): r for r in rows(summary)}
+    out: list[str] = []
+    for sc in missed_scenarios(summary, scale=True):
+        per = summary[sc]
+        ours, kafka = per.get("kop", {}), per.get(BASE, {})
+        missed = []
+        for k in METRICS:
+            if (sc, k) in by and _explained(sc, k) and is_good(k, by[(sc, k)]["ratio"]) is False:
+                text = f"{METRICS[k].label} {by[(sc, k)]['ratio']:.2f}"
+                if measurements and len(_rounds(measurements, sc, "kop", k).split(", ")) > 1:
+                    text += (f" (rounds: ours {_rounds(measurements, sc, 'kop', k)}; Kafka "
+                             f"{_rounds(measurements, sc, BASE, k)})")
+                missed.append(text)
+        head = f"* **{sc}** - misses: {'; '.join(missed)}."
+        cpu_r = ratio(ours.get("cpu_s"), kafka.get("cpu_s"))
+        if cpu_r is None:
+            out.append(head + " No broker CPU figures for this scenario.")
+            continue
+        unit = next((k for k in ("cpu_ms_per_mb", "cpu_ms_per_1k") if k in ours and k in kafka), None)
+        per_unit = "" if unit is None else (
+            f" = {_fmt(unit, ours[unit])} vs {_fmt(unit, kafka[unit])} "
+            f"ms per {'MB' if unit == 'cpu_ms_per_mb' else '1 000 records'}")
+        head += (f" Broker CPU: ours {ours['cpu_s']:.2f} s vs Kafka {kafka['cpu_s']:.2f} s ({cpu_r:.2f}x){per_unit};"
+                 f" on average {ours.get('cpu_per_wall', float('nan')):.2f} vs"
+                 f" {kafka.get('cpu_per_wall', float('nan')):.2f} cores busy over the run.")
+        if "load_cpu_s" in ours and "load_cpu_s" in kafka:
+            head += (f" Load generator CPU: {ours['load_cpu_s']:.1f} s vs {kafka['load_cpu_s']:.1f} s"
+                     f" ({ours['load_cpu_s'] / max(ours['cpu_s'], 0.01):.0f}x our broker's).")
+        bk = per.get("kop-bk", {})
+        if "cpu_s" in bk:
+            head += (f" Ours on BookKeeper: broker {bk['cpu_s']:.2f} s"
+                     + (f" + bookies {bk['side_cpu_s']:.1f} s" if "side_cpu_s" in bk else "") + ".")
+        prof = profiles.get(sc)
+        main = prof.get("main_cpu_share") if prof else None
+        busy = main if main is not None else ours.get("cpu_per_wall")
+        where = "its main thread in the profiled round" if main is not None else "the process over the run"
+        if busy is not None and not math.isnan(busy) and busy >= BUSY:
+            verdict = (f"Our broker was on CPU {_share(busy)} of the time ({where}): broker-bound here"
+                       + (", the frames below are where." if prof else "."))
+        elif unit == "cpu_ms_per_1k":
+            rec_ours, rec_kafka = ours[unit] / 1000, kafka[unit] / 1000
+            avg = ours.get("e2e_avg_ms")
+            share = f" ({rec_ours / avg:.0%} of our {avg:.2f} ms average round trip)" if avg else ""
+            verdict = (f"Per record our broker computed {rec_ours:.2f} ms{share} vs Kafka's {rec_kafka:.2f} ms:"
+                       " about the same CPU, but ours runs it on one thread, in series with the round trip, where"
+                       " Kafka splits it over its network, handler and log threads - here broker computation is on"
+                       " the latency path" + (", the frames below are where." if prof else "."))
+        elif cpu_r < 0.95:
+            verdict = (f"Our broker used {cpu_r:.2f}x Kafka's CPU and was on CPU only {_share(busy)} of the time"
+                       f" ({where}): the missing time is not broker work - it went to the client side (the perf"
+                       " tool's JVM) and to sharing the 2 cores, or is noise between rounds.")
+        elif cpu_r <= 1.05:
+            verdict = (f"Our broker used about Kafka's CPU ({cpu_r:.2f}x) and was on CPU {_share(busy)} of the time"
+                       f" ({where})" + (": see the profile." if prof else "; no profile (the scale scenarios are"
+                                        " not re-run under py-spy)."))
+        else:
+            verdict = (f"Our broker used more CPU than Kafka ({cpu_r:.2f}x): broker work"
+                       + (", see the profile." if prof else "; no profile (the scale scenarios are not re-run"
+                          " under py-spy)."))
+        out.append(head + " " + verdict)
+        if prof:
+            out.append(f"  * profile (one untimed round, `{prof['file']}`, {prof['wall_s']:.0f} s, "
+                       f"broker CPU {prof.get('cpu_s', float('nan')):.2f} s, main thread on CPU "
+                       f"{_share(main)} of wall time):")
+            out += [f"    * {line}" for line in prof["lines"]]
+    return out
 
 
 def to_json(result: dict) -> str:
@@ -188,6 +306,12 @@ def docs_section(result: dict, md_table: str, charts: list[str]) -> str:
                  if not misses else "Goal metrics that miss in this run:\n\n" + "\n".join(f"* {x}" for x in misses))
     pics = "\n".join(f"![{c}]({c})" for c in charts)
     notes = "\n".join(f"* {n}" for n in result.get("notes", []))
+    where = where_time_goes(result["summary"], result.get("profiles"), result.get("measurements"))
+    where_text = ("### Where the time goes\n\nPer scenario that misses (a goal metric or the e2e average): the"
+                  " ratio, our broker's CPU against Kafka's (medians over rounds, utime+stime of the broker"
+                  " process), the load generator's CPU, and" + (" the py-spy profile of one extra, untimed round"
+                  " against ours (not in the medians)." if result.get("profiles") else " (no --profile in this"
+                  " run) no profile.") + "\n\n" + "\n".join(where)) if where else ""
     return f"""{BEGIN}
 ## Latest run: {result['when']}
 
@@ -206,6 +330,8 @@ goal direction (below 1 where higher is better, above 1 where lower is better).
 {goal_text}
 
 {md_table}
+
+{where_text}
 
 {notes}
 

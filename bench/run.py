@@ -13,6 +13,12 @@ rounds, ratio ours / Kafka; bench/scenarios.py names the scenarios):
 2. BookKeeper row: p-1k-16p-all-none against Kafka, ours embedded and ours on ZooKeeper + 4 bookies;
 3. scale scenarios (bench/scale.py): random-offset fetch over 10^3..10^7 records, 1 000 connections,
    10 000 partitions.
+Every run also records the CPU seconds of the broker process (/proc/<pid>/stat; Kafka's JVM, our broker, and
+in BookKeeper mode the bookies' JVMs separately) and of the load generator (the perf tools' JVMs and this
+process), so a ratio comes with the broker's CPU per MB beside it.
+4. --profile: after phase 1, one extra, untimed round of each scenario that missed its goal (or of the given
+   patterns) against our broker under py-spy (bench/profile.py), written to bench/results/<scenario>.folded and
+   summarised under "Where the time goes"; these rounds are not in the medians.
 Outputs: the ratio table (terminal), bench/results/bench-<time>.json, and (full runs) the generated section of
 docs/benchmarks.md with docs/benchmarks.png and docs/benchmarks-offset-search.png.
 """
@@ -21,8 +27,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
+import resource
 import shlex
 import subprocess
 import sys
@@ -37,6 +45,7 @@ if str(ROOT) not in sys.path:
 
 from bench import brokers as B  # noqa: E402
 from bench import chart, report, scale  # noqa: E402
+from bench import profile as prof  # noqa: E402
 from bench.scenarios import (  # noqa: E402
     BK_SCENARIO,
     SCALE_SCENARIOS,
@@ -74,6 +83,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--docs", action="store_true", help="rewrite docs/benchmarks.md and the charts even with --quick")
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md or the charts")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' data directories")
+    ap.add_argument("--report", metavar="JSON", help="rewrite docs/benchmarks.md and the charts from a saved "
+                    "bench/results/bench-*.json (no runs)")
+    ap.add_argument("--profile", nargs="?", const="missed", metavar="PATTERNS",
+                    help="one extra untimed round under py-spy of each producer/e2e scenario that misses its goal "
+                         "(or of the comma-separated patterns given), summarised in docs/benchmarks.md")
     a = ap.parse_args(argv)
     q = a.quick
     defaults = {"rounds": 1 if q else 3, "producer_mb": 5 if q else 200, "max_records": 50_000 if q else 1_000_000,
@@ -124,10 +138,28 @@ class Bench:
         self.measurements: list[dict] = []
         self.errors: list[str] = []
         self.stamp = int(time.time())
+        self.side_pids: dict[str, list[int]] = {}  # broker -> pids of its helpers (the bookies of kop-bk)
+        self.profiles: dict[str, dict] = {}
 
-    def measure(self, scenario: str, broker: str, rnd: int, fn) -> None:
+    @staticmethod
+    def load_cpu() -> float:
+        """CPU seconds of this process and its reaped children: the perf tools' JVMs (subprocess.run waits for
+        them) and the in-process clients of the scale scenarios - the load generator. The brokers are children
+        too but are reaped only when stopped, after the last measurement."""
+        total = 0.0
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            r = resource.getrusage(who)
+            total += r.ru_utime + r.ru_stime
+        return total
+
+    def measure(self, scenario: str, broker: str, rnd: int, fn, mb: float | None = None,
+                records: int | None = None) -> None:
+        """One timed run; mb (data written, then read once) or records (e2e) give the CPU per unit of work."""
         b = self.brokers[broker]
         B.reset_peak_rss(b.pid)
+        side = self.side_pids.get(broker, [])
+        cpu0, load0 = B.cpu_seconds(b.pid), self.load_cpu()
+        side0 = [B.cpu_seconds(p) for p in side]
         t0 = time.monotonic()
         try:
             metrics = fn(b.bootstrap, f"{scenario}-{rnd}-{self.stamp}")
@@ -137,13 +169,55 @@ class Bench:
             traceback.print_exc(limit=3)
             self.errors.append(msg)
             return
+        wall = time.monotonic() - t0
         rss = B.peak_rss_mib(b.pid)
         if rss is not None:
             metrics["rss_mib"] = rss
+        cpu1 = B.cpu_seconds(b.pid)
+        if cpu0 is not None and cpu1 is not None:
+            cpu = cpu1 - cpu0
+            metrics["cpu_s"] = cpu
+            metrics["cpu_per_wall"] = cpu / wall if wall > 0 else float("nan")
+            if mb:
+                metrics["cpu_ms_per_mb"] = cpu * 1000 / mb
+            if records:
+                metrics["cpu_ms_per_1k"] = cpu * 1000 / (records / 1000)
+        metrics["load_cpu_s"] = self.load_cpu() - load0
+        side1 = [B.cpu_seconds(p) for p in side]
+        if side and None not in side0 and None not in side1:
+            metrics["side_cpu_s"] = sum(side1) - sum(side0)
         self.measurements.append({"scenario": scenario, "broker": broker, "round": rnd, "metrics": metrics,
                                   "wall_s": round(time.monotonic() - t0, 1)})
-        shown = ", ".join(f"{k}={v:,.2f}" for k, v in metrics.items() if k in report.METRICS and report.METRICS[k].headline)
+        shown = ", ".join(f"{k}={v:,.2f}" for k, v in metrics.items()
+                          if k in report.METRICS and (report.METRICS[k].headline or k == "cpu_s"))
         print(f"  round {rnd} {scenario:24s} {broker:6s} {shown}  ({time.monotonic() - t0:.0f} s)", flush=True)
+
+    def profile(self, scenario: str, fn) -> None:
+        """One untimed round against our broker under py-spy (not in self.measurements: not in the medians)."""
+        b = self.brokers["kop"]
+        out = RESULTS_DIR / f"{scenario}.folded"
+        cpu0, main0 = B.cpu_seconds(b.pid), B.cpu_seconds(b.pid, b.pid)
+        t0 = time.monotonic()
+        try:
+            with prof.PySpy(b.pid, out):
+                fn(b.bootstrap, f"{scenario}-profile-{self.stamp}")
+        except Exception as e:  # noqa: BLE001 - a failed profile must not throw away the run
+            msg = f"profile of {scenario}: {str(e).splitlines()[0][:300]}"
+            print(f"  FAILED {msg}", flush=True)
+            self.errors.append(msg)
+            return
+        wall = time.monotonic() - t0
+        cpu1, main1 = B.cpu_seconds(b.pid), B.cpu_seconds(b.pid, b.pid)
+        p = prof.parse_folded(out.read_text())
+        entry = {"file": str(out.relative_to(ROOT)), "wall_s": wall, "samples": p.main_total,
+                 "busy_share": p.busy_share, "lines": prof.summary_lines(p)}
+        if None not in (cpu0, cpu1, main0, main1):
+            entry["cpu_s"] = cpu1 - cpu0
+            entry["main_cpu_share"] = (main1 - main0) / wall
+        self.profiles[scenario] = entry
+        print(f"  profile {scenario}: {wall:.0f} s, main thread CPU "
+              f"{entry.get('main_cpu_share', float('nan')):.0%} of wall, Python busy "
+              f"{(p.busy_share or 0):.0%} of samples -> {entry['file']}", flush=True)
 
     @staticmethod
     def order(names: list[str], rnd: int) -> list[str]:
@@ -152,11 +226,43 @@ class Bench:
         return names[k:] + names[:k]
 
 
+def publish(result: dict, write_docs: bool, stamp: str) -> None:
+    """The charts, and (write_docs) the generated section of docs/benchmarks.md, from a result."""
+    summary, machine = result["summary"], result["machine"]
+    title = f"kop / Apache Kafka {machine['kafka']}, {result['when']}, {machine['cpus']} CPUs"
+    chart_dir = ROOT / "docs" if write_docs else RESULTS_DIR
+    c1 = chart.ratio_chart(summary, chart_dir / (CHART.name if write_docs else f"bench-{stamp}.png"), title)
+    c2 = chart.offset_search_chart(summary, chart_dir / (SEARCH_CHART.name if write_docs
+                                                        else f"bench-{stamp}-offset-search.png"), title)
+    for c in (c1, c2):
+        if c is not None:
+            print(f"bench: drew {c.relative_to(ROOT)}")
+    if write_docs:
+        charts = [c.name for c in (c1, c2) if c is not None]
+        report.write_docs(DOCS, report.docs_section(result, report.markdown_table(summary), charts))
+        print(f"bench: updated {DOCS.relative_to(ROOT)}")
+
+
+def republish(path: Path) -> int:
+    """--report: redraw the charts and rewrite docs/benchmarks.md from a saved result (no broker runs), e.g.
+    after changing how the report is written; the numbers are the saved ones."""
+    result = json.loads(path.read_text())
+    result["summary"] = report.summarize(result["measurements"])
+    result["rows"] = report.rows(result["summary"])
+    print(report.text_table(result["summary"]))
+    for line in report.where_time_goes(result["summary"], result.get("profiles"), result["measurements"]):
+        print(line)
+    publish(result, True, path.stem.removeprefix("bench-"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     if a.list:
         print("\n".join(all_names()))
         return 0
+    if a.report:
+        return republish(Path(a.report))
     pats = parse_patterns(a.scenarios)
     producers = [s for s in producer_matrix() if matches(s.name, pats)]
     e2es = [s for s in e2e_scenarios() if matches(s.name, pats)]
@@ -188,11 +294,31 @@ def main(argv: list[str] | None = None) -> int:
                 n = sc.records(a.producer_mb, a.max_records)
                 for name in bench.order(["kafka", "kop"], rnd):
                     bench.measure(sc.name, name, rnd, lambda bs, topic, sc=sc, n=n: run_producer_scenario(
-                        bench.tools, sc, bs, topic, n))
+                        bench.tools, sc, bs, topic, n), mb=n * sc.record_size / 1e6)
             for sc in e2es:
                 for name in bench.order(["kafka", "kop"], rnd):
                     bench.measure(sc.name, name, rnd, lambda bs, topic, sc=sc: run_e2e(
-                        bench.tools, sc, bs, topic, a.e2e_records))
+                        bench.tools, sc, bs, topic, a.e2e_records), records=a.e2e_records)
+
+        # 4 (run here, while the phase-1 brokers are up). profiles of the scenarios that missed
+        if a.profile and (producers or e2es):
+            if not prof.PySpy.available():
+                bench.errors.append("--profile: py-spy is not installed (pip install 'kop[bench]')")
+            else:
+                summary1 = report.summarize(bench.measurements)
+                wanted = (report.missed_scenarios(summary1) if a.profile == "missed"
+                          else [s for s in summary1 if matches(s, parse_patterns(a.profile))])
+                print(f"bench: profiling {len(wanted)} scenario(s) on ours under py-spy (untimed): "
+                      f"{', '.join(wanted) or 'none'}", flush=True)
+                for sc in producers:
+                    if sc.name in wanted:
+                        n = sc.records(a.producer_mb, a.max_records)
+                        bench.profile(sc.name, lambda bs, topic, sc=sc, n=n: run_producer_scenario(
+                            bench.tools, sc, bs, topic, n))
+                for sc in e2es:
+                    if sc.name in wanted:
+                        bench.profile(sc.name, lambda bs, topic, sc=sc: run_e2e(
+                            bench.tools, sc, bs, topic, a.e2e_records))
 
         # 2. the BookKeeper-mode row
         if bk:
@@ -206,11 +332,12 @@ def main(argv: list[str] | None = None) -> int:
                 bench.errors.append(f"BookKeeper mode did not start: {str(e).splitlines()[0][:300]}")
             else:
                 bench.brokers["kop-bk"] = kop_bk
+                bench.side_pids["kop-bk"] = [bk.proc.pid for bk in cluster.bookies if bk.proc is not None]
                 n = BK_SCENARIO.records(a.producer_mb, a.max_records)
                 for rnd in range(1, a.rounds + 1):
                     for name in bench.order(["kafka", "kop", "kop-bk"], rnd):
                         bench.measure(BK_SCENARIO.name, name, rnd, lambda bs, topic, n=n: run_producer_scenario(
-                            bench.tools, BK_SCENARIO, bs, topic, n))
+                            bench.tools, BK_SCENARIO, bs, topic, n), mb=n * BK_SCENARIO.record_size / 1e6)
                 del bench.brokers["kop-bk"]
             if kop_bk is not None:  # free the 2 cores of 5 JVMs before the scale scenarios
                 kop_bk.stop()
@@ -259,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + report.text_table(summary) + "\n")
     for miss in report.goals(summary):
         print(f"goal missed: {miss}")
+    for line in report.where_time_goes(summary, bench.profiles, bench.measurements):
+        print(line)
     notes += [f"FAILED: {e}" for e in bench.errors]
     result = {
         "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -269,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         "measurements": bench.measurements,
         "summary": summary,
         "rows": report.rows(summary),
+        "profiles": bench.profiles,
         "notes": notes,
     }
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
@@ -276,18 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     out = RESULTS_DIR / f"bench-{stamp}.json"
     out.write_text(report.to_json(result))
     print(f"bench: wrote {out.relative_to(ROOT)} ({result['wall_min']:.1f} min)")
-    title = f"kop / Apache Kafka {machine['kafka']}, {result['when']}, {machine['cpus']} CPUs"
-    chart_dir = ROOT / "docs" if a.write_docs else RESULTS_DIR
-    c1 = chart.ratio_chart(summary, chart_dir / (CHART.name if a.write_docs else f"bench-{stamp}.png"), title)
-    c2 = chart.offset_search_chart(summary, chart_dir / (SEARCH_CHART.name if a.write_docs
-                                                        else f"bench-{stamp}-offset-search.png"), title)
-    for c in (c1, c2):
-        if c is not None:
-            print(f"bench: drew {c.relative_to(ROOT)}")
-    if a.write_docs:
-        charts = [c.name for c in (c1, c2) if c is not None]
-        report.write_docs(DOCS, report.docs_section(result, report.markdown_table(summary), charts))
-        print(f"bench: updated {DOCS.relative_to(ROOT)}")
+    publish(result, a.write_docs, stamp)
     return 1 if bench.errors else 0
 
 

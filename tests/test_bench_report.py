@@ -1,5 +1,5 @@
 """The pure parts of the benchmark (bench/report.py, bench/chart.py, the output parsers of bench/tools.py and
-the scenario filter of bench/scenarios.py) on canned numbers, so `make test` keeps `make bench`'s report code
+the scenario filter of bench/scenarios.py, the py-spy summary of bench/profile.py) on canned numbers, so `make test` keeps `make bench`'s report code
 working. Nothing here starts a broker or measures time."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import math
 import pytest
 
 from bench import chart, report
+from bench import profile as prof
 from bench.scenarios import BK_SCENARIO, all_names, matches, parse_patterns, producer_matrix
 from bench.tools import BenchError, parse_consumer, parse_e2e, parse_producer
 
@@ -159,3 +160,82 @@ def test_batch_helpers_of_the_scale_scenarios():
     assert first_batch_base_offset(two) == 0
     assert last_offset_in(two) == 9  # the partial trailing batch is ignored
     assert first_batch_base_offset(b"") is None and last_offset_in(None) is None
+
+
+CPU = [  # broker CPU per run: ours computes a fraction of Kafka's, yet misses producer MB/s
+    _m("p-1k-1p-all-lz4", "kafka", 1, p_mbps=50.0, c_fetch_mbps=100.0, cpu_s=4.0, cpu_ms_per_mb=20.0,
+       cpu_per_wall=0.8, load_cpu_s=9.0),
+    _m("p-1k-1p-all-lz4", "kop", 1, p_mbps=41.0, c_fetch_mbps=110.0, cpu_s=1.0, cpu_ms_per_mb=5.0,
+       cpu_per_wall=0.2, load_cpu_s=9.5),
+    _m("e2e-1k-acks1", "kafka", 1, e2e_avg_ms=1.0, e2e_p99_ms=4.0, cpu_s=5.5, cpu_ms_per_1k=1100.0,
+       cpu_per_wall=0.6),
+    _m("e2e-1k-acks1", "kop", 1, e2e_avg_ms=1.3, e2e_p99_ms=4.0, cpu_s=1.5, cpu_ms_per_1k=300.0,
+       cpu_per_wall=0.3),
+    _m("p-1k-16p-1-none", "kafka", 1, p_mbps=50.0, c_fetch_mbps=100.0, cpu_s=4.0),
+    _m("p-1k-16p-1-none", "kop", 1, p_mbps=60.0, c_fetch_mbps=120.0, cpu_s=1.0),
+]
+
+FOLDED = """thread (824): MainThread;_run_module_as_main (<frozen runpy>);<module> (kop/cli.py);run_broker (kop/cli.py);run (uvloop/__init__.py);Runner.run (asyncio/runners.py) 60
+thread (824): MainThread;<module> (kop/cli.py);run_broker (kop/cli.py);run (uvloop/__init__.py);Runner.run (asyncio/runners.py);KafkaConnection._on_frame (kop/kafka/connection.py);handle (kop/kafka/apis/produce.py);crc32c (kop/x.py) 25
+thread (824): MainThread;<module> (kop/cli.py);run_broker (kop/cli.py);run (uvloop/__init__.py);Runner.run (asyncio/runners.py);KafkaConnection._on_frame (kop/kafka/connection.py);handle (kop/kafka/apis/fetch.py) 10
+thread (824): MainThread;handle (kop/kafka/apis/produce.py);handle (kop/kafka/apis/produce.py) 5
+thread (831): kop-ledger-io_0;Thread._bootstrap (threading.py);Thread.run (threading.py);_worker (concurrent/futures/thread.py) 90
+thread (831): kop-ledger-io_0;Thread._bootstrap (threading.py);Thread.run (threading.py);_worker (concurrent/futures/thread.py);_pwritev_all (local/ledgers.py) 10
+not a folded line
+"""
+
+
+def test_cpu_metrics_are_in_the_table_and_the_verdict_follows_them():
+    s = report.summarize(CPU)
+    md = report.markdown_table(s)
+    assert "broker CPU ms per MB" in md and "broker CPU ms per 1 000 records" in md and "load generator CPU" in md
+    assert "cores busy" not in md  # cpu_per_wall: JSON only
+    assert report.missed_scenarios(s) == ["p-1k-1p-all-lz4", "e2e-1k-acks1"]  # e2e: the average misses
+    lines = report.where_time_goes(s)
+    p, e = lines
+    assert p.startswith("* **p-1k-1p-all-lz4** - misses: producer MB/s 0.82.")
+    assert "ours 1.00 s vs Kafka 4.00 s (0.25x) = 5.0 vs 20.0 ms per MB" in p and "0.20 vs 0.80 cores" in p
+    assert "not broker work" in p  # a quarter of Kafka's CPU, idle 80% of the time
+    assert "e2e avg latency ms 1.30" in e and "300.0 vs 1,100.0 ms per 1 000 records" in e
+    assert "Per record our broker computed 0.30 ms (23% of our 1.30 ms average round trip)" in e
+    # the same CPU figures, but the profiled round found the main thread saturated: the broker is the bottleneck
+    busy = report.where_time_goes(s, {"p-1k-1p-all-lz4": {"file": "f", "wall_s": 5.0, "main_cpu_share": 0.9,
+                                                           "lines": []}})
+    assert "broker-bound" in busy[0] and "not broker work" not in busy[0]
+    rounds = report.where_time_goes(report.summarize(CANNED), measurements=CANNED)
+    assert "(rounds: ours 40.00, 42.50, 41.00; Kafka 80.00, 90.00, 85.00)" in rounds[0]
+
+
+def test_folded_profile_parsing_and_summary():
+    p = prof.parse_folded(FOLDED)
+    assert p.total == 200 and p.threads == {"MainThread": 100, "kop-ledger-io_0": 100}
+    assert p.main_total == 100 and p.main_idle == 60 and p.busy_share == pytest.approx(0.4)
+    assert p.inclusive["handle (kop/kafka/apis/produce.py)"] == 30  # the recursive stack counts once
+    assert p.self_ == {"crc32c (kop/x.py)": 25, "handle (kop/kafka/apis/fetch.py)": 10,
+                       "handle (kop/kafka/apis/produce.py)": 5}
+    assert p.thread_busy == {"kop-ledger-io_0": 10}
+    assert p.top(1, "self") == [("crc32c (kop/x.py)", 25, pytest.approx(25 / 40))]
+    lines = prof.summary_lines(p)
+    assert lines[0].startswith("main thread: 100 samples, 40 running Python (40% of wall time)")
+    assert "kop-ledger-io_0 10%" in lines[1]
+    incl = next(ln for ln in lines if ln.startswith("top inclusive"))
+    assert "`KafkaConnection._on_frame (kop/kafka/connection.py)` 88%" in incl and "run_broker" not in incl
+    assert prof.is_idle("EpollSelector.select (selectors.py)") and not prof.is_idle("crc32c (kop/x.py)")
+
+
+def test_docs_section_has_where_the_time_goes_with_profiles():
+    s = report.summarize(CPU)
+    pr = prof.parse_folded(FOLDED)
+    profiles = {"p-1k-1p-all-lz4": {"file": "bench/results/p-1k-1p-all-lz4.folded", "wall_s": 9.0, "cpu_s": 1.1,
+                                    "main_cpu_share": 0.12, "busy_share": pr.busy_share,
+                                    "lines": prof.summary_lines(pr)}}
+    result = {
+        "when": "w", "command": "c", "wall_min": 1.0, "summary": s, "profiles": profiles, "notes": [],
+        "settings": {"rounds": 3, "scale_rounds": 1, "producer_mb": 200, "max_records": 1, "e2e_records": 5000},
+        "machine": {"cpu": "cpu", "cpus": 2, "mem_gib": 8, "kernel": "6", "python": "3.11", "java": "j",
+                    "kafka": "4.2.0", "kop_commit": "abc", "loadavg_1m_before": 0.5},
+    }
+    text = report.docs_section(result, report.markdown_table(s), [])
+    where = text[text.index("### Where the time goes"):]
+    assert "main thread on CPU 12% of wall time" in where and "`crc32c (kop/x.py)` 62%" in where
+    assert "p-1k-16p-1-none" not in where  # meets every goal: nothing to explain

@@ -285,11 +285,7 @@ class TopicManager:
         if self._deleting.get(topic.name.canonical) == topic.topic_id:
             del self._deleting[topic.name.canonical]
         log.info("deleted topic %s", topic.name.canonical)
-        for listener in list(self.deletion_listeners):
-            try:
-                await listener(topic)
-            except Exception:
-                log.exception("topic deletion listener failed for %s", topic.name.canonical)
+        await self._notify_deleted(topic)
 
     # ------------------------------------------------------------------ partition logs
     def owns(self, topic: Topic, partition: int) -> bool:
@@ -391,6 +387,11 @@ class TopicManager:
         for p in list(topic.logs):
             await self._let_go(topic.logs.pop(p), abandon=False)
         log.info("topic %s was deleted by another broker", topic.name.canonical)
+        await self._notify_deleted(topic)
+
+    async def _notify_deleted(self, topic: Topic) -> None:
+        """Tell the deletion listeners (the group coordinator drops the topic's offsets); one failing
+        listener must not keep the others from hearing it."""
         for listener in list(self.deletion_listeners):
             try:
                 await listener(topic)

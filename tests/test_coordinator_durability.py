@@ -223,21 +223,27 @@ def test_offsets_of_empty_groups_expire_with_tombstones(tmp_path: Path) -> None:
     asyncio.run(main())
 
 
+async def committed_then_reopened(tmp_path: Path) -> BrokerService:
+    """Group "g" commits offset 42 for ("a", 0); then a new broker state over the same data with its topics
+    loaded but its coordinator not started - the test decides how the load runs."""
+    svc, _ = await start_broker(tmp_path)
+    try:
+        await commit(svc, "g", -1, "", "a", 0, 42)
+    finally:
+        await svc.stop()
+    cfg = BrokerConfig.from_strings({"kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1"})
+    svc = BrokerService(cfg, await open_embedded_storage(tmp_path, cfg))
+    await svc.topics.load()
+    return svc
+
+
 def test_groups_of_a_partition_still_loading_get_load_in_progress(tmp_path: Path) -> None:
     """Until its __consumer_offsets partition is loaded, a group's requests are answered
     COORDINATOR_LOAD_IN_PROGRESS (Heartbeat: NONE, SyncGroup: REBALANCE_IN_PROGRESS, as Kafka answers them),
     and the loaded state is then the durable one."""
     async def main() -> None:
-        svc, _ = await start_broker(tmp_path)
+        svc = await committed_then_reopened(tmp_path)
         try:
-            await commit(svc, "g", -1, "", "a", 0, 42)
-        finally:
-            await svc.stop()
-
-        cfg = BrokerConfig.from_strings({"kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1"})
-        svc = BrokerService(cfg, await open_embedded_storage(tmp_path, cfg))
-        try:
-            await svc.topics.load()
             await svc.coordinator.start()  # loading runs as a task: nothing of it has run yet
             c = svc.coordinator
             assert c.partition_error("g") == 14  # COORDINATOR_LOAD_IN_PROGRESS
@@ -264,16 +270,8 @@ def test_a_failed_load_is_tried_again_when_the_group_is_asked_for(tmp_path: Path
     import kop.coordinator.coordinator as coordinator_module
 
     async def main() -> None:
-        svc, _ = await start_broker(tmp_path)
+        svc = await committed_then_reopened(tmp_path)
         try:
-            await commit(svc, "g", -1, "", "a", 0, 42)
-        finally:
-            await svc.stop()
-
-        cfg = BrokerConfig.from_strings({"kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1"})
-        svc = BrokerService(cfg, await open_embedded_storage(tmp_path, cfg))
-        try:
-            await svc.topics.load()
             c = svc.coordinator
             real_load = c._load_partition
             failing = {c.partition_of("g")}

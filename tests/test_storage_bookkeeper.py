@@ -6,6 +6,8 @@
 * Open-with-recovery by a second client fences the first: its next append fails with LedgerFencedError.
 * Recovery decides on the tail as BookKeeper does: an entry on an ack quorum of bookies is kept (and
   re-replicated), an entry on fewer is dropped.
+* A reader of a closed ledger follows BookKeeper's own recovery of a dead bookie (the shell's `recover`),
+  which moves that bookie's copies elsewhere, by re-reading the metadata after a failed read.
 * A bookie SIGKILLed during appends (E=3, Qw=3, Qa=2): every acknowledged entry survives, appends go on
   after an ensemble change, and a ledger with the dead bookie in its ensemble can still be recovered.
 
@@ -258,6 +260,44 @@ def test_reads_fall_back_to_the_next_bookie_of_the_write_set(cluster):
         assert first.requests >= 2  # the LAC read and the read of entry 0 that it did not have
         await store.close()
         await other.close()
+
+    run(main())
+
+
+def test_a_reader_follows_bookkeepers_recovery_of_a_dead_bookie(cluster):
+    """BookKeeper's own recovery (`bookkeeper shell recover <dead bookie>`) copies a dead bookie's entries
+    of our closed ledger to the fourth bookie and rewrites the ensemble in ZooKeeper. A reader opened
+    before it, holding the old ensemble, still reads every entry after the two other bookies of that
+    ensemble die too, when only the new copy is left: it re-reads the metadata after a failed read."""
+
+    async def main():
+        store = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri)
+        lh = await store.create_ledger()
+        await asyncio.gather(*(lh.append(payload(i)) for i in range(30)))
+        await lh.close()
+        reader = await BookKeeperLedgerStore.connect(cluster.metadata_service_uri)
+        rh = await reader.open_ledger(lh.ledger_id, recover=False)
+        assert [bytes(x) for x in await rh.read(0, 29)] == [payload(i) for i in range(30)]
+        old = rh.metadata
+        victim, *others = old.last_ensemble
+        (fourth,) = {b.bookie_id for b in cluster.bookies} - set(old.last_ensemble)
+
+        await asyncio.to_thread(cluster.kill_bookie, cluster.bookie_by_id(victim).index)
+        # -ledger: the shared cluster also holds other tests' ledgers, some left unrecoverable on purpose.
+        done = await asyncio.to_thread(cluster.shell, "recover", "-force", "-ledger", lh.ledger_id, victim,
+                                       timeout=180)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        md, _ = await store.read_metadata(lh.ledger_id)
+        assert md.is_closed and md.last_entry_id == 29
+        assert sorted(md.last_ensemble) == sorted([fourth, *others])
+
+        for b in others:  # only the recovered copy is left
+            await asyncio.to_thread(cluster.kill_bookie, cluster.bookie_by_id(b).index)
+        assert [bytes(x) for x in await rh.read(0, 29)] == [payload(i) for i in range(30)]
+        assert rh.metadata.last_ensemble == md.last_ensemble
+        assert [bytes(x) for x in await rh.read_up_to(0, 29, 1 << 20)] == [payload(i) for i in range(30)]
+        await store.close()
+        await reader.close()
 
     run(main())
 

@@ -11,6 +11,9 @@ the real ZooKeeper and 4 bookies of tests/support/bookkeeper.py (E=3, Qw=3, Qa=2
   offset, the ledger's metadata in ZooKeeper gained a second ensemble without the dead bookie, and
   BookKeeper's own shell reads an entry written after that change - our entry format around the very
   record batch a Fetch returns.
+* A bookie lost for good: BookKeeper's own `bookkeeper shell recover` re-replicates its copies of our
+  closed ledgers (their metadata is BookKeeper's format), and the broker reads every record back through
+  the rewritten ensembles.
 
 (The broker-core client suite of tests/e2e/ runs on this storage too: the `kop-bk` target.)
 """
@@ -41,6 +44,14 @@ PARTITIONS = 2
 RECORDS = 3000
 
 
+def _bk_broker(kop_broker, cluster: BookKeeperCluster, chroot: str, **overrides):
+    """`kop standalone` on the shared ZooKeeper (under `chroot`) and bookies, with E=3, Qw=3, Qa=2."""
+    return kop_broker(metadataStoreUrl=f"zk:{cluster.zk_connect}{chroot}",
+                      bookkeeperMetadataServiceUri=cluster.metadata_service_uri,
+                      managedLedgerDefaultEnsembleSize=3, managedLedgerDefaultWriteQuorum=3,
+                      managedLedgerDefaultAckQuorum=2, **overrides)
+
+
 def _commit_with_group(bootstrap: str, topic: str, group: str, offsets: dict[int, int]) -> None:
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
@@ -64,12 +75,8 @@ def _committed(bootstrap: str, topic: str, group: str) -> dict[int, int | None]:
 
 def test_kafka_python_round_trip_through_a_broker_on_bookkeeper(cluster, kop_broker):
     chroot = f"/kop-broker-{uuid.uuid4().hex[:10]}"
-    broker = kop_broker(
-        metadataStoreUrl=f"zk:{cluster.zk_connect}{chroot}",
-        bookkeeperMetadataServiceUri=cluster.metadata_service_uri,
-        managedLedgerDefaultEnsembleSize=3,
-        managedLedgerDefaultWriteQuorum=3,
-        managedLedgerDefaultAckQuorum=2,
+    broker = _bk_broker(
+        kop_broker, cluster, chroot,
         managedLedgerMaxEntriesPerLedger=3,  # several ledgers per partition (an entry is a record batch)
         managedLedgerMinLedgerRolloverTimeMinutes=0,
         offsetsTopicNumPartitions=4,
@@ -186,14 +193,7 @@ def test_a_bookie_killed_under_an_acks_all_producer_loses_nothing(cluster, kop_b
     from tests.support.clients import STALL_TIMEOUT, consume_confluent, end_offsets
 
     chroot = f"/kop-bookie-kill-{uuid.uuid4().hex[:10]}"
-    broker = kop_broker(
-        metadataStoreUrl=f"zk:{cluster.zk_connect}{chroot}",
-        bookkeeperMetadataServiceUri=cluster.metadata_service_uri,
-        managedLedgerDefaultEnsembleSize=3,
-        managedLedgerDefaultWriteQuorum=3,
-        managedLedgerDefaultAckQuorum=2,
-        offsetsTopicNumPartitions=1,
-    )
+    broker = _bk_broker(kop_broker, cluster, chroot, offsetsTopicNumPartitions=1)
     topic = "bk-bookie-kill"
     create_topic(broker.bootstrap, topic, 1)
     zk = cluster.zk()
@@ -277,3 +277,96 @@ def test_a_bookie_killed_under_an_acks_all_producer_loses_nothing(cluster, kop_b
         assert acked[end - 1] in batch  # uncompressed: the last acknowledged value is in it
     finally:
         cluster.ensure_all_up()  # the killed bookie back, for the tests that follow
+
+
+# ---- BookKeeper's own recovery re-replicates our ledgers ------------------------------------------------------
+
+
+def _bookie_read(bookie: str, ledger_id: int, entry_id: int) -> bytes | None:
+    """One raw READ (v2 protocol) from one bookie: the entry's payload, verified against its CRC32C
+    digest, or None when that bookie has no such entry."""
+    import socket
+    import struct
+
+    from kop.storage.bookkeeper.protocol import (
+        ENOENTRY,
+        ENOLEDGER,
+        EOK,
+        decode_entry,
+        decode_response,
+        encode_read,
+    )
+
+    host, port = bookie.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(encode_read(ledger_id, entry_id))
+        size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+        body = s.recv(size, socket.MSG_WAITALL)
+    _, rc, lid, eid, rest = decode_response(memoryview(body))
+    assert (lid, eid) == (ledger_id, entry_id)
+    if rc in (ENOENTRY, ENOLEDGER):
+        return None
+    assert rc == EOK, f"bookie {bookie}: rc {rc} reading {ledger_id}/{entry_id}"
+    return bytes(decode_entry(rest, ledger_id, entry_id).payload)
+
+
+def test_bookkeepers_own_recover_command_re_replicates_our_ledgers(cluster, kop_broker):
+    """The broker does not re-replicate a dead bookie's copies itself; BookKeeper's recovery does, on our
+    ledgers, because their metadata is BookKeeper's own (docs/cluster.md). A closed ledger whose ensemble
+    leaves out one bookie W loses a bookie of its ensemble; `bookkeeper shell recover` copies its entries
+    to W and rewrites the ensembles in ZooKeeper; W then serves every entry, and the broker reads every
+    record back through the new ensembles."""
+    chroot = f"/kop-recover-{uuid.uuid4().hex[:10]}"
+    broker = _bk_broker(
+        kop_broker, cluster, chroot,
+        managedLedgerMaxEntriesPerLedger=3,  # several ledgers, so their ensembles differ
+        managedLedgerMinLedgerRolloverTimeMinutes=0,
+        offsetsTopicNumPartitions=1,
+    )
+    topic = "bk-recover"
+    create_topic(broker.bootstrap, topic, 1)
+    records = make_records(400, 1, base_ts=int(time.time() * 1000) - 60_000)
+    for i in range(0, len(records), 40):  # at least 10 batches (entries): several ledgers
+        produce_kafka_python(broker.bootstrap, topic, records[i : i + 40], "none")
+    before = _stored_batches(broker.bootstrap, topic, len(records))
+    broker.stop()  # closes the partition's ledgers
+
+    zk = cluster.zk()
+    info = ManagedLedgerInfo.decode(zk.get(f"{chroot}/managed-ledgers/public/default/persistent/"
+                                           f"{topic}-partition-0")[0])
+    ledgers = {li.ledger_id: LedgerMetadata.decode(zk.get(ledger_path(li.ledger_id))[0]) for li in info.ledgers}
+    assert len(ledgers) >= 3 and all(md.is_closed for md in ledgers.values()), ledgers
+    target = next(lid for lid, md in ledgers.items() if md.last_entry_id >= 0)
+    (w,) = {b.bookie_id for b in cluster.bookies} - ledgers[target].bookies()
+    victim, survivor = sorted(ledgers[target].bookies())[:2]
+    entries = range(ledgers[target].last_entry_id + 1)
+    stored = {e: _bookie_read(survivor, target, e) for e in entries}
+    assert all(stored.values())
+    assert all(_bookie_read(w, target, e) is None for e in entries)  # W has no copy yet
+
+    cluster.kill_bookie(cluster.bookie_by_id(victim).index)
+    # One ledger at a time (-ledger): the shared cluster also holds other tests' ledgers, some of them left
+    # unrecoverable on purpose. An operator recovering a dead bookie names no ledger.
+    for lid in sorted(lid for lid, md in ledgers.items() if victim in md.bookies()):
+        run = cluster.shell("recover", "-force", "-ledger", lid, victim, timeout=180)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+    # Every ledger that had the victim now has another bookie in its place; the others are untouched.
+    for lid, old in ledgers.items():
+        md = LedgerMetadata.decode(zk.get(ledger_path(lid))[0])
+        assert victim not in md.bookies() and len(md.bookies()) == 3, (lid, md)
+        assert md.is_closed and md.last_entry_id == old.last_entry_id
+        if victim not in old.bookies():
+            assert md.segments == old.segments
+    # W now holds the target's entries, the same bytes (digest-checked) the survivor holds.
+    assert {e: _bookie_read(w, target, e) for e in entries} == stored
+
+    # The broker (3 bookies left, the recovered ensembles) serves every record as before.
+    broker.start()
+    from tests.support.clients import end_offsets
+
+    # A client's first Metadata makes the restarted broker take the partition's bundle again (the raw
+    # fetches below do not ask for Metadata).
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: len(records)}
+    assert _stored_batches(broker.bootstrap, topic, len(records)) == before
+    broker.stop()

@@ -602,7 +602,34 @@ class BKReadHandle(ReadHandle):
 
     async def read(self, first: int, last: int) -> list[bytes | memoryview]:
         self._check_range(first, last)
-        return await self._store.read_entries(self.ledger_id, self.metadata, first, last)  # type: ignore[return-value]
+        return await self._read(first, last)  # type: ignore[return-value]
+
+    async def _read(self, first: int, last: int) -> list[memoryview]:
+        try:
+            return await self._store.read_entries(self.ledger_id, self.metadata, first, last)
+        except StorageError:
+            if self._writer is not None or not await self._refresh_metadata():
+                raise
+            return await self._store.read_entries(self.ledger_id, self._md, first, last)
+
+    async def _refresh_metadata(self) -> bool:
+        """After a read that no bookie of the write set could serve, read the ledger's metadata again;
+        True when its ensembles changed. BookKeeper's recovery of a dead bookie (the shell's `recover`,
+        the autorecovery daemon) copies that bookie's entries elsewhere and rewrites the ensembles in
+        ZooKeeper: a reader holding the old ensembles would only ask bookies that are gone. (The Java
+        client's read-only handles watch the metadata for this; one re-read on failure costs nothing
+        while reads succeed.) Not for this store's own writer, whose metadata is authoritative."""
+        try:
+            md, _ = await self._store.read_metadata(self.ledger_id)
+        except Exception as e:  # ZooKeeper away too: the read's own error is the one to report
+            log.debug("ledger %d: re-reading metadata after a failed read: %r", self.ledger_id, e)
+            return False
+        if md.segments == self._md.segments:
+            return False
+        log.info("ledger %d: ensembles changed in ZooKeeper (re-replicated?), reading from %s",
+                 self.ledger_id, sorted(md.bookies()))
+        self._md = md
+        return True
 
     async def read_up_to(self, first: int, last: int, max_bytes: int, overhead: int = 0) -> list[bytes | memoryview]:
         """Entries are read in growing batches sized from the ones already read, so that a fetch with a
@@ -614,7 +641,7 @@ class BKReadHandle(ReadHandle):
         batch = 4
         while entry <= last:
             hi = min(last, entry + batch - 1)
-            for data in await self._store.read_entries(self.ledger_id, self.metadata, entry, hi):
+            for data in await self._read(entry, hi):
                 total += len(data) - overhead
                 if out and total > max_bytes:
                     return out

@@ -5,7 +5,9 @@ of tests/support/bookkeeper.py:
   brokers: every acknowledged record is in the log at its offset, and acknowledgements continue after
   ZooKeeper is back.
 * A broker whose connection to ZooKeeper is cut (a proxy drops it; its session lives on until it expires)
-  stops serving its partitions at once - every produce sent to it from then on is refused - and only
+  stops serving its partitions at once - every produce sent to it from then on is refused, and its
+  Metadata and FindCoordinator answers name no leader or coordinator for them (LEADER_NOT_AVAILABLE,
+  COORDINATOR_NOT_AVAILABLE: retriable) instead of itself - and only
   later, once the session expired, does the other broker take them: the broker's "not serving" log line
   comes before the other's "acquired", and the ownership node still names the cut-off broker when it
   first refuses. The new owner continues the offsets; when the connection returns, the broker finds its
@@ -27,6 +29,7 @@ from tests.support.cluster import (
     ZooKeeperProxy,
     broker_id,
     eventually,
+    find_coordinator,
     leader_of,
     metadata,
     start_brokers,
@@ -35,6 +38,8 @@ from tests.support.cluster import (
 from tests.support.wire import Negotiated
 
 NOT_LEADER_OR_FOLLOWER = 6
+LEADER_NOT_AVAILABLE = 5
+COORDINATOR_NOT_AVAILABLE = 15
 
 
 def test_zookeeper_restart_during_produce(cluster, tmp_path_factory):
@@ -135,6 +140,9 @@ def test_an_expiring_session_stops_serving_before_another_broker_takes_over(clus
             assert first.error_code == NOT_LEADER_OR_FOLLOWER
             owner_then = zk.get(node)[0].decode()  # the session has not expired yet: still its node
             assert f'"brokerId": {broker_id(cut_off)}' in owner_then
+            # Nor does it name itself as the leader or the coordinator meanwhile: retriable "none yet".
+            assert metadata(cut_off.bootstrap, [topic]).leaders[(topic, 0)] == (-1, LEADER_NOT_AVAILABLE)
+            assert find_coordinator(cut_off.bootstrap, "g-" + topic)[0] == COORDINATOR_NOT_AVAILABLE
             eventually("the other broker leads the partition", lambda: metadata(other.bootstrap, [topic]).leaders[
                 (topic, 0)][0] == broker_id(other), timeout=120)
             # Refused all along: the other broker owns it now.

@@ -24,8 +24,9 @@ Two implementations of one small interface (`Ownership`):
 
 Session states (ZooKeeperMetadataStore's listener): "suspended" (connection lost, the session may still be
 alive) stops serving at once - TopicManager.paused makes every partition answer NOT_LEADER_OR_FOLLOWER
-and the coordinator NOT_COORDINATOR - because another broker may take the bundles as soon as the session
-expires; "connected" again within the session resumes; "lost" (expired) releases every bundle without
+and the coordinator NOT_COORDINATOR, and Metadata / FindCoordinator on this broker name no owner for its
+own bundles (LEADER_NOT_AVAILABLE / COORDINATOR_NOT_AVAILABLE) - because another broker may take the
+bundles as soon as the session expires; "connected" again within the session resumes; "lost" (expired) releases every bundle without
 writing anything (another broker may already be writing) and registers again with the new session.
 
 Takeover safety does not rest on timing: a new owner opens a partition's managed ledger with BookKeeper
@@ -382,7 +383,13 @@ class ZooKeeperOwnership(Ownership):
         if ns not in self._namespaces:
             self._spawn(self.watch_namespace(ns))
             return None
-        return self._owners.get(ns, {}).get(b.range_name)
+        owner = self._owners.get(ns, {}).get(b.range_name)
+        if owner is not None and not self._serving and owner.broker_id == self.local.broker_id:
+            # Ours, but not served while the session is in doubt (suspended, or expired and not yet
+            # re-registered): naming ourselves would send clients to a broker that refuses them, so the
+            # answer is "no owner" - LEADER_NOT_AVAILABLE / COORDINATOR_NOT_AVAILABLE, both retriable.
+            return None
+        return owner
 
     def mine(self) -> set[Bundle]:
         return set(self._mine)

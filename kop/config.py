@@ -90,6 +90,7 @@ class BrokerConfig:
     connectionMaxIdleMs: int = 600000  # -1 disables
     maxPendingResponseBytes: int = 64 * 1024 * 1024  # per connection; reading pauses beyond this
     fetchMaxWaitCapMs: int = 30000
+    maxIncrementalFetchSessionCacheSlots: int = 1000  # KIP-227 fetch sessions kept; 0 turns them off
     # --- managed ledger
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
@@ -201,6 +202,7 @@ class BrokerConfig:
         need(self.maxMessageSize > 0, "maxMessageSize", "must be > 0")
         need(1024 <= self.socketRequestMaxBytes <= 2**31 - 1, "socketRequestMaxBytes", "must be 1024..2^31-1")
         need(self.maxQueuedRequests >= 1, "maxQueuedRequests", "must be >= 1")
+        need(self.maxIncrementalFetchSessionCacheSlots >= 0, "maxIncrementalFetchSessionCacheSlots", "must be >= 0")
         need(self.requestTimeoutMs > 0, "requestTimeoutMs", "must be > 0")
         need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
         need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")

@@ -531,6 +531,34 @@ def test_wait_for_append_completes_on_the_next_durable_append(tmp_path):
     run(main())
 
 
+def test_append_waiters_that_stop_waiting_are_not_kept(tmp_path):
+    """A long poll on an idle partition registers a waiter each time: cancelled ones unregister, and a
+    future shared by many partitions (one Fetch) is removed by its owner, so nothing piles up."""
+
+    async def main():
+        async with storage_at(tmp_path, fsync="always") as st:
+            log = await st.open_log(NAME)
+            for _ in range(100):
+                log.wait_for_append().cancel()
+            await asyncio.sleep(0)  # the done callbacks run
+            assert log.append_waiters == 0
+            shared = asyncio.get_running_loop().create_future()
+            log.add_append_waiter(shared)
+            log.add_append_waiter(shared)
+            assert log.append_waiters == 1
+            log.discard_append_waiter(shared)
+            assert log.append_waiters == 0
+            log.add_append_waiter(shared)
+            await append(log, batch(1))
+            assert shared.done() and log.append_waiters == 0
+            await log.close()
+            late = asyncio.get_running_loop().create_future()
+            log.add_append_waiter(late)  # a closed log completes it at once
+            assert late.done()
+
+    run(main())
+
+
 _PRODUCER = r"""
 import asyncio, sys
 from kop.managed_ledger import ManagedLedgerConfig

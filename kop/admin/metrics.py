@@ -152,6 +152,8 @@ class BrokerMetrics:
         self.lag: list[LagSample] = []
         # Read at scrape time: set by whoever owns the state (the broker service, the Kafka handler).
         self.active_connections: Callable[[], int] = lambda: 0
+        self.fetch_sessions: Callable[[], int] = lambda: 0
+        self.incremental_fetches: Callable[[], int] = lambda: 0
         self.open_logs: Callable[[], dict[str, Any]] = dict
         self._rollovers_seen: dict[str, int] = {}
         self._rollovers_retired = 0
@@ -349,6 +351,10 @@ class _Collector(Collector):
                                 value=m.waiting_fetches)
         yield GaugeMetricFamily("kop_server_active_connections", "Open Kafka client connections",
                                 value=m.active_connections())
+        yield GaugeMetricFamily("kop_server_fetch_sessions", "Fetch sessions (KIP-227) in the cache",
+                                value=m.fetch_sessions())
+        yield CounterMetricFamily("kop_server_incremental_fetches", "Fetch requests served as incremental "
+                                  "(KIP-227: only changes listed and answered)", value=m.incremental_fetches())
         yield CounterMetricFamily("kop_server_connections", "Kafka client connections accepted",
                                   value=m.connections_accepted)
         yield CounterMetricFamily(

@@ -21,6 +21,7 @@ from kop.broker.protocol_handler import ProtocolHandler
 from kop.config import BrokerConfig, Listener
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
+from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.idempotence import ProducerStateTable
 from kop.protocol import api_info
 
@@ -58,6 +59,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         self._bound: list[Listener] = []
         # Encoded Metadata topic entries (kop.kafka.apis.metadata: keyed by everything they depend on).
         self.metadata_cache = TopicEntryCache()
+        self.fetch_sessions = FetchSessionCache(0)  # sized from the config in initialize()
         self._idle_task: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ plugin API
@@ -66,6 +68,7 @@ class KafkaProtocolHandler(ProtocolHandler):
 
     def initialize(self, config: BrokerConfig) -> None:
         self.config = config
+        self.fetch_sessions = FetchSessionCache(config.maxIncrementalFetchSessionCacheSlots)
 
     async def start(self, service: BrokerService) -> None:
         from kop.kafka.connection import KafkaConnection
@@ -73,6 +76,8 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.service = service
         self.metrics = service.metrics
         self.metrics.active_connections = lambda: len(self.connections)
+        self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
+        self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
         from kop.protocol import precompile
 
         precompile(list(self.apis))  # generate every served codec now, not on each first request

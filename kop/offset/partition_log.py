@@ -164,7 +164,7 @@ class ManagedPartitionLog(PartitionLog):
         self._ledger_last_index: dict[int, int] = {}
         self._ledger_max: dict[int, tuple[int, int, int]] = {}  # ledger -> (max ts, entry, entries covered)
         self._probes: OrderedDict[tuple[int, int], EntryMeta] = OrderedDict()
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: set[asyncio.Future[None]] = set()  # woken by the next durable append (or close)
         self._closed = False
         self._start_floor: int | None = None  # log start kept by compaction (kop.compactionStart)
         self._compaction_lock = asyncio.Lock()
@@ -221,7 +221,7 @@ class ManagedPartitionLog(PartitionLog):
                 self._ledger_max[lid] = (ts, eid, eid + 1) if ts > summary[0] else (summary[0], summary[1], eid + 1)
         waiters = self._waiters
         if waiters:
-            self._waiters = []
+            self._waiters = set()
             for f in waiters:
                 if not f.done():
                     f.set_result(None)
@@ -352,12 +352,30 @@ class ManagedPartitionLog(PartitionLog):
         return out
 
     def wait_for_append(self) -> asyncio.Future[None]:
+        """A future done at the next durable append (or at close); cancelling it unregisters it."""
         fut: asyncio.Future[None] = self._loop.create_future()
-        if self._closed:
-            fut.set_result(None)
-        else:
-            self._waiters.append(fut)
+        self.add_append_waiter(fut)
+        if not fut.done():
+            fut.add_done_callback(self.discard_append_waiter)
         return fut
+
+    def add_append_waiter(self, fut: asyncio.Future[None]) -> None:
+        """Complete `fut` at the next durable append (or at close). One future may wait on many logs (a
+        long-polling Fetch of many partitions); whoever registered it removes it with discard_append_waiter
+        when done waiting - a registration left behind on a partition that sees no append would be kept
+        until one comes (one per long poll: a consumer of idle partitions would grow the set forever)."""
+        if self._closed:
+            if not fut.done():
+                fut.set_result(None)
+        else:
+            self._waiters.add(fut)
+
+    def discard_append_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    @property
+    def append_waiters(self) -> int:
+        return len(self._waiters)
 
     # ------------------------------------------------------------------------------------ read
 
@@ -671,7 +689,7 @@ class ManagedPartitionLog(PartitionLog):
     # ------------------------------------------------------------------------------------ lifecycle
 
     def _release_waiters(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, set()
         for f in waiters:
             if not f.done():
                 f.set_result(None)

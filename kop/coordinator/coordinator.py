@@ -414,8 +414,12 @@ class GroupCoordinator:
                 if not fut.done():
                     fut.set_result(effect.result)
             else:
-                self._write(effect.group_id, effect.records).add_done_callback(
-                    functools.partial(self._written, effect.write_id, effect.group_id))
+                try:
+                    written = self._write(effect.group_id, effect.records)
+                except Exception as e:  # a batch that cannot be built: a failed write, not lost answers
+                    written = self.loop.create_future()
+                    written.set_exception(e)
+                written.add_done_callback(functools.partial(self._written, effect.write_id, effect.group_id))
         self._arm()
 
     def _written(self, write_id: int, group_id: str, f: asyncio.Future[Any]) -> None:

@@ -1,18 +1,19 @@
 """The group coordinator: Kafka's classic group protocol, with its state in __consumer_offsets.
 
-Semantics follow Apache Kafka 4.x's group coordinator (GroupMetadataManager / OffsetMetadataManager for
-classic groups), error code for error code, because clients and kafka-consumer-groups are written against
-it. Where KoP fell short we do not (research/kop.md §3.5, §6):
+Split along Apache Kafka's own seam (its GroupMetadataManager and its GroupCoordinator):
 
-* KIP-394: a first JoinGroup (v4+) without a member id gets MEMBER_ID_REQUIRED and a generated id;
-* KIP-345 static membership: a restarted member with the same group.instance.id takes over its old
-  member id's place and assignment without a rebalance (when its protocols did not change), and the old id
-  is fenced (FENCED_INSTANCE_ID);
-* LeaveGroup removes a batch of members (by member id or by group instance id) with per-member results;
-* OffsetDelete and DeleteGroups;
-* an OffsetCommit is acknowledged only once its records are durable in __consumer_offsets (kop#1041 lost
-  commits silently), and the in-memory offsets change only then, so a reader never sees an offset that a
-  crash could take back.
+* this module's `GroupCoordinator` plays the group metadata manager - it owns the __consumer_offsets
+  partitions of this broker (loads and replays them, unloads them when cluster mode moves them, answers
+  COORDINATOR_LOAD_IN_PROGRESS meanwhile and retries a failed load), writes the records, and keeps the
+  committed offsets (commit, fetch, delete, expire); and it is the async shell around
+* `group_state.GroupStateMachine`, the sans-IO join/sync/heartbeat/leave state machine, which it feeds
+  requests and the loop's clock, and whose answers and records it delivers and writes.
+
+Semantics follow Apache Kafka 4.x error code for error code, because clients and kafka-consumer-groups are
+written against it. Where KoP fell short we do not (research/kop.md §3.5, §6): besides what the state
+machine does (KIP-394, KIP-345, batched LeaveGroup), OffsetDelete and DeleteGroups; and an OffsetCommit is
+acknowledged only once its records are durable in __consumer_offsets (kop#1041 lost commits silently), and
+the in-memory offsets change only then, so a reader never sees an offset that a crash could take back.
 
 Placement: the coordinator of group G is the owner of partition abs(hashCode(G)) % N of __consumer_offsets
 (Kafka's formula, so every tool agrees). Alone, this broker owns every partition; in cluster mode it owns
@@ -23,9 +24,9 @@ NOT_COORDINATOR. A partition whose bundle is released is unloaded (`unload_parti
 dropped from memory and their parked JoinGroup/SyncGroup requests answered NOT_COORDINATOR, as Kafka does
 when a coordinator moves.
 
-The logic is synchronous (one event loop, no awaits inside a state change), like Kafka's single-threaded
-coordinator shards: an operation changes the in-memory group, issues its records as one batch (appends of a
-partition are stored and acknowledged in issue order), and answers when the batch is durable.
+A state change runs without awaiting (one event loop), like Kafka's single-threaded coordinator shards:
+it changes the in-memory group, issues its records as one batch (appends of a partition are stored and
+acknowledged in issue order), and answers when the batch is durable.
 
 Metrics hook: `committed_offsets()` gives {(group, topic, partition): offset} for consumer lag.
 """
@@ -34,25 +35,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from kop.broker.names import OFFSETS_TOPIC
 from kop.broker.topic_config import effective
 from kop.broker.topics import Topic, TopicError, TopicManager
 from kop.config import BrokerConfig
 from kop.coordinator import records as rec
-from kop.coordinator.group import (
-    CONSUMER_PROTOCOL_TYPE,
-    EMPTY_ASSIGNMENT,
-    UNKNOWN_MEMBER_ID,
-    ClassicGroup,
-    GroupState,
-    Member,
-    new_member_uuid,
+from kop.coordinator.group import EMPTY_ASSIGNMENT, ClassicGroup, GroupState, Member
+from kop.coordinator.group_state import (
+    Answer,
+    GroupStateMachine,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
 )
 from kop.offset.api import PartitionLog
 from kop.protocol.errors import ErrorCode
@@ -60,8 +61,6 @@ from kop.protocol.records import NewRecord, build_batch, decode_records, parse_b
 
 log = logging.getLogger(__name__)
 
-# Kafka's GROUP_NEW_MEMBER_JOIN_TIMEOUT: a new member parked in a rebalance is dropped after this long.
-NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 # The leader epoch stamped into our batches: the constant the broker reports (kop.kafka.apis.common).
 LEADER_EPOCH = 0
 LOAD_READ_BYTES = 1 << 20
@@ -70,7 +69,6 @@ LOAD_RETRY_S = 2.0  # a failed load of a __consumer_offsets partition is tried a
 
 S = GroupState
 E = ErrorCode
-
 
 class RecordTooLarge(Exception):
     """A coordinator batch larger than __consumer_offsets' max.message.bytes (e.g. huge member metadata)."""
@@ -91,40 +89,6 @@ class OffsetAndMetadata:
     commit_timestamp: int
     expire_timestamp: int = -1  # only commits with a retention time (OffsetCommit v2-v4) have one
 
-
-@dataclass(slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    client_id: str
-    client_host: str
-    api_version: int
-    reason: str | None = None
-
-
-@dataclass(slots=True)
-class JoinResult:
-    error: int = 0
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader: str = ""
-    skip_assignment: bool = False
-    member_id: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-
-
-@dataclass(slots=True)
-class SyncResult:
-    error: int = 0
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    assignment: bytes = EMPTY_ASSIGNMENT
 
 
 @dataclass(slots=True)
@@ -163,11 +127,15 @@ class CoordinatorError(Exception):
 
 
 class GroupCoordinator:
+    """Kafka's group coordinator for this broker's __consumer_offsets partitions (see the module
+    docstring): the API modules of kop/kafka/apis/ call it, the broker service starts, loads and unloads it."""
+
     def __init__(self, config: BrokerConfig, topics: TopicManager, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.topics = topics
         self.clock = clock  # wall clock in seconds (time.time); tests may set another
-        self.groups: dict[str, ClassicGroup] = {}
+        self.machine = GroupStateMachine(config, wall_ms=self.now_ms)
+        self.groups: dict[str, ClassicGroup] = self.machine.groups  # loaded here, moved by the machine
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.topic: Topic | None = None
         self.num_partitions = config.offsetsTopicNumPartitions
@@ -177,7 +145,8 @@ class GroupCoordinator:
         self._failed_at: dict[int, float] = {}  # when each failed load failed (monotonic): retries are spaced
         self._loading: set[int] = set()
         self._gate = asyncio.Semaphore(LOAD_CONCURRENCY)
-        self._timers: dict[tuple[Any, ...], asyncio.TimerHandle] = {}
+        self._wakeup: asyncio.TimerHandle | None = None  # the loop timer for the machine's next deadline
+        self._wakeup_at: int | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._load_task: asyncio.Task[None] | None = None
         self._stopped = False
@@ -231,14 +200,10 @@ class GroupCoordinator:
 
     async def stop(self) -> None:
         """Answer parked JoinGroup/SyncGroup requests with NOT_COORDINATOR (as Kafka does when it unloads a
-        partition), cancel timers and background tasks. Writes already issued still complete."""
+        partition), stop the timers and background tasks. Writes already issued still complete."""
         self._stopped = True
-        for key in list(self._timers):
-            self._cancel(key)
-        for group in self.groups.values():
-            for m in list(group.members.values()):
-                group.complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
-                group.complete_sync(m, SyncResult(E.NOT_COORDINATOR))
+        self.machine.shutdown()
+        self._run()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -304,19 +269,12 @@ class GroupCoordinator:
         log.info("group coordinator unloaded %s partition %d (%d groups)", OFFSETS_TOPIC, p, dropped)
 
     def _drop_groups_of(self, p: int) -> int:
-        dropped = 0
-        for gid, group in list(self.groups.items()):
-            if self.partition_of(gid) != p:
-                continue
-            for key in [k for k in self._timers if len(k) > 1 and k[1] == gid]:
-                self._cancel(key)
-            for m in list(group.members.values()):
-                group.complete_join(m, JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
-                group.complete_sync(m, SyncResult(E.NOT_COORDINATOR))
-            del self.groups[gid]
+        gids = [gid for gid in self.groups if self.partition_of(gid) == p]
+        self.machine.drop_groups(gids)
+        for gid in gids:
             self.offsets.pop(gid, None)
-            dropped += 1
-        return dropped
+        self._run()
+        return len(gids)
 
     async def _load_partition(self, p: int) -> None:
         assert self.topic is not None
@@ -392,11 +350,8 @@ class GroupCoordinator:
         return group
 
     def _on_loaded(self, p: int) -> None:
-        for group in [g for gid, g in self.groups.items() if self.partition_of(gid) == p]:
-            for m in group.members.values():
-                self._reschedule_heartbeat(group, m)
-            if len(group.members) > self.config.groupMaxSize:
-                self._prepare_rebalance(group, f"freshly loaded group is over capacity {self.config.groupMaxSize}")
+        self.machine.loaded([g for gid, g in self.groups.items() if self.partition_of(gid) == p], self._timer_ms())
+        self._run()
 
     # ================================================================== placement and state
     def partition_of(self, group_id: str) -> int:
@@ -444,29 +399,55 @@ class GroupCoordinator:
         Topics are Kafka names as kop.broker.topics.TopicManager.kafka_name gives them."""
         return {(g, t, p): o.offset for g, offs in self.offsets.items() for (t, p), o in offs.items()}
 
-    # ================================================================== timers
-    def _schedule(self, key: tuple[Any, ...], delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
-        self._cancel(key)
-        if self._stopped:
+    # ================================================================== driving the state machine
+    def _timer_ms(self) -> int:
+        """The machine's clock: the loop's monotonic time, so that a wall-clock jump (or a test's clock)
+        neither expires nor prolongs a session; time stamps it writes come from `now_ms` instead."""
+        return int(self.loop.time() * 1000)
+
+    def _run(self) -> None:
+        """Deliver what the machine produced: answers to their waiting requests (a request's first answer
+        counts), records to __consumer_offsets in the order asked; then arm the wakeup for its next timer."""
+        for effect in self.machine.take_effects():
+            if isinstance(effect, Answer):
+                fut = cast("asyncio.Future[Any]", effect.token)
+                if not fut.done():
+                    fut.set_result(effect.result)
+            else:
+                try:
+                    written = self._write(effect.group_id, effect.records)
+                except Exception as e:  # a batch that cannot be built: a failed write, not lost answers
+                    written = self.loop.create_future()
+                    written.set_exception(e)
+                written.add_done_callback(functools.partial(self._written, effect.write_id, effect.group_id))
+        self._arm()
+
+    def _written(self, write_id: int, group_id: str, f: asyncio.Future[Any]) -> None:
+        if f.cancelled():
+            error = E.NOT_COORDINATOR
+        elif (exc := f.exception()) is not None:
+            log.warning("group %s: a write to %s failed: %r", group_id, OFFSETS_TOPIC, exc)
+            error = append_error(exc)
+        else:
+            error = 0
+        self.machine.write_done(write_id, error, self._timer_ms())
+        self._run()
+
+    def _arm(self) -> None:
+        deadline = None if self._stopped else self.machine.next_deadline()
+        if deadline == self._wakeup_at:
             return
-        self._timers[key] = self.loop.call_later(max(delay_ms, 0) / 1000, self._fire, key, fn, args)
+        if self._wakeup is not None:
+            self._wakeup.cancel()
+        self._wakeup, self._wakeup_at = None, deadline
+        if deadline is not None:
+            self._wakeup = self.loop.call_at(deadline / 1000, self._wake, deadline)
 
-    def _fire(self, key: tuple[Any, ...], fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        self._timers.pop(key, None)
-        try:
-            fn(*args)
-        except Exception:
-            log.exception("group coordinator timer %s failed", key)
-
-    def _cancel(self, key: tuple[Any, ...]) -> None:
-        h = self._timers.pop(key, None)
-        if h is not None:
-            h.cancel()
-
-    def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
-        self._schedule(("hb", group.group_id, member.member_id),
-                       member.session_timeout_ms if timeout_ms is None else timeout_ms,
-                       self._expire_heartbeat, group.group_id, member.member_id)
+    def _wake(self, deadline: int) -> None:
+        self._wakeup, self._wakeup_at = None, None
+        # The loop may wake a little before `deadline` (its clock resolution): the deadline has come.
+        self.machine.expire_timers(max(self._timer_ms(), deadline))
+        self._run()
 
     # ================================================================== writes
     def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future[Any]:
@@ -488,43 +469,14 @@ class GroupCoordinator:
             return fut
         return asyncio.ensure_future(plog.append(batch, len(records) - 1, now))
 
-    def _group_record(self, group: ClassicGroup, assignment: dict[str, bytes]) -> tuple[bytes, bytes]:
-        members = [
-            rec.MemberMetadata(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                               m.rebalance_timeout_ms, m.session_timeout_ms, m.metadata(group.protocol_name),
-                               assignment.get(m.member_id, EMPTY_ASSIGNMENT))
-            for m in group.members.values()
-        ]
-        value = rec.GroupMetadataValue(
-            group.protocol_type or "", group.generation_id, group.protocol_name, group.leader_id,
-            -1 if group.state_timestamp is None else group.state_timestamp, members)
-        return rec.group_metadata_key(group.group_id), rec.encode_group_metadata_value(value)
-
-    def _empty_group_record(self, group: ClassicGroup) -> tuple[bytes, bytes]:
-        value = rec.GroupMetadataValue("", 0, None, None,
-                                       -1 if group.state_timestamp is None else group.state_timestamp, [])
-        return rec.group_metadata_key(group.group_id), rec.encode_group_metadata_value(value)
-
-    def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
-        fut = self._write(group_id, records)
-
-        def done(f: asyncio.Future[Any]) -> None:
-            if not f.cancelled() and f.exception() is not None:
-                log.warning("writing %s of group %s failed: %r", what, group_id, f.exception())
-
-        fut.add_done_callback(done)
-
-    # ================================================================== JoinGroup
+    # ================================================================== JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     async def join_group(self, req: JoinRequest) -> JoinResult:
-        if not req.group_id:
-            return JoinResult(E.INVALID_GROUP_ID, member_id=req.member_id)
-        err = self.partition_error(req.group_id)
+        err = self.partition_error(req.group_id) if req.group_id else 0
         if err:
             return JoinResult(err, member_id=req.member_id)
-        if not self.config.groupMinSessionTimeoutMs <= req.session_timeout_ms <= self.config.groupMaxSessionTimeoutMs:
-            return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
         fut: asyncio.Future[JoinResult] = self.loop.create_future()
-        self._join(req, fut)
+        self.machine.join(req, fut, self._timer_ms())
+        self._run()
         result = await fut
         if log.isEnabledFor(logging.DEBUG):
             log.debug("group %s: JoinGroup v%d of %r answered %s (generation %d, member %s, leader %s)", req.group_id,
@@ -532,518 +484,44 @@ class GroupCoordinator:
                       result.member_id, result.leader)
         return result
 
-    def _join(self, req: JoinRequest, fut: asyncio.Future[JoinResult]) -> None:
-        is_unknown = req.member_id == UNKNOWN_MEMBER_ID
-        group = self.groups.get(req.group_id)
-        is_new_group = False
-        if group is None:
-            if not is_unknown:
-                fut.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=req.member_id))
-                return
-            group = ClassicGroup(req.group_id, state_timestamp=self.now_ms())
-            self.groups[req.group_id] = group
-            is_new_group = True
-        wrote = False
-        if not self._accept_joining_member(group, req.member_id):
-            group.remove(req.member_id)
-            fut.set_result(JoinResult(E.GROUP_MAX_SIZE_REACHED, member_id=UNKNOWN_MEMBER_ID))
-        elif is_unknown:
-            wrote = self._join_new_member(req, group, fut)
-        else:
-            wrote = self._join_existing_member(req, group, fut)
-        if is_new_group and not wrote:
-            # Kafka 4.x commits a new group with an empty group metadata record.
-            w = self._write(group.group_id, [self._empty_group_record(group)])
-
-            def done(f: asyncio.Future[Any]) -> None:
-                if not f.cancelled() and f.exception() is not None and not fut.done():
-                    fut.set_result(JoinResult(append_error(f.exception()), member_id=req.member_id))
-
-            w.add_done_callback(done)
-
-    def _accept_joining_member(self, group: ClassicGroup, member_id: str) -> bool:
-        max_size = self.config.groupMaxSize
-        if group.is_in(S.EMPTY, S.DEAD):
-            return True
-        if group.is_in(S.PREPARING_REBALANCE):
-            m = group.members.get(member_id)
-            return (m is not None and m.awaiting_join) or group.num_awaiting_join < max_size
-        return member_id in group.members or len(group.members) < max_size
-
-    def _join_new_member(self, req: JoinRequest, group: ClassicGroup, fut: asyncio.Future[JoinResult]) -> bool:
-        if group.is_in(S.DEAD):
-            # The group was just removed; the client retries and finds (or creates) it again.
-            fut.set_result(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=req.member_id))
-            return False
-        if not group.supports_protocols(req.protocol_type, req.protocols):
-            fut.set_result(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id))
-            return False
-        prefix = req.group_instance_id if req.group_instance_id is not None else req.client_id
-        new_member_id = f"{prefix}-{new_member_uuid()}"
-        if req.group_instance_id is not None:
-            existing = group.static_member_id(req.group_instance_id)
-            if existing is None:
-                return self._add_member_and_rebalance(req, group, new_member_id, fut)
-            return self._update_static_member(req, group, existing, new_member_id, fut)
-        if req.api_version >= 4:
-            # KIP-394: hand out the id and have the client join again with it, so a client that never
-            # receives this answer cannot leave a member behind in the group.
-            group.add_pending_member(new_member_id)
-            self._schedule(("hb", group.group_id, new_member_id), req.session_timeout_ms,
-                           self._expire_heartbeat, group.group_id, new_member_id)
-            fut.set_result(JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_member_id))
-            return False
-        return self._add_member_and_rebalance(req, group, new_member_id, fut)
-
-    def _join_existing_member(self, req: JoinRequest, group: ClassicGroup,
-                              fut: asyncio.Future[JoinResult]) -> bool:
-        member_id = req.member_id
-        if group.is_in(S.DEAD):
-            fut.set_result(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=member_id))
-            return False
-        if not group.supports_protocols(req.protocol_type, req.protocols):
-            fut.set_result(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
-            return False
-        if member_id in group.pending_join_members:
-            return self._add_member_and_rebalance(req, group, member_id, fut)
-        err = self._validate_existing_member(group, member_id, req.group_instance_id)
-        if err:
-            fut.set_result(JoinResult(err, member_id=member_id))
-            return False
-        member = group.members[member_id]
-        if group.is_in(S.PREPARING_REBALANCE):
-            return self._update_member_then_rebalance(req, group, member, fut)
-        if group.is_in(S.COMPLETING_REBALANCE):
-            if member.matches(req.protocols):
-                # Same metadata: it probably missed the JoinGroup answer; give it the current generation.
-                fut.set_result(self._join_result(group, member, with_members=group.is_leader(member_id)))
-                return False
-            return self._update_member_then_rebalance(req, group, member, fut)
-        if group.is_in(S.STABLE):
-            if group.is_leader(member_id) or not member.matches(req.protocols):
-                # The leader's JoinGroup always rebalances (it may have seen topic metadata change).
-                return self._update_member_then_rebalance(req, group, member, fut)
-            fut.set_result(self._join_result(group, member, with_members=False))
-            return False
-        # Empty with members cannot happen; let the member start over.
-        fut.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=member_id))
-        return False
-
-    def _join_result(self, group: ClassicGroup, member: Member, with_members: bool,
-                     skip_assignment: bool = False, leader: str | None = None) -> JoinResult:
-        return JoinResult(
-            0, group.generation_id, group.protocol_type, group.protocol_name,
-            group.leader_id or "" if leader is None else leader, skip_assignment, member.member_id,
-            self._member_list(group) if with_members else [])
-
-    @staticmethod
-    def _member_list(group: ClassicGroup) -> list[tuple[str, str | None, bytes]]:
-        return [(m.member_id, m.group_instance_id, m.metadata(group.protocol_name)) for m in group.members.values()]
-
-    @staticmethod
-    def _validate_existing_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> int:
-        if instance_id is None:
-            return 0 if member_id in group.members else E.UNKNOWN_MEMBER_ID
-        existing = group.static_member_id(instance_id)
-        if existing is None:
-            return E.UNKNOWN_MEMBER_ID
-        if existing != member_id:
-            log.info("group %s: member id %s of static member %s is fenced by %s", group.group_id, member_id,
-                     instance_id, existing)
-            return E.FENCED_INSTANCE_ID
-        return 0
-
-    def _add_member_and_rebalance(self, req: JoinRequest, group: ClassicGroup, member_id: str,
-                                  fut: asyncio.Future[JoinResult]) -> bool:
-        member = Member(member_id, req.group_instance_id, req.client_id, req.client_host,
-                        req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, req.protocols,
-                        is_new=True)
-        if group.is_in(S.PREPARING_REBALANCE) and group.previous_state == S.EMPTY:
-            group.new_member_added = True  # the initial rebalance may wait a little longer
-        group.add(member, fut)
-        # A new member cannot heartbeat yet; drop it if its join stays parked for too long.
-        self._reschedule_heartbeat(group, member, NEW_MEMBER_JOIN_TIMEOUT_MS)
-        return self._maybe_prepare_rebalance_or_complete_join(group, f"adding new member {member_id}")
-
-    def _update_member_then_rebalance(self, req: JoinRequest, group: ClassicGroup, member: Member,
-                                      fut: asyncio.Future[JoinResult]) -> bool:
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut,
-                            superseded=JoinResult(E.REBALANCE_IN_PROGRESS, member_id=member.member_id))
-        return self._maybe_prepare_rebalance_or_complete_join(
-            group, f"member {member.member_id} is joining group during {group.state.value}")
-
-    def _update_static_member(self, req: JoinRequest, group: ClassicGroup, old_member_id: str,
-                              new_member_id: str, fut: asyncio.Future[JoinResult]) -> bool:
-        assert req.group_instance_id is not None
-        instance_id = req.group_instance_id
-        current_leader = group.leader_id
-        self._cancel(("hb", group.group_id, old_member_id))
-        member = group.replace_static_member(
-            instance_id, old_member_id, new_member_id,
-            JoinResult(E.FENCED_INSTANCE_ID, member_id=old_member_id), SyncResult(E.FENCED_INSTANCE_ID))
-        self._reschedule_heartbeat(group, member)
-        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, fut)
-        if group.is_in(S.STABLE):
-            if (group.protocol_name or "") == group.select_protocol():
-                # KIP-345: the selected protocol does not change, so persist the new member id and hand the
-                # member its old assignment without a rebalance of the others.
-                w = self._write(group.group_id, [self._group_record(
-                    group, {m.member_id: m.assignment for m in group.members.values()})])
-
-                def done(f: asyncio.Future[Any]) -> None:
-                    if f.cancelled() or f.exception() is not None:
-                        error = append_error(f.exception()) if not f.cancelled() else E.NOT_COORDINATOR
-                        log.warning("group %s: persisting static member %s failed: %r", group.group_id,
-                                    instance_id, None if f.cancelled() else f.exception())
-                        if group.members.get(new_member_id) is member:
-                            group.update_member(member, old[0], old[1], old[2], None)
-                            self._cancel(("hb", group.group_id, new_member_id))
-                            restored = group.replace_static_member(instance_id, new_member_id, old_member_id,
-                                                                   None, None)
-                            self._reschedule_heartbeat(group, restored)
-                        if not fut.done():
-                            fut.set_result(JoinResult(
-                                error, group.generation_id, group.protocol_type, group.protocol_name,
-                                current_leader or "", False, UNKNOWN_MEMBER_ID))
-                        return
-                    if group.members.get(new_member_id) is not member:
-                        return
-                    if req.api_version >= 9:
-                        is_leader = group.is_leader(new_member_id)
-                        group.complete_join(member, self._join_result(
-                            group, member, with_members=is_leader, skip_assignment=is_leader))
-                    else:
-                        group.complete_join(member, self._join_result(
-                            group, member, with_members=False, leader=current_leader or ""))
-
-                w.add_done_callback(done)
-                return True
-            return self._maybe_prepare_rebalance_or_complete_join(
-                group, f"static member {instance_id} joined with a change of protocol")
-        if group.is_in(S.COMPLETING_REBALANCE):
-            # The leader may already have computed assignments for the old member id: rebalance again.
-            return self._prepare_rebalance(group, f"updating metadata for static member {instance_id}")
-        if group.is_in(S.EMPTY, S.DEAD):
-            raise RuntimeError(f"group {group.group_id} has static member {instance_id} in state {group.state}")
-        return False  # PreparingRebalance: the member is answered when the join phase completes
-
-    # ------------------------------------------------------------------ rebalance
-    def _maybe_prepare_rebalance_or_complete_join(self, group: ClassicGroup, reason: str) -> bool:
-        if group.can_rebalance():
-            return self._prepare_rebalance(group, reason)
-        return self._maybe_complete_join_phase(group)
-
-    def _maybe_complete_join_phase(self, group: ClassicGroup) -> bool:
-        if (group.is_in(S.PREPARING_REBALANCE) and group.previous_state != S.EMPTY
-                and group.has_all_members_joined()):
-            return self._complete_join(group)
-        return False
-
-    def _prepare_rebalance(self, group: ClassicGroup, reason: str) -> bool:
-        if group.is_in(S.COMPLETING_REBALANCE):
-            # Members waiting in SyncGroup rejoin.
-            self._reset_and_propagate_assignment(group, E.REBALANCE_IN_PROGRESS)
-        self._cancel(("sync", group.group_id))
-        group.pending_sync_members.clear()
-        initial = group.is_in(S.EMPTY)
-        if initial:
-            # A new group: give the other members a moment to join before the first generation.
-            delay = self.config.groupInitialRebalanceDelayMs
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            self._schedule(("join", group.group_id), delay, self._try_complete_initial_rebalance,
-                           group.group_id, delay, remaining)
-        group.transition_to(S.PREPARING_REBALANCE, self.now_ms())
-        log.info("group %s: preparing to rebalance (generation %d): %s", group.group_id, group.generation_id,
-                 reason)
-        if initial:
-            return False
-        return self._maybe_complete_join_else_schedule(group)
-
-    def _maybe_complete_join_else_schedule(self, group: ClassicGroup) -> bool:
-        if group.has_all_members_joined():
-            return self._complete_join(group)
-        self._schedule(("join", group.group_id), group.rebalance_timeout_ms(), self._complete_join_by_id,
-                       group.group_id)
-        return False
-
-    def _try_complete_initial_rebalance(self, group_id: str, delay_ms: int, remaining_ms: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or not group.is_in(S.PREPARING_REBALANCE):
-            return
-        if group.new_member_added and remaining_ms != 0:
-            group.new_member_added = False
-            new_delay = min(self.config.groupInitialRebalanceDelayMs, remaining_ms)
-            new_remaining = max(remaining_ms - delay_ms, 0)
-            self._schedule(("join", group_id), new_delay, self._try_complete_initial_rebalance, group_id,
-                           new_delay, new_remaining)
-            return
-        self._complete_join(group)
-
-    def _complete_join_by_id(self, group_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is not None and group.is_in(S.PREPARING_REBALANCE):
-            self._complete_join(group)
-
-    def _complete_join(self, group: ClassicGroup) -> bool:
-        """End the join phase: drop dynamic members that did not rejoin, start the next generation and
-        answer every parked JoinGroup (the leader gets the member list). Returns True when it wrote."""
-        gid = group.group_id
-        self._cancel(("join", gid))
-        for m in [m for m in group.not_yet_rejoined() if not m.is_static]:
-            group.remove(m.member_id)
-            self._cancel(("hb", gid, m.member_id))
-            self._answer_removed(m)
-        if group.is_in(S.DEAD):
-            return False
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            # Only static members that did not rejoin are left: wait until their sessions expire.
-            log.info("group %s could not complete the rebalance: no member rejoined", gid)
-            self._schedule(("join", gid), group.rebalance_timeout_ms(), self._complete_join_by_id, gid)
-            return False
-        group.init_next_generation(self.now_ms())
-        if group.is_in(S.EMPTY):
-            log.info("group %s with generation %d is now empty", gid, group.generation_id)
-            self._write_logged(gid, [self._group_record(group, {})], "empty group metadata")
-            return True
-        log.info("group %s: stabilized generation %d with %d members (protocol %s)", gid, group.generation_id,
-                 len(group.members), group.protocol_name)
-        for m in list(group.members.values()):
-            group.complete_join(m, self._join_result(group, m, with_members=group.is_leader(m.member_id)))
-            self._reschedule_heartbeat(group, m)
-            m.is_new = False
-            group.pending_sync_members.add(m.member_id)
-        self._schedule(("sync", gid), group.rebalance_timeout_ms(), self._expire_pending_sync, gid,
-                       group.generation_id)
-        return False
-
-    def _answer_removed(self, member: Member) -> None:
-        """A member removed while parked gets UNKNOWN_MEMBER_ID, so a live client joins again."""
-        if member.join_future is not None and not member.join_future.done():
-            member.join_future.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID))
-        member.join_future = None
-        if member.sync_future is not None and not member.sync_future.done():
-            member.sync_future.set_result(SyncResult(E.UNKNOWN_MEMBER_ID))
-        member.sync_future = None
-
-    def _expire_pending_sync(self, group_id: str, generation: int) -> None:
-        group = self.groups.get(group_id)
-        if group is None or generation != group.generation_id:
-            return
-        if not group.is_in(S.COMPLETING_REBALANCE, S.STABLE) or not group.pending_sync_members:
-            return
-        pending = list(group.pending_sync_members)
-        for mid in pending:
-            m = group.remove(mid)
-            self._cancel(("hb", group_id, mid))
-            if m is not None:
-                self._answer_removed(m)
-        self._prepare_rebalance(group, f"removing {pending} on pending sync request expiration")
-
-    def _expire_heartbeat(self, group_id: str, member_id: str) -> None:
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
-            return
-        if member_id in group.pending_join_members:
-            log.info("group %s: pending member %s removed after its session timeout", group_id, member_id)
-            group.remove(member_id)
-            if group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
-                self._complete_join(group)
-            return
-        member = group.members.get(member_id)
-        if member is None or member.has_satisfied_heartbeat():
-            return
-        log.info("group %s: member %s failed (no heartbeat within %d ms), removing it", group_id, member_id,
-                 member.session_timeout_ms)
-        self._remove_member_and_update(group, member, f"removing member {member_id} on heartbeat expiration")
-
-    def _remove_member_and_update(self, group: ClassicGroup, member: Member, reason: str) -> None:
-        group.complete_join(member, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID))
-        group.remove(member.member_id)
-        self._answer_removed(member)
-        if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(group, reason)
-        elif group.is_in(S.PREPARING_REBALANCE) and group.has_all_members_joined():
-            self._complete_join(group)
-
-    # ================================================================== SyncGroup
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: list[tuple[str, bytes]]) -> SyncResult:
-        if not group_id:
-            return SyncResult(E.INVALID_GROUP_ID)
-        err = self.partition_error(group_id)
+        err = self.partition_error(group_id) if group_id else 0
         if err == E.COORDINATOR_LOAD_IN_PROGRESS:
             # The state of an active rebalance is gone: have the member rejoin (older clients do not
             # expect COORDINATOR_LOAD_IN_PROGRESS here; Kafka answers the same).
             return SyncResult(E.REBALANCE_IN_PROGRESS)
         if err:
             return SyncResult(err)
-        group = self.groups.get(group_id)
-        if group is None:
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
-        if group.is_in(S.DEAD):
-            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        err = self._validate_existing_member(group, member_id, instance_id)
-        if err:
-            return SyncResult(err)
-        if generation_id != group.generation_id:
-            return SyncResult(E.ILLEGAL_GENERATION)
-        if _inconsistent(protocol_type, group.protocol_type) or _inconsistent(protocol_name, group.protocol_name):
-            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
-        if group.is_in(S.PREPARING_REBALANCE):
-            return SyncResult(E.REBALANCE_IN_PROGRESS)
-        member = group.members[member_id]
-        if group.is_in(S.STABLE):
-            self._remove_pending_sync_member(group, member_id)
-            return SyncResult(0, group.protocol_type, group.protocol_name, member.assignment)
-        # CompletingRebalance: park until the leader's assignment is durable.
         fut: asyncio.Future[SyncResult] = self.loop.create_future()
-        member.sync_future = fut
-        self._remove_pending_sync_member(group, member_id)
-        if group.is_leader(member_id):
-            self._store_assignment(group, generation_id, member_id, assignments)
+        self.machine.sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
+                          assignments, fut, self._timer_ms())
+        self._run()
         result = await fut
         log.debug("group %s: SyncGroup of %s (generation %d) answered %s", group_id, member_id, generation_id,
                   ErrorCode(result.error).name)
         return result
 
-    def _remove_pending_sync_member(self, group: ClassicGroup, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members:
-            self._cancel(("sync", group.group_id))
-
-    def _store_assignment(self, group: ClassicGroup, generation_id: int, leader_id: str,
-                          assignments: list[tuple[str, bytes]]) -> None:
-        assignment = {mid: data for mid, data in assignments}
-        missing = [mid for mid in group.members if mid not in assignment]
-        for mid in missing:
-            assignment[mid] = EMPTY_ASSIGNMENT
-        if missing:
-            log.warning("group %s: the leader's assignment misses members %s; they get an empty one",
-                        group.group_id, missing)
-        log.info("group %s: assignment received from leader %s for generation %d (%d members)", group.group_id,
-                 leader_id, generation_id, len(group.members))
-        w = self._write(group.group_id, [self._group_record(group, assignment)])
-
-        def done(f: asyncio.Future[Any]) -> None:
-            # Another member may have joined meanwhile: only act on the same generation, still completing.
-            if not (group.is_in(S.COMPLETING_REBALANCE) and group.generation_id == generation_id):
-                return
-            if f.cancelled() or f.exception() is not None:
-                error = E.NOT_COORDINATOR if f.cancelled() else append_error(f.exception())
-                log.warning("group %s: storing the assignment of generation %d failed: %r", group.group_id,
-                            generation_id, None if f.cancelled() else f.exception())
-                self._reset_and_propagate_assignment(group, error)
-                self._maybe_prepare_rebalance_or_complete_join(group, f"error {error} storing the assignment")
-                return
-            for m in group.members.values():
-                m.assignment = assignment.get(m.member_id, EMPTY_ASSIGNMENT)
-            self._propagate_assignment(group, 0)
-            group.transition_to(S.STABLE, self.now_ms())
-
-        w.add_done_callback(done)
-
-    def _reset_and_propagate_assignment(self, group: ClassicGroup, error: int) -> None:
-        for m in group.members.values():
-            m.assignment = EMPTY_ASSIGNMENT
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: ClassicGroup, error: int) -> None:
-        ptype = group.protocol_type if error == 0 else None
-        pname = group.protocol_name if error == 0 else None
-        for m in group.members.values():
-            if group.complete_sync(m, SyncResult(error, ptype, pname, m.assignment)):
-                # Sessions restart once members have their assignment.
-                self._reschedule_heartbeat(group, m)
-
-    # ================================================================== Heartbeat
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
-        if not group_id:
-            return E.INVALID_GROUP_ID
-        err = self.partition_error(group_id)
+        err = self.partition_error(group_id) if group_id else 0
         if err == E.COORDINATOR_LOAD_IN_PROGRESS:
             return 0  # the group is still loading: Kafka answers blindly
         if err:
             return err
-        group = self.groups.get(group_id)
-        if group is None:
-            return E.UNKNOWN_MEMBER_ID
-        if group.is_in(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        err = self._validate_existing_member(group, member_id, instance_id)
-        if err:
-            return err
-        if generation_id != group.generation_id:
-            return E.ILLEGAL_GENERATION
-        if group.is_in(S.EMPTY):
-            return E.UNKNOWN_MEMBER_ID
-        self._reschedule_heartbeat(group, group.members[member_id])
-        if group.is_in(S.PREPARING_REBALANCE):
-            return E.REBALANCE_IN_PROGRESS
-        return 0
+        err = self.machine.heartbeat(group_id, generation_id, member_id, instance_id, self._timer_ms())
+        self._run()
+        return err
 
-    # ================================================================== LeaveGroup
     def leave_group(self, group_id: str, members: list[tuple[str, str | None, str | None]]
                     ) -> tuple[int, list[tuple[str, str | None, int]]]:
-        """members: (member id, group instance id, reason). Returns (top-level error, per-member errors);
-        for a group that does not exist every member is UNKNOWN_MEMBER_ID (Kafka 4.x)."""
-        if not group_id:
-            return E.INVALID_GROUP_ID, []
-        err = self.partition_error(group_id)
+        """members: (member id, group instance id, reason). Returns (top-level error, per-member errors)."""
+        err = self.partition_error(group_id) if group_id else 0
         if err:
             return err, []
-        group = self.groups.get(group_id)
-        if group is None:
-            return 0, [(mid, iid, E.UNKNOWN_MEMBER_ID) for mid, iid, _ in members]
-        if group.is_in(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE, []
-        out: list[tuple[str, str | None, int]] = []
-        left = []
-        for member_id, instance_id, reason in members:
-            if member_id == UNKNOWN_MEMBER_ID:
-                # Administrative removal of a static member by its group instance id.
-                existing = group.static_member_id(instance_id)
-                if existing is not None:
-                    self._remove_current_member(group, existing, reason)
-                    out.append((member_id, instance_id, 0))
-                    left.append(existing)
-                else:
-                    out.append((member_id, instance_id, E.UNKNOWN_MEMBER_ID))
-            elif member_id in group.pending_join_members:
-                group.remove(member_id)
-                self._cancel(("hb", group_id, member_id))
-                out.append((member_id, instance_id, 0))
-                left.append(member_id)
-            else:
-                e = 0
-                if instance_id is not None:
-                    existing = group.static_member_id(instance_id)
-                    if existing is None:
-                        e = E.UNKNOWN_MEMBER_ID
-                    elif existing != member_id:
-                        e = E.FENCED_INSTANCE_ID
-                if not e and member_id not in group.members:
-                    e = E.UNKNOWN_MEMBER_ID
-                if not e:
-                    self._remove_current_member(group, member_id, reason)
-                    left.append(member_id)
-                out.append((member_id, instance_id, e))
-        if left:
-            reason = f"explicit LeaveGroup request for ({', '.join(left)}) members"
-            if group.is_in(S.STABLE, S.COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(group, reason)
-            elif group.is_in(S.PREPARING_REBALANCE):
-                self._maybe_complete_join_phase(group)
-        return 0, out
-
-    def _remove_current_member(self, group: ClassicGroup, member_id: str, reason: str | None) -> None:
-        member = group.members[member_id]
-        self._cancel(("hb", group.group_id, member_id))
-        log.info("group %s: member %s left (reason: %s)", group.group_id, member_id, reason or "not provided")
-        group.complete_join(member, JoinResult(E.UNKNOWN_MEMBER_ID, member_id=UNKNOWN_MEMBER_ID))
-        group.remove(member_id)
-        self._answer_removed(member)
+        result = self.machine.leave(group_id, members, self._timer_ms())
+        self._run()
+        return result
 
     # ================================================================== OffsetCommit
     async def commit_offsets(
@@ -1067,11 +545,10 @@ class GroupCoordinator:
             group = ClassicGroup(group_id, state_timestamp=self.now_ms())
             self.groups[group_id] = group
             created = True
-        err = self._validate_offset_commit(group, member_id, instance_id, generation_id)
+        err = self.machine.validate_offset_commit(group, member_id, instance_id, generation_id, self._timer_ms())
+        self._arm()  # a member's commit restarted its session timer
         if err:
             return dict.fromkeys(keys, err)
-        if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
-            self._reschedule_heartbeat(group, group.members[member_id])
         now = self.now_ms()
         expire = now + retention_ms if retention_ms >= 0 else -1
         result: dict[tuple[str, int], int] = {}
@@ -1108,31 +585,6 @@ class GroupCoordinator:
             # replaying the log would.
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)
         return result
-
-    @staticmethod
-    def _validate_offset_commit(group: ClassicGroup, member_id: str, instance_id: str | None,
-                                generation_id: int) -> int:
-        if group.is_in(S.DEAD):
-            return E.COORDINATOR_NOT_AVAILABLE
-        if generation_id < 0 and group.is_in(S.EMPTY):
-            return 0  # admin client or a consumer outside group management, on an empty group
-        if generation_id >= 0 or member_id or instance_id is not None:
-            if instance_id is not None:
-                existing = group.static_member_id(instance_id)
-                if existing is None:
-                    return E.UNKNOWN_MEMBER_ID
-                if existing != member_id:
-                    return E.FENCED_INSTANCE_ID
-            if member_id not in group.members:
-                return E.UNKNOWN_MEMBER_ID
-            if generation_id != group.generation_id:
-                return E.ILLEGAL_GENERATION
-        elif not group.is_in(S.EMPTY):
-            return E.UNKNOWN_MEMBER_ID
-        if group.is_in(S.COMPLETING_REBALANCE):
-            # A valid member that has its JoinGroup answer but not its assignment yet.
-            return E.REBALANCE_IN_PROGRESS
-        return 0
 
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
@@ -1235,14 +687,8 @@ class GroupCoordinator:
         return {gid: result[gid] for gid in group_ids if gid in result}
 
     def _remove_group(self, group: ClassicGroup) -> None:
-        gid = group.group_id
-        for key in [k for k in self._timers if len(k) > 1 and k[1] == gid]:
-            self._cancel(key)
-        for m in list(group.members.values()):
-            self._answer_removed(m)
-        group.state = S.DEAD
-        if self.groups.get(gid) is group:
-            del self.groups[gid]
+        self.machine.remove_group(group.group_id)
+        self._run()
 
     # ================================================================== ListGroups / DescribeGroups
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> tuple[int, list[ListedGroup]]:
@@ -1378,18 +824,13 @@ class GroupCoordinator:
                 self._remove_offset(gid, t, p)
 
 
-def _inconsistent(requested: str | None, current: str | None) -> bool:
-    return requested is not None and current is not None and requested != current
-
 
 __all__ = [
-    "CONSUMER_PROTOCOL_TYPE",
     "CoordinatorError",
     "DescribedGroup",
     "GroupCoordinator",
     "JoinRequest",
     "JoinResult",
     "ListedGroup",
-    "OFFSETS_TOPIC",
     "SyncResult",
 ]

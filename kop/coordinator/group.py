@@ -1,20 +1,22 @@
 """One classic consumer group: its members, generation, selected protocol and state machine.
 
 This is the in-memory model of Kafka's classic group protocol (KIP-62 rebalance timeouts, KIP-345 static
-members, KIP-394 member ids required on first join). It holds no I/O and no timers' logic: the
-coordinator (kop/coordinator/coordinator.py) drives transitions and persists the result. States and their
-legal predecessors are Kafka's, so a group can never reach a state Kafka's own coordinator could not.
+members, KIP-394 member ids required on first join). It holds no I/O and no timers' logic: the state
+machine (kop/coordinator/group_state.py) drives transitions and the coordinator persists the result. States
+and their legal predecessors are Kafka's, so a group can never reach a state Kafka's own coordinator could
+not. A parked JoinGroup or SyncGroup is held as an opaque token (whatever the caller uses to find the
+request again - the async coordinator uses its future), so that this model and the state machine stay
+free of asyncio.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import struct
 import uuid
 from collections import Counter
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 UNKNOWN_MEMBER_ID = ""
@@ -57,10 +59,10 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]  # (name, metadata) in the member's order of preference
     assignment: bytes = EMPTY_ASSIGNMENT
-    # The parked JoinGroup / SyncGroup answer. A member "is awaiting" while a future is set, even when the
-    # client went away (its request task was cancelled): Kafka keeps the callback too.
-    join_future: asyncio.Future[Any] | None = None
-    sync_future: asyncio.Future[Any] | None = None
+    # The parked JoinGroup / SyncGroup request's token. A member "is awaiting" while a token is set, even
+    # when the client went away (its request task was cancelled): Kafka keeps the callback too.
+    join_token: Hashable | None = None
+    sync_token: Hashable | None = None
     is_new: bool = False
 
     @property
@@ -69,11 +71,11 @@ class Member:
 
     @property
     def awaiting_join(self) -> bool:
-        return self.join_future is not None
+        return self.join_token is not None
 
     @property
     def awaiting_sync(self) -> bool:
-        return self.sync_future is not None
+        return self.sync_token is not None
 
     def metadata(self, protocol: str | None) -> bytes:
         for name, meta in self.protocols:
@@ -131,18 +133,10 @@ class ClassicGroup:
     def can_rebalance(self) -> bool:
         return self.state in _VALID_PREVIOUS[S.PREPARING_REBALANCE]
 
-    @property
-    def is_simple(self) -> bool:
-        """A group that only holds committed offsets (created by a commit outside group management)."""
-        return self.protocol_type is None and not self.members
-
     def uses_consumer_protocol(self) -> bool:
         return self.protocol_type == CONSUMER_PROTOCOL_TYPE
 
     # ------------------------------------------------------------------ members
-    def has_member(self, member_id: str) -> bool:
-        return member_id in self.members
-
     def is_leader(self, member_id: str) -> bool:
         return self.leader_id == member_id
 
@@ -155,13 +149,13 @@ class ClassicGroup:
     def not_yet_rejoined(self) -> list[Member]:
         return [m for m in self.members.values() if not m.awaiting_join]
 
-    def add(self, member: Member, join_future: asyncio.Future[Any] | None) -> None:
+    def add(self, member: Member, join_token: Hashable | None) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
         self.supported_protocols.update(name for name, _ in member.protocols)
-        member.join_future = join_future
-        if join_future is not None:
+        member.join_token = join_token
+        if join_token is not None:
             self.num_awaiting_join += 1
         if self.leader_id is None:
             self.leader_id = member.member_id
@@ -185,67 +179,58 @@ class ClassicGroup:
         return member
 
     def update_member(self, member: Member, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, join_future: asyncio.Future[Any] | None,
-                      superseded: Any = None) -> None:
-        """Take a rejoining member's new protocols and timeouts, and park `join_future`. A JoinGroup still
-        parked from before is answered `superseded` (when given): Kafka reads one request per connection at a
-        time, this broker serves pipelined requests concurrently and answers them in order, so a forgotten
-        parked request would hold back every later answer on its connection."""
-        old = member.join_future
-        if join_future is not None and old is not None and old is not join_future and not old.done() \
-                and superseded is not None:
-            old.set_result(superseded)
+                      session_timeout_ms: int, join_token: Hashable | None) -> Hashable | None:
+        """Take a rejoining member's new protocols and timeouts, and park `join_token`. Returns the token of
+        a JoinGroup still parked from before, which the caller must answer: Kafka reads one request per
+        connection at a time, this broker serves pipelined requests concurrently and answers them in order,
+        so a forgotten parked request would hold back every later answer on its connection."""
+        old = member.join_token
+        superseded = old if join_token is not None and old is not None and old != join_token else None
         self.supported_protocols.subtract(name for name, _ in member.protocols)
         self.supported_protocols.update(name for name, _ in protocols)
         self.supported_protocols += Counter()
         member.protocols = protocols
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
-        if join_future is not None:
+        if join_token is not None:
             if not member.awaiting_join:
                 self.num_awaiting_join += 1
-            member.join_future = join_future
+            member.join_token = join_token
         elif member.awaiting_join:
-            member.join_future = None
+            member.join_token = None
             self.num_awaiting_join -= 1
+        return superseded
 
-    def complete_join(self, member: Member, response: Any) -> bool:
-        """Answer the member's parked JoinGroup; False when none was parked."""
-        fut = member.join_future
-        if fut is None:
-            return False
-        member.join_future = None
-        self.num_awaiting_join -= 1
-        if not fut.done():
-            fut.set_result(response)
-        return True
+    def take_join(self, member: Member) -> Hashable | None:
+        """Unpark the member's JoinGroup and return its token (None when none was parked): the caller
+        answers it."""
+        token = member.join_token
+        if token is not None:
+            member.join_token = None
+            self.num_awaiting_join -= 1
+        return token
 
-    def complete_sync(self, member: Member, response: Any) -> bool:
-        fut = member.sync_future
-        if fut is None:
-            return False
-        member.sync_future = None
-        if not fut.done():
-            fut.set_result(response)
-        return True
+    @staticmethod
+    def take_sync(member: Member) -> Hashable | None:
+        token = member.sync_token
+        member.sync_token = None
+        return token
 
-    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str,
-                              fenced: Any, fenced_sync: Any) -> Member:
-        """KIP-345: a static member rejoined under a new member id. The old id's parked requests are
-        answered with FENCED_INSTANCE_ID (`fenced`, `fenced_sync`) and the member keeps its assignment."""
+    def replace_static_member(self, instance_id: str, old_member_id: str, new_member_id: str
+                              ) -> tuple[Member, Hashable | None, Hashable | None]:
+        """KIP-345: a static member rejoined under a new member id and keeps its assignment. Returns the
+        member and the tokens of the old id's parked JoinGroup and SyncGroup, which the caller fences."""
         member = self.members.pop(old_member_id, None)
         if member is None:
             raise RuntimeError(f"static member {instance_id} ({old_member_id}) is not in group {self.group_id}")
-        if member.join_future is not None:
-            self.complete_join(member, fenced)
-        if member.sync_future is not None:
-            self.complete_sync(member, fenced_sync)
+        join_token = self.take_join(member)
+        sync_token = self.take_sync(member)
         member.member_id = new_member_id
         self.members[new_member_id] = member
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         self.static_members[instance_id] = new_member_id
-        return member
+        return member, join_token, sync_token
 
     def add_pending_member(self, member_id: str) -> None:
         self.pending_join_members.add(member_id)
@@ -314,9 +299,6 @@ class ClassicGroup:
 
     def is_subscribed_to(self, topic: str) -> bool:
         return self.subscribed_topics is not None and topic in self.subscribed_topics
-
-    def current_members(self) -> list[Member]:
-        return list(self.members.values())
 
     def rebalance_timeout_ms(self) -> int:
         """The longest rebalance timeout of the members: how long a rebalance may wait for them."""

@@ -28,6 +28,7 @@ request/response schemas that kop.protocol generates its codec from.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
@@ -123,34 +124,23 @@ class _Writer:
             v >>= 7
         self.out.append(v)
 
-    def string(self, s: str | None) -> None:
-        if s is None:
-            if self.flexible:
-                self.uvarint(0)
-            else:
-                self.int16(-1)
-            return
-        raw = s.encode("utf-8")
+    def _length(self, n: int | None, classic: Callable[[int], None]) -> None:
+        """A length prefix: compact (n + 1, 0 for null) when flexible, else `classic`'s width (-1: null)."""
         if self.flexible:
-            self.uvarint(len(raw) + 1)
+            self.uvarint(0 if n is None else n + 1)
         else:
-            if len(raw) > 0x7FFF:
-                raise RecordError(f"string of {len(raw)} bytes is too long for an int16 length")
-            self.int16(len(raw))
-        self.out += raw
+            classic(-1 if n is None else n)
+
+    def string(self, s: str | None) -> None:
+        raw = None if s is None else s.encode("utf-8")
+        if raw is not None and not self.flexible and len(raw) > 0x7FFF:
+            raise RecordError(f"string of {len(raw)} bytes is too long for an int16 length")
+        self._length(None if raw is None else len(raw), self.int16)
+        self.out += raw or b""
 
     def bytes_(self, b: bytes | None) -> None:
-        if b is None:
-            if self.flexible:
-                self.uvarint(0)
-            else:
-                self.int32(-1)
-            return
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            self.int32(len(b))
-        self.out += b
+        self._length(None if b is None else len(b), self.int32)
+        self.out += b or b""
 
     def array_len(self, n: int) -> None:
         if self.flexible:
@@ -283,11 +273,17 @@ def encode_offset_commit_value(v: OffsetCommitValue, version: int | None = None)
     return bytes(w.out)
 
 
-def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
+def _value_reader(data: bytes | memoryview, what: str) -> tuple[int, _Reader]:
+    """A value's version and a reader of its fields: both value types know versions 0-4, of which 4 is
+    the first flexible (tagged fields, compact strings)."""
     version = _Reader(data, 0, False).int16()
     if not 0 <= version <= 4:
-        raise RecordError(f"unknown offset commit value version {version}")
-    r = _Reader(data, 2, version >= 4)
+        raise RecordError(f"unknown {what} value version {version}")
+    return version, _Reader(data, 2, version >= 4)
+
+
+def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
+    version, r = _value_reader(data, "offset commit")
     offset = r.int64()
     epoch = r.int32() if version >= 3 else -1
     metadata = r.string()
@@ -324,10 +320,7 @@ def encode_group_metadata_value(v: GroupMetadataValue, version: int = GROUP_META
 
 
 def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
-    version = _Reader(data, 0, False).int16()
-    if not 0 <= version <= 4:
-        raise RecordError(f"unknown group metadata value version {version}")
-    r = _Reader(data, 2, version >= 4)
+    version, r = _value_reader(data, "group metadata")
     protocol_type = r.string()
     generation = r.int32()
     protocol = r.string(nullable=True)

@@ -642,6 +642,10 @@ class LocalWriteHandle(LocalReadHandle, WriteHandle):
         refuses further appends (the managed ledger rolls over to a new one)."""
         self._state = _FAILED
         self._error = StorageError(f"ledger {self.ledger_id}: write failed: {exc!r}")
+        self._store.write_errors += 1
+        self._store.last_write_error = str(self._error)
+        log.error("ledger %d: write failed (%r): the appends of this batch are not acknowledged; the managed "
+                  "ledger moves on to a new ledger", self.ledger_id, exc)
         self._error.__cause__ = exc
         for _, _, _, fut in batch + self._queue:
             if not fut.done():
@@ -951,6 +955,23 @@ class LocalLedgerStore(LedgerStore):
                                       "frame checksum mismatch found in recovery; valid entries follow, so it "
                                       "is kept in place (not cut off as a torn tail)"), log_it=True)
 
+    def probe_writable(self) -> str | None:
+        """None when a small synced write into the directory works, else why not (readiness: a full or
+        read-only disk). Blocking: run it in a thread."""
+        path = os.path.join(self.directory, ".write-probe")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, b"\0" * 4096)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        except OSError as e:
+            return f"ledger directory {self.directory} cannot be written: {e.strerror or e}"
+        return None
+
     def damage_list(self) -> list[dict[str, Any]]:
         return [d.as_dict() for d in sorted(self.damage.values(), key=lambda d: (d.ledger_id, d.first_entry))]
 
@@ -1061,3 +1082,78 @@ class LocalLedgerStore(LedgerStore):
                 lf.fd = -1
         self._files.clear()
         os.close(self._lock_fd)
+
+
+@dataclass
+class LedgerCheck:
+    """What `check_ledger_file` found in one ledger file."""
+
+    ledger_id: int
+    sealed: bool
+    entries: int
+    damage: list[Damage]
+    torn_tail: tuple[int, int] | None  # bytes after the last entry of an unsealed ledger (dropped at recovery)
+    starts: array  # frame start of every entry (to read the intact neighbours of a damaged run)
+    end: int
+
+
+def check_ledger_file(path: str, chunk: int = 4 << 20) -> LedgerCheck:
+    """Verify every entry of one ledger file offline (`kop storage check`): a sealed ledger against its
+    index (size, then each frame's length, entry id and CRC), an unsealed one by a recovery scan. Runs of
+    consecutive damaged entries are merged into one Damage."""
+    ledger_id = int(os.path.basename(path).partition(".")[0])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lf = _LedgerFile(ledger_id, path, fd)
+        found: list[Damage] = []
+        lf.on_damage = lambda d, _at_load: found.append(d)
+        if not lf.load_index():
+            r = scan_ledger(fd, chunk)
+            damage = [Damage(ledger_id, "checksum", e, e, a, b, "frame checksum mismatch") for e, (a, b) in sorted(r.bad.items())]
+            torn = (r.end, r.size) if r.size > r.end else None
+            return LedgerCheck(ledger_id, False, len(r.starts), _merge(damage), torn, r.starts, r.end)
+        starts, end = lf.starts, lf.end
+        n = len(starts) if lf.readable < 0 else lf.readable
+        bad: list[Damage] = []
+        i = 0
+        while i < n:  # read a chunk of whole frames, verify each
+            begin = starts[i]
+            j = i
+            while j < n and (starts[j + 1] if j + 1 < len(starts) else end) - begin <= chunk:
+                j += 1
+            j = max(j, i + 1)
+            stop = starts[j] if j < len(starts) else end
+            buf = memoryview(os.pread(fd, stop - begin, begin))
+            for k in range(i, j):
+                a = starts[k] - begin
+                b = (starts[k + 1] if k + 1 < len(starts) else end) - begin
+                crc, length, got = _FRAME.unpack_from(buf, a)
+                if got != k or length != b - a - HEADER_SIZE or _crc32c(buf[a + 4 : b]) != crc:
+                    bad.append(Damage(ledger_id, "checksum", k, k, begin + a, begin + b, "frame checksum mismatch"))
+            i = j
+        return LedgerCheck(ledger_id, True, len(starts), _merge(bad) + found, None, starts, end)
+    finally:
+        os.close(fd)
+
+
+def _merge(damage: list[Damage]) -> list[Damage]:
+    out: list[Damage] = []
+    for d in damage:
+        prev = out[-1] if out else None
+        if prev is not None and prev.kind == d.kind == "checksum" and prev.last_entry + 1 == d.first_entry:
+            out[-1] = Damage(d.ledger_id, d.kind, prev.first_entry, d.last_entry, prev.byte_start, d.byte_end, d.detail)
+        else:
+            out.append(d)
+    return out
+
+
+def read_entry_at(path: str, check: LedgerCheck, entry_id: int) -> bytes | None:
+    """The payload of an intact entry of a checked ledger file (None when it is damaged or absent)."""
+    if not 0 <= entry_id < check.entries or any(d.first_entry <= entry_id <= d.last_entry for d in check.damage):
+        return None
+    start = check.starts[entry_id]
+    stop = check.starts[entry_id + 1] if entry_id + 1 < check.entries else check.end
+    with open(path, "rb") as f:
+        f.seek(start + HEADER_SIZE)
+        data = f.read(stop - start - HEADER_SIZE)
+    return data if len(data) == stop - start - HEADER_SIZE else None

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -126,11 +127,15 @@ def storage_check(data_dir: Path) -> int:
         print(f"kop storage check: no ledger directory {ledger_dir}", file=sys.stderr)
         return 2
     owners: dict[int, str] = {}
+    following: dict[int, int] = {}  # ledger -> the next ledger of its managed ledger (log order)
     try:
         for name in list_managed_ledgers(data_dir):
             view = inspect_managed_ledger(data_dir, name)
-            for lv in view.ledgers if view is not None else ():
-                owners[lv.ledger_id] = name
+            order = [lv.ledger_id for lv in view.ledgers] if view is not None else []
+            for i, lid in enumerate(order):
+                owners[lid] = name
+                if i + 1 < len(order):
+                    following[lid] = order[i + 1]
     except (OSError, ValueError) as e:  # no or unreadable metadata.db: ledgers are still checked
         print(f"note: partitions unknown ({e})")
     ids = sorted(int(f.name[:-4]) for f in ledger_dir.glob("*.log") if f.name[:-4].isdigit())
@@ -154,6 +159,10 @@ def storage_check(data_dir: Path) -> int:
             if d.first_entry >= 0:
                 before = read_entry_at(path, chk, d.first_entry - 1)
                 after = read_entry_at(path, chk, d.last_entry + 1)
+                if d.last_entry + 1 >= chk.entries and lid in following:  # first entry of the next ledger
+                    nxt = str(ledger_dir / f"{following[lid]}.log")
+                    with contextlib.suppress(OSError, ValueError):
+                        after = read_entry_at(nxt, check_ledger_file(nxt), 0)
                 try:
                     lo = str(entry_meta(before).index + 1) if before is not None else "?"
                     hi = str(entry_meta(after).base_offset - 1) if after is not None else "the ledger's end"

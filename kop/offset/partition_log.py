@@ -269,7 +269,7 @@ class ManagedPartitionLog(PartitionLog):
         try:
             meta = await self._read_meta(ledger_id, entry_id)
         except LedgerDamagedError as e:
-            meta = EntryMeta(await self._index_after_damage(e), 0, -1)
+            meta = EntryMeta(await self._index_after_damage(e), 0, -1, -1)
         probes[key] = meta
         if len(probes) > _PROBE_CACHE:
             probes.popitem(last=False)

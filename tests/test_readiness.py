@@ -18,6 +18,7 @@ import urllib.request
 from kop.storage.local.ledgers import LocalLedgerStore
 from tests.support.broker import KopBroker
 from tests.support.clients import create_topic
+from tests.support.wire import Negotiated
 
 TOPIC = "fill"
 
@@ -161,3 +162,45 @@ def test_probe_writable_names_the_directory(tmp_path):
         assert not (tmp_path / "ledgers" / ".write-probe").exists()
     finally:
         store.abandon()
+
+
+def test_a_consumer_offsets_partition_that_fails_to_load_is_not_ready(tmp_path):
+    """A damaged entry in __consumer_offsets (a real flipped byte) makes its partition's load fail: /ready
+    says so instead of 200, while the data topics are served."""
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+
+    from kop.offset.inspect import inspect_managed_ledger, list_managed_ledgers
+    from kop.storage.local.ledgers import HEADER_SIZE
+
+    broker = KopBroker(tmp_path / "kop", {"offsetsTopicNumPartitions": 1, "allowAutoTopicCreation": "false"})
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, TOPIC, 1)
+        producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+        producer.send(TOPIC, b"v", partition=0).get(timeout=60)
+        producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id="g", enable_auto_commit=False)
+        tp = TopicPartition(TOPIC, 0)
+        consumer.assign([tp])
+        for i in range(3):
+            consumer.commit({tp: OffsetAndMetadata(i, None, -1)})
+        consumer.close()
+        _wait_ready(broker, 200)
+    finally:
+        broker.stop()
+    (name,) = [n for n in list_managed_ledgers(broker.data_dir) if "__consumer_offsets" in n]
+    view = inspect_managed_ledger(broker.data_dir, name)
+    first = next(lv.ledger_id for lv in view.ledgers if lv.entries)
+    with open(broker.data_dir / "ledgers" / f"{first}.log", "r+b") as f:
+        f.seek(HEADER_SIZE + 30)  # inside the first entry
+        b = f.read(1)
+        f.seek(HEADER_SIZE + 30)
+        f.write(bytes([b[0] ^ 0xFF]))
+    broker.start()
+    try:
+        body = _wait_ready(broker, 503)
+        assert "__consumer_offsets partition(s) [0] failed to load" in body, body
+        with Negotiated(broker.bootstrap) as c:  # the data topic is still served
+            assert c.fetch(TOPIC, 0, 0).error_code == 0
+    finally:
+        broker.stop()

@@ -11,8 +11,10 @@ name; the base name gets a 404 that says which name to use, as Pulsar does for a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -290,17 +292,24 @@ def storage_status(service: BrokerService) -> dict[str, Any]:
     }
 
 
+WRITE_FAILURE_HOLD_S = 10.0  # a ledger write failure keeps /ready at 503 this long unless a write succeeds
+
+
 async def not_ready_reasons(service: BrokerService) -> list[str]:
     """Why the broker should not get traffic now; empty when it is ready. The stores are probed with a
     real synced write each time (a full or read-only disk shows here, and clears when it is fixed), and a
     __consumer_offsets partition whose load failed keeps its groups unserved."""
-    import asyncio
-
     reasons = []
     if not service.ready:
         reasons.append("starting or stopping")
     storage = service.storage
-    probe = getattr(storage.ledger_store, "probe_writable", None)
+    store = storage.ledger_store
+    failed_at = getattr(store, "write_failed_at", None)
+    if failed_at is not None and time.monotonic() - failed_at < WRITE_FAILURE_HOLD_S:
+        # A failed write frees what it wrote, so on a full disk the small probe below can succeed between
+        # two failing produces; recent failures that no successful write has followed count too.
+        reasons.append(f"ledger writes are failing: {store.last_write_error}")
+    probe = getattr(store, "probe_writable", None)
     if probe is not None:
         problem = await asyncio.get_running_loop().run_in_executor(None, probe)
         if problem:

@@ -54,6 +54,7 @@ import logging
 import os
 import struct
 import sys
+import time
 from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -598,6 +599,8 @@ class LocalWriteHandle(LocalReadHandle, WriteHandle):
             payload += length
         lf.end = pos
         lf.payload_bytes += payload
+        if self._store.write_failed_at is not None:  # writes work again (readiness)
+            self._store.write_failed_at = None
         for _, _, _, fut in batch:
             if not fut.done():
                 fut.set_result(eid)
@@ -644,6 +647,7 @@ class LocalWriteHandle(LocalReadHandle, WriteHandle):
         self._error = StorageError(f"ledger {self.ledger_id}: write failed: {exc!r}")
         self._store.write_errors += 1
         self._store.last_write_error = str(self._error)
+        self._store.write_failed_at = time.monotonic()
         log.error("ledger %d: write failed (%r): the appends of this batch are not acknowledged; the managed "
                   "ledger moves on to a new ledger", self.ledger_id, exc)
         self._error.__cause__ = exc
@@ -755,6 +759,7 @@ class LocalLedgerStore(LedgerStore):
                                          "ledgers_recovered": 0}
         self.write_errors = 0  # failed writes (ENOSPC, EIO, ...): produce answers KAFKA_STORAGE_ERROR
         self.last_write_error: str | None = None
+        self.write_failed_at: float | None = None  # monotonic time of a write failure no write has followed
         self._id_path = os.path.join(self.directory, "ledger-ids")
         self._id_lock = asyncio.Lock()
         limit = 0

@@ -634,17 +634,28 @@ class ManagedPartitionLog(PartitionLog):
             if first == 0 and (await self._ledger_summary(lid, n))[0] < timestamp:
                 continue
             for eid in range(first, n):
-                if (await self._read_meta(lid, eid)).timestamp >= timestamp:
-                    found = await self._first_record_from(MLPosition(lid, eid), timestamp, log_start)
+                if (await self._ts_meta(lid, eid)).timestamp >= timestamp:
+                    try:
+                        found = await self._first_record_from(MLPosition(lid, eid), timestamp, log_start)
+                    except LedgerDamagedError:
+                        continue  # a damaged batch holds no record a consumer could be sent to
                     if found is not None:
                         return found
         return None
+
+    async def _ts_meta(self, ledger_id: int, entry_id: int) -> EntryMeta:
+        """Entry headers for timestamp searches, which step over damaged entries (timestamp -1 matches no
+        target): ListOffsets then names the first intact batch, and Fetch reports any damage it meets."""
+        try:
+            return await self._read_meta(ledger_id, entry_id)
+        except LedgerDamagedError:
+            return EntryMeta(-1, 0, -1, -1)
 
     async def _scan_max(self, ledger_id: int, first: int, stop: int,
                         best: tuple[int, int] | None = None) -> tuple[int, int] | None:
         """(max timestamp, first entry with it) over entries first..stop-1 of a ledger."""
         for eid in range(first, stop):
-            ts = (await self._read_meta(ledger_id, eid)).timestamp
+            ts = (await self._ts_meta(ledger_id, eid)).timestamp
             if best is None or ts > best[0]:
                 best = (ts, eid)
         return best

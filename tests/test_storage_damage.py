@@ -204,3 +204,18 @@ def test_refuse_start_policy(written):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
     assert "kop: cannot start: damaged ledger files" in r.stderr and f"ledger {ledgers[0]}: truncated" in r.stderr
+
+
+def test_truncated_last_ledger_keeps_numbering(written):
+    """The issue's case: the partition's last ledger cut short. Its last entry cannot be read at open, so
+    the offset counter comes from the stored index property: the next produce gets offset 30, not a
+    reused one."""
+    broker, ledgers = written
+    path = broker.data_dir / "ledgers" / f"{ledgers[2]}.log"
+    os.truncate(path, path.stat().st_size - 5)  # offset 29
+    broker.start()
+    with Negotiated(broker.bootstrap) as c:
+        assert c.produce(TOPIC, 0, _one_batch(b"next")).base_offset == 30
+        assert _offsets(c.fetch(TOPIC, 0, 20)) == list(range(20, 29))
+        assert c.fetch(TOPIC, 0, 29).error_code == KAFKA_STORAGE_ERROR
+        assert _offsets(c.fetch(TOPIC, 0, 30)) == [30]

@@ -1,7 +1,8 @@
 """Damaged ledger files under a real broker (issue #12): a truncated sealed ledger, a flipped byte inside an
 entry and garbage after the last entry. Each is logged once, shown by the admin internal stats and the
 metrics, and reported by `kop storage check`; the damaged range answers KAFKA_STORAGE_ERROR (56) while the
-intact offsets before and after it are served on the same connection, and produce keeps working.
+intact offsets before and after it are served on the same connection, and produce keeps working. A torn
+tail after a crash (not damage: never acknowledged) is dropped with one log line and counted.
 
 Each record is produced as its own batch (one ledger entry), ten entries per ledger, so offset = entry
 number across ledgers: ledger 0 of the partition holds offsets 0..9, ledger 1 10..19, ledger 2 20..29.
@@ -219,3 +220,27 @@ def test_truncated_last_ledger_keeps_numbering(written):
         assert _offsets(c.fetch(TOPIC, 0, 20)) == list(range(20, 29))
         assert c.fetch(TOPIC, 0, 29).error_code == KAFKA_STORAGE_ERROR
         assert _offsets(c.fetch(TOPIC, 0, 30)) == [30]
+
+
+def test_torn_tail_after_a_crash_is_logged_once_and_counted(kop_broker):
+    broker = kop_broker(allowAutoTopicCreation="false")
+    create_topic(broker.bootstrap, TOPIC, 1)
+    assert _produce(broker.bootstrap, [b"v%02d" % i for i in range(5)]) == list(range(5))
+    broker.kill()
+    view = inspect_managed_ledger(broker.data_dir, LEDGER_NAME)
+    current = view.ledgers[-1]
+    assert current.current and not current.sealed
+    with open(broker.data_dir / "ledgers" / f"{current.ledger_id}.log", "ab") as f:
+        f.write(b"\x12\x34\x56\x78\x00\x00\x01\x00" + b"\x00" * 13)  # a frame header and a few bytes: torn
+    broker.start()
+    with Negotiated(broker.bootstrap) as c:
+        assert _offsets(c.fetch(TOPIC, 0, 0)) == list(range(5))
+        assert c.produce(TOPIC, 0, _one_batch(b"next")).base_offset == 5
+    run = broker.log_path.read_text(errors="replace").rsplit("===== start #", 1)[-1]
+    torn = [line for line in run.splitlines() if "torn tail" in line]
+    assert len(torn) == 1, torn
+    assert f"ledger {current.ledger_id}" in torn[0] and "21 bytes" in torn[0] and "after entry 4" in torn[0]
+    metrics = _get(f"{broker.admin_url}/metrics")[1]
+    assert _metric(metrics, 'kop_storage_recovery_steps_total{step="torn_tails"}') == 1
+    assert _metric(metrics, 'kop_storage_recovery_steps_total{step="torn_bytes"}') == 21
+    assert _metric(metrics, 'kop_storage_damaged{') == 0  # a torn tail is not damage

@@ -73,7 +73,8 @@ def test_read_only_data_dir_refuses_start(tmp_path):
     finally:
         _sh(f"umount {d}")
     assert r.returncode == 1, r.stderr
-    assert "kop: cannot start:" in r.stderr and "Read-only file system" in r.stderr, r.stderr
+    assert f"kop: cannot start: ledger directory {d / 'ledgers'} cannot be written: Read-only file system" \
+        in r.stderr, r.stderr
 
 
 def _fill(path) -> None:
@@ -153,6 +154,21 @@ def test_full_disk_while_running(tmp_path):
         with contextlib.suppress(FileNotFoundError):
             os.unlink(filler)
         _sh(f"umount {broker.data_dir}")
+
+
+def test_full_data_dir_refuses_start(tmp_path):
+    broker = KopBroker(tmp_path / "kop")
+    broker.data_dir.mkdir(parents=True)
+    _sh(f"mount -t tmpfs -o size=4m tmpfs {broker.data_dir}")
+    try:
+        broker.start()
+        broker.stop()
+        _fill(broker.data_dir / "filler")
+        r = subprocess.run(broker.command(), capture_output=True, text=True, timeout=120)
+    finally:
+        _sh(f"umount {broker.data_dir}")
+    assert r.returncode == 1, r.stderr
+    assert "kop: cannot start: ledger directory" in r.stderr and "No space left on device" in r.stderr, r.stderr
 
 
 def test_probe_writable_names_the_directory(tmp_path):

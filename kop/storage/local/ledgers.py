@@ -738,12 +738,19 @@ class LocalLedgerStore(LedgerStore):
         self.fsync_interval_ms = fsync_interval_ms
         self.verify_reads = verify_reads
         os.makedirs(self.directory, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.directory, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._lock_fd = os.open(os.path.join(self.directory, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(f"ledger directory {self.directory} cannot be written: {e.strerror or e}") from e
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(self._lock_fd)
             raise StorageError(f"ledger directory {self.directory} is in use by another process") from e
+        problem = self.probe_writable()  # a full disk, too: refuse to start rather than fail every produce
+        if problem is not None:
+            os.close(self._lock_fd)
+            raise StorageError(problem)
         self._executor = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="kop-ledger-io")
         self._files: dict[int, _LedgerFile] = {}
         self._opening: dict[int, asyncio.Future[_LedgerFile]] = {}

@@ -99,6 +99,11 @@ class BrokerConfig:
     # --- embedded storage
     localStoreFsyncPolicy: str = "always"  # always (group commit) | interval | none
     localStoreFsyncIntervalMs: int = 1000
+    # Damaged ledger files (issue #12, docs/operability.md): verify each entry's CRC when read, and what to
+    # do when the start-up check finds damage: serve-intact (KAFKA_STORAGE_ERROR for the damaged range
+    # only) or refuse-start.
+    localStoreVerifyChecksums: bool = True
+    localStoreDamagedLedgerPolicy: str = "serve-intact"  # serve-intact | refuse-start
     # --- BookKeeper + ZooKeeper storage (docs/bookkeeper.md), Pulsar's key names. storageBackend "" (auto)
     # means bookkeeper when metadataStoreUrl or zookeeperServers is set, else embedded.
     storageBackend: str = ""  # "" | embedded | bookkeeper
@@ -212,6 +217,8 @@ class BrokerConfig:
         need(self.managedLedgerMaxLedgerRolloverTimeMinutes >= 1, "managedLedgerMaxLedgerRolloverTimeMinutes", ">= 1")
         need(self.localStoreFsyncPolicy in FSYNC_POLICIES, "localStoreFsyncPolicy", f"one of {FSYNC_POLICIES}")
         need(self.localStoreFsyncIntervalMs >= 1, "localStoreFsyncIntervalMs", "must be >= 1")
+        need(self.localStoreDamagedLedgerPolicy in ("serve-intact", "refuse-start"),
+             "localStoreDamagedLedgerPolicy", "serve-intact or refuse-start")
         need(self.storageBackend in ("", "embedded", "bookkeeper"), "storageBackend", "'', embedded or bookkeeper")
         need(self.storage_backend == "embedded" or bool(self.metadataStoreUrl or self.zookeeperServers),
              "storageBackend", "bookkeeper needs metadataStoreUrl (or zookeeperServers)")

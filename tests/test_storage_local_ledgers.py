@@ -190,7 +190,11 @@ def test_torn_tail_is_dropped_at_recovery_and_complete_entries_are_kept(tmp_path
     run(main())
 
 
-def test_a_damaged_entry_ends_the_ledger_there(tmp_path):
+def test_a_damaged_entry_in_the_middle_is_kept_in_place_not_cut_off(tmp_path, caplog):
+    """Entries 7..9 were acknowledged after entry 6: a flipped byte in 6 must not make recovery cut them
+    off as if 6 were a torn tail. Entry 6 is kept (ids stay in place) and refused as damaged."""
+    from kop.storage.api import LedgerDamagedError
+
     async def main():
         ledger_id = await _write_unsealed(tmp_path, 10)
         path = tmp_path / f"{ledger_id}.log"
@@ -199,13 +203,105 @@ def test_a_damaged_entry_ends_the_ledger_there(tmp_path):
             f.write(b"\xff")
         store = LocalLedgerStore(tmp_path)
         rh = await store.open_ledger(ledger_id, recover=True)
-        assert rh.last_add_confirmed == 5
+        assert rh.last_add_confirmed == 9
+        assert [bytes(x) for x in await rh.read(0, 9)] == [payload(i) for i in range(6)]  # stops before 6
+        with pytest.raises(LedgerDamagedError) as e:
+            await rh.read(6, 9)
+        assert (e.value.first_entry, e.value.last_entry) == (6, 6)
+        assert [bytes(x) for x in await rh.read(7, 9)] == [payload(i) for i in range(7, 10)]
+        assert [d["firstEntry"] for d in store.damage_list()] == [6]
+        assert store.recovery["damaged_entries_kept"] == 1
+        await store.close()
+
+    run(main())
+    assert sum("entries 6..6" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_a_damaged_length_field_is_resynchronised(tmp_path):
+    async def main():
+        ledger_id = await _write_unsealed(tmp_path, 10)
+        with open(tmp_path / f"{ledger_id}.log", "r+b") as f:  # entry 4's length field
+            f.seek(4 * (HEADER_SIZE + 100) + 4)
+            f.write(b"\x7f")
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(ledger_id, recover=True)
+        assert rh.last_add_confirmed == 9
+        assert len(await rh.read(0, 9)) == 4
         await store.close()
 
     run(main())
 
 
-def test_reads_verify_checksums_when_asked(tmp_path):
+def test_truncated_sealed_ledger_serves_the_entries_before_the_cut(tmp_path, caplog):
+    from kop.storage.api import LedgerDamagedError
+
+    async def main():
+        store = LocalLedgerStore(tmp_path)
+        lh = await store.create_ledger()
+        for i in range(20):
+            await lh.append(payload(i))
+        await lh.close()
+        await store.close()
+        path = tmp_path / f"{lh.ledger_id}.log"
+        os.truncate(path, path.stat().st_size - 5)
+        store = LocalLedgerStore(tmp_path)  # found at start-up (logged once) ...
+        assert [d["firstEntry"] for d in store.damage_list()] == [19]
+        rh = await store.open_ledger(lh.ledger_id, recover=True)
+        assert rh.is_sealed and rh.last_add_confirmed == 19  # ... and the index is not rewritten shorter
+        assert len(await rh.read(0, 19)) == 19
+        with pytest.raises(LedgerDamagedError):
+            await rh.read(19, 19)
+        with pytest.raises(LedgerDamagedError):
+            await rh.read_prefix(19, 10)
+        await store.close()
+        assert path.stat().st_size == 20 * (HEADER_SIZE + 100) - 5
+
+    run(main())
+    assert sum("entries 19..19" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_garbage_after_a_sealed_ledger_is_reported_and_refuse_start_refuses(tmp_path):
+    from kop.storage.local.ledgers import LedgerDamagedAtStart
+
+    async def main():
+        store = LocalLedgerStore(tmp_path)
+        lh = await store.create_ledger()
+        for i in range(3):
+            await lh.append(payload(i))
+        await lh.close()
+        await store.close()
+        with open(tmp_path / f"{lh.ledger_id}.log", "ab") as f:
+            f.write(b"garbage!" * 4)
+        store = LocalLedgerStore(tmp_path)
+        assert [(d["kind"], d["byteEnd"] - d["byteStart"]) for d in store.damage_list()] == [("trailing-garbage", 32)]
+        rh = await store.open_ledger(lh.ledger_id)
+        assert len(await rh.read(0, 2)) == 3
+        await store.close()
+        with pytest.raises(LedgerDamagedAtStart, match="trailing-garbage"):
+            LocalLedgerStore(tmp_path, damaged_ledger_policy="refuse-start")
+        LocalLedgerStore(tmp_path).abandon()  # the refused store released its lock
+
+    run(main())
+
+
+def test_a_torn_tail_is_logged_once_and_counted(tmp_path, caplog):
+    async def main():
+        ledger_id = await _write_unsealed(tmp_path, 5)
+        with open(tmp_path / f"{ledger_id}.log", "ab") as f:
+            f.write(b"\x00\x01\x02")
+        store = LocalLedgerStore(tmp_path)
+        rh = await store.open_ledger(ledger_id, recover=True)
+        assert rh.last_add_confirmed == 4
+        assert store.recovery["torn_tails"] == 1 and store.recovery["torn_bytes"] == 3
+        assert store.damage_list() == []  # a torn tail is normal after a crash, not damage
+        await store.close()
+
+    run(main())
+    torn = [r.getMessage() for r in caplog.records if "torn tail" in r.getMessage()]
+    assert len(torn) == 1 and "3 bytes" in torn[0] and "after entry 4" in torn[0]
+
+
+def test_reads_verify_checksums_by_default(tmp_path):
     async def main():
         store = LocalLedgerStore(tmp_path, verify_reads=True)
         lh = await store.create_ledger()
@@ -216,11 +312,17 @@ def test_reads_verify_checksums_when_asked(tmp_path):
         with open(tmp_path / f"{lh.ledger_id}.log", "r+b") as f:
             f.seek(HEADER_SIZE + (HEADER_SIZE + 100) + 1)  # entry 1
             f.write(b"\xff")
-        store = LocalLedgerStore(tmp_path, verify_reads=True)
+        store = LocalLedgerStore(tmp_path, verify_reads=False)
+        rh = await store.open_ledger(lh.ledger_id)
+        assert len(await rh.read(0, 2)) == 3  # unverified: served as stored
+        await store.close()
+        store = LocalLedgerStore(tmp_path)  # verified by default
         rh = await store.open_ledger(lh.ledger_id)
         assert bytes((await rh.read(0, 0))[0]) == payload(0)
+        assert [bytes(x) for x in await rh.read(0, 2)] == [payload(0)]  # the intact entry before the damage
         with pytest.raises(StorageError, match="checksum"):
-            await rh.read(0, 2)
+            await rh.read(1, 2)
+        assert [bytes(x) for x in await rh.read_up_to(2, 2, 1000)] == [payload(2)]
         await store.close()
 
     run(main())

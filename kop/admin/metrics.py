@@ -155,6 +155,7 @@ class BrokerMetrics:
         self.fetch_sessions: Callable[[], int] = lambda: 0
         self.incremental_fetches: Callable[[], int] = lambda: 0
         self.open_logs: Callable[[], dict[str, Any]] = dict
+        self.storage_status: Callable[[], dict[str, Any]] = dict  # set by the admin server (views.storage_status)
         self._rollovers_seen: dict[str, int] = {}
         self._rollovers_retired = 0
         self.registry = CollectorRegistry(auto_describe=False)
@@ -278,6 +279,28 @@ def log_value(value: str | None) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
 
 
+def _storage_families(st: dict[str, Any]) -> Iterator[Metric]:
+    """Damaged ledger files, the reads they failed, recovery steps and write failures (issue #12)."""
+    damaged = GaugeMetricFamily("kop_storage_damaged", "Damaged places found in ledger files (each one is "
+                                "logged once; admin internalStats lists them)", labels=["kind"])
+    kinds: dict[str, int] = {}
+    for d in st.get("damage", []):
+        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+    for kind, n in sorted(kinds.items()):
+        damaged.add_metric([kind], n)
+    yield damaged
+    yield CounterMetricFamily("kop_storage_damaged_reads", "Reads of damaged entries (answered KAFKA_STORAGE_ERROR)",
+                              value=st.get("damagedReads", 0))
+    steps = CounterMetricFamily("kop_storage_recovery_steps", "Recovery steps taken when opening ledgers: "
+                                "torn_tails, torn_bytes (bytes dropped), damaged_entries_kept, ledgers_recovered, "
+                                "empty_ledgers_dropped, damaged_last_entry", labels=["step"])
+    for step, n in sorted(st.get("recovery", {}).items()):
+        steps.add_metric([step], n)
+    yield steps
+    yield CounterMetricFamily("kop_storage_write_errors", "Failed ledger writes (a full or failing disk; the "
+                              "produce answered KAFKA_STORAGE_ERROR)", value=st.get("writeErrors", 0))
+
+
 class _Collector(Collector):
     """Builds the metric families from BrokerMetrics at scrape time."""
 
@@ -364,6 +387,7 @@ class _Collector(Collector):
         )
         yield CounterMetricFamily("kop_managed_ledger_rollovers", "Ledger rollovers of all managed ledgers",
                                   value=m.rollovers_total())
+        yield from _storage_families(m.storage_status())
 
         lag = GaugeMetricFamily(
             "kop_consumer_group_lag",

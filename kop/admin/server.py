@@ -62,6 +62,9 @@ class AdminServer:
         self.port = cfg.webServicePort
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task[None] | None = None
+        self._ready_cache: tuple[float, list[str]] | None = None
+        self._ready_lock = asyncio.Lock()
+        service.metrics.storage_status = lambda: views.storage_status(service)
         self.app = self._build()
 
     @property
@@ -147,9 +150,18 @@ class AdminServer:
         return web.Response(text="ok\n")
 
     async def ready(self, request: web.Request) -> web.Response:
-        """Readiness: topics loaded and every listener accepting; 503 while starting or shutting down."""
+        """Readiness: topics loaded, every listener accepting, both stores writable (probed) and every
+        __consumer_offsets partition loaded; 503 with the reasons, one a line, otherwise. Probe results
+        are reused for a second, so frequent probes do not turn into a write load."""
         if not self.service.ready:
-            return web.Response(text="not ready\n", status=503)
+            return web.Response(text="not ready: starting or stopping\n", status=503)
+        async with self._ready_lock:
+            now = asyncio.get_running_loop().time()
+            if self._ready_cache is None or now - self._ready_cache[0] >= 1.0:
+                self._ready_cache = (now, await views.not_ready_reasons(self.service))
+            reasons = self._ready_cache[1]
+        if reasons:
+            return web.Response(text="".join(f"not ready: {r}\n" for r in reasons), status=503)
         return web.Response(text="ok\n")
 
     # ------------------------------------------------------------------ admin v2

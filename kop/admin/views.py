@@ -11,8 +11,10 @@ name; the base name gets a 404 that says which name to use, as Pulsar does for a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -262,7 +264,66 @@ async def internal_stats(service: BrokerService, topic: Topic, partition: int) -
         "highWatermark": plog.high_watermark,
         "logStartOffset": plog.log_start_offset,
         "rollovers": ml.rollovers,
+        "storageDamage": partition_damage(service, plog),
     }
+
+
+def partition_damage(service: BrokerService, plog: ManagedPartitionLog) -> dict[str, Any]:
+    """Damage this partition's ledgers hold (kop/storage/local/ledgers.py), the ranges a read met with the
+    Kafka offsets they cost, and how many reads were answered KAFKA_STORAGE_ERROR."""
+    store = service.storage.ledger_store
+    ids = {li.ledger_id for li in plog.ml.ledgers()}
+    found = store.damage_of(ids) if hasattr(store, "damage_of") else []
+    return {"ledgers": found, "ranges": list(plog.damaged_ranges.values()), "damagedReads": plog.damaged_reads}
+
+
+def storage_status(service: BrokerService) -> dict[str, Any]:
+    """Broker-wide storage health for metrics: damage found, recovery steps taken, write failures."""
+    storage = service.storage
+    store = storage.ledger_store
+    recovery = dict(getattr(store, "recovery", {}))
+    recovery.update(getattr(getattr(storage, "factory", None), "recovery", {}))
+    logs = getattr(storage, "open_logs", {})
+    return {
+        "damage": store.damage_list() if hasattr(store, "damage_list") else [],
+        "recovery": recovery,
+        "damagedReads": sum(getattr(pl, "damaged_reads", 0) for pl in logs.values()),
+        "writeErrors": getattr(store, "write_errors", 0),
+    }
+
+
+WRITE_FAILURE_HOLD_S = 10.0  # a ledger write failure keeps /ready at 503 this long unless a write succeeds
+
+
+async def not_ready_reasons(service: BrokerService) -> list[str]:
+    """Why the broker should not get traffic now; empty when it is ready. The stores are probed with a
+    real synced write each time (a full or read-only disk shows here, and clears when it is fixed), and a
+    __consumer_offsets partition whose load failed keeps its groups unserved."""
+    reasons = []
+    if not service.ready:
+        reasons.append("starting or stopping")
+    storage = service.storage
+    store = storage.ledger_store
+    failed_at = getattr(store, "write_failed_at", None)
+    if failed_at is not None and time.monotonic() - failed_at < WRITE_FAILURE_HOLD_S:
+        # A failed write frees what it wrote, so on a full disk the small probe below can succeed between
+        # two failing produces; recent failures that no successful write has followed count too.
+        reasons.append(f"ledger writes are failing: {store.last_write_error}")
+    probe = getattr(store, "probe_writable", None)
+    if probe is not None:
+        problem = await asyncio.get_running_loop().run_in_executor(None, probe)
+        if problem:
+            reasons.append(problem)
+    mprobe = getattr(storage.metadata_store, "probe_writable", None)
+    if mprobe is not None:
+        problem = await mprobe()
+        if problem:
+            reasons.append(problem)
+    failed = getattr(service.coordinator, "failed_partitions", None)
+    if failed is not None and (parts := failed()):
+        reasons.append(f"__consumer_offsets partition(s) {parts} failed to load (their groups get "
+                       "COORDINATOR_NOT_AVAILABLE)")
+    return reasons
 
 
 async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:

@@ -30,6 +30,8 @@ async def open_embedded_storage(data_dir: Path, config: BrokerConfig) -> Storage
         fsync=config.localStoreFsyncPolicy,
         fsync_interval_ms=config.localStoreFsyncIntervalMs,
         managed_ledger_config=ManagedLedgerConfig.from_broker_config(config),
+        verify_reads=config.localStoreVerifyChecksums,
+        damaged_ledger_policy=config.localStoreDamagedLedgerPolicy,
     )
 
 

@@ -30,7 +30,7 @@ from kop.broker.names import OFFSETS_TOPIC, TopicName, parse_topic_name
 from kop.broker.topic_config import validate_topic_configs
 from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
-from kop.storage.api import MetadataStore, NodeExistsError
+from kop.storage.api import MetadataStore, NodeExistsError, StorageError
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +312,10 @@ class TopicManager:
             pending = asyncio.get_running_loop().create_future()
             topic.opening[partition] = pending
             try:
-                plog = await self.storage.open_log(topic.name.ledger_name(partition))
+                try:
+                    plog = await self.storage.open_log(topic.name.ledger_name(partition))
+                except StorageError as e:  # a full or read-only disk: KAFKA_STORAGE_ERROR, not a closed connection
+                    raise TopicError("KAFKA_STORAGE_ERROR", f"cannot open the partition: {e}") from e
                 if topic.deleted:
                     await plog.close()
                     raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "topic was deleted")

@@ -238,6 +238,10 @@ class GroupCoordinator:
                     self._failed.add(p)
                     self._failed_at[p] = time.monotonic()
 
+    def failed_partitions(self) -> list[int]:
+        """__consumer_offsets partitions whose load failed (retried; /ready reports them)."""
+        return sorted(self._failed)
+
     def load_partition(self, p: int) -> None:
         """This broker became the owner of __consumer_offsets partition `p` (cluster mode): load its
         groups in the background (their requests get COORDINATOR_LOAD_IN_PROGRESS until then)."""

@@ -34,6 +34,8 @@ class ManagedLedgerFactory:
         self._open: dict[str, ManagedLedger] = {}
         self._opening: dict[str, asyncio.Future[ManagedLedger]] = {}
         self._closed = False
+        # Recovery steps of the managed ledgers opened (ledger.py _initialize), for metrics.
+        self.recovery: dict[str, int] = {"empty_ledgers_dropped": 0, "damaged_last_entry": 0}
 
     async def open(self, name: str, config: ManagedLedgerConfig | None = None,
                    interceptor: ManagedLedgerInterceptor | None = None) -> ManagedLedger:

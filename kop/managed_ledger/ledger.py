@@ -45,6 +45,7 @@ from kop.managed_ledger.rewrite import LedgerRewriter
 from kop.storage.api import (
     BadVersionError,
     Buffer,
+    LedgerDamagedError,
     NodeExistsError,
     NoSuchLedgerError,
     ReadHandle,
@@ -219,13 +220,24 @@ class ManagedLedger:
                 await rh.close()
             else:
                 self._cache_handle(li.ledger_id, rh)
+        if drop:
+            # A crash right after a rollover leaves an empty last ledger; counted and said once.
+            self._factory.recovery["empty_ledgers_dropped"] += len(drop)
+            log.info("managed ledger %s: recovery dropped empty ledger(s) %s (0 entries, 0 bytes)", self.name, drop)
         self._ledgers = [li for li in self._ledgers if li.ledger_id not in drop]
         self._reindex()
         last_entry = None
         for li in reversed(self._ledgers):
             if li.entries:
                 self._last_confirmed = Position(li.ledger_id, li.entries - 1)
-                last_entry = await self.read_entry(self._last_confirmed)
+                try:
+                    last_entry = await self.read_entry(self._last_confirmed)
+                except LedgerDamagedError as e:
+                    # The interceptor then recovers its counter from the info's properties alone (exact
+                    # after a clean close or a rollover, which is when a sealed ledger can be the last).
+                    self._factory.recovery["damaged_last_entry"] += 1
+                    log.error("managed ledger %s: the last entry is damaged (%s); recovering from the stored "
+                              "properties %s", self.name, e, self._properties)
                 break
         if self.interceptor is not None:
             self.interceptor.on_open(last_entry)
@@ -650,10 +662,15 @@ class ManagedLedger:
             ledger_id = self._ledgers[i].ledger_id
             last = min(count - 1, entry + left - 1)
             handle = await self._handle(ledger_id)
-            if limited:
-                datas = await handle.read_up_to(entry, last, max(budget, 0), overhead)
-            else:
-                datas = await handle.read(entry, last)
+            try:
+                if limited:
+                    datas = await handle.read_up_to(entry, last, max(budget, 0), overhead)
+                else:
+                    datas = await handle.read(entry, last)
+            except LedgerDamagedError:
+                if out:  # serve the intact entries before the damage; the next read meets it first
+                    return out
+                raise
             for data in datas:
                 if limited:
                     size = len(data) - overhead

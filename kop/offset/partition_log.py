@@ -20,12 +20,19 @@ order) and restores the counter when adds fail, so offsets never have gaps. Ever
   between two entries (the search then gives the next entry, whose batch a fetch returns) or after the
   last one (a fetch returns nothing). Multi-step searches re-run when the ledger list changed under them
   (ManagedLedger.layout_version).
+* damaged entries (kop/storage/local/ledgers.py: a checksum mismatch, a truncated sealed ledger): a read
+  serves the intact batches before the damage and raises LedgerDamagedError when it starts at a damaged
+  entry, which Fetch answers as KAFKA_STORAGE_ERROR for that range only; the first time each damaged range
+  is met it is logged once with the ledger, entries, bytes and Kafka offsets, and kept in `damaged_ranges`
+  (admin internal stats). Searches step over a damaged entry: its index is taken as the next intact
+  entry's base offset - 1, so the offsets it held still lead to it (and to the error), not past it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import struct
 import time
 from collections import OrderedDict
@@ -51,10 +58,12 @@ from kop.offset.compaction import (
 )
 from kop.offset.entry_format import EntryFormatError, EntryHeaderEncoder, parse_entry
 from kop.protocol.records import TIMESTAMP_TYPE_BIT, decode_records, parse_batch_header
-from kop.storage.api import Buffer, NoSuchLedgerError
+from kop.storage.api import Buffer, LedgerDamagedError, NoSuchLedgerError, StorageError
 
 if TYPE_CHECKING:
     from kop.managed_ledger import ManagedLedgerFactory
+
+log = logging.getLogger(__name__)
 
 INDEX_PROPERTY = "index"  # Pulsar's AppendIndexMetadataInterceptor property
 LOG_START_PROPERTY = "kop.logStartOffset"
@@ -63,6 +72,7 @@ _PREFIX_BYTES = 256  # broker entry metadata + kafka-format headers + the 61-byt
 _TAIL = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp at byte 21
 _LOD = struct.Struct(">i")  # lastOffsetDelta at byte 23
 _PROBE_CACHE = 4096
+_DAMAGE_WALK = 10_000  # damaged runs stepped over when looking for the next intact entry
 _T = TypeVar("_T")
 _READ_MAX_ENTRIES = 1 << 20
 # Upper bound of the bytes before the batch in one of our entries: 0x0e02 + size (6), BrokerEntryMetadata
@@ -168,6 +178,9 @@ class ManagedPartitionLog(PartitionLog):
         self._closed = False
         self._start_floor: int | None = None  # log start kept by compaction (kop.compactionStart)
         self._compaction_lock = asyncio.Lock()
+        self.damaged_ranges: dict[tuple[int, int], dict[str, Any]] = {}  # (ledger, first entry) -> report
+        self.damaged_reads = 0  # reads answered with LedgerDamagedError (KAFKA_STORAGE_ERROR)
+        self._read_errors: set[str] = set()
 
     @classmethod
     async def open(cls, factory: ManagedLedgerFactory, name: str, config: ManagedLedgerConfig | None = None,
@@ -253,11 +266,61 @@ class ManagedPartitionLog(PartitionLog):
         if meta is not None:
             probes.move_to_end(key)
             return meta
-        meta = await self._read_meta(ledger_id, entry_id)
+        try:
+            meta = await self._read_meta(ledger_id, entry_id)
+        except LedgerDamagedError as e:
+            meta = EntryMeta(await self._index_after_damage(e), 0, -1, -1)
         probes[key] = meta
         if len(probes) > _PROBE_CACHE:
             probes.popitem(last=False)
         return meta
+
+    async def _index_after_damage(self, e: LedgerDamagedError) -> int:
+        """The last offset a damaged run of entries held: the next intact entry's base offset - 1 (the
+        high watermark - 1 when none follows). Offsets have no gaps (but compaction's, which only
+        makes this estimate larger: still within the damaged run's reach)."""
+        ml = self.ml
+        pos = MLPosition(e.ledger_id, e.last_entry)
+        for _ in range(_DAMAGE_WALK):
+            try:
+                if ml.ordinal_of(pos) + 1 >= ml.number_of_entries:
+                    break
+                pos = ml.next_position(pos)
+                return (await self._read_meta(pos.ledger_id, pos.entry_id)).base_offset - 1
+            except LedgerDamagedError as more:
+                pos = MLPosition(more.ledger_id, max(more.last_entry, pos.entry_id))
+            except InvalidPositionError:
+                break
+        return self.interceptor.durable_index
+
+    async def _report_damage(self, e: LedgerDamagedError) -> None:
+        """Say once per damaged range what a read met, with the Kafka offsets it costs."""
+        self.damaged_reads += 1
+        key = (e.ledger_id, e.first_entry)
+        if key in self.damaged_ranges:
+            return
+        first = self.log_start_offset
+        with contextlib.suppress(LedgerDamagedError, InvalidPositionError, OffsetOutOfRange):
+            if e.first_entry > 0:
+                first = (await self._probe(e.ledger_id, e.first_entry - 1)).index + 1
+            else:
+                previous = None
+                for lid, n in self.ml.ledger_counts():
+                    if lid == e.ledger_id:
+                        break
+                    if n:
+                        previous = (lid, n)
+                if previous is not None:
+                    first = await self._last_index_of(*previous) + 1
+        last = await self._index_after_damage(e)
+        report = {"ledgerId": e.ledger_id, "firstEntry": e.first_entry, "lastEntry": e.last_entry,
+                  "byteStart": e.byte_start, "byteEnd": e.byte_end, "reason": e.reason,
+                  "firstOffset": first, "lastOffset": last}
+        self.damaged_ranges[key] = report
+        log.error("partition %s: damaged storage: ledger %d entries %d..%d (bytes %d..%d, %s) hold offsets "
+                  "%d..%d, which answer KAFKA_STORAGE_ERROR; the offsets before and after them are served",
+                  self.name, e.ledger_id, e.first_entry, e.last_entry, e.byte_start, e.byte_end, e.reason,
+                  first, last)
 
     async def _last_index_of(self, ledger_id: int, entries: int) -> int:
         index = self._ledger_last_index.get(ledger_id)
@@ -399,10 +462,19 @@ class ManagedPartitionLog(PartitionLog):
                 return ReadResult([], offset, hint if hint is not None else self._end_position())
             try:
                 return await self._read(offset, max_bytes, hint, min_one)
+            except LedgerDamagedError as e:
+                await self._report_damage(e)
+                raise
             except (_Trimmed, InvalidPositionError, NoSuchLedgerError):
                 # The ledger list changed under us (retention, DeleteRecords): re-check and retry.
                 hint = None
                 await self._refresh_first_offset()
+            except StorageError as e:  # an I/O error reading: Fetch answers KAFKA_STORAGE_ERROR; said once
+                self.damaged_reads += 1
+                if str(e) not in self._read_errors:
+                    self._read_errors.add(str(e))
+                    log.error("partition %s: reading offset %d failed: %r", self.name, offset, e)
+                raise
         self._check_range(offset)
         raise OffsetOutOfRange(f"{self.name}: offset {offset} could not be read")
 
@@ -562,17 +634,28 @@ class ManagedPartitionLog(PartitionLog):
             if first == 0 and (await self._ledger_summary(lid, n))[0] < timestamp:
                 continue
             for eid in range(first, n):
-                if (await self._read_meta(lid, eid)).timestamp >= timestamp:
-                    found = await self._first_record_from(MLPosition(lid, eid), timestamp, log_start)
+                if (await self._ts_meta(lid, eid)).timestamp >= timestamp:
+                    try:
+                        found = await self._first_record_from(MLPosition(lid, eid), timestamp, log_start)
+                    except LedgerDamagedError:
+                        continue  # a damaged batch holds no record a consumer could be sent to
                     if found is not None:
                         return found
         return None
+
+    async def _ts_meta(self, ledger_id: int, entry_id: int) -> EntryMeta:
+        """Entry headers for timestamp searches, which step over damaged entries (timestamp -1 matches no
+        target): ListOffsets then names the first intact batch, and Fetch reports any damage it meets."""
+        try:
+            return await self._read_meta(ledger_id, entry_id)
+        except LedgerDamagedError:
+            return EntryMeta(-1, 0, -1, -1)
 
     async def _scan_max(self, ledger_id: int, first: int, stop: int,
                         best: tuple[int, int] | None = None) -> tuple[int, int] | None:
         """(max timestamp, first entry with it) over entries first..stop-1 of a ledger."""
         for eid in range(first, stop):
-            ts = (await self._read_meta(ledger_id, eid)).timestamp
+            ts = (await self._ts_meta(ledger_id, eid)).timestamp
             if best is None or ts > best[0]:
                 best = (ts, eid)
         return best

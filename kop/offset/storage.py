@@ -150,8 +150,9 @@ async def open_embedded_storage(
     fsync: str = "always",
     fsync_interval_ms: int = 1000,
     managed_ledger_config: ManagedLedgerConfig | None = None,
-    verify_reads: bool = False,
+    verify_reads: bool = True,
     collect_garbage: bool = True,
+    damaged_ledger_policy: str = "serve-intact",
 ) -> Storage:
     """Storage on the embedded backends under `data_dir` (created if missing).
 
@@ -164,7 +165,8 @@ async def open_embedded_storage(
     root = os.fspath(data_dir)
     os.makedirs(root, exist_ok=True)
     ledgers = LocalLedgerStore(os.path.join(root, LEDGERS_DIR), fsync=fsync,
-                               fsync_interval_ms=fsync_interval_ms, verify_reads=verify_reads)
+                               fsync_interval_ms=fsync_interval_ms, verify_reads=verify_reads,
+                               damaged_ledger_policy=damaged_ledger_policy)
     try:
         metadata = SqliteMetadataStore(root, durable=fsync == "always", filename=METADATA_FILE)
     except BaseException:

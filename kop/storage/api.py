@@ -33,6 +33,24 @@ class NoSuchLedgerError(StorageError):
     pass
 
 
+class LedgerDamagedError(StorageError):
+    """Entries first_entry..last_entry of a ledger cannot be served as stored: a checksum mismatch, or
+    bytes missing from a sealed ledger (file truncated). Entries before them are intact and readable;
+    the partition answers KAFKA_STORAGE_ERROR for the damaged range only. byte_start..byte_end is where
+    the damaged frames are (or would be) in the ledger's file, for the operator."""
+
+    def __init__(self, ledger_id: int, first_entry: int, last_entry: int, byte_start: int, byte_end: int,
+                 reason: str) -> None:
+        self.ledger_id = ledger_id
+        self.first_entry = first_entry
+        self.last_entry = last_entry
+        self.byte_start = byte_start
+        self.byte_end = byte_end
+        self.reason = reason
+        super().__init__(f"ledger {ledger_id}: entries {first_entry}..{last_entry} damaged "
+                         f"(bytes {byte_start}..{byte_end}): {reason}")
+
+
 class BadVersionError(StorageError):
     """Compare-and-set failed: the stored version is not the one expected."""
 

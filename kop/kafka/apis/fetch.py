@@ -35,6 +35,7 @@ from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.storage.api import StorageError
 
 API_KEY = 1
 VERSIONS = (4, 12)
@@ -223,6 +224,9 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                     log_start_offset=plog.log_start_offset, aborted_transactions=None,
                     preferred_read_replica=-1, records=None,
                 ))
+                continue
+            except StorageError:  # damaged entries (logged by the partition log): this partition only
+                presps.append(_error(R, p.index, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
             size = 0
             count = 0

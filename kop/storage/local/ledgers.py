@@ -30,6 +30,16 @@ cheaper than a thread hop).
 Reads are inline ``os.pread`` calls: served from the page cache they cost microseconds, less than handing
 them to a thread; a range of entries is read with one pread and returned as memoryview slices.
 
+Damage (issue #12): every read checks each frame's CRC (``verify_reads``, on by default; the cost on the
+fetch path is in docs/benchmarks.md). A sealed ledger whose file is shorter than its index says (entries
+cut off), a frame whose CRC does not match, or bytes after the last entry of a sealed ledger are recorded
+as ``Damage`` in the store (``damage``; admin internal stats and metrics show it) and reads of a damaged
+entry raise LedgerDamagedError, while the entries before it are still served: a read that meets a damaged
+entry returns the intact ones before it. Recovery of an unsealed ledger tells a torn tail (cut off, logged
+once with the ledger, the entries and bytes dropped) from a damaged entry in the middle (a bad frame that
+valid frames follow: kept in place and marked damaged, so acknowledged entries after it are not cut off).
+``check_ledger_file`` verifies one file offline (``kop storage check``).
+
 Fencing: ``open_ledger(id, recover=True)`` on a ledger whose writer is still open fences that writer
 (appends not yet written fail with LedgerFencedError; the batch being written finishes) and seals the
 ledger at its last durable entry, as BookKeeper's open-with-recovery does.
@@ -40,19 +50,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import struct
 import sys
+import time
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from fastcrc import crc32 as _crc32
 
 from kop.storage.api import (
     Buffer,
     LedgerClosedError,
+    LedgerDamagedError,
     LedgerFencedError,
     LedgerStore,
     NoSuchLedgerError,
@@ -61,8 +75,12 @@ from kop.storage.api import (
     WriteHandle,
 )
 
+log = logging.getLogger(__name__)
+
 FsyncPolicy = Literal["always", "interval", "none"]
 FSYNC_POLICIES: tuple[str, ...] = ("always", "interval", "none")
+DAMAGED_LEDGER_POLICIES: tuple[str, ...] = ("serve-intact", "refuse-start")
+_RESYNC_WINDOW = 64 << 20  # how far past a bad frame recovery looks for the next valid one
 
 _crc32c = _crc32.iscsi
 _FRAME = struct.Struct(">IIQ")  # crc, length, entry id
@@ -132,13 +150,63 @@ def _pwritev_all(fd: int, bufs: list[Buffer], offset: int) -> int:
     return total
 
 
-def scan_frames(fd: int, chunk: int = 4 << 20) -> tuple[array, int, int, int]:
-    """Walk the frames of a ledger file from the start: (frame starts of the complete entries, end of
-    the last complete one, their payload bytes, file size). Stops at the first frame that is cut short,
-    has a wrong entry id or a wrong CRC. Read-only, with pread in chunks (not mmap: a file truncated
-    while it is mapped would kill the reader with SIGBUS), so the inspect tool can scan live files."""
+def _frame_at(fd: int, pos: int, eid: int, size: int) -> int | None:
+    """End of the frame at `pos` when it is complete, carries entry id `eid` and its CRC matches."""
+    if pos + HEADER_SIZE > size:
+        return None
+    head = os.pread(fd, HEADER_SIZE, pos)
+    if len(head) < HEADER_SIZE:
+        return None
+    crc, length, got = _FRAME.unpack(head)
+    stop = pos + HEADER_SIZE + length
+    if got != eid or stop > size:
+        return None
+    body = os.pread(fd, length, pos + HEADER_SIZE)
+    if len(body) != length or _crc32c(body, _crc32c(head[4:])) != crc:
+        return None
+    return stop
+
+
+def _resync(fd: int, pos: int, eid: int, size: int) -> int | None:
+    """After a bad frame for entry `eid` at `pos`: the start of a valid frame for entry eid + 1 further
+    on, or None (then the bad frame is a torn tail). First where the bad frame's own length points, then
+    by searching the next _RESYNC_WINDOW bytes for the entry id (a damaged length field)."""
+    head = os.pread(fd, HEADER_SIZE, pos)
+    if len(head) == HEADER_SIZE:
+        _, length, got = _FRAME.unpack(head)
+        nxt = pos + HEADER_SIZE + length
+        if got == eid and _frame_at(fd, nxt, eid + 1, size) is not None:
+            return nxt
+    window = os.pread(fd, min(size - pos, _RESYNC_WINDOW), pos)
+    needle = struct.pack(">Q", eid + 1)
+    at = window.find(needle, HEADER_SIZE + 8)
+    while at >= 0:
+        if _frame_at(fd, pos + at - 8, eid + 1, size) is not None:
+            return pos + at - 8
+        at = window.find(needle, at + 1)
+    return None
+
+
+@dataclass
+class ScanResult:
+    """What a walk over a ledger file's frames found."""
+
+    starts: array  # frame start of every entry kept (damaged ones included, to keep entry ids in place)
+    end: int  # end of the last kept frame
+    payload: int  # payload bytes of the kept entries
+    size: int  # file size: bytes end..size are a torn tail (unsealed) or garbage
+    bad: dict[int, tuple[int, int]]  # damaged entries kept in place: entry id -> (frame start, frame end)
+
+
+def scan_ledger(fd: int, chunk: int = 4 << 20) -> ScanResult:
+    """Walk the frames of a ledger file from the start. A frame that is cut short, has a wrong entry id or
+    a wrong CRC ends the walk - unless a valid frame of the next entry follows it (_resync), then it is a
+    damaged entry in the middle, kept in place and listed in `bad`. Read-only, with pread in chunks (not
+    mmap: a file truncated while it is mapped would kill the reader with SIGBUS), so the inspect tool can
+    scan live files."""
     size = os.fstat(fd).st_size
     starts = array("q")
+    bad: dict[int, tuple[int, int]] = {}
     pos = 0
     payload = 0
     eid = 0
@@ -151,19 +219,59 @@ def scan_frames(fd: int, chunk: int = 4 << 20) -> tuple[array, int, int, int]:
                 break
         crc, length, got = _FRAME.unpack_from(buf, pos - buf_at)
         stop = pos + HEADER_SIZE + length
-        if got != eid or stop > size:
-            break
-        if stop > buf_at + len(buf):
+        ok = got == eid and stop <= size
+        if ok and stop > buf_at + len(buf):
             buf, buf_at = os.pread(fd, max(chunk, stop - pos), pos), pos
-            if len(buf) < stop - pos:
+            ok = len(buf) >= stop - pos
+        if ok and _crc32c(memoryview(buf)[pos - buf_at + 4 : stop - buf_at]) != crc:
+            ok = False
+        if not ok:
+            nxt = _resync(fd, pos, eid, size)
+            if nxt is None:
                 break
-        if _crc32c(memoryview(buf)[pos - buf_at + 4 : stop - buf_at]) != crc:
-            break
+            bad[eid] = (pos, nxt)
+            stop = nxt
+            length = nxt - pos - HEADER_SIZE
         starts.append(pos)
         payload += length
         pos = stop
         eid += 1
-    return starts, pos, payload, size
+    return ScanResult(starts, pos, payload, size, bad)
+
+
+def scan_frames(fd: int, chunk: int = 4 << 20) -> tuple[array, int, int, int]:
+    """(frame starts of the kept entries, end of the last one, their payload bytes, file size): scan_ledger
+    without the damage list."""
+    r = scan_ledger(fd, chunk)
+    return r.starts, r.end, r.payload, r.size
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged place in a ledger file. first_entry..last_entry are -1 when no entry is affected
+    (bytes after the last entry of a sealed ledger)."""
+
+    ledger_id: int
+    kind: str  # checksum | truncated | missing | trailing-garbage
+    first_entry: int
+    last_entry: int
+    byte_start: int
+    byte_end: int
+    detail: str
+
+    def describe(self) -> str:
+        where = (f"entries {self.first_entry}..{self.last_entry}" if self.first_entry >= 0
+                 else "no entry (after the last one)")
+        return f"ledger {self.ledger_id}: {self.kind}: {where}, bytes {self.byte_start}..{self.byte_end}: {self.detail}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ledgerId": self.ledger_id, "kind": self.kind, "firstEntry": self.first_entry,
+                "lastEntry": self.last_entry, "byteStart": self.byte_start, "byteEnd": self.byte_end,
+                "detail": self.detail}
+
+    def error(self) -> LedgerDamagedError:
+        return LedgerDamagedError(self.ledger_id, self.first_entry, self.last_entry, self.byte_start,
+                                  self.byte_end, f"{self.kind}: {self.detail}")
 
 
 def read_index_file(path: str) -> tuple[int, int, int] | None:
@@ -185,7 +293,7 @@ class _LedgerFile:
     """The state of one ledger shared by its handles: fd, frame offsets of durable entries, seal flag."""
 
     __slots__ = ("ledger_id", "path", "idx_path", "fd", "starts", "end", "payload_bytes", "sealed", "writer",
-                 "refs", "deleted", "sealing")
+                 "refs", "deleted", "sealing", "readable", "bad", "on_damage")
 
     def __init__(self, ledger_id: int, path: str, fd: int) -> None:
         self.ledger_id = ledger_id
@@ -200,6 +308,9 @@ class _LedgerFile:
         self.refs = 0
         self.deleted = False
         self.sealing: asyncio.Future[None] | None = None
+        self.readable = -1  # entries >= this are cut off the file (truncated sealed ledger); -1: none are
+        self.bad: dict[int, tuple[int, int]] = {}  # entries whose frame failed its check -> (start, end)
+        self.on_damage: Callable[[Damage, bool], None] | None = None  # (damage, found when loading)
 
     @property
     def last_add_confirmed(self) -> int:
@@ -209,17 +320,48 @@ class _LedgerFile:
         if self.deleted:
             raise NoSuchLedgerError(f"ledger {self.ledger_id} was deleted")
 
-    def _bounds(self, first: int, last: int) -> None:
-        if first < 0 or last < first or last >= len(self.starts):
-            raise StorageError(
-                f"ledger {self.ledger_id}: entries {first}..{last} outside 0..{len(self.starts) - 1}"
-            )
+    def _damage(self, d: Damage) -> LedgerDamagedError:
+        if self.on_damage is not None:
+            self.on_damage(d, False)
+        return d.error()
+
+    def _bounds(self, first: int, last: int) -> int:
+        """`last` cut down to the entries before any known damage; LedgerDamagedError when `first` itself
+        is damaged. Entries past the end of a ledger nobody writes are missing (a shorter file than the
+        managed ledger recorded), which is damage too, not a caller's mistake."""
+        n = len(self.starts)
+        if first < 0 or last < first or (last >= n and self.writer is not None):
+            raise StorageError(f"ledger {self.ledger_id}: entries {first}..{last} outside 0..{n - 1}")
+        limit = n if self.readable < 0 else self.readable
+        if last >= limit:
+            if first >= limit:
+                if limit < n:
+                    raise self._damage(Damage(self.ledger_id, "truncated", limit, n - 1, self.starts[limit],
+                                              self.end, f"file is {self._size()} bytes, the index says {self.end}"))
+                raise self._damage(Damage(self.ledger_id, "missing", n, last, self.end, self.end,
+                                          f"the file holds {n} entries, entry {last} was asked for"))
+            last = limit - 1
+        if self.bad:
+            for e in sorted(self.bad):
+                if first <= e <= last:
+                    if e == first:
+                        start, stop = self.bad[e]
+                        raise self._damage(Damage(self.ledger_id, "checksum", e, e, start, stop,
+                                                  "frame checksum mismatch"))
+                    return e - 1
+        return last
+
+    def _size(self) -> int:
+        try:
+            return os.fstat(self.fd).st_size
+        except OSError:
+            return -1
 
     def read_range(self, first: int, last: int, max_bytes: int, verify: bool, overhead: int = 0) -> list[memoryview]:
         """Entries first..last (fewer when max_bytes would be exceeded, not counting `overhead` bytes of
         each entry; always one) with one pread."""
         self.check()
-        self._bounds(first, last)
+        last = self._bounds(first, last)
         starts = self.starts
         n = len(starts)
         begin = starts[first]
@@ -252,19 +394,27 @@ class _LedgerFile:
             offs.append(stop)
         out = []
         prev = offs[0] - begin
+        eid = first
         for nxt in offs[1:]:
             nxt -= begin
             if verify:
-                crc, length, eid = _FRAME.unpack_from(mv, prev)
-                if _crc32c(mv[prev + 4 : nxt]) != crc or length != nxt - prev - HEADER_SIZE:
-                    raise StorageError(f"ledger {self.ledger_id}: checksum mismatch in entry {eid}")
+                crc, length, got = _FRAME.unpack_from(mv, prev)
+                if _crc32c(mv[prev + 4 : nxt]) != crc or length != nxt - prev - HEADER_SIZE or got != eid:
+                    # Serve what precedes the damaged entry; the next read starts at it and gets the error.
+                    self.bad[eid] = (begin + prev, begin + nxt)
+                    err = self._damage(Damage(self.ledger_id, "checksum", eid, eid, begin + prev, begin + nxt,
+                                              "frame checksum mismatch"))
+                    if out:
+                        return out
+                    raise err
             out.append(mv[prev + HEADER_SIZE : nxt])
             prev = nxt
+            eid += 1
         return out
 
     def read_prefix(self, entry_id: int, max_bytes: int) -> bytes:
         self.check()
-        self._bounds(entry_id, entry_id)
+        self._bounds(entry_id, entry_id)  # raises for a known damaged entry; the prefix is not verified
         starts = self.starts
         start = starts[entry_id] + HEADER_SIZE
         stop = starts[entry_id + 1] if entry_id + 1 < len(starts) else self.end
@@ -288,20 +438,31 @@ class _LedgerFile:
         magic, count, end, payload = _IDX_HEAD.unpack_from(raw, 0)
         if magic != _IDX_MAGIC or len(raw) != _IDX_HEAD.size + 8 * count + 4:
             return False
-        if os.fstat(self.fd).st_size < end:
-            return False
         starts = array("q")
         starts.frombytes(raw[_IDX_HEAD.size : -4])
         if _BIG_ENDIAN_HOST:
             starts.byteswap()
         self.starts, self.end, self.payload_bytes, self.sealed = starts, end, payload, True
+        size = os.fstat(self.fd).st_size
+        if size < end:
+            # Sealed, then cut short (not by us: a seal never shrinks a ledger below its index). The index
+            # still says where every entry was, so the entries before the cut are served; the rest are
+            # damaged. Rebuilding by scanning would instead re-seal the ledger shorter and lose the evidence.
+            k = next(i for i in range(len(starts)) if (starts[i + 1] if i + 1 < len(starts) else end) > size)
+            self.readable = k
+            if self.on_damage is not None:
+                self.on_damage(Damage(self.ledger_id, "truncated", k, len(starts) - 1, starts[k], end,
+                                      f"file is {size} bytes, the index says {end}"), True)
+        elif size > end and self.on_damage is not None:
+            self.on_damage(Damage(self.ledger_id, "trailing-garbage", -1, -1, end, size,
+                                  f"{size - end} bytes after the last entry of a sealed ledger"), True)
         return True
 
-    def scan(self) -> int:
-        """Rebuild the offsets of the complete entries from the log; return the file size (the tail
-        beyond self.end is torn or garbage)."""
-        self.starts, self.end, self.payload_bytes, size = scan_frames(self.fd)
-        return size
+    def scan(self) -> ScanResult:
+        """Rebuild the offsets of the entries from the log (self.end..size is a torn tail or garbage)."""
+        r = scan_ledger(self.fd)
+        self.starts, self.end, self.payload_bytes, self.bad = r.starts, r.end, r.payload, dict(r.bad)
+        return r
 
     def index_bytes(self) -> bytes:
         starts = self.starts
@@ -438,6 +599,8 @@ class LocalWriteHandle(LocalReadHandle, WriteHandle):
             payload += length
         lf.end = pos
         lf.payload_bytes += payload
+        if self._store.write_failed_at is not None:  # writes work again (readiness)
+            self._store.write_failed_at = None
         for _, _, _, fut in batch:
             if not fut.done():
                 fut.set_result(eid)
@@ -482,6 +645,11 @@ class LocalWriteHandle(LocalReadHandle, WriteHandle):
         refuses further appends (the managed ledger rolls over to a new one)."""
         self._state = _FAILED
         self._error = StorageError(f"ledger {self.ledger_id}: write failed: {exc!r}")
+        self._store.write_errors += 1
+        self._store.last_write_error = str(self._error)
+        self._store.write_failed_at = time.monotonic()
+        log.error("ledger %d: write failed (%r): the appends of this batch are not acknowledged; the managed "
+                  "ledger moves on to a new ledger", self.ledger_id, exc)
         self._error.__cause__ = exc
         for _, _, _, fut in batch + self._queue:
             if not fut.done():
@@ -531,6 +699,17 @@ def _write_and_sync(fd: int, iov: list[Buffer], offset: int) -> None:
     os.fdatasync(fd)
 
 
+class LedgerDamagedAtStart(StorageError):
+    """localStoreDamagedLedgerPolicy=refuse-start and the start-up check found damage."""
+
+    def __init__(self, damage: list[Damage]) -> None:
+        self.damage = damage
+        listed = "; ".join(d.describe() for d in damage)
+        super().__init__(f"damaged ledger files (localStoreDamagedLedgerPolicy=refuse-start; run "
+                         f"`kop storage check --data-dir DIR` for details, or set it to serve-intact to serve "
+                         f"the intact entries): {listed}")
+
+
 class LocalLedgerStore(LedgerStore):
     """Ledgers as files in one directory (see the module docstring for the format and durability)."""
 
@@ -540,24 +719,38 @@ class LocalLedgerStore(LedgerStore):
         *,
         fsync: FsyncPolicy | str = "always",
         fsync_interval_ms: int = 1000,
-        verify_reads: bool = False,
+        verify_reads: bool = True,
         io_threads: int = 4,
+        damaged_ledger_policy: str = "serve-intact",
     ) -> None:
-        """`verify_reads` re-checks the frame CRC on every read. Off by default: like Kafka, the broker
-        relies on the record batch CRC that consumers verify, and frames are verified at recovery."""
+        """`verify_reads` re-checks the frame CRC on every read: on by default, because Kafka's broker serves
+        a flipped byte as is and only clients that check CRCs notice (librdkafka does not by default); the
+        cost on the fetch path is measured in docs/benchmarks.md. `damaged_ledger_policy`: "serve-intact"
+        records damage found at start-up and serves the intact entries; "refuse-start" raises
+        LedgerDamagedAtStart listing it (the start-up check reads every ledger's index and size, and scans
+        every unsealed ledger; a flipped byte in a sealed ledger is only found when read)."""
         if fsync not in FSYNC_POLICIES:
             raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
+        if damaged_ledger_policy not in DAMAGED_LEDGER_POLICIES:
+            raise ValueError(f"damaged_ledger_policy must be one of {DAMAGED_LEDGER_POLICIES}")
         self.directory = os.fspath(directory)
         self.fsync = fsync
         self.fsync_interval_ms = fsync_interval_ms
         self.verify_reads = verify_reads
         os.makedirs(self.directory, exist_ok=True)
-        self._lock_fd = os.open(os.path.join(self.directory, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self._lock_fd = os.open(os.path.join(self.directory, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(f"ledger directory {self.directory} cannot be written: {e.strerror or e}") from e
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(self._lock_fd)
             raise StorageError(f"ledger directory {self.directory} is in use by another process") from e
+        problem = self.probe_writable()  # a full disk, too: refuse to start rather than fail every produce
+        if problem is not None:
+            os.close(self._lock_fd)
+            raise StorageError(problem)
         self._executor = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="kop-ledger-io")
         self._files: dict[int, _LedgerFile] = {}
         self._opening: dict[int, asyncio.Future[_LedgerFile]] = {}
@@ -567,6 +760,13 @@ class LocalLedgerStore(LedgerStore):
         # Counters for metrics and tests: batches written, fdatasync calls on ledger files.
         self.writes = 0
         self.syncs = 0
+        # Damage found (admin internal stats, metrics) and recovery steps taken, by kind.
+        self.damage: dict[tuple[int, str, int], Damage] = {}
+        self.recovery: dict[str, int] = {"torn_tails": 0, "torn_bytes": 0, "damaged_entries_kept": 0,
+                                         "ledgers_recovered": 0}
+        self.write_errors = 0  # failed writes (ENOSPC, EIO, ...): produce answers KAFKA_STORAGE_ERROR
+        self.last_write_error: str | None = None
+        self.write_failed_at: float | None = None  # monotonic time of a write failure no write has followed
         self._id_path = os.path.join(self.directory, "ledger-ids")
         self._id_lock = asyncio.Lock()
         limit = 0
@@ -576,6 +776,50 @@ class LocalLedgerStore(LedgerStore):
         existing = self._scan_ids()
         self._next_id = max([limit, *(i + 1 for i in existing)])
         self._id_limit = self._next_id  # nothing reserved yet in this run
+        try:
+            self._check_at_start(existing, full=damaged_ledger_policy == "refuse-start")
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            os.close(self._lock_fd)
+            raise
+        if damaged_ledger_policy == "refuse-start" and self.damage:
+            self._executor.shutdown(wait=False)
+            os.close(self._lock_fd)
+            raise LedgerDamagedAtStart(list(self.damage.values()))
+
+    # ---- damage
+
+    def record_damage(self, d: Damage, *, log_it: bool = False) -> bool:
+        """Remember `d` (once); True when it is new. `log_it`: say it now (damage found at start-up or in
+        recovery; damage a read meets is logged by the partition log, which knows the Kafka offsets)."""
+        key = (d.ledger_id, d.kind, d.first_entry)
+        if key in self.damage:
+            return False
+        self.damage[key] = d
+        if log_it:
+            log.error("damaged ledger file %s: %s", self._path(d.ledger_id), d.describe())
+        return True
+
+    def _on_damage(self, d: Damage, at_load: bool) -> None:
+        self.record_damage(d, log_it=at_load)
+
+    def _check_at_start(self, ids: list[int], full: bool) -> None:
+        """Cheap structural check of every sealed ledger (its index against the file size: truncation and
+        trailing garbage); with `full`, also scan every unsealed ledger for damaged entries."""
+        for lid in ids:
+            try:
+                fd = os.open(self._path(lid), os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                lf = _LedgerFile(lid, self._path(lid), fd)
+                lf.on_damage = self._on_damage
+                if not lf.load_index() and full:
+                    for e, (start, stop) in scan_ledger(fd).bad.items():
+                        self.record_damage(Damage(lid, "checksum", e, e, start, stop, "frame checksum mismatch "
+                                                  "(unsealed ledger)"), log_it=True)
+            finally:
+                os.close(fd)
 
     # ---- helpers
 
@@ -686,11 +930,13 @@ class LocalLedgerStore(LedgerStore):
             except FileNotFoundError:
                 raise NoSuchLedgerError(f"no ledger {ledger_id}") from None
             lf = _LedgerFile(ledger_id, path, fd)
+            lf.on_damage = self._on_damage
             try:
                 if not lf.load_index():
                     # Unsealed (crashed writer) or a damaged sidecar: rebuild from the frames. Scanning
                     # a large file is disk-bound, so it runs in a thread.
-                    await asyncio.get_running_loop().run_in_executor(self._executor, lf.scan)
+                    r = await asyncio.get_running_loop().run_in_executor(self._executor, lf.scan)
+                    self._report_scan(lf, r)
             except BaseException:
                 os.close(fd)
                 raise
@@ -703,6 +949,47 @@ class LocalLedgerStore(LedgerStore):
             raise
         finally:
             del self._opening[ledger_id]
+
+    def _report_scan(self, lf: _LedgerFile, r: ScanResult) -> None:
+        """Say once what recovering an unsealed ledger found: a torn tail (cut off when the ledger is
+        sealed: writes that were never acknowledged) and damaged entries kept in place."""
+        self.recovery["ledgers_recovered"] += 1
+        n = len(r.starts)
+        if r.size > r.end:
+            self.recovery["torn_tails"] += 1
+            self.recovery["torn_bytes"] += r.size - r.end
+            log.warning("recovering ledger %d (%s): dropping a torn tail of %d bytes at bytes %d..%d after "
+                        "entry %d (entries from %d on were never completely written, so never acknowledged); "
+                        "%d entries kept", lf.ledger_id, lf.path, r.size - r.end, r.end, r.size, n - 1, n, n)
+        for e, (start, stop) in sorted(r.bad.items()):
+            self.recovery["damaged_entries_kept"] += 1
+            self.record_damage(Damage(lf.ledger_id, "checksum", e, e, start, stop,
+                                      "frame checksum mismatch found in recovery; valid entries follow, so it "
+                                      "is kept in place (not cut off as a torn tail)"), log_it=True)
+
+    def probe_writable(self) -> str | None:
+        """None when a small synced write into the directory works, else why not (readiness: a full or
+        read-only disk). Blocking: run it in a thread."""
+        path = os.path.join(self.directory, ".write-probe")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.write(fd, b"\0" * 4096)
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        except OSError as e:
+            return f"ledger directory {self.directory} cannot be written: {e.strerror or e}"
+        return None
+
+    def damage_list(self) -> list[dict[str, Any]]:
+        return [d.as_dict() for d in sorted(self.damage.values(), key=lambda d: (d.ledger_id, d.first_entry))]
+
+    def damage_of(self, ledger_ids: set[int]) -> list[dict[str, Any]]:
+        return [d.as_dict() for d in sorted(self.damage.values(), key=lambda d: (d.ledger_id, d.first_entry))
+                if d.ledger_id in ledger_ids]
 
     # ---- LedgerStore
 
@@ -807,3 +1094,78 @@ class LocalLedgerStore(LedgerStore):
                 lf.fd = -1
         self._files.clear()
         os.close(self._lock_fd)
+
+
+@dataclass
+class LedgerCheck:
+    """What `check_ledger_file` found in one ledger file."""
+
+    ledger_id: int
+    sealed: bool
+    entries: int
+    damage: list[Damage]
+    torn_tail: tuple[int, int] | None  # bytes after the last entry of an unsealed ledger (dropped at recovery)
+    starts: array  # frame start of every entry (to read the intact neighbours of a damaged run)
+    end: int
+
+
+def check_ledger_file(path: str, chunk: int = 4 << 20) -> LedgerCheck:
+    """Verify every entry of one ledger file offline (`kop storage check`): a sealed ledger against its
+    index (size, then each frame's length, entry id and CRC), an unsealed one by a recovery scan. Runs of
+    consecutive damaged entries are merged into one Damage."""
+    ledger_id = int(os.path.basename(path).partition(".")[0])
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        lf = _LedgerFile(ledger_id, path, fd)
+        found: list[Damage] = []
+        lf.on_damage = lambda d, _at_load: found.append(d)
+        if not lf.load_index():
+            r = scan_ledger(fd, chunk)
+            damage = [Damage(ledger_id, "checksum", e, e, a, b, "frame checksum mismatch") for e, (a, b) in sorted(r.bad.items())]
+            torn = (r.end, r.size) if r.size > r.end else None
+            return LedgerCheck(ledger_id, False, len(r.starts), _merge(damage), torn, r.starts, r.end)
+        starts, end = lf.starts, lf.end
+        n = len(starts) if lf.readable < 0 else lf.readable
+        bad: list[Damage] = []
+        i = 0
+        while i < n:  # read a chunk of whole frames, verify each
+            begin = starts[i]
+            j = i
+            while j < n and (starts[j + 1] if j + 1 < len(starts) else end) - begin <= chunk:
+                j += 1
+            j = max(j, i + 1)
+            stop = starts[j] if j < len(starts) else end
+            buf = memoryview(os.pread(fd, stop - begin, begin))
+            for k in range(i, j):
+                a = starts[k] - begin
+                b = (starts[k + 1] if k + 1 < len(starts) else end) - begin
+                crc, length, got = _FRAME.unpack_from(buf, a)
+                if got != k or length != b - a - HEADER_SIZE or _crc32c(buf[a + 4 : b]) != crc:
+                    bad.append(Damage(ledger_id, "checksum", k, k, begin + a, begin + b, "frame checksum mismatch"))
+            i = j
+        return LedgerCheck(ledger_id, True, len(starts), _merge(bad) + found, None, starts, end)
+    finally:
+        os.close(fd)
+
+
+def _merge(damage: list[Damage]) -> list[Damage]:
+    out: list[Damage] = []
+    for d in damage:
+        prev = out[-1] if out else None
+        if prev is not None and prev.kind == d.kind == "checksum" and prev.last_entry + 1 == d.first_entry:
+            out[-1] = Damage(d.ledger_id, d.kind, prev.first_entry, d.last_entry, prev.byte_start, d.byte_end, d.detail)
+        else:
+            out.append(d)
+    return out
+
+
+def read_entry_at(path: str, check: LedgerCheck, entry_id: int) -> bytes | None:
+    """The payload of an intact entry of a checked ledger file (None when it is damaged or absent)."""
+    if not 0 <= entry_id < check.entries or any(d.first_entry <= entry_id <= d.last_entry for d in check.damage):
+        return None
+    start = check.starts[entry_id]
+    stop = check.starts[entry_id + 1] if entry_id + 1 < check.entries else check.end
+    with open(path, "rb") as f:
+        f.seek(start + HEADER_SIZE)
+        data = f.read(stop - start - HEADER_SIZE)
+    return data if len(data) == stop - start - HEADER_SIZE else None

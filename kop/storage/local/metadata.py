@@ -10,6 +10,11 @@ Why one thread: it serialises all operations, so a compare-and-set (read version
 without extra locking, and sqlite's connection is used from a single thread as it prefers. Metadata
 operations are rare (rollover, trim, topic changes), so the thread hop (~50 us) does not matter.
 
+Failures: every sqlite error (a read-only file, a full disk) surfaces as StorageError, which the layers
+above answer as KAFKA_STORAGE_ERROR instead of closing connections. Opening the store makes one write
+(the probe table), so a store that cannot be written stops start-up with a clear message rather than a
+broker that says it is ready and cannot record anything; ``probe_writable`` repeats that write for /ready.
+
 Other processes (the offline inspect tool) may read the database while the broker writes: WAL readers
 never block the writer.
 """
@@ -17,6 +22,7 @@ never block the writer.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import time
@@ -77,7 +83,16 @@ class SqliteMetadataStore(MetadataStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kop-metadata")
         self._db: sqlite3.Connection | None = None
         self._closed = False
-        self._executor.submit(self._connect).result()
+        try:
+            self._executor.submit(self._connect).result()
+            problem = self._executor.submit(self._probe).result()
+        except sqlite3.Error as e:
+            self._executor.shutdown(wait=False)
+            raise StorageError(f"metadata store {self.path} cannot be opened: {e}") from e
+        if problem is not None:
+            self._executor.submit(self._close).result()
+            self._executor.shutdown(wait=False)
+            raise StorageError(problem)
 
     # ---- worker-thread side
 
@@ -89,6 +104,22 @@ class SqliteMetadataStore(MetadataStore):
         db.executescript(_SCHEMA)
         self._db = db
 
+    def _probe(self) -> str | None:
+        """One real write transaction (an upsert into a one-row table of its own): None when it commits."""
+        try:
+            self._tx(lambda db: db.execute(
+                "CREATE TABLE IF NOT EXISTS write_probe (id INTEGER PRIMARY KEY, at INTEGER)"
+            ).execute("INSERT OR REPLACE INTO write_probe VALUES (1, ?)", (_now_ms(),)))
+        except sqlite3.Error as e:
+            return f"metadata store {self.path} cannot be written: {e}"
+        return None
+
+    async def probe_writable(self) -> str | None:
+        """None when the store can be written, else why not (readiness)."""
+        if self._closed:
+            return "metadata store is closed"
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._probe)
+
     def _tx(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         db = self._db
         assert db is not None
@@ -96,9 +127,17 @@ class SqliteMetadataStore(MetadataStore):
         try:
             result = fn(db)
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
+        try:
+            db.execute("COMMIT")
+        except BaseException:  # a full disk fails the commit: leave no transaction open behind it
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            raise
         return result
 
     def _get(self, path: str) -> tuple[bytes, Stat] | None:
@@ -171,7 +210,10 @@ class SqliteMetadataStore(MetadataStore):
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise StorageError("metadata store is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        except sqlite3.Error as e:  # a read-only file, a full disk: a storage failure, not a crash
+            raise StorageError(f"metadata store {self.path}: {e}") from e
 
     async def get(self, path: str) -> tuple[bytes, Stat] | None:
         return await self._call(self._get, check_path(path))

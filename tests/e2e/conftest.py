@@ -9,7 +9,17 @@ Every e2e test takes the `target` fixture and is parametrized over targets:
              ack quorum 2 (issue 7). kill() + restart() keep the chroot: the data lives in ZooKeeper and on
              the bookies, not in the data directory;
 * `kafka`  - Apache Kafka 4.x single-node KRaft from the cached jars. Running the suite against it proves the
-             tests themselves right.
+             tests themselves right;
+* `pulsar` - Apache Pulsar 4.0.x standalone from the cached jars (tests/support/pulsar_server.py), one per test
+             session: the reference for the Pulsar-side modules, as `kafka` is for the Kafka side.
+
+Kafka-side and Pulsar-side modules. A module that sets `PULSAR_SIDE_TARGETS` (a tuple of targets) is Pulsar-side:
+it talks to the broker through `pulsar_broker` (a PulsarEndpoint: `service_url`, `admin_url`) and runs on exactly
+those targets by default - `make test` runs test_pulsar_clients on ("pulsar",); adding "kop" (and "kop-bk") there
+runs it on our broker too, started with `messagingProtocols=kafka,pulsar` on a free `brokerServicePort`. Every
+other module is Kafka-side and never runs on `pulsar`. An explicit KOP_E2E_TARGET keeps, per module, the targets
+its side can serve (Pulsar side: its PULSAR_SIDE_TARGETS); tests of a module left with none are deselected, not
+skipped (KOP_E2E_TARGET=kafka runs no Pulsar-side test, KOP_E2E_TARGET=pulsar only Pulsar-side ones).
 
 Which targets: the environment variable KOP_E2E_TARGET (comma separated) names them for every module. Unset
 (the default, hence `make test`): `kop` for every module, plus `kop-bk` for the broker-core client suite
@@ -37,8 +47,11 @@ from tests.support.bookkeeper import KopBookKeeperBroker, shared_cluster
 from tests.support.broker import KopBroker
 from tests.support.kafka_server import KafkaServer
 from tests.support.net import tail
+from tests.support.pulsar_server import PulsarLibsMissing, PulsarServer
 
-KNOWN_TARGETS = ("kop", "kop-bk", "kafka")
+KNOWN_TARGETS = ("kop", "kop-bk", "kafka", "pulsar")
+KAFKA_SIDE_TARGETS = ("kop", "kop-bk", "kafka")
+_NO_TARGET = "no-target"  # the parameter of a module that no selected target serves: deselected at collection
 _EXPLICIT = os.environ.get("KOP_E2E_TARGET")
 TARGETS = [t.strip() for t in (_EXPLICIT or "kop").split(",") if t.strip()]
 for _t in TARGETS:
@@ -51,11 +64,16 @@ for _t in TARGETS:
 BROKER_CORE_MODULES = ("test_clients_roundtrip", "test_durability", "test_list_offsets", "test_java_tools")
 
 
-def targets_for(module_name: str) -> list[str]:
-    """The targets a module runs on (see the module docstring)."""
+def targets_for(module_name: str, pulsar_side: tuple[str, ...] | None = None) -> list[str]:
+    """The targets a module runs on (see the module docstring); `pulsar_side` = its PULSAR_SIDE_TARGETS."""
+    if pulsar_side is not None:
+        unknown = [t for t in pulsar_side if t not in KNOWN_TARGETS or t == "kafka"]
+        if unknown:
+            raise pytest.UsageError(f"{module_name}: PULSAR_SIDE_TARGETS names {unknown} (use pulsar, kop, kop-bk)")
+        return list(pulsar_side) if _EXPLICIT is None else [t for t in TARGETS if t in pulsar_side]
     if _EXPLICIT is None and module_name.rsplit(".", 1)[-1] in BROKER_CORE_MODULES:
         return [*TARGETS, "kop-bk"]
-    return TARGETS
+    return [t for t in TARGETS if t in KAFKA_SIDE_TARGETS]
 
 
 # KoP settings every e2e broker gets (tests add their own on top).
@@ -75,12 +93,25 @@ class BrokerHandle(Protocol):
     def log_tail(self, n: int = ...) -> str: ...
 
 
+class PulsarEndpoint:
+    """Where a Pulsar-side test finds the broker: the binary protocol and the admin REST API."""
+
+    def __init__(self, service_url: str, admin_url: str, handle: KopBroker | PulsarServer) -> None:
+        self.service_url = service_url  # pulsar://127.0.0.1:<port>
+        self.admin_url = admin_url  # http://127.0.0.1:<port>
+        self.handle = handle  # the broker process (kill/restart/log_tail)
+
+    def __repr__(self) -> str:
+        return f"PulsarEndpoint({self.service_url}, {self.admin_url})"
+
+
 class Target:
     def __init__(self, kind: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> None:
         self.kind = kind
         self._request = request
         self._tmp = tmp_path_factory
-        self._owned: list[KopBroker | KafkaServer] = []
+        self._owned: list[KopBroker | KafkaServer | PulsarServer] = []
+        self._shared: list[PulsarServer] = []  # the session's Apache Pulsar, when this test used it
 
     @property
     def is_kop(self) -> bool:
@@ -96,7 +127,35 @@ class Target:
             return self._request.getfixturevalue("kafka_server")
         return self.dedicated_broker(kafka_properties, **kop_overrides)
 
+    def pulsar_broker(self, pulsar_config: dict[str, str] | None = None, dedicated: bool = False,
+                      **kop_overrides: object) -> PulsarEndpoint:
+        """A running broker that speaks Pulsar. `pulsar`: the session's Apache Pulsar standalone (tests use
+        unique topic names), or with `dedicated`/`pulsar_config` one of the test's own. `kop`/`kop-bk`: a
+        fresh broker of ours with the Pulsar protocol on; one that did not come up with a Pulsar listener fails
+        the test. KoP keys are keyword arguments (ignored by Apache Pulsar), Pulsar's broker settings
+        `pulsar_config` (ignored by ours)."""
+        if self.kind == "pulsar":
+            if not dedicated and not pulsar_config:
+                server: PulsarServer = self._request.getfixturevalue("pulsar_server")
+                self._shared.append(server)
+            else:
+                server = _start_pulsar(self._tmp, pulsar_config)
+                self._owned.append(server)
+            return PulsarEndpoint(server.service_url, server.admin_url, server)
+        if not self.is_kop:
+            pytest.fail(f"target {self.kind!r} does not speak Pulsar", pytrace=False)
+        protocols = str(kop_overrides.pop("messagingProtocols", "kafka,pulsar"))
+        broker = self.dedicated_broker(messagingProtocols=protocols, **kop_overrides)
+        port = getattr(broker, "pulsar_port", None)
+        if port is None:
+            pytest.fail(f"{broker!r} was started without the pulsar protocol (messagingProtocols={protocols})",
+                        pytrace=False)
+        return PulsarEndpoint(broker.pulsar_service_url, broker.admin_url, broker)
+
     def dedicated_broker(self, kafka_properties: dict[str, str] | None = None, **kop_overrides: object) -> BrokerHandle:
+        if self.kind == "pulsar":
+            pytest.fail("the `pulsar` target serves only Pulsar-side tests (use target.pulsar_broker())",
+                        pytrace=False)
         if self.kind == "kafka":
             self._request.getfixturevalue("java_tools")  # fails loudly when the jars are missing
             server = KafkaServer(self._tmp.mktemp("apache-kafka"), kafka_properties)
@@ -125,9 +184,38 @@ class Target:
                 b.purge()  # its ledgers and chroot: the cluster is shared by the whole run
 
 
+def _start_pulsar(tmp_path_factory: pytest.TempPathFactory, config: dict[str, str] | None = None) -> PulsarServer:
+    try:
+        server = PulsarServer(tmp_path_factory.mktemp("apache-pulsar"), config)
+    except PulsarLibsMissing as e:
+        pytest.fail(f"Apache Pulsar unavailable: {e}", pytrace=False)
+    try:
+        return server.start()
+    except Exception as e:
+        server.kill()
+        pytest.fail(f"Apache Pulsar {server.version} did not start: {e}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def pulsar_server(tmp_path_factory: pytest.TempPathFactory):
+    """Apache Pulsar standalone shared by the session's `pulsar` target tests (started on first use)."""
+    server = _start_pulsar(tmp_path_factory)
+    yield server
+    server.stop()
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "target" in metafunc.fixturenames:
-        metafunc.parametrize("target", targets_for(metafunc.module.__name__), indirect=True)
+        targets = targets_for(metafunc.module.__name__, getattr(metafunc.module, "PULSAR_SIDE_TARGETS", None))
+        metafunc.parametrize("target", targets or [_NO_TARGET], indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests of a module that no selected target serves are deselected (visible in pytest's summary)."""
+    gone = [i for i in items if getattr(i, "callspec", None) and i.callspec.params.get("target") == _NO_TARGET]
+    if gone:
+        config.hook.pytest_deselected(items=gone)
+        items[:] = [i for i in items if i not in gone]
 
 
 @pytest.fixture
@@ -135,6 +223,17 @@ def target(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     t = Target(request.param, request, tmp_path_factory)
     yield t
     t.close()
+
+
+@pytest.fixture
+def pulsar_broker(target: Target) -> PulsarEndpoint:
+    """The Pulsar-side tests' broker with default settings (target.pulsar_broker(...) for others)."""
+    return target.pulsar_broker()
+
+
+@pytest.fixture
+def pulsar_service_url(pulsar_broker: PulsarEndpoint) -> str:
+    return pulsar_broker.service_url
 
 
 @pytest.hookimpl(wrapper=True)
@@ -145,7 +244,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.when == "call" and report.failed:
         t = item.funcargs.get("target") if hasattr(item, "funcargs") else None
         if isinstance(t, Target):
-            for b in t._owned:
+            for b in [*t._owned, *t._shared]:
                 report.sections.append((f"broker log {b!r}", b.log_tail(60)))
             if t.is_bookkeeper and t._owned:
                 for bookie in shared_cluster().bookies:

@@ -6,6 +6,10 @@
 stdout/stderr go to <dir>/broker.log. Ready = the Kafka port accepts TCP connections.
 The admin HTTP server listens on an ephemeral port (webServicePort=0, so brokers never fight over 8080);
 `admin_url` reads the address the broker logged.
+
+Started with the Pulsar protocol (`messagingProtocols` naming `pulsar`), the broker also gets a free
+`brokerServicePort` (unless one is given), `pulsar_port` / `pulsar_service_url` name it, and ready means both
+ports accept connections. Without it the broker has no `pulsar_port` attribute at all.
 """
 
 from __future__ import annotations
@@ -39,11 +43,18 @@ class KopBroker(ServerProcess):
             "webServiceBindAddress": "127.0.0.1",
         }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
+        if "pulsar" in [p.strip() for p in self.overrides.get("messagingProtocols", "").split(",")]:
+            self.overrides.setdefault("brokerServicePort", str(free_port()))
+            self.pulsar_port = int(self.overrides["brokerServicePort"])
         self.starts = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def pulsar_service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.pulsar_port}"
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "kop.cli", "standalone", "--data-dir", str(self.data_dir)]
@@ -62,7 +73,8 @@ class KopBroker(ServerProcess):
         try:
             wait_until(
                 f"kop broker on {self.bootstrap}",
-                lambda: port_open("127.0.0.1", self.port),
+                lambda: port_open("127.0.0.1", self.port)
+                and (not hasattr(self, "pulsar_port") or port_open("127.0.0.1", self.pulsar_port)),
                 timeout,
                 self.proc,
                 self.log_path,

@@ -1,0 +1,98 @@
+"""Pulsar's own Java client and Java admin client, from the jars scripts/setup fetched (.cache/pulsar-libs/client).
+
+`tools/java/pulsar/src/PulsarJava.java` reads commands on stdin and answers each with one JSON line; it is
+compiled with `javac` on first use into .cache/pulsar-libs/classes-<hash of source>/ (a few seconds, once per
+source version), so a test pays one JVM start for a whole conversation:
+
+    java = PulsarJava(service_url, admin_url)
+    ids, msgs = java.run("produce persistent://public/default/t 10 true LZ4",
+                         "consume persistent://public/default/t sub Shared 10")
+
+The command list is in the Java file's class comment. The pulsar-admin CLI (`pulsar-client-tools`) is not on
+Maven Central, hence this small program rather than the CLI.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .java import REPO_ROOT, java_executable
+from .pulsar_server import CLIENT_LIBS, PULSAR_LIBS, check_pulsar_libs
+
+SOURCE = REPO_ROOT / "tools" / "java" / "pulsar" / "src" / "PulsarJava.java"
+MAIN_CLASS = "PulsarJava"
+# Short-lived clients: a small heap and quick start-up (C1 only), as tests/support/java.py runs Kafka's tools.
+CLIENT_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
+
+
+def javac_executable() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "javac").exists():
+        return str(Path(java_home) / "bin" / "javac")
+    javac = shutil.which("javac") or str(Path(java_executable()).resolve().parent / "javac")
+    if not Path(javac).exists():
+        raise AssertionError("javac is not on PATH (a JDK 17+ is needed to compile tools/java/pulsar/src)")
+    return javac
+
+
+def compiled_classes() -> Path:
+    """The folder holding PulsarJava.class for the current source, compiling it when missing. Compiled into a
+    temporary folder and renamed into place, so concurrent test processes never see half a compilation."""
+    check_pulsar_libs()
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    out = PULSAR_LIBS / f"classes-{digest}"
+    if (out / f"{MAIN_CLASS}.class").exists():
+        return out
+    tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=PULSAR_LIBS))
+    proc = subprocess.run(
+        [javac_executable(), "-d", str(tmp), "-cp", f"{CLIENT_LIBS}/*", str(SOURCE)],
+        capture_output=True, text=True, timeout=300,
+    )
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise AssertionError(f"javac {SOURCE} failed ({proc.returncode})\n{proc.stdout}\n{proc.stderr}")
+    try:
+        tmp.rename(out)
+    except OSError:  # another process won the race: its classes are the same
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+class PulsarJava:
+    def __init__(self, service_url: str, admin_url: str) -> None:
+        self.service_url = service_url
+        self.admin_url = admin_url
+        self.classes = compiled_classes()
+
+    def command(self) -> list[str]:
+        return [
+            java_executable(), *CLIENT_JVM_OPTS, "-cp", f"{CLIENT_LIBS}/*:{self.classes}", MAIN_CLASS,
+            self.service_url, self.admin_url,
+        ]
+
+    def run(self, *commands: str, timeout: float = 300) -> list[object]:
+        """Run the commands in one JVM; the result of each, in order. A command the Java side failed, or a
+        JVM that died, is an AssertionError carrying what it printed."""
+        script = "".join(f"{c}\n" for c in commands)
+        try:
+            proc = subprocess.run(self.command(), input=script, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+            err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+            raise AssertionError(f"PulsarJava did not finish within {timeout}s\n--- script\n{script}"
+                                 f"--- stdout\n{out[-4000:]}\n--- stderr\n{err[-4000:]}") from None
+        answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+        failed = [a for a in answers if "error" in a]
+        if proc.returncode != 0 or failed or len(answers) != len(commands):
+            raise AssertionError(
+                f"PulsarJava exited {proc.returncode}, {len(answers)} answers to {len(commands)} commands"
+                f"{': ' + failed[0]['error'] if failed else ''}\n--- script\n{script}"
+                f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
+            )
+        return [a["ok"] for a in answers]

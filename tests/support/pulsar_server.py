@@ -1,0 +1,181 @@
+"""Apache Pulsar 4.0.x standalone, run from the Maven Central jars that scripts/setup fetched.
+
+The reference broker for the Pulsar-side tests (as tests/support/kafka_server.py is for the Kafka side):
+
+    with PulsarServer(tmp_dir) as pulsar:
+        pulsar.service_url  # "pulsar://127.0.0.1:<port>"
+        pulsar.admin_url    # "http://127.0.0.1:<port>"
+
+    java -cp '.cache/pulsar-libs/broker/*' org.apache.pulsar.PulsarStandaloneStarter --config standalone.conf
+         --no-functions-worker --no-stream-storage --wipe-data --metadata-dir ... --bookkeeper-dir ...
+
+Metadata lives in RocksDB and one bookie runs inside the broker's JVM (PIP-117's standalone mode: no
+ZooKeeper, the bookie takes an ephemeral port), everything under `base_dir`, with the process's working
+directory there too - Pulsar picks the ZooKeeper mode when `data/standalone/zookeeper` exists relative to it.
+Ready = the admin API lists the `public/default` namespace, which Pulsar creates a few seconds *after* it logs
+"messaging service is ready". Logs (INFO, log4j2's default layout) go to <dir>/pulsar.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+from pathlib import Path
+
+from .java import REPO_ROOT, JavaToolsMissing, java_executable
+from .net import free_port, port_open, wait_until
+from .proc import ServerProcess, die_with_parent
+
+PULSAR_LIBS = Path(os.environ.get("KOP_PULSAR_LIBS", REPO_ROOT / ".cache" / "pulsar-libs"))
+BROKER_LIBS = PULSAR_LIBS / "broker"
+CLIENT_LIBS = PULSAR_LIBS / "client"
+
+MAIN_CLASS = "org.apache.pulsar.PulsarStandaloneStarter"
+
+SERVER_JVM_OPTS = [
+    "-Xms256m", "-Xmx768m", "-XX:MaxDirectMemorySize=512m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+    # without a log4j2 configuration file Pulsar prints only errors; INFO makes a failed start explainable
+    "-Dorg.apache.logging.log4j.level=INFO",
+    # Java 17 otherwise prints IllegalAccessException stack traces from the container-metrics probes
+    "--add-opens", "java.base/jdk.internal.platform=ALL-UNNAMED",
+    "--add-opens", "java.management/sun.management=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+]
+
+# Settings that make a one-node Pulsar usable and quick for tests; callers may override any of them.
+DEFAULT_CONFIG: dict[str, str] = {
+    "clusterName": "standalone",
+    "bindAddress": "127.0.0.1",
+    "advertisedAddress": "127.0.0.1",
+    "managedLedgerDefaultEnsembleSize": "1",
+    "managedLedgerDefaultWriteQuorum": "1",
+    "managedLedgerDefaultAckQuorum": "1",
+    "functionsWorkerEnabled": "false",
+    "brokerServicePortTls": "",
+    "webServicePortTls": "",
+    # as our broker stores entries: broker timestamp + index (PIP-415's getMessageIdByIndex needs the index)
+    "brokerEntryMetadataInterceptors": (
+        "org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
+        "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"
+    ),
+    "exposingBrokerEntryMetadataToClientEnabled": "true",
+    "allowAutoTopicCreation": "true",
+    "allowAutoTopicCreationType": "non-partitioned",
+    # tests use many short-lived topics; Pulsar would otherwise GC inactive ones under the tests' feet
+    "brokerDeleteInactiveTopicsEnabled": "false",
+}
+
+
+class PulsarLibsMissing(JavaToolsMissing):
+    """The Pulsar jars are not where scripts/setup puts them. Never a reason to skip: run `make test`."""
+
+
+def check_pulsar_libs() -> Path:
+    for sub, probe in ((BROKER_LIBS, "pulsar-broker-*.jar"), (CLIENT_LIBS, "pulsar-client-admin-*.jar")):
+        if not (PULSAR_LIBS / ".complete").exists() or not any(sub.glob(probe)):
+            raise PulsarLibsMissing(
+                f"Apache Pulsar jars not found in {sub} - run scripts/setup (make test does it)"
+            )
+    return PULSAR_LIBS
+
+
+def pulsar_version() -> str:
+    jars = sorted(check_pulsar_libs().glob("broker/pulsar-broker-[0-9]*.jar"))
+    return jars[0].name.removeprefix("pulsar-broker-").removesuffix(".jar") if jars else "?"
+
+
+class PulsarServer(ServerProcess):
+    stop_timeout = 30
+
+    def __init__(self, base_dir: Path, config: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self.base_dir = Path(base_dir)
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.base_dir / "pulsar.log"
+        self.config_path = self.base_dir / "standalone.conf"
+        self.data_dir = self.base_dir / "data"
+        self.port = free_port()
+        self.web_port = free_port()
+        self.extra = dict(config or {})
+        self.version = pulsar_version()
+        self._wipe = True  # the first start formats; restart() keeps the data
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.port}"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.web_port}"
+
+    # shape shared with the other e2e brokers (tests/e2e/conftest.py's BrokerHandle)
+    @property
+    def bootstrap(self) -> str:
+        return self.service_url
+
+    def config(self) -> dict[str, str]:
+        cfg = dict(DEFAULT_CONFIG)
+        cfg.update({"brokerServicePort": str(self.port), "webServicePort": str(self.web_port)})
+        cfg.update(self.extra)
+        return cfg
+
+    def command(self) -> list[str]:
+        return [
+            java_executable(), *SERVER_JVM_OPTS, "-cp", f"{BROKER_LIBS}/*", MAIN_CLASS,
+            "--config", str(self.config_path),
+            "--no-functions-worker", "--no-stream-storage",
+            "--metadata-dir", str(self.data_dir / "metadata"),
+            "--bookkeeper-dir", str(self.data_dir / "bookkeeper"),
+            *(["--wipe-data"] if self._wipe else []),
+        ]
+
+    def start(self, timeout: float = 180) -> PulsarServer:
+        assert not self.alive(), "already running"
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in sorted(self.config().items())))
+        env = dict(os.environ)
+        for var in ("PULSAR_STANDALONE_USE_ZOOKEEPER", "PULSAR_EXTRA_OPTS", "JAVA_TOOL_OPTIONS"):
+            env.pop(var, None)
+        self._spawn_in(self.command(), env)
+        self._wipe = False
+        try:
+            wait_until(
+                f"Apache Pulsar {self.version} on {self.service_url}",
+                lambda: port_open("127.0.0.1", self.port) and self._default_namespace_ready(),
+                timeout,
+                self.proc,
+                self.log_path,
+                interval=0.25,
+            )
+        except Exception:
+            self.kill()
+            raise
+        return self
+
+    def _spawn_in(self, cmd: list[str], env: dict[str, str]) -> None:
+        """ServerProcess._spawn with the data folder as working directory: PulsarStandalone resolves
+        `data/standalone/zookeeper` against it (see the module docstring)."""
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=self.base_dir,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
+
+    def _default_namespace_ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.admin_url}/admin/v2/namespaces/public", timeout=2) as r:
+                return "public/default" in json.loads(r.read())
+        except Exception:
+            return False
+
+    def admin_get(self, path: str) -> object:
+        """GET on the admin REST API, JSON-decoded."""
+        with urllib.request.urlopen(f"{self.admin_url}{path}", timeout=30) as r:
+            return json.loads(r.read())

@@ -10,10 +10,10 @@ import pytest
 
 from kop.admin import views
 from kop.admin.views import AdminError
-from kop.broker.service import BrokerService
-from kop.broker.storage import open_embedded_storage
 from kop.config import BrokerConfig
 from kop.protocol.records import NewRecord, build_batch
+from kop.server.service import BrokerService
+from kop.server.storage import open_embedded_storage
 
 
 def batch(*keys: bytes | None) -> bytes:

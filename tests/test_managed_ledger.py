@@ -20,9 +20,9 @@ from kop.managed_ledger import (
     ManagedLedgerInterceptor,
     Position,
 )
-from kop.managed_ledger.protobuf import decode_varint, encode_varint
 from kop.storage.local.ledgers import LocalLedgerStore
 from kop.storage.local.metadata import SqliteMetadataStore
+from kop.storage.protobuf import decode_varint, encode_varint
 
 NAME = "public/default/persistent/t-partition-0"
 

@@ -17,16 +17,16 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kop.broker.names import InvalidTopicName, TopicName, check_local_name
 from kop.managed_ledger import InvalidPositionError
 from kop.managed_ledger import Position as MLPosition
 from kop.offset.entry_format import EntryFormatError
 from kop.storage.api import NoSuchLedgerError
+from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:
-    from kop.broker.service import BrokerService
-    from kop.broker.topics import Topic
     from kop.offset.partition_log import ManagedPartitionLog
+    from kop.services import BrokerServices
+    from kop.topics.manager import Topic
 
 PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 # Pulsar's MessageId.earliest (MessageIdImpl(-1, -1, -1)): the answer for an index retention already deleted.
@@ -65,37 +65,37 @@ class TopicRef:
 # ---------------------------------------------------------------------------------------------- names
 
 
-def _namespaces(service: BrokerService) -> set[tuple[str, str]]:
+def _namespaces(service: BrokerServices) -> set[tuple[str, str]]:
     cfg = service.config
     known = {(cfg.kafkaTenant, cfg.kafkaNamespace), (cfg.kafkaMetadataTenant, cfg.kafkaMetadataNamespace)}
     known.update((t.name.tenant, t.name.namespace) for t in service.topics.all())
     return known
 
 
-def tenants(service: BrokerService) -> list[str]:
+def tenants(service: BrokerServices) -> list[str]:
     """The configured tenants (kafkaTenant, kafkaMetadataTenant) and those of existing topics."""
     return sorted({t for t, _ in _namespaces(service)})
 
 
-def namespaces(service: BrokerService, tenant: str) -> list[str]:
+def namespaces(service: BrokerServices, tenant: str) -> list[str]:
     found = sorted(f"{t}/{ns}" for t, ns in _namespaces(service) if t == tenant)
     if not found:
         raise AdminError(404, "Tenant does not exist")
     return found
 
 
-def _check_namespace(service: BrokerService, tenant: str, namespace: str) -> None:
+def _check_namespace(service: BrokerServices, tenant: str, namespace: str) -> None:
     if (tenant, namespace) not in _namespaces(service):
         raise AdminError(404, "Namespace does not exist")
 
 
-def _topics_in(service: BrokerService, tenant: str, namespace: str) -> list[Topic]:
+def _topics_in(service: BrokerServices, tenant: str, namespace: str) -> list[Topic]:
     _check_namespace(service, tenant, namespace)
     found = [t for t in service.topics.all() if (t.name.tenant, t.name.namespace) == (tenant, namespace)]
     return sorted(found, key=lambda t: t.name.local)
 
 
-def topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+def topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
     """Pulsar's `topics list`: every partition of every topic (Kafka topics are partitioned topics)."""
     out = []
     for t in _topics_in(service, tenant, namespace):
@@ -103,11 +103,11 @@ def topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]
     return out
 
 
-def partitioned_topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+def partitioned_topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
     return [t.name.canonical for t in _topics_in(service, tenant, namespace)]
 
 
-def resolve(service: BrokerService, tenant: str, namespace: str, local: str) -> TopicRef:
+def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
     """The topic a URL names, or 404 (unknown namespace, topic or partition)."""
     _check_namespace(service, tenant, namespace)
     m = PARTITION_SUFFIX.match(local)
@@ -138,7 +138,7 @@ def partitioned_metadata(ref: TopicRef) -> dict[str, Any]:
     return {"partitions": ref.topic.partitions if ref.partition is None else 0}
 
 
-async def _plog(service: BrokerService, topic: Topic, partition: int) -> ManagedPartitionLog:
+async def _plog(service: BrokerServices, topic: Topic, partition: int) -> ManagedPartitionLog:
     plog = await service.topics.partition_log(topic, partition)
     if not hasattr(plog, "ml"):
         raise AdminError(500, f"partition log {plog.name} is not a managed-ledger log")
@@ -154,7 +154,7 @@ def _position(p: MLPosition | None, fallback_ledger: int | None = None) -> str:
 # ---------------------------------------------------------------------------------------------- groups
 
 
-def committed_offsets(service: BrokerService, topic: Topic, partition: int) -> dict[str, int]:
+def committed_offsets(service: BrokerServices, topic: Topic, partition: int) -> dict[str, int]:
     """Committed offsets of every consumer group on one partition ({} until the group coordinator runs)."""
     from kop.admin.lag import committed_offsets as all_committed
 
@@ -168,7 +168,7 @@ def committed_offsets(service: BrokerService, topic: Topic, partition: int) -> d
 # ---------------------------------------------------------------------------------------------- stats
 
 
-async def partition_stats(service: BrokerService, topic: Topic, partition: int) -> dict[str, Any]:
+async def partition_stats(service: BrokerServices, topic: Topic, partition: int) -> dict[str, Any]:
     """Pulsar's TopicStats for one partition: rates over the last statsUpdateFrequencyInSecs window,
     counters since start-up, storage size, and one subscription per consumer group (its backlog)."""
     plog = await _plog(service, topic, partition)
@@ -203,7 +203,7 @@ _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "by
 PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]
 
 
-async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition: bool = True,
+async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partition: bool = True,
                             partition_source: PartitionSource | None = None) -> dict[str, Any]:
     """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each one under "partitions".
     `partition_source(p)` gives one partition's stats (in cluster mode the admin server asks each partition's
@@ -231,7 +231,7 @@ async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition
     return total
 
 
-async def internal_stats(service: BrokerService, topic: Topic, partition: int) -> dict[str, Any]:
+async def internal_stats(service: BrokerServices, topic: Topic, partition: int) -> dict[str, Any]:
     """Pulsar's PersistentTopicInternalStats for one partition, from its managed ledger: the ledger list
     with entries and size (the current ledger's acknowledged counts included), the last confirmed entry,
     the managed-ledger properties (the recovered "index"), and Kafka's offsets."""
@@ -290,7 +290,7 @@ async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
     }
 
 
-async def partitioned_internal_stats(service: BrokerService, ref: TopicRef,
+async def partitioned_internal_stats(service: BrokerServices, ref: TopicRef,
                                      partition_source: PartitionSource | None = None) -> dict[str, Any]:
     if ref.partition is not None:
         raise AdminError(404, f"Topic {ref.name} not found: partitioned-internalStats takes the topic's base "
@@ -305,7 +305,7 @@ async def partitioned_internal_stats(service: BrokerService, ref: TopicRef,
 # ---------------------------------------------------------------------------------------------- PIP-415
 
 
-def _check_index_lookups(service: BrokerService) -> None:
+def _check_index_lookups(service: BrokerServices) -> None:
     if not service.config.exposingBrokerEntryMetadataToAdminEnabled:
         raise AdminError(412, "Broker entry metadata is not enabled "
                               "(exposingBrokerEntryMetadataToAdminEnabled=false)")
@@ -327,7 +327,7 @@ def parse_long(query: Mapping[str, str], name: str, required: bool = True, defau
     return value
 
 
-async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int) -> dict[str, int]:
+async def message_id_by_index(service: BrokerServices, ref: TopicRef, index: int) -> dict[str, int]:
     """PIP-415: {ledgerId, entryId, partitionIndex} of the entry whose records include `index`.
 
     Resolution is per entry (a batch of several records is one entry: all its indexes give the same id),
@@ -379,7 +379,7 @@ async def _entry_meta(plog: ManagedPartitionLog, position: MLPosition) -> Any:
     return entry_meta(await plog.ml.read_entry(position))
 
 
-async def index_by_message_id(service: BrokerService, ref: TopicRef, ledger_id: int, entry_id: int,
+async def index_by_message_id(service: BrokerServices, ref: TopicRef, ledger_id: int, entry_id: int,
                               batch_index: int = -1) -> dict[str, int]:
     """The reverse of PIP-415: the indexes of the entry at (ledgerId, entryId), from its broker entry
     metadata. `index` is the stored index (the entry's last record, Pulsar's convention) or, with

@@ -23,8 +23,8 @@ from collections import deque
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from kop.admin.metrics import log_value as _quoted
 from kop.kafka.framing import FrameError, FrameReader
+from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
 

@@ -1,7 +1,7 @@
 """Log compaction of one partition log (cleanup.policy=compact), Kafka's semantics over managed ledgers.
 
 ``ManagedPartitionLog.compact()`` runs ``compact_log`` below; the broker's cleaner loop
-(kop/broker/service.py) decides when, from ``cleaning_state``. One pass:
+(kop/server/service.py) decides when, from ``cleaning_state``. One pass:
 
 1. (roll_current) roll the current ledger when it has entries, so everything written so far is closed.
 2. Key map: read every record of the closed ledgers AND of the current ledger's acknowledged entries;

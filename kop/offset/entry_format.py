@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from kop.managed_ledger.protobuf import (
+from kop.storage.protobuf import (
     LEN,
     VARINT,
     ProtobufError,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import Topic
 from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic
 
 API_KEY = 33
 VERSIONS = (0, 2)

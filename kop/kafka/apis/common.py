@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.names import InvalidTopicName
-from kop.broker.topics import Topic, TopicError
+from kop.topics.manager import Topic, TopicError
+from kop.topics.names import InvalidTopicName
 
 # The leader epoch this broker reports everywhere (Metadata, ListOffsets, OffsetForLeaderEpoch, stored
 # batches). Alone, one node owns every partition for its whole life, so one constant epoch is the honest

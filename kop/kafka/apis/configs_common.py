@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kop.broker.topic_config import (
+from kop.config import BrokerConfig
+from kop.kafka.apis.common import lookup_topic
+from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic, TopicError
+from kop.topics.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
     SOURCE_STATIC_BROKER,
@@ -18,10 +22,6 @@ from kop.broker.topic_config import (
     TYPE_STRING,
     effective,
 )
-from kop.broker.topics import Topic, TopicError
-from kop.config import BrokerConfig
-from kop.kafka.apis.common import lookup_topic
-from kop.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

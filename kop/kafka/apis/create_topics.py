@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.names import InvalidTopicName
-from kop.broker.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
-from kop.broker.topics import TopicError
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
+from kop.topics.names import InvalidTopicName
+from kop.topics.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
 
 API_KEY = 19
 VERSIONS = (2, 7)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import lookup_topic
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 20
 VERSIONS = (1, 6)
@@ -49,8 +49,6 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
         if topic.internal:
             out.append(res(ErrorCode.INVALID_TOPIC_EXCEPTION, "Internal topics cannot be deleted", topic.topic_id))
             continue
-        for p in range(topic.partitions):
-            h.forget_producer_state(topic.name.ledger_name(p))
-        await mgr.delete(topic)
+        await mgr.delete(topic)  # the handlers forget the partitions' state (partition_log_deleted)
         out.append(R.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0, error_message=None))
     return R(throttle_time_ms=0, responses=out)

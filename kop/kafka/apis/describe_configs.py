@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import lookup_topic
 from kop.kafka.apis.configs_common import (
     BROKER_SOURCE,
@@ -24,6 +23,7 @@ from kop.kafka.apis.configs_common import (
 )
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 32
 VERSIONS = (1, 4)

@@ -29,12 +29,12 @@ import struct
 import time
 from typing import Any
 
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
 from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 1
 VERSIONS = (4, 12)
@@ -57,7 +57,7 @@ class _Part:
         self.ledger = ""
         self.error = 0
         self.message: str | None = None
-        self.counters: Any = None  # kop.admin.metrics.PartitionCounters
+        self.counters: Any = None  # kop.metrics.PartitionCounters
         self.seen_hw = -1  # the high watermark when the last pass read this partition
         self.known: CachedPartition | None = None  # incremental fetch: what the session's client was told
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from kop.broker.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective
-from kop.broker.topics import Topic
 from kop.config import BrokerConfig
 from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic
+from kop.topics.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective
 
 API_KEY = 44
 VERSIONS = (0, 1)

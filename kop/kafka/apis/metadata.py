@@ -29,10 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
 from kop.protocol import Encoded, api_info, encode_struct
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 3
 VERSIONS = (0, 12)

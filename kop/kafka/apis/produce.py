@@ -26,14 +26,14 @@ import struct
 import time
 from typing import Any
 
-from kop.broker.topic_config import effective
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
 from kop.kafka.idempotence import SequenceError
 from kop.protocol import api_info
 from kop.protocol.compaction import has_null_key
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import CorruptRecordError, crc32c, iter_batches
+from kop.topics.manager import TopicError
+from kop.topics.topic_config import effective
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from kop.managed_ledger.protobuf import (
+from kop.storage.api import StorageError
+from kop.storage.protobuf import (
     LEN,
     VARINT,
     ProtobufError,
@@ -35,7 +36,6 @@ from kop.managed_ledger.protobuf import (
     field_varint,
     iter_fields,
 )
-from kop.storage.api import StorageError
 
 LEDGERS_ROOT = "/ledgers"
 FORMAT_HEADER_V3 = b"BookieMetadataFormatVersion\t3\n"

@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-log = logging.getLogger("kop.admin.metrics")
+log = logging.getLogger("kop.metrics")
 slow_log = logging.getLogger("kop.requests.slow")
 
 OTHER = "__other__"

@@ -26,11 +26,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kop.broker.names import OFFSETS_TOPIC, TopicName, parse_topic_name
-from kop.broker.topic_config import validate_topic_configs
 from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
 from kop.storage.api import MetadataStore, NodeExistsError
+from kop.topics.names import OFFSETS_TOPIC, TopicName, parse_topic_name
+from kop.topics.topic_config import validate_topic_configs
 
 log = logging.getLogger(__name__)
 

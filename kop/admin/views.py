@@ -17,8 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kop.managed_ledger import InvalidPositionError
-from kop.managed_ledger import Position as MLPosition
+from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.entry_format import EntryFormatError
 from kop.storage.api import NoSuchLedgerError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
@@ -145,7 +144,7 @@ async def _plog(service: BrokerServices, topic: Topic, partition: int) -> Manage
     return plog  # type: ignore[return-value]
 
 
-def _position(p: MLPosition | None, fallback_ledger: int | None = None) -> str:
+def _position(p: Position | None, fallback_ledger: int | None = None) -> str:
     if p is None:
         return f"{fallback_ledger if fallback_ledger is not None else -1}:-1"
     return f"{p.ledger_id}:{p.entry_id}"
@@ -270,18 +269,18 @@ async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
     committed offset (the next to read), markDeletePosition = the entry before it (the last one entirely
     consumed), messagesConsumedCounter = the committed offset."""
     ml = plog.ml
-    read: MLPosition | None = None
+    read: Position | None = None
     if committed < plog.high_watermark and committed >= plog.log_start_offset:
         with contextlib.suppress(Exception):
             read = await plog.find_position(committed)
     if read is None:
         with contextlib.suppress(InvalidPositionError):
             read = ml.position_of(ml.number_of_entries)
-    mark: MLPosition | None = None
+    mark: Position | None = None
     if read is not None:
         with contextlib.suppress(InvalidPositionError):
             ordinal = ml.ordinal_of(read)
-            mark = ml.position_of(ordinal - 1) if ordinal > 0 else MLPosition(read.ledger_id, read.entry_id - 1)
+            mark = ml.position_of(ordinal - 1) if ordinal > 0 else Position(read.ledger_id, read.entry_id - 1)
     return {
         "markDeletePosition": _position(mark),
         "readPosition": _position(read),
@@ -367,7 +366,7 @@ async def message_id_by_index(service: BrokerServices, ref: TopicRef, index: int
     raise AdminError(500, f"could not locate index {index} in {ref.name} (the log kept changing)")
 
 
-async def _entry_meta(plog: ManagedPartitionLog, position: MLPosition) -> Any:
+async def _entry_meta(plog: ManagedPartitionLog, position: Position) -> Any:
     from kop.offset.partition_log import entry_meta
 
     data = await plog.ml.read_entry_prefix(position, _PREFIX_BYTES)
@@ -390,7 +389,7 @@ async def index_by_message_id(service: BrokerServices, ref: TopicRef, ledger_id:
     partition = need_partition(ref, "getIndexByMessageId")
     plog = await _plog(service, ref.topic, partition)
     try:
-        data = await plog.ml.read_entry(MLPosition(ledger_id, entry_id))
+        data = await plog.ml.read_entry(Position(ledger_id, entry_id))
     except (InvalidPositionError, NoSuchLedgerError):
         raise AdminError(404, f"Message not found: no entry {ledger_id}:{entry_id} in {ref.name}") from None
     from kop.offset.entry_format import parse_entry

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 # How many trailing batches of a partition are read at open to rebuild idempotent-producer state.
 PRODUCER_STATE_TAIL_ENTRIES = 1000
+# How often producers idle for producerIdExpirationMs are forgotten (Kafka's default check interval).
+PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +66,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         # Encoded Metadata topic entries (kop.kafka.apis.metadata: keyed by everything they depend on).
         self.metadata_cache = TopicEntryCache()
         self.fetch_sessions = FetchSessionCache(0)  # sized from the config in initialize()
-        self._idle_task: PeriodicTask | None = None
+        self._chores: list[PeriodicTask] = []  # idle connections, producer-id expiration
 
     # ------------------------------------------------------------------ plugin API
     def accept(self, protocol: str) -> bool:
@@ -99,16 +101,21 @@ class KafkaProtocolHandler(ProtocolHandler):
             self._bound.append(Listener(lst.name, lst.host, port))
         if self.config.connectionMaxIdleMs > 0:
             limit = self.config.connectionMaxIdleMs / 1000
-            self._idle_task = PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log)
-            self._idle_task.start()
+            self._chores.append(PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log))
+        if self.config.producerIdExpirationMs > 0:
+            # Kafka checks every producer.id.expiration.check.interval.ms (10 minutes by default).
+            every = min(self.config.producerIdExpirationMs, PRODUCER_ID_EXPIRATION_CHECK_MS) / 1000
+            self._chores.append(PeriodicTask("producer-id-expiration", every, self._expire_producer_ids, log))
+        for chore in self._chores:
+            chore.start()
 
     def listeners(self) -> list[str]:
         return [str(b) for b in self._bound]
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
-        if self._idle_task:
-            await self._idle_task.stop()
+        for chore in self._chores:
+            await chore.stop()
         for s in self.servers:
             s.close()
         conns = list(self.connections)
@@ -205,6 +212,17 @@ class KafkaProtocolHandler(ProtocolHandler):
             return table
 
         return await self._producer_state_loading.run(ledger_name, load)
+
+    def expire_producer_ids(self, now_ms: int | None = None) -> None:
+        """Forget the idempotence state of producers that wrote nothing for producerIdExpirationMs (Kafka's
+        producer.id.expiration.ms): their next batch with a sequence other than 0 gets UNKNOWN_PRODUCER_ID,
+        and memory follows the producers that are still writing."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for table in self._producer_states.values():
+            table.expire(now - self.config.producerIdExpirationMs)
+
+    async def _expire_producer_ids(self) -> None:
+        self.expire_producer_ids()
 
     async def _close_idle(self) -> None:
         limit = self.config.connectionMaxIdleMs / 1000

@@ -237,6 +237,8 @@ async def compact_log(plog: CompactableLog, delete_retention_ms: int = DEFAULT_D
     return result
 
 
+# long: the phases of one pass (key map, rewrite, swap) share the closed-ledger run, the result being
+# long: filled and the rewriter to abort on any failure; apart they would pass all of it around
 async def _compact(plog: CompactableLog, retention_ms: int, roll_current: bool,
                    now_ms: int | None) -> CompactionResult:
     ml = plog.ml

@@ -1,6 +1,6 @@
 """The bytes of one stored entry: broker entry metadata, then KoP's "kafka" entry format.
 
-Layout (storage.md §5 and §8.2; big-endian lengths)::
+Layout (Pulsar's broker entry metadata and KoP's kafka entry format, docs/architecture.md; big-endian lengths)::
 
     u16 0x0e02 · u32 size · BrokerEntryMetadata{broker_timestamp=1 uint64, index=2 uint64}
     [u16 0x0e01 · u32 crc32c]                    (optional; Pulsar clients may add it, we never do)

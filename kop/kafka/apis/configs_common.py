@@ -8,6 +8,7 @@ from typing import Any
 
 from kop.config import BrokerConfig
 from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.topics.manager import Topic, TopicError
 from kop.topics.topic_config import (
@@ -107,13 +108,13 @@ class ConfigRequestError(Exception):
 
 
 async def alter_topic_resources(
-    conn: Any, req: Any, response_class: Any, new_configs: Callable[[Topic, Any], dict[str, str]],
+    ctx: RequestContext, req: Any, response_class: Any, new_configs: Callable[[Topic, Any], dict[str, str]],
 ) -> Any:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in how a resource's
     entries turn into the topic's complete new config set (`new_configs`, which raises ConfigRequestError to
     refuse one resource). Broker configs are static here (the config file), so altering them is
     INVALID_REQUEST; each resource is answered on its own, as Kafka does."""
-    h = conn.handler
+    h = ctx.handler
     R = response_class
     out = []
     for res in req.resources:

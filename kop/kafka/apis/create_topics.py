@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.topics.manager import TopicError
@@ -26,8 +27,8 @@ VERSIONS = (2, 7)
 ZERO_UUID = b"\0" * 16
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    h = ctx.handler
     R = api_info(API_KEY).response_class
     topics_mgr = h.service.topics
     results = []

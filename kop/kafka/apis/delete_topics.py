@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.topics.manager import TopicError
@@ -18,11 +18,10 @@ VERSIONS = (1, 6)
 ZERO_UUID = b"\0" * 16
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    mgr = h.service.topics
-    if header.api_version >= 6:
+    mgr = ctx.topics
+    if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names]
@@ -39,7 +38,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             name = mgr.kafka_name(topic.name)
         else:
             try:
-                topic = await lookup_topic(h, name, auto_create=False)
+                topic = await ctx.lookup_topic(name, auto_create=False)
             except TopicError as e:
                 out.append(res(ErrorCode[e.error], e.message))
                 continue

@@ -1,5 +1,5 @@
 """Ledger metadata in ZooKeeper exactly where and how BookKeeper keeps it, so that BookKeeper's own tools
-(the shell, the auditor, bookie garbage collection) see our ledgers as theirs (storage.md §2.1-2.4).
+(the shell, the auditor, bookie garbage collection) see our ledgers as theirs (docs/bookkeeper.md, Layout in ZooKeeper).
 
 * Paths (HierarchicalLedgerManager, the "hybrid" layout of BookKeeper >= 4.7): an id below 2^31-1 is
   written as 10 zero-padded digits split 2-4-4, ``/ledgers/00/0000/L0042``; a larger one as 19 digits

@@ -56,6 +56,11 @@ class SingleFlight(Generic[K, V]):
             with contextlib.suppress(Exception):
                 await asyncio.shield(pending)
 
+    async def wait_all(self) -> None:
+        """Wait until every run in progress now has ended, whatever their outcomes."""
+        for key in list(self._pending):
+            await self.wait(key)
+
 
 class PeriodicTask:
     """Runs `action` every `interval` seconds (the first run one interval after `start`) until `stop`.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from kop.managed_ledger import InvalidPositionError, ManagedLedgerConfig, Position
-from kop.offset.storage import Storage
+from kop.offset.storage import LogStorage
 from kop.storage.local.ledgers import LocalLedgerStore
 from kop.storage.local.metadata import SqliteMetadataStore
 from tests.support.storage import run, settled
@@ -15,12 +15,12 @@ from tests.support.storage import run, settled
 NAME = "public/default/persistent/t-partition-0"
 
 
-def open_storage(path, **ml) -> Storage:
-    return Storage(LocalLedgerStore(path / "ledgers", fsync="none"), SqliteMetadataStore(path, durable=False),
+def open_storage(path, **ml) -> LogStorage:
+    return LogStorage(LocalLedgerStore(path / "ledgers", fsync="none"), SqliteMetadataStore(path, durable=False),
                    ManagedLedgerConfig(**ml) if ml else None)
 
 
-async def filled(st: Storage, n: int):
+async def filled(st: LogStorage, n: int):
     ml = await st.factory.open(NAME)
     for i in range(n):
         await ml.add_entry(b"e%03d" % i)

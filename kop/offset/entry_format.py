@@ -40,7 +40,6 @@ CHECKSUM_MAGIC = 0x0E01
 ENTRY_FORMAT_KEY = "entry.format"
 KAFKA_ENTRY_FORMAT = "kafka"
 
-_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _BEM_HEAD = b"\x0e\x02"
 # MessageMetadata parts: producer_name="" (1), sequence_id=0 (2) | publish_time (3) | properties (4), N (11)

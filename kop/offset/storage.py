@@ -1,5 +1,5 @@
-"""The storage service the broker uses: partition logs by managed-ledger name, over one ledger store and
-one metadata store.
+"""LogStorage: the partition logs of the broker by managed-ledger name, over one ledger store and one
+metadata store (the interfaces of kop/storage/, which is all the word "storage" names below this module).
 
     storage = await open_embedded_storage(data_dir, fsync="always")
     log = await storage.open_log("public/default/persistent/t-partition-0")
@@ -31,7 +31,7 @@ LEDGERS_DIR = "ledgers"
 METADATA_FILE = "metadata.db"
 
 
-class Storage:
+class LogStorage:
     """Opens, lists and deletes PartitionLogs; owns (and closes) the stores it was given."""
 
     def __init__(self, ledger_store: LedgerStore, metadata_store: MetadataStore,
@@ -140,8 +140,8 @@ async def open_embedded_storage(
     managed_ledger_config: ManagedLedgerConfig | None = None,
     verify_reads: bool = False,
     collect_garbage: bool = True,
-) -> Storage:
-    """Storage on the embedded backends under `data_dir` (created if missing).
+) -> LogStorage:
+    """LogStorage on the embedded backends under `data_dir` (created if missing).
 
     fsync: "always" (default; appends complete after fdatasync, group commit), "interval" (fsync every
     fsync_interval_ms in the background), "none" (page cache only). The sqlite metadata store fsyncs
@@ -158,7 +158,7 @@ async def open_embedded_storage(
     except BaseException:
         await ledgers.close()
         raise
-    storage = Storage(ledgers, metadata, managed_ledger_config)
+    storage = LogStorage(ledgers, metadata, managed_ledger_config)
     if collect_garbage:
         await storage.collect_garbage()
     return storage

@@ -29,9 +29,10 @@ from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeep
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
 from kop.metrics import BrokerMetrics
+from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
 from kop.topics.chores import LogCleaner, apply_retention
-from kop.topics.manager import StorageService, Topic, TopicManager
+from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ CLUSTER_ID_PATH = "/kop/cluster-id"
 
 
 class BrokerService:
-    def __init__(self, config: BrokerConfig, storage: StorageService) -> None:
+    def __init__(self, config: BrokerConfig, storage: LogStorage) -> None:
         self.config = config
         self.storage = storage
         self.topics = TopicManager(config, storage)
@@ -58,7 +59,7 @@ class BrokerService:
         self.on_stop: list[Callable[[], Any]] = []
         self.metrics = BrokerMetrics(config.metricsMaxTopicLabels, config.metricsMaxGroupLabels,
                                      config.slowRequestThresholdMs)
-        self.metrics.open_logs = lambda: getattr(storage, "open_logs", {})
+        self.metrics.open_logs = lambda: storage.open_logs
         self.metrics.topic_exists = lambda name: self.topics.get(self.topics.parse(name)) is not None
         self.admin: AdminServer | None = None  # when webServicePort >= 0
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)

@@ -16,7 +16,7 @@ import uvloop
 
 from kop.managed_ledger import ManagedLedgerConfig
 from kop.offset import open_embedded_storage
-from kop.offset.storage import Storage
+from kop.offset.storage import LogStorage
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ def run_uvloop(coro: Coroutine[Any, Any, T]) -> T:
 
 
 @asynccontextmanager
-async def storage_at(path: Any, fsync: str = "none", **ml: Any) -> AsyncIterator[Storage]:
+async def storage_at(path: Any, fsync: str = "none", **ml: Any) -> AsyncIterator[LogStorage]:
     """Embedded storage under `path` (managed-ledger settings as ManagedLedgerConfig keywords), closed
     at the end of the block."""
     storage = await open_embedded_storage(path, fsync=fsync,

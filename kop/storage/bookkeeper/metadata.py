@@ -42,12 +42,8 @@ FORMAT_HEADER_V3 = b"BookieMetadataFormatVersion\t3\n"
 _HEADER_PREFIX = b"BookieMetadataFormatVersion\t"
 MAX_SHORT_LEDGER_ID = 2**31 - 1
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
-# Znodes under /ledgers that are not ledger-path levels (AbstractZkLedgerManager.isSpecialZnode).
-SPECIAL_ZNODES = frozenset({"available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen",
-                            "idgen-long"})
 
 OPEN, IN_RECOVERY, CLOSED = 1, 2, 3
-STATE_NAMES = {OPEN: "OPEN", IN_RECOVERY: "IN_RECOVERY", CLOSED: "CLOSED"}
 
 
 class MetadataFormatError(StorageError):

@@ -230,9 +230,9 @@ def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
 
 
 async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
-    from kop.broker.protocol_handler import load_handlers
-    from kop.broker.service import BrokerService
-    from kop.broker.storage import open_bookkeeper_storage, open_storage
+    from kop.protocol_handler import load_handlers
+    from kop.server.service import BrokerService
+    from kop.server.storage import open_bookkeeper_storage, open_storage
 
     handlers = load_handlers(config)  # config problems surface before any file is touched
     stop = asyncio.Event()

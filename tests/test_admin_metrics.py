@@ -1,4 +1,4 @@
-"""kop.admin.metrics without a broker: histogram buckets, bounded labels, the exposition prometheus-client
+"""kop.metrics without a broker: histogram buckets, bounded labels, the exposition prometheus-client
 parses back, structured log values, and the admin config keys."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from kop.admin.metrics import OTHER, BrokerMetrics, Histogram, LagSample, log_value
 from kop.config import BrokerConfig, ConfigError
+from kop.metrics import OTHER, BrokerMetrics, Histogram, LagSample, log_value
 
 
 def samples(m: BrokerMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

@@ -3,17 +3,16 @@ lookup where compaction left gaps, which a broker subprocess cannot be made to d
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
 
 from kop.admin import views
 from kop.admin.views import AdminError
-from kop.broker.service import BrokerService
-from kop.broker.storage import open_embedded_storage
 from kop.config import BrokerConfig
 from kop.protocol.records import NewRecord, build_batch
+from kop.server.service import BrokerService
+from kop.server.storage import open_embedded_storage
 
 
 def batch(*keys: bytes | None) -> bytes:
@@ -27,39 +26,36 @@ async def _service(tmp: Path) -> BrokerService:
     return service
 
 
-def test_message_id_by_index_across_compaction_gaps(tmp_path: Path) -> None:
-    async def run() -> None:
-        service = await _service(tmp_path)
-        try:
-            topic = await service.topics.create(service.topics.parse("compacted"), 1)
-            plog = await service.topics.partition_log(topic, 0)
-            # offsets: 0 a, 1 b | 2 a | 3 c, 4 c | 5 b | 6 (no key)
-            for keys in ((b"a", b"b"), (b"a",), (b"c", b"c"), (b"b",), (None,)):
-                await plog.append(batch(*keys), len(keys) - 1, 1_700_000_000_000)
-            ref = views.resolve(service, "public", "default", "compacted-partition-0")
-            before = [await views.message_id_by_index(service, ref, i) for i in range(7)]
-            assert len({(m["ledgerId"], m["entryId"]) for m in before}) == 5
-            await plog.compact(roll_current=True)
-            # batch 0 lost both records (gap 0-1), batch 2 keeps offset 4, the keyless batch 6 is gone
-            stored = [(lid, n) for lid, n in plog.ml.ledger_counts() if n]
-            entries = [(lid, e) for lid, n in stored for e in range(n)]
-            assert len(entries) == 3
-            first, second, third = ({"ledgerId": lid, "entryId": e, "partitionIndex": 0} for lid, e in entries)
-            assert plog.log_start_offset == 0  # compaction keeps the log start
-            got = {i: await views.message_id_by_index(service, ref, i) for i in range(6)}
-            assert got == {0: first, 1: first, 2: first, 3: second, 4: second, 5: third}
-            with pytest.raises(AdminError) as e:
-                await views.message_id_by_index(service, ref, 6)  # compacted away, nothing after it
-            assert e.value.status == 404 and "compaction" in e.value.reason
-            back = await views.index_by_message_id(service, ref, second["ledgerId"], second["entryId"])
-            assert (back["index"], back["firstIndex"], back["lastIndex"], back["numMessages"]) == (4, 3, 4, 1)
-            one = await views.index_by_message_id(service, ref, second["ledgerId"], second["entryId"], 0)
-            assert one["index"] == 4  # the surviving record of offsets 3-4 is offset 4, at batch position 0
-            with pytest.raises(AdminError) as e:
-                await views.index_by_message_id(service, ref, second["ledgerId"], second["entryId"], 1)
-            assert e.value.status == 404
-        finally:
-            await service.topics.close()
-            await service.storage.close()
-
-    asyncio.run(run())
+async def test_message_id_by_index_across_compaction_gaps(tmp_path: Path) -> None:
+    service = await _service(tmp_path)
+    try:
+        topic = await service.topics.create(service.topics.parse("compacted"), 1)
+        plog = await service.topics.partition_log(topic, 0)
+        # offsets: 0 a, 1 b | 2 a | 3 c, 4 c | 5 b | 6 (no key)
+        for keys in ((b"a", b"b"), (b"a",), (b"c", b"c"), (b"b",), (None,)):
+            await plog.append(batch(*keys), len(keys) - 1, 1_700_000_000_000)
+        ref = views.resolve(service, "public", "default", "compacted-partition-0")
+        before = [await views.message_id_by_index(service, ref, i) for i in range(7)]
+        assert len({(m["ledgerId"], m["entryId"]) for m in before}) == 5
+        await plog.compact(roll_current=True)
+        # batch 0 lost both records (gap 0-1), batch 2 keeps offset 4, the keyless batch 6 is gone
+        stored = [(lid, n) for lid, n in plog.ml.ledger_counts() if n]
+        entries = [(lid, e) for lid, n in stored for e in range(n)]
+        assert len(entries) == 3
+        first, second, third = ({"ledgerId": lid, "entryId": e, "partitionIndex": 0} for lid, e in entries)
+        assert plog.log_start_offset == 0  # compaction keeps the log start
+        got = {i: await views.message_id_by_index(service, ref, i) for i in range(6)}
+        assert got == {0: first, 1: first, 2: first, 3: second, 4: second, 5: third}
+        with pytest.raises(AdminError) as e:
+            await views.message_id_by_index(service, ref, 6)  # compacted away, nothing after it
+        assert e.value.status == 404 and "compaction" in e.value.reason
+        back = await views.index_by_message_id(service, ref, second["ledgerId"], second["entryId"])
+        assert (back["index"], back["firstIndex"], back["lastIndex"], back["numMessages"]) == (4, 3, 4, 1)
+        one = await views.index_by_message_id(service, ref, second["ledgerId"], second["entryId"], 0)
+        assert one["index"] == 4  # the surviving record of offsets 3-4 is offset 4, at batch position 0
+        with pytest.raises(AdminError) as e:
+            await views.index_by_message_id(service, ref, second["ledgerId"], second["entryId"], 1)
+        assert e.value.status == 404
+    finally:
+        await service.topics.close()
+        await service.storage.close()

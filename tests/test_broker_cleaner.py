@@ -1,4 +1,4 @@
-"""The broker's log cleaner (BrokerService.run_cleaner / compact_now): which partitions a pass compacts.
+"""The broker's log cleaner (LogCleaner.run / compact_now, kop/topics/chores.py): which partitions a pass compacts.
 
 In-process broker service over real embedded storage (no listeners): topics are created through the topic
 manager, batches appended to their partition logs, and cleaner passes run with an explicit clock.
@@ -10,17 +10,13 @@ import asyncio
 
 import pytest
 
-from kop.broker.service import BrokerService
-from kop.broker.topic_config import InvalidConfig, validate_topic_configs
-from kop.broker.topics import TopicError
 from kop.config import BrokerConfig
 from kop.managed_ledger import ManagedLedgerConfig
 from kop.offset import open_embedded_storage
 from kop.protocol.records import NewRecord, build_batch
-
-
-def run(coro):
-    return asyncio.run(coro)
+from kop.server.service import BrokerService
+from kop.topics.manager import TopicError
+from kop.topics.topic_config import InvalidConfig, validate_topic_configs
 
 
 async def service(path) -> BrokerService:
@@ -43,87 +39,78 @@ async def topic_with(svc, name, configs, batches=20, keys=3):
     return topic, plog
 
 
-def test_cleaner_compacts_by_dirty_ratio_policy_and_lag(tmp_path):
-    async def main():
-        svc = await service(tmp_path)
-        try:
-            _, compacted = await topic_with(svc, "c", {"cleanup.policy": "compact"})
-            both_topic, both = await topic_with(svc, "cd", {"cleanup.policy": "compact,delete"})
-            _, plain = await topic_with(svc, "d", {})
-            _, lagging = await topic_with(svc, "lag", {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000",
-                                                       "min.cleanable.dirty.ratio": "1"}, batches=3)
-            results = await svc.run_cleaner(now_ms=1)
-            assert sorted(r.name.rsplit("/", 1)[1] for r in results) == ["c-partition-0", "cd-partition-0"]
-            assert compacted.high_watermark == 20 and compacted.ml.number_of_entries < 20
-            assert plain.ml.number_of_entries == 20
-            # nothing new: no pass
-            assert await svc.run_cleaner(now_ms=2) == []
-            # new dirt: one more closed ledger of 4 entries next to the 3 clean ones - ratio 4/7, above the
-            # default 0.5 but below 0.9
-            await svc.topics.set_configs(both_topic, {"cleanup.policy": "compact,delete",
-                                                      "min.cleanable.dirty.ratio": "0.9"})
-            b = build_batch([NewRecord(b"k0", b"new", (), 5_000)])
-            for plog in (compacted, both):
-                for _ in range(4):
-                    await plog.append(b, 0, 5_000)
-                while plog.ml.rolling_over:
-                    await asyncio.sleep(0.001)
-                state = await plog.cleaning_state()
-                assert 0.5 < state.dirty_ratio < 0.9, state
-            assert [r.name for r in await svc.run_cleaner(now_ms=3)] == [compacted.name]
-            # the lagging topic's current ledger (3 entries, never full) is rolled and cleaned once its first
-            # entry is older than max.compaction.lag.ms
-            assert lagging.ml.number_of_entries == 3
-            first_ts = (await lagging.cleaning_state()).current_first_timestamp
-            assert [r.name for r in await svc.run_cleaner(now_ms=first_ts + 999)] == []
-            ran = await svc.run_cleaner(now_ms=first_ts + 1_000)
-            assert [r.name for r in ran] == [lagging.name] and lagging.ml.number_of_entries == 3
-            assert (await lagging.cleaning_state()).current_entries == 0
-        finally:
-            await svc.topics.close()
-            await svc.storage.close()
-
-    run(main())
+async def test_cleaner_compacts_by_dirty_ratio_policy_and_lag(tmp_path):
+    svc = await service(tmp_path)
+    try:
+        _, compacted = await topic_with(svc, "c", {"cleanup.policy": "compact"})
+        both_topic, both = await topic_with(svc, "cd", {"cleanup.policy": "compact,delete"})
+        _, plain = await topic_with(svc, "d", {})
+        _, lagging = await topic_with(svc, "lag", {"cleanup.policy": "compact", "max.compaction.lag.ms": "1000",
+                                                   "min.cleanable.dirty.ratio": "1"}, batches=3)
+        results = await svc.cleaner.run(now_ms=1)
+        assert sorted(r.name.rsplit("/", 1)[1] for r in results) == ["c-partition-0", "cd-partition-0"]
+        assert compacted.high_watermark == 20 and compacted.ml.number_of_entries < 20
+        assert plain.ml.number_of_entries == 20
+        # nothing new: no pass
+        assert await svc.cleaner.run(now_ms=2) == []
+        # new dirt: one more closed ledger of 4 entries next to the 3 clean ones - ratio 4/7, above the
+        # default 0.5 but below 0.9
+        await svc.topics.set_configs(both_topic, {"cleanup.policy": "compact,delete",
+                                                  "min.cleanable.dirty.ratio": "0.9"})
+        b = build_batch([NewRecord(b"k0", b"new", (), 5_000)])
+        for plog in (compacted, both):
+            for _ in range(4):
+                await plog.append(b, 0, 5_000)
+            while plog.ml.rolling_over:
+                await asyncio.sleep(0.001)
+            state = await plog.cleaning_state()
+            assert 0.5 < state.dirty_ratio < 0.9, state
+        assert [r.name for r in await svc.cleaner.run(now_ms=3)] == [compacted.name]
+        # the lagging topic's current ledger (3 entries, never full) is rolled and cleaned once its first
+        # entry is older than max.compaction.lag.ms
+        assert lagging.ml.number_of_entries == 3
+        first_ts = (await lagging.cleaning_state()).current_first_timestamp
+        assert [r.name for r in await svc.cleaner.run(now_ms=first_ts + 999)] == []
+        ran = await svc.cleaner.run(now_ms=first_ts + 1_000)
+        assert [r.name for r in ran] == [lagging.name] and lagging.ml.number_of_entries == 3
+        assert (await lagging.cleaning_state()).current_entries == 0
+    finally:
+        await svc.topics.close()
+        await svc.storage.close()
 
 
-def test_cleaner_runs_when_a_tombstone_horizon_is_due(tmp_path):
-    async def main():
-        svc = await service(tmp_path)
-        try:
-            topic, plog = await topic_with(svc, "t", {"cleanup.policy": "compact", "delete.retention.ms": "100"})
-            await plog.append(build_batch([NewRecord(b"k1", None, (), 9_000)]), 0, 9_000)
-            results = await svc.compact_now("t", now_ms=10_000)  # keeps the tombstone, horizon 10 100
-            assert results[0].tombstones_kept == 1
-            assert await svc.run_cleaner(now_ms=10_099) == []
-            results = await svc.run_cleaner(now_ms=10_100)
-            assert [r.tombstones_dropped for r in results] == [1]
-            assert (await plog.cleaning_state()).delete_horizon is None
-        finally:
-            await svc.topics.close()
-            await svc.storage.close()
-
-    run(main())
+async def test_cleaner_runs_when_a_tombstone_horizon_is_due(tmp_path):
+    svc = await service(tmp_path)
+    try:
+        topic, plog = await topic_with(svc, "t", {"cleanup.policy": "compact", "delete.retention.ms": "100"})
+        await plog.append(build_batch([NewRecord(b"k1", None, (), 9_000)]), 0, 9_000)
+        results = await svc.cleaner.compact_now("t", now_ms=10_000)  # keeps the tombstone, horizon 10 100
+        assert results[0].tombstones_kept == 1
+        assert await svc.cleaner.run(now_ms=10_099) == []
+        results = await svc.cleaner.run(now_ms=10_100)
+        assert [r.tombstones_dropped for r in results] == [1]
+        assert (await plog.cleaning_state()).delete_horizon is None
+    finally:
+        await svc.topics.close()
+        await svc.storage.close()
 
 
-def test_compact_now_refuses_unknown_and_non_compacted_topics(tmp_path):
-    async def main():
-        svc = await service(tmp_path)
-        try:
-            await topic_with(svc, "plain", {}, batches=1)
-            with pytest.raises(TopicError) as e:
-                await svc.compact_now("nope")
-            assert e.value.error == "UNKNOWN_TOPIC_OR_PARTITION"
-            with pytest.raises(TopicError) as e:
-                await svc.compact_now("plain")
-            assert e.value.error == "INVALID_CONFIG"
-            await topic_with(svc, "c", {"cleanup.policy": "compact"}, batches=1)
-            with pytest.raises(TopicError):
-                await svc.compact_now("c", partition=3)
-        finally:
-            await svc.topics.close()
-            await svc.storage.close()
-
-    run(main())
+async def test_compact_now_refuses_unknown_and_non_compacted_topics(tmp_path):
+    svc = await service(tmp_path)
+    try:
+        await topic_with(svc, "plain", {}, batches=1)
+        with pytest.raises(TopicError) as e:
+            await svc.cleaner.compact_now("nope")
+        assert e.value.error == "UNKNOWN_TOPIC_OR_PARTITION"
+        with pytest.raises(TopicError) as e:
+            await svc.cleaner.compact_now("plain")
+        assert e.value.error == "INVALID_CONFIG"
+        await topic_with(svc, "c", {"cleanup.policy": "compact"}, batches=1)
+        with pytest.raises(TopicError):
+            await svc.cleaner.compact_now("c", partition=3)
+    finally:
+        await svc.topics.close()
+        await svc.storage.close()
 
 
 def test_compaction_topic_configs_are_validated():

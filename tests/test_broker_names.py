@@ -2,7 +2,7 @@
 
 import pytest
 
-from kop.broker.names import InvalidTopicName, TopicName, parse_topic_name
+from kop.topics.names import InvalidTopicName, TopicName, parse_topic_name
 
 
 def p(name):

@@ -1,7 +1,7 @@
 """The group coordinator's state in __consumer_offsets: compaction, reload and offset expiration.
 
 An in-process broker (BrokerService with the Kafka handler on an ephemeral port, real embedded storage) so
-that the test can drive the broker's own compaction pass (BrokerService.compact_now) and the coordinator's
+that the test can drive the broker's own compaction pass (LogCleaner.compact_now) and the coordinator's
 expiration pass with a clock it controls; clients are real (kafka-python over TCP) where the scenario is a
 client's. "Restart" is a new broker process state over the same data directory.
 
@@ -19,8 +19,6 @@ import asyncio
 import struct
 from pathlib import Path
 
-from kop.broker.service import BrokerService
-from kop.broker.storage import open_embedded_storage
 from kop.config import BrokerConfig
 from kop.coordinator.coordinator import JoinRequest
 from kop.coordinator.records import (
@@ -31,6 +29,8 @@ from kop.coordinator.records import (
 )
 from kop.kafka.handler import KafkaProtocolHandler
 from kop.protocol.records import decode_records
+from kop.server.service import BrokerService
+from kop.server.storage import open_embedded_storage
 
 GROUP = "compacted-group"
 TOPIC = "t"
@@ -112,7 +112,7 @@ def test_ten_thousand_commits_compact_to_the_live_keys_and_reload(tmp_path: Path
             plog = await svc.topics.partition_log(topic, svc.coordinator.partition_of(GROUP))
             size_before = plog.size_bytes
 
-            (result,) = await svc.compact_now("__consumer_offsets", svc.coordinator.partition_of(GROUP))
+            (result,) = await svc.cleaner.compact_now("__consumer_offsets", svc.coordinator.partition_of(GROUP))
             assert result.compacted, result
 
             after = await offsets_partition_records(svc, GROUP)

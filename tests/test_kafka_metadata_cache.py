@@ -28,7 +28,7 @@ R = api_info(3).response_class
 
 
 class _Topic:
-    """The fields of kop.broker.topics.Topic that a Metadata entry reads."""
+    """The fields of kop.topics.manager.Topic that a Metadata entry reads."""
 
     def __init__(self, partitions: int, internal: bool = False) -> None:
         self.topic_id = bytes(range(16))

@@ -20,15 +20,11 @@ from kop.managed_ledger import (
     ManagedLedgerInterceptor,
     Position,
 )
-from kop.managed_ledger.protobuf import decode_varint, encode_varint
 from kop.storage.local.ledgers import LocalLedgerStore
 from kop.storage.local.metadata import SqliteMetadataStore
+from kop.storage.protobuf import decode_varint, encode_varint
 
 NAME = "public/default/persistent/t-partition-0"
-
-
-def run(coro):
-    return asyncio.run(coro)
 
 
 class Env:
@@ -114,182 +110,149 @@ def test_varints():
 # ---- add, read, rollover ---------------------------------------------------------------------------------
 
 
-def test_rollover_by_entries_and_reads_across_ledgers(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=10))
-            positions = [await ml.add_entry(num(i)) for i in range(35)]
-            assert ml.rollovers == 3
-            assert [n for _, n in ml.ledger_counts()] == [10, 10, 10, 5]
-            assert positions[9] == Position(positions[0].ledger_id, 9)
-            assert positions[10].ledger_id > positions[9].ledger_id and positions[10].entry_id == 0
-            assert ml.number_of_entries == 35 and ml.total_size == 35 * 8
-            assert await read_all(ml) == [num(i) for i in range(35)]
-            assert ml.last_confirmed_position == positions[-1]
-            entries = await ml.read_entries(positions[8], 5)  # crosses a ledger boundary
-            assert [bytes(x.data) for x in entries] == [num(i) for i in range(8, 13)]
-            stored = await e.factory.get_info(NAME)
-            assert [li.entries for li in stored.ledgers] == [10, 10, 10, None]  # current: counts unset
-
-    run(main())
+async def test_rollover_by_entries_and_reads_across_ledgers(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=10))
+        positions = [await ml.add_entry(num(i)) for i in range(35)]
+        assert ml.rollovers == 3
+        assert [n for _, n in ml.ledger_counts()] == [10, 10, 10, 5]
+        assert positions[9] == Position(positions[0].ledger_id, 9)
+        assert positions[10].ledger_id > positions[9].ledger_id and positions[10].entry_id == 0
+        assert ml.number_of_entries == 35 and ml.total_size == 35 * 8
+        assert await read_all(ml) == [num(i) for i in range(35)]
+        assert ml.last_confirmed_position == positions[-1]
+        entries = await ml.read_entries(positions[8], 5)  # crosses a ledger boundary
+        assert [bytes(x.data) for x in entries] == [num(i) for i in range(8, 13)]
+        stored = await e.factory.get_info(NAME)
+        assert [li.entries for li in stored.ledgers] == [10, 10, 10, None]  # current: counts unset
 
 
-def test_pipelined_adds_stay_in_order_across_rollovers(tmp_path):
-    async def main():
-        async with env(tmp_path, fsync="always") as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=7))
-            positions = await asyncio.gather(*(ml.add_entry(num(i)) for i in range(500)))
-            assert positions == sorted(positions) and len(set(positions)) == 500
-            assert await read_all(ml) == [num(i) for i in range(500)]
-            assert all(n == 7 for _, n in ml.ledger_counts()[:-1])
-
-    run(main())
+async def test_pipelined_adds_stay_in_order_across_rollovers(tmp_path):
+    async with env(tmp_path, fsync="always") as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=7))
+        positions = await asyncio.gather(*(ml.add_entry(num(i)) for i in range(500)))
+        assert positions == sorted(positions) and len(set(positions)) == 500
+        assert await read_all(ml) == [num(i) for i in range(500)]
+        assert all(n == 7 for _, n in ml.ledger_counts()[:-1])
 
 
-def test_rollover_by_size(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_size_per_ledger_mb=1000 / 2**20))  # 1000 bytes
-            for _ in range(12):
-                await ml.add_entry(b"x" * 300)
-            await settled(ml)  # the switch after the 12th add runs in the background
-            assert [n for _, n in ml.ledger_counts()] == [4, 4, 4, 0]
-
-    run(main())
+async def test_rollover_by_size(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_size_per_ledger_mb=1000 / 2**20))  # 1000 bytes
+        for _ in range(12):
+            await ml.add_entry(b"x" * 300)
+        await settled(ml)  # the switch after the 12th add runs in the background
+        assert [n for _, n in ml.ledger_counts()] == [4, 4, 4, 0]
 
 
-def test_rollover_by_time_needs_an_entry(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_rollover_time_ms=100, rollover_time_jitter=0))
-            await asyncio.sleep(0.25)
-            assert ml.rollovers == 0  # an empty ledger is not switched
-            await ml.add_entry(b"a")  # aged already: switched right after this add
-            await settled(ml)
-            assert ml.rollovers == 1
-            await ml.add_entry(b"b")
-            await asyncio.sleep(0.25)  # the timer switches it
-            assert ml.rollovers == 2
-            assert [n for _, n in ml.ledger_counts()] == [1, 1, 0]
-
-    run(main())
+async def test_rollover_by_time_needs_an_entry(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_rollover_time_ms=100, rollover_time_jitter=0))
+        await asyncio.sleep(0.25)
+        assert ml.rollovers == 0  # an empty ledger is not switched
+        await ml.add_entry(b"a")  # aged already: switched right after this add
+        await settled(ml)
+        assert ml.rollovers == 1
+        await ml.add_entry(b"b")
+        await asyncio.sleep(0.25)  # the timer switches it
+        assert ml.rollovers == 2
+        assert [n for _, n in ml.ledger_counts()] == [1, 1, 0]
 
 
-def test_minimum_rollover_time_holds_a_full_ledger(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2, min_rollover_time_ms=300))
-            for i in range(5):
-                await ml.add_entry(num(i))
-            assert ml.rollovers == 0
-            await asyncio.sleep(0.35)
-            await ml.add_entry(num(5))  # issued when the full ledger is old enough: goes to a new one
-            assert ml.rollovers == 1
-            assert [n for _, n in ml.ledger_counts()] == [5, 1]
-
-    run(main())
+async def test_minimum_rollover_time_holds_a_full_ledger(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2, min_rollover_time_ms=300))
+        for i in range(5):
+            await ml.add_entry(num(i))
+        assert ml.rollovers == 0
+        await asyncio.sleep(0.35)
+        await ml.add_entry(num(5))  # issued when the full ledger is old enough: goes to a new one
+        assert ml.rollovers == 1
+        assert [n for _, n in ml.ledger_counts()] == [5, 1]
 
 
-def test_read_entries_respects_max_bytes_and_returns_at_least_one(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=3))
-            for i in range(9):
-                await ml.add_entry(b"%d" % i * 100)
-            first = ml.first_position()
-            assert len(await ml.read_entries(first, 100, max_bytes=450)) == 4  # crosses ledgers
-            assert len(await ml.read_entries(first, 100, max_bytes=1)) == 1
-            assert len(await ml.read_entries(first, 2, max_bytes=10_000)) == 2
-            end = ml.position_of(ml.number_of_entries)
-            assert await ml.read_entries(end, 10) == []
-
-    run(main())
+async def test_read_entries_respects_max_bytes_and_returns_at_least_one(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=3))
+        for i in range(9):
+            await ml.add_entry(b"%d" % i * 100)
+        first = ml.first_position()
+        assert len(await ml.read_entries(first, 100, max_bytes=450)) == 4  # crosses ledgers
+        assert len(await ml.read_entries(first, 100, max_bytes=1)) == 1
+        assert len(await ml.read_entries(first, 2, max_bytes=10_000)) == 2
+        end = ml.position_of(ml.number_of_entries)
+        assert await ml.read_entries(end, 10) == []
 
 
-def test_positions_and_ordinals(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=4))
-            positions = [await ml.add_entry(num(i)) for i in range(10)]
-            for i, p in enumerate(positions):
-                assert ml.position_of(i) == p and ml.ordinal_of(p) == i
-            assert ml.next_position(positions[3]) == positions[4]  # across a ledger boundary
-            assert ml.position_of(10) == Position(ml.current_ledger_id, 2)
-
-    run(main())
+async def test_positions_and_ordinals(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=4))
+        positions = [await ml.add_entry(num(i)) for i in range(10)]
+        for i, p in enumerate(positions):
+            assert ml.position_of(i) == p and ml.ordinal_of(p) == i
+        assert ml.next_position(positions[3]) == positions[4]  # across a ledger boundary
+        assert ml.position_of(10) == Position(ml.current_ledger_id, 2)
 
 
 # ---- recovery --------------------------------------------------------------------------------------------
 
 
-def test_reopen_recovers_everything_and_starts_a_fresh_ledger(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=4))
-            for i in range(10):
-                await ml.add_entry(num(i))
-            await ml.close()
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=4))
-            assert [n for _, n in ml.ledger_counts()] == [4, 4, 2, 0]
-            assert await read_all(ml) == [num(i) for i in range(10)]
-            await ml.add_entry(num(10))
-            assert (await read_all(ml))[-1] == num(10)
-
-    run(main())
-
-
-def test_close_drops_an_empty_current_ledger(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
-            for i in range(4):
-                await ml.add_entry(num(i))  # the second rollover leaves an empty current ledger
-            await settled(ml)
-            empty_id = ml.current_ledger_id
-            await ml.close()
-            stored = await e.factory.get_info(NAME)
-            assert [li.entries for li in stored.ledgers] == [2, 2]
-            assert empty_id not in await e.ledgers.list_ledgers()
-
-    run(main())
-
-
-def test_a_crash_keeps_every_acknowledged_entry(tmp_path):
-    async def main():
-        e = Env(tmp_path, fsync="always")
-        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=5))
-        for i in range(13):
+async def test_reopen_recovers_everything_and_starts_a_fresh_ledger(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=4))
+        for i in range(10):
             await ml.add_entry(num(i))
-        in_flight = [ml.add_entry_nowait(num(13 + i)) for i in range(3)]  # never acknowledged
-        await e.crash()
-        for f in in_flight:
-            f.cancel()
-        async with env(tmp_path) as e2:
-            ml = await e2.factory.open(NAME, cfg(max_entries_per_ledger=5))
-            got = await read_all(ml)
-            assert got[:13] == [num(i) for i in range(13)]
-            assert got == [num(i) for i in range(len(got))]  # unacknowledged ones may or may not be there
-
-    run(main())
+        await ml.close()
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=4))
+        assert [n for _, n in ml.ledger_counts()] == [4, 4, 2, 0]
+        assert await read_all(ml) == [num(i) for i in range(10)]
+        await ml.add_entry(num(10))
+        assert (await read_all(ml))[-1] == num(10)
 
 
-def test_an_empty_last_ledger_left_by_a_crash_is_dropped(tmp_path):
-    async def main():
-        e = Env(tmp_path)
-        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=3))
-        for i in range(3):
-            await ml.add_entry(num(i))
+async def test_close_drops_an_empty_current_ledger(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
+        for i in range(4):
+            await ml.add_entry(num(i))  # the second rollover leaves an empty current ledger
         await settled(ml)
-        empty_id = ml.current_ledger_id  # rolled over: current ledger is empty
-        await e.crash()
-        async with env(tmp_path) as e2:
-            ml = await e2.factory.open(NAME)
-            assert empty_id not in [lid for lid, _ in ml.ledger_counts()]
-            assert [n for _, n in ml.ledger_counts()] == [3, 0]
-            assert empty_id not in await e2.ledgers.list_ledgers()
+        empty_id = ml.current_ledger_id
+        await ml.close()
+        stored = await e.factory.get_info(NAME)
+        assert [li.entries for li in stored.ledgers] == [2, 2]
+        assert empty_id not in await e.ledgers.list_ledgers()
 
-    run(main())
+
+async def test_a_crash_keeps_every_acknowledged_entry(tmp_path):
+    e = Env(tmp_path, fsync="always")
+    ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=5))
+    for i in range(13):
+        await ml.add_entry(num(i))
+    in_flight = [ml.add_entry_nowait(num(13 + i)) for i in range(3)]  # never acknowledged
+    await e.crash()
+    for f in in_flight:
+        f.cancel()
+    async with env(tmp_path) as e2:
+        ml = await e2.factory.open(NAME, cfg(max_entries_per_ledger=5))
+        got = await read_all(ml)
+        assert got[:13] == [num(i) for i in range(13)]
+        assert got == [num(i) for i in range(len(got))]  # unacknowledged ones may or may not be there
+
+
+async def test_an_empty_last_ledger_left_by_a_crash_is_dropped(tmp_path):
+    e = Env(tmp_path)
+    ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=3))
+    for i in range(3):
+        await ml.add_entry(num(i))
+    await settled(ml)
+    empty_id = ml.current_ledger_id  # rolled over: current ledger is empty
+    await e.crash()
+    async with env(tmp_path) as e2:
+        ml = await e2.factory.open(NAME)
+        assert empty_id not in [lid for lid, _ in ml.ledger_counts()]
+        assert [n for _, n in ml.ledger_counts()] == [3, 0]
+        assert empty_id not in await e2.ledgers.list_ledgers()
 
 
 # ---- interceptor -----------------------------------------------------------------------------------------
@@ -329,181 +292,156 @@ class Counter(ManagedLedgerInterceptor):
         return {"count": str(self.durable)}
 
 
-def test_interceptor_sees_properties_and_last_entry_and_writes_its_properties(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            c = Counter()
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=3), interceptor=c)
-            assert c.seen_properties == {} and c.seen_last is None
-            for _ in range(4):
-                await ml.add_entry(b"-x")
-            assert (await read_all(ml))[-1] == b"00000004-x"
-            assert (await e.factory.get_info(NAME)).properties == {"count": "3"}  # written at the rollover
-            await ml.close()
-            assert (await e.factory.get_info(NAME)).properties == {"count": "4"}
-        async with env(tmp_path) as e:
-            c = Counter()
-            ml = await e.factory.open(NAME, interceptor=c)
-            assert c.seen_properties == {"count": "4"} and c.seen_last == b"00000004-x"
-            await ml.add_entry(b"-y", num_messages=10)
-            assert (await read_all(ml))[-1] == b"00000014-y"
-
-    run(main())
+async def test_interceptor_sees_properties_and_last_entry_and_writes_its_properties(tmp_path):
+    async with env(tmp_path) as e:
+        c = Counter()
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=3), interceptor=c)
+        assert c.seen_properties == {} and c.seen_last is None
+        for _ in range(4):
+            await ml.add_entry(b"-x")
+        assert (await read_all(ml))[-1] == b"00000004-x"
+        assert (await e.factory.get_info(NAME)).properties == {"count": "3"}  # written at the rollover
+        await ml.close()
+        assert (await e.factory.get_info(NAME)).properties == {"count": "4"}
+    async with env(tmp_path) as e:
+        c = Counter()
+        ml = await e.factory.open(NAME, interceptor=c)
+        assert c.seen_properties == {"count": "4"} and c.seen_last == b"00000004-x"
+        await ml.add_entry(b"-y", num_messages=10)
+        assert (await read_all(ml))[-1] == b"00000014-y"
 
 
-def test_a_failed_ledger_fails_later_adds_restores_the_interceptor_and_rolls_over(tmp_path):
+async def test_a_failed_ledger_fails_later_adds_restores_the_interceptor_and_rolls_over(tmp_path):
     """The current ledger is fenced under the writer (as a new owner's recovery would do): the adds not
     yet written fail, the interceptor count goes back, and the next adds go to a new ledger."""
-
-    async def main():
-        async with env(tmp_path) as e:
-            c = Counter()
-            ml = await e.factory.open(NAME, interceptor=c)
-            for _ in range(3):
-                await ml.add_entry(b"-ok")
-            doomed = [ml.add_entry_nowait(b"-lost") for _ in range(5)]
-            failed_ledger = ml.current_ledger_id
-            await e.ledgers.open_ledger(failed_ledger, recover=True)
-            results = await asyncio.gather(*doomed, return_exceptions=True)
-            assert all(isinstance(r, ManagedLedgerError) for r in results)
-            assert c.failures == 1 and c.count == 3
-            p = await ml.add_entry(b"-next")
-            assert p.ledger_id != failed_ledger and ml.rollovers == 1
-            assert await read_all(ml) == [b"00000001-ok", b"00000002-ok", b"00000003-ok", b"00000004-next"]
-
-    run(main())
+    async with env(tmp_path) as e:
+        c = Counter()
+        ml = await e.factory.open(NAME, interceptor=c)
+        for _ in range(3):
+            await ml.add_entry(b"-ok")
+        doomed = [ml.add_entry_nowait(b"-lost") for _ in range(5)]
+        failed_ledger = ml.current_ledger_id
+        await e.ledgers.open_ledger(failed_ledger, recover=True)
+        results = await asyncio.gather(*doomed, return_exceptions=True)
+        assert all(isinstance(r, ManagedLedgerError) for r in results)
+        assert c.failures == 1 and c.count == 3
+        p = await ml.add_entry(b"-next")
+        assert p.ledger_id != failed_ledger and ml.rollovers == 1
+        assert await read_all(ml) == [b"00000001-ok", b"00000002-ok", b"00000003-ok", b"00000004-next"]
 
 
 # ---- search ----------------------------------------------------------------------------------------------
 
 
-def test_find_newest_matching_is_a_binary_search_over_the_whole_log(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=7))
-            positions = [await ml.add_entry(num(i)) for i in range(50)]
+async def test_find_newest_matching_is_a_binary_search_over_the_whole_log(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=7))
+        positions = [await ml.add_entry(num(i)) for i in range(50)]
+        reads = 0
+        original = ml.read_entry
+
+        async def counting(position):
+            nonlocal reads
+            reads += 1
+            return await original(position)
+
+        ml.read_entry = counting
+        for k in range(0, 52):
             reads = 0
-            original = ml.read_entry
-
-            async def counting(position):
-                nonlocal reads
-                reads += 1
-                return await original(position)
-
-            ml.read_entry = counting
-            for k in range(0, 52):
-                reads = 0
-                found = await ml.find_newest_matching(lambda d, k=k: int(bytes(d)) < k)
-                assert found == (positions[k - 1] if 0 < k <= 50 else positions[-1] if k > 50 else None)
-                assert reads <= 2 + 6  # first, last, then log2(50) bisection steps
-                # asyncFindPosition: the first entry for which it is false
-                pos = await ml.find_position(lambda d, k=k: int(bytes(d)) < k)
-                assert pos == (positions[k] if k < 50 else ml.position_of(50))
-
-    run(main())
+            found = await ml.find_newest_matching(lambda d, k=k: int(bytes(d)) < k)
+            assert found == (positions[k - 1] if 0 < k <= 50 else positions[-1] if k > 50 else None)
+            assert reads <= 2 + 6  # first, last, then log2(50) bisection steps
+            # asyncFindPosition: the first entry for which it is false
+            pos = await ml.find_position(lambda d, k=k: int(bytes(d)) < k)
+            assert pos == (positions[k] if k < 50 else ml.position_of(50))
 
 
-def test_find_with_prefixes_rereads_when_the_predicate_needs_more(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME)
-            for i in range(20):
-                await ml.add_entry(b"%08d" % i + b"." * 100)
+async def test_find_with_prefixes_rereads_when_the_predicate_needs_more(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME)
+        for i in range(20):
+            await ml.add_entry(b"%08d" % i + b"." * 100)
 
-            def pred(d):
-                if len(d) < 108:
-                    raise EntryTooShort
-                return int(bytes(d[:8])) < 12
+        def pred(d):
+            if len(d) < 108:
+                raise EntryTooShort
+            return int(bytes(d[:8])) < 12
 
-            assert await ml.find_newest_matching(pred, prefix_bytes=4) == Position(ml.current_ledger_id, 11)
-
-    run(main())
+        assert await ml.find_newest_matching(pred, prefix_bytes=4) == Position(ml.current_ledger_id, 11)
 
 
 # ---- trimming --------------------------------------------------------------------------------------------
 
 
-def test_trim_by_time_deletes_expired_closed_ledgers_never_the_current_one(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
-            for i in range(5):
-                await ml.add_entry(num(i))
-            ids = [lid for lid, _ in ml.ledger_counts()]
-            assert len(ids) == 3
-            assert await ml.trim_by_retention(60_000, -1) == 0  # not old enough
-            await asyncio.sleep(0.02)
-            assert await ml.trim_by_retention(10, -1) == 2  # both closed ones; the current one stays
-            assert [lid for lid, _ in ml.ledger_counts()] == ids[2:]
-            assert await read_all(ml) == [num(4)]
-            assert [li.ledger_id for li in (await e.factory.get_info(NAME)).ledgers] == ids[2:]
-            assert set(await e.ledgers.list_ledgers()) == {ids[2]}
-            await ml.rollover()
-            await asyncio.sleep(0.02)
-            assert await ml.trim_by_retention(0, -1) == 1
-            assert ml.number_of_entries == 0 and ml.first_position() is None
-
-    run(main())
+async def test_trim_by_time_deletes_expired_closed_ledgers_never_the_current_one(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
+        for i in range(5):
+            await ml.add_entry(num(i))
+        ids = [lid for lid, _ in ml.ledger_counts()]
+        assert len(ids) == 3
+        assert await ml.trim_by_retention(60_000, -1) == 0  # not old enough
+        await asyncio.sleep(0.02)
+        assert await ml.trim_by_retention(10, -1) == 2  # both closed ones; the current one stays
+        assert [lid for lid, _ in ml.ledger_counts()] == ids[2:]
+        assert await read_all(ml) == [num(4)]
+        assert [li.ledger_id for li in (await e.factory.get_info(NAME)).ledgers] == ids[2:]
+        assert set(await e.ledgers.list_ledgers()) == {ids[2]}
+        await ml.rollover()
+        await asyncio.sleep(0.02)
+        assert await ml.trim_by_retention(0, -1) == 1
+        assert ml.number_of_entries == 0 and ml.first_position() is None
 
 
-def test_trim_by_size_keeps_at_least_the_retention_bytes(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=1))
-            for _ in range(6):
-                await ml.add_entry(b"x" * 100)  # 6 closed ledgers of 100 bytes + an empty current one
-            assert await ml.trim_by_retention(-1, 250) == 3  # 300 bytes left (dropping one more: 200 < 250)
-            assert ml.total_size == 300
-            assert await ml.trim_by_retention(-1, -1) == 0
-            assert await ml.trim_by_retention(-1, 0) == 3
-            assert ml.total_size == 0 and len(ml.ledger_counts()) == 1
-
-    run(main())
+async def test_trim_by_size_keeps_at_least_the_retention_bytes(tmp_path):
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=1))
+        for _ in range(6):
+            await ml.add_entry(b"x" * 100)  # 6 closed ledgers of 100 bytes + an empty current one
+        assert await ml.trim_by_retention(-1, 250) == 3  # 300 bytes left (dropping one more: 200 < 250)
+        assert ml.total_size == 300
+        assert await ml.trim_by_retention(-1, -1) == 0
+        assert await ml.trim_by_retention(-1, 0) == 3
+        assert ml.total_size == 0 and len(ml.ledger_counts()) == 1
 
 
 # ---- ownership -------------------------------------------------------------------------------------------
 
 
-def test_a_second_owner_fences_the_first(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            ml1 = await e.factory.open(NAME)
-            await ml1.add_entry(b"one")
-            other = ManagedLedgerFactory(e.ledgers, e.meta)  # another broker on the same storage
-            ml2 = await other.open(NAME)
-            with pytest.raises(ManagedLedgerError):
-                await ml1.add_entry(b"stale owner")
-            await asyncio.sleep(0.01)
-            with pytest.raises(ManagedLedgerFencedError):
-                await ml1.add_entry(b"stale owner")
-            await ml2.add_entry(b"two")
-            assert await read_all(ml2) == [b"one", b"two"]
-            await other.close()
-
-    run(main())
+async def test_a_second_owner_fences_the_first(tmp_path):
+    async with env(tmp_path) as e:
+        ml1 = await e.factory.open(NAME)
+        await ml1.add_entry(b"one")
+        other = ManagedLedgerFactory(e.ledgers, e.meta)  # another broker on the same storage
+        ml2 = await other.open(NAME)
+        with pytest.raises(ManagedLedgerError):
+            await ml1.add_entry(b"stale owner")
+        await asyncio.sleep(0.01)
+        with pytest.raises(ManagedLedgerFencedError):
+            await ml1.add_entry(b"stale owner")
+        await ml2.add_entry(b"two")
+        assert await read_all(ml2) == [b"one", b"two"]
+        await other.close()
 
 
 # ---- factory ---------------------------------------------------------------------------------------------
 
 
-def test_factory_lists_and_deletes(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            names = ["a/ns/persistent/x", "a/ns/persistent/y", "b/ns/persistent/z"]
-            for n in names:
-                ml = await e.factory.open(n)
-                await ml.add_entry(b"data")
-            assert await e.factory.open(names[0]) is e.factory.get(names[0])
-            assert await e.factory.list() == names
-            ledger_ids = [lid for lid, _ in e.factory.get(names[0]).ledger_counts()]
-            await e.factory.delete(names[0])
-            assert await e.factory.list() == names[1:]
-            assert not set(ledger_ids) & set(await e.ledgers.list_ledgers())
-            await e.factory.get(names[2]).delete()
-            assert await e.factory.list() == names[1:2]
-            assert await e.meta.children("/managed-ledgers") == ["a"]  # empty tenant level removed
-
-    run(main())
+async def test_factory_lists_and_deletes(tmp_path):
+    async with env(tmp_path) as e:
+        names = ["a/ns/persistent/x", "a/ns/persistent/y", "b/ns/persistent/z"]
+        for n in names:
+            ml = await e.factory.open(n)
+            await ml.add_entry(b"data")
+        assert await e.factory.open(names[0]) is e.factory.get(names[0])
+        assert await e.factory.list() == names
+        ledger_ids = [lid for lid, _ in e.factory.get(names[0]).ledger_counts()]
+        await e.factory.delete(names[0])
+        assert await e.factory.list() == names[1:]
+        assert not set(ledger_ids) & set(await e.ledgers.list_ledgers())
+        await e.factory.get(names[2]).delete()
+        assert await e.factory.list() == names[1:2]
+        assert await e.meta.children("/managed-ledgers") == ["a"]  # empty tenant level removed
 
 
 def test_config_maps_from_broker_keys():
@@ -518,12 +456,9 @@ def test_config_maps_from_broker_keys():
     assert (c.min_rollover_time_ms, c.max_rollover_time_ms) == (600_000, 14_400_000)
 
 
-def test_open_time_is_small(tmp_path):
-    async def main():
-        async with env(tmp_path) as e:
-            t = time.perf_counter()
-            for i in range(20):
-                await e.factory.open(f"t/ns/persistent/p{i}")
-            assert time.perf_counter() - t < 5
-
-    run(main())
+async def test_open_time_is_small(tmp_path):
+    async with env(tmp_path) as e:
+        t = time.perf_counter()
+        for i in range(20):
+            await e.factory.open(f"t/ns/persistent/p{i}")
+        assert time.perf_counter() - t < 5

@@ -21,7 +21,6 @@ import re
 import time
 
 import pytest
-import uvloop
 
 from kop.storage.api import LedgerClosedError, LedgerFencedError, StorageError
 from kop.storage.bookkeeper import (
@@ -32,12 +31,7 @@ from kop.storage.bookkeeper import (
 )
 from kop.storage.bookkeeper import protocol as p
 from kop.storage.bookkeeper.metadata import CLOSED, Segment, decode_bookie_address, ledger_id_from_path
-
-
-def run(coro):
-    """On uvloop, the broker's event loop (test_the_client_runs_on_the_default_asyncio_loop_too covers
-    the standard one)."""
-    return uvloop.run(coro)
+from tests.support.storage import run_uvloop  # the broker's event loop
 
 
 def payload(i: int, size: int = 100) -> bytes:
@@ -98,7 +92,7 @@ def test_a_managed_ledger_runs_on_bookkeeper_and_zookeeper(cluster):
         await store.close()
         await meta.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_ledger_paths_and_metadata_format():
@@ -152,7 +146,7 @@ def test_bookkeepers_own_shell_lists_and_reads_our_ledger(cluster):
         await store.close()
         return lh.ledger_id
 
-    ledger_id = run(write())
+    ledger_id = run_uvloop(write())
     listed = cluster.shell("listledgers")
     assert listed.returncode == 0, listed.stderr[-3000:]
     assert f"ledgerID: {ledger_id}" in listed.stdout.splitlines()
@@ -190,7 +184,7 @@ def test_recovery_by_another_client_fences_the_writer(cluster):
         await a.close()
         await b.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_recovery_keeps_an_entry_on_an_ack_quorum_and_ends_at_the_first_missing_one(cluster):
@@ -230,7 +224,7 @@ def test_recovery_keeps_an_entry_on_an_ack_quorum_and_ends_at_the_first_missing_
         await store.close()
         await other.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_reads_fall_back_to_the_next_bookie_of_the_write_set(cluster):
@@ -261,7 +255,7 @@ def test_reads_fall_back_to_the_next_bookie_of_the_write_set(cluster):
         await store.close()
         await other.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_a_reader_follows_bookkeepers_recovery_of_a_dead_bookie(cluster):
@@ -299,7 +293,7 @@ def test_a_reader_follows_bookkeepers_recovery_of_a_dead_bookie(cluster):
         await store.close()
         await reader.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_a_bookie_killed_during_appends_loses_no_acknowledged_entry(cluster):
@@ -350,7 +344,7 @@ def test_a_bookie_killed_during_appends_loses_no_acknowledged_entry(cluster):
         return lh.ledger_id, md.segments[-1].first_entry_id
 
     try:
-        ledger_id, first_after = run(main())
+        ledger_id, first_after = run_uvloop(main())
         read = cluster.shell("readledger", "-ledgerid", ledger_id, "-firstentryid", total - 1,
                              "-lastentryid", total - 1, "-msg")
         assert read.returncode == 0, read.stderr[-3000:]
@@ -393,7 +387,7 @@ def test_a_bookie_that_stops_answering_is_replaced_after_the_request_timeout(clu
         await store.close()
         await reader.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_without_a_replacement_bookie_pending_appends_fail_and_close_seals_at_the_lac(cluster):
@@ -424,4 +418,4 @@ def test_without_a_replacement_bookie_pending_appends_fail_and_close_seals_at_th
             await lh.append(b"after close")
         await store.close()
 
-    run(main())
+    run_uvloop(main())

@@ -115,8 +115,8 @@ def test_kafka_python_round_trip_through_a_broker_on_bookkeeper(cluster, kop_bro
 
 
 def test_storage_backend_follows_the_config():
-    from kop.broker.storage import bookkeeper_metadata_service_uri
     from kop.config import BrokerConfig, ConfigError
+    from kop.server.storage import bookkeeper_metadata_service_uri
 
     assert BrokerConfig.load().storage_backend == "embedded"
     c = BrokerConfig.load(overrides={"zookeeperServers": "z1:2181,z2:2181"})

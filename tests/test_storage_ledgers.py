@@ -12,19 +12,13 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import pytest
-import uvloop
 
 from kop.storage.api import LedgerClosedError, LedgerFencedError, LedgerStore, NoSuchLedgerError, StorageError
 from kop.storage.bookkeeper import (
     BookKeeperLedgerStore,
 )
 from kop.storage.local.ledgers import LocalLedgerStore
-
-
-def run(coro):
-    """On uvloop, the broker's event loop (test_the_client_runs_on_the_default_asyncio_loop_too covers
-    the standard one)."""
-    return uvloop.run(coro)
+from tests.support.storage import run_uvloop  # the broker's event loop
 
 
 def payload(i: int, size: int = 100) -> bytes:
@@ -66,7 +60,7 @@ def test_appends_get_consecutive_ids_and_read_back(open_store):
         await lh.close()
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_an_entry_can_be_given_as_parts(open_store):
@@ -78,7 +72,7 @@ def test_an_entry_can_be_given_as_parts(open_store):
         assert [bytes(x) for x in await lh.read(0, 1)] == [b"head:body:tail", b""]
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_read_up_to_stops_before_max_bytes_but_returns_at_least_one_entry(open_store):
@@ -98,7 +92,7 @@ def test_read_up_to_stops_before_max_bytes_but_returns_at_least_one_entry(open_s
             await lh.read(5, 10)  # beyond the last add confirmed
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_appends_complete_in_issue_order(open_store):
@@ -114,7 +108,7 @@ def test_appends_complete_in_issue_order(open_store):
         assert lh.length == sum(1 + i % 300 for i in range(300))
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_closed_ledger_refuses_appends_and_reopens_sealed(open_store):
@@ -135,7 +129,7 @@ def test_closed_ledger_refuses_appends_and_reopens_sealed(open_store):
         await rh.close()
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_appends_issued_before_close_complete(open_store):
@@ -149,7 +143,7 @@ def test_appends_issued_before_close_complete(open_store):
         assert rh.last_add_confirmed == 19
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_ledger_ids_are_never_reused_across_restarts(open_store):
@@ -163,7 +157,7 @@ def test_ledger_ids_are_never_reused_across_restarts(open_store):
         assert (await store.create_ledger()).ledger_id > ids[-1]
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_delete_and_list(open_store):
@@ -181,7 +175,7 @@ def test_delete_and_list(open_store):
             await store.delete_ledger(lh.ledger_id)
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_open_with_recovery_fences_the_writer_and_seals_at_its_last_entry(open_store):
@@ -200,7 +194,7 @@ def test_open_with_recovery_fences_the_writer_and_seals_at_its_last_entry(open_s
         assert again.last_add_confirmed == 4 and again.is_sealed
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_open_without_recovery_follows_the_writer(open_store):
@@ -216,7 +210,7 @@ def test_open_without_recovery_follows_the_writer(open_store):
         assert await lh.append(b"2") == 2  # not fenced
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 def test_a_ledger_left_open_recovers_with_every_acknowledged_entry(open_store):
@@ -237,7 +231,7 @@ def test_a_ledger_left_open_recovers_with_every_acknowledged_entry(open_store):
         assert rh.last_add_confirmed == -1 and rh.length == 0
         await store.close()
 
-    run(main())
+    run_uvloop(main())
 
 
 _CHILD = r"""
@@ -296,4 +290,4 @@ def test_sigkill_of_the_writer_keeps_every_acknowledged_entry(request, tmp_path)
             assert all(bytes(e) == b"%08d" % i * 16 for i, e in enumerate(entries)), backend
             await store.close()
 
-        run(check())
+        run_uvloop(check())

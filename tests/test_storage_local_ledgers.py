@@ -16,10 +16,7 @@ import pytest
 
 from kop.storage.api import NoSuchLedgerError, StorageError
 from kop.storage.local.ledgers import HEADER_SIZE, LocalLedgerStore
-
-
-def run(coro):
-    return asyncio.run(coro)
+from tests.support.storage import run
 
 
 def payload(i: int, size: int = 100) -> bytes:
@@ -30,119 +27,97 @@ def payload(i: int, size: int = 100) -> bytes:
 
 
 @pytest.mark.parametrize("fsync", ["always", "interval", "none"])
-def test_appends_get_consecutive_ids_and_read_back(tmp_path, fsync):
-    async def main():
-        store = LocalLedgerStore(tmp_path, fsync=fsync, fsync_interval_ms=10)
-        lh = await store.create_ledger()
-        assert lh.last_add_confirmed == -1 and lh.length == 0
-        ids = await asyncio.gather(*(lh.append(payload(i)) for i in range(50)))
-        assert ids == list(range(50))
-        assert lh.last_add_confirmed == 49
-        assert lh.length == 50 * 100
-        got = await lh.read(0, 49)
-        assert [bytes(x) for x in got] == [payload(i) for i in range(50)]
-        assert bytes((await lh.read(7, 7))[0]) == payload(7)
-        await lh.close()
-        await store.close()
-
-    run(main())
+async def test_appends_get_consecutive_ids_and_read_back(tmp_path, fsync):
+    store = LocalLedgerStore(tmp_path, fsync=fsync, fsync_interval_ms=10)
+    lh = await store.create_ledger()
+    assert lh.last_add_confirmed == -1 and lh.length == 0
+    ids = await asyncio.gather(*(lh.append(payload(i)) for i in range(50)))
+    assert ids == list(range(50))
+    assert lh.last_add_confirmed == 49
+    assert lh.length == 50 * 100
+    got = await lh.read(0, 49)
+    assert [bytes(x) for x in got] == [payload(i) for i in range(50)]
+    assert bytes((await lh.read(7, 7))[0]) == payload(7)
+    await lh.close()
+    await store.close()
 
 
-def test_concurrent_appends_share_fsyncs_with_policy_always(tmp_path):
+async def test_concurrent_appends_share_fsyncs_with_policy_always(tmp_path):
     """Group commit: appends issued while a write+fsync is in flight go into the next one."""
-
-    async def main():
-        store = LocalLedgerStore(tmp_path, fsync="always")
-        lh = await store.create_ledger()
-        ids = await asyncio.gather(*(lh.append(payload(i)) for i in range(500)))
-        assert ids == list(range(500))
-        assert 1 <= store.syncs < 100, store.syncs
-        await store.close()
-
-    run(main())
+    store = LocalLedgerStore(tmp_path, fsync="always")
+    lh = await store.create_ledger()
+    ids = await asyncio.gather(*(lh.append(payload(i)) for i in range(500)))
+    assert ids == list(range(500))
+    assert 1 <= store.syncs < 100, store.syncs
+    await store.close()
 
 
-def test_interval_policy_syncs_in_the_background(tmp_path):
-    async def main():
-        store = LocalLedgerStore(tmp_path, fsync="interval", fsync_interval_ms=20)
-        lh = await store.create_ledger()
-        await lh.append(b"x")
-        assert lh.last_add_confirmed == 0  # returned after the write, before any fsync
-        before = store.syncs
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if store.syncs > before:
-                break
-        assert store.syncs > before
-        await store.close()
-
-    run(main())
+async def test_interval_policy_syncs_in_the_background(tmp_path):
+    store = LocalLedgerStore(tmp_path, fsync="interval", fsync_interval_ms=20)
+    lh = await store.create_ledger()
+    await lh.append(b"x")
+    assert lh.last_add_confirmed == 0  # returned after the write, before any fsync
+    before = store.syncs
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if store.syncs > before:
+            break
+    assert store.syncs > before
+    await store.close()
 
 
-def test_none_policy_never_fsyncs_ledger_data(tmp_path):
-    async def main():
-        store = LocalLedgerStore(tmp_path, fsync="none")
-        lh = await store.create_ledger()
-        for i in range(20):
-            await lh.append(payload(i))
-        await lh.close()
-        assert store.syncs == 0
-        await store.close()
-
-    run(main())
+async def test_none_policy_never_fsyncs_ledger_data(tmp_path):
+    store = LocalLedgerStore(tmp_path, fsync="none")
+    lh = await store.create_ledger()
+    for i in range(20):
+        await lh.append(payload(i))
+    await lh.close()
+    assert store.syncs == 0
+    await store.close()
 
 
 # ---- close, reopen, ids ---------------------------------------------------------------------------------
 
 
-def test_close_writes_an_index_that_a_reopen_seals_from(tmp_path):
+async def test_close_writes_an_index_that_a_reopen_seals_from(tmp_path):
     """Closing writes <id>.idx beside the ledger file; a reopen takes the sealed length from it (the
     close/refuse/reopen contract itself is in tests/test_storage_ledgers.py)."""
-    async def main():
-        store = LocalLedgerStore(tmp_path, fsync="always")
-        lh = await store.create_ledger()
-        for i in range(30):
-            await lh.append(payload(i))
-        await lh.close()
-        assert (tmp_path / f"{lh.ledger_id}.idx").exists()
-        await store.close()
+    store = LocalLedgerStore(tmp_path, fsync="always")
+    lh = await store.create_ledger()
+    for i in range(30):
+        await lh.append(payload(i))
+    await lh.close()
+    assert (tmp_path / f"{lh.ledger_id}.idx").exists()
+    await store.close()
 
-        store = LocalLedgerStore(tmp_path, fsync="always")
-        rh = await store.open_ledger(lh.ledger_id)
-        assert rh.is_sealed and rh.last_add_confirmed == 29 and rh.length == 3000
-        await store.close()
-
-    run(main())
+    store = LocalLedgerStore(tmp_path, fsync="always")
+    rh = await store.open_ledger(lh.ledger_id)
+    assert rh.is_sealed and rh.last_add_confirmed == 29 and rh.length == 3000
+    await store.close()
 
 
-def test_delete_removes_files_and_later_opens_fail(tmp_path):
-    async def main():
-        store = LocalLedgerStore(tmp_path, fsync="none")
-        lh = await store.create_ledger()
-        await lh.append(b"a")
-        await lh.close()
-        assert await store.list_ledgers() == [lh.ledger_id]
+async def test_delete_removes_files_and_later_opens_fail(tmp_path):
+    store = LocalLedgerStore(tmp_path, fsync="none")
+    lh = await store.create_ledger()
+    await lh.append(b"a")
+    await lh.close()
+    assert await store.list_ledgers() == [lh.ledger_id]
+    await store.delete_ledger(lh.ledger_id)
+    assert not any(tmp_path.glob(f"{lh.ledger_id}.*"))
+    assert await store.list_ledgers() == []
+    with pytest.raises(NoSuchLedgerError):
+        await store.open_ledger(lh.ledger_id)
+    with pytest.raises(NoSuchLedgerError):
         await store.delete_ledger(lh.ledger_id)
-        assert not any(tmp_path.glob(f"{lh.ledger_id}.*"))
-        assert await store.list_ledgers() == []
-        with pytest.raises(NoSuchLedgerError):
-            await store.open_ledger(lh.ledger_id)
-        with pytest.raises(NoSuchLedgerError):
-            await store.delete_ledger(lh.ledger_id)
-        await store.close()
-
-    run(main())
+    await store.close()
 
 
-def test_a_directory_has_one_owner(tmp_path):
-    async def main():
-        store = LocalLedgerStore(tmp_path)
-        with pytest.raises(StorageError, match="in use"):
-            LocalLedgerStore(tmp_path)
-        await store.close()
-        LocalLedgerStore(tmp_path).abandon()
-
-    run(main())
+async def test_a_directory_has_one_owner(tmp_path):
+    store = LocalLedgerStore(tmp_path)
+    with pytest.raises(StorageError, match="in use"):
+        LocalLedgerStore(tmp_path)
+    await store.close()
+    LocalLedgerStore(tmp_path).abandon()
 
 
 # ---- crash recovery ---------------------------------------------------------------------------------------
@@ -169,25 +144,22 @@ async def _write_unsealed(tmp_path, n: int) -> int:
     ],
     ids=["short", "garbage", "partial-frame", "bad-crc", "huge-length"],
 )
-def test_torn_tail_is_dropped_at_recovery_and_complete_entries_are_kept(tmp_path, tail):
-    async def main():
-        ledger_id = await _write_unsealed(tmp_path, 10)
-        path = tmp_path / f"{ledger_id}.log"
-        good_size = path.stat().st_size
-        with open(path, "ab") as f:
-            f.write(tail)
-        store = LocalLedgerStore(tmp_path)
-        rh = await store.open_ledger(ledger_id, recover=True)
-        assert rh.last_add_confirmed == 9
-        assert [bytes(x) for x in await rh.read(0, 9)] == [payload(i) for i in range(10)]
-        assert path.stat().st_size == good_size  # the tail was cut off
-        await store.close()
-        store = LocalLedgerStore(tmp_path)  # sealed now: the index is used, the result is the same
-        rh = await store.open_ledger(ledger_id)
-        assert rh.is_sealed and rh.last_add_confirmed == 9
-        await store.close()
-
-    run(main())
+async def test_torn_tail_is_dropped_at_recovery_and_complete_entries_are_kept(tmp_path, tail):
+    ledger_id = await _write_unsealed(tmp_path, 10)
+    path = tmp_path / f"{ledger_id}.log"
+    good_size = path.stat().st_size
+    with open(path, "ab") as f:
+        f.write(tail)
+    store = LocalLedgerStore(tmp_path)
+    rh = await store.open_ledger(ledger_id, recover=True)
+    assert rh.last_add_confirmed == 9
+    assert [bytes(x) for x in await rh.read(0, 9)] == [payload(i) for i in range(10)]
+    assert path.stat().st_size == good_size  # the tail was cut off
+    await store.close()
+    store = LocalLedgerStore(tmp_path)  # sealed now: the index is used, the result is the same
+    rh = await store.open_ledger(ledger_id)
+    assert rh.is_sealed and rh.last_add_confirmed == 9
+    await store.close()
 
 
 def test_a_damaged_entry_in_the_middle_is_kept_in_place_not_cut_off(tmp_path, caplog):
@@ -328,33 +300,27 @@ def test_reads_verify_checksums_by_default(tmp_path):
     run(main())
 
 
-def test_an_empty_unsealed_ledger_recovers_empty(tmp_path):
-    async def main():
-        ledger_id = await _write_unsealed(tmp_path, 0)
-        store = LocalLedgerStore(tmp_path)
-        rh = await store.open_ledger(ledger_id)
-        assert rh.last_add_confirmed == -1 and rh.length == 0
-        await store.close()
-
-    run(main())
+async def test_an_empty_unsealed_ledger_recovers_empty(tmp_path):
+    ledger_id = await _write_unsealed(tmp_path, 0)
+    store = LocalLedgerStore(tmp_path)
+    rh = await store.open_ledger(ledger_id)
+    assert rh.last_add_confirmed == -1 and rh.length == 0
+    await store.close()
 
 
-def test_damaged_index_falls_back_to_scanning(tmp_path):
-    async def main():
-        store = LocalLedgerStore(tmp_path)
-        lh = await store.create_ledger()
-        for i in range(4):
-            await lh.append(payload(i))
-        await lh.close()
-        await store.close()
-        idx = tmp_path / f"{lh.ledger_id}.idx"
-        idx.write_bytes(idx.read_bytes()[:-1] + b"\x00")
-        store = LocalLedgerStore(tmp_path)
-        rh = await store.open_ledger(lh.ledger_id)
-        assert rh.last_add_confirmed == 3
-        await store.close()
-
-    run(main())
+async def test_damaged_index_falls_back_to_scanning(tmp_path):
+    store = LocalLedgerStore(tmp_path)
+    lh = await store.create_ledger()
+    for i in range(4):
+        await lh.append(payload(i))
+    await lh.close()
+    await store.close()
+    idx = tmp_path / f"{lh.ledger_id}.idx"
+    idx.write_bytes(idx.read_bytes()[:-1] + b"\x00")
+    store = LocalLedgerStore(tmp_path)
+    rh = await store.open_ledger(lh.ledger_id)
+    assert rh.last_add_confirmed == 3
+    await store.close()
 
 
 def test_recovery_scan_reads_in_chunks_whatever_the_frame_boundaries(tmp_path):

@@ -10,15 +10,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from kop.admin.metrics import LagSample
+from kop.metrics import LagSample
 
 if TYPE_CHECKING:
-    from kop.broker.service import BrokerService
+    from kop.services import BrokerServices
 
 log = logging.getLogger(__name__)
 
 
-def committed_offsets(service: BrokerService) -> list[tuple[str, str, int, int]]:
+def committed_offsets(service: BrokerServices) -> list[tuple[str, str, int, int]]:
     """(group, topic as persistent://tenant/ns/name, partition, committed offset) for every durable commit
     the group coordinator holds; [] without a coordinator. The coordinator keys topics by their Kafka name
     (`t`, or `tenant/ns/t` outside the default namespace); the admin side speaks Pulsar's full names."""
@@ -37,7 +37,7 @@ def committed_offsets(service: BrokerService) -> list[tuple[str, str, int, int]]
     return out
 
 
-async def lag_samples(service: BrokerService) -> list[LagSample]:
+async def lag_samples(service: BrokerServices) -> list[LagSample]:
     """One sample per committed (group, partition) of a topic that still exists."""
     out = []
     topics = service.topics
@@ -54,6 +54,6 @@ async def lag_samples(service: BrokerService) -> list[LagSample]:
     return out
 
 
-async def refresh(service: BrokerService) -> None:
+async def refresh(service: BrokerServices) -> None:
     """Recompute the lag the next /metrics exposition reports."""
     service.metrics.lag = await lag_samples(service)

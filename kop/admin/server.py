@@ -1,7 +1,7 @@
 """The admin HTTP server: /metrics, Pulsar admin-v2-shaped REST (with PIP-415), health and readiness.
 
 It runs in the broker's process and event loop, beside the Kafka listeners, on webServicePort (Pulsar's
-key; 8080 by default, 0 = an ephemeral port, -1 = off), and reads the same BrokerService the handlers use.
+key; 8080 by default, 0 = an ephemeral port, -1 = off), and reads the same BrokerServices the handlers use.
 
 Why aiohttp rather than a hand-written server on asyncio streams: it is asyncio-native (runs on our
 uvloop loop, no thread), well kept, and gets the parts of HTTP/1.1 we would otherwise have to get right
@@ -26,7 +26,7 @@ from kop.admin import lag, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
-    from kop.broker.service import BrokerService
+    from kop.services import BrokerServices
 
 log = logging.getLogger("kop.admin")
 
@@ -55,7 +55,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 class AdminServer:
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: BrokerServices) -> None:
         self.service = service
         cfg = service.config
         self.host = cfg.webServiceBindAddress

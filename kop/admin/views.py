@@ -19,16 +19,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kop.broker.names import InvalidTopicName, TopicName, check_local_name
-from kop.managed_ledger import InvalidPositionError
-from kop.managed_ledger import Position as MLPosition
+from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.entry_format import EntryFormatError
 from kop.storage.api import NoSuchLedgerError
+from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:
-    from kop.broker.service import BrokerService
-    from kop.broker.topics import Topic
     from kop.offset.partition_log import ManagedPartitionLog
+    from kop.services import BrokerServices
+    from kop.topics.manager import Topic
 
 PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 # Pulsar's MessageId.earliest (MessageIdImpl(-1, -1, -1)): the answer for an index retention already deleted.
@@ -67,37 +66,37 @@ class TopicRef:
 # ---------------------------------------------------------------------------------------------- names
 
 
-def _namespaces(service: BrokerService) -> set[tuple[str, str]]:
+def _namespaces(service: BrokerServices) -> set[tuple[str, str]]:
     cfg = service.config
     known = {(cfg.kafkaTenant, cfg.kafkaNamespace), (cfg.kafkaMetadataTenant, cfg.kafkaMetadataNamespace)}
     known.update((t.name.tenant, t.name.namespace) for t in service.topics.all())
     return known
 
 
-def tenants(service: BrokerService) -> list[str]:
+def tenants(service: BrokerServices) -> list[str]:
     """The configured tenants (kafkaTenant, kafkaMetadataTenant) and those of existing topics."""
     return sorted({t for t, _ in _namespaces(service)})
 
 
-def namespaces(service: BrokerService, tenant: str) -> list[str]:
+def namespaces(service: BrokerServices, tenant: str) -> list[str]:
     found = sorted(f"{t}/{ns}" for t, ns in _namespaces(service) if t == tenant)
     if not found:
         raise AdminError(404, "Tenant does not exist")
     return found
 
 
-def _check_namespace(service: BrokerService, tenant: str, namespace: str) -> None:
+def _check_namespace(service: BrokerServices, tenant: str, namespace: str) -> None:
     if (tenant, namespace) not in _namespaces(service):
         raise AdminError(404, "Namespace does not exist")
 
 
-def _topics_in(service: BrokerService, tenant: str, namespace: str) -> list[Topic]:
+def _topics_in(service: BrokerServices, tenant: str, namespace: str) -> list[Topic]:
     _check_namespace(service, tenant, namespace)
     found = [t for t in service.topics.all() if (t.name.tenant, t.name.namespace) == (tenant, namespace)]
     return sorted(found, key=lambda t: t.name.local)
 
 
-def topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+def topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
     """Pulsar's `topics list`: every partition of every topic (Kafka topics are partitioned topics)."""
     out = []
     for t in _topics_in(service, tenant, namespace):
@@ -105,11 +104,11 @@ def topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]
     return out
 
 
-def partitioned_topic_list(service: BrokerService, tenant: str, namespace: str) -> list[str]:
+def partitioned_topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
     return [t.name.canonical for t in _topics_in(service, tenant, namespace)]
 
 
-def resolve(service: BrokerService, tenant: str, namespace: str, local: str) -> TopicRef:
+def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
     """The topic a URL names, or 404 (unknown namespace, topic or partition)."""
     _check_namespace(service, tenant, namespace)
     m = PARTITION_SUFFIX.match(local)
@@ -140,14 +139,14 @@ def partitioned_metadata(ref: TopicRef) -> dict[str, Any]:
     return {"partitions": ref.topic.partitions if ref.partition is None else 0}
 
 
-async def _plog(service: BrokerService, topic: Topic, partition: int) -> ManagedPartitionLog:
+async def _plog(service: BrokerServices, topic: Topic, partition: int) -> ManagedPartitionLog:
     plog = await service.topics.partition_log(topic, partition)
     if not hasattr(plog, "ml"):
         raise AdminError(500, f"partition log {plog.name} is not a managed-ledger log")
     return plog  # type: ignore[return-value]
 
 
-def _position(p: MLPosition | None, fallback_ledger: int | None = None) -> str:
+def _position(p: Position | None, fallback_ledger: int | None = None) -> str:
     if p is None:
         return f"{fallback_ledger if fallback_ledger is not None else -1}:-1"
     return f"{p.ledger_id}:{p.entry_id}"
@@ -156,7 +155,7 @@ def _position(p: MLPosition | None, fallback_ledger: int | None = None) -> str:
 # ---------------------------------------------------------------------------------------------- groups
 
 
-def committed_offsets(service: BrokerService, topic: Topic, partition: int) -> dict[str, int]:
+def committed_offsets(service: BrokerServices, topic: Topic, partition: int) -> dict[str, int]:
     """Committed offsets of every consumer group on one partition ({} until the group coordinator runs)."""
     from kop.admin.lag import committed_offsets as all_committed
 
@@ -170,7 +169,7 @@ def committed_offsets(service: BrokerService, topic: Topic, partition: int) -> d
 # ---------------------------------------------------------------------------------------------- stats
 
 
-async def partition_stats(service: BrokerService, topic: Topic, partition: int) -> dict[str, Any]:
+async def partition_stats(service: BrokerServices, topic: Topic, partition: int) -> dict[str, Any]:
     """Pulsar's TopicStats for one partition: rates over the last statsUpdateFrequencyInSecs window,
     counters since start-up, storage size, and one subscription per consumer group (its backlog)."""
     plog = await _plog(service, topic, partition)
@@ -205,7 +204,7 @@ _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "by
 PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]
 
 
-async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition: bool = True,
+async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partition: bool = True,
                             partition_source: PartitionSource | None = None) -> dict[str, Any]:
     """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each one under "partitions".
     `partition_source(p)` gives one partition's stats (in cluster mode the admin server asks each partition's
@@ -233,7 +232,7 @@ async def partitioned_stats(service: BrokerService, ref: TopicRef, per_partition
     return total
 
 
-async def internal_stats(service: BrokerService, topic: Topic, partition: int) -> dict[str, Any]:
+async def internal_stats(service: BrokerServices, topic: Topic, partition: int) -> dict[str, Any]:
     """Pulsar's PersistentTopicInternalStats for one partition, from its managed ledger: the ledger list
     with entries and size (the current ledger's acknowledged counts included), the last confirmed entry,
     the managed-ledger properties (the recovered "index"), and Kafka's offsets."""
@@ -268,7 +267,7 @@ async def internal_stats(service: BrokerService, topic: Topic, partition: int) -
     }
 
 
-def partition_damage(service: BrokerService, plog: ManagedPartitionLog) -> dict[str, Any]:
+def partition_damage(service: BrokerServices, plog: ManagedPartitionLog) -> dict[str, Any]:
     """Damage this partition's ledgers hold (kop/storage/local/ledgers.py), the ranges a read met with the
     Kafka offsets they cost, and how many reads were answered KAFKA_STORAGE_ERROR."""
     store = service.storage.ledger_store
@@ -277,7 +276,7 @@ def partition_damage(service: BrokerService, plog: ManagedPartitionLog) -> dict[
     return {"ledgers": found, "ranges": list(plog.damaged_ranges.values()), "damagedReads": plog.damaged_reads}
 
 
-def storage_status(service: BrokerService) -> dict[str, Any]:
+def storage_status(service: BrokerServices) -> dict[str, Any]:
     """Broker-wide storage health for metrics: damage found, recovery steps taken, write failures."""
     storage = service.storage
     store = storage.ledger_store
@@ -295,7 +294,7 @@ def storage_status(service: BrokerService) -> dict[str, Any]:
 WRITE_FAILURE_HOLD_S = 10.0  # a ledger write failure keeps /ready at 503 this long unless a write succeeds
 
 
-async def not_ready_reasons(service: BrokerService) -> list[str]:
+async def not_ready_reasons(service: BrokerServices) -> list[str]:
     """Why the broker should not get traffic now; empty when it is ready. The stores are probed with a
     real synced write each time (a full or read-only disk shows here, and clears when it is fixed), and a
     __consumer_offsets partition whose load failed keeps its groups unserved."""
@@ -331,18 +330,18 @@ async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
     committed offset (the next to read), markDeletePosition = the entry before it (the last one entirely
     consumed), messagesConsumedCounter = the committed offset."""
     ml = plog.ml
-    read: MLPosition | None = None
+    read: Position | None = None
     if committed < plog.high_watermark and committed >= plog.log_start_offset:
         with contextlib.suppress(Exception):
             read = await plog.find_position(committed)
     if read is None:
         with contextlib.suppress(InvalidPositionError):
             read = ml.position_of(ml.number_of_entries)
-    mark: MLPosition | None = None
+    mark: Position | None = None
     if read is not None:
         with contextlib.suppress(InvalidPositionError):
             ordinal = ml.ordinal_of(read)
-            mark = ml.position_of(ordinal - 1) if ordinal > 0 else MLPosition(read.ledger_id, read.entry_id - 1)
+            mark = ml.position_of(ordinal - 1) if ordinal > 0 else Position(read.ledger_id, read.entry_id - 1)
     return {
         "markDeletePosition": _position(mark),
         "readPosition": _position(read),
@@ -351,7 +350,7 @@ async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
     }
 
 
-async def partitioned_internal_stats(service: BrokerService, ref: TopicRef,
+async def partitioned_internal_stats(service: BrokerServices, ref: TopicRef,
                                      partition_source: PartitionSource | None = None) -> dict[str, Any]:
     if ref.partition is not None:
         raise AdminError(404, f"Topic {ref.name} not found: partitioned-internalStats takes the topic's base "
@@ -366,7 +365,7 @@ async def partitioned_internal_stats(service: BrokerService, ref: TopicRef,
 # ---------------------------------------------------------------------------------------------- PIP-415
 
 
-def _check_index_lookups(service: BrokerService) -> None:
+def _check_index_lookups(service: BrokerServices) -> None:
     if not service.config.exposingBrokerEntryMetadataToAdminEnabled:
         raise AdminError(412, "Broker entry metadata is not enabled "
                               "(exposingBrokerEntryMetadataToAdminEnabled=false)")
@@ -388,7 +387,7 @@ def parse_long(query: Mapping[str, str], name: str, required: bool = True, defau
     return value
 
 
-async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int) -> dict[str, int]:
+async def message_id_by_index(service: BrokerServices, ref: TopicRef, index: int) -> dict[str, int]:
     """PIP-415: {ledgerId, entryId, partitionIndex} of the entry whose records include `index`.
 
     Resolution is per entry (a batch of several records is one entry: all its indexes give the same id),
@@ -428,7 +427,7 @@ async def message_id_by_index(service: BrokerService, ref: TopicRef, index: int)
     raise AdminError(500, f"could not locate index {index} in {ref.name} (the log kept changing)")
 
 
-async def _entry_meta(plog: ManagedPartitionLog, position: MLPosition) -> Any:
+async def _entry_meta(plog: ManagedPartitionLog, position: Position) -> Any:
     from kop.offset.partition_log import entry_meta
 
     data = await plog.ml.read_entry_prefix(position, _PREFIX_BYTES)
@@ -440,7 +439,7 @@ async def _entry_meta(plog: ManagedPartitionLog, position: MLPosition) -> Any:
     return entry_meta(await plog.ml.read_entry(position))
 
 
-async def index_by_message_id(service: BrokerService, ref: TopicRef, ledger_id: int, entry_id: int,
+async def index_by_message_id(service: BrokerServices, ref: TopicRef, ledger_id: int, entry_id: int,
                               batch_index: int = -1) -> dict[str, int]:
     """The reverse of PIP-415: the indexes of the entry at (ledgerId, entryId), from its broker entry
     metadata. `index` is the stored index (the entry's last record, Pulsar's convention) or, with
@@ -451,7 +450,7 @@ async def index_by_message_id(service: BrokerService, ref: TopicRef, ledger_id: 
     partition = need_partition(ref, "getIndexByMessageId")
     plog = await _plog(service, ref.topic, partition)
     try:
-        data = await plog.ml.read_entry(MLPosition(ledger_id, entry_id))
+        data = await plog.ml.read_entry(Position(ledger_id, entry_id))
     except (InvalidPositionError, NoSuchLedgerError):
         raise AdminError(404, f"Message not found: no entry {ledger_id}:{entry_id} in {ref.name}") from None
     from kop.offset.entry_format import parse_entry

@@ -46,15 +46,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kop.broker.names import TopicName
 from kop.cluster.bundles import Bundle, bundle_for, bundles_of, choose_owner
 from kop.config import ConfigError
 from kop.storage.api import NodeExistsError, NoSuchNodeError, StorageError
+from kop.topics.names import TopicName
 
 if TYPE_CHECKING:
-    from kop.broker.topics import TopicManager
     from kop.config import BrokerConfig
     from kop.storage.zookeeper import ZooKeeperMetadataStore
+    from kop.topics.manager import TopicManager
 
 log = logging.getLogger(__name__)
 

@@ -42,9 +42,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from kop.broker.names import OFFSETS_TOPIC
-from kop.broker.topic_config import effective
-from kop.broker.topics import Topic, TopicError, TopicManager
 from kop.config import BrokerConfig
 from kop.coordinator import records as rec
 from kop.coordinator.group import EMPTY_ASSIGNMENT, ClassicGroup, GroupState, Member
@@ -58,6 +55,9 @@ from kop.coordinator.group_state import (
 from kop.offset.api import PartitionLog
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import NewRecord, build_batch, decode_records, parse_batch_header
+from kop.topics.manager import Topic, TopicError, TopicManager
+from kop.topics.names import OFFSETS_TOPIC
+from kop.topics.topic_config import effective
 
 log = logging.getLogger(__name__)
 
@@ -400,7 +400,7 @@ class GroupCoordinator:
 
     def committed_offsets(self) -> dict[tuple[str, str, int], int]:
         """{(group, topic, partition): committed offset} for every durable commit (consumer lag metrics).
-        Topics are Kafka names as kop.broker.topics.TopicManager.kafka_name gives them."""
+        Topics are Kafka names as kop.topics.manager.TopicManager.kafka_name gives them."""
         return {(g, t, p): o.offset for g, offs in self.offsets.items() for (t, p), o in offs.items()}
 
     # ================================================================== driving the state machine

@@ -23,8 +23,9 @@ from collections import deque
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from kop.admin.metrics import log_value as _quoted
+from kop.kafka.context import RequestContext
 from kop.kafka.framing import FrameError, FrameReader
+from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
 
@@ -187,7 +188,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Notes when the handler starts, for the request-queue-time metric (one frame per request)."""
         pending.dequeued = time.monotonic()
         _CURRENT.set(pending)
-        return await handle(self, header, request)
+        return await handle(RequestContext(self, header), request)
 
     # ------------------------------------------------------------------ fetch back-pressure
     def _has_room(self, pending: _Pending | None) -> bool:

@@ -16,23 +16,29 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kop.admin.metrics import BrokerMetrics
-from kop.broker.protocol_handler import ProtocolHandler
+from kop.aio import PeriodicTask, SingleFlight
 from kop.config import BrokerConfig, Listener
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.idempotence import ProducerStateTable
+from kop.metrics import BrokerMetrics
+from kop.offset.api import PartitionLog
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+from kop.protocol.records import parse_batch_header
+from kop.protocol_handler import ProtocolHandler
+from kop.services import BrokerServices
 
 if TYPE_CHECKING:
-    from kop.broker.service import BrokerService
     from kop.kafka.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 
 # How many trailing batches of a partition are read at open to rebuild idempotent-producer state.
 PRODUCER_STATE_TAIL_ENTRIES = 1000
+# How often producers idle for producerIdExpirationMs are forgotten (Kafka's default check interval).
+PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +53,7 @@ class KafkaProtocolHandler(ProtocolHandler):
 
     def __init__(self) -> None:
         self.config: BrokerConfig
-        self.service: BrokerService
+        self.service: BrokerServices
         self.apis: dict[int, Api] = build_table()
         self.connections: set[KafkaConnection] = set()
         self.servers: list[asyncio.base_events.Server] = []
@@ -55,12 +61,12 @@ class KafkaProtocolHandler(ProtocolHandler):
         # Replaced by the broker service's metrics in start(); a private one keeps a bare handler usable.
         self.metrics = BrokerMetrics()
         self._producer_states: dict[str, ProducerStateTable] = {}
-        self._producer_state_loading: dict[str, asyncio.Future[ProducerStateTable]] = {}
+        self._producer_state_loading: SingleFlight[str, ProducerStateTable] = SingleFlight()
         self._bound: list[Listener] = []
         # Encoded Metadata topic entries (kop.kafka.apis.metadata: keyed by everything they depend on).
         self.metadata_cache = TopicEntryCache()
         self.fetch_sessions = FetchSessionCache(0)  # sized from the config in initialize()
-        self._idle_task: asyncio.Task[None] | None = None
+        self._chores: list[PeriodicTask] = []  # idle connections, producer-id expiration
 
     # ------------------------------------------------------------------ plugin API
     def accept(self, protocol: str) -> bool:
@@ -70,11 +76,11 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.config = config
         self.fetch_sessions = FetchSessionCache(config.maxIncrementalFetchSessionCacheSlots)
 
-    async def start(self, service: BrokerService) -> None:
-        from kop.kafka.connection import KafkaConnection
+    async def start(self, services: BrokerServices) -> None:
+        from kop.kafka.connection import KafkaConnection  # connection.py imports this module
 
-        self.service = service
-        self.metrics = service.metrics
+        self.service = services
+        self.metrics = services.metrics
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
@@ -94,15 +100,22 @@ class KafkaProtocolHandler(ProtocolHandler):
             port = server.sockets[0].getsockname()[1]
             self._bound.append(Listener(lst.name, lst.host, port))
         if self.config.connectionMaxIdleMs > 0:
-            self._idle_task = asyncio.create_task(self._idle_loop(), name="kafka-idle")
+            limit = self.config.connectionMaxIdleMs / 1000
+            self._chores.append(PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log))
+        if self.config.producerIdExpirationMs > 0:
+            # Kafka checks every producer.id.expiration.check.interval.ms (10 minutes by default).
+            every = min(self.config.producerIdExpirationMs, PRODUCER_ID_EXPIRATION_CHECK_MS) / 1000
+            self._chores.append(PeriodicTask("producer-id-expiration", every, self._expire_producer_ids, log))
+        for chore in self._chores:
+            chore.start()
 
     def listeners(self) -> list[str]:
         return [str(b) for b in self._bound]
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
-        if self._idle_task:
-            self._idle_task.cancel()
+        for chore in self._chores:
+            await chore.stop()
         for s in self.servers:
             s.close()
         conns = list(self.connections)
@@ -113,6 +126,15 @@ class KafkaProtocolHandler(ProtocolHandler):
             except TimeoutError:
                 pass
 
+    def bound_port(self, listener_name: str) -> int | None:
+        return next((b.port for b in self._bound if b.name == listener_name), None)
+
+    def partition_log_released(self, ledger_name: str) -> None:
+        self._producer_states.pop(ledger_name, None)
+
+    def partition_log_deleted(self, ledger_name: str) -> None:
+        self._producer_states.pop(ledger_name, None)
+
     # ------------------------------------------------------------------ shared helpers
     def node_for(self, listener_name: str) -> Node:
         """This broker as clients on `listener_name` must reach it (its advertised listener)."""
@@ -120,8 +142,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         chosen = next((a for a in adv if a.name == listener_name), adv[0])
         port = chosen.port
         if port == 0:  # listening on an ephemeral port (tests): advertise the real one
-            bound = next((b for b in self._bound if b.name == chosen.name), None)
-            port = bound.port if bound else port
+            port = self.bound_port(chosen.name) or port
         return Node(self.config.kafkaBrokerId, chosen.host, port)
 
     def broker_nodes(self, listener_name: str) -> list[Node]:
@@ -157,8 +178,6 @@ class KafkaProtocolHandler(ProtocolHandler):
             return f"api#{key}"
 
     def api_versions_body(self, error: str | None = None) -> Any:
-        from kop.protocol.errors import ErrorCode
-
         R = api_info(18).response_class
         return R(
             error_code=ErrorCode[error] if error else 0,
@@ -174,20 +193,14 @@ class KafkaProtocolHandler(ProtocolHandler):
         metrics, and the slow-request log line."""
         self.metrics.request_done(conn, pending, now)
 
-    async def producer_state(self, ledger_name: str, plog: Any) -> ProducerStateTable:
+    async def producer_state(self, ledger_name: str, plog: PartitionLog) -> ProducerStateTable:
         """Idempotent-producer state of one partition, rebuilt from the log's tail on first use."""
         table = self._producer_states.get(ledger_name)
         if table is not None:
             return table
-        pending = self._producer_state_loading.get(ledger_name)
-        if pending is not None:
-            return await pending
-        fut: asyncio.Future[ProducerStateTable] = asyncio.get_running_loop().create_future()
-        self._producer_state_loading[ledger_name] = fut
-        try:
-            table = ProducerStateTable()
-            from kop.protocol.records import parse_batch_header
 
+        async def load() -> ProducerStateTable:
+            table = ProducerStateTable()
             for fb in await plog.tail_batches(PRODUCER_STATE_TAIL_ENTRIES):
                 h = parse_batch_header(fb.batch)
                 if h.producer_id >= 0:
@@ -196,23 +209,24 @@ class KafkaProtocolHandler(ProtocolHandler):
                     table.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta + 1,
                                  fb.base_offset)
             self._producer_states[ledger_name] = table
-            fut.set_result(table)
             return table
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()
-            raise
-        finally:
-            self._producer_state_loading.pop(ledger_name, None)
 
-    def forget_producer_state(self, ledger_name: str) -> None:
-        self._producer_states.pop(ledger_name, None)
+        return await self._producer_state_loading.run(ledger_name, load)
 
-    async def _idle_loop(self) -> None:
+    def expire_producer_ids(self, now_ms: int | None = None) -> None:
+        """Forget the idempotence state of producers that wrote nothing for producerIdExpirationMs (Kafka's
+        producer.id.expiration.ms): their next batch with a sequence other than 0 gets UNKNOWN_PRODUCER_ID,
+        and memory follows the producers that are still writing."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        for table in self._producer_states.values():
+            table.expire(now - self.config.producerIdExpirationMs)
+
+    async def _expire_producer_ids(self) -> None:
+        self.expire_producer_ids()
+
+    async def _close_idle(self) -> None:
         limit = self.config.connectionMaxIdleMs / 1000
-        while True:
-            await asyncio.sleep(min(limit / 2, 30))
-            now = time.monotonic()
-            for c in list(self.connections):
-                if c.in_flight == 0 and now - c.last_active > limit:
-                    c.abort(f"idle for more than {self.config.connectionMaxIdleMs} ms", error=False)
+        now = time.monotonic()
+        for c in list(self.connections):
+            if c.in_flight == 0 and now - c.last_active > limit:
+                c.abort(f"idle for more than {self.config.connectionMaxIdleMs} ms", error=False)

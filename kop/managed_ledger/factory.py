@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
+from kop.aio import SingleFlight
 from kop.managed_ledger.config import ManagedLedgerConfig
 from kop.managed_ledger.ledger import (
     ML_ROOT,
@@ -32,7 +32,7 @@ class ManagedLedgerFactory:
         self.metadata_store = metadata_store
         self.default_config = default_config or ManagedLedgerConfig()
         self._open: dict[str, ManagedLedger] = {}
-        self._opening: dict[str, asyncio.Future[ManagedLedger]] = {}
+        self._opening: SingleFlight[str, ManagedLedger] = SingleFlight()
         self._closed = False
         # Recovery steps of the managed ledgers opened (ledger.py _initialize), for metrics.
         self.recovery: dict[str, int] = {"empty_ledgers_dropped": 0, "damaged_last_entry": 0}
@@ -47,23 +47,14 @@ class ManagedLedgerFactory:
         ml = self._open.get(name)
         if ml is not None:
             return ml
-        pending = self._opening.get(name)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[ManagedLedger] = asyncio.get_running_loop().create_future()
-        self._opening[name] = fut
-        try:
+
+        async def initialize() -> ManagedLedger:
             ml = ManagedLedger(self, name, config or self.default_config, interceptor)
             await ml._initialize()
             self._open[name] = ml
-            fut.set_result(ml)
             return ml
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()
-            raise
-        finally:
-            del self._opening[name]
+
+        return await self._opening.run(name, initialize)
 
     def get(self, name: str) -> ManagedLedger | None:
         """The open instance, if any."""

@@ -4,7 +4,7 @@ State kept in the metadata store at ``/managed-ledgers/<name>`` as Pulsar's Mana
 (kop/managed_ledger/protobuf.py), always written with a versioned compare-and-set: a BadVersion means
 another owner opened this managed ledger, and this instance fences itself (all later operations fail).
 
-Lifecycle (storage.md §4.3):
+Lifecycle (Pulsar's ManagedLedgerImpl; docs/architecture.md, Offsets):
 
 * open: read the info; give the properties to the interceptor; open the last ledger *with recovery* (which
   fences a previous writer and seals it) and record its entries and size (an empty last ledger is dropped);
@@ -471,7 +471,7 @@ class ManagedLedger:
     # ---------------------------------------------------------------------------------------- rollover
 
     def _current_is_full(self) -> bool:
-        """Pulsar's currentLedgerIsFull (storage.md §4.3), on issued counts."""
+        """Pulsar's currentLedgerIsFull, on issued counts."""
         if self._issued_entries == 0:
             return False
         cfg = self.config

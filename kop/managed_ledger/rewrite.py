@@ -5,7 +5,7 @@ info references yet, rolling to another ledger by the managed ledger's own size 
 ManagedLedger.replace_ledgers() then swaps them in with one compare-and-set of the info, and only after
 that deletes the ledgers they replace. So a crash leaves either the old list or the new one:
 
-* before the CAS, the new ledgers are unreferenced: Storage.collect_garbage() deletes them at start-up;
+* before the CAS, the new ledgers are unreferenced: LogStorage.collect_garbage() (kop/offset/storage.py) deletes them at start-up;
 * after the CAS, the replaced ledgers are unreferenced until deleted: the same clean-up removes them.
 
 Appends are pipelined (append_nowait, at most `window_bytes` in flight) so the store's group commit

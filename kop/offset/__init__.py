@@ -5,7 +5,7 @@ from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Positio
 from kop.offset.compaction import CleaningState, CompactionResult
 from kop.offset.cursor_cache import CursorCache
 from kop.offset.partition_log import IndexInterceptor, ManagedPartitionLog
-from kop.offset.storage import Storage, open_embedded_storage
+from kop.offset.storage import LogStorage, open_embedded_storage
 
 __all__ = [
     "CleaningState",
@@ -18,6 +18,6 @@ __all__ = [
     "PartitionLog",
     "Position",
     "ReadResult",
-    "Storage",
+    "LogStorage",
     "open_embedded_storage",
 ]

@@ -13,15 +13,10 @@ import abc
 import asyncio
 from dataclasses import dataclass
 
+# One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
+from kop.managed_ledger import Position
+
 Buffer = bytes | bytearray | memoryview
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """A managed-ledger position: (ledger id, entry id)."""
-
-    ledger_id: int
-    entry_id: int
 
 
 @dataclass(slots=True)

@@ -1,7 +1,8 @@
 """Log compaction of one partition log (cleanup.policy=compact), Kafka's semantics over managed ledgers.
 
-``ManagedPartitionLog.compact()`` runs ``compact_log`` below; the broker's cleaner loop
-(kop/broker/service.py) decides when, from ``cleaning_state``. One pass:
+``ManagedPartitionLog.compact()`` runs ``compact_log`` below (one pass at a time per log); the broker's
+log cleaner (kop/topics/chores.py) decides when, from ``cleaning_state``. Both see the log through
+``CompactableLog``, the few public things they read of it. One pass:
 
 1. (roll_current) roll the current ledger when it has entries, so everything written so far is closed.
 2. Key map: read every record of the closed ledgers AND of the current ledger's acknowledged entries;
@@ -52,11 +53,10 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
 
-from kop.managed_ledger import InvalidPositionError
-from kop.managed_ledger import Position as MLPosition
+from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.entry_format import encode_entry_header, parse_entry
 from kop.protocol.compaction import batch_keys, filter_batch
 from kop.protocol.records import CONTROL_BIT
@@ -64,7 +64,7 @@ from kop.storage.api import NoSuchLedgerError
 
 if TYPE_CHECKING:
     from kop.managed_ledger import ManagedLedger
-    from kop.offset.partition_log import ManagedPartitionLog
+    from kop.offset.partition_log import EntryMeta
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,32 @@ _CHUNK_ENTRIES = 512
 _CHUNK_BYTES = 1 << 20
 _THREAD_BATCH_BYTES = 1 << 20  # batches at least this big are filtered in a worker thread
 _SLICE_S = 0.002  # yield to the event loop after this much work
+
+
+class CompactableLog(Protocol):
+    """What compaction reads of a partition log (kop/offset/partition_log.py implements it)."""
+
+    name: str
+    ml: ManagedLedger
+
+    async def probe(self, ledger_id: int, entry_id: int) -> EntryMeta:
+        """The headers (index, timestamps) of one entry."""
+        ...
+
+    async def last_index_of(self, ledger_id: int, entries: int) -> int:
+        """The index (last offset) of the last entry of a ledger holding `entries` entries."""
+        ...
+
+    @property
+    def delete_offset(self) -> int:
+        """DeleteRecords' log start offset: records below it are dropped."""
+        ...
+
+    @property
+    def retained_start(self) -> int | None:
+        """The log start the pass must keep (min of the first entry's base offset and the start an
+        earlier pass kept), None for an empty log."""
+        ...
 
 
 class _LogChanged(Exception):  # noqa: N818 - internal signal
@@ -102,6 +128,7 @@ class CompactionResult:
     tombstones_dropped: int = 0
     end_offset: int = -1  # last index of the cleaned range
     seconds: float = 0.0
+    replaced: list[int] = field(default_factory=list)  # ids of the ledgers the pass replaced
 
     @property
     def ledgers_rewritten(self) -> int:
@@ -144,7 +171,7 @@ def compaction_start(props: dict[str, str]) -> int | None:
     return _int_property(props, COMPACTION_START_PROPERTY)
 
 
-async def cleaning_state(plog: ManagedPartitionLog) -> CleaningState:
+async def cleaning_state(plog: CompactableLog) -> CleaningState:
     ml = plog.ml
     props = ml.properties
     compacted = _int_property(props, COMPACTED_OFFSET_PROPERTY)
@@ -159,11 +186,11 @@ async def cleaning_state(plog: ManagedPartitionLog) -> CleaningState:
             continue
         size = li.size or 0
         closed += size
-        if n and await plog._last_index_of(li.ledger_id, n) > compacted:
+        if n and await plog.last_index_of(li.ledger_id, n) > compacted:
             dirty += size
     first_ts = None
     if current is not None and current_entries:
-        first_ts = (await plog._probe(current, 0)).broker_timestamp
+        first_ts = (await plog.probe(current, 0)).broker_timestamp
     return CleaningState(closed, dirty, compacted, _int_property(props, DELETE_HORIZON_PROPERTY),
                          current_entries, first_ts)
 
@@ -173,7 +200,7 @@ async def _ledger_entries(ml: ManagedLedger, ledger_id: int, count: int) -> Asyn
     eid = 0
     while eid < count:
         try:
-            got = await ml.read_entries(MLPosition(ledger_id, eid), min(_CHUNK_ENTRIES, count - eid), _CHUNK_BYTES)
+            got = await ml.read_entries(Position(ledger_id, eid), min(_CHUNK_ENTRIES, count - eid), _CHUNK_BYTES)
         except (InvalidPositionError, NoSuchLedgerError) as e:
             raise _LogChanged(str(e)) from None
         if not got or got[0].ledger_id != ledger_id:
@@ -197,20 +224,22 @@ class _Slicer:
             self._mark = time.perf_counter()
 
 
-async def compact_log(plog: ManagedPartitionLog, delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS, *,
+async def compact_log(plog: CompactableLog, delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS, *,
                       roll_current: bool = False, now_ms: int | None = None) -> CompactionResult:
-    async with plog._compaction_lock:
-        started = time.perf_counter()
-        result = await _compact(plog, max(0, delete_retention_ms), roll_current, now_ms)
-        result.seconds = time.perf_counter() - started
-        if result.compacted:
-            log.info("compacted %s: %d -> %d records, %d -> %d bytes, %d -> %d ledgers in %.3fs",
-                     plog.name, result.records_before, result.records_after, result.bytes_before,
-                     result.bytes_after, result.ledgers_before, result.ledgers_after, result.seconds)
-        return result
+    """One pass; the caller runs one at a time per log and drops what it cached of `result.replaced`."""
+    started = time.perf_counter()
+    result = await _compact(plog, max(0, delete_retention_ms), roll_current, now_ms)
+    result.seconds = time.perf_counter() - started
+    if result.compacted:
+        log.info("compacted %s: %d -> %d records, %d -> %d bytes, %d -> %d ledgers in %.3fs",
+                 plog.name, result.records_before, result.records_after, result.bytes_before,
+                 result.bytes_after, result.ledgers_before, result.ledgers_after, result.seconds)
+    return result
 
 
-async def _compact(plog: ManagedPartitionLog, retention_ms: int, roll_current: bool,
+# long: the phases of one pass (key map, rewrite, swap) share the closed-ledger run, the result being
+# long: filled and the rewriter to abort on any failure; apart they would pass all of it around
+async def _compact(plog: CompactableLog, retention_ms: int, roll_current: bool,
                    now_ms: int | None) -> CompactionResult:
     ml = plog.ml
     name = plog.name
@@ -223,15 +252,14 @@ async def _compact(plog: ManagedPartitionLog, retention_ms: int, roll_current: b
         return CompactionResult(name, False, "no closed ledger")
     current_entries = (infos[-1].entries or 0) if current is not None and infos[-1].ledger_id == current else 0
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
-    delete_offset = plog._delete_offset
-    starts = [x for x in (plog._first_offset, plog._start_floor) if x is not None]
-    start_before = min(starts) if starts else None
+    delete_offset = plog.delete_offset
+    start_before = plog.retained_start
     res = CompactionResult(name, False, ledgers_before=len(closed),
                            entries_before=sum(li.entries or 0 for li in closed),
                            bytes_before=sum(li.size or 0 for li in closed))
     slicer = _Slicer()
     try:
-        res.end_offset = await plog._last_index_of(closed[-1].ledger_id, closed[-1].entries or 0)
+        res.end_offset = await plog.last_index_of(closed[-1].ledger_id, closed[-1].entries or 0)
         # ---- 1. key -> offset of its latest record
         latest: dict[bytes, int] = {}
         scan = [(li.ledger_id, li.entries or 0) for li in closed]
@@ -310,5 +338,5 @@ async def _compact(plog: ManagedPartitionLog, retention_ms: int, roll_current: b
     res.ledgers_after = len(new_ledgers)
     res.entries_after = rewriter.entries_written
     res.bytes_after = rewriter.bytes_written
-    await plog._after_compaction([li.ledger_id for li in closed])
+    res.replaced = [li.ledger_id for li in closed]
     return res

@@ -1,6 +1,6 @@
 """The bytes of one stored entry: broker entry metadata, then KoP's "kafka" entry format.
 
-Layout (storage.md §5 and §8.2; big-endian lengths)::
+Layout (Pulsar's broker entry metadata and KoP's kafka entry format, docs/architecture.md; big-endian lengths)::
 
     u16 0x0e02 · u32 size · BrokerEntryMetadata{broker_timestamp=1 uint64, index=2 uint64}
     [u16 0x0e01 · u32 crc32c]                    (optional; Pulsar clients may add it, we never do)
@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from kop.managed_ledger.protobuf import (
+from kop.storage.protobuf import (
     LEN,
     VARINT,
     ProtobufError,
@@ -40,7 +40,6 @@ CHECKSUM_MAGIC = 0x0E01
 ENTRY_FORMAT_KEY = "entry.format"
 KAFKA_ENTRY_FORMAT = "kafka"
 
-_U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _BEM_HEAD = b"\x0e\x02"
 # MessageMetadata parts: producer_name="" (1), sequence_id=0 (2) | publish_time (3) | properties (4), N (11)

@@ -45,7 +45,6 @@ from kop.managed_ledger import (
     ManagedLedgerConfig,
     ManagedLedgerInterceptor,
 )
-from kop.managed_ledger import Position as MLPosition
 from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Position, ReadResult
 from kop.offset.compaction import (
     COMPACTION_START_PROPERTY,
@@ -116,7 +115,7 @@ class IndexInterceptor(ManagedLedgerInterceptor):
     `index` counts records issued (offset of the last one, -1 when none); `durable_index` counts the
     acknowledged ones. Recovery: max(property "index", index in the last entry of the log)."""
 
-    def __init__(self, on_durable: Callable[[MLPosition, tuple[int, int, int]], None] | None = None) -> None:
+    def __init__(self, on_durable: Callable[[Position, tuple[int, int, int]], None] | None = None) -> None:
         self.index = -1
         self.durable_index = -1
         self.on_durable = on_durable
@@ -146,7 +145,7 @@ class IndexInterceptor(ManagedLedgerInterceptor):
             ts = now
         return (header, data), (prev, index, ts)
 
-    def after_add_entry(self, position: MLPosition, context: tuple[int, int, int]) -> None:
+    def after_add_entry(self, position: Position, context: tuple[int, int, int]) -> None:
         self.durable_index = context[1]
         if self.on_durable is not None:
             self.on_durable(position, context)
@@ -220,7 +219,7 @@ class ManagedPartitionLog(PartitionLog):
     def rollovers(self) -> int:
         return self.ml.rollovers
 
-    def _on_durable(self, position: MLPosition, context: tuple[int, int, int]) -> None:
+    def _on_durable(self, position: Position, context: tuple[int, int, int]) -> None:
         prev, index, ts = context
         lid, eid = position
         self._ledger_last_index[lid] = index
@@ -245,12 +244,12 @@ class ManagedPartitionLog(PartitionLog):
         if first is None:
             self._first_offset = None
         else:
-            self._first_offset = (await self._probe(first.ledger_id, first.entry_id)).base_offset
+            self._first_offset = (await self.probe(first.ledger_id, first.entry_id)).base_offset
 
     # ------------------------------------------------------------------------------------ entry headers
 
     async def _read_meta(self, ledger_id: int, entry_id: int) -> EntryMeta:
-        position = MLPosition(ledger_id, entry_id)
+        position = Position(ledger_id, entry_id)
         data = await self.ml.read_entry_prefix(position, _PREFIX_BYTES)
         try:
             return entry_meta(data)
@@ -259,7 +258,8 @@ class ManagedPartitionLog(PartitionLog):
                 raise  # that was the whole entry
         return entry_meta(await self.ml.read_entry(position))
 
-    async def _probe(self, ledger_id: int, entry_id: int) -> EntryMeta:
+    async def probe(self, ledger_id: int, entry_id: int) -> EntryMeta:
+        """The headers of one entry (cached: searches probe the same entries again and again)."""
         key = (ledger_id, entry_id)
         probes = self._probes
         meta = probes.get(key)
@@ -280,7 +280,7 @@ class ManagedPartitionLog(PartitionLog):
         high watermark - 1 when none follows). Offsets have no gaps (but compaction's, which only
         makes this estimate larger: still within the damaged run's reach)."""
         ml = self.ml
-        pos = MLPosition(e.ledger_id, e.last_entry)
+        pos = Position(e.ledger_id, e.last_entry)
         for _ in range(_DAMAGE_WALK):
             try:
                 if ml.ordinal_of(pos) + 1 >= ml.number_of_entries:
@@ -288,7 +288,7 @@ class ManagedPartitionLog(PartitionLog):
                 pos = ml.next_position(pos)
                 return (await self._read_meta(pos.ledger_id, pos.entry_id)).base_offset - 1
             except LedgerDamagedError as more:
-                pos = MLPosition(more.ledger_id, max(more.last_entry, pos.entry_id))
+                pos = Position(more.ledger_id, max(more.last_entry, pos.entry_id))
             except InvalidPositionError:
                 break
         return self.interceptor.durable_index
@@ -302,7 +302,7 @@ class ManagedPartitionLog(PartitionLog):
         first = self.log_start_offset
         with contextlib.suppress(LedgerDamagedError, InvalidPositionError, OffsetOutOfRange):
             if e.first_entry > 0:
-                first = (await self._probe(e.ledger_id, e.first_entry - 1)).index + 1
+                first = (await self.probe(e.ledger_id, e.first_entry - 1)).index + 1
             else:
                 previous = None
                 for lid, n in self.ml.ledger_counts():
@@ -311,7 +311,7 @@ class ManagedPartitionLog(PartitionLog):
                     if n:
                         previous = (lid, n)
                 if previous is not None:
-                    first = await self._last_index_of(*previous) + 1
+                    first = await self.last_index_of(*previous) + 1
         last = await self._index_after_damage(e)
         report = {"ledgerId": e.ledger_id, "firstEntry": e.first_entry, "lastEntry": e.last_entry,
                   "byteStart": e.byte_start, "byteEnd": e.byte_end, "reason": e.reason,
@@ -322,15 +322,16 @@ class ManagedPartitionLog(PartitionLog):
                   self.name, e.ledger_id, e.first_entry, e.last_entry, e.byte_start, e.byte_end, e.reason,
                   first, last)
 
-    async def _last_index_of(self, ledger_id: int, entries: int) -> int:
+    async def last_index_of(self, ledger_id: int, entries: int) -> int:
+        """The index of the last entry of a ledger of `entries` entries (cached for closed ledgers)."""
         index = self._ledger_last_index.get(ledger_id)
         if index is None:
-            index = (await self._probe(ledger_id, entries - 1)).index
+            index = (await self.probe(ledger_id, entries - 1)).index
             if ledger_id != self.ml.current_ledger_id:
                 self._ledger_last_index[ledger_id] = index
         return index
 
-    async def find_position(self, offset: int) -> MLPosition:
+    async def find_position(self, offset: int) -> Position:
         """Position of the first entry whose index >= offset (the entry containing `offset`, or after a
         compaction the first entry past the gap holding it; the position the next entry will take when
         `offset` lies in a gap at the end).
@@ -345,13 +346,13 @@ class ManagedPartitionLog(PartitionLog):
             raise OffsetOutOfRange(f"{self.name}: offset {offset} is not stored yet")
         if not ledgers:  # compaction removed every record
             return self.ml.position_of(self.ml.number_of_entries)
-        last_index = await self._last_index_of(*ledgers[-1])
+        last_index = await self.last_index_of(*ledgers[-1])
         if offset > last_index:  # in a gap that compaction left at the end: no entry holds it
             return self.ml.position_of(self.ml.number_of_entries)
         lo, hi = 0, len(ledgers) - 1
         while lo < hi:
             mid = (lo + hi) // 2
-            if await self._last_index_of(*ledgers[mid]) >= offset:
+            if await self.last_index_of(*ledgers[mid]) >= offset:
                 hi = mid
             else:
                 lo = mid + 1
@@ -376,13 +377,13 @@ class ManagedPartitionLog(PartitionLog):
                 per_entry = (hi_index - lo_index) / (width + 1)
                 if per_entry > 0:
                     mid = min(max(lo + int((offset - lo_index - 1) / per_entry), lo), hi - 1)
-            index = (await self._probe(ledger_id, mid)).index
+            index = (await self.probe(ledger_id, mid)).index
             if index >= offset:
                 hi, hi_index = mid, index
             else:
                 lo, lo_index = mid + 1, index
             interpolate = lo_index is not None and hi_index is not None and (hi - lo) * 2 <= width
-        return MLPosition(ledger_id, lo)
+        return Position(ledger_id, lo)
 
     # ------------------------------------------------------------------------------------ append
 
@@ -398,7 +399,7 @@ class ManagedPartitionLog(PartitionLog):
         kafka-e2e-latency)."""
         out: asyncio.Future[int] = self._loop.create_future()
 
-        def done(f: asyncio.Future[tuple[MLPosition, Any]]) -> None:
+        def done(f: asyncio.Future[tuple[Position, Any]]) -> None:
             if out.done():
                 return
             if f.cancelled():
@@ -450,8 +451,7 @@ class ManagedPartitionLog(PartitionLog):
 
     def _end_position(self) -> Position | None:
         with contextlib.suppress(InvalidPositionError):
-            p = self.ml.position_of(self.ml.number_of_entries)
-            return Position(p.ledger_id, p.entry_id)
+            return self.ml.position_of(self.ml.number_of_entries)
         return None
 
     async def read(self, offset: int, max_bytes: int, hint: Position | None = None,
@@ -485,7 +485,7 @@ class ManagedPartitionLog(PartitionLog):
         gap = False  # the first entry starts after `offset`: compaction removed the batches holding it
         if hint is not None:
             with contextlib.suppress(InvalidPositionError):
-                entries = await ml.read_entries(MLPosition(hint.ledger_id, hint.entry_id), _READ_MAX_ENTRIES,
+                entries = await ml.read_entries(hint, _READ_MAX_ENTRIES,
                                                 budget, ENTRY_OVERHEAD_MAX)
             if entries:
                 _, index, start = parse_entry(entries[0].data)
@@ -498,7 +498,7 @@ class ManagedPartitionLog(PartitionLog):
             position = await self.find_position(offset)
             entries = await ml.read_entries(position, _READ_MAX_ENTRIES, budget, ENTRY_OVERHEAD_MAX)
             if not entries:  # offset is in a gap at the end of a compacted log
-                return ReadResult([], offset, Position(position.ledger_id, position.entry_id))
+                return ReadResult([], offset, position)
             _, index, start = parse_entry(entries[0].data)
             if index - _LOD.unpack_from(entries[0].data, start + 23)[0] > offset:
                 # The entry after a gap (compaction) - unless the offset was trimmed meanwhile.
@@ -527,15 +527,15 @@ class ManagedPartitionLog(PartitionLog):
         last = batches[-1]
         next_position: Position | None = None
         with contextlib.suppress(InvalidPositionError):
-            p = ml.next_position(MLPosition(last.position.ledger_id, last.position.entry_id))
-            next_position = Position(p.ledger_id, p.entry_id)
+            p = ml.next_position(last.position)
+            next_position = p
         return ReadResult(batches, last.last_offset + 1, next_position)
 
     async def _gap_before(self, ledger_id: int, entry_id: int, offset: int) -> bool:
         """Whether the entry before (ledger_id, entry_id) ends before `offset`, i.e. that entry is the
         first whose index >= offset although its batch starts after it (a gap left by compaction)."""
         if entry_id > 0:
-            return (await self._probe(ledger_id, entry_id - 1)).index < offset
+            return (await self.probe(ledger_id, entry_id - 1)).index < offset
         previous = None
         for lid, n in self.ml.ledger_counts():
             if lid == ledger_id:
@@ -546,7 +546,7 @@ class ManagedPartitionLog(PartitionLog):
             return False  # the ledger is gone
         if previous is None:
             return offset >= self.log_start_offset
-        return await self._last_index_of(*previous) < offset
+        return await self.last_index_of(*previous) < offset
 
     async def _stable(self, search: Callable[[], Awaitable[_T]]) -> _T:
         """Run a multi-step search again when the ledger list changed under it (trim, compaction):
@@ -580,7 +580,7 @@ class ManagedPartitionLog(PartitionLog):
 
     # ------------------------------------------------------------------------------------ timestamps
 
-    async def _first_record_from(self, position: MLPosition, timestamp: int | None, min_offset: int,
+    async def _first_record_from(self, position: Position, timestamp: int | None, min_offset: int,
                                  exact: bool = False) -> tuple[int, int] | None:
         """(offset, ts) of the first record of the entry at `position` with offset >= min_offset and
         ts >= timestamp (ts == timestamp when exact); timestamp None = the largest such record."""
@@ -636,7 +636,7 @@ class ManagedPartitionLog(PartitionLog):
             for eid in range(first, n):
                 if (await self._ts_meta(lid, eid)).timestamp >= timestamp:
                     try:
-                        found = await self._first_record_from(MLPosition(lid, eid), timestamp, log_start)
+                        found = await self._first_record_from(Position(lid, eid), timestamp, log_start)
                     except LedgerDamagedError:
                         continue  # a damaged batch holds no record a consumer could be sent to
                     if found is not None:
@@ -686,7 +686,7 @@ class ManagedPartitionLog(PartitionLog):
         for lid, n in self.ml.ledger_counts():
             if lid == start.ledger_id:
                 started = True
-                first_meta = await self._probe(lid, start.entry_id)
+                first_meta = await self.probe(lid, start.entry_id)
                 if first_meta.base_offset < log_start:  # partly deleted batch: only records >= log start
                     rec = await self._first_record_from(start, None, log_start)
                     if rec is not None:
@@ -705,9 +705,9 @@ class ManagedPartitionLog(PartitionLog):
         if best is None:
             return None
         ts, lid, eid = best
-        found = await self._first_record_from(MLPosition(lid, eid), ts, log_start, exact=True)
+        found = await self._first_record_from(Position(lid, eid), ts, log_start, exact=True)
         if found is None:  # header max timestamp disagrees with the records: take the records' max
-            found = await self._first_record_from(MLPosition(lid, eid), None, log_start)
+            found = await self._first_record_from(Position(lid, eid), None, log_start)
         return found
 
     # ------------------------------------------------------------------------------------ deletion
@@ -725,7 +725,7 @@ class ManagedPartitionLog(PartitionLog):
         for lid, n in self.ml.ledger_counts():
             if lid == current:
                 break
-            if n and await self._last_index_of(lid, n) >= before_offset:
+            if n and await self.last_index_of(lid, n) >= before_offset:
                 break
             releasable.append(lid)
         if releasable:
@@ -749,7 +749,20 @@ class ManagedPartitionLog(PartitionLog):
         """Kafka log compaction of the closed ledgers (kop/offset/compaction.py): keep the latest record
         of each key, tombstones until delete.retention.ms after the pass that first kept them; offsets
         never change. roll_current: first roll the current ledger so that everything written is cleaned."""
-        return await compact_log(self, delete_retention_ms, roll_current=roll_current, now_ms=now_ms)
+        async with self._compaction_lock:
+            result = await compact_log(self, delete_retention_ms, roll_current=roll_current, now_ms=now_ms)
+            if result.compacted:
+                await self._after_compaction(result.replaced)
+            return result
+
+    @property
+    def delete_offset(self) -> int:
+        return self._delete_offset
+
+    @property
+    def retained_start(self) -> int | None:
+        starts = [x for x in (self._first_offset, self._start_floor) if x is not None]
+        return min(starts) if starts else None
 
     async def cleaning_state(self) -> CleaningState:
         """Dirty/clean bytes and pending tombstone horizon, for the broker's cleaner."""

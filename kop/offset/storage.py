@@ -1,5 +1,5 @@
-"""The storage service the broker uses: partition logs by managed-ledger name, over one ledger store and
-one metadata store.
+"""LogStorage: the partition logs of the broker by managed-ledger name, over one ledger store and one
+metadata store (the interfaces of kop/storage/, which is all the word "storage" names below this module).
 
     storage = await open_embedded_storage(data_dir, fsync="always")
     log = await storage.open_log("public/default/persistent/t-partition-0")
@@ -14,11 +14,11 @@ On-disk layout of the embedded backend::
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
 
+from kop.aio import SingleFlight
 from kop.managed_ledger import ManagedLedgerConfig, ManagedLedgerFactory
 from kop.offset.partition_log import ManagedPartitionLog
 from kop.storage.api import LedgerStore, MetadataStore, NoSuchLedgerError
@@ -31,7 +31,7 @@ LEDGERS_DIR = "ledgers"
 METADATA_FILE = "metadata.db"
 
 
-class Storage:
+class LogStorage:
     """Opens, lists and deletes PartitionLogs; owns (and closes) the stores it was given."""
 
     def __init__(self, ledger_store: LedgerStore, metadata_store: MetadataStore,
@@ -41,7 +41,7 @@ class Storage:
         self.managed_ledger_config = managed_ledger_config or ManagedLedgerConfig()
         self.factory = ManagedLedgerFactory(ledger_store, metadata_store, self.managed_ledger_config)
         self._logs: dict[str, ManagedPartitionLog] = {}
-        self._opening: dict[str, asyncio.Future[ManagedPartitionLog]] = {}
+        self._opening: SingleFlight[str, ManagedPartitionLog] = SingleFlight()
         self._closed = False
 
     @property
@@ -59,22 +59,13 @@ class Storage:
         plog = self._logs.get(name)
         if plog is not None:
             return plog
-        pending = self._opening.get(name)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[ManagedPartitionLog] = asyncio.get_running_loop().create_future()
-        self._opening[name] = fut
-        try:
+
+        async def open_it() -> ManagedPartitionLog:
             plog = await ManagedPartitionLog.open(self.factory, name, config, on_close=self._forget)
             self._logs[name] = plog
-            fut.set_result(plog)
             return plog
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()
-            raise
-        finally:
-            del self._opening[name]
+
+        return await self._opening.run(name, open_it)
 
     def _forget(self, plog: ManagedPartitionLog) -> None:
         if self._logs.get(plog.name) is plog:
@@ -82,10 +73,7 @@ class Storage:
 
     async def delete_log(self, name: str) -> bool:
         """Delete the log's data and metadata, open or not; False when it did not exist."""
-        pending = self._opening.get(name)
-        if pending is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(pending)
+        await self._opening.wait(name)
         plog = self._logs.get(name)
         if plog is not None:
             await plog.delete()
@@ -153,8 +141,8 @@ async def open_embedded_storage(
     verify_reads: bool = True,
     collect_garbage: bool = True,
     damaged_ledger_policy: str = "serve-intact",
-) -> Storage:
-    """Storage on the embedded backends under `data_dir` (created if missing).
+) -> LogStorage:
+    """LogStorage on the embedded backends under `data_dir` (created if missing).
 
     fsync: "always" (default; appends complete after fdatasync, group commit), "interval" (fsync every
     fsync_interval_ms in the background), "none" (page cache only). The sqlite metadata store fsyncs
@@ -172,7 +160,7 @@ async def open_embedded_storage(
     except BaseException:
         await ledgers.close()
         raise
-    storage = Storage(ledgers, metadata, managed_ledger_config)
+    storage = LogStorage(ledgers, metadata, managed_ledger_config)
     if collect_garbage:
         await storage.collect_garbage()
     return storage

@@ -194,6 +194,7 @@ def read_range(
     return reader.load()
 
 
+# long: one Spark job whose steps share the persisted DataFrame and fill the same per-partition results
 def audit_topic(
     spark: SparkSession,
     bootstrap: str,

@@ -45,7 +45,6 @@ DELETE_HORIZON_BIT = 0x40
 
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
-_LEN_MAGIC = struct.Struct(">ib")  # batchLength at 8, magic at 16 (with the epoch skipped below)
 _CRC = struct.Struct(">I")
 
 

@@ -36,7 +36,6 @@ FIXED_TYPES = {
     "bool": "?",
     "uuid": "16s",
 }
-VARIABLE_TYPES = {"string", "bytes", "records"}
 
 
 def snake_case(name: str) -> str:

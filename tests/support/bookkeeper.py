@@ -8,7 +8,7 @@ scripts/setup fetched into .cache/bookkeeper-libs/ (tools/java/bookkeeper/pom.xm
     cluster.shell("listledgers")        # BookKeeper's own shell (BookieShell) against this cluster
     KopBookKeeperBroker(dir, cluster)   # our broker on it: own ZooKeeper chroot, E/Qw/Qa 3/3/2 (e2e `kop-bk`)
 
-Layout (storage.md §3.2, the parallel-safe way; LocalBookKeeper hard-codes port 2181): ZooKeeper via
+Layout (docs/bookkeeper.md, Tests: the parallel-safe way; LocalBookKeeper hard-codes port 2181): ZooKeeper via
 ``ZooKeeperServerMain`` on a free port; ``/ledgers``, ``/ledgers/available`` and
 ``/ledgers/available/readonly`` created before any bookie starts (bookies do not create them); then each
 bookie via ``org.apache.bookkeeper.server.Main --conf bk_<i>.conf`` on its own free port. Ready when every

@@ -1,6 +1,6 @@
 """Read our broker's managed-ledger metadata from its data dir (read-only), through kop.offset.inspect.
 
-Managed-ledger names follow kop/broker/names.py: `<tenant>/<namespace>/persistent/<topic>-partition-<p>`,
+Managed-ledger names follow kop/topics/names.py: `<tenant>/<namespace>/persistent/<topic>-partition-<p>`,
 with the default tenant/namespace `public/default`. kop.offset.inspect opens the sqlite metadata read-only,
 so this works while the broker runs. A broker on BookKeeper + ZooKeeper (KopBookKeeperBroker) reads the same
 view from its ZooKeeper chroot.

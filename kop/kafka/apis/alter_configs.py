@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import Topic
 from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic
 
 API_KEY = 33
 VERSIONS = (0, 2)
@@ -29,5 +30,5 @@ def _whole_set(topic: Topic, res: Any) -> dict[str, str]:
     return configs
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    return await alter_topic_resources(conn, req, api_info(API_KEY).response_class, _whole_set)
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    return await alter_topic_resources(ctx, req, api_info(API_KEY).response_class, _whole_set)

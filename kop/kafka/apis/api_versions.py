@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
+
 API_KEY = 18
 VERSIONS = (0, 4)
 
 
-async def handle(conn: Any, header: Any, request: Any) -> Any:
-    return conn.handler.api_versions_body()
+async def handle(ctx: RequestContext, request: Any) -> Any:
+    return ctx.handler.api_versions_body()

@@ -7,10 +7,13 @@ goes through: a partition this broker does not own raises TopicError NOT_LEADER_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-from kop.broker.names import InvalidTopicName
-from kop.broker.topics import Topic, TopicError
+from kop.topics.manager import Topic, TopicError
+from kop.topics.names import InvalidTopicName
+
+if TYPE_CHECKING:
+    from kop.kafka.handler import KafkaProtocolHandler
 
 # The leader epoch this broker reports everywhere (Metadata, ListOffsets, OffsetForLeaderEpoch, stored
 # batches). Alone, one node owns every partition for its whole life, so one constant epoch is the honest
@@ -22,7 +25,7 @@ from kop.broker.topics import Topic, TopicError
 LEADER_EPOCH = 0
 
 
-async def lookup_topic(handler: Any, name: str | None, auto_create: bool) -> Topic | None:
+async def lookup_topic(handler: KafkaProtocolHandler, name: str | None, auto_create: bool) -> Topic | None:
     """The topic named `name` (any of KoP's three spellings). Creates it with defaultNumPartitions when
     absent, `auto_create` is set and allowAutoTopicCreation is on. Invalid names raise TopicError."""
     if not name:

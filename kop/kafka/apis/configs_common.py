@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kop.broker.topic_config import (
+from kop.config import BrokerConfig
+from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
+from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic, TopicError
+from kop.topics.topic_config import (
     SOURCE_DEFAULT,
     SOURCE_DYNAMIC_TOPIC,
     SOURCE_STATIC_BROKER,
@@ -18,10 +23,6 @@ from kop.broker.topic_config import (
     TYPE_STRING,
     effective,
 )
-from kop.broker.topics import Topic, TopicError
-from kop.config import BrokerConfig
-from kop.kafka.apis.common import lookup_topic
-from kop.protocol.errors import ErrorCode
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
@@ -107,13 +108,13 @@ class ConfigRequestError(Exception):
 
 
 async def alter_topic_resources(
-    conn: Any, req: Any, response_class: Any, new_configs: Callable[[Topic, Any], dict[str, str]],
+    ctx: RequestContext, req: Any, response_class: Any, new_configs: Callable[[Topic, Any], dict[str, str]],
 ) -> Any:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in how a resource's
     entries turn into the topic's complete new config set (`new_configs`, which raises ConfigRequestError to
     refuse one resource). Broker configs are static here (the config file), so altering them is
     INVALID_REQUEST; each resource is answered on its own, as Kafka does."""
-    h = conn.handler
+    h = ctx.handler
     R = response_class
     out = []
     for res in req.resources:

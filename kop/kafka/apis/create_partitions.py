@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 37
 VERSIONS = (0, 3)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     out = []
     for t in req.topics:
@@ -26,18 +25,18 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             return R.CreatePartitionsTopicResult(name=t.name, error_code=err, error_message=msg)
 
         try:
-            topic = await lookup_topic(h, t.name, auto_create=False)
+            topic = await ctx.lookup_topic(t.name, auto_create=False)
         except TopicError as e:
             out.append(res(ErrorCode[e.error], e.message))
             continue
         if topic is None:
             out.append(res(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{t.name}' does not exist."))
             continue
-        if t.assignments and any(b != h.config.kafkaBrokerId for a in t.assignments for b in a.broker_ids):
+        if t.assignments and any(b != ctx.config.kafkaBrokerId for a in t.assignments for b in a.broker_ids):
             out.append(res(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Assignments may only name this broker"))
             continue
         try:
-            await h.service.topics.add_partitions(topic, t.count, validate_only=req.validate_only)
+            await ctx.topics.add_partitions(topic, t.count, validate_only=req.validate_only)
         except TopicError as e:
             out.append(res(ErrorCode[e.error], e.message))
             continue

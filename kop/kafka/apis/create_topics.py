@@ -15,19 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.names import InvalidTopicName
-from kop.broker.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
-from kop.broker.topics import TopicError
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
+from kop.topics.names import InvalidTopicName
+from kop.topics.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
 
 API_KEY = 19
 VERSIONS = (2, 7)
 ZERO_UUID = b"\0" * 16
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    h = ctx.handler
     R = api_info(API_KEY).response_class
     topics_mgr = h.service.topics
     results = []

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 
 API_KEY = 42
 VERSIONS = (0, 2)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    coordinator = conn.handler.service.coordinator
+    coordinator = ctx.coordinator
     results = await coordinator.delete_groups(list(req.groups_names))
     return R(
         throttle_time_ms=0,

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -18,27 +17,20 @@ API_KEY = 21
 VERSIONS = (0, 2)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     out = []
     for t in req.topics:
-        try:
-            topic = await lookup_topic(h, t.name, auto_create=False)
-        except TopicError:
-            topic = None
+        topic = await ctx.find_topic(t.name)
         parts = []
         for p in t.partitions:
             def res(err: int, low: int = -1, p: Any = p) -> Any:
                 return R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=err)
 
-            if topic is None or not 0 <= p.partition_index < topic.partitions:
-                parts.append(res(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-                continue
             try:
-                plog = await h.service.topics.partition_log(topic, p.partition_index)
-            except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
-                parts.append(res(ErrorCode[e.error]))
+                plog = await ctx.partition_log(topic, p.partition_index)
+            except PartitionError as e:
+                parts.append(res(e.code))
                 continue
             offset = plog.high_watermark if p.offset == -1 else p.offset
             if offset < 0 or offset > plog.high_watermark:

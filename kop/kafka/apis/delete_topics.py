@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 20
 VERSIONS = (1, 6)
 ZERO_UUID = b"\0" * 16
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    mgr = h.service.topics
-    if header.api_version >= 6:
+    mgr = ctx.topics
+    if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names]
@@ -39,7 +38,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             name = mgr.kafka_name(topic.name)
         else:
             try:
-                topic = await lookup_topic(h, name, auto_create=False)
+                topic = await ctx.lookup_topic(name, auto_create=False)
             except TopicError as e:
                 out.append(res(ErrorCode[e.error], e.message))
                 continue
@@ -49,8 +48,6 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
         if topic.internal:
             out.append(res(ErrorCode.INVALID_TOPIC_EXCEPTION, "Internal topics cannot be deleted", topic.topic_id))
             continue
-        for p in range(topic.partitions):
-            h.forget_producer_state(topic.name.ledger_name(p))
-        await mgr.delete(topic)
+        await mgr.delete(topic)  # the handlers forget the partitions' state (partition_log_deleted)
         out.append(R.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0, error_message=None))
     return R(throttle_time_ms=0, responses=out)

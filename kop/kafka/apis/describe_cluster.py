@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -18,16 +19,16 @@ API_KEY = 60
 VERSIONS = (0, 1)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    h = conn.handler
+    h = ctx.handler
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type != 1:
         return R(
             error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, error_message="Only brokers are described here",
             endpoint_type=endpoint_type, cluster_id=h.service.cluster_id, controller_id=-1, brokers=[],
         )
-    nodes = h.broker_nodes(conn.listener_name)
+    nodes = h.broker_nodes(ctx.listener_name)
     own = h.service.ownership
     return R(
         error_code=0,

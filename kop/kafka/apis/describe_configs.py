@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import lookup_topic
 from kop.kafka.apis.configs_common import (
     BROKER_SOURCE,
@@ -22,15 +21,17 @@ from kop.kafka.apis.configs_common import (
     is_this_broker,
     topic_entries,
 )
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 32
 VERSIONS = (1, 4)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    h = ctx.handler
     R = api_info(API_KEY).response_class
     cfg = h.config
     results = []

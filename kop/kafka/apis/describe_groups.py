@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -24,10 +25,10 @@ GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 NOT_REQUESTED = -2147483648
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    v = header.api_version
-    coordinator = conn.handler.service.coordinator
+    v = ctx.version
+    coordinator = ctx.coordinator
     ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.groups:

@@ -29,8 +29,7 @@ import struct
 import time
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.kafka.context import PartitionError, RequestContext
 from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
 from kop.protocol import api_info
@@ -58,18 +57,18 @@ class _Part:
         self.ledger = ""
         self.error = 0
         self.message: str | None = None
-        self.counters: Any = None  # kop.admin.metrics.PartitionCounters
+        self.counters: Any = None  # kop.metrics.PartitionCounters
         self.seen_hw = -1  # the high watermark when the last pass read this partition
         self.known: CachedPartition | None = None  # incremental fetch: what the session's client was told
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(request: RequestContext, req: Any) -> Any:
+    conn, h = request.conn, request.handler  # (`ctx` below is the fetch session's context)
     R = api_info(API_KEY).response_class
     if req.replica_id >= 0:
         return R(throttle_time_ms=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, session_id=0, responses=[])
     ctx = h.fetch_sessions.begin(
-        header.api_version, getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH),
+        request.version, getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH),
         ((ft.topic, ((fp.partition, fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch)
                      for fp in ft.partitions)) for ft in req.topics),
         ((ft.topic, ft.partitions) for ft in (getattr(req, "forgotten_topics_data", None) or ())),
@@ -86,26 +85,14 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
         if name in topics:
             topic = topics[name]
         else:
-            try:
-                topic = topics[name] = await lookup_topic(h, name, auto_create=False)
-            except TopicError:
-                topic = topics[name] = None
+            topic = topics[name] = await request.find_topic(name)
         for p in parts:
-            if topic is None or not 0 <= p.index < topic.partitions:
-                p.error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                continue
-            if p.epoch > LEADER_EPOCH:
-                p.error = ErrorCode.UNKNOWN_LEADER_EPOCH
-                continue
-            if 0 <= p.epoch < LEADER_EPOCH:
-                p.error = ErrorCode.FENCED_LEADER_EPOCH
+            try:
+                p.plog = await request.partition_log(topic, p.index, p.epoch)
+            except PartitionError as e:
+                p.error = e.code
                 continue
             p.topic = topic
-            try:
-                p.plog = await h.service.topics.partition_log(topic, p.index)
-            except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
-                p.error = ErrorCode[e.error]
-                continue
             p.ledger = p.plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((name, parts))

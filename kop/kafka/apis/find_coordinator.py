@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka.apis.metadata import METADATA_OWNER_WAIT
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -31,21 +32,21 @@ VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    h = conn.handler
-    node = h.node_for(conn.listener_name)
-    coordinator = h.service.coordinator
-    key_type = req.key_type if header.api_version >= 1 else GROUP
-    keys = list(req.coordinator_keys) if header.api_version >= 4 else [req.key]
+    h = ctx.handler
+    node = h.node_for(ctx.listener_name)
+    coordinator = ctx.coordinator
+    key_type = req.key_type if ctx.version >= 1 else GROUP
+    keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
     owners: dict[str, Any] = {}  # group -> coordinator node (cluster mode)
-    own = h.service.ownership
+    own = ctx.services.ownership
     if key_type == GROUP and own.clustered and coordinator is not None and coordinator.topic is not None:
         topic = coordinator.topic
 
         def locate() -> bool:
             for key in keys:
-                owners[key] = h.leader_node(topic.name, coordinator.partition_of(key), conn.listener_name)
+                owners[key] = h.leader_node(topic.name, coordinator.partition_of(key), ctx.listener_name)
             return all(n is not None for n in owners.values())
 
         if not locate():
@@ -65,11 +66,11 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
             return 0, "NONE", node
         if key_type == TRANSACTION:
             return ErrorCode.INVALID_REQUEST, "Transactions are not supported by this broker.", None
-        if key_type == SHARE and header.api_version >= 6:
+        if key_type == SHARE and ctx.version >= 6:
             return ErrorCode.INVALID_REQUEST, "Share groups are not supported by this broker.", None
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}.", None
 
-    if header.api_version >= 4:
+    if ctx.version >= 4:
         coordinators = []
         for key in req.coordinator_keys:
             err, msg, n = answer(key)

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 
 API_KEY = 12
 VERSIONS = (0, 4)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    coordinator = conn.handler.service.coordinator
+    coordinator = ctx.coordinator
     error = coordinator.heartbeat(req.group_id, req.generation_id, req.member_id,
-                                  req.group_instance_id if header.api_version >= 3 else None)
+                                  req.group_instance_id if ctx.version >= 3 else None)
     return R(throttle_time_ms=0, error_code=error)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from kop.broker.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective
-from kop.broker.topics import Topic
 from kop.config import BrokerConfig
 from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic
+from kop.topics.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective
 
 API_KEY = 44
 VERSIONS = (0, 1)
@@ -52,6 +53,6 @@ def _apply_operations(broker_config: BrokerConfig, topic: Topic, res: Any) -> di
     return configs
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    return await alter_topic_resources(conn, req, api_info(API_KEY).response_class,
-                                       partial(_apply_operations, conn.handler.config))
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    return await alter_topic_resources(ctx, req, api_info(API_KEY).response_class,
+                                       partial(_apply_operations, ctx.config))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -20,14 +21,13 @@ VERSIONS = (0, 5)
 MAX_EPOCH = 32767
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    h = conn.handler
     if req.transactional_id is not None:
         return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     pid = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return R(throttle_time_ms=0, error_code=0, producer_id=pid, producer_epoch=epoch + 1)
-    new_pid = await h.service.producer_ids.next_id()
+    new_pid = await ctx.services.producer_ids.next_id()
     return R(throttle_time_ms=0, error_code=0, producer_id=new_pid, producer_epoch=0)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.coordinator.coordinator import JoinRequest
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 
 API_KEY = 11
@@ -28,10 +29,10 @@ def client_host(peer: str) -> str:
     return "/" + host.strip("[]")
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    v = header.api_version
-    coordinator = conn.handler.service.coordinator
+    v = ctx.version
+    coordinator = ctx.coordinator
     result = await coordinator.join_group(JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,
@@ -40,8 +41,8 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
         protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
         session_timeout_ms=req.session_timeout_ms,
         rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else req.session_timeout_ms,
-        client_id=header.client_id or "",
-        client_host=client_host(conn.peer),
+        client_id=ctx.header.client_id or "",
+        client_host=client_host(ctx.conn.peer),
         api_version=v,
         reason=req.reason if v >= 8 else None,
     ))

@@ -13,16 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 
 API_KEY = 13
 VERSIONS = (0, 5)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    v = header.api_version
-    coordinator = conn.handler.service.coordinator
+    v = ctx.version
+    coordinator = ctx.coordinator
     if v < 3:
         members = [(req.member_id, None, None)]
     else:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.kafka.apis.common import LEADER_EPOCH
+from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import Topic
 
 API_KEY = 2
 VERSIONS = (1, 8)
@@ -26,39 +27,29 @@ VERSIONS = (1, 8)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     topics = []
     for t in req.topics:
-        try:
-            topic = await lookup_topic(h, t.name, auto_create=False)
-        except TopicError:
-            topic = None
+        topic = await ctx.find_topic(t.name)
         parts = []
         for p in t.partitions:
-            parts.append(await _one(h, R, topic, p))
+            parts.append(await _one(ctx, R, topic, p))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def _one(h: Any, R: Any, topic: Any, p: Any) -> Any:
+async def _one(ctx: RequestContext, R: Any, topic: Topic | None, p: Any) -> Any:
     def answer(error: int, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> Any:
         return R.ListOffsetsPartitionResponse(
             partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset,
             leader_epoch=epoch,
         )
 
-    if topic is None or not 0 <= p.partition_index < topic.partitions:
-        return answer(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if p.current_leader_epoch > LEADER_EPOCH:
-        return answer(ErrorCode.UNKNOWN_LEADER_EPOCH)
-    if 0 <= p.current_leader_epoch < LEADER_EPOCH:
-        return answer(ErrorCode.FENCED_LEADER_EPOCH)
     try:
-        plog = await h.service.topics.partition_log(topic, p.partition_index)
-    except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
-        return answer(ErrorCode[e.error])
+        plog = await ctx.partition_log(topic, p.partition_index, p.current_leader_epoch)
+    except PartitionError as e:
+        return answer(e.code)
     ts = p.timestamp
     if ts == LATEST:
         return answer(0, plog.high_watermark, -1, LEADER_EPOCH)

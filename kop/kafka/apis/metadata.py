@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol import Encoded, api_info, encode_struct
 from kop.protocol.errors import ErrorCode
+from kop.topics.manager import TopicError
 
 API_KEY = 3
 VERSIONS = (0, 12)
@@ -84,18 +85,18 @@ class TopicEntryCache:
         return len(self._entries)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    h = ctx.handler
     R = api_info(API_KEY).response_class
-    node = h.node_for(conn.listener_name)
+    node = h.node_for(ctx.listener_name)
     topics_mgr = h.service.topics
     # In request order: error answers, and (name as asked, topic) for topics answered with partitions.
     out: list[Any] = []
-    if req.topics is None or (header.api_version == 0 and not req.topics):
+    if req.topics is None or (ctx.version == 0 and not req.topics):
         for topic in sorted(topics_mgr.all(), key=lambda t: topics_mgr.kafka_name(t.name)):
             out.append((topics_mgr.kafka_name(topic.name), topic))
     else:
-        allow = getattr(req, "allow_auto_topic_creation", True) if header.api_version >= 4 else True
+        allow = getattr(req, "allow_auto_topic_creation", True) if ctx.version >= 4 else True
         for rt in req.topics:
             name = rt.name
             if name is None:  # v10+ lookup by id
@@ -125,7 +126,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     found = [x for x in out if isinstance(x, tuple)]
     own = h.service.ownership
     cache = h.metadata_cache
-    version = header.api_version
+    version = ctx.version
     generation = topics_mgr.generation
     if not own.clustered:
         def only(p: int) -> Any:
@@ -140,7 +141,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
                     for x in out],
             cluster_authorized_operations=-2147483648,
         )
-    listener = conn.listener_name
+    listener = ctx.listener_name
     keys = [(topic.name, p) for _, topic in found for p in range(topic.partitions)]
     if any(h.leader_node(tn, p, listener) is None for tn, p in keys):
         await own.wait_owned(keys, METADATA_OWNER_WAIT)

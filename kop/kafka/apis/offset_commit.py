@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -30,19 +29,15 @@ API_KEY = 8
 VERSIONS = (2, 9)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    v = header.api_version
-    h = conn.handler
-    coordinator = h.service.coordinator
-    topics_mgr = h.service.topics
+    v = ctx.version
+    coordinator = ctx.coordinator
+    topics_mgr = ctx.topics
     plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
     for t in req.topics:
-        try:
-            topic = await lookup_topic(h, t.name, auto_create=False)
-        except TopicError:
-            topic = None
+        topic = await ctx.find_topic(t.name)
         parts: list[tuple[int, int | None, str | None]] = []
         for p in t.partitions:
             if topic is None or not 0 <= p.partition_index < topic.partitions:

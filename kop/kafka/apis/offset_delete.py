@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import lookup_topic
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -21,18 +20,14 @@ API_KEY = 47
 VERSIONS = (0, 0)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    h = conn.handler
-    coordinator = h.service.coordinator
-    topics_mgr = h.service.topics
+    coordinator = ctx.coordinator
+    topics_mgr = ctx.topics
     unknown: dict[str, list[int]] = {}
     wanted: list[tuple[str, str, list[int]]] = []  # (name as asked, Kafka name, partitions)
     for t in req.topics:
-        try:
-            topic = await lookup_topic(h, t.name, auto_create=False)
-        except TopicError:
-            topic = None
+        topic = await ctx.find_topic(t.name)
         good = []
         for p in t.partitions:
             if topic is None or not 0 <= p.partition_index < topic.partitions:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 
 API_KEY = 9
@@ -39,10 +40,10 @@ def _fetch(coordinator: Any, group_id: str, topics: Any) -> tuple[int, list[tupl
     return 0, out
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    v = header.api_version
-    coordinator = conn.handler.service.coordinator
+    v = ctx.version
+    coordinator = ctx.coordinator
     if v >= 8:
         groups = []
         for g in req.groups:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.kafka.apis.common import LEADER_EPOCH
+from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -19,15 +19,11 @@ API_KEY = 23
 VERSIONS = (2, 4)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
-    h = conn.handler
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     out = []
     for t in req.topics:
-        try:
-            topic = await lookup_topic(h, t.topic, auto_create=False)
-        except TopicError:
-            topic = None
+        topic = await ctx.find_topic(t.topic)
         parts = []
         for p in t.partitions:
             def res(err: int, epoch: int = -1, end: int = -1, p: Any = p) -> Any:
@@ -35,20 +31,15 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
 
             if getattr(req, "replica_id", -2) >= 0:
                 parts.append(res(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-            elif topic is None or not 0 <= p.partition < topic.partitions:
-                parts.append(res(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
-            elif p.current_leader_epoch > LEADER_EPOCH:
-                parts.append(res(ErrorCode.UNKNOWN_LEADER_EPOCH))
-            elif 0 <= p.current_leader_epoch < LEADER_EPOCH:
-                parts.append(res(ErrorCode.FENCED_LEADER_EPOCH))
-            elif p.leader_epoch > LEADER_EPOCH:
+                continue
+            try:
+                plog = await ctx.partition_log(topic, p.partition, p.current_leader_epoch)
+            except PartitionError as e:
+                parts.append(res(e.code))
+                continue
+            if p.leader_epoch > LEADER_EPOCH:
                 parts.append(res(0, -1, -1))
             else:
-                try:
-                    plog = await h.service.topics.partition_log(topic, p.partition)
-                except TopicError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode: another broker owns it)
-                    parts.append(res(ErrorCode[e.error]))
-                    continue
                 parts.append(res(0, LEADER_EPOCH, plog.high_watermark))
         out.append(R.OffsetForLeaderTopicResult(topic=t.topic, partitions=parts))
     return R(throttle_time_ms=0, topics=out)

@@ -24,16 +24,21 @@ import asyncio
 import logging
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from kop.broker.topic_config import effective
-from kop.broker.topics import TopicError
-from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
-from kop.kafka.idempotence import SequenceError
+from kop.kafka.apis.common import LEADER_EPOCH
+from kop.kafka.context import PartitionError, RequestContext
+from kop.kafka.idempotence import BatchRecord, SequenceError
 from kop.protocol import api_info
 from kop.protocol.compaction import has_null_key
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import CorruptRecordError, crc32c, iter_batches
+from kop.topics.manager import TopicError
+from kop.topics.topic_config import effective
+
+if TYPE_CHECKING:
+    from kop.metrics import BrokerMetrics, PartitionCounters
+    from kop.offset.api import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -51,14 +56,27 @@ class _PartitionError(Exception):
         self.message = message
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+class _Issued(NamedTuple):
+    """One partition's append, started (or found to be a retry of one of the producer's last batches)."""
+
+    plog: PartitionLog
+    log_append_time: int
+    append: asyncio.Future[int] | None  # the append's base offset; None for a duplicate
+    duplicate: BatchRecord | None  # the earlier batch a retry duplicates: answered with its offsets
+    counters: PartitionCounters | None = None  # counted once durable; a duplicate appends nothing
+    nbytes: int = 0
+    nrecords: int = 0
+    issued: float = 0.0  # monotonic time the append was issued (produce_publish latency)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     acks = req.acks
     # Appends of pipelined produce requests on one connection must be issued in arrival order; each request
     # waits until the previous one has issued its appends (not until they are durable).
-    prev = conn.produce_chain
+    prev = ctx.conn.produce_chain
     issued: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    conn.produce_chain = issued
+    ctx.conn.produce_chain = issued
     try:
         if prev is not None and not prev.done():
             await prev
@@ -66,7 +84,7 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
         for td in req.topic_data:
             parts: list[tuple[int, Any]] = []
             for pd in td.partition_data:
-                parts.append((pd.index, await _issue(conn, td.name, pd.index, pd.records, acks)))
+                parts.append((pd.index, await _issue(ctx, td.name, pd.index, pd.records, acks)))
             results.append((td.name, parts))
     finally:
         if not issued.done():
@@ -77,23 +95,24 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     for name, parts in results:
         presps = []
         for index, outcome in parts:
-            presps.append(await _finish(R, index, outcome, conn.handler.metrics))
+            presps.append(await _finish(R, index, outcome, ctx.metrics))
         responses.append(R.TopicProduceResponse(name=name, partition_responses=presps))
     if acks == 0:
         return None
     return R(responses=responses, throttle_time_ms=0)
 
 
-async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks: int) -> Any:
-    """Validate and start the append; returns a future of (base_offset, log_append_time, log_start) or an
-    error tuple. Nothing here waits for durability."""
+async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: Any,
+                 acks: int) -> _Issued | _PartitionError:
+    """Validate and start the append; returns the started append or the partition's error. Nothing here
+    waits for durability."""
     t0 = time.monotonic()
     try:
         if acks not in (-1, 0, 1):
             raise _PartitionError("INVALID_REQUIRED_ACKS")
-        h = conn.handler
+        h = ctx.handler
         try:
-            topic = await lookup_topic(h, topic_name, auto_create=True)
+            topic = await ctx.lookup_topic(topic_name, auto_create=True)
         except TopicError as e:
             raise _PartitionError(e.error, e.message) from None
         if topic is None:
@@ -138,7 +157,7 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
             log_append_time = int(time.time() * 1000)
             restamp_log_append_time(batch, log_append_time)
             max_ts = log_append_time
-        plog = await h.service.topics.partition_log(topic, partition)
+        plog = await ctx.partition_log(topic, partition)
         ledger = topic.name.ledger_name(partition)
         states = await h.producer_state(ledger, plog)
         try:
@@ -146,7 +165,7 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
         except SequenceError as e:
             raise _PartitionError(e.error, e.message) from None
         if dup is not None:
-            return ("dup", dup, log_append_time, plog)
+            return _Issued(plog, log_append_time, None, dup)
         fut = plog.append_nowait(batch, hdr.last_offset_delta, max_ts)
         rec = states.record(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, fut)
         if rec is not None:
@@ -154,11 +173,11 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
         t1 = time.monotonic()
         h.metrics.produce_encode.observe(t1 - t0)
         counters = h.metrics.partition(topic.name.canonical, partition, ledger)
-        return ("ok", fut, log_append_time, plog, counters, len(batch), hdr.records_count, t1)
+        return _Issued(plog, log_append_time, fut, None, counters, len(batch), hdr.records_count, t1)
     except _PartitionError as e:
-        return ("err", e.error, e.message)
-    except TopicError as e:  # partition_log: NOT_LEADER_OR_FOLLOWER (cluster mode), deleted meanwhile
-        return ("err", e.error, e.message)
+        return e
+    except PartitionError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode), deleted meanwhile
+        return _PartitionError(e.code.name, e.message)
 
 
 _ATTR_TS = struct.Struct(">h")
@@ -183,32 +202,32 @@ def _settle(states: Any, pid: int, rec: Any, fut: asyncio.Future[int]) -> None:
         rec.base_offset = fut.result()
 
 
-async def _finish(R: Any, index: int, outcome: Any, metrics: Any) -> Any:
-    kind = outcome[0]
-    if kind == "err":
+async def _finish(R: Any, index: int, outcome: _Issued | _PartitionError, metrics: BrokerMetrics) -> Any:
+    if isinstance(outcome, _PartitionError):
         return R.PartitionProduceResponse(
-            index=index, error_code=ErrorCode[outcome[1]], base_offset=-1, log_append_time_ms=-1,
-            log_start_offset=-1, error_message=outcome[2],
+            index=index, error_code=ErrorCode[outcome.error], base_offset=-1, log_append_time_ms=-1,
+            log_start_offset=-1, error_message=outcome.message,
         )
-    what, log_append_time, plog = outcome[1], outcome[2], outcome[3]
+    plog, log_append_time = outcome.plog, outcome.log_append_time
     try:
-        if kind == "dup":
-            base = what.base_offset
+        if outcome.duplicate is not None:
+            base = outcome.duplicate.base_offset
             if not isinstance(base, int):
                 base = await asyncio.shield(base)
         else:
-            base = await what
+            assert outcome.append is not None
+            base = await outcome.append
     except Exception as e:
         log.error("append to %s failed: %r", plog.name, e)
         return R.PartitionProduceResponse(
             index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time_ms=-1,
             log_start_offset=-1, error_message=f"append failed: {e}",
         )
-    if kind == "ok":  # counted once durable; a retried duplicate appends nothing and is not counted
-        counters, nbytes, nrecords, issued = outcome[4], outcome[5], outcome[6], outcome[7]
-        metrics.produce_publish.observe(time.monotonic() - issued)
-        counters.bytes_in += nbytes
-        counters.records_in += nrecords
+    counters = outcome.counters
+    if counters is not None:  # counted once durable; a retried duplicate appends nothing and is not counted
+        metrics.produce_publish.observe(time.monotonic() - outcome.issued)
+        counters.bytes_in += outcome.nbytes
+        counters.records_in += outcome.nrecords
         counters.batches_in += 1
     return R.PartitionProduceResponse(
         index=index, error_code=0, base_offset=base, log_append_time_ms=log_append_time,

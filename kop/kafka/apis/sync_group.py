@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 
@@ -23,10 +24,10 @@ API_KEY = 14
 VERSIONS = (0, 5)
 
 
-async def handle(conn: Any, header: Any, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
-    v = header.api_version
-    coordinator = conn.handler.service.coordinator
+    v = ctx.version
+    coordinator = ctx.coordinator
     if v >= 5 and (req.protocol_type is None or req.protocol_name is None):
         return R(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     result = await coordinator.sync_group(

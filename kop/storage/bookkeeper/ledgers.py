@@ -1,4 +1,4 @@
-"""The ledger store over real bookies: an asyncio BookKeeper ledger client (storage.md §1-2).
+"""The ledger store over real bookies: an asyncio BookKeeper ledger client (docs/bookkeeper.md).
 
 Ledger ids, metadata and bookie discovery live in ZooKeeper at BookKeeper's own paths (metadata.py), so
 BookKeeper's shell lists and reads our ledgers and the bookies' garbage collector keeps their data.
@@ -257,7 +257,7 @@ class BookKeeperLedgerStore(LedgerStore):
             )
             try:
                 # The metadata exists before any entry is written: bookies garbage-collect data of
-                # ledgers without metadata (storage.md §2.9).
+                # ledgers without metadata (docs/bookkeeper.md, Layout in ZooKeeper).
                 await self.zk.put(ledger_path(ledger_id, self.root), md.encode(), expected_version=-1)
             except NodeExistsError:
                 log.warning("ledger id %d already has metadata (ZooKeeper restored?); taking another", ledger_id)

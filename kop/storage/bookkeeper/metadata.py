@@ -1,5 +1,5 @@
 """Ledger metadata in ZooKeeper exactly where and how BookKeeper keeps it, so that BookKeeper's own tools
-(the shell, the auditor, bookie garbage collection) see our ledgers as theirs (storage.md §2.1-2.4).
+(the shell, the auditor, bookie garbage collection) see our ledgers as theirs (docs/bookkeeper.md, Layout in ZooKeeper).
 
 * Paths (HierarchicalLedgerManager, the "hybrid" layout of BookKeeper >= 4.7): an id below 2^31-1 is
   written as 10 zero-padded digits split 2-4-4, ``/ledgers/00/0000/L0042``; a larger one as 19 digits
@@ -23,7 +23,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
-from kop.managed_ledger.protobuf import (
+from kop.storage.api import StorageError
+from kop.storage.protobuf import (
     LEN,
     VARINT,
     ProtobufError,
@@ -35,19 +36,14 @@ from kop.managed_ledger.protobuf import (
     field_varint,
     iter_fields,
 )
-from kop.storage.api import StorageError
 
 LEDGERS_ROOT = "/ledgers"
 FORMAT_HEADER_V3 = b"BookieMetadataFormatVersion\t3\n"
 _HEADER_PREFIX = b"BookieMetadataFormatVersion\t"
 MAX_SHORT_LEDGER_ID = 2**31 - 1
 LAYOUT = b"2\norg.apache.bookkeeper.meta.HierarchicalLedgerManagerFactory:1"
-# Znodes under /ledgers that are not ledger-path levels (AbstractZkLedgerManager.isSpecialZnode).
-SPECIAL_ZNODES = frozenset({"available", "cookies", "LAYOUT", "INSTANCEID", "underreplication", "idgen",
-                            "idgen-long"})
 
 OPEN, IN_RECOVERY, CLOSED = 1, 2, 3
-STATE_NAMES = {OPEN: "OPEN", IN_RECOVERY: "IN_RECOVERY", CLOSED: "CLOSED"}
 
 
 class MetadataFormatError(StorageError):

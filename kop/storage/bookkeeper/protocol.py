@@ -1,6 +1,6 @@
 """The bookie wire protocol, version 2 ("PreV3", the binary protocol Pulsar's brokers use), client side.
 
-Facts from BookKeeper (storage.md §1), restated:
+Facts from BookKeeper's wire protocol (docs/bookkeeper.md, How the client works), restated:
 
 * Every frame in both directions is ``u32 length · body``; all integers are big-endian.
 * A request body starts with ``u32 (version << 24) | (opcode << 16) | flags``, version 2.

@@ -63,6 +63,7 @@ from typing import Any, Literal
 
 from fastcrc import crc32 as _crc32
 
+from kop.aio import SingleFlight
 from kop.storage.api import (
     Buffer,
     LedgerClosedError,
@@ -753,7 +754,7 @@ class LocalLedgerStore(LedgerStore):
             raise StorageError(problem)
         self._executor = ThreadPoolExecutor(max_workers=io_threads, thread_name_prefix="kop-ledger-io")
         self._files: dict[int, _LedgerFile] = {}
-        self._opening: dict[int, asyncio.Future[_LedgerFile]] = {}
+        self._opening: SingleFlight[int, _LedgerFile] = SingleFlight()
         self._dirty: set[_LedgerFile] = set()
         self._interval_task: asyncio.Task[None] | None = None
         self._closed = False
@@ -918,12 +919,8 @@ class LocalLedgerStore(LedgerStore):
         lf = self._files.get(ledger_id)
         if lf is not None:
             return lf
-        pending = self._opening.get(ledger_id)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[_LedgerFile] = asyncio.get_running_loop().create_future()
-        self._opening[ledger_id] = fut
-        try:
+
+        async def load() -> _LedgerFile:
             path = self._path(ledger_id)
             try:
                 fd = os.open(path, os.O_RDWR)
@@ -941,14 +938,9 @@ class LocalLedgerStore(LedgerStore):
                 os.close(fd)
                 raise
             self._files[ledger_id] = lf
-            fut.set_result(lf)
             return lf
-        except BaseException as e:
-            fut.set_exception(e)
-            fut.exception()  # retrieved here: concurrent openers re-raise it themselves
-            raise
-        finally:
-            del self._opening[ledger_id]
+
+        return await self._opening.run(ledger_id, load)
 
     def _report_scan(self, lf: _LedgerFile, r: ScanResult) -> None:
         """Say once what recovering an unsealed ledger found: a torn tail (cut off when the ledger is

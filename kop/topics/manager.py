@@ -24,29 +24,19 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from kop.broker.names import OFFSETS_TOPIC, TopicName, parse_topic_name
-from kop.broker.topic_config import validate_topic_configs
+from kop.aio import SingleFlight
 from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
-from kop.storage.api import MetadataStore, NodeExistsError, StorageError
+from kop.offset.storage import LogStorage
+from kop.storage.api import NodeExistsError, StorageError
+from kop.topics.names import OFFSETS_TOPIC, TopicName, parse_topic_name
+from kop.topics.topic_config import validate_topic_configs
 
 log = logging.getLogger(__name__)
 
 TOPICS_ROOT = "/kop/topics"
-
-
-class StorageService(Protocol):
-    """What the broker needs from the storage stack (kop.offset's storage service)."""
-
-    metadata_store: MetadataStore
-
-    async def open_log(self, name: str) -> PartitionLog: ...
-
-    async def delete_log(self, name: str) -> None: ...
-
-    async def close(self) -> None: ...
 
 
 class TopicError(Exception):
@@ -68,7 +58,7 @@ class Topic:
     version: int = 0  # metadata-store version of the record
     internal: bool = False
     logs: dict[int, PartitionLog] = field(default_factory=dict)
-    opening: dict[int, asyncio.Future[PartitionLog]] = field(default_factory=dict)
+    opening: SingleFlight[int, PartitionLog] = field(default_factory=SingleFlight)  # partition logs being opened
     deleted: bool = False
 
     def to_json(self) -> bytes:
@@ -98,7 +88,7 @@ class Topic:
 
 
 class TopicManager:
-    def __init__(self, config: BrokerConfig, storage: StorageService) -> None:
+    def __init__(self, config: BrokerConfig, storage: LogStorage) -> None:
         self.config = config
         self.storage = storage
         self.store = storage.metadata_store
@@ -262,11 +252,7 @@ class TopicManager:
             self.generation += 1
             self._deleting[topic.name.canonical] = topic.topic_id  # refresh() must not bring it back
         # Close what is open, then remove every partition's managed ledger and finally the topic record.
-        for pending in list(topic.opening.values()):
-            try:
-                await pending
-            except Exception:
-                pass
+        await topic.opening.wait_all()
         for plog in list(topic.logs.values()):
             try:
                 await plog.close()
@@ -307,31 +293,22 @@ class TopicManager:
         self._check_owned(topic, partition)
         if plog is not None:
             return plog
-        pending = topic.opening.get(partition)
-        if pending is None:
-            pending = asyncio.get_running_loop().create_future()
-            topic.opening[partition] = pending
+
+        async def open_log() -> PartitionLog:
             try:
-                try:
-                    plog = await self.storage.open_log(topic.name.ledger_name(partition))
-                except StorageError as e:  # a full or read-only disk: KAFKA_STORAGE_ERROR, not a closed connection
-                    raise TopicError("KAFKA_STORAGE_ERROR", f"cannot open the partition: {e}") from e
-                if topic.deleted:
-                    await plog.close()
-                    raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "topic was deleted")
-                if self.ownership is not None and not self.ownership.owns(topic.name, partition):
-                    await self._let_go(plog, abandon=self.paused)  # released while it was opening
-                    self._check_owned(topic, partition)
-                topic.logs[partition] = plog
-                pending.set_result(plog)
-            except BaseException as e:
-                pending.set_exception(e)
-                pending.exception()  # mark retrieved
-                raise
-            finally:
-                topic.opening.pop(partition, None)
+                plog = await self.storage.open_log(topic.name.ledger_name(partition))
+            except StorageError as e:  # a full or read-only disk: KAFKA_STORAGE_ERROR, not a closed connection
+                raise TopicError("KAFKA_STORAGE_ERROR", f"cannot open the partition: {e}") from e
+            if topic.deleted:
+                await plog.close()
+                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "topic was deleted")
+            if self.ownership is not None and not self.ownership.owns(topic.name, partition):
+                await self._let_go(plog, abandon=self.paused)  # released while it was opening
+                self._check_owned(topic, partition)
+            topic.logs[partition] = plog
             return plog
-        return await pending
+
+        return await topic.opening.run(partition, open_log)
 
     async def _let_go(self, plog: PartitionLog, abandon: bool) -> None:
         for listener in list(self.log_release_listeners):

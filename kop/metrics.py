@@ -31,7 +31,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-log = logging.getLogger("kop.admin.metrics")
+log = logging.getLogger("kop.metrics")
 slow_log = logging.getLogger("kop.requests.slow")
 
 OTHER = "__other__"
@@ -310,6 +310,7 @@ class _Collector(Collector):
     def describe(self) -> Iterable[Metric]:
         return []
 
+    # long: the catalogue of exported families in /metrics order; split up it would only scatter the list
     def collect(self) -> Iterator[Metric]:
         m = self.m
         api = m._api_name

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 # Kafka's internal topic of the group coordinator. As in KoP it lives in the metadata namespace
 # (kafkaMetadataTenant/kafkaMetadataNamespace, public/__kafka by default), and clients see it under its
-# Kafka name (kop.broker.topics.TopicManager.parse / kafka_name).
+# Kafka name (kop.topics.manager.TopicManager.parse / kafka_name).
 OFFSETS_TOPIC = "__consumer_offsets"
 
 _LEGAL = re.compile(r"^[A-Za-z0-9._-]+$")

@@ -13,18 +13,18 @@ from pathlib import Path
 
 from kop.config import BrokerConfig
 from kop.managed_ledger import ManagedLedgerConfig
-from kop.offset import Storage
+from kop.offset import LogStorage
 from kop.offset import open_embedded_storage as _open_embedded
 
 
-async def open_storage(data_dir: Path, config: BrokerConfig) -> Storage:
+async def open_storage(data_dir: Path, config: BrokerConfig) -> LogStorage:
     """The storage the config asks for."""
     if config.storage_backend == "bookkeeper":
         return await open_bookkeeper_storage(config)
     return await open_embedded_storage(data_dir, config)
 
 
-async def open_embedded_storage(data_dir: Path, config: BrokerConfig) -> Storage:
+async def open_embedded_storage(data_dir: Path, config: BrokerConfig) -> LogStorage:
     return await _open_embedded(
         data_dir,
         fsync=config.localStoreFsyncPolicy,
@@ -45,7 +45,7 @@ def bookkeeper_metadata_service_uri(config: BrokerConfig) -> str:
     return f"zk+hierarchical://{hosts.replace(',', ';')}/ledgers"
 
 
-async def open_bookkeeper_storage(config: BrokerConfig) -> Storage:
+async def open_bookkeeper_storage(config: BrokerConfig) -> LogStorage:
     """Managed ledgers on bookies, their infos in ZooKeeper at Pulsar's /managed-ledgers paths.
 
     No start-up garbage collection of unreferenced ledgers (the embedded store's collect_garbage): the
@@ -68,4 +68,4 @@ async def open_bookkeeper_storage(config: BrokerConfig) -> Storage:
     except BaseException:
         await metadata.close()
         raise
-    return Storage(ledgers, metadata, ManagedLedgerConfig.from_broker_config(config))
+    return LogStorage(ledgers, metadata, ManagedLedgerConfig.from_broker_config(config))

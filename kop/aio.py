@@ -1,0 +1,104 @@
+"""Two asyncio building blocks the layers share: keyed single flight ("open once") and a periodic task.
+
+They sit at the bottom of the import graph (docs/architecture.md) so that every layer - the managed
+ledger, the partition logs, the protocol handlers, the broker service, the group coordinator - can use them
+without an import running upward.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class SingleFlight(Generic[K, V]):
+    """Concurrent calls for one key share one run of the opener: the first caller runs it, later callers
+    wait for its result (or its exception). Nothing is cached once the run ends - the caller keeps its own
+    map of what is open and checks it before calling `run`.
+
+    Waiters await the shared future through `asyncio.shield`, so a cancelled waiter never cancels the run
+    the others wait for."""
+
+    def __init__(self) -> None:
+        self._pending: dict[K, asyncio.Future[V]] = {}
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._pending
+
+    async def run(self, key: K, opener: Callable[[], Awaitable[V]]) -> V:
+        pending = self._pending.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self._pending[key] = fut
+        try:
+            value = await opener()
+        except BaseException as e:
+            fut.set_exception(e)
+            fut.exception()  # retrieved: no "exception never retrieved" warning when nobody waited
+            raise
+        else:
+            fut.set_result(value)
+            return value
+        finally:
+            del self._pending[key]
+
+    async def wait(self, key: K) -> None:
+        """Wait until a run for `key` in progress (if any) has ended, whatever its outcome."""
+        pending = self._pending.get(key)
+        if pending is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(pending)
+
+    async def wait_all(self) -> None:
+        """Wait until every run in progress now has ended, whatever their outcomes."""
+        for key in list(self._pending):
+            await self.wait(key)
+
+
+class PeriodicTask:
+    """Runs `action` every `interval` seconds (the first run one interval after `start`) until `stop`.
+
+    A run that raises is logged and the next one runs on schedule: a background chore (retention, the log
+    cleaner, offset expiration, idle connections) must not die of one bad pass."""
+
+    def __init__(self, name: str, interval: float, action: Callable[[], Awaitable[Any]],
+                 logger: logging.Logger | None = None) -> None:
+        self.name = name
+        self.interval = interval
+        self.action = action
+        self.log = logger or logging.getLogger(__name__)
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=self.name)
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            try:
+                await self.action()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.log.exception("%s pass failed", self.name)
+
+    async def stop(self) -> None:
+        """Cancel the loop and wait for it (a pass in progress is cancelled too)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task

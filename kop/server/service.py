@@ -1,0 +1,211 @@
+"""The broker service: storage, topics, producer ids, the group coordinator, ownership, the admin server and
+the protocol handlers, wired together with one lifecycle.
+
+It implements BrokerServices (kop/services.py), what the handlers and the admin server may use; runs the
+background chores (retention and the log cleaner of kop/topics/chores.py, as periodic tasks); and shuts
+down in the order that loses nothing: stop accepting, let in-flight requests finish, close the logs, close
+storage.
+
+`ownership` says which broker serves which partition (kop/cluster/ownership.py): LocalOwnership - this
+broker, always - on the embedded storage; ZooKeeperOwnership in cluster mode (BookKeeper + ZooKeeper
+storage), where brokers register in ZooKeeper and own namespace bundles. In cluster mode start-up serves
+the Kafka listeners before registering (the registration carries the bound ports), and ownership changes
+drive the group coordinator: an acquired bundle's __consumer_offsets partitions are loaded, a released
+bundle's are unloaded and its logs closed. Chores (retention, log cleaner) only touch owned partitions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kop.admin.server import AdminServer
+from kop.aio import PeriodicTask
+from kop.cluster.bundles import Bundle
+from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeeperOwnership
+from kop.config import BrokerConfig
+from kop.coordinator import GroupCoordinator
+from kop.metrics import BrokerMetrics
+from kop.offset.storage import LogStorage
+from kop.protocol_handler import ProtocolHandler, load_handlers
+from kop.topics.chores import LogCleaner, apply_retention
+from kop.topics.manager import Topic, TopicManager
+from kop.topics.producer_ids import ProducerIdAllocator
+
+log = logging.getLogger(__name__)
+
+CLUSTER_ID_PATH = "/kop/cluster-id"
+
+
+class BrokerService:
+    def __init__(self, config: BrokerConfig, storage: LogStorage) -> None:
+        self.config = config
+        self.storage = storage
+        self.topics = TopicManager(config, storage)
+        self.producer_ids = ProducerIdAllocator(storage.metadata_store, config.kafkaBrokerId)
+        # The group coordinator: a client of the topics, keeping its state in __consumer_offsets.
+        self.coordinator = GroupCoordinator(config, self.topics)
+        self.handlers: list[ProtocolHandler] = []
+        self.cluster_id = ""
+        self.started_ms = 0
+        self.cleaner = LogCleaner(self.topics, config)
+        self._chores = [PeriodicTask("retention", config.retentionCheckIntervalMs / 1000, self.apply_retention, log)]
+        if config.logCleanerEnabled:
+            self._chores.append(PeriodicTask("log-cleaner", config.logCleanerIntervalMs / 1000, self.cleaner.run, log))
+        self._stopping = False
+        self.on_stop: list[Callable[[], Any]] = []
+        self.metrics = BrokerMetrics(config.metricsMaxTopicLabels, config.metricsMaxGroupLabels,
+                                     config.slowRequestThresholdMs)
+        self.metrics.open_logs = lambda: storage.open_logs
+        self.metrics.topic_exists = lambda name: self.topics.get(self.topics.parse(name)) is not None
+        self.admin: AdminServer | None = None  # when webServicePort >= 0
+        self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
+        self.stopped = False
+        # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).
+        self.ownership: Ownership = LocalOwnership(self.topics)
+        if config.storage_backend == "bookkeeper" and hasattr(storage.metadata_store, "create_ephemerals"):
+            self.ownership = ZooKeeperOwnership(config, storage.metadata_store, self.topics)  # type: ignore[arg-type]
+            self.topics.ownership = self.ownership
+            self.topics.paused = True  # nothing is served before the registration
+            self.ownership.on_acquired.append(self._bundle_acquired)
+            self.ownership.on_released.append(self._bundle_released)
+        self.topics.log_release_listeners.append(self._partition_log_released)
+        self.topics.deletion_listeners.append(self._topic_deleted)
+
+    @property
+    def clustered(self) -> bool:
+        return self.ownership.clustered
+
+    async def start(self, handlers: list[ProtocolHandler] | None = None) -> None:
+        if self.config.webServicePort >= 0:
+            # First, so /health answers (and /ready says 503) while topics load.
+            self.admin = AdminServer(self)
+            await self.admin.start()
+            log.info("admin HTTP listening on %s (bound to %s)", self.admin.url,
+                     self.config.webServiceBindAddress or "*")
+        self.cluster_id = await self._cluster_id()
+        await self.topics.load()
+        self.handlers = handlers if handlers is not None else load_handlers(self.config)
+        if self.clustered:
+            await self.topics.watch()
+            for h in self.handlers:
+                await h.start(self)
+            await self.ownership.start(self._local_broker())  # BrokerIdInUseError: a duplicate id
+            await self.coordinator.start()
+        else:
+            await self.coordinator.start()  # creates __consumer_offsets if needed; loads it in the background
+            for h in self.handlers:
+                await h.start(self)
+            self.ownership.local = self._local_broker()
+        for chore in self._chores:
+            chore.start()
+        self.started_ms = int(time.time() * 1000)
+        for h in self.handlers:
+            for lst in h.listeners():
+                log.info("%s handler listening on %s", h.name, lst)
+        self.ready = True
+
+    def _local_broker(self) -> BrokerInfo:
+        """This broker as registered for the others: id, advertised Kafka listeners (bound ports when the
+        config says 0), admin web URL."""
+        listeners = []
+        for a in self.config.advertised_listeners:
+            port = a.port
+            if port == 0:  # listening on an ephemeral port (tests): register the bound one
+                port = next((p for h in self.handlers if (p := h.bound_port(a.name)) is not None), 0)
+            listeners.append((a.name, a.host, port))
+        web_url = None
+        if self.admin is not None:
+            web_url = self.admin.url
+            if self.config.webServiceBindAddress in ("", "0.0.0.0", "::"):
+                web_url = f"http://{listeners[0][1]}:{self.admin.port}"
+        return BrokerInfo(self.config.kafkaBrokerId, tuple(listeners), web_url)
+
+    # ---------------------------------------------------------------------------------- ownership
+    def _offsets_partitions_in(self, bundle: Bundle) -> list[int]:
+        topic = self.coordinator.topic
+        if topic is None or topic.name != self.topics.offsets_topic:
+            return []
+        own: Any = self.ownership
+        return [p for p in range(topic.partitions) if own.bundle_of(topic.name, p) == bundle]
+
+    async def _bundle_acquired(self, bundle: Bundle) -> None:
+        for p in self._offsets_partitions_in(bundle):
+            self.coordinator.load_partition(p)
+        for h in self.handlers:
+            await h.ownership_changed(bundle, True)
+
+    async def _bundle_released(self, bundle: Bundle, abandon: bool) -> None:
+        for p in self._offsets_partitions_in(bundle):
+            self.coordinator.unload_partition(p)
+        await self.topics.release_bundle(bundle, abandon)
+        for h in self.handlers:
+            await h.ownership_changed(bundle, False)
+
+    def _partition_log_released(self, ledger_name: str) -> None:
+        for h in self.handlers:
+            h.partition_log_released(ledger_name)
+
+    async def _topic_deleted(self, topic: Topic) -> None:
+        for p in range(topic.partitions):
+            for h in self.handlers:
+                h.partition_log_deleted(topic.name.ledger_name(p))
+
+    async def _cluster_id(self) -> str:
+        store = self.storage.metadata_store
+        got = await store.get(CLUSTER_ID_PATH)
+        if got is not None:
+            return got[0].decode()
+        # Kafka cluster ids are 22-character url-safe base64 UUIDs.
+        import base64
+
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        try:
+            await store.put(CLUSTER_ID_PATH, cid.encode(), expected_version=-1)
+        except Exception:
+            got = await store.get(CLUSTER_ID_PATH)
+            if got is None:
+                raise
+            return got[0].decode()
+        return cid
+
+    async def apply_retention(self) -> int:
+        return await apply_retention(self.topics, self.config)
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        self.ready = False
+        timeout = self.config.brokerShutdownTimeoutMs / 1000
+        self.cleaner.stopping = True
+        for chore in self._chores:
+            await chore.stop()
+        # Parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR first, so draining does not wait.
+        try:
+            await self.coordinator.stop()
+        except Exception:
+            log.exception("stopping the group coordinator")
+        for h in self.handlers:
+            try:
+                await h.stop(timeout)
+            except Exception:
+                log.exception("stopping %s handler", h.name)
+        for cb in self.on_stop:
+            cb()
+        if self.admin is not None:
+            try:
+                await self.admin.stop()
+            except Exception:
+                log.exception("stopping the admin HTTP server")
+        self.stopped = True
+        if self.clustered:
+            await self.ownership.stop()
+            # Close the owned logs (sealing their ledgers), then let the bundles go at once.
+            await self.ownership.release_all()  # type: ignore[attr-defined]
+        await self.topics.close()
+        await self.storage.close()
+        log.info("broker stopped")

@@ -1,0 +1,109 @@
+"""The two background passes over every owned partition: retention and the log cleaner.
+
+The broker service (kop/server/service.py) runs them periodically (kop/aio.py's PeriodicTask); tests,
+the admin server and the group coordinator's compaction pass call them directly. Both only touch the
+partitions this broker owns: in cluster mode the owner of a partition applies its retention and cleans it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kop.config import BrokerConfig
+from kop.offset.compaction import CompactionResult
+from kop.topics.manager import Topic, TopicError, TopicManager
+from kop.topics.topic_config import effective
+
+log = logging.getLogger(__name__)
+
+
+async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
+    """Delete the ledgers past retention.ms / retention.bytes of every owned partition of every topic
+    whose cleanup.policy contains delete. Returns how many ledgers were deleted."""
+    deleted = 0
+    for topic in topics.all():
+        retention_ms = int(effective(topic.configs, "retention.ms", config))
+        retention_bytes = int(effective(topic.configs, "retention.bytes", config))
+        if retention_ms < 0 and retention_bytes < 0:
+            continue
+        if "delete" not in effective(topic.configs, "cleanup.policy", config):
+            continue
+        for p in range(topic.partitions):
+            if not topics.owns(topic, p):
+                continue  # cluster mode: its owner applies retention
+            # Only open logs are trimmed: a partition never opened since start-up is opened here, since
+            # retention must not depend on whether somebody read the partition recently.
+            plog = await topics.partition_log(topic, p)
+            deleted += await plog.apply_retention(retention_ms, retention_bytes)
+    if deleted:
+        log.info("retention deleted %d ledgers", deleted)
+    return deleted
+
+
+class LogCleaner:
+    """The log cleaner of `cleanup.policy=compact` topics (compaction itself: kop/offset/compaction.py)."""
+
+    def __init__(self, topics: TopicManager, config: BrokerConfig) -> None:
+        self.topics = topics
+        self.config = config
+        self.stopping = False  # set by the broker at shutdown: a pass in progress ends early
+
+    async def run(self, now_ms: int | None = None) -> list[CompactionResult]:
+        """One pass over every partition of every topic whose cleanup.policy contains compact
+        ("compact,delete" topics get retention as well). A partition is compacted when:
+
+        * its dirty ratio - bytes of closed ledgers not cleaned yet / bytes of all closed ledgers - exceeds
+          min.cleanable.dirty.ratio (Kafka's rule; the current ledger, like Kafka's active segment, is
+          never cleaned), or
+        * the earliest tombstone delete horizon is due (so tombstones go even without new writes), or
+        * its current ledger's first entry is older than max.compaction.lag.ms: the ledger is rolled
+          first and cleaned (Kafka rolls the active segment of compacted topics at
+          min(segment.ms, max.compaction.lag.ms); here the cleaner does it on its next pass).
+
+        Partitions are cleaned one after the other, each pass yielding to the event loop regularly.
+        Returns the CompactionResults of the passes run."""
+        results: list[CompactionResult] = []
+        for topic in self.topics.all():
+            if topic.deleted or "compact" not in effective(topic.configs, "cleanup.policy", self.config):
+                continue
+            min_ratio = float(effective(topic.configs, "min.cleanable.dirty.ratio", self.config))
+            delete_retention = int(effective(topic.configs, "delete.retention.ms", self.config))
+            max_lag = int(effective(topic.configs, "max.compaction.lag.ms", self.config))
+            for p in range(topic.partitions):
+                if topic.deleted or self.stopping:
+                    break
+                if not self.topics.owns(topic, p):
+                    continue  # cluster mode: its owner cleans it
+                plog = await self.topics.partition_log(topic, p)
+                if not hasattr(plog, "cleaning_state"):
+                    continue
+                now = int(time.time() * 1000) if now_ms is None else now_ms
+                state = await plog.cleaning_state()
+                first = state.current_first_timestamp
+                roll = first is not None and now - first >= max_lag
+                horizon_due = state.delete_horizon is not None and now >= state.delete_horizon
+                if roll or horizon_due or state.dirty_ratio > min_ratio:
+                    results.append(await plog.compact(delete_retention, roll_current=roll, now_ms=now_ms))
+        return results
+
+    async def compact_now(self, topic: Topic | str, partition: int | None = None, *, roll_current: bool = True,
+                          now_ms: int | None = None) -> list[CompactionResult]:
+        """Compact one partition (or all of them) of a compacted topic now, whatever its dirty ratio
+        (tests, admin, the group coordinator's compaction pass). `topic` is a Topic or a Kafka topic name.
+        roll_current (default): roll the current ledger first, so that everything written so far is
+        cleaned. Raises TopicError for an unknown topic or one whose cleanup.policy has no compact."""
+        t = topic if isinstance(topic, Topic) else self.topics.get(self.topics.parse(topic))
+        if t is None or t.deleted:
+            raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Topic {topic} does not exist")
+        if "compact" not in effective(t.configs, "cleanup.policy", self.config):
+            raise TopicError("INVALID_CONFIG", f"Topic {topic} has no cleanup.policy=compact")
+        delete_retention = int(effective(t.configs, "delete.retention.ms", self.config))
+        parts = range(t.partitions) if partition is None else [partition]
+        results = []
+        for p in parts:
+            if not 0 <= p < t.partitions:
+                raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", f"Partition {p} does not exist")
+            plog = await self.topics.partition_log(t, p)
+            results.append(await plog.compact(delete_retention, roll_current=roll_current, now_ms=now_ms))
+        return results

@@ -42,6 +42,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
+from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
 from kop.coordinator import records as rec
 from kop.coordinator.group import EMPTY_ASSIGNMENT, ClassicGroup, GroupState, Member
@@ -148,6 +149,8 @@ class GroupCoordinator:
         self._wakeup: asyncio.TimerHandle | None = None  # the loop timer for the machine's next deadline
         self._wakeup_at: int | None = None
         self._tasks: list[asyncio.Task[Any]] = []
+        self._expiration = PeriodicTask("coordinator-expiration", config.offsetsRetentionCheckIntervalMs / 1000,
+                                        self.expire_offsets, log)
         self._load_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -173,7 +176,7 @@ class GroupCoordinator:
         self._loading.update(owned)
         self._load_task = asyncio.create_task(self._load_all(owned), name="coordinator-load")
         self._tasks.append(self._load_task)
-        self._tasks.append(asyncio.create_task(self._expiration_loop(), name="coordinator-expiration"))
+        self._expiration.start()
 
     async def wait_loaded(self) -> None:
         if self._load_task is not None:
@@ -204,6 +207,7 @@ class GroupCoordinator:
         self._stopped = True
         self.machine.shutdown()
         self._run()
+        await self._expiration.stop()
         tasks = list(self._tasks)
         for t in tasks:
             t.cancel()
@@ -729,17 +733,6 @@ class GroupCoordinator:
                               (group.protocol_name or "") if stable else "", members)
 
     # ================================================================== expiration
-    async def _expiration_loop(self) -> None:
-        interval = self.config.offsetsRetentionCheckIntervalMs / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.expire_offsets()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("offset expiration failed")
-
     async def expire_offsets(self) -> int:
         """Write tombstones for expired offsets and for groups left with nothing (Kafka's rules: offsets of
         an Empty group expire offsets.retention.minutes after it became Empty; a Stable consumer group's

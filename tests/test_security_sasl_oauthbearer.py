@@ -201,10 +201,18 @@ def test_unknown_kid_refreshes_once_and_is_rate_limited():
         clock.now += 61
         await OAuthBearerServer(v).evaluate(f"n,,\x01auth=Bearer {_forge_kid(idp, 'nope')}\x01\x01".encode())
         assert idp.gets == 4
-        # The scheduled refresh: after refresh.ms the next validation fetches again.
+        # The scheduled refresh: after refresh.ms the next validation uses the keys it has and fetches
+        # again in the background.
         clock.now += 3601
         await v.validate(idp.token())
+        await v.keys.wait_background_refresh()
         assert idp.gets == 5
+        # A scheduled refresh that fails keeps the previous keys.
+        idp.fail_next = 100
+        clock.now += 3601
+        await v.validate(idp.token())
+        await v.keys.wait_background_refresh()
+        assert (await v.validate(idp.token())).principal == "alice"
 
     with_idp(t)
 

@@ -7,8 +7,9 @@ The broker options keep Kafka's meaning: ``sasl.oauthbearer.jwks.endpoint.url`` 
 ``sasl.oauthbearer.sub.claim.name`` (sub) and ``sasl.oauthbearer.scope.claim.name`` (scope).
 
 A token must be signed (never ``alg: none``, never an HMAC algorithm against a public JWKS), and carry
-``exp``, ``iat`` and the subject claim. Keys are fetched once at start, again every refresh interval, and
-at once when a token names a ``kid`` the cache does not know - at most once a minute per unknown kid
+``exp``, ``iat`` and the subject claim. Keys are fetched once at start, again every refresh interval (in the
+background: validations keep using the keys at hand, and a failed refresh keeps them), and at once when a
+token names a ``kid`` the cache does not know - at most once a minute per unknown kid
 (Kafka's rate limit), so a client cannot make the broker hammer the identity provider with made-up kids.
 The fetch runs on the event loop (aiohttp), never blocking it the way PyJWT's own PyJWKClient would.
 """
@@ -62,6 +63,7 @@ class JwksKeySource:
         self._fetched_at: float | None = None
         self._missing: OrderedDict[str, float] = OrderedDict()
         self._lock = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
         self.fetches = 0  # for metrics and tests
 
     async def _download(self) -> bytes:
@@ -100,11 +102,28 @@ class JwksKeySource:
             self._fetched_at = self._clock()
 
     def _stale(self) -> bool:
-        return self._fetched_at is None or self._clock() - self._fetched_at >= self.refresh_s
+        return self._fetched_at is not None and self._clock() - self._fetched_at >= self.refresh_s
+
+    async def _refresh_in_background(self) -> None:
+        try:
+            await self.refresh()
+        except JwksUnavailable as e:
+            # Kafka's scheduled refresh does the same: keep the keys we have, try again next interval.
+            log.warning("scheduled JWKS refresh failed, keeping the previous keys: %s", e)
+            self._fetched_at = self._clock()
+
+    async def wait_background_refresh(self) -> None:
+        """For tests and shutdown: let a scheduled refresh in progress finish."""
+        if self._background is not None:
+            await self._background
 
     async def key(self, kid: str | None) -> jwt.PyJWK | None:
-        if self._stale():
-            await self.refresh()
+        if self._fetched_at is None:
+            await self.refresh()  # the first use (the broker should call refresh() at start-up)
+        elif self._stale() and (self._background is None or self._background.done()):
+            # The scheduled refresh: done in the background, so that no client waits for the IdP while
+            # the keys we already have are still good.
+            self._background = asyncio.get_running_loop().create_task(self._refresh_in_background())
         if kid is None:
             return self._unnamed[0] if len(self._unnamed) == 1 else None
         found = self._keys.get(kid)

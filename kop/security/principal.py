@@ -84,7 +84,10 @@ def _der_length(n: int) -> bytes:
 def _der_value(attr: x509.NameAttribute) -> bytes:
     """The attribute value's DER encoding (tag, length, bytes) - what Java hex-prints for OIDs it has no
     RFC 2253 keyword for. Only string types occur in subject names."""
-    tag = attr._type.value  # the ASN.1 universal tag cryptography parsed the value with
+    # The ASN.1 universal tag the value was encoded with; cryptography keeps it only privately, so fall back
+    # to UTF8String (12), what it writes for attributes it builds itself.
+    asn1_type = getattr(attr, "_type", None)
+    tag = getattr(asn1_type, "value", 12)
     raw = attr.value if isinstance(attr.value, bytes) else attr.value.encode(
         "utf-16-be" if tag == 30 else "utf-32-be" if tag == 28 else "utf-8")
     return bytes([tag]) + _der_length(len(raw)) + raw

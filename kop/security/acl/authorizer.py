@@ -18,6 +18,7 @@ The authorize path reads an in-memory index and never awaits; changes go through
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -72,8 +73,9 @@ class Authorizer:
         self._bindings: set[AclBinding] = set()
         # (resource type, pattern type, name) -> bindings: lookups by exact name and by each prefix.
         self._index: dict[tuple[ResourceType, PatternType, str], set[AclBinding]] = {}
-        # Longest PREFIXED name per resource type bounds the prefixes worth looking up.
-        self._prefix_lengths: dict[ResourceType, set[int]] = {}
+        # The lengths of the PREFIXED names per resource type (with how many bindings have each): a
+        # lookup only tries the prefixes of the resource name that some binding could have.
+        self._prefix_lengths: dict[ResourceType, Counter[int]] = {}
 
     @staticmethod
     def parse_super_users(value: str) -> list[str]:
@@ -107,7 +109,7 @@ class Authorizer:
         p = b.pattern
         self._index.setdefault((p.resource_type, p.pattern_type, p.name), set()).add(b)
         if p.pattern_type == PatternType.PREFIXED:
-            self._prefix_lengths.setdefault(p.resource_type, set()).add(len(p.name))
+            self._prefix_lengths.setdefault(p.resource_type, Counter())[len(p.name)] += 1
 
     def _remove_local(self, b: AclBinding) -> None:
         if b not in self._bindings:
@@ -119,8 +121,10 @@ class Authorizer:
         if not self._index[key]:
             del self._index[key]
         if p.pattern_type == PatternType.PREFIXED:
-            lengths = {len(n) for (t, pt, n) in self._index if t == p.resource_type and pt == PatternType.PREFIXED}
-            self._prefix_lengths[p.resource_type] = lengths
+            lengths = self._prefix_lengths[p.resource_type]
+            lengths[len(p.name)] -= 1
+            if lengths[len(p.name)] <= 0:
+                del lengths[len(p.name)]
 
     def _applying(self, resource_type: ResourceType, name: str) -> list[AclBinding]:
         """Every binding that applies to the literal resource (type, name), any principal/operation."""

@@ -24,6 +24,7 @@ import hmac
 import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kop.security.principal import KafkaPrincipal
@@ -143,7 +144,8 @@ def _extensions(text: str) -> dict[str, str]:
 class ScramServer(SaslServer):
     """One SCRAM exchange. ``nonce_factory`` exists for tests only (a fixed server nonce)."""
 
-    def __init__(self, mechanism: str, store: ScramCredentialStore, *, nonce_factory=None) -> None:
+    def __init__(self, mechanism: str, store: ScramCredentialStore, *,
+                 nonce_factory: Callable[[], str] | None = None) -> None:
         super().__init__()
         if mechanism not in HASHES:
             raise ValueError(f"not a SCRAM mechanism: {mechanism}")

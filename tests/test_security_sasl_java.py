@@ -17,6 +17,7 @@ from kop.security.jwks import JwksKeySource, JwksTokenValidator
 from kop.security.principal import KafkaPrincipal
 from kop.security.sasl import Failure, SaslServer, Success
 from kop.security.sasl.oauthbearer import OAuthBearerServer
+from kop.security.sasl.plain import PlainServer, StaticUsers
 from kop.security.sasl.scram import InMemoryScramCredentialStore, ScramCredential, ScramServer
 from tests.support.java import JavaToolsMissing, java_command
 
@@ -51,6 +52,15 @@ def exchange(server: SaslServer, *args: str) -> tuple[object, list[str]]:
         proc.wait(timeout=120)
     assert proc.returncode == 0, proc.stderr.read()[-2000:]
     return step, lines
+
+
+def test_java_plain_client():
+    """Kafka's PLAIN client is the JDK's (it sends an empty authzid)."""
+    step, lines = exchange(PlainServer(StaticUsers({"alice": "alice-secret"})), "PLAIN", "alice", "alice-secret")
+    assert isinstance(step, Success) and step.principal == KafkaPrincipal.user("alice") and lines[-1] == "OK"
+    step, _ = exchange(PlainServer(StaticUsers({"alice": "alice-secret"})), "PLAIN", "alice", "nope")
+    assert isinstance(step, Failure)
+    assert step.client_message("PLAIN") == "Authentication failed: Invalid username or password"
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])

@@ -5,18 +5,22 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 import time
 
 import jwt
 import pytest
 from aiohttp import web
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import NameOID
 from kafka.net.sasl.oauth import AbstractTokenProvider, SaslMechanismOAuth
 
-from kop.security.jwks import JwksKeySource, JwksTokenValidator
+from kop.security.jwks import JwksKeySource, JwksTokenValidator, TokenRejected
 from kop.security.principal import KafkaPrincipal
 from kop.security.sasl import Challenge, Failure, Success
 from kop.security.sasl.oauthbearer import OAuthBearerServer, error_json
+from tests.support.certs import CertAuthority, name
 
 ISSUER, AUDIENCE = "https://idp.test", "kafka-test"
 
@@ -64,8 +68,9 @@ class Clock:
         return self.now
 
 
-def with_idp(test):
-    """Run ``test(idp, url)`` inside a loop that also serves the IdP on an ephemeral loopback port."""
+def with_idp(test, server_ssl=None):
+    """Run ``test(idp, url)`` inside a loop that also serves the IdP on an ephemeral loopback port
+    (HTTPS when ``server_ssl`` is given)."""
 
     async def main():
         idp = IdP()
@@ -73,11 +78,12 @@ def with_idp(test):
         app.router.add_get("/jwks.json", idp.handle)
         runner = web.AppRunner(app)
         await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ssl)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]
+        scheme = "https" if server_ssl else "http"
         try:
-            return await test(idp, f"http://127.0.0.1:{port}/jwks.json")
+            return await test(idp, f"{scheme}://localhost:{port}/jwks.json")
         finally:
             await runner.cleanup()
 
@@ -230,6 +236,27 @@ def test_fetch_failures_are_retried():
         assert idp.gets == 3
 
     with_idp(t)
+
+
+def test_jwks_over_https_with_a_private_ca(tmp_path):
+    ca = CertAuthority()
+    server = ca.issue(name((NameOID.COMMON_NAME, "localhost")), dns=["localhost"])
+    (tmp_path / "s.pem").write_bytes(server.cert_pem)
+    (tmp_path / "s.key").write_bytes(server.key_pem)
+    (tmp_path / "ca.pem").write_bytes(ca.cert.public_bytes(serialization.Encoding.PEM))
+    sctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    sctx.load_cert_chain(tmp_path / "s.pem", tmp_path / "s.key")
+
+    async def t(idp, url):
+        assert url.startswith("https://")
+        trusted = JwksKeySource(url, ssl=ssl.create_default_context(cafile=str(tmp_path / "ca.pem")))
+        assert (await JwksTokenValidator(trusted).validate(idp.token())).principal == "alice"
+        # Without the CA the certificate is not trusted: no keys, the token is refused.
+        untrusted = JwksKeySource(url, retry_backoff_ms=10, retry_backoff_max_ms=30)
+        with pytest.raises(TokenRejected, match="cannot fetch the JWKS"):
+            await JwksTokenValidator(untrusted).validate(idp.token())
+
+    with_idp(t, server_ssl=sctx)
 
 
 def test_jwks_from_a_file(tmp_path):

@@ -46,6 +46,7 @@ RULES = [
     "RULE:^CN=([a-z]+),.*$/$1/U",
     "RULE:^CN=(.*?),.*$/$1 via \\$ and $3/",  # $3 with one group: Kafka keeps it literal
     "RULE:^O=(.*)$/x/",  # matches none of ours: NoMatchingRule
+    "RULE:^(?<first>[A-Z]+)=(?<value>[^,]*),.*$/$2 ($1)/L, DEFAULT",  # Java's named groups
 ]
 
 

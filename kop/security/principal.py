@@ -130,7 +130,7 @@ class NoMatchingRule(Exception):
 _RULE = r"(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?).*?|(.*?)"
 _RULE_SPLITTER = re.compile(r"\s*(" + _RULE + r")\s*(?:,\s*|$)")
 _RULE_PARSER = re.compile(_RULE)
-_BACK_REFERENCE = re.compile(r"\$(\d+)")
+_JAVA_NAMED_GROUP = re.compile(r"(?<!\\)\(\?<(?![=!])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +230,9 @@ class SslPrincipalMapper:
             return _Rule(None)
         if m.group(2) is not None:
             # The regex is taken verbatim (escapes included), as Kafka hands it to java.util.regex;
-            # Python's re agrees with Java on the constructs DN rules use (classes, groups, \\/ ...).
-            return _Rule(re.compile(m.group(2)), m.group(3), m.group(4))
+            # Python's re agrees with Java on the constructs DN rules use (classes, groups, \\/ ...),
+            # once Java's named groups (?<name>...) are spelled Python's way.
+            return _Rule(re.compile(_JAVA_NAMED_GROUP.sub("(?P<", m.group(2))), m.group(3), m.group(4))
         return None  # an empty rule is ignored
 
     def name(self, dn: str) -> str:

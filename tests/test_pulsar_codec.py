@@ -185,6 +185,52 @@ def test_kafka_client_on_the_pulsar_port_is_refused() -> None:
         reader.frames(struct.pack(">I", len(body)) + body)
 
 
+def test_send_without_payload_and_ping_with_payload_are_malformed() -> None:
+    cmd = c.command(c.SEND, producer_id=1, sequence_id=1).SerializeToString()
+    with pytest.raises(f.MalformedFrame, match="without metadata"):
+        f.FrameReader().frames(struct.pack(">II", 4 + len(cmd), len(cmd)) + cmd)
+    ping = c.command(c.PING).SerializeToString()
+    with pytest.raises(f.MalformedFrame, match="followed by"):
+        f.FrameReader().frames(struct.pack(">II", 4 + len(ping) + 3, len(ping)) + ping + b"abc")
+
+
+def test_payload_headers_that_run_past_the_frame() -> None:
+    cmd = c.command(c.SEND, producer_id=1, sequence_id=1).SerializeToString()
+    tail = struct.pack(">I", 1000) + b"short"  # metadata size 1000, five bytes follow
+    with pytest.raises(f.MalformedFrame, match="runs past"):
+        f.FrameReader().frames(struct.pack(">II", 4 + len(cmd) + len(tail), len(cmd)) + cmd + tail)
+
+
+def test_unknown_command_type_is_named_and_the_stream_goes_on() -> None:
+    body = bytes.fromhex("0832")  # type 50 (NEW_TXN): outside our subset
+    reader = f.FrameReader()
+    reader.feed(struct.pack(">II", 4 + len(body), len(body)) + body + f.encode_command(c.command(c.PING)))
+    with pytest.raises(f.UnknownCommand) as info:
+        reader.next_frame()
+    assert info.value.type == 50
+    assert reader.next_frame().type == c.PING
+
+
+def test_truncated_stream_is_reported_on_close() -> None:
+    reader = f.FrameReader()
+    assert reader.frames(_send()[:-2]) == []
+    with pytest.raises(f.TruncatedFrame):
+        reader.close()
+
+
+def test_missing_required_fields_are_tolerated_on_read() -> None:
+    """Parsing is partial (MergeFromString): a SEND without sequence_id still parses and the handler
+    decides. Encoding refuses missing required fields (the runtime checks)."""
+    partial = c.BaseCommand(type=c.SEND)
+    partial.send.producer_id = 1
+    body = partial.SerializePartialToString()
+    hp = f.encode_headers_and_payload(c.MessageMetadata(producer_name="p", sequence_id=1, publish_time=1), b"x")
+    [fr] = f.FrameReader().frames(struct.pack(">II", 4 + len(body) + len(hp), len(body)) + body + hp)
+    assert fr.inner.producer_id == 1 and not fr.inner.HasField("sequence_id")
+    with pytest.raises(Exception, match="required"):
+        f.encode_command(c.BaseCommand(type=c.FLOW, flow=c.pb.CommandFlow(consumer_id=1)))
+
+
 # ---- compression -------------------------------------------------------------------------------------
 
 

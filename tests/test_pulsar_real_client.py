@@ -285,3 +285,17 @@ def test_consumer_receives_unbatched_pulsar_entry_as_sent(server: CodecServer, c
     assert (m.message_id().ledger_id(), m.message_id().entry_id(), m.message_id().batch_index()) == (LEDGER, 3, -1)
     consumer.close()
     producer.close()
+
+
+def test_consumer_accepts_entries_with_broker_entry_metadata(server: CodecServer, client: pulsar.Client) -> None:
+    """Stored entries carry 0x0e02 broker entry metadata (index = offset of the last message); a client
+    that announced supports_broker_entry_metadata skips it, so the handler may forward entries as stored."""
+    entry = kafka_to_pulsar(build_batch([(b"k", b"a", [], 1), (b"k", b"b", [], 2)]))
+    bem = c.BrokerEntryMetadata(broker_timestamp=1_700_000_000_000, index=41)
+    server.entries = [(5, framing.encode_headers_and_payload(entry.metadata, entry.payload, broker_entry_metadata=bem))]
+    consumer = client.subscribe(TOPIC, "sub3", initial_position=pulsar.InitialPosition.Earliest)
+    assert server.connects[0].feature_flags.supports_broker_entry_metadata
+    got = [consumer.receive(timeout_millis=30_000) for _ in range(2)]
+    assert [(m.data(), m.message_id().entry_id(), m.message_id().batch_index()) for m in got] == [
+        (b"a", 5, 0), (b"b", 5, 1)]
+    consumer.close()

@@ -239,7 +239,9 @@ class FrameReader:
         (cmd_size,) = _U32.unpack_from(buf, pos + 4)
         if cmd_size > total - 4:
             raise self._fail(MalformedFrame(f"command size {cmd_size} is over the frame's {total - 4} bytes"))
-        frame_bytes = bytes(buf[pos + 8:end])  # one copy per frame: frames outlive the buffer's next growth
+        # One copy per frame (frames outlive the buffer's next growth); the temporary view dies at once,
+        # so the bytearray stays resizable.
+        frame_bytes = bytes(memoryview(buf)[pos + 8:end])
         view = memoryview(frame_bytes)
         cmd = pb.BaseCommand()
         try:

@@ -18,13 +18,13 @@ import statistics
 import time
 from collections.abc import Callable
 
-from kop.managed_ledger.protobuf import LEN, field_bytes, field_string, field_varint, iter_fields
 from kop.protocol.records import build_batch, iter_batches
 from kop.pulsar.codec import batch as pbatch
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec import framing
 from kop.pulsar.codec.commands import pb
 from kop.pulsar.convert import kafka_to_pulsar, pulsar_to_kafka
+from kop.storage.protobuf import LEN, field_bytes, field_string, field_varint, iter_fields
 
 
 def bench(label: str, fn: Callable[[], object], per: int = 1, rounds: int = 7, min_time: float = 0.05) -> float:

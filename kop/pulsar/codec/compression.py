@@ -19,8 +19,8 @@ import cramjam
 import lz4.block
 import zstandard
 
-from kop.managed_ledger.protobuf import ProtobufError, decode_varint
 from kop.protocol import compression as kafka_compression
+from kop.storage.protobuf import ProtobufError, decode_varint
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
 NAMES = {NONE: "NONE", LZ4: "LZ4", ZLIB: "ZLIB", ZSTD: "ZSTD", SNAPPY: "SNAPPY"}

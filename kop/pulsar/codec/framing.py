@@ -27,8 +27,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from kop.managed_ledger.protobuf import VARINT, ProtobufError, iter_fields
 from kop.protocol.records import crc32c
+from kop.storage.protobuf import VARINT, ProtobufError, iter_fields
 
 from . import commands as c
 from .commands import pb

@@ -1,7 +1,8 @@
 """Our broker as a real subprocess:
 
     python -m kop.cli standalone --data-dir <dir>/data \
-        --override kafkaListeners=PLAINTEXT://127.0.0.1:<free port> --override key=value ...
+        --override kafkaListeners=PLAINTEXT://127.0.0.1:<free port> \
+        --override brokerServicePort=<another free port> --override key=value ...
 
 stdout/stderr go to <dir>/broker.log. Ready = the Kafka port accepts TCP connections.
 The admin HTTP server listens on an ephemeral port (webServicePort=0, so brokers never fight over 8080);
@@ -25,6 +26,7 @@ class KopBroker(ServerProcess):
         overrides: dict[str, object] | None = None,
         config_file: Path | None = None,
         port: int | None = None,
+        pulsar_port: int | None = None,
     ) -> None:
         super().__init__()
         self.base_dir = Path(base_dir)
@@ -32,9 +34,14 @@ class KopBroker(ServerProcess):
         self.data_dir = self.base_dir / "data"
         self.log_path = self.base_dir / "broker.log"
         self.port = port or free_port()
+        # The pulsar handler is on by default (brokerServicePort=6650): each test broker gets a free port of
+        # its own, kept across restarts, so brokers started side by side never fight over 6650.
+        self.pulsar_port = pulsar_port or free_port()
         self.config_file = config_file
         self.overrides: dict[str, str] = {
             "kafkaListeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "brokerServicePort": str(self.pulsar_port),
+            "bindAddress": "127.0.0.1",
             "webServicePort": "0",
             "webServiceBindAddress": "127.0.0.1",
         }
@@ -44,6 +51,10 @@ class KopBroker(ServerProcess):
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def pulsar_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.pulsar_port}"
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "kop.cli", "standalone", "--data-dir", str(self.data_dir)]

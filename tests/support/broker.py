@@ -4,7 +4,7 @@
         --override kafkaListeners=PLAINTEXT://127.0.0.1:<free port> \
         --override brokerServicePort=<another free port> --override key=value ...
 
-stdout/stderr go to <dir>/broker.log. Ready = the Kafka port accepts TCP connections.
+stdout/stderr go to <dir>/broker.log. Ready = the Kafka port (and the Pulsar one, when that handler is on) accepts TCP connections.
 The admin HTTP server listens on an ephemeral port (webServicePort=0, so brokers never fight over 8080);
 `admin_url` reads the address the broker logged.
 """
@@ -53,6 +53,16 @@ class KopBroker(ServerProcess):
         return f"127.0.0.1:{self.port}"
 
     @property
+    def serves_pulsar(self) -> bool:
+        """Whether the config enables the pulsar handler (it binds after the Kafka one: start() waits for both)."""
+        protocols = self.overrides.get("messagingProtocols")
+        if protocols is None and self.config_file is not None:
+            from kop.config import read_properties
+
+            protocols = read_properties(self.config_file).get("messagingProtocols")
+        return "pulsar" in (protocols or "kafka,pulsar").lower()
+
+    @property
     def pulsar_url(self) -> str:
         return f"pulsar://127.0.0.1:{self.pulsar_port}"
 
@@ -73,7 +83,8 @@ class KopBroker(ServerProcess):
         try:
             wait_until(
                 f"kop broker on {self.bootstrap}",
-                lambda: port_open("127.0.0.1", self.port),
+                lambda: port_open("127.0.0.1", self.port)
+                and (not self.serves_pulsar or port_open("127.0.0.1", self.pulsar_port)),
                 timeout,
                 self.proc,
                 self.log_path,

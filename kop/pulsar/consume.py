@@ -13,6 +13,9 @@ Differences from Pulsar's broker: Key_Shared is refused (NotAllowedError); a con
 differs from the connected consumers', or a second Exclusive consumer, gets ConsumerBusy without Pulsar's check
 that the old connection is alive; acks for ids never delivered are ignored (Pulsar would delete those entries
 too); ACK_RESPONSE is sent when the client asks (request_id set), once the ack is applied in memory, as Pulsar does.
+Acks are persisted soon after they arrive (coalesced, at-least-once like Pulsar's rate-limited mark-delete), and
+CLOSE_CONSUMER answers SUCCESS only once the subscription's cursor is persisted, so a client that closed its
+consumer has its acknowledgements stored.
 """
 
 from __future__ import annotations
@@ -259,4 +262,6 @@ async def close_consumer(conn: PulsarConnection, frame: Frame) -> None:
     k = conn.consumers.pop(req.consumer_id, None)
     if k is not None:
         k.subscription.remove_consumer(k)
+        # The client flushed its pending acks before CLOSE_CONSUMER: once it sees SUCCESS they are durable.
+        await k.subscription.flush()
     conn.send(c.command(c.SUCCESS, request_id=req.request_id))

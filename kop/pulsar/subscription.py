@@ -430,6 +430,15 @@ class Subscription:
                 self.version = got[1] if got else -1
                 return
 
+    async def flush(self) -> None:
+        """Wait until the cursor state as of now is persisted (durable subscriptions)."""
+        if not self.durable:
+            return
+        if self._saver is not None and not self._saver.done():
+            await self._saver
+        if self._dirty:
+            await self._save_loop()
+
     async def close(self, flush: bool) -> None:
         self.stop()
         if flush and self.durable:

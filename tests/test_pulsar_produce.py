@@ -1,0 +1,135 @@
+"""PRODUCER/SEND/CLOSE_PRODUCER (kop/pulsar/produce.py) with the real `pulsar-client` against `kop standalone`:
+messages land in the Kafka handler's partition logs, so Kafka consumers (kafka-python, confluent-kafka) read them
+with continuous offsets and the mapped key/timestamp/headers; receipts carry ids that PIP-415's getMessageIdByIndex
+names; producer names are unique and Exclusive access excludes others."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pulsar
+import pytest
+
+from tests.support.admin import ok, topic_url
+from tests.support.broker import KopBroker
+from tests.support.clients import consume_confluent, consume_kafka_python, create_topic, end_offsets
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
+    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar-produce"))
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def client(broker: KopBroker) -> Iterator[pulsar.Client]:
+    cl = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+    yield cl
+    cl.close()
+
+
+def name() -> str:
+    return f"p-{uuid.uuid4().hex[:10]}"
+
+
+def message_id_by_index(broker: KopBroker, topic: str, partition: int, index: int) -> dict[str, int]:
+    return ok(topic_url(broker.admin_url, f"{topic}-partition-{partition}") + f"/getMessageIdByIndex?index={index}")
+
+
+CODECS = {
+    "none": pulsar.CompressionType.NONE,
+    "lz4": pulsar.CompressionType.LZ4,
+    "zlib": pulsar.CompressionType.ZLib,
+    "zstd": pulsar.CompressionType.ZSTD,
+    "snappy": pulsar.CompressionType.SNAPPY,
+}
+
+
+@pytest.mark.parametrize("codec", list(CODECS))
+@pytest.mark.parametrize("batched", [False, True], ids=["unbatched", "batched"])
+def test_pulsar_messages_read_by_kafka_consumers(broker: KopBroker, client: pulsar.Client, codec: str,
+                                                 batched: bool) -> None:
+    topic = name()
+    producer = client.create_producer(topic, compression_type=CODECS[codec], batching_enabled=batched,
+                                      batching_max_messages=10, batching_max_publish_delay_ms=1000)
+    ids: list[pulsar.MessageId] = []
+    sent = []
+    for i in range(25):
+        key = f"key-{i}" if i % 5 else None
+        props = {"idx": str(i), "kind": "even" if i % 2 == 0 else "odd"}
+        event = 1_700_000_000_000 + i if i % 3 else None
+        value = b"" if i == 7 else f"value-{i}-".encode() * 20
+        kw = {"properties": props}
+        if key is not None:
+            kw["partition_key"] = key
+        if event is not None:
+            kw["event_timestamp"] = event
+        sent.append((key, value, props, event))
+        if batched:
+            producer.send_async(value, lambda res, mid: ids.append(mid) if res == pulsar.Result.Ok else None, **kw)
+        else:
+            ids.append(producer.send(value, **kw))
+    producer.flush()
+    assert len(ids) == 25
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: 25}  # N messages = N offsets, batched or not
+    for got in (consume_kafka_python(broker.bootstrap, topic, {0: 25}), consume_confluent(broker.bootstrap, topic, {0: 25})):
+        assert [g.offset for g in got] == list(range(25))
+        for g, (key, value, props, event) in zip(got, sent, strict=True):
+            assert g.key == (key.encode() if key else None)
+            assert g.value == value
+            assert dict((k, v.decode()) for k, v in g.headers) == props
+            if event is not None:
+                assert g.timestamp == event
+            assert g.create_time
+    # Receipts: (ledger, entry, partition); batch index = position in the batch; PIP-415 agrees offset by offset.
+    ordered = sorted(ids, key=lambda m: (m.ledger_id(), m.entry_id(), m.batch_index()))
+    for offset, mid in enumerate(ordered):
+        assert mid.partition() == 0
+        admin = message_id_by_index(broker, topic, 0, offset)
+        assert (admin["ledgerId"], admin["entryId"], admin["partitionIndex"]) == (mid.ledger_id(), mid.entry_id(), 0)
+    if batched:
+        assert len({(m.ledger_id(), m.entry_id()) for m in ids}) < 25  # some entries hold several messages
+    else:
+        assert all(m.batch_index() == -1 for m in ids)
+
+
+def test_keys_route_over_the_partitions_of_a_kafka_created_topic(broker: KopBroker, client: pulsar.Client) -> None:
+    topic = name()
+    create_topic(broker.bootstrap, topic, partitions=3)
+    producer = client.create_producer(topic)
+    parts: dict[str, set[int]] = {}
+    for i in range(30):
+        key = f"k{i % 6}"
+        mid = producer.send(f"{i}".encode(), partition_key=key)
+        parts.setdefault(key, set()).add(mid.partition())
+    assert all(len(p) == 1 for p in parts.values())  # one key, one partition
+    offsets = end_offsets(broker.bootstrap, topic, 3)
+    assert sum(offsets.values()) == 30
+    got = consume_kafka_python(broker.bootstrap, topic, offsets)
+    for g in got:
+        assert g.partition in parts[g.key.decode()]
+
+
+def test_producer_names_are_unique_per_topic(client: pulsar.Client) -> None:
+    topic = name()
+    first = client.create_producer(topic, producer_name="only-one")
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic, producer_name="only-one")
+    assert client.create_producer(topic).producer_name() != "only-one"  # generated names are unique too
+    first.close()
+    client.create_producer(topic, producer_name="only-one").send(b"after the first closed")
+
+
+def test_exclusive_access_mode(client: pulsar.Client) -> None:
+    topic = name()
+    excl = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic)
+    excl.close()
+    shared = client.create_producer(topic)
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    shared.send(b"x")

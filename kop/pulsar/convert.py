@@ -62,7 +62,7 @@ from .codec import batch as pbatch
 from .codec.commands import pb
 from .codec.framing import DEFAULT_MAX_MESSAGE_SIZE
 
-__all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of"]
+__all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched"]
 
 
 class ConversionError(ValueError):
@@ -158,6 +158,32 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         md.txnid_least_bits = max(header.producer_epoch, 0)
     payload = pbatch.compressed(compression, pbatch.encode_batch(items), md)
     return PulsarEntry(md, payload, len(items))
+
+
+def unbatched(entry: PulsarEntry) -> PulsarEntry:
+    """A one-message batch entry as a plain (non-batched) entry: the message's fields move to the entry
+    metadata and ``num_messages_in_batch`` goes. The handler dispatches one-record Kafka batches this way so
+    that what a Pulsar producer sent unbatched comes back unbatched - with the id its SEND_RECEIPT named
+    (batch index -1): the C++ client compares batch indexes when it filters after a seek or a reader's start
+    id, and a batch index 0 would not match a receipt's -1. Compressed payloads are returned unchanged."""
+    md = entry.metadata
+    if entry.num_messages != 1 or md.compression != 0:
+        return entry
+    ((smm, value),) = pbatch.messages(md, entry.payload)
+    out = pb.MessageMetadata()
+    out.CopyFrom(md)
+    out.ClearField("num_messages_in_batch")
+    out.ClearField("ordering_key")
+    out.ClearField("partition_key")
+    out.ClearField("partition_key_b64_encoded")
+    if smm is not None:
+        for name in ("ordering_key", "partition_key", "partition_key_b64_encoded", "event_time", "null_value",
+                     "null_partition_key"):
+            if smm.HasField(name):
+                setattr(out, name, getattr(smm, name))
+        if smm.properties:
+            out.properties.extend(smm.properties)
+    return PulsarEntry(out, bytes(value), 1)
 
 
 # ---- Pulsar -> Kafka ---------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ persist it in the metadata store (coalesced: at most one write in flight, the la
 when the partition is served again (a restart, a takeover); non-durable ones (readers) keep it in memory and go
 with their last consumer. Reading goes by Kafka offset over the same partition log the Kafka handler serves
 (kop/offset/api.py), one stored Kafka batch = one Pulsar entry, converted at the edge (kop/pulsar/convert.py) and
-cached per partition so several subscriptions convert an entry once.
+cached per partition so several subscriptions convert an entry once. A one-record batch goes out as a plain
+(non-batched) Pulsar entry (convert.unbatched), so ids match what an unbatched producer's receipts said.
 
 Dispatch follows Pulsar's: FLOW permits count messages (an entry of N messages takes N, and may overshoot);
 Exclusive has one consumer; Failover sends to the active consumer - consumers sorted by priority level then name,
@@ -32,7 +33,7 @@ from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
 from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
-from kop.pulsar.convert import ConversionError, kafka_to_pulsar
+from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
@@ -76,6 +77,8 @@ class PartitionState:
             return got  # type: ignore[return-value]
         try:
             entry = kafka_to_pulsar(fb.batch)
+            if entry is not None:
+                entry = unbatched(entry)
         except ConversionError as e:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
             entry = None
@@ -469,10 +472,12 @@ class Subscription:
 
 
 async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:
-    """(position of the last entry, its batch index of the last record), None for an empty log."""
+    """(position of the last entry, the batch index of its last record: -1 for a one-record entry, which goes
+    out unbatched), None for an empty log."""
     hw = plog.high_watermark
     if hw <= plog.log_start_offset:
         return None
     pos = await plog.find_position(hw - 1)  # type: ignore[attr-defined]
     meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-    return pos, meta.index - meta.base_offset
+    last = meta.index - meta.base_offset
+    return pos, last if last > 0 else -1

@@ -14,7 +14,7 @@ from kop.protocol.records import build_batch, decode_records_absolute, iter_batc
 from kop.pulsar.codec import batch as pbatch
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec import compression as pz
-from kop.pulsar.convert import ConversionError, kafka_to_pulsar, key_of, pulsar_to_kafka
+from kop.pulsar.convert import ConversionError, kafka_to_pulsar, key_of, pulsar_to_kafka, unbatched
 
 T0 = 1_700_000_000_000
 
@@ -51,6 +51,22 @@ def test_kafka_records_become_one_pulsar_batch() -> None:
     assert (m1.null_value, m3.null_value) == (False, True)
     # keys differ: no entry-level key (it would become the key of the keyless record on the way back)
     assert not md.HasField("ordering_key") and not md.HasField("partition_key")
+
+
+def test_a_one_record_batch_goes_out_unbatched() -> None:
+    """What the handler dispatches for one-record batches: the message's fields on the entry, no batch."""
+    entry = unbatched(kafka_to_pulsar(build_batch([(b"\xffk", None, [("h", b"x")], T0 + 3)])))
+    md = entry.metadata
+    assert not pbatch.is_batch(md) and entry.num_messages == 1
+    assert (md.ordering_key, md.partition_key_b64_encoded, md.event_time, md.null_value) == (b"\xffk", True, T0 + 3,
+                                                                                               True)
+    assert [(kv.key, kv.value) for kv in md.properties] == [("h", "x")]
+    assert entry.payload == b""
+    back = next(iter_batches(pulsar_to_kafka(md, entry.payload, 7)))
+    [rec] = decode_records_absolute(back)
+    assert (rec.offset, rec.key, rec.value, rec.timestamp) == (7, b"\xffk", None, T0 + 3)
+    several = kafka_to_pulsar(build_batch([(b"a", b"1", [], T0), (b"b", b"2", [], T0)]))
+    assert unbatched(several) is several  # batches of more than one stay batches
 
 
 def test_binary_key_is_base64_partition_key() -> None:

@@ -62,8 +62,7 @@ def test_a_one_record_batch_goes_out_unbatched() -> None:
                                                                                                True)
     assert [(kv.key, kv.value) for kv in md.properties] == [("h", "x")]
     assert entry.payload == b""
-    back = next(iter_batches(pulsar_to_kafka(md, entry.payload, 7)))
-    [rec] = decode_records_absolute(back)
+    [rec] = decode_records_absolute(pulsar_to_kafka(md, entry.payload, 7))
     assert (rec.offset, rec.key, rec.value, rec.timestamp) == (7, b"\xffk", None, T0 + 3)
     several = kafka_to_pulsar(build_batch([(b"a", b"1", [], T0), (b"b", b"2", [], T0)]))
     assert unbatched(several) is several  # batches of more than one stay batches

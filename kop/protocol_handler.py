@@ -60,6 +60,13 @@ class ProtocolHandler(abc.ABC):
         that name. The broker registers its advertised listeners with it when the config says port 0."""
         return None
 
+    def advertised_addresses(self) -> list[tuple[str, str, int]]:
+        """(listener name, host, port) of listeners this handler serves besides the Kafka ones; the broker
+        registers them with the others in cluster mode (after start()), so that, e.g., the pulsar handler of
+        another broker can redirect a LOOKUP here. Listed after the Kafka listeners: Kafka's choice of a
+        broker's address (same listener name, else the first) is unchanged."""
+        return []
+
     async def ownership_changed(self, bundle: Bundle, owned: bool) -> None:
         """Cluster mode: this broker acquired (`owned`) or released `bundle` (kop/cluster/bundles.py).
         Called after the broker has loaded or let go of the bundle's partitions."""

@@ -85,6 +85,12 @@ class PulsarProtocolHandler(ProtocolHandler):
     def bound_port(self, listener_name: str) -> int | None:
         return self.port if listener_name == LISTENER and self.server else None
 
+    def advertised_addresses(self) -> list[tuple[str, str, int]]:
+        if self.server is None:
+            return []
+        host, _, port = self.service_url.removeprefix("pulsar://").rpartition(":")
+        return [(LISTENER, host, int(port))]
+
     def partition_log_released(self, ledger_name: str) -> None:
         state = self.partitions.pop(ledger_name, None)
         if state is not None:

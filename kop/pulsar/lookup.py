@@ -8,9 +8,11 @@ A topic that does not exist is created (with `defaultNumPartitions`) when the cl
 `allowAutoTopicCreation` is on - Pulsar standalone's default, with the difference that ours are always partitioned
 (Pulsar's default auto-created type is non-partitioned), since a Kafka topic cannot be anything else.
 
-LOOKUP answers Connect (authoritative) with our own pulsar:// address: standalone serves every partition. In cluster
-mode a partition owned by another broker is answered Failed/ServiceNotReady naming the owner: brokers do not
-register their pulsar:// address yet, so there is nothing to redirect to (listed in docs/pulsar.md).
+LOOKUP answers Connect (authoritative) with our own pulsar:// address for what this broker serves (standalone:
+everything). In cluster mode a partition owned by another broker is answered Redirect (authoritative) to the
+pulsar:// address the owner registered (kop/cluster/ownership.py BrokerInfo, listener "pulsar"); a partition
+without an owner yet is acquired first, and one still without an owner gets Failed/ServiceNotReady, which the
+client retries.
 GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists partitioned topics), filtered by
 `topics_pattern` when the client sends one (Python's `re`, close to Java's for the patterns clients use).
 """
@@ -22,6 +24,7 @@ import re
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.handler import LISTENER
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName
 
@@ -105,12 +108,19 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed, error=e.code,
                             message=str(e)))
         return
-    topics = conn.handler.service.topics
-    if not topics.owns(topic, partition):
-        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed,
-                            error=c.ServerError.ServiceNotReady,
-                            message=f"{req.topic} is served by another broker (Pulsar lookups across brokers "
-                                    f"are not served yet: connect to its owner)"))
+    service = conn.handler.service
+    if not service.topics.owns(topic, partition):
+        own = service.ownership
+        await own.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has no owner
+        info = own.owner_cached(topic.name, partition)
+        address = next(((h, p) for n, h, p in info.listeners if n == LISTENER), None) if info else None
+        if info is None or address is None or info.broker_id == conn.handler.config.kafkaBrokerId:
+            conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed,
+                                error=c.ServerError.ServiceNotReady,
+                                message=f"{req.topic} has no owner serving Pulsar clients now; retry"))
+            return
+        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Redirect,
+                            brokerServiceUrl=f"pulsar://{address[0]}:{address[1]}", authoritative=True))
         return
     url = conn.handler.service_url
     conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect, brokerServiceUrl=url,

@@ -354,3 +354,55 @@ def test_a_durable_subscription_survives_kill_9(tmp_path) -> None:
         client.close()
     finally:
         broker.stop()
+
+
+# ---------------------------------------------------------------------------------------------- the cursor, raw
+def test_mark_delete_moves_only_over_contiguous_acks(broker: KopBroker, client: pulsar.Client) -> None:
+    """On the wire: individual acks leave holes, the mark-delete position (GET_LAST_MESSAGE_ID) moves only over
+    contiguous acknowledged entries, a cumulative ack on a Shared subscription is ignored (as Pulsar does),
+    ACK_RESPONSE answers acks that ask, and a new consumer gets exactly the unacknowledged entry."""
+    from kop.pulsar.codec import commands as c
+    from tests.support.pulsar_wire import WireClient
+
+    topic = name()
+    ids = produce(client, topic, 5)
+    part = f"persistent://public/default/{topic}-partition-0"
+
+    def subscribe(w: WireClient) -> list:
+        w.send(c.command(c.SUBSCRIBE, topic=part, subscription="raw", subType=1, consumer_id=1, request_id=1,
+                         initialPosition=1))
+        w.expect(c.SUCCESS)
+        w.send(c.command(c.FLOW, consumer_id=1, messagePermits=100))
+        return []
+
+    def mark_delete(w: WireClient) -> tuple[int, int]:
+        w.send(c.command(c.GET_LAST_MESSAGE_ID, consumer_id=1, request_id=9))
+        got = w.expect(c.GET_LAST_MESSAGE_ID_RESPONSE)
+        assert (got.last_message_id.ledgerId, got.last_message_id.entryId) == (ids[4].ledger_id(), ids[4].entry_id())
+        md = got.consumer_mark_delete_position
+        return md.ledgerId, md.entryId - (1 << 64) if md.entryId >= 1 << 63 else md.entryId  # uint64 on the wire
+
+    def ack(w: WireClient, i: int, ack_type: int = 0) -> None:
+        w.send(c.command(c.ACK, consumer_id=1, ack_type=ack_type, request_id=100 + i,
+                         message_id=[c.message_id(ids[i].ledger_id(), ids[i].entry_id())]))
+        assert w.expect(c.ACK_RESPONSE).request_id == 100 + i
+
+    w = WireClient(broker.pulsar_port)
+    w.connect()
+    subscribe(w)
+    got = [w.expect(c.MESSAGE) for _ in range(5)]
+    assert [(m.message_id.ledgerId, m.message_id.entryId) for m in got] == [(i.ledger_id(), i.entry_id()) for i in ids]
+    assert mark_delete(w) == (ids[0].ledger_id(), ids[0].entry_id() - 1)  # nothing acknowledged yet
+    for i in (0, 1, 3):
+        ack(w, i)
+    assert mark_delete(w) == (ids[1].ledger_id(), ids[1].entry_id())  # the hole at 2 stops it
+    ack(w, 4, ack_type=1)  # cumulative on Shared: ignored
+    assert mark_delete(w) == (ids[1].ledger_id(), ids[1].entry_id())
+    ack(w, 2)
+    assert mark_delete(w) == (ids[3].ledger_id(), ids[3].entry_id())  # over 2 and the already acked 3
+    w.send(c.command(c.CLOSE_CONSUMER, consumer_id=1, request_id=50))
+    w.expect(c.SUCCESS)
+    subscribe(w)
+    again = w.expect(c.MESSAGE)
+    assert (again.message_id.ledgerId, again.message_id.entryId) == (ids[4].ledger_id(), ids[4].entry_id())
+    w.close()

@@ -181,20 +181,23 @@ def test_batch_of_n_messages_is_n_offsets() -> None:
     assert [r.offset for r in decode_records_absolute(kafka)] == [1000, 1001, 1002, 1003, 1004]
 
 
-def test_per_message_fields_win_over_the_entrys() -> None:
+def test_a_batched_message_has_only_its_own_fields() -> None:
+    """Clients copy the first message's metadata onto a batch entry (here: ordering key, event time and
+    properties of some earlier message); a message of the batch keeps only what its SingleMessageMetadata says,
+    and takes the entry's publish time when it has no event time."""
     md, payload = _batch_md([
         ({"ordering_key": b"own", "event_time": 5, "properties": [c.KeyValue(key="a", value="own")]}, b"1"),
-        ({"partition_key": "own-pk"}, b"2"),  # its partition key beats the entry's ordering key
-        ({}, b"3"),  # nothing of its own: the entry's fields
+        ({"partition_key": "own-pk"}, b"2"),
+        ({}, b"3"),  # nothing of its own: no key, no headers, the publish time
         ({"null_partition_key": True}, b"4"),  # explicitly no key
         ({"null_value": True}, b""),
     ], ordering_key=b"entry-ok", event_time=9, properties=[c.KeyValue(key="a", value="entry"),
                                                           c.KeyValue(key="b", value="entry")])
     recs = decode_records_absolute(pulsar_to_kafka(md, payload, 0))
-    assert [r.key for r in recs] == [b"own", b"own-pk", b"entry-ok", None, b"entry-ok"]
-    assert [r.timestamp for r in recs] == [5, 9, 9, 9, 9]
-    assert recs[0].headers == [("a", b"own"), ("b", b"entry")]
-    assert recs[2].headers == [("a", b"entry"), ("b", b"entry")]
+    assert [r.key for r in recs] == [b"own", b"own-pk", None, None, None]
+    assert [r.timestamp for r in recs] == [5] + [md.publish_time] * 4
+    assert recs[0].headers == [("a", b"own")]
+    assert [r.headers for r in recs[1:]] == [[]] * 4
     assert [r.value for r in recs] == [b"1", b"2", b"3", b"4", None]
 
 

@@ -18,8 +18,11 @@ of N records at offsets base..base+N-1:
     properties                                                        -> headers
     null_value                                                        -> null value
 
-and for batched messages the SingleMessageMetadata's own fields win over the entry's (KoP itself reads
-only the entry-level key, event time and properties of a batch; we read each message's).
+and for batched messages only the SingleMessageMetadata's own fields count (a message without an event time
+takes the entry's publish time). KoP reads only the entry-level key, event time and properties of a batch,
+which Pulsar clients copy from the batch's *first* message (Java's BatchMessageContainerImpl, the C++
+client's batch container): read that way, a keyless message batched after a keyed one gets the other's key
+(seen with pulsar-client against the handler), so we never fall back to the entry's fields for them.
 
 Where we differ from KoP, and why:
 - A key that is valid UTF-8 goes into partition_key as that text (partition_key_b64_encoded unset);
@@ -238,7 +241,7 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
     except pbatch.BatchError as exc:
         raise ConversionError(str(exc)) from None
     entry_props = metadata.properties
-    entry_time = metadata.event_time or metadata.publish_time
+    entry_time = metadata.event_time or metadata.publish_time  # of a non-batched message
     body = bytearray()
     rec = bytearray()
     base_ts = None
@@ -253,14 +256,11 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
         else:
             if smm.compacted_out:
                 continue
-            key = key_of(smm, metadata)
-            ts = smm.event_time or entry_time
-            if entry_props and smm.properties:
-                merged = {kv.key: kv.value for kv in entry_props}
-                merged.update((kv.key, kv.value) for kv in smm.properties)
-                props = [pb.KeyValue(key=k, value=v) for k, v in merged.items()]
-            else:
-                props = smm.properties or entry_props
+            # A batched message's fields are its own only: clients copy the *first* message's metadata onto
+            # the batch entry, so the entry's key, event time and properties belong to that message.
+            key = key_of(smm)
+            ts = smm.event_time or metadata.publish_time
+            props = smm.properties
             null = smm.null_value
         if base_ts is None:
             base_ts = ts

@@ -72,10 +72,10 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.draining = True
         if self.server is not None:
             self.server.close()
-        for state in list(self.partitions.values()):
-            await state.close()
-        for conn in list(self.connections):
+        for conn in list(self.connections):  # consumers leave their subscriptions (their state is saved) ...
             conn.close()
+        for state in list(self.partitions.values()):  # ... and every cursor is written before storage closes
+            await state.close()
         if self.server is not None:
             try:
                 await asyncio.wait_for(self.server.wait_closed(), 1)

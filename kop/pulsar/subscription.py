@@ -429,8 +429,11 @@ class Subscription:
                 self.version = await cursors.save(self.state.ledger_name, self.name, self.cursor_info(), self.version)
             except Exception as e:  # noqa: BLE001 - a BadVersion (another owner) or a store outage
                 log.warning("%s/%s: cursor not persisted: %s", self.state.ledger_name, self.name, e)
-                got = await cursors.load(self.state.ledger_name, self.name)
-                self.version = got[1] if got else -1
+                try:  # the next write goes over what is stored now (at-least-once: it may repeat acks)
+                    got = await cursors.load(self.state.ledger_name, self.name)
+                    self.version = got[1] if got else -1
+                except Exception:  # noqa: BLE001 - the store is down: the next save tries again
+                    pass
                 return
 
     async def flush(self) -> None:

@@ -95,6 +95,38 @@ def test_kafka_records_read_by_a_pulsar_consumer(broker: KopBroker, client: puls
     assert nothing_more(consumer)
 
 
+def test_mixed_producers_share_one_offset_sequence(broker: KopBroker, client: pulsar.Client) -> None:
+    """kafka-python, pulsar-client (batched, with ordering and partition keys, event times, properties) and
+    confluent-kafka write one partition in turn: Kafka consumers see offsets 0..N-1 with the right key,
+    timestamp and headers, and a Pulsar consumer reads the same N messages in the same order."""
+    from tests.support.clients import consume_kafka_python
+
+    topic = name()
+    create_topic(broker.bootstrap, topic, partitions=1)
+    base = 1_700_000_000_000
+    produce_kafka_python(broker.bootstrap, topic, [Rec(0, b"k0", b"kafka0", (("h", b"1"),), base)], "none")
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=1000)
+    for i in range(10):
+        kw: dict = {"properties": {"i": str(i)}, "event_timestamp": base + 100 + i}
+        if i % 2:
+            kw["ordering_key"] = f"ok{i}"
+        if i % 3:
+            kw["partition_key"] = f"pk{i}"
+        producer.send_async(f"pulsar{i}".encode(), None, **kw)
+    producer.flush()
+    produce_confluent(broker.bootstrap, topic, [Rec(0, None, b"kafka1", (), base + 200)], "none")
+    got = consume_kafka_python(broker.bootstrap, topic, {0: 12})
+    assert [g.offset for g in got] == list(range(12))
+    assert [g.value for g in got] == [b"kafka0"] + [f"pulsar{i}".encode() for i in range(10)] + [b"kafka1"]
+    for i, g in enumerate(got[1:11]):
+        want = f"ok{i}" if i % 2 else (f"pk{i}" if i % 3 else None)
+        assert g.key == (want.encode() if want else None)
+        assert g.timestamp == base + 100 + i and g.headers == (("i", str(i).encode()),)
+    consumer = client.subscribe(topic, "mixed", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in receive_all(consumer, 12)] == [g.value or b"" for g in got]
+
+
 def test_a_kafka_created_partitioned_topic_consumed_by_pulsar(broker: KopBroker, client: pulsar.Client) -> None:
     topic = name()
     create_topic(broker.bootstrap, topic, partitions=4)
@@ -406,3 +438,25 @@ def test_mark_delete_moves_only_over_contiguous_acks(broker: KopBroker, client: 
     again = w.expect(c.MESSAGE)
     assert (again.message_id.ledgerId, again.message_id.entryId) == (ids[4].ledger_id(), ids[4].entry_id())
     w.close()
+
+
+def test_a_topic_deleted_under_pulsar_clients(broker: KopBroker, client: pulsar.Client) -> None:
+    """Kafka's DeleteTopics while a Pulsar consumer is connected: the broker closes the consumer (it looks the
+    topic up again, which auto-creates it anew, as Pulsar's forced deletion with auto-creation on does) and the
+    old subscription's cursor went with the topic; nothing else is disturbed."""
+    from kafka.admin import KafkaAdminClient
+
+    topic = name()
+    consumer = client.subscribe(topic, "del", initial_position=pulsar.InitialPosition.Earliest)
+    produce(client, topic, 3)
+    receive_all(consumer, 3)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        admin.delete_topics([topic])
+    finally:
+        admin.close()
+    producer = client.create_producer(topic)  # creates the topic again
+    producer.send(b"after")
+    m = consumer.receive(RECEIVE_MS)
+    assert m.data() == b"after"
+    assert "Traceback" not in broker.log_path.read_text()

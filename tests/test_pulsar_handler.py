@@ -242,6 +242,15 @@ def test_send_errors_checksum_size_and_unknown_producer(broker: KopBroker) -> No
     w.close()
 
 
+def test_no_producer_on_internal_topics(broker: KopBroker) -> None:
+    w = wire(broker)
+    w.send(c.command(c.PRODUCER, topic="persistent://public/__kafka/__consumer_offsets-partition-0", producer_id=1,
+                     request_id=1))
+    got = w.expect(c.ERROR)
+    assert got.error == c.ServerError.NotAllowedError and "internal" in got.message
+    w.close()
+
+
 def test_acks_for_ids_never_delivered_and_flow_storms(broker: KopBroker) -> None:
     topic = name()
     w = wire(broker)

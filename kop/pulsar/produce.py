@@ -11,7 +11,8 @@ issue order).
 Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExclusive is answered ProducerBusy at
 once instead of waiting; ExclusiveWithFencing is refused); no de-duplication by sequence id
 (`brokerDeduplicationEnabled` is not served); no schema registry (a producer's schema is accepted and not stored);
-no chunking (chunked SENDs are refused with NotAllowedError); a message over `maxMessageSize` gets SEND_ERROR
+no chunking (chunked SENDs are refused with NotAllowedError); internal topics (__consumer_offsets) take no
+producers; a message over `maxMessageSize` gets SEND_ERROR
 NotAllowedError (Pulsar's client refuses it before sending; a frame far over the limit closes the connection, as in
 Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
 """
@@ -75,6 +76,9 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         return
     except TopicError as e:
         conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"{req.topic}: {e}"))
+        return
+    if topic.internal:  # __consumer_offsets: the group coordinator's records, written by it alone
+        conn.send(c.error(rid, c.ServerError.NotAllowedError, f"{req.topic} is an internal topic"))
         return
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else SHARED
     if mode not in (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE):

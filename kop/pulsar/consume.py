@@ -21,6 +21,7 @@ consumer has its acknowledgements stored.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET
@@ -29,7 +30,15 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.lookup import NameError_, resolve_partition
-from kop.pulsar.subscription import EXCLUSIVE, FAILOVER, SHARED, Consumer, Subscription, last_position
+from kop.pulsar.subscription import (
+    EXCLUSIVE,
+    FAILOVER,
+    SHARED,
+    Consumer,
+    PartitionState,
+    Subscription,
+    last_position,
+)
 from kop.topics.manager import TopicError
 
 log = logging.getLogger(__name__)
@@ -119,7 +128,11 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     sub.add_consumer(consumer)
 
 
-async def _new_subscription(conn: PulsarConnection, state, req, durable: bool) -> Subscription | None:  # type: ignore[no-untyped-def]
+async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: Any,
+                            durable: bool) -> Subscription | None:
+    """A subscription not served yet: a durable one is recovered from its stored cursor, or created at the
+    initial position and stored at once (as Pulsar creates the cursor on SUBSCRIBE); a reader starts at its
+    start message id."""
     plog = state.plog
     initial = req.initialPosition if req.HasField("initialPosition") else LATEST
     start = plog.log_start_offset if initial == EARLIEST else plog.high_watermark

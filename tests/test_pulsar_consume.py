@@ -460,3 +460,44 @@ def test_a_topic_deleted_under_pulsar_clients(broker: KopBroker, client: pulsar.
     m = consumer.receive(RECEIVE_MS)
     assert m.data() == b"after"
     assert "Traceback" not in broker.log_path.read_text()
+
+
+def test_permits_bound_what_is_sent(broker: KopBroker, client: pulsar.Client) -> None:
+    """FLOW permits count messages: 3 permits bring 3 one-message entries and then nothing until more come; a
+    batch entry of 4 messages takes 4 (and may overshoot, as in Pulsar)."""
+    from kop.pulsar.codec import commands as c
+    from tests.support.pulsar_wire import WireClient
+
+    topic = name()
+    produce(client, topic, 5)
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=4,
+                                      batching_max_publish_delay_ms=1000)
+    for i in range(4):
+        producer.send_async(f"b{i}".encode(), None)
+    producer.flush()
+    w = WireClient(broker.pulsar_port)
+    w.connect()
+    w.send(c.command(c.SUBSCRIBE, topic=f"persistent://public/default/{topic}-partition-0", subscription="p",
+                     subType=0, consumer_id=1, request_id=1, initialPosition=1))
+    w.expect(c.SUCCESS)
+    w.send(c.command(c.FLOW, consumer_id=1, messagePermits=3))
+    got = [w.expect(c.MESSAGE) for _ in range(3)]
+    assert silent(w)
+    w.send(c.command(c.FLOW, consumer_id=1, messagePermits=3))  # m3, m4 and the batch (4 messages: overshoot)
+    got += [w.expect(c.MESSAGE) for _ in range(3)]
+    assert len({(m.message_id.ledgerId, m.message_id.entryId) for m in got}) == 6
+    w.send(c.command(c.FLOW, consumer_id=1, messagePermits=2))  # -2 + 2 = 0: still nothing to send
+    assert silent(w)
+    w.close()
+
+
+def silent(w, wait: float = 1.5) -> bool:  # noqa: ANN001 - a WireClient
+    """Nothing arrives for `wait` seconds (a message sent wrongly would make this fail, never the reverse)."""
+    w.timeout, saved = wait, w.timeout
+    try:
+        frame = w.recv()
+    except TimeoutError:
+        return True
+    finally:
+        w.timeout = saved
+    raise AssertionError(f"unexpected frame {frame}")

@@ -1,7 +1,7 @@
 """SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, SEEK, GET_LAST_MESSAGE_ID, UNSUBSCRIBE, CLOSE_CONSUMER.
 
 The consumer side of kop/pulsar/subscription.py. SUBSCRIBE creates or joins a subscription of one partition:
-Exclusive, Shared or Failover, durable (a cursor in the metadata store, recovered when it exists) or not (a
+Exclusive, Shared, Failover or Key_Shared, durable (a cursor in the metadata store, recovered when it exists) or not (a
 reader: it starts at `start_message_id`, the entry itself included as Pulsar does - the client drops what it
 should not see). Initial position Latest/Earliest applies to a new subscription only. SEEK by message id reads
 again from that entry, by publish time from the first record whose Kafka timestamp is >= the time (the timestamp
@@ -9,7 +9,10 @@ is the publish time we give Kafka-produced messages); as in Pulsar, every consum
 (CLOSE_CONSUMER: the clients resubscribe) before SUCCESS. GET_LAST_MESSAGE_ID names the last entry with the batch
 index of its last record, and the subscription's mark-delete position.
 
-Differences from Pulsar's broker: Key_Shared is refused (NotAllowedError); a consumer whose subscription type
+Key_Shared takes AUTO_SPLIT and STICKY consumers (kop/pulsar/key_shared.py; a STICKY range that overlaps another
+consumer's is refused ConsumerAssignError).
+
+Differences from Pulsar's broker: a consumer whose subscription type
 differs from the connected consumers', or a second Exclusive consumer, gets ConsumerBusy without Pulsar's check
 that the old connection is alive; acks for ids never delivered are ignored (Pulsar would delete those entries
 too); ACK_RESPONSE is sent when the client asks (request_id set), once the ack is applied in memory, as Pulsar does.
@@ -32,8 +35,7 @@ from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.lookup import NameError_, resolve_partition
 from kop.pulsar.subscription import (
     EXCLUSIVE,
-    FAILOVER,
-    SHARED,
+    KEY_SHARED,
     Consumer,
     PartitionState,
     Subscription,
@@ -45,6 +47,7 @@ log = logging.getLogger(__name__)
 
 INT64_MAX = (1 << 63) - 1
 LATEST, EARLIEST = 0, 1
+STICKY = c.pb.KeySharedMode.STICKY
 
 
 def _signed(v: int) -> int:
@@ -87,9 +90,12 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ConsumerBusy, f"consumer id {req.consumer_id} is in use"))
         return
     sub_type = req.subType
-    if sub_type not in (EXCLUSIVE, SHARED, FAILOVER):
-        conn.send(c.error(rid, c.ServerError.NotAllowedError, "Key_Shared subscriptions are not supported"))
-        return
+    ranges = None
+    if sub_type == KEY_SHARED and req.HasField("keySharedMeta") and req.keySharedMeta.keySharedMode == STICKY:
+        ranges = [(r.start, r.end) for r in req.keySharedMeta.hashRanges]
+        if not ranges:
+            conn.send(c.error(rid, c.ServerError.ConsumerAssignError, "a STICKY Key_Shared consumer needs hash ranges"))
+            return
     if not req.subscription:
         conn.send(c.error(rid, c.ServerError.InvalidTopicName, "empty subscription name"))
         return
@@ -123,9 +129,13 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     name = req.consumer_name or f"consumer-{req.consumer_id}"
     epoch = req.consumer_epoch if req.HasField("consumer_epoch") else None
     consumer = Consumer(conn, req.consumer_id, sub, name, req.priority_level, epoch)
+    consumer.ranges = ranges
+    error = sub.add_consumer(consumer)
+    if error is not None:
+        conn.send(c.error(rid, c.ServerError.ConsumerAssignError, error))
+        return
     conn.consumers[req.consumer_id] = consumer
     conn.send(c.command(c.SUCCESS, request_id=rid))
-    sub.add_consumer(consumer)
 
 
 async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: Any,

@@ -16,7 +16,10 @@ rewinding to M + 1 so the new one gets what was not acknowledged; Shared round-r
 permits, and a consumer's unacknowledged entries go back for replay (before new ones) when it leaves or asks for
 redelivery, with the redelivery count raised in the latter case. Exclusive/Failover redelivery rewinds to M + 1.
 
-Differences from Pulsar's broker: no Key_Shared (refused); no batch-index acknowledgement (an ack carrying an
+Key_Shared sends an entry only to its key's consumer (kop/pulsar/key_shared.py says how keys are hashed and
+placed, and how a key's order is kept while consumers come and go).
+
+Differences from Pulsar's broker: no batch-index acknowledgement (an ack carrying an
 ack_set is ignored, as Pulsar does with acknowledgmentAtBatchIndexLevelEnabled=false, its default); no
 per-consumer unacked-message limits; the redelivery count lives in memory, as in Pulsar.
 """
@@ -34,6 +37,7 @@ from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
+from kop.pulsar.key_shared import Selector, key_hash, sticky_key
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
@@ -48,12 +52,13 @@ CONVERTED_CACHE = 512  # converted entries kept per partition
 
 
 class Entry:
-    __slots__ = ("position", "base_offset", "last_offset")
+    __slots__ = ("position", "base_offset", "last_offset", "hash")
 
-    def __init__(self, position: Position, base_offset: int, last_offset: int) -> None:
+    def __init__(self, position: Position, base_offset: int, last_offset: int, hash_: int = 0) -> None:
         self.position = position
         self.base_offset = base_offset
         self.last_offset = last_offset
+        self.hash = hash_  # Key_Shared: the hash of the entry's sticky key
 
 
 class PartitionState:
@@ -66,10 +71,11 @@ class PartitionState:
         self.plog = plog
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
-        self._converted: OrderedDict[Position, tuple[bytes, int] | None] = OrderedDict()
+        self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()
 
-    def converted(self, fb: FetchedBatch) -> tuple[bytes, int] | None:
-        """(headers and payload of the Pulsar entry, number of messages), None for a control batch."""
+    def converted(self, fb: FetchedBatch) -> tuple[bytes, int, int] | None:
+        """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),
+        None for a control batch."""
         key = fb.position
         got = self._converted.get(key, False)
         if got is not False:
@@ -83,7 +89,7 @@ class PartitionState:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
             entry = None
         value = None if entry is None else (encode_headers_and_payload(entry.metadata, entry.payload),
-                                            entry.num_messages)
+                                            entry.num_messages, key_hash(sticky_key(entry.metadata)))
         self._converted[key] = value
         if len(self._converted) > CONVERTED_CACHE:
             self._converted.popitem(last=False)
@@ -109,7 +115,7 @@ class PartitionState:
 
 
 class Consumer:
-    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch")
+    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges")
 
     def __init__(self, conn: PulsarConnection, consumer_id: int, subscription: Subscription, name: str,
                  priority: int, epoch: int | None) -> None:
@@ -121,6 +127,7 @@ class Consumer:
         self.permits = 0
         self.pending: set[Position] = set()
         self.epoch = epoch
+        self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
 
 
 class Subscription:
@@ -149,24 +156,38 @@ class Subscription:
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
         self._saver: asyncio.Task[None] | None = None
+        self.selector = Selector()  # Key_Shared
+        self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
 
     # ------------------------------------------------------------------ consumers
-    def add_consumer(self, consumer: Consumer) -> None:
+    def add_consumer(self, consumer: Consumer) -> str | None:
+        """Add a consumer; an error text (Key_Shared: a STICKY range refused) leaves the subscription as it was."""
+        if self.sub_type == KEY_SHARED:
+            if not self.consumers:
+                self.selector = Selector()
+                self.hash_holders.clear()
+            error = self.selector.add(consumer, consumer.ranges)
+            if error is not None:
+                return error
         self.consumers.append(consumer)
         if self.sub_type == FAILOVER:
             self._pick_active(changed_consumer=consumer)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
         self.wake()
+        return None
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if consumer not in self.consumers:
             return
         self.consumers.remove(consumer)
-        if self.sub_type == SHARED:
+        if self.sub_type == KEY_SHARED:
+            self.selector.remove(consumer)
+        if self.sub_type in (SHARED, KEY_SHARED):
             for pos in sorted(consumer.pending):
                 self.pending.pop(pos, None)
                 if (e := self.outstanding.get(pos)) is not None:
+                    self._release_hash(e)
                     self.replay.append(e)
             self.replay = deque(sorted(self.replay, key=lambda e: e.position))
         else:
@@ -209,6 +230,8 @@ class Subscription:
         if self.sub_type == FAILOVER:
             k = self.active
             return k if k is not None and k.permits > 0 and not k.conn.backlogged else None
+        if self.sub_type == KEY_SHARED:  # the entry decides (_target); this only says whether anyone can take one
+            return next((k for k in self.consumers if k.permits > 0 and not k.conn.backlogged), None)
         n = len(self.consumers)
         for i in range(n):
             k = self.consumers[(self._rr + i) % n]
@@ -252,6 +275,8 @@ class Subscription:
             self.consumers.clear()
 
     async def _step(self) -> None:
+        """One round: replay one entry, or read a chunk of new entries and send what consumers can take.
+        Long because it is the dispatcher's whole decision; each branch says why it returns."""
         consumer = self._next_consumer()
         if consumer is None:
             backlogged = any(k.conn.backlogged for k in self.consumers)
@@ -261,23 +286,24 @@ class Subscription:
         if self.replay:
             entry = self.replay.popleft()
             if entry.position not in self.outstanding or entry.position in self.pending:
-                return
+                return  # acknowledged or re-sent meanwhile
             try:
                 got = await self.plog.read(entry.base_offset, 1)
             except OffsetOutOfRange:
                 got = None
             if epoch != self.epoch:
-                return
+                return  # a rewind or seek happened while reading
             fb = next((b for b in got.batches if b.position == entry.position), None) if got else None
             if fb is None:  # gone (retention): nothing to deliver
                 self.outstanding.pop(entry.position, None)
                 self._advance()
                 return
-            consumer = self._next_consumer()
-            if consumer is None:
+            target = self._target(entry.hash)
+            if target is None:  # Key_Shared: its consumer cannot take it yet; keep the order, wait
                 self.replay.appendleft(entry)
+                await self._wait(None, timeout=0.2)
                 return
-            self._send(consumer, fb, self.redeliveries.get(entry.position, 0))
+            self._send(target, fb, entry, self.redeliveries.get(entry.position, 0))
             return
         plog = self.plog
         if self.read_offset < plog.log_start_offset:
@@ -292,6 +318,7 @@ class Subscription:
             return
         if epoch != self.epoch:
             return
+        blocked = False
         for fb in got.batches:
             pos = fb.position
             if self.mark_delete is not None and pos <= self.mark_delete:
@@ -301,24 +328,52 @@ class Subscription:
                 self.outstanding.setdefault(pos, Entry(pos, fb.base_offset, fb.last_offset))
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
-            if self.state.converted(fb) is None:  # a control batch: no Pulsar message, nothing to ack
+            conv = self.state.converted(fb)
+            if conv is None:  # a control batch: no Pulsar message, nothing to ack
                 self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
                 self.acked.add(pos)
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
-            consumer = self._next_consumer()
-            if consumer is None:
+            target = self._target(conv[2])
+            if target is None:  # out of permits, or (Key_Shared) its key's consumer cannot take it yet
+                blocked = True
                 break
-            self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
+            entry = Entry(pos, fb.base_offset, fb.last_offset, conv[2])
+            self.outstanding[pos] = entry
             self.read_offset = max(self.read_offset, fb.last_offset + 1)
-            self._send(consumer, fb, 0)
+            self._send(target, fb, entry, 0)
         self._advance()
+        if blocked and self.sub_type == KEY_SHARED:
+            await self._wait(None, timeout=0.2)  # woken by FLOW, acks and consumer changes
 
-    def _send(self, consumer: Consumer, fb: FetchedBatch, redelivery: int) -> None:
+    def _target(self, hash_: int) -> Consumer | None:
+        """The consumer for an entry: any (by type) outside Key_Shared; there, the key's consumer, when it has
+        permits and no other consumer still holds unacknowledged entries of the same hash."""
+        if self.sub_type != KEY_SHARED:
+            return self._next_consumer()
+        k = self.selector.select(hash_)
+        if k is None or k.permits <= 0 or k.conn.backlogged:
+            return None
+        holder = self.hash_holders.get(hash_)
+        if holder is not None and holder[0] is not k:
+            return None
+        return k  # type: ignore[no-any-return]
+
+    def _release_hash(self, entry: Entry) -> None:
+        holder = self.hash_holders.get(entry.hash)
+        if holder is not None:
+            holder[1] -= 1
+            if holder[1] <= 0:
+                del self.hash_holders[entry.hash]
+
+    def _send(self, consumer: Consumer, fb: FetchedBatch, entry: Entry, redelivery: int) -> None:
         conv = self.state.converted(fb)
         if conv is None:
             return
-        data, n = conv
+        data, n, _ = conv
+        if self.sub_type == KEY_SHARED:
+            holder = self.hash_holders.setdefault(entry.hash, [consumer, 0])
+            holder[1] += 1
         pos = fb.position
         fields: dict[str, Any] = {
             "consumer_id": consumer.consumer_id,
@@ -336,8 +391,8 @@ class Subscription:
     # ------------------------------------------------------------------ acks, redelivery, seek
     def ack(self, positions: list[Position], cumulative: bool) -> None:
         if cumulative:
-            if self.sub_type == SHARED or not positions:
-                return  # Pulsar ignores cumulative acks on Shared subscriptions
+            if self.sub_type in (SHARED, KEY_SHARED) or not positions:
+                return  # Pulsar ignores cumulative acks on Shared and Key_Shared subscriptions
             upto = positions[0]
             for pos in list(self.outstanding):
                 if pos > upto:
@@ -348,6 +403,8 @@ class Subscription:
                 self._ack_one(pos)
         self._advance()
         self.save()
+        if self.sub_type == KEY_SHARED:
+            self.wake()  # an acknowledged hash may unblock the next entries of its key
 
     def _ack_one(self, pos: Position) -> None:
         if pos not in self.outstanding:
@@ -357,6 +414,8 @@ class Subscription:
         owner = self.pending.pop(pos, None)
         if owner is not None:
             owner.pending.discard(pos)
+            if self.sub_type == KEY_SHARED:
+                self._release_hash(self.outstanding[pos])
 
     def _advance(self) -> None:
         moved = False
@@ -373,7 +432,7 @@ class Subscription:
             self._dirty = True
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
-        if self.sub_type != SHARED:
+        if self.sub_type not in (SHARED, KEY_SHARED):
             if consumer is self.active or self.sub_type == EXCLUSIVE:
                 self.rewind()
             return
@@ -382,6 +441,7 @@ class Subscription:
             self.pending.pop(pos, None)
             self.redeliveries[pos] = self.redeliveries.get(pos, 0) + 1
             if (e := self.outstanding.get(pos)) is not None:
+                self._release_hash(e)
                 self.replay.append(e)
         consumer.pending -= set(chosen)
         self.replay = deque(sorted(self.replay, key=lambda e: e.position))
@@ -395,6 +455,7 @@ class Subscription:
         self.pending.clear()
         self.replay.clear()
         self.outstanding.clear()
+        self.hash_holders.clear()
         self.read_offset = self.next_offset
         self.wake()
 

@@ -133,3 +133,24 @@ def test_exclusive_access_mode(client: pulsar.Client) -> None:
     with pytest.raises(pulsar.ProducerBusy):
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     shared.send(b"x")
+
+
+def test_string_and_json_schemas_are_accepted(broker: KopBroker, client: pulsar.Client) -> None:
+    """Schemas travel in PRODUCER/SUBSCRIBE and are accepted without a registry (no schema version, no
+    compatibility check: docs/pulsar.md); the payloads are the schema's bytes, which Kafka consumers read."""
+    from pulsar.schema import Integer, JsonSchema, Record, String, StringSchema
+
+    class Order(Record):
+        item = String()
+        count = Integer()
+
+    topic = name()
+    consumer = client.subscribe(topic, "s", schema=StringSchema(), initial_position=pulsar.InitialPosition.Earliest)
+    client.create_producer(topic, schema=StringSchema()).send("grüße")
+    assert consumer.receive(30000).value() == "grüße"
+    assert [g.value for g in consume_kafka_python(broker.bootstrap, topic, {0: 1})] == ["grüße".encode()]
+    topic = name()
+    consumer = client.subscribe(topic, "s", schema=JsonSchema(Order), initial_position=pulsar.InitialPosition.Earliest)
+    client.create_producer(topic, schema=JsonSchema(Order)).send(Order(item="tea", count=3))
+    got = consumer.receive(30000).value()
+    assert (got.item, got.count) == ("tea", 3)

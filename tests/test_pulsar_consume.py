@@ -226,6 +226,28 @@ def test_negative_acks_are_redelivered_with_a_count(client: pulsar.Client) -> No
     assert nothing_more(consumer)
 
 
+@pytest.mark.parametrize("explicit", [True, False], ids=["named-dlq", "default-dlq"])
+def test_dead_letter_topics_as_the_client_implements_them(client: pulsar.Client, explicit: bool) -> None:
+    """The client moves a message to its dead-letter topic after max_redeliver_count redeliveries (it counts on
+    the broker's redelivery_count); the default name is `<partition>-<subscription>-DLQ`."""
+    topic = name()
+    dlq = f"persistent://public/default/{topic}-dead" if explicit else \
+        f"persistent://public/default/{topic}-partition-0-s-DLQ"
+    policy = pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=2, dead_letter_topic=dlq if explicit else None)
+    consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, dead_letter_policy=policy,
+                                negative_ack_redelivery_delay_ms=100, initial_position=pulsar.InitialPosition.Earliest)
+    dead = client.subscribe(dlq, "d", initial_position=pulsar.InitialPosition.Earliest)
+    ids = produce(client, topic, 1)
+    for count in range(3):
+        m = consumer.receive(RECEIVE_MS)
+        assert m.redelivery_count() == count
+        consumer.negative_acknowledge(m)
+    m = dead.receive(RECEIVE_MS)
+    assert m.data() == b"m0"
+    assert m.properties()["ORIGIN_MESSAGE_ID"] == str(ids[0])
+    assert nothing_more(consumer)
+
+
 def test_exclusive_redelivery_rewinds(client: pulsar.Client) -> None:
     topic = name()
     consumer = client.subscribe(topic, "rw", initial_position=pulsar.InitialPosition.Earliest)

@@ -138,6 +138,7 @@ class BrokerConfig:
     # --- the pulsar handler (kop/pulsar; docs/pulsar.md): Pulsar's binary protocol on this port, same topics
     brokerServicePort: int = 6650  # 0: an ephemeral port (logged at start-up)
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
+    brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
     webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
     webServiceBindAddress: str = "0.0.0.0"

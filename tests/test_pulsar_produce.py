@@ -154,3 +154,47 @@ def test_string_and_json_schemas_are_accepted(broker: KopBroker, client: pulsar.
     client.create_producer(topic, schema=JsonSchema(Order)).send(Order(item="tea", count=3))
     got = consumer.receive(30000).value()
     assert (got.item, got.count) == ("tea", 3)
+
+
+def test_deduplication_by_producer_name_and_sequence_id(tmp_path) -> None:
+    """brokerDeduplicationEnabled: a producer coming back learns its last sequence id, resends are not stored
+    (also after a restart); without it (the module's broker) a resend is stored again."""
+    broker = KopBroker(tmp_path / "kop", {"brokerDeduplicationEnabled": "true"})
+    broker.start()
+    try:
+        topic = name()
+        client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+        producer = client.create_producer(topic, producer_name="dp")
+        assert producer.last_sequence_id() == -1
+        for seq in range(5):
+            producer.send(f"m{seq}".encode(), sequence_id=seq)
+        producer.close()
+        producer = client.create_producer(topic, producer_name="dp")
+        assert producer.last_sequence_id() == 4
+        producer.send(b"resent", sequence_id=3)
+        producer.send(b"m5", sequence_id=5)
+        assert end_offsets(broker.bootstrap, topic, 1) == {0: 6}
+        client.close()
+        broker.stop()
+        broker.start()
+        client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+        producer = client.create_producer(topic, producer_name="dp")
+        assert producer.last_sequence_id() == 5
+        producer.send(b"resent again", sequence_id=5)
+        producer.send(b"m6", sequence_id=6)
+        values = [g.value for g in consume_kafka_python(broker.bootstrap, topic, {0: 7})]
+        assert values == [f"m{i}".encode() for i in range(7)]
+        client.close()
+    finally:
+        broker.stop()
+
+
+def test_without_deduplication_a_resend_is_stored(broker: KopBroker, client: pulsar.Client) -> None:
+    topic = name()
+    producer = client.create_producer(topic, producer_name="nd")
+    producer.send(b"a", sequence_id=0)
+    producer.close()
+    producer = client.create_producer(topic, producer_name="nd")
+    assert producer.last_sequence_id() == -1
+    producer.send(b"a", sequence_id=0)
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: 2}

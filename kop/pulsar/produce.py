@@ -9,8 +9,9 @@ SEND_RECEIPT carries the entry's id (ledger, entry, partition) and goes out in S
 issue order).
 
 Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExclusive is answered ProducerBusy at
-once instead of waiting; ExclusiveWithFencing is refused); no de-duplication by sequence id
-(`brokerDeduplicationEnabled` is not served); no schema registry (a producer's schema is accepted and not stored);
+once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
+when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window); no schema
+registry (a producer's schema is accepted and not stored);
 no chunking (chunked SENDs are refused with NotAllowedError); internal topics (__consumer_offsets) take no
 producers; a message over `maxMessageSize` gets SEND_ERROR
 NotAllowedError (Pulsar's client refuses it before sending; a frame far over the limit closes the connection, as in
@@ -97,10 +98,22 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         return
     if not name:
         name = f"kop-{conn.handler.config.kafkaBrokerId}-{next(_names)}"
+    last = -1
+    if conn.handler.config.brokerDeduplicationEnabled:
+        try:
+            await state.dedup.load()
+        except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
+            conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"de-duplication state not loaded: {e}"))
+            return
+        last = state.dedup.last_sequence_id(name)
+        if name in state.producers:  # taken while the state loaded
+            conn.send(c.error(rid, c.ServerError.ProducerBusy,
+                              f"Producer with name '{name}' is already connected to topic {req.topic}"))
+            return
     p = Producer(conn, req.producer_id, name, state, exclusive)
     state.producers[name] = p
     conn.producers[req.producer_id] = p
-    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=-1))
+    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last))
 
 
 @serves(c.CLOSE_PRODUCER)
@@ -140,6 +153,15 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"message refused: {e}"))
         return
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
+    dedup = p.state.dedup if conn.handler.config.brokerDeduplicationEnabled else None
+    top = highest if highest is not None else seq
+    if dedup is not None and dedup.is_duplicate(p.name, seq, top):
+        # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
+        fields = {"producer_id": pid, "sequence_id": seq, "message_id": c.message_id(-1, -1)}
+        if highest is not None:
+            fields["highest_sequence_id"] = highest
+        conn.send(c.command(c.SEND_RECEIPT, **fields))
+        return
     plog = p.state.plog
     try:
         fut = plog.append_entry_nowait(batch, header.last_offset_delta, header.max_timestamp)
@@ -148,12 +170,18 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         return
     partition = p.partition
 
+    name = p.name
+
     def done(f: asyncio.Future[tuple[object, int]]) -> None:
         if f.cancelled() or f.exception() is not None:
+            if dedup is not None:
+                dedup.failed(name)
             err = "cancelled" if f.cancelled() else str(f.exception())
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
         position, _base = f.result()
+        if dedup is not None:
+            dedup.persisted_up_to(name, top)
         fields = {"producer_id": pid, "sequence_id": seq,
                   "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}  # type: ignore[attr-defined]
         if highest is not None:

@@ -37,6 +37,7 @@ from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
+from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
 
 if TYPE_CHECKING:
@@ -72,6 +73,7 @@ class PartitionState:
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()
+        self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
 
     def converted(self, fb: FetchedBatch) -> tuple[bytes, int, int] | None:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),
@@ -98,6 +100,7 @@ class PartitionState:
     async def close(self) -> None:
         for sub in list(self.subscriptions.values()):
             await sub.close(flush=True)
+        await self.dedup.flush()
 
     def abandon(self) -> None:
         """The partition is no longer served here: tell clients to reconnect (they look it up again)."""

@@ -251,6 +251,14 @@ def test_no_producer_on_internal_topics(broker: KopBroker) -> None:
     w.close()
 
 
+def test_reserved_and_empty_subscription_names(broker: KopBroker) -> None:
+    w = wire(broker)
+    for i, sub in enumerate(("", "pulsar.dedup")):  # the de-duplication cursor's name
+        w.send(c.command(c.SUBSCRIBE, topic=name(), subscription=sub, subType=0, consumer_id=i, request_id=i))
+        assert w.expect(c.ERROR).error == c.ServerError.InvalidTopicName
+    w.close()
+
+
 def test_acks_for_ids_never_delivered_and_flow_storms(broker: KopBroker) -> None:
     topic = name()
     w = wire(broker)

@@ -32,6 +32,7 @@ from kop.offset.api import PartitionLog
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
 from kop.pulsar.lookup import NameError_, resolve_partition
 from kop.pulsar.subscription import (
     EXCLUSIVE,
@@ -96,8 +97,9 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         if not ranges:
             conn.send(c.error(rid, c.ServerError.ConsumerAssignError, "a STICKY Key_Shared consumer needs hash ranges"))
             return
-    if not req.subscription:
-        conn.send(c.error(rid, c.ServerError.InvalidTopicName, "empty subscription name"))
+    if not req.subscription or req.subscription == DEDUP_CURSOR:
+        conn.send(c.error(rid, c.ServerError.InvalidTopicName,
+                          f"invalid subscription name {req.subscription!r} (empty or reserved)"))
         return
     try:
         topic, partition = await resolve_partition(conn, req.topic)

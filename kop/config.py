@@ -137,8 +137,13 @@ class BrokerConfig:
     offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
     offsetsRetentionCheckIntervalMs: int = 600000
     offsetMetadataMaxSize: int = 4096  # longest commit metadata string
-    # --- extra protocol handlers (comma separated names from the kop.protocol_handlers entry point group)
-    messagingProtocols: str = "kafka"
+    # --- protocol handlers (comma separated: kafka, pulsar, or names from the kop.protocol_handlers
+    # entry-point group)
+    messagingProtocols: str = "kafka,pulsar"
+    # --- the pulsar handler (kop/pulsar; docs/pulsar.md): Pulsar's binary protocol on this port, same topics
+    brokerServicePort: int = 6650  # 0: an ephemeral port (logged at start-up)
+    bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
+    brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
     webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
     webServiceBindAddress: str = "0.0.0.0"
@@ -235,6 +240,7 @@ class BrokerConfig:
         need(self.logCleanerIntervalMs >= 10, "logCleanerIntervalMs", "must be >= 10")
         need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
         need(bool(self.protocols), "messagingProtocols", "at least one protocol")
+        need(0 <= self.brokerServicePort <= 65535, "brokerServicePort", "must be a port number (0: ephemeral)")
         need(1 <= self.offsetsTopicNumPartitions <= 100000, "offsetsTopicNumPartitions", "must be 1..100000")
         need(self.groupMinSessionTimeoutMs >= 0, "groupMinSessionTimeoutMs", "must be >= 0")
         need(self.groupMaxSessionTimeoutMs >= self.groupMinSessionTimeoutMs, "groupMaxSessionTimeoutMs",

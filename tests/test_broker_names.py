@@ -25,7 +25,14 @@ def test_ledger_name_follows_pulsar_layout():
     assert p("t").ledger_name(3) == "public/default/persistent/t-partition-3"
 
 
-@pytest.mark.parametrize("bad", ["", ".", "..", "a b", "x" * 250, "a/b", "persistent://a/b", "a/b/c/d", "t-partition-1", "ü"])
+def test_only_the_partition_suffix_is_reserved():
+    """A Pulsar partition's default dead-letter topic is `<topic>-partition-<n>-<subscription>-DLQ`."""
+    t = p("t-partition-0-sub-DLQ")
+    assert t.ledger_name(0) == "public/default/persistent/t-partition-0-sub-DLQ-partition-0"
+
+
+@pytest.mark.parametrize("bad", ["", ".", "..", "a b", "x" * 250, "a/b", "persistent://a/b", "a/b/c/d", "t-partition-1",
+                                 "x-partition-0-y-partition-12", "ü"])
 def test_invalid_names(bad):
     with pytest.raises(InvalidTopicName):
         p(bad)

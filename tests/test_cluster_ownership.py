@@ -205,7 +205,7 @@ def test_a_second_broker_with_the_same_id_refuses_to_start(brokers, tmp_path):
     b1 = brokers[0]
     port = free_port()
     overrides = dict(b1.overrides, kafkaListeners=f"PLAINTEXT://127.0.0.1:{port}", kafkaBrokerId="1",
-                     webServicePort="0")
+                     webServicePort="0", brokerServicePort=str(free_port()))
     cmd = [sys.executable, "-m", "kop.cli", "standalone", "--data-dir", str(tmp_path / "data")]
     for k, v in overrides.items():
         cmd += ["--override", f"{k}={v}"]

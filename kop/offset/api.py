@@ -68,6 +68,12 @@ class PartitionLog(abc.ABC):
         durable. The index advances by last_offset_delta + 1. Appends complete in issue order."""
 
     @abc.abstractmethod
+    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int,
+                            max_timestamp: int) -> asyncio.Future[tuple[Position, int]]:
+        """Issue the append now; the future gives (entry position, base offset) once durable. The Pulsar
+        handler needs the position: its SEND_RECEIPT names the entry (ledger, entry)."""
+
+    @abc.abstractmethod
     async def read(
         self, offset: int, max_bytes: int, hint: Position | None = None, min_one: bool = True
     ) -> ReadResult:

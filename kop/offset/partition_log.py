@@ -415,6 +415,29 @@ class ManagedPartitionLog(PartitionLog):
             out.set_exception(e)
         return out
 
+    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int,
+                            max_timestamp: int) -> asyncio.Future[tuple[Position, int]]:
+        """append_nowait() that also gives the entry's position: the Pulsar handler's SEND_RECEIPT carries
+        the message id (ledger, entry), which the base offset alone does not name."""
+        out: asyncio.Future[tuple[Position, int]] = self._loop.create_future()
+
+        def done(f: asyncio.Future[tuple[Position, Any]]) -> None:
+            if out.done():
+                return
+            if f.cancelled():
+                out.cancel()
+            elif (exc := f.exception()) is not None:
+                out.set_exception(exc)
+            else:
+                position, context = f.result()
+                out.set_result((position, context[0] + 1))
+
+        try:
+            self.ml.add_entry_nowait(batch, last_offset_delta + 1).add_done_callback(done)
+        except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
+            out.set_exception(e)
+        return out
+
     def wait_for_append(self) -> asyncio.Future[None]:
         """A future done at the next durable append (or at close); cancelling it unregisters it."""
         fut: asyncio.Future[None] = self._loop.create_future()

@@ -110,13 +110,17 @@ class BrokerService:
 
     def _local_broker(self) -> BrokerInfo:
         """This broker as registered for the others: id, advertised Kafka listeners (bound ports when the
-        config says 0), admin web URL."""
+        config says 0), then the addresses other handlers advertise (the pulsar handler's pulsar://), admin
+        web URL."""
         listeners = []
         for a in self.config.advertised_listeners:
             port = a.port
             if port == 0:  # listening on an ephemeral port (tests): register the bound one
                 port = next((p for h in self.handlers if (p := h.bound_port(a.name)) is not None), 0)
             listeners.append((a.name, a.host, port))
+        names = {lst[0] for lst in listeners}
+        for h in self.handlers:
+            listeners.extend(x for x in h.advertised_addresses() if x[0] not in names)
         web_url = None
         if self.admin is not None:
             web_url = self.admin.url

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 OFFSETS_TOPIC = "__consumer_offsets"
 
 _LEGAL = re.compile(r"^[A-Za-z0-9._-]+$")
+_PARTITION_SUFFIX = re.compile(r"-partition-[0-9]+$")
 _PART = re.compile(r"^[A-Za-z0-9_.\-=:]+$")
 MAX_NAME_LENGTH = 249
 
@@ -81,5 +82,8 @@ def check_local_name(local: str) -> None:
         raise InvalidTopicName(
             f"Topic name {local!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         )
-    if "-partition-" in local:
-        raise InvalidTopicName(f"Topic name {local!r} may not contain '-partition-' (reserved for partitions)")
+    if _PARTITION_SUFFIX.search(local):
+        # Only the suffix is reserved: `t-partition-3` would be partition 3 of `t`. Pulsar's own names carry
+        # "-partition-" elsewhere (a partition's default dead-letter topic is `t-partition-0-<sub>-DLQ`), and
+        # splitting at the last "-partition-<n>" keeps every partition's ledger name unique.
+        raise InvalidTopicName(f"Topic name {local!r} may not end with '-partition-<n>' (reserved for partitions)")

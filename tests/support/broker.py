@@ -1,15 +1,16 @@
 """Our broker as a real subprocess:
 
     python -m kop.cli standalone --data-dir <dir>/data \
-        --override kafkaListeners=PLAINTEXT://127.0.0.1:<free port> --override key=value ...
+        --override kafkaListeners=PLAINTEXT://127.0.0.1:<free port> \
+        --override brokerServicePort=<another free port> --override key=value ...
 
-stdout/stderr go to <dir>/broker.log. Ready = the Kafka port accepts TCP connections.
+stdout/stderr go to <dir>/broker.log. Ready = the Kafka port (and the Pulsar one, when that handler is on) accepts TCP connections.
 The admin HTTP server listens on an ephemeral port (webServicePort=0, so brokers never fight over 8080);
 `admin_url` reads the address the broker logged.
 
-Started with the Pulsar protocol (`messagingProtocols` naming `pulsar`), the broker also gets a free
-`brokerServicePort` (unless one is given), `pulsar_port` / `pulsar_service_url` name it, and ready means both
-ports accept connections. Without it the broker has no `pulsar_port` attribute at all.
+The Pulsar handler is on by default, so every test broker gets a free `brokerServicePort` (unless one is
+given); `pulsar_port` / `pulsar_url` (= `pulsar_service_url`) name it, and ready means both ports accept
+connections while the config serves Pulsar.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class KopBroker(ServerProcess):
         overrides: dict[str, object] | None = None,
         config_file: Path | None = None,
         port: int | None = None,
+        pulsar_port: int | None = None,
     ) -> None:
         super().__init__()
         self.base_dir = Path(base_dir)
@@ -36,21 +38,38 @@ class KopBroker(ServerProcess):
         self.data_dir = self.base_dir / "data"
         self.log_path = self.base_dir / "broker.log"
         self.port = port or free_port()
+        # The pulsar handler is on by default (brokerServicePort=6650): each test broker gets a free port of
+        # its own, kept across restarts, so brokers started side by side never fight over 6650.
+        self.pulsar_port = pulsar_port or free_port()
         self.config_file = config_file
         self.overrides: dict[str, str] = {
             "kafkaListeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "brokerServicePort": str(self.pulsar_port),
+            "bindAddress": "127.0.0.1",
             "webServicePort": "0",
             "webServiceBindAddress": "127.0.0.1",
         }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
-        if "pulsar" in [p.strip() for p in self.overrides.get("messagingProtocols", "").split(",")]:
-            self.overrides.setdefault("brokerServicePort", str(free_port()))
-            self.pulsar_port = int(self.overrides["brokerServicePort"])
+        self.pulsar_port = int(self.overrides["brokerServicePort"])
         self.starts = 0
 
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def serves_pulsar(self) -> bool:
+        """Whether the config enables the pulsar handler (it binds after the Kafka one: start() waits for both)."""
+        protocols = self.overrides.get("messagingProtocols")
+        if protocols is None and self.config_file is not None:
+            from kop.config import read_properties
+
+            protocols = read_properties(self.config_file).get("messagingProtocols")
+        return "pulsar" in (protocols or "kafka,pulsar").lower()
+
+    @property
+    def pulsar_url(self) -> str:
+        return f"pulsar://127.0.0.1:{self.pulsar_port}"
 
     @property
     def pulsar_service_url(self) -> str:
@@ -74,7 +93,7 @@ class KopBroker(ServerProcess):
             wait_until(
                 f"kop broker on {self.bootstrap}",
                 lambda: port_open("127.0.0.1", self.port)
-                and (not hasattr(self, "pulsar_port") or port_open("127.0.0.1", self.pulsar_port)),
+                and (not self.serves_pulsar or port_open("127.0.0.1", self.pulsar_port)),
                 timeout,
                 self.proc,
                 self.log_path,

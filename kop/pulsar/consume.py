@@ -1,0 +1,292 @@
+"""SUBSCRIBE, FLOW, ACK, REDELIVER_UNACKNOWLEDGED_MESSAGES, SEEK, GET_LAST_MESSAGE_ID, UNSUBSCRIBE, CLOSE_CONSUMER.
+
+The consumer side of kop/pulsar/subscription.py. SUBSCRIBE creates or joins a subscription of one partition:
+Exclusive, Shared, Failover or Key_Shared, durable (a cursor in the metadata store, recovered when it exists) or not (a
+reader: it starts at `start_message_id`, the entry itself included as Pulsar does - the client drops what it
+should not see). Initial position Latest/Earliest applies to a new subscription only. SEEK by message id reads
+again from that entry, by publish time from the first record whose Kafka timestamp is >= the time (the timestamp
+is the publish time we give Kafka-produced messages); as in Pulsar, every consumer of the subscription is closed
+(CLOSE_CONSUMER: the clients resubscribe) before SUCCESS. GET_LAST_MESSAGE_ID names the last entry with the batch
+index of its last record, and the subscription's mark-delete position.
+
+Key_Shared takes AUTO_SPLIT and STICKY consumers (kop/pulsar/key_shared.py; a STICKY range that overlaps another
+consumer's is refused ConsumerAssignError).
+
+Differences from Pulsar's broker: a consumer whose subscription type
+differs from the connected consumers', or a second Exclusive consumer, gets ConsumerBusy without Pulsar's check
+that the old connection is alive; acks for ids never delivered are ignored (Pulsar would delete those entries
+too); ACK_RESPONSE is sent when the client asks (request_id set), once the ack is applied in memory, as Pulsar does.
+Acks are persisted soon after they arrive (coalesced, at-least-once like Pulsar's rate-limited mark-delete), and
+CLOSE_CONSUMER answers SUCCESS only once the subscription's cursor is persisted, so a client that closed its
+consumer has its acknowledgements stored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kop.managed_ledger import Position
+from kop.managed_ledger.cursor import NEXT_OFFSET
+from kop.offset.api import PartitionLog
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import Frame
+from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
+from kop.pulsar.lookup import NameError_, resolve_partition
+from kop.pulsar.subscription import (
+    EXCLUSIVE,
+    KEY_SHARED,
+    Consumer,
+    PartitionState,
+    Subscription,
+    last_position,
+)
+from kop.topics.manager import TopicError
+
+log = logging.getLogger(__name__)
+
+INT64_MAX = (1 << 63) - 1
+LATEST, EARLIEST = 0, 1
+STICKY = c.pb.KeySharedMode.STICKY
+
+
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _position(mid: c.MessageIdData) -> Position:
+    return Position(_signed(mid.ledgerId), _signed(mid.entryId))
+
+
+async def offset_of(plog: PartitionLog, pos: Position) -> int:
+    """The first offset of the entry at `pos`: earliest for ids before the log, the end for ids after it."""
+    if pos.ledger_id < 0:
+        return plog.log_start_offset
+    if pos.ledger_id >= INT64_MAX or pos.entry_id >= INT64_MAX:
+        return plog.high_watermark
+    try:
+        meta = await plog.probe(pos.ledger_id, max(pos.entry_id, 0))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no such entry: before the first retained one, or after the last
+        last = await last_position(plog)
+        if last is None or pos > last[0]:
+            return plog.high_watermark
+        return plog.log_start_offset
+    return max(meta.base_offset, plog.log_start_offset)
+
+
+def _consumer(conn: PulsarConnection, consumer_id: int) -> Consumer | None:
+    return conn.consumers.get(consumer_id)
+
+
+@serves(c.SUBSCRIBE)
+async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    existing = conn.consumers.get(req.consumer_id)
+    if existing is not None:
+        if existing.subscription.name == req.subscription:  # a retried SUBSCRIBE that had succeeded
+            conn.send(c.command(c.SUCCESS, request_id=rid))
+        else:
+            conn.send(c.error(rid, c.ServerError.ConsumerBusy, f"consumer id {req.consumer_id} is in use"))
+        return
+    sub_type = req.subType
+    ranges = None
+    if sub_type == KEY_SHARED and req.HasField("keySharedMeta") and req.keySharedMeta.keySharedMode == STICKY:
+        ranges = [(r.start, r.end) for r in req.keySharedMeta.hashRanges]
+        if not ranges:
+            conn.send(c.error(rid, c.ServerError.ConsumerAssignError, "a STICKY Key_Shared consumer needs hash ranges"))
+            return
+    if not req.subscription or req.subscription == DEDUP_CURSOR:
+        conn.send(c.error(rid, c.ServerError.InvalidTopicName,
+                          f"invalid subscription name {req.subscription!r} (empty or reserved)"))
+        return
+    try:
+        topic, partition = await resolve_partition(conn, req.topic)
+        state = await conn.handler.partition_state(topic, partition)
+    except NameError_ as e:
+        conn.send(c.error(rid, e.code, str(e)))
+        return
+    except TopicError as e:
+        conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"{req.topic}: {e}"))
+        return
+    durable = not req.HasField("durable") or req.durable
+    sub = state.subscriptions.get(req.subscription)
+    if sub is None:
+        sub = await _new_subscription(conn, state, req, durable)
+        if sub is None:
+            return
+        if req.subscription in state.subscriptions:  # created meanwhile by another connection
+            sub = state.subscriptions[req.subscription]
+        else:
+            state.subscriptions[req.subscription] = sub
+    if sub.consumers and sub.sub_type != sub_type:
+        conn.send(c.error(rid, c.ServerError.ConsumerBusy, "Subscription is of different type"))
+        return
+    if sub.consumers and sub_type == EXCLUSIVE:
+        conn.send(c.error(rid, c.ServerError.ConsumerBusy, "Exclusive consumer is already connected"))
+        return
+    sub.sub_type = sub_type
+    sub.keep_without_consumers = False
+    name = req.consumer_name or f"consumer-{req.consumer_id}"
+    epoch = req.consumer_epoch if req.HasField("consumer_epoch") else None
+    consumer = Consumer(conn, req.consumer_id, sub, name, req.priority_level, epoch)
+    consumer.ranges = ranges
+    error = sub.add_consumer(consumer)
+    if error is not None:
+        conn.send(c.error(rid, c.ServerError.ConsumerAssignError, error))
+        return
+    conn.consumers[req.consumer_id] = consumer
+    conn.send(c.command(c.SUCCESS, request_id=rid))
+
+
+async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: Any,
+                            durable: bool) -> Subscription | None:
+    """A subscription not served yet: a durable one is recovered from its stored cursor, or created at the
+    initial position and stored at once (as Pulsar creates the cursor on SUBSCRIBE); a reader starts at its
+    start message id."""
+    plog = state.plog
+    initial = req.initialPosition if req.HasField("initialPosition") else LATEST
+    start = plog.log_start_offset if initial == EARLIEST else plog.high_watermark
+    if durable:
+        got = await conn.handler.cursors.load(state.ledger_name, req.subscription)
+        if got is not None:
+            info, version = got
+            offset = info.properties.get(NEXT_OFFSET)
+            if offset is None:  # a cursor written by someone else: resume after its mark-delete entry
+                offset = start if info.mark_delete is None else await _after(plog, info.mark_delete)
+            return Subscription(state, req.subscription, req.subType, True, max(offset, plog.log_start_offset),
+                                info, version)
+        sub = Subscription(state, req.subscription, req.subType, True, start)
+        sub.save()
+        return sub
+    if req.HasField("start_message_id"):
+        pos = _position(req.start_message_id)
+        if pos.ledger_id >= INT64_MAX:
+            start = plog.high_watermark if initial == LATEST else start
+        elif pos.ledger_id >= 0:
+            start = await offset_of(plog, pos)
+        else:
+            start = plog.log_start_offset
+    return Subscription(state, req.subscription, req.subType, False, start)
+
+
+async def _after(plog: PartitionLog, pos: Position) -> int:
+    try:
+        meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
+        return meta.index + 1
+    except Exception:  # noqa: BLE001 - the entry is gone (retention): from the start of the log
+        return plog.log_start_offset
+
+
+@serves(c.FLOW)
+async def flow(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    k = _consumer(conn, req.consumer_id)
+    if k is None:
+        return
+    # Bounded, so a storm of FLOWs cannot overflow anything; permits beyond this are meaningless anyway.
+    k.permits = min(k.permits + req.messagePermits, 1 << 31)
+    k.subscription.wake()
+
+
+@serves(c.ACK)
+async def ack(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    k = _consumer(conn, req.consumer_id)
+    if k is not None:
+        positions = [_position(m) for m in req.message_id if not len(m.ack_set)]
+        k.subscription.ack(positions, cumulative=req.ack_type == 1)
+    if req.HasField("request_id"):
+        fields = {"consumer_id": req.consumer_id, "request_id": req.request_id}
+        if k is None:
+            fields.update(error=c.ServerError.ConsumerNotFound, message="consumer not found")
+        conn.send(c.command(c.ACK_RESPONSE, **fields))
+
+
+@serves(c.REDELIVER_UNACKNOWLEDGED_MESSAGES)
+async def redeliver(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    k = _consumer(conn, req.consumer_id)
+    if k is None:
+        return
+    if req.HasField("consumer_epoch"):
+        k.epoch = req.consumer_epoch
+    ids = [_position(m) for m in req.message_ids] if len(req.message_ids) else None
+    k.subscription.redeliver(k, ids)
+
+
+@serves(c.SEEK)
+async def seek(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    k = _consumer(conn, req.consumer_id)
+    if k is None:
+        conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
+        return
+    sub = k.subscription
+    plog = sub.plog
+    if req.HasField("message_id"):
+        offset = await offset_of(plog, _position(req.message_id))
+    elif req.HasField("message_publish_time"):
+        found = await plog.offset_for_timestamp(req.message_publish_time)
+        offset = found[0] if found is not None else plog.high_watermark
+    else:
+        conn.send(c.error(rid, c.ServerError.MetadataError, "SEEK needs a message id or a publish time"))
+        return
+    sub.keep_without_consumers = True
+    for other in list(sub.consumers):
+        other.conn.consumers.pop(other.consumer_id, None)
+        other.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=other.consumer_id, request_id=0))
+        sub.remove_consumer(other)
+    sub.reset(offset)
+    conn.send(c.command(c.SUCCESS, request_id=rid))
+
+
+@serves(c.GET_LAST_MESSAGE_ID)
+async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    k = _consumer(conn, req.consumer_id)
+    if k is None:
+        conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
+        return
+    sub = k.subscription
+    last = await last_position(sub.plog)
+    partition = sub.state.partition
+    if last is None:
+        last_id = c.message_id(-1, -1, partition)
+    else:
+        last_id = c.message_id(last[0].ledger_id, last[0].entry_id, partition, last[1])
+    md = await sub.mark_delete_for_client()
+    conn.send(c.command(c.GET_LAST_MESSAGE_ID_RESPONSE, request_id=rid, last_message_id=last_id,
+                        consumer_mark_delete_position=c.message_id(md.ledger_id, md.entry_id)))
+
+
+@serves(c.UNSUBSCRIBE)
+async def unsubscribe(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    k = _consumer(conn, req.consumer_id)
+    if k is None:
+        conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
+        return
+    sub = k.subscription
+    if any(o is not k for o in sub.consumers):
+        conn.send(c.error(rid, c.ServerError.ConsumerBusy, "Subscription has active consumers"))
+        return
+    conn.consumers.pop(req.consumer_id, None)
+    sub.consumers.clear()
+    await sub.delete()
+    conn.send(c.command(c.SUCCESS, request_id=rid))
+
+
+@serves(c.CLOSE_CONSUMER)
+async def close_consumer(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    k = conn.consumers.pop(req.consumer_id, None)
+    if k is not None:
+        k.subscription.remove_consumer(k)
+        # The client flushed its pending acks before CLOSE_CONSUMER: once it sees SUCCESS they are durable.
+        await k.subscription.flush()
+    conn.send(c.command(c.SUCCESS, request_id=req.request_id))

@@ -1,0 +1,125 @@
+"""PulsarProtocolHandler: the `pulsar` protocol-handler plugin - Pulsar's binary protocol over the same topics.
+
+It serves `pulsar-client` on `brokerServicePort` (6650; 0 = ephemeral) in the broker process, over the topics,
+partition logs and offsets of the Kafka handler: `persistent://public/default/t` is Kafka's `t`, and its partitions
+are `t-partition-N`. One stored format for both protocols - Kafka record batches - converted at the edge
+(kop/pulsar/convert.py): a SEND becomes one Kafka batch of N records (N offsets), a stored batch goes out as one
+Pulsar batch entry of N messages. Message ids are (ledger, entry, partition, batch index = offset - base offset),
+the ids PIP-415's getMessageIdByIndex names.
+
+What the handler shares across connections: the subscriptions of each partition (kop/pulsar/subscription.py) and
+the producers per partition (names must be unique). Connections live in kop/pulsar/connection.py; each command
+family in its own module (session, lookup, produce, consume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from kop.config import BrokerConfig
+from kop.managed_ledger.cursor import CursorStore
+from kop.protocol_handler import ProtocolHandler
+from kop.services import BrokerServices
+from kop.topics.manager import Topic
+
+if TYPE_CHECKING:
+    from kop.pulsar.connection import PulsarConnection
+    from kop.pulsar.subscription import PartitionState
+
+log = logging.getLogger(__name__)
+
+LISTENER = "pulsar"
+
+
+class PulsarProtocolHandler(ProtocolHandler):
+    name = "pulsar"
+
+    def __init__(self) -> None:
+        self.config: BrokerConfig
+        self.service: BrokerServices
+        self.connections: set[PulsarConnection] = set()
+        self.server: asyncio.base_events.Server | None = None
+        self.port = 0
+        self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
+        self.cursors: CursorStore
+        self.draining = False
+
+    # ------------------------------------------------------------------ plugin API
+    def accept(self, protocol: str) -> bool:
+        return protocol.lower() == "pulsar"
+
+    def initialize(self, config: BrokerConfig) -> None:
+        self.config = config
+
+    async def start(self, services: BrokerServices) -> None:
+        from kop.pulsar import consume, lookup, produce, session  # noqa: F401 - they register their commands
+        from kop.pulsar.connection import PulsarConnection  # connection.py imports this module
+
+        self.service = services
+        self.cursors = CursorStore(services.topics.store)
+        loop = asyncio.get_running_loop()
+        host = self.config.bindAddress or None
+        self.server = await loop.create_server(lambda: PulsarConnection(self), host=host,
+                                               port=self.config.brokerServicePort, reuse_address=True, backlog=1024)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    def listeners(self) -> list[str]:
+        return [f"pulsar://{self.config.bindAddress or '0.0.0.0'}:{self.port}"] if self.server else []
+
+    async def stop(self, timeout: float) -> None:
+        self.draining = True
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):  # consumers leave their subscriptions (their state is saved) ...
+            conn.close()
+        for state in list(self.partitions.values()):  # ... and every cursor is written before storage closes
+            await state.close()
+        if self.server is not None:
+            try:
+                await asyncio.wait_for(self.server.wait_closed(), 1)
+            except TimeoutError:
+                pass
+
+    def bound_port(self, listener_name: str) -> int | None:
+        return self.port if listener_name == LISTENER and self.server else None
+
+    def advertised_addresses(self) -> list[tuple[str, str, int]]:
+        if self.server is None:
+            return []
+        host, _, port = self.service_url.removeprefix("pulsar://").rpartition(":")
+        return [(LISTENER, host, int(port))]
+
+    def partition_log_released(self, ledger_name: str) -> None:
+        state = self.partitions.pop(ledger_name, None)
+        if state is not None:
+            state.abandon()
+
+    def partition_log_deleted(self, ledger_name: str) -> None:
+        self.partition_log_released(ledger_name)
+
+    # ------------------------------------------------------------------ shared helpers
+    @property
+    def service_url(self) -> str:
+        """This broker's pulsar:// address as clients reach it (LOOKUP answers it)."""
+        host = self.config.advertisedAddress
+        if not host:
+            bind = self.config.bindAddress
+            host = "127.0.0.1" if bind in ("", "0.0.0.0", "::") else bind
+        return f"pulsar://{host}:{self.port}"
+
+    async def partition_state(self, topic: Topic, partition: int) -> PartitionState:
+        """The producers and subscriptions of one partition (its log opened on first use)."""
+        from kop.pulsar.subscription import PartitionState
+
+        ledger = topic.name.ledger_name(partition)
+        state = self.partitions.get(ledger)
+        if state is not None:
+            return state
+        plog = await self.service.topics.partition_log(topic, partition)
+        state = self.partitions.get(ledger)
+        if state is None or state.plog is not plog:
+            state = PartitionState(self, ledger, partition, plog)
+            self.partitions[ledger] = state
+        return state

@@ -1,0 +1,155 @@
+"""PARTITIONED_METADATA, LOOKUP and GET_TOPICS_OF_NAMESPACE: finding topics and who serves them.
+
+Topics are the Kafka handler's: `persistent://public/default/t` (or `t`, or `public/default/t`) is Kafka's `t`, a
+topic of N partitions is a Pulsar partitioned topic of N partitions, and `t-partition-N` is one of them. A Kafka
+topic always has partitions, so PARTITIONED_METADATA answers N >= 1 for every existing topic (clients then work on
+`…-partition-N`); asked about one partition it answers 0, as Pulsar does for a non-partitioned topic.
+A topic that does not exist is created (with `defaultNumPartitions`) when the client allows it and
+`allowAutoTopicCreation` is on - Pulsar standalone's default, with the difference that ours are always partitioned
+(Pulsar's default auto-created type is non-partitioned), since a Kafka topic cannot be anything else.
+
+LOOKUP answers Connect (authoritative) with our own pulsar:// address for what this broker serves (standalone:
+everything). In cluster mode a partition owned by another broker is answered Redirect (authoritative) to the
+pulsar:// address the owner registered (kop/cluster/ownership.py BrokerInfo, listener "pulsar"); a partition
+without an owner yet is acquired first, and one still without an owner gets Failed/ServiceNotReady, which the
+client retries.
+GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists partitioned topics), filtered by
+`topics_pattern` when the client sends one (Python's `re`, close to Java's for the patterns clients use).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import Frame
+from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.handler import LISTENER
+from kop.topics.manager import Topic, TopicError
+from kop.topics.names import InvalidTopicName, TopicName
+
+_PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
+PARTITIONED_RESPONSE = c.pb.CommandPartitionedTopicMetadataResponse
+LOOKUP_RESPONSE = c.pb.CommandLookupTopicResponse
+
+
+class NameError_(ValueError):  # noqa: N801 - a plain error with the ServerError to answer
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def split_name(conn: PulsarConnection, topic: str) -> tuple[TopicName, int | None]:
+    """(topic, partition index or None for the base name). Raises NameError_."""
+    if topic.startswith("non-persistent://"):
+        raise NameError_(c.ServerError.NotAllowedError, f"{topic}: non-persistent topics are not served")
+    m = _PARTITION.match(topic)
+    base, partition = (m["base"], int(m["index"])) if m else (topic, None)
+    try:
+        return conn.handler.service.topics.parse(base), partition
+    except InvalidTopicName as e:
+        raise NameError_(c.ServerError.InvalidTopicName, str(e)) from None
+
+
+async def find_topic(conn: PulsarConnection, name: TopicName, create: bool) -> Topic | None:
+    topics = conn.handler.service.topics
+    topic = topics.get(name)
+    if topic is None and create and conn.handler.config.allowAutoTopicCreation:
+        try:
+            topic = await topics.create(name, conn.handler.config.defaultNumPartitions)
+        except TopicError as e:
+            if e.error != "TOPIC_ALREADY_EXISTS":
+                raise NameError_(c.ServerError.MetadataError, str(e)) from None
+            topic = topics.get(name)
+    return topic
+
+
+async def resolve_partition(conn: PulsarConnection, topic_name: str, create: bool = True) -> tuple[Topic, int]:
+    """The topic and partition a PRODUCER/SUBSCRIBE/LOOKUP names. A base name stands for partition 0 (clients
+    only use it for topics they were told are non-partitioned, which ours never are)."""
+    name, partition = split_name(conn, topic_name)
+    topic = await find_topic(conn, name, create)
+    if topic is None:
+        raise NameError_(c.ServerError.TopicNotFound, f"Topic {topic_name} does not exist")
+    partition = 0 if partition is None else partition
+    if partition >= topic.partitions:
+        raise NameError_(c.ServerError.TopicNotFound,
+                         f"Topic {topic_name}: partition {partition} does not exist (of {topic.partitions})")
+    return topic, partition
+
+
+@serves(c.PARTITIONED_METADATA)
+async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    try:
+        name, partition = split_name(conn, req.topic)
+        if partition is not None:
+            answer = 0
+        else:
+            allow = not req.HasField("metadata_auto_creation_enabled") or req.metadata_auto_creation_enabled
+            topic = await find_topic(conn, name, allow)
+            answer = topic.partitions if topic is not None else 0
+    except NameError_ as e:
+        conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, response=PARTITIONED_RESPONSE.Failed,
+                            error=e.code, message=str(e)))
+        return
+    conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, partitions=answer,
+                        response=PARTITIONED_RESPONSE.Success))
+
+
+@serves(c.LOOKUP)
+async def lookup(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    try:
+        topic, partition = await resolve_partition(conn, req.topic)
+    except NameError_ as e:
+        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed, error=e.code,
+                            message=str(e)))
+        return
+    service = conn.handler.service
+    if not service.topics.owns(topic, partition):
+        own = service.ownership
+        await own.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has no owner
+        info = own.owner_cached(topic.name, partition)
+        address = next(((h, p) for n, h, p in info.listeners if n == LISTENER), None) if info else None
+        if info is None or address is None or info.broker_id == conn.handler.config.kafkaBrokerId:
+            conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed,
+                                error=c.ServerError.ServiceNotReady,
+                                message=f"{req.topic} has no owner serving Pulsar clients now; retry"))
+            return
+        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Redirect,
+                            brokerServiceUrl=f"pulsar://{address[0]}:{address[1]}", authoritative=True))
+        return
+    url = conn.handler.service_url
+    conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect, brokerServiceUrl=url,
+                        authoritative=True))
+
+
+@serves(c.GET_TOPICS_OF_NAMESPACE)
+async def topics_of_namespace(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    tenant, _, namespace = req.namespace.partition("/")
+    topics = conn.handler.service.topics
+    names: list[str] = []
+    for topic in topics.all():
+        if topic.internal or (topic.name.tenant, topic.name.namespace) != (tenant, namespace) or topic.deleted:
+            continue
+        names.extend(f"{topic.name.canonical}-partition-{p}" for p in range(topic.partitions))
+    filtered = False
+    if req.HasField("topics_pattern") and req.topics_pattern:
+        try:
+            pattern = re.compile(req.topics_pattern)
+        except re.error:
+            pattern = None
+        if pattern is not None:
+            names = [n for n in names if pattern.fullmatch(n) or pattern.fullmatch(_base(n))]
+            filtered = True
+    conn.send(c.command(c.GET_TOPICS_OF_NAMESPACE_RESPONSE, request_id=req.request_id, topics=sorted(names),
+                        filtered=filtered, changed=True))
+
+
+def _base(partition_name: str) -> str:
+    m = _PARTITION.match(partition_name)
+    return m["base"] if m else partition_name

@@ -1,0 +1,191 @@
+"""PRODUCER, SEND and CLOSE_PRODUCER: Pulsar producers appending to the Kafka handler's partition logs.
+
+A SEND (one message, or a batch of N) is converted at the edge into one Kafka record batch of N records
+(kop/pulsar/convert.py: ordering key, else partition key -> key; event time, else publish time -> timestamp;
+properties -> headers; null value -> null) and appended like a Kafka produce: N messages take N offsets, and a Kafka
+consumer of the same partition reads them with continuous offsets. The Pulsar compression codec becomes the Kafka
+one (LZ4 -> lz4, ZLIB -> gzip, ZSTD -> zstd, SNAPPY -> snappy), so a compressed batch stays compressed.
+SEND_RECEIPT carries the entry's id (ledger, entry, partition) and goes out in SEND order (appends complete in
+issue order).
+
+Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExclusive is answered ProducerBusy at
+once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
+when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window); no schema
+registry (a producer's schema is accepted and not stored);
+no chunking (chunked SENDs are refused with NotAllowedError); internal topics (__consumer_offsets) take no
+producers; a message over `maxMessageSize` gets SEND_ERROR
+NotAllowedError (Pulsar's client refuses it before sending; a frame far over the limit closes the connection, as in
+Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from kop.protocol.records import parse_batch_header
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import Frame
+from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.convert import ConversionError, pulsar_to_kafka
+from kop.pulsar.lookup import NameError_, resolve_partition
+from kop.topics.manager import TopicError
+
+if TYPE_CHECKING:
+    from kop.pulsar.subscription import PartitionState
+
+log = logging.getLogger(__name__)
+
+# Pulsar CompressionType -> Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4).
+KAFKA_CODEC = {0: 0, 1: 3, 2: 1, 3: 4, 4: 2}
+SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE = 0, 1, 2
+_names = itertools.count()
+
+
+class Producer:
+    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive")
+
+    def __init__(self, conn: PulsarConnection, producer_id: int, name: str, state: PartitionState,
+                 exclusive: bool) -> None:
+        self.conn = conn
+        self.producer_id = producer_id
+        self.name = name
+        self.state = state
+        self.partition = state.partition
+        self.exclusive = exclusive
+
+    def close(self) -> None:
+        if self.state.producers.get(self.name) is self:
+            del self.state.producers[self.name]
+
+
+@serves(c.PRODUCER)
+async def producer(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    rid = req.request_id
+    existing = conn.producers.get(req.producer_id)
+    if existing is not None:  # the client retried a PRODUCER that had succeeded
+        conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1))
+        return
+    try:
+        topic, partition = await resolve_partition(conn, req.topic)
+        state = await conn.handler.partition_state(topic, partition)
+    except NameError_ as e:
+        conn.send(c.error(rid, e.code, str(e)))
+        return
+    except TopicError as e:
+        conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"{req.topic}: {e}"))
+        return
+    if topic.internal:  # __consumer_offsets: the group coordinator's records, written by it alone
+        conn.send(c.error(rid, c.ServerError.NotAllowedError, f"{req.topic} is an internal topic"))
+        return
+    mode = req.producer_access_mode if req.HasField("producer_access_mode") else SHARED
+    if mode not in (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
+        conn.send(c.error(rid, c.ServerError.NotAllowedError, f"producer access mode {mode} is not supported"))
+        return
+    exclusive = mode != SHARED
+    if any(p.exclusive for p in state.producers.values()) or (exclusive and state.producers):
+        conn.send(c.error(rid, c.ServerError.ProducerBusy,
+                          f"Topic {req.topic} has {'an exclusive producer' if not exclusive else 'producers'} "
+                          "connected"))
+        return
+    name = req.producer_name if req.HasField("producer_name") and req.producer_name else ""
+    if name and name in state.producers:
+        conn.send(c.error(rid, c.ServerError.ProducerBusy,
+                          f"Producer with name '{name}' is already connected to topic {req.topic}"))
+        return
+    if not name:
+        name = f"kop-{conn.handler.config.kafkaBrokerId}-{next(_names)}"
+    last = -1
+    if conn.handler.config.brokerDeduplicationEnabled:
+        try:
+            await state.dedup.load()
+        except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
+            conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"de-duplication state not loaded: {e}"))
+            return
+        last = state.dedup.last_sequence_id(name)
+        if name in state.producers:  # taken while the state loaded
+            conn.send(c.error(rid, c.ServerError.ProducerBusy,
+                              f"Producer with name '{name}' is already connected to topic {req.topic}"))
+            return
+    p = Producer(conn, req.producer_id, name, state, exclusive)
+    state.producers[name] = p
+    conn.producers[req.producer_id] = p
+    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last))
+
+
+@serves(c.CLOSE_PRODUCER)
+async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    p = conn.producers.pop(req.producer_id, None)
+    if p is not None:
+        p.close()
+    conn.send(c.command(c.SUCCESS, request_id=req.request_id))
+
+
+@serves(c.SEND)
+async def send(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    pid, seq = req.producer_id, req.sequence_id
+    p = conn.producers.get(pid)
+    if p is None:
+        conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"producer {pid} is not open"))
+        return
+    if conn.checksum_failed:
+        conn.send(c.send_error(pid, seq, c.ServerError.ChecksumError, "message checksum does not match"))
+        return
+    limit = conn.handler.config.maxMessageSize
+    if len(frame.headers_and_payload or b"") > limit:
+        conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError,
+                               f"message of {len(frame.headers_and_payload or b'')} bytes exceeds maxMessageSize {limit}"))
+        return
+    try:
+        md = frame.metadata
+        if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:
+            raise ConversionError("chunked messages are not supported")
+        batch = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0), limit=limit)
+        if batch is None:
+            raise ConversionError("the entry holds no message")
+        header = parse_batch_header(batch)
+    except Exception as e:  # noqa: BLE001 - ConversionError, a metadata that does not parse, a codec error
+        conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"message refused: {e}"))
+        return
+    highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
+    dedup = p.state.dedup if conn.handler.config.brokerDeduplicationEnabled else None
+    top = highest if highest is not None else seq
+    if dedup is not None and dedup.is_duplicate(p.name, seq, top):
+        # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
+        fields = {"producer_id": pid, "sequence_id": seq, "message_id": c.message_id(-1, -1)}
+        if highest is not None:
+            fields["highest_sequence_id"] = highest
+        conn.send(c.command(c.SEND_RECEIPT, **fields))
+        return
+    plog = p.state.plog
+    try:
+        fut = plog.append_entry_nowait(batch, header.last_offset_delta, header.max_timestamp)
+    except Exception as e:  # noqa: BLE001
+        conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, str(e)))
+        return
+    partition = p.partition
+
+    name = p.name
+
+    def done(f: asyncio.Future[tuple[object, int]]) -> None:
+        if f.cancelled() or f.exception() is not None:
+            if dedup is not None:
+                dedup.failed(name)
+            err = "cancelled" if f.cancelled() else str(f.exception())
+            conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
+            return
+        position, _base = f.result()
+        if dedup is not None:
+            dedup.persisted_up_to(name, top)
+        fields = {"producer_id": pid, "sequence_id": seq,
+                  "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}  # type: ignore[attr-defined]
+        if highest is not None:
+            fields["highest_sequence_id"] = highest
+        conn.send(c.command(c.SEND_RECEIPT, **fields))
+
+    fut.add_done_callback(done)

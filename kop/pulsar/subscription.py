@@ -1,0 +1,550 @@
+"""Subscriptions of one partition: a cursor, its consumers, and the dispatcher that pushes MESSAGEs to them.
+
+State per subscription is Pulsar's managed cursor (kop/managed_ledger/cursor.py): mark-delete position M (the
+entries up to it are acknowledged) and the individually acknowledged entries after it; durable subscriptions
+persist it in the metadata store (coalesced: at most one write in flight, the latest state wins) and recover it
+when the partition is served again (a restart, a takeover); non-durable ones (readers) keep it in memory and go
+with their last consumer. Reading goes by Kafka offset over the same partition log the Kafka handler serves
+(kop/offset/api.py), one stored Kafka batch = one Pulsar entry, converted at the edge (kop/pulsar/convert.py) and
+cached per partition so several subscriptions convert an entry once. A one-record batch goes out as a plain
+(non-batched) Pulsar entry (convert.unbatched), so ids match what an unbatched producer's receipts said.
+
+Dispatch follows Pulsar's: FLOW permits count messages (an entry of N messages takes N, and may overshoot);
+Exclusive has one consumer; Failover sends to the active consumer - consumers sorted by priority level then name,
+the active one is sorted[partition mod n] - and tells every consumer ACTIVE_CONSUMER_CHANGE when it changes,
+rewinding to M + 1 so the new one gets what was not acknowledged; Shared round-robins entries over consumers with
+permits, and a consumer's unacknowledged entries go back for replay (before new ones) when it leaves or asks for
+redelivery, with the redelivery count raised in the latter case. Exclusive/Failover redelivery rewinds to M + 1.
+
+Key_Shared sends an entry only to its key's consumer (kop/pulsar/key_shared.py says how keys are hashed and
+placed, and how a key's order is kept while consumers come and go).
+
+Differences from Pulsar's broker: no batch-index acknowledgement (an ack carrying an
+ack_set is ignored, as Pulsar does with acknowledgmentAtBatchIndexLevelEnabled=false, its default); no
+per-consumer unacked-message limits; the redelivery count lives in memory, as in Pulsar.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+from kop.managed_ledger import Position
+from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
+from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
+from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
+from kop.pulsar.dedup import Deduplication
+from kop.pulsar.key_shared import Selector, key_hash, sticky_key
+
+if TYPE_CHECKING:
+    from kop.pulsar.connection import PulsarConnection
+    from kop.pulsar.handler import PulsarProtocolHandler
+    from kop.pulsar.produce import Producer
+
+log = logging.getLogger(__name__)
+
+EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = 0, 1, 2, 3
+READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBytes is 5 MiB)
+CONVERTED_CACHE = 512  # converted entries kept per partition
+
+
+class Entry:
+    __slots__ = ("position", "base_offset", "last_offset", "hash")
+
+    def __init__(self, position: Position, base_offset: int, last_offset: int, hash_: int = 0) -> None:
+        self.position = position
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.hash = hash_  # Key_Shared: the hash of the entry's sticky key
+
+
+class PartitionState:
+    """What the pulsar handler keeps per served partition: producers by name, subscriptions by name."""
+
+    def __init__(self, handler: PulsarProtocolHandler, ledger_name: str, partition: int, plog: PartitionLog) -> None:
+        self.handler = handler
+        self.ledger_name = ledger_name
+        self.partition = partition
+        self.plog = plog
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, Subscription] = {}
+        self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()
+        self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
+
+    def converted(self, fb: FetchedBatch) -> tuple[bytes, int, int] | None:
+        """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),
+        None for a control batch."""
+        key = fb.position
+        got = self._converted.get(key, False)
+        if got is not False:
+            self._converted.move_to_end(key)
+            return got  # type: ignore[return-value]
+        try:
+            entry = kafka_to_pulsar(fb.batch)
+            if entry is not None:
+                entry = unbatched(entry)
+        except ConversionError as e:
+            log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
+            entry = None
+        value = None if entry is None else (encode_headers_and_payload(entry.metadata, entry.payload),
+                                            entry.num_messages, key_hash(sticky_key(entry.metadata)))
+        self._converted[key] = value
+        if len(self._converted) > CONVERTED_CACHE:
+            self._converted.popitem(last=False)
+        return value
+
+    async def close(self) -> None:
+        for sub in list(self.subscriptions.values()):
+            await sub.close(flush=True)
+        await self.dedup.flush()
+
+    def abandon(self) -> None:
+        """The partition is no longer served here: tell clients to reconnect (they look it up again)."""
+        for sub in list(self.subscriptions.values()):
+            for consumer in list(sub.consumers):
+                consumer.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=0))
+                consumer.conn.consumers.pop(consumer.consumer_id, None)
+            sub.consumers.clear()
+            sub.stop()
+        for p in list(self.producers.values()):
+            p.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=p.producer_id, request_id=0))
+            p.conn.producers.pop(p.producer_id, None)
+        self.producers.clear()
+        self.subscriptions.clear()
+
+
+class Consumer:
+    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges")
+
+    def __init__(self, conn: PulsarConnection, consumer_id: int, subscription: Subscription, name: str,
+                 priority: int, epoch: int | None) -> None:
+        self.conn = conn
+        self.consumer_id = consumer_id
+        self.subscription = subscription
+        self.name = name
+        self.priority = priority
+        self.permits = 0
+        self.pending: set[Position] = set()
+        self.epoch = epoch
+        self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
+
+
+class Subscription:
+    def __init__(self, state: PartitionState, name: str, sub_type: int, durable: bool, next_offset: int,
+                 info: CursorInfo | None = None, version: int = -1) -> None:
+        self.state = state
+        self.plog = state.plog
+        self.name = name
+        self.sub_type = sub_type
+        self.durable = durable
+        self.consumers: list[Consumer] = []
+        self.mark_delete: Position | None = info.mark_delete if info else None
+        self.next_offset = next_offset  # the offset after M: where a rewind reads from
+        self.read_offset = next_offset
+        self.acked: set[Position] = {upper for _, upper in info.ranges} if info else set()
+        self.outstanding: OrderedDict[Position, Entry] = OrderedDict()  # read since M, in log order
+        self.pending: dict[Position, Consumer] = {}  # sent, not acknowledged
+        self.replay: deque[Entry] = deque()
+        self.redeliveries: dict[Position, int] = {}
+        self.version = version
+        self.epoch = 0  # bumped by rewinds: a read begun before one is dropped
+        self.active: Consumer | None = None
+        self.keep_without_consumers = False  # a seek in progress (non-durable: clients come back)
+        self._rr = 0
+        self._wake: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._dirty = False
+        self._saver: asyncio.Task[None] | None = None
+        self.selector = Selector()  # Key_Shared
+        self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
+
+    # ------------------------------------------------------------------ consumers
+    def add_consumer(self, consumer: Consumer) -> str | None:
+        """Add a consumer; an error text (Key_Shared: a STICKY range refused) leaves the subscription as it was."""
+        if self.sub_type == KEY_SHARED:
+            if not self.consumers:
+                self.selector = Selector()
+                self.hash_holders.clear()
+            error = self.selector.add(consumer, consumer.ranges)
+            if error is not None:
+                return error
+        self.consumers.append(consumer)
+        if self.sub_type == FAILOVER:
+            self._pick_active(changed_consumer=consumer)
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        self.wake()
+        return None
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if consumer not in self.consumers:
+            return
+        self.consumers.remove(consumer)
+        if self.sub_type == KEY_SHARED:
+            self.selector.remove(consumer)
+        if self.sub_type in (SHARED, KEY_SHARED):
+            for pos in sorted(consumer.pending):
+                self.pending.pop(pos, None)
+                if (e := self.outstanding.get(pos)) is not None:
+                    self._release_hash(e)
+                    self.replay.append(e)
+            self.replay = deque(sorted(self.replay, key=lambda e: e.position))
+        else:
+            self.rewind()
+        consumer.pending.clear()
+        if self.sub_type == FAILOVER:
+            self._pick_active()
+        if not self.consumers and not self.keep_without_consumers:
+            self.stop()
+            if not self.durable:
+                self.state.subscriptions.pop(self.name, None)
+            else:
+                self.save()
+        self.wake()
+
+    def _pick_active(self, changed_consumer: Consumer | None = None) -> None:
+        if not self.consumers:
+            self.active = None
+            return
+        ordered = sorted(self.consumers, key=lambda k: (k.priority, k.name))
+        top = ordered[0].priority
+        group = [k for k in ordered if k.priority == top]
+        new = group[max(self.state.partition, 0) % len(group)]
+        if new is not self.active:
+            self.active = new
+            self.rewind()
+            for k in self.consumers:
+                self._tell_active(k)
+        elif changed_consumer is not None:
+            self._tell_active(changed_consumer)
+
+    def _tell_active(self, k: Consumer) -> None:
+        if k.conn.protocol_version >= 12:
+            k.conn.send(c.command(c.ACTIVE_CONSUMER_CHANGE, consumer_id=k.consumer_id, is_active=k is self.active))
+
+    def _next_consumer(self) -> Consumer | None:
+        if self.sub_type == EXCLUSIVE:
+            k = self.consumers[0] if self.consumers else None
+            return k if k is not None and k.permits > 0 and not k.conn.backlogged else None
+        if self.sub_type == FAILOVER:
+            k = self.active
+            return k if k is not None and k.permits > 0 and not k.conn.backlogged else None
+        if self.sub_type == KEY_SHARED:  # the entry decides (_target); this only says whether anyone can take one
+            return next((k for k in self.consumers if k.permits > 0 and not k.conn.backlogged), None)
+        n = len(self.consumers)
+        for i in range(n):
+            k = self.consumers[(self._rr + i) % n]
+            if k.permits > 0 and not k.conn.backlogged:
+                self._rr = (self._rr + i + 1) % n
+                return k
+        return None
+
+    # ------------------------------------------------------------------ dispatch
+    def wake(self) -> None:
+        if self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _wait(self, other: asyncio.Future[Any] | None, timeout: float | None = None) -> None:
+        self._wake = asyncio.get_running_loop().create_future()
+        waits: set[asyncio.Future[Any]] = {self._wake}
+        if other is not None:
+            waits.add(other)
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if other is not None and not other.done():
+                other.cancel()
+
+    async def _run(self) -> None:
+        try:
+            while self.consumers:
+                await self._step()
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001 - a broken dispatcher must not take the broker down
+            log.exception("%s/%s: dispatcher failed; consumers are closed", self.state.ledger_name, self.name)
+            for k in list(self.consumers):
+                k.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=k.consumer_id, request_id=0))
+                k.conn.consumers.pop(k.consumer_id, None)
+            self.consumers.clear()
+
+    async def _step(self) -> None:
+        """One round: replay one entry, or read a chunk of new entries and send what consumers can take.
+        Long because it is the dispatcher's whole decision; each branch says why it returns."""
+        consumer = self._next_consumer()
+        if consumer is None:
+            backlogged = any(k.conn.backlogged for k in self.consumers)
+            await self._wait(None, timeout=0.05 if backlogged else None)
+            return
+        epoch = self.epoch
+        if self.replay:
+            entry = self.replay.popleft()
+            if entry.position not in self.outstanding or entry.position in self.pending:
+                return  # acknowledged or re-sent meanwhile
+            try:
+                got = await self.plog.read(entry.base_offset, 1)
+            except OffsetOutOfRange:
+                got = None
+            if epoch != self.epoch:
+                return  # a rewind or seek happened while reading
+            fb = next((b for b in got.batches if b.position == entry.position), None) if got else None
+            if fb is None:  # gone (retention): nothing to deliver
+                self.outstanding.pop(entry.position, None)
+                self._advance()
+                return
+            target = self._target(entry.hash)
+            if target is None:  # Key_Shared: its consumer cannot take it yet; keep the order, wait
+                self.replay.appendleft(entry)
+                await self._wait(None, timeout=0.2)
+                return
+            self._send(target, fb, entry, self.redeliveries.get(entry.position, 0))
+            return
+        plog = self.plog
+        if self.read_offset < plog.log_start_offset:
+            self.read_offset = plog.log_start_offset
+        if self.read_offset >= plog.high_watermark:
+            await self._wait(plog.wait_for_append())
+            return
+        try:
+            got = await plog.read(self.read_offset, READ_BYTES)
+        except OffsetOutOfRange:
+            self.read_offset = plog.log_start_offset
+            return
+        if epoch != self.epoch:
+            return
+        blocked = False
+        for fb in got.batches:
+            pos = fb.position
+            if self.mark_delete is not None and pos <= self.mark_delete:
+                self.read_offset = max(self.read_offset, fb.last_offset + 1)
+                continue
+            if pos in self.acked or pos in self.outstanding:
+                self.outstanding.setdefault(pos, Entry(pos, fb.base_offset, fb.last_offset))
+                self.read_offset = max(self.read_offset, fb.last_offset + 1)
+                continue
+            conv = self.state.converted(fb)
+            if conv is None:  # a control batch: no Pulsar message, nothing to ack
+                self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
+                self.acked.add(pos)
+                self.read_offset = max(self.read_offset, fb.last_offset + 1)
+                continue
+            target = self._target(conv[2])
+            if target is None:  # out of permits, or (Key_Shared) its key's consumer cannot take it yet
+                blocked = True
+                break
+            entry = Entry(pos, fb.base_offset, fb.last_offset, conv[2])
+            self.outstanding[pos] = entry
+            self.read_offset = max(self.read_offset, fb.last_offset + 1)
+            self._send(target, fb, entry, 0)
+        self._advance()
+        if blocked and self.sub_type == KEY_SHARED:
+            await self._wait(None, timeout=0.2)  # woken by FLOW, acks and consumer changes
+
+    def _target(self, hash_: int) -> Consumer | None:
+        """The consumer for an entry: any (by type) outside Key_Shared; there, the key's consumer, when it has
+        permits and no other consumer still holds unacknowledged entries of the same hash."""
+        if self.sub_type != KEY_SHARED:
+            return self._next_consumer()
+        k = self.selector.select(hash_)
+        if k is None or k.permits <= 0 or k.conn.backlogged:
+            return None
+        holder = self.hash_holders.get(hash_)
+        if holder is not None and holder[0] is not k:
+            return None
+        return k  # type: ignore[no-any-return]
+
+    def _release_hash(self, entry: Entry) -> None:
+        holder = self.hash_holders.get(entry.hash)
+        if holder is not None:
+            holder[1] -= 1
+            if holder[1] <= 0:
+                del self.hash_holders[entry.hash]
+
+    def _send(self, consumer: Consumer, fb: FetchedBatch, entry: Entry, redelivery: int) -> None:
+        conv = self.state.converted(fb)
+        if conv is None:
+            return
+        data, n, _ = conv
+        if self.sub_type == KEY_SHARED:
+            holder = self.hash_holders.setdefault(entry.hash, [consumer, 0])
+            holder[1] += 1
+        pos = fb.position
+        fields: dict[str, Any] = {
+            "consumer_id": consumer.consumer_id,
+            "message_id": c.message_id(pos.ledger_id, pos.entry_id, self.state.partition),
+        }
+        if redelivery:
+            fields["redelivery_count"] = redelivery
+        if consumer.epoch is not None:
+            fields["consumer_epoch"] = consumer.epoch
+        consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))
+        consumer.permits -= n
+        consumer.pending.add(pos)
+        self.pending[pos] = consumer
+
+    # ------------------------------------------------------------------ acks, redelivery, seek
+    def ack(self, positions: list[Position], cumulative: bool) -> None:
+        if cumulative:
+            if self.sub_type in (SHARED, KEY_SHARED) or not positions:
+                return  # Pulsar ignores cumulative acks on Shared and Key_Shared subscriptions
+            upto = positions[0]
+            for pos in list(self.outstanding):
+                if pos > upto:
+                    break
+                self._ack_one(pos)
+        else:
+            for pos in positions:
+                self._ack_one(pos)
+        self._advance()
+        self.save()
+        if self.sub_type == KEY_SHARED:
+            self.wake()  # an acknowledged hash may unblock the next entries of its key
+
+    def _ack_one(self, pos: Position) -> None:
+        if pos not in self.outstanding:
+            return  # never delivered (or already behind M): nothing to acknowledge
+        self.acked.add(pos)
+        self.redeliveries.pop(pos, None)
+        owner = self.pending.pop(pos, None)
+        if owner is not None:
+            owner.pending.discard(pos)
+            if self.sub_type == KEY_SHARED:
+                self._release_hash(self.outstanding[pos])
+
+    def _advance(self) -> None:
+        moved = False
+        while self.outstanding:
+            pos, entry = next(iter(self.outstanding.items()))
+            if pos not in self.acked:
+                break
+            del self.outstanding[pos]
+            self.acked.discard(pos)
+            self.mark_delete = pos
+            self.next_offset = entry.last_offset + 1
+            moved = True
+        if moved:
+            self._dirty = True
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        if self.sub_type not in (SHARED, KEY_SHARED):
+            if consumer is self.active or self.sub_type == EXCLUSIVE:
+                self.rewind()
+            return
+        chosen = consumer.pending if positions is None else consumer.pending.intersection(positions)
+        for pos in sorted(chosen):
+            self.pending.pop(pos, None)
+            self.redeliveries[pos] = self.redeliveries.get(pos, 0) + 1
+            if (e := self.outstanding.get(pos)) is not None:
+                self._release_hash(e)
+                self.replay.append(e)
+        consumer.pending -= set(chosen)
+        self.replay = deque(sorted(self.replay, key=lambda e: e.position))
+        self.wake()
+
+    def rewind(self) -> None:
+        """Back to M + 1: everything not acknowledged is delivered again (Exclusive/Failover)."""
+        self.epoch += 1
+        for k in self.consumers:
+            k.pending.clear()
+        self.pending.clear()
+        self.replay.clear()
+        self.outstanding.clear()
+        self.hash_holders.clear()
+        self.read_offset = self.next_offset
+        self.wake()
+
+    def reset(self, offset: int) -> None:
+        """SEEK: the next entry read is the one holding `offset`; acknowledgements after it are forgotten."""
+        self.acked.clear()
+        self.redeliveries.clear()
+        self.mark_delete = None
+        self.next_offset = offset
+        self.rewind()
+        self._dirty = True
+        self.save()
+
+    # ------------------------------------------------------------------ persistence
+    def cursor_info(self) -> CursorInfo:
+        ranges = [(Position(p.ledger_id, p.entry_id - 1), p) for p in sorted(self.acked)]
+        return CursorInfo(self.mark_delete, ranges, {NEXT_OFFSET: self.next_offset})
+
+    def save(self) -> None:
+        """Persist the cursor soon (durable subscriptions): one write in flight, the latest state wins."""
+        if not self.durable:
+            return
+        self._dirty = True
+        if self._saver is None or self._saver.done():
+            self._saver = asyncio.get_running_loop().create_task(self._save_loop())
+
+    async def _save_loop(self) -> None:
+        cursors = self.state.handler.cursors
+        while self._dirty:
+            self._dirty = False
+            try:
+                self.version = await cursors.save(self.state.ledger_name, self.name, self.cursor_info(), self.version)
+            except Exception as e:  # noqa: BLE001 - a BadVersion (another owner) or a store outage
+                log.warning("%s/%s: cursor not persisted: %s", self.state.ledger_name, self.name, e)
+                try:  # the next write goes over what is stored now (at-least-once: it may repeat acks)
+                    got = await cursors.load(self.state.ledger_name, self.name)
+                    self.version = got[1] if got else -1
+                except Exception:  # noqa: BLE001 - the store is down: the next save tries again
+                    pass
+                return
+
+    async def flush(self) -> None:
+        """Wait until the cursor state as of now is persisted (durable subscriptions)."""
+        if not self.durable:
+            return
+        if self._saver is not None and not self._saver.done():
+            await self._saver
+        if self._dirty:
+            await self._save_loop()
+
+    async def close(self, flush: bool) -> None:
+        self.stop()
+        if flush and self.durable:
+            self._dirty = True
+            if self._saver is not None and not self._saver.done():
+                await self._saver
+            await self._save_loop()
+
+    async def delete(self) -> None:
+        self.stop()
+        self.durable = False
+        self.state.subscriptions.pop(self.name, None)
+        if self._saver is not None and not self._saver.done():
+            await self._saver
+        await self.state.handler.cursors.delete(self.state.ledger_name, self.name)
+
+    # ------------------------------------------------------------------ queries
+    async def mark_delete_for_client(self) -> Position:
+        """M as GET_LAST_MESSAGE_ID reports it: the entry before the next one to read when nothing was acked."""
+        if self.mark_delete is not None:
+            return self.mark_delete
+        plog = self.plog
+        if self.next_offset < plog.high_watermark and self.next_offset >= plog.log_start_offset:
+            pos = await plog.find_position(self.next_offset)  # type: ignore[attr-defined]
+            return Position(pos.ledger_id, pos.entry_id - 1)
+        last = await last_position(plog)
+        return last[0] if last else Position(-1, -1)
+
+
+async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:
+    """(position of the last entry, the batch index of its last record: -1 for a one-record entry, which goes
+    out unbatched), None for an empty log."""
+    hw = plog.high_watermark
+    if hw <= plog.log_start_offset:
+        return None
+    pos = await plog.find_position(hw - 1)  # type: ignore[attr-defined]
+    meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
+    last = meta.index - meta.base_offset
+    return pos, last if last > 0 else -1

@@ -1,0 +1,250 @@
+"""kop/pulsar/convert.py: the Kafka <-> Pulsar field mapping of KoP's seed (004), both ways.
+
+Pulsar -> Kafka: ordering key, else partition key -> key; event time, else publish time -> timestamp;
+properties -> headers; null -> null; a batched message's own fields win over the entry's.
+Kafka -> Pulsar: key -> ordering key and partition key; timestamp -> event time and publish time;
+headers -> properties; null -> null. A Pulsar batch of N messages is N Kafka offsets.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kop.protocol.records import build_batch, decode_records_absolute, iter_batches, parse_batch_header
+from kop.pulsar.codec import batch as pbatch
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec import compression as pz
+from kop.pulsar.convert import ConversionError, kafka_to_pulsar, key_of, pulsar_to_kafka, unbatched
+
+T0 = 1_700_000_000_000
+
+
+def _messages(entry):  # noqa: ANN001, ANN202
+    return pbatch.messages(entry.metadata, entry.payload)
+
+
+# ---- Kafka -> Pulsar ---------------------------------------------------------------------------------
+
+
+def test_kafka_records_become_one_pulsar_batch() -> None:
+    kafka = build_batch([
+        (b"k1", b"v1", [("h1", b"a"), ("h2", b"b")], T0),
+        (None, b"v2", [], T0 + 5),
+        (b"k3", None, [("n", None)], T0 + 9),
+    ], base_offset=100)
+    entry = kafka_to_pulsar(kafka)
+    md = entry.metadata
+    assert entry.num_messages == 3 and md.num_messages_in_batch == 3 and pbatch.is_batch(md)
+    assert md.publish_time == T0  # the first record's timestamp
+    assert md.compression == pz.NONE
+    (m1, p1), (m2, p2), (m3, p3) = _messages(entry)
+    # key -> ordering key (bytes) and partition key (text)
+    assert (m1.ordering_key, m1.partition_key, m1.partition_key_b64_encoded) == (b"k1", "k1", False)
+    assert not m2.HasField("ordering_key") and not m2.HasField("partition_key")
+    # timestamp -> event time
+    assert [m.event_time for m in (m1, m2, m3)] == [T0, T0 + 5, T0 + 9]
+    # headers -> properties (a null header value becomes "")
+    assert [(kv.key, kv.value) for kv in m1.properties] == [("h1", "a"), ("h2", "b")]
+    assert [(kv.key, kv.value) for kv in m3.properties] == [("n", "")]
+    # null value -> null_value
+    assert (bytes(p1), bytes(p2), bytes(p3)) == (b"v1", b"v2", b"")
+    assert (m1.null_value, m3.null_value) == (False, True)
+    # keys differ: no entry-level key (it would become the key of the keyless record on the way back)
+    assert not md.HasField("ordering_key") and not md.HasField("partition_key")
+
+
+def test_a_one_record_batch_goes_out_unbatched() -> None:
+    """What the handler dispatches for one-record batches: the message's fields on the entry, no batch."""
+    entry = unbatched(kafka_to_pulsar(build_batch([(b"\xffk", None, [("h", b"x")], T0 + 3)])))
+    md = entry.metadata
+    assert not pbatch.is_batch(md) and entry.num_messages == 1
+    assert (md.ordering_key, md.partition_key_b64_encoded, md.event_time, md.null_value) == (b"\xffk", True, T0 + 3,
+                                                                                               True)
+    assert [(kv.key, kv.value) for kv in md.properties] == [("h", "x")]
+    assert entry.payload == b""
+    [rec] = decode_records_absolute(pulsar_to_kafka(md, entry.payload, 7))
+    assert (rec.offset, rec.key, rec.value, rec.timestamp) == (7, b"\xffk", None, T0 + 3)
+    several = kafka_to_pulsar(build_batch([(b"a", b"1", [], T0), (b"b", b"2", [], T0)]))
+    assert unbatched(several) is several  # batches of more than one stay batches
+
+
+def test_binary_key_is_base64_partition_key() -> None:
+    entry = kafka_to_pulsar(build_batch([(b"\x00\xff", b"v", [], T0)]))
+    [(m, _)] = _messages(entry)
+    assert (m.ordering_key, m.partition_key, m.partition_key_b64_encoded) == (b"\x00\xff", "AP8=", True)
+    assert key_of(m) == b"\x00\xff"
+
+
+def test_same_key_batch_sets_the_entry_key_for_key_shared() -> None:
+    entry = kafka_to_pulsar(build_batch([(b"same", b"1", [], T0), (b"same", b"2", [], T0)]))
+    assert (entry.metadata.ordering_key, entry.metadata.partition_key) == (b"same", "same")
+
+
+def test_log_append_time_batch_uses_its_max_timestamp() -> None:
+    kafka = build_batch([(None, b"a", [], T0), (None, b"b", [], T0 + 1)], timestamp_type=1)
+    entry = kafka_to_pulsar(kafka)
+    assert [m.event_time for m, _ in _messages(entry)] == [T0 + 1, T0 + 1]
+    assert entry.metadata.publish_time == T0 + 1
+
+
+def test_negative_timestamp_means_no_event_time_and_broker_publish_time() -> None:
+    entry = kafka_to_pulsar(build_batch([(None, b"a", [], -1)]), now_ms=42)
+    [(m, _)] = _messages(entry)
+    assert not m.HasField("event_time") and entry.metadata.publish_time == 42
+
+
+@pytest.mark.parametrize("kafka_codec", [0, 1, 2, 3, 4])
+@pytest.mark.parametrize("pulsar_codec", [pz.NONE, pz.LZ4, pz.ZLIB, pz.ZSTD, pz.SNAPPY])
+def test_any_kafka_compression_to_any_pulsar_compression(kafka_codec: int, pulsar_codec: int) -> None:
+    values = [b"value %d " % i * 30 for i in range(8)]
+    entry = kafka_to_pulsar(build_batch([(None, v, [], T0) for v in values], compression=kafka_codec),
+                            compression=pulsar_codec)
+    assert entry.metadata.compression == pulsar_codec
+    assert [bytes(p) for _, p in _messages(entry)] == values
+
+
+def test_producer_sequences_and_transactions() -> None:
+    kafka = build_batch([(None, b"a", []), (None, b"b", [])], producer_id=9, producer_epoch=2,
+                        base_sequence=40, is_transactional=True)
+    entry = kafka_to_pulsar(kafka, producer_name="kafka-producer")
+    md = entry.metadata
+    assert (md.producer_name, md.sequence_id) == ("kafka-producer", 40)
+    assert [m.sequence_id for m, _ in _messages(entry)] == [40, 41]
+    assert (md.txnid_most_bits, md.txnid_least_bits) == (9, 2)
+
+
+def test_control_batch_has_no_pulsar_message() -> None:
+    marker = build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", [])], is_control=True,
+                         is_transactional=True, producer_id=1, producer_epoch=0)
+    assert kafka_to_pulsar(marker) is None
+
+
+def test_corrupt_kafka_batch() -> None:
+    kafka = bytearray(build_batch([(None, b"a" * 50, [], T0)], compression=1))
+    kafka[70:80] = b"\xff" * 10
+    with pytest.raises(ConversionError):
+        kafka_to_pulsar(bytes(kafka))
+    with pytest.raises(ConversionError):
+        kafka_to_pulsar(b"short")
+
+
+# ---- Pulsar -> Kafka ---------------------------------------------------------------------------------
+
+
+def _entry_md(**fields: object) -> c.MessageMetadata:
+    return c.MessageMetadata(producer_name="p", sequence_id=0, publish_time=T0, **fields)
+
+
+def _single(md: c.MessageMetadata, payload: bytes = b"v", base: int = 0) -> object:
+    [rec] = decode_records_absolute(pulsar_to_kafka(md, payload, base))
+    return rec
+
+
+def test_unbatched_message_fields() -> None:
+    md = _entry_md(ordering_key=b"ok", partition_key="pk", event_time=T0 - 10)
+    md.properties.add(key="a", value="1")
+    rec = _single(md, b"payload", base=7)
+    assert (rec.offset, rec.key, rec.timestamp, rec.value, rec.headers) == (
+        7, b"ok", T0 - 10, b"payload", [("a", b"1")])
+
+
+@pytest.mark.parametrize("fields, key", [
+    ({"ordering_key": b"ok", "partition_key": "pk"}, b"ok"),  # ordering key first
+    ({"partition_key": "pk"}, b"pk"),  # else partition key
+    ({"partition_key": "AP8=", "partition_key_b64_encoded": True}, b"\x00\xff"),  # base64-decoded if flagged
+    ({}, None),
+])
+def test_key_is_ordering_key_else_partition_key(fields: dict, key: bytes | None) -> None:
+    assert _single(_entry_md(**fields)).key == key
+
+
+def test_timestamp_is_event_time_else_publish_time() -> None:
+    assert _single(_entry_md(event_time=123)).timestamp == 123
+    assert _single(_entry_md()).timestamp == T0
+
+
+def test_null_value() -> None:
+    assert _single(_entry_md(null_value=True), b"").value is None
+    assert _single(_entry_md(), b"").value == b""  # empty is not null
+
+
+def _batch_md(items: list, **entry_fields: object) -> tuple[c.MessageMetadata, bytes]:
+    md = _entry_md(num_messages_in_batch=len(items), **entry_fields)
+    return md, pbatch.encode_batch([(c.SingleMessageMetadata(payload_size=0, **f), p) for f, p in items])
+
+
+def test_batch_of_n_messages_is_n_offsets() -> None:
+    md, payload = _batch_md([({}, b"m%d" % i) for i in range(5)])
+    kafka = pulsar_to_kafka(md, payload, 1000)
+    [(header, _)] = list(iter_batches(kafka))  # a valid batch: framing and CRC check out
+    assert (header.base_offset, header.records_count, header.last_offset_delta) == (1000, 5, 4)
+    assert [r.offset for r in decode_records_absolute(kafka)] == [1000, 1001, 1002, 1003, 1004]
+
+
+def test_a_batched_message_has_only_its_own_fields() -> None:
+    """Clients copy the first message's metadata onto a batch entry (here: ordering key, event time and
+    properties of some earlier message); a message of the batch keeps only what its SingleMessageMetadata says,
+    and takes the entry's publish time when it has no event time."""
+    md, payload = _batch_md([
+        ({"ordering_key": b"own", "event_time": 5, "properties": [c.KeyValue(key="a", value="own")]}, b"1"),
+        ({"partition_key": "own-pk"}, b"2"),
+        ({}, b"3"),  # nothing of its own: no key, no headers, the publish time
+        ({"null_partition_key": True}, b"4"),  # explicitly no key
+        ({"null_value": True}, b""),
+    ], ordering_key=b"entry-ok", event_time=9, properties=[c.KeyValue(key="a", value="entry"),
+                                                          c.KeyValue(key="b", value="entry")])
+    recs = decode_records_absolute(pulsar_to_kafka(md, payload, 0))
+    assert [r.key for r in recs] == [b"own", b"own-pk", None, None, None]
+    assert [r.timestamp for r in recs] == [5] + [md.publish_time] * 4
+    assert recs[0].headers == [("a", b"own")]
+    assert [r.headers for r in recs[1:]] == [[]] * 4
+    assert [r.value for r in recs] == [b"1", b"2", b"3", b"4", None]
+
+
+def test_batch_without_event_times_uses_publish_time() -> None:
+    md, payload = _batch_md([({}, b"a"), ({"event_time": 77}, b"b")])
+    assert [r.timestamp for r in decode_records_absolute(pulsar_to_kafka(md, payload, 0))] == [T0, 77]
+
+
+def test_compacted_out_messages_keep_their_offsets_as_gaps() -> None:
+    md, payload = _batch_md([({}, b"a"), ({"compacted_out": True}, b"b"), ({}, b"c")])
+    kafka = pulsar_to_kafka(md, payload, 10)
+    assert parse_batch_header(kafka).last_offset_delta == 2
+    assert [(r.offset, r.value) for r in decode_records_absolute(kafka)] == [(10, b"a"), (12, b"c")]
+    md, payload = _batch_md([({"compacted_out": True}, b"a")])
+    assert pulsar_to_kafka(md, payload, 0) is None
+
+
+@pytest.mark.parametrize("pulsar_codec", [pz.NONE, pz.LZ4, pz.ZLIB, pz.ZSTD, pz.SNAPPY])
+@pytest.mark.parametrize("kafka_codec", [0, 1, 2, 3, 4])
+def test_compressed_entry_to_compressed_kafka_batch(pulsar_codec: int, kafka_codec: int) -> None:
+    md, raw = _batch_md([({}, b"x%d" % i * 40) for i in range(6)])
+    payload = pbatch.compressed(pulsar_codec, raw, md)
+    kafka = pulsar_to_kafka(md, payload, 0, compression=kafka_codec)
+    assert parse_batch_header(kafka).compression == kafka_codec
+    assert [r.value for r in decode_records_absolute(kafka)] == [b"x%d" % i * 40 for i in range(6)]
+
+
+def test_broken_entry_is_a_conversion_error() -> None:
+    md, payload = _batch_md([({}, b"a")])
+    md.num_messages_in_batch = 2
+    with pytest.raises(ConversionError):
+        pulsar_to_kafka(md, payload, 0)
+    md = _entry_md(compression=pz.ZSTD, uncompressed_size=10)
+    with pytest.raises(ConversionError):
+        pulsar_to_kafka(md, b"not zstd", 0)
+
+
+# ---- both ways -----------------------------------------------------------------------------------------
+
+
+def test_kafka_round_trip_keeps_every_mapped_field() -> None:
+    records = [
+        (b"k", b"v", [("h", b"1"), ("h", b"2")], T0),
+        (None, None, [], T0 + 1),
+        (b"\x00\xffraw", b"", [("x", b"")], T0 + 2),
+    ]
+    entry = kafka_to_pulsar(build_batch(records, base_offset=5), compression=pz.LZ4)
+    back = decode_records_absolute(pulsar_to_kafka(entry.metadata, entry.payload, 5))
+    assert [(r.offset, r.key, r.value, r.headers, r.timestamp) for r in back] == [
+        (5 + i, k, v, list(h), ts) for i, (k, v, h, ts) in enumerate(records)]

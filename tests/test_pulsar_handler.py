@@ -1,0 +1,287 @@
+"""The pulsar handler plugin (kop/pulsar/handler.py, connection.py, session.py, lookup.py) against a real
+`kop standalone`: how it is loaded, its listener, CONNECT/PING, PARTITIONED_METADATA/LOOKUP/GET_TOPICS_OF_NAMESPACE
+for topics Kafka's CreateTopics made, and bad input on both ports. Raw frames go through tests/support/pulsar_wire.py
+(our codec); the real `pulsar-client` checks that other connections are unharmed."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from kop.config import BrokerConfig, ConfigError
+from kop.protocol_handler import load_handlers
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import encode_command, encode_message
+from tests.support.broker import KopBroker
+from tests.support.clients import create_topic, end_offsets
+from tests.support.pulsar_wire import WireClient
+
+MAX_MESSAGE = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
+    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar"), {"maxMessageSize": MAX_MESSAGE})
+    b.start()
+    yield b
+    b.stop()
+
+
+def wire(broker: KopBroker) -> WireClient:
+    w = WireClient(broker.pulsar_port)
+    w.connect()
+    return w
+
+
+def name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def round_trip_with_real_client(broker: KopBroker) -> None:
+    """A real client produces and consumes one message: the broker still serves everyone."""
+    topic = name()
+    client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        client.create_producer(topic).send(b"still here")
+        assert consumer.receive(30000).data() == b"still here"
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------------------------------------- the plugin
+def test_kafka_and_pulsar_are_built_in_and_on_by_default() -> None:
+    config = BrokerConfig.from_strings({})
+    assert config.protocols == ["kafka", "pulsar"] and config.brokerServicePort == 6650
+    assert [h.name for h in load_handlers(config)] == ["kafka", "pulsar"]
+    assert [h.name for h in load_handlers(BrokerConfig.from_strings({"messagingProtocols": "kafka"}))] == ["kafka"]
+    with pytest.raises(ConfigError, match="no protocol handler named 'mqtt'.*kafka, pulsar"):
+        load_handlers(BrokerConfig.from_strings({"messagingProtocols": "kafka,mqtt"}))
+    with pytest.raises(ConfigError, match="brokerServicePort"):
+        BrokerConfig.from_strings({"brokerServicePort": "70000"})
+
+
+def test_pyproject_declares_both_entry_points() -> None:
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert 'pulsar = "kop.pulsar.handler:PulsarProtocolHandler"' in text
+    assert 'kafka = "kop.kafka.handler:KafkaProtocolHandler"' in text
+
+
+def test_listener_is_logged_and_test_brokers_get_their_own_port(broker: KopBroker) -> None:
+    assert f"pulsar handler listening on pulsar://127.0.0.1:{broker.pulsar_port}" in broker.log_path.read_text()
+    assert broker.pulsar_port != 6650
+
+
+# ---------------------------------------------------------------------------------------------- session
+def test_connect_negotiates_the_protocol_version(broker: KopBroker) -> None:
+    for asked, answered in ((21, 21), (10, 10), (99, c.MAX_PROTOCOL_VERSION), (0, 0)):
+        w = WireClient(broker.pulsar_port)
+        got = w.connect(asked)
+        assert got.protocol_version == answered
+        assert got.server_version.startswith("kop-")
+        assert got.max_message_size == MAX_MESSAGE
+        w.close()
+
+
+def test_ping_is_answered_pong(broker: KopBroker) -> None:
+    w = wire(broker)
+    w.send(c.command(c.PING))
+    w.expect(c.PONG)
+    w.close()
+
+
+def test_commands_before_connect_close_the_connection(broker: KopBroker) -> None:
+    w = WireClient(broker.pulsar_port)
+    w.send(c.command(c.LOOKUP, topic="x", request_id=1))
+    assert w.closed_by_peer()
+
+
+# ---------------------------------------------------------------------------------------------- lookup
+def test_partitioned_metadata_of_a_topic_created_with_kafka(broker: KopBroker) -> None:
+    topic = name()
+    create_topic(broker.bootstrap, topic, partitions=3)
+    w = wire(broker)
+    for i, asked in enumerate((topic, f"persistent://public/default/{topic}", f"public/default/{topic}")):
+        w.send(c.command(c.PARTITIONED_METADATA, topic=asked, request_id=i))
+        got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
+        assert (got.request_id, got.partitions, got.response) == (i, 3, 0)
+    w.send(c.command(c.PARTITIONED_METADATA, topic=f"persistent://public/default/{topic}-partition-2", request_id=9))
+    assert w.expect(c.PARTITIONED_METADATA_RESPONSE).partitions == 0  # one partition: not partitioned itself
+    w.close()
+
+
+def test_partitioned_metadata_creates_a_missing_topic_only_when_allowed(broker: KopBroker) -> None:
+    w = wire(broker)
+    absent = name()
+    w.send(c.command(c.PARTITIONED_METADATA, topic=absent, request_id=1, metadata_auto_creation_enabled=False))
+    got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
+    assert (got.partitions, got.response) == (0, 0)
+    w.send(c.command(c.PARTITIONED_METADATA, topic=absent, request_id=2))
+    assert w.expect(c.PARTITIONED_METADATA_RESPONSE).partitions == 1
+    assert end_offsets(broker.bootstrap, absent, 1) == {0: 0}  # Kafka sees the topic it created
+    w.send(c.command(c.PARTITIONED_METADATA, topic="non-persistent://public/default/x", request_id=3))
+    got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
+    assert got.response == 1 and got.error == c.ServerError.NotAllowedError
+    w.send(c.command(c.PARTITIONED_METADATA, topic="persistent://public/default/bad name", request_id=4))
+    got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
+    assert got.response == 1 and got.error == c.ServerError.InvalidTopicName
+    w.close()
+
+
+def test_lookup_connects_to_this_broker(broker: KopBroker) -> None:
+    topic = name()
+    create_topic(broker.bootstrap, topic, partitions=2)
+    w = wire(broker)
+    w.send(c.command(c.LOOKUP, topic=f"persistent://public/default/{topic}-partition-1", request_id=5))
+    got = w.expect(c.LOOKUP_RESPONSE)
+    assert got.response == c.pb.CommandLookupTopicResponse.Connect
+    assert got.brokerServiceUrl == broker.pulsar_url and got.authoritative and got.request_id == 5
+    w.send(c.command(c.LOOKUP, topic=f"persistent://public/default/{topic}-partition-7", request_id=6))
+    got = w.expect(c.LOOKUP_RESPONSE)
+    assert got.response == c.pb.CommandLookupTopicResponse.Failed and got.error == c.ServerError.TopicNotFound
+    w.close()
+
+
+def test_topics_of_namespace_with_and_without_a_pattern(broker: KopBroker) -> None:
+    stem = f"rx{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, f"{stem}-a", partitions=2)
+    create_topic(broker.bootstrap, f"{stem}-b", partitions=1)
+    create_topic(broker.bootstrap, f"other{stem}", partitions=1)
+    w = wire(broker)
+    w.send(c.command(c.GET_TOPICS_OF_NAMESPACE, namespace="public/default", request_id=1))
+    got = w.expect(c.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+    base = "persistent://public/default/"
+    assert {f"{base}{stem}-a-partition-0", f"{base}{stem}-a-partition-1", f"{base}{stem}-b-partition-0",
+            f"{base}other{stem}-partition-0"} <= set(got.topics)
+    assert not any("__consumer_offsets" in t for t in got.topics)
+    w.send(c.command(c.GET_TOPICS_OF_NAMESPACE, namespace="public/default", request_id=2,
+                     topics_pattern=f"{base}{stem}-.*"))
+    got = w.expect(c.GET_TOPICS_OF_NAMESPACE_RESPONSE)
+    assert sorted(got.topics) == [f"{base}{stem}-a-partition-0", f"{base}{stem}-a-partition-1",
+                                  f"{base}{stem}-b-partition-0"]
+    assert got.filtered
+    w.close()
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+def test_garbage_and_a_kafka_client_on_the_pulsar_port_are_disconnected(broker: KopBroker) -> None:
+    with socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30) as s:
+        s.sendall(b"\xff" * 64)
+        assert s.recv(100) == b""
+    # A Kafka ApiVersions v3 request, as kafka clients open with.
+    body = struct.pack(">hhi", 18, 3, 1) + struct.pack(">h", 4) + b"test" + b"\x00" + b"\x05kafka\x041.0\x00"
+    with socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30) as s:
+        s.sendall(struct.pack(">i", len(body)) + body)
+        assert s.recv(100) == b""
+    with socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert s.recv(100) == b""
+    round_trip_with_real_client(broker)
+
+
+def test_a_pulsar_client_on_the_kafka_port_fails_cleanly(broker: KopBroker) -> None:
+    client = pulsar.Client(f"pulsar://{broker.bootstrap}", operation_timeout_seconds=5)
+    try:
+        with pytest.raises(Exception):  # noqa: B017, PT011 - the client's own connect/timeout error
+            client.create_producer(name())
+    finally:
+        client.close()
+    assert end_offsets(broker.bootstrap, "__consumer_offsets", 1) is not None  # Kafka side still serves
+    round_trip_with_real_client(broker)
+
+
+def test_truncated_frames_and_oversized_frames(broker: KopBroker) -> None:
+    w = wire(broker)
+    frame = encode_command(c.command(c.PING))
+    w.raw(frame[:5])  # a frame cut in the middle, then the peer goes
+    w.close()
+    w = wire(broker)
+    w.raw(struct.pack(">II", MAX_MESSAGE + 20 * 1024, 4))  # announces more than maxMessageSize + 10 KiB
+    assert w.closed_by_peer()
+    round_trip_with_real_client(broker)
+
+
+def test_unknown_commands_leave_the_connection_usable(broker: KopBroker) -> None:
+    w = wire(broker)
+    w.raw(struct.pack(">II", 6, 2) + b"\x08\x32")  # BaseCommand{type=50}: outside our schema
+    w.send(c.command(c.GET_SCHEMA, topic="x", request_id=77))  # in our schema, not served
+    got = w.expect(c.ERROR)
+    assert got.request_id == 77 and got.error == c.ServerError.NotAllowedError
+    w.send(c.command(c.PING))
+    w.expect(c.PONG)
+    w.close()
+
+
+def test_send_errors_checksum_size_and_unknown_producer(broker: KopBroker) -> None:
+    topic = name()
+    w = wire(broker)
+    w.send(c.command(c.PRODUCER, topic=topic, producer_id=1, request_id=1))
+    w.expect(c.PRODUCER_SUCCESS)
+    md = c.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1)
+    data = bytearray(encode_message(c.command(c.SEND, producer_id=1, sequence_id=0), md, b"payload"))
+    data[-1] ^= 0xFF  # the payload no longer matches its CRC32C
+    w.raw(bytes(data))
+    got = w.expect(c.SEND_ERROR)
+    assert (got.sequence_id, got.error) == (0, c.ServerError.ChecksumError)
+    big = b"x" * (MAX_MESSAGE + 1024)  # within the frame limit, over maxMessageSize
+    w.send_message(c.command(c.SEND, producer_id=1, sequence_id=1), md, big)
+    got = w.expect(c.SEND_ERROR)
+    assert got.sequence_id == 1 and "maxMessageSize" in got.message
+    w.send_message(c.command(c.SEND, producer_id=42, sequence_id=2), md, b"p")
+    assert w.expect(c.SEND_ERROR).sequence_id == 2
+    w.send_message(c.command(c.SEND, producer_id=1, sequence_id=3), md, b"good")
+    got = w.expect(c.SEND_RECEIPT)
+    assert got.sequence_id == 3 and got.message_id.partition == 0
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: 1}  # only the good one was stored
+    w.close()
+
+
+def test_no_producer_on_internal_topics(broker: KopBroker) -> None:
+    w = wire(broker)
+    w.send(c.command(c.PRODUCER, topic="persistent://public/__kafka/__consumer_offsets-partition-0", producer_id=1,
+                     request_id=1))
+    got = w.expect(c.ERROR)
+    assert got.error == c.ServerError.NotAllowedError and "internal" in got.message
+    w.close()
+
+
+def test_reserved_and_empty_subscription_names(broker: KopBroker) -> None:
+    w = wire(broker)
+    for i, sub in enumerate(("", "pulsar.dedup")):  # the de-duplication cursor's name
+        w.send(c.command(c.SUBSCRIBE, topic=name(), subscription=sub, subType=0, consumer_id=i, request_id=i))
+        assert w.expect(c.ERROR).error == c.ServerError.InvalidTopicName
+    w.close()
+
+
+def test_acks_for_ids_never_delivered_and_flow_storms(broker: KopBroker) -> None:
+    topic = name()
+    w = wire(broker)
+    w.send(c.command(c.SUBSCRIBE, topic=topic, subscription="s", subType=1, consumer_id=1, request_id=1))
+    w.expect(c.SUCCESS)
+    w.send(c.command(c.ACK, consumer_id=1, ack_type=0,
+                     message_id=[c.message_id(999, 5), c.message_id(1, 1 << 40)]))
+    w.send(c.command(c.ACK, consumer_id=1, ack_type=1, message_id=[c.message_id(123456, 0)]))
+    w.send(c.command(c.ACK, consumer_id=77, ack_type=0, message_id=[c.message_id(1, 1)]))  # unknown consumer
+    storm = b"".join(encode_command(c.command(c.FLOW, consumer_id=cid, messagePermits=2**31 - 1))
+                     for cid in (1, 2) for _ in range(5000))
+    w.raw(storm)
+    w.send(c.command(c.PING))
+    w.expect(c.PONG)
+    round_trip_with_real_client(broker)
+    # The subscription still works: a message produced now reaches this consumer.
+    client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+    try:
+        client.create_producer(topic).send(b"after the storm")
+    finally:
+        client.close()
+    frame = w.recv()
+    while frame is not None and frame.type != c.MESSAGE:
+        frame = w.recv()
+    assert frame is not None and frame.inner.consumer_id == 1
+    w.close()

@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from kop.broker.names import OFFSETS_TOPIC, TopicName, parse_topic_name
-from kop.broker.topic_config import validate_topic_configs
+from kop.broker.topic_config import ledger_config, validate_topic_configs
 from kop.config import BrokerConfig
+from kop.managed_ledger import ManagedLedgerConfig
 from kop.offset.api import PartitionLog
 from kop.storage.api import MetadataStore, NodeExistsError
 
@@ -41,8 +42,9 @@ class StorageService(Protocol):
     """What the broker needs from the storage stack (kop.offset's storage service)."""
 
     metadata_store: MetadataStore
+    managed_ledger_config: ManagedLedgerConfig
 
-    async def open_log(self, name: str) -> PartitionLog: ...
+    async def open_log(self, name: str, config: ManagedLedgerConfig | None = None) -> PartitionLog: ...
 
     async def delete_log(self, name: str) -> None: ...
 
@@ -238,6 +240,11 @@ class TopicManager:
             raise TopicError("INVALID_CONFIG", str(e)) from None
         if not validate_only:
             await self._update(topic, configs=dict(configs))
+            new = ledger_config(topic.configs, self.storage.managed_ledger_config)
+            for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
+                ml = getattr(plog, "ml", None)
+                if ml is not None and ml.config != new:
+                    ml.reconfigure(new)
 
     async def _update(self, topic: Topic, **changes: Any) -> None:
         async with self._lock:
@@ -312,7 +319,8 @@ class TopicManager:
             pending = asyncio.get_running_loop().create_future()
             topic.opening[partition] = pending
             try:
-                plog = await self.storage.open_log(topic.name.ledger_name(partition))
+                plog = await self.storage.open_log(topic.name.ledger_name(partition),
+                                                  ledger_config(topic.configs, self.storage.managed_ledger_config))
                 if topic.deleted:
                     await plog.close()
                     raise TopicError("UNKNOWN_TOPIC_OR_PARTITION", "topic was deleted")

@@ -7,6 +7,9 @@
 - high watermark = last durable offset + 1; last stable offset = high watermark (no transactions);
   log start offset is always set (KoP left it unset).
 - OFFSET_OUT_OF_RANGE below the log start offset and above the high watermark.
+- A partition in error carries empty records, never null ones, as Kafka does: librdkafka drops a whole
+  answer whose records are null (`invalid MessageSetSize -1`), which stranded consumers that needed an
+  offset reset (issue 17).
 - Partition and response byte limits as Kafka: the first batch of the response is returned even when it
   is larger than the limits, so a consumer can always make progress.
 - min_bytes / max_wait long-poll: the request waits until an append to one of its partitions or max_wait
@@ -221,7 +224,7 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                     partition_index=p.index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
                     high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
                     log_start_offset=plog.log_start_offset, aborted_transactions=None,
-                    preferred_read_replica=-1, records=None,
+                    preferred_read_replica=-1, records=b"",
                 ))
                 continue
             size = 0
@@ -250,5 +253,5 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
 def _error(R: Any, index: int, code: int) -> Any:
     return R.PartitionData(
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-        aborted_transactions=None, preferred_read_replica=-1, records=None,
+        aborted_transactions=None, preferred_read_replica=-1, records=b"",
     )

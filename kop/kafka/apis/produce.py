@@ -203,7 +203,7 @@ def _validate_records(configs: dict[str, str], cfg: Any, hdr: Any, batch: Any, t
         if compacted and span.key is None:
             errors.append((i, f"Compacted topic cannot accept message without key in topic partition {tp}"))
             continue
-        ts = header.base_timestamp + span.ts_delta
+        ts = header.base_timestamp + span.timestamp_delta
         if check_ts and ts != -1 and ((lo is not None and ts < lo) or ts > hi):
             bad_ts = True
             errors.append((i, f"Timestamp {ts} of message with offset {header.base_offset + span.offset_delta} is "

@@ -197,6 +197,7 @@ def _close(*socks: socket.socket) -> None:
 def _workload(bootstrap: str, topic: str, java_tools: Any) -> None:
     """The basic paths of every client family, on `topic` (and topic-java, topic-kp, topic-aio)."""
     _confluent(bootstrap, topic)
+    _authorized_operations(bootstrap, topic)
     _kafka_python(bootstrap, topic + "-kp")
     asyncio.run(_aiokafka(bootstrap, topic + "-aio"))
     _java(bootstrap, topic + "-java", java_tools)
@@ -230,6 +231,26 @@ def _confluent(bootstrap: str, topic: str) -> None:
     c.assign([TopicPartition(topic, 0, 500)])
     _read(c, 10)
     c.close()
+
+
+def _authorized_operations(bootstrap: str, topic: str) -> None:
+    """Raw Metadata v10 and DescribeCluster v1 asking for authorized operations (Java's AdminClient asks
+    through these; librdkafka through Metadata only)."""
+    from kop.protocol import api_info, encode_request
+
+    host, port = bootstrap.rsplit(":", 1)
+    M, D = api_info(METADATA).request_class, api_info(DESCRIBE_CLUSTER).request_class
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        for corr, (key, version, req) in enumerate([
+            (METADATA, 10, M(topics=[M.MetadataRequestTopic(topic_id=b"\0" * 16, name=topic)],
+                             allow_auto_topic_creation=False, include_cluster_authorized_operations=True,
+                             include_topic_authorized_operations=True)),
+            (DESCRIBE_CLUSTER, 1, D(include_cluster_authorized_operations=True, endpoint_type=1)),
+            (DESCRIBE_CLUSTER, 0, D(include_cluster_authorized_operations=False)),
+        ]):
+            s.sendall(encode_request(key, version, corr, "differential", req))
+            head = _recv(s, 4)
+            assert head is not None and _recv(s, _I32.unpack(head)[0]) is not None
 
 
 def _wait_leaders(admin: Any, topic: str, n: int) -> None:
@@ -445,6 +466,15 @@ def test_differential_field_by_field(target, kafka_server, java_tools) -> None:
     assert not differ, f"{len(differ)} of {len(common)} answers differ:\n" + "\n".join(differ[:6])
     apis = {int(k.split("v", 1)[0]) for k in common}
     assert {METADATA, DESCRIBE_CLUSTER, 32, 19} <= apis, apis
+
+    # 3. authorized operations with no authorizer: all the resource type's operations, Kafka's exact bits
+    for p in (mine, ref):
+        ops = [(ex.api_key, ex.version, ex.response.cluster_authorized_operations,
+                [t.topic_authorized_operations for t in getattr(ex.response, "topics", [])])
+               for ex in p.exchanges if ex.api_key in (METADATA, DESCRIBE_CLUSTER) and ex.request is not None
+               and ex.request.include_cluster_authorized_operations]
+        assert (METADATA, 10, 8096, [3576]) in ops, ops
+        assert (DESCRIBE_CLUSTER, 1, 8096, []) in ops, ops
 
 
 def _legitimately_null(path: str) -> bool:

@@ -22,8 +22,10 @@
   only where a check needs it: on compacted topics, when before.max.ms is set, or when the header's max
   timestamp is past the after.max.ms bound (otherwise the header proves every record within it).
 - compression.type other than `producer` recompresses a batch sent in another codec (Kafka does the
-  same), at the topic's compression.*.level; that costs a decompress + compress per batch (measured in
-  tests/e2e/test_topic_configs.py).
+  same), at the topic's compression.*.level; that costs a decompress + compress per batch. Measured per
+  118 KB batch of 1000 100-byte records (one core): lz4 at Kafka's default level 9 (high compression,
+  as Kafka) 4.3 ms, zstd 3 0.9 ms, gzip 9.3 ms, snappy 0.4 ms; batches from 64 KB up are recompressed
+  in a worker thread so the event loop keeps serving.
 """
 
 from __future__ import annotations
@@ -136,7 +138,11 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
         _validate_records(topic.configs, cfg, hdr, batch, f"{topic_name}-{partition}", append_time)
         codec = _TOPIC_CODECS.get(effective(topic.configs, "compression.type", cfg))
         if codec is not None and codec != hdr.compression and not hdr.is_control:
-            batch = recompress_batch(batch, codec, _level(topic.configs, codec, cfg))
+            level = _level(topic.configs, codec, cfg)
+            if len(batch) >= _THREAD_RECOMPRESS_BYTES:  # lz4 level 9 / gzip run at ~13-30 MB/s: off the loop
+                batch = await asyncio.to_thread(recompress_batch, batch, codec, level)
+            else:
+                batch = recompress_batch(batch, codec, level)
         # partitionLeaderEpoch is outside the CRC: stamp ours so consumers see one consistent epoch.
         batch[12:16] = _EPOCH_BYTES
         log_append_time = -1
@@ -168,6 +174,7 @@ async def _issue(conn: Any, topic_name: str, partition: int, records: Any, acks:
         return ("err", e.error, e.message, [])
 
 
+_THREAD_RECOMPRESS_BYTES = 64 << 10
 _TOPIC_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
                  "lz4": Compression.LZ4, "zstd": Compression.ZSTD}  # "producer": None, kept as sent
 _LEVEL_CONFIG = {Compression.GZIP: "compression.gzip.level", Compression.LZ4: "compression.lz4.level",

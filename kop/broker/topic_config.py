@@ -158,8 +158,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         _d("min.cleanable.dirty.ratio", TYPE_DOUBLE, _const("0.5"), _number(0, 1),
            "The cleaner compacts a partition once the uncleaned share of its closed ledgers' bytes exceeds this."),
         _d("min.compaction.lag.ms", TYPE_LONG, _const("0"), _number(0),
-           "Accepted and stored, not yet honoured: the cleaner compacts closed ledgers whatever their age "
-           "(the current ledger, like Kafka's active segment, is never compacted).", False),
+           "The cleaner compacts no record younger than this: a pass (which cleans every closed ledger) waits "
+           "until the newest record it would clean is this old."),
         _d("max.compaction.lag.ms", TYPE_LONG, _const(str(LONG_MAX)), _number(1),
            "The cleaner rolls and compacts the current ledger once its first entry is older than this."),
         _d("message.timestamp.type", TYPE_STRING, _const("CreateTime"), _one_of("CreateTime", "LogAppendTime"),

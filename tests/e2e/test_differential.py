@@ -391,8 +391,14 @@ def _foreign(item: Any, token: str) -> bool:
 
 
 def _null_paths(obj: Any, path: str, out: dict[str, set[str]]) -> None:
-    """For every field path: 'null' and/or 'set' as seen in this answer."""
+    """For every field path: 'null' and/or 'set' as seen in this answer. A struct's error code is part of
+    the path: a partition in error is compared with partitions in the same error on the other broker (an
+    error only one broker met, such as Kafka's COORDINATOR_NOT_AVAILABLE while it creates its offsets
+    topic, is then not compared at all)."""
     if isinstance(obj, Struct):
+        code = getattr(obj, "error_code", None)
+        if code:
+            path = f"{path}{{error {code}}}"
         for name in obj._FIELDS:
             v = getattr(obj, name)
             p = f"{path}.{name}"

@@ -195,7 +195,9 @@ def test_segment_configs_roll_ledgers(target) -> None:
 
     by_size = target.topic("segbytes")
     create_topic(b.bootstrap, by_size, config={"segment.bytes": str(1 << 20)})
-    _produce(b.bootstrap, by_size, [bytes([i]) * (300 << 10) for i in range(8)])  # 2.4 MiB in 300 KiB batches
+    # 9 batches of 300 KiB: the 9th is durable in a third ledger when the produce returns (a roll after the
+    # 8th alone may still be under way)
+    _produce(b.bootstrap, by_size, [bytes([i]) * (300 << 10) for i in range(9)])
     assert ledger_counts(b, by_size, 1)[0] >= 3
 
     by_age = target.topic("segms")

@@ -169,7 +169,7 @@ def _alter(admin, topic: str, config: dict[str, str]) -> None:
     admin.incremental_alter_configs([r])[r].result(60)
 
 
-def _produce(bootstrap: str, topic: str, values: list[bytes], **conf: object) -> None:
+def _produce(bootstrap: str, topic: str, values: list[bytes], pause: float = 0, **conf: object) -> None:
     from confluent_kafka import Producer
 
     errors: list[object] = []
@@ -178,6 +178,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], **conf: object) ->
         p.produce(topic, key=v[:8], value=v, partition=0,
                   on_delivery=lambda err, msg: errors.append(err) if err else None)
         p.flush(60)  # one batch per record: each append is its own ledger entry
+        time.sleep(pause)  # pacing, not a criterion: appends further apart than segment.ms=1
     assert not errors, errors
 
 
@@ -205,7 +206,7 @@ def test_segment_configs_roll_ledgers(target) -> None:
     _produce(b.bootstrap, by_age, [b"first"])
     assert ledger_counts(b, by_age, 1)[0] == 1
     _alter(_admin(b.bootstrap), by_age, {"segment.ms": "1"})
-    _produce(b.bootstrap, by_age, [b"a", b"b", b"c"])
+    _produce(b.bootstrap, by_age, [b"a", b"b", b"c"], pause=0.01)
     assert ledger_counts(b, by_age, 1)[0] >= 3
 
 

@@ -493,6 +493,21 @@ class ManagedLedger:
             self._timer.cancel()
         self._timer = self._loop.call_later(self._max_age_ms / 1000 + 0.005, self._on_timer)
 
+    def reconfigure(self, config: ManagedLedgerConfig) -> None:
+        """New rollover limits for an open ledger (a topic's segment.bytes / segment.ms altered): they apply
+        to the current ledger at once, rolling it over now when it is already past them."""
+        self.config = config
+        self._max_size_bytes = config.max_size_per_ledger_bytes
+        if self._current is None or self._state != _OPEN:
+            return
+        self._max_age_ms = config.max_rollover_time_ms * (1 + random.random() * config.rollover_time_jitter)
+        if self._timer is not None:
+            self._timer.cancel()
+        left = self._max_age_ms / 1000 - (time.monotonic() - self._created_at)
+        self._timer = self._loop.call_later(max(left, 0) + 0.005, self._on_timer)
+        if not self._rolling and self._current_is_full():
+            self._start_rollover()
+
     def _on_timer(self) -> None:
         self._timer = None
         if self._state == _OPEN and not self._rolling and self._current_is_full():

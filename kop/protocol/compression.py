@@ -38,19 +38,21 @@ _XERIAL_BLOCK = 32 * 1024  # Java's default xerial block size
 _I32 = struct.Struct(">i")
 
 
-def compress(codec: int, data: Any) -> bytes:
-    """Compress ``data`` (any bytes-like) with Kafka codec ``codec``."""
+def compress(codec: int, data: Any, level: int | None = None) -> bytes:
+    """Compress ``data`` (any bytes-like) with Kafka codec ``codec``; ``level`` is the Kafka topic config's
+    (compression.gzip/lz4/zstd.level; None or gzip's -1 = the codec's default)."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec == Compression.GZIP:
-        obj = zlib.compressobj(6, zlib.DEFLATED, 31)  # wbits 31: gzip container, as Java writes
+        obj = zlib.compressobj(6 if level is None or level < 0 else level, zlib.DEFLATED, 31)  # wbits 31: gzip container
         return obj.compress(data) + obj.flush()
     if codec == Compression.SNAPPY:
         return snappy_xerial_compress(data)
     if codec == Compression.LZ4:
-        return lz4.frame.compress(bytes(data))
+        # Kafka's lz4 levels are 1 (fast) to 17 (high compression); the lz4 library's are 0 to 16.
+        return lz4.frame.compress(bytes(data), compression_level=0 if level is None or level <= 1 else min(level, 16))
     if codec == Compression.ZSTD:
-        return zstandard.ZstdCompressor().compress(bytes(data))
+        return zstandard.ZstdCompressor(level=3 if level is None else level).compress(bytes(data))
     raise CompressionError(f"unknown compression codec {codec}")
 
 

@@ -11,7 +11,7 @@ import logging
 import time
 
 from kop.config import BrokerConfig
-from kop.offset.compaction import CompactionResult
+from kop.offset.compaction import CompactableLog, CompactionResult
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.topic_config import effective
 
@@ -59,7 +59,9 @@ class LogCleaner:
         * the earliest tombstone delete horizon is due (so tombstones go even without new writes), or
         * its current ledger's first entry is older than max.compaction.lag.ms: the ledger is rolled
           first and cleaned (Kafka rolls the active segment of compacted topics at
-          min(segment.ms, max.compaction.lag.ms); here the cleaner does it on its next pass).
+          min(segment.ms, max.compaction.lag.ms); here the cleaner does it on its next pass),
+        and, with min.compaction.lag.ms set, the newest record the pass would clean is at least that old
+        (a pass cleans all closed ledgers at once, so it waits for the newest of them).
 
         Partitions are cleaned one after the other, each pass yielding to the event loop regularly.
         Returns the CompactionResults of the passes run."""
@@ -70,6 +72,7 @@ class LogCleaner:
             min_ratio = float(effective(topic.configs, "min.cleanable.dirty.ratio", self.config))
             delete_retention = int(effective(topic.configs, "delete.retention.ms", self.config))
             max_lag = int(effective(topic.configs, "max.compaction.lag.ms", self.config))
+            min_lag = int(effective(topic.configs, "min.compaction.lag.ms", self.config))
             for p in range(topic.partitions):
                 if topic.deleted or self.stopping:
                     break
@@ -83,6 +86,15 @@ class LogCleaner:
                 first = state.current_first_timestamp
                 roll = first is not None and now - first >= max_lag
                 horizon_due = state.delete_horizon is not None and now >= state.delete_horizon
+                if min_lag > 0 and (roll or horizon_due or state.dirty_ratio > min_ratio):
+                    # min.compaction.lag.ms: a pass cleans every closed ledger at once, so it waits until the
+                    # newest record it would clean is that old (the current ledger is left out while its
+                    # newest record is younger).
+                    if roll and now - await _newest_entry_time(plog, current=True) < min_lag:
+                        roll = False
+                    newest = await _newest_entry_time(plog, current=roll)
+                    if newest is not None and now - newest < min_lag:
+                        continue
                 if roll or horizon_due or state.dirty_ratio > min_ratio:
                     results.append(await plog.compact(delete_retention, roll_current=roll, now_ms=now_ms))
         return results
@@ -107,3 +119,15 @@ class LogCleaner:
             plog = await self.topics.partition_log(t, p)
             results.append(await plog.compact(delete_retention, roll_current=roll_current, now_ms=now_ms))
         return results
+
+
+async def _newest_entry_time(plog: CompactableLog, current: bool) -> int | None:
+    """Broker time of the newest entry a cleaner pass would compact (of the current ledger too when it is
+    to be rolled first); None when there is none."""
+    ml = plog.ml
+    cur = ml.current_ledger_id
+    for li in reversed(ml.ledgers()):
+        if not li.entries or (li.ledger_id == cur and not current):
+            continue
+        return (await plog.probe(li.ledger_id, li.entries - 1)).broker_timestamp
+    return None

@@ -32,7 +32,7 @@ from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
 from kop.storage.api import NodeExistsError, StorageError
 from kop.topics.names import OFFSETS_TOPIC, TopicName, parse_topic_name
-from kop.topics.topic_config import validate_topic_configs
+from kop.topics.topic_config import ledger_config, validate_topic_configs
 
 log = logging.getLogger(__name__)
 
@@ -228,6 +228,11 @@ class TopicManager:
             raise TopicError("INVALID_CONFIG", str(e)) from None
         if not validate_only:
             await self._update(topic, configs=dict(configs))
+            new = ledger_config(topic.configs, self.storage.managed_ledger_config)
+            for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
+                ml = getattr(plog, "ml", None)
+                if ml is not None and ml.config != new:
+                    ml.reconfigure(new)
 
     async def _update(self, topic: Topic, **changes: Any) -> None:
         async with self._lock:
@@ -296,7 +301,8 @@ class TopicManager:
 
         async def open_log() -> PartitionLog:
             try:
-                plog = await self.storage.open_log(topic.name.ledger_name(partition))
+                plog = await self.storage.open_log(topic.name.ledger_name(partition),
+                                                  ledger_config(topic.configs, self.storage.managed_ledger_config))
             except StorageError as e:  # a full or read-only disk: KAFKA_STORAGE_ERROR, not a closed connection
                 raise TopicError("KAFKA_STORAGE_ERROR", f"cannot open the partition: {e}") from e
             if topic.deleted:

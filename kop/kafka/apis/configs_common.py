@@ -28,19 +28,35 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 
-# Broker-level synonym of each topic config, as Kafka names them.
+# Broker-level synonym of each topic config, as Kafka names them (the configs without one have none on
+# Kafka either: their broker default is only the topic default).
 BROKER_SYNONYM = {
     "retention.ms": "log.retention.ms",
     "retention.bytes": "log.retention.bytes",
     "max.message.bytes": "message.max.bytes",
     "cleanup.policy": "log.cleanup.policy",
     "message.timestamp.type": "log.message.timestamp.type",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
     "segment.bytes": "log.segment.bytes",
     "segment.ms": "log.roll.ms",
     "min.insync.replicas": "min.insync.replicas",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
     "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
     "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "compression.type": "compression.type",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "preallocate": "log.preallocate",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
 
 
@@ -84,7 +100,8 @@ def topic_entries(
         synonyms: list[tuple[str, str, int]] = []
         if name in topic_configs:
             synonyms.append((name, topic_configs[name], SOURCE_DYNAMIC_TOPIC))
-        synonyms.append((BROKER_SYNONYM[name], default, SOURCE_DEFAULT))
+        if name in BROKER_SYNONYM:
+            synonyms.append((BROKER_SYNONYM[name], default, SOURCE_DEFAULT))
         source = SOURCE_DYNAMIC_TOPIC if name in topic_configs else SOURCE_DEFAULT
         out.append((name, value, d.read_only, source, d.type, d.doc, synonyms))
     return out

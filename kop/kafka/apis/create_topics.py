@@ -3,9 +3,11 @@
 - num_partitions -1 means defaultNumPartitions. Any replication factor (or -1) is accepted and reported
   as 1: copies are the ledger store's business (BookKeeper's write quorum in cluster mode), not Kafka
   replicas. A manual assignment must name only this broker (INVALID_REPLICA_ASSIGNMENT otherwise).
-- Configs are validated against the per-topic configs this broker honours (INVALID_CONFIG for unknown
-  names or bad values) and stored with the topic; validate_only checks without creating.
-- v5+ responses carry the partition count, replication factor and the topic's full config list.
+- Configs are validated as Kafka validates them (INVALID_CONFIG for unknown names or bad values) and
+  stored with the topic; validate_only checks without creating.
+- v5+ responses carry the partition count, replication factor and the topic's full config list (an
+  empty list, not null, for a topic that failed, as Kafka).
+- Configs: every name Kafka 4.x accepts (kop/topics/topic_config.py), with Kafka's validation messages.
 - Names use KoP's mapping: `t`, `tenant/ns/t` or `persistent://tenant/ns/t`; topics starting with `__` are
   reserved for the broker (INVALID_TOPIC_EXCEPTION), as Kafka reserves its internal topics;
   `__consumer_offsets` itself exists from start-up, so asking for it gets TOPIC_ALREADY_EXISTS as in Kafka.
@@ -39,7 +41,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         def fail(error: str, message: str, t: Any = t) -> Any:
             return R.CreatableTopicResult(
                 name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode[error], error_message=message,
-                num_partitions=-1, replication_factor=-1, configs=None,
+                num_partitions=-1, replication_factor=-1, configs=[],
             )
 
         if seen[t.name] > 1:

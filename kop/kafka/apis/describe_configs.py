@@ -64,7 +64,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                     if req.include_synonyms else [],
                     config_type=ctype, documentation=doc if req.include_documentation else None,
                 ))
-            results.append(result(0, None, entries))
+            results.append(result(0, "", entries))
         elif res.resource_type == RESOURCE_BROKER:
             if not is_this_broker(res.resource_name, cfg):
                 results.append(result(ErrorCode.INVALID_REQUEST,
@@ -81,7 +81,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                     if req.include_synonyms else [],
                     config_type=ctype, documentation=None,
                 ))
-            results.append(result(0, None, entries))
+            results.append(result(0, "", entries))
         else:
             results.append(result(ErrorCode.INVALID_REQUEST,
                                   f"Resource type {res.resource_type} is not supported", []))

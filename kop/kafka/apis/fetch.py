@@ -7,6 +7,11 @@
 - high watermark = last durable offset + 1; last stable offset = high watermark (no transactions);
   log start offset is always set (KoP left it unset).
 - OFFSET_OUT_OF_RANGE below the log start offset and above the high watermark.
+- A partition in error carries empty records, never null ones, as Kafka does: librdkafka drops a whole
+  answer whose records are null (`invalid MessageSetSize -1`), which stranded consumers that needed an
+  offset reset (issue 17). The other nullable fields are answered as Kafka 4.x does (checked field by
+  field by tests/e2e/test_differential.py): aborted_transactions is null for READ_UNCOMMITTED reads, []
+  for READ_COMMITTED ones and for unknown partitions; OFFSET_OUT_OF_RANGE carries watermarks -1.
 - Partition and response byte limits as Kafka: the first batch of the response is returned even when it
   is larger than the limits, so a consumer can always make progress.
 - min_bytes / max_wait long-poll: the request waits until an append to one of its partitions or max_wait
@@ -102,7 +107,8 @@ async def handle(request: RequestContext, req: Any) -> Any:
     deadline = loop.time() + max_wait
     metrics = h.metrics
     while True:
-        total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics)
+        total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics,
+                                                 [] if getattr(req, "isolation_level", 0) == 1 else None)
         remaining = deadline - loop.time()
         live = [p for _, parts in plan for p in parts if p.plog is not None and not p.error]
         if total >= req.min_bytes or remaining <= 0 or not live or h.draining:
@@ -171,7 +177,8 @@ def _count_sent(sent: list[tuple[Any, int, int, int]]) -> None:
 
 
 async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], response_max: int,
-                    metrics: Any) -> tuple[int, list[tuple[str, list[Any]]], list[tuple[Any, int, int, int]]]:
+                    metrics: Any, aborted: list[Any] | None,
+                    ) -> tuple[int, list[tuple[str, list[Any]]], list[tuple[Any, int, int, int]]]:
     await conn.fetch_room(response_max)  # back-pressure: a client that does not read its answers gets no more data read
     started = time.monotonic()
     total = 0
@@ -195,7 +202,7 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                     continue
                 presps.append(R.PartitionData(
                     partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=hw,
-                    log_start_offset=plog.log_start_offset, aborted_transactions=None, preferred_read_replica=-1,
+                    log_start_offset=plog.log_start_offset, aborted_transactions=aborted, preferred_read_replica=-1,
                     records=b"",
                 ))
                 continue
@@ -206,10 +213,9 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 res = await plog.read(p.fetch_offset, budget, hint=hint, min_one=(total == 0))
             except OffsetOutOfRange:
                 presps.append(R.PartitionData(
-                    partition_index=p.index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                    high_watermark=plog.high_watermark, last_stable_offset=plog.high_watermark,
-                    log_start_offset=plog.log_start_offset, aborted_transactions=None,
-                    preferred_read_replica=-1, records=None,
+                    partition_index=p.index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1,
+                    last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+                    preferred_read_replica=-1, records=b"",
                 ))
                 continue
             except StorageError:  # damaged entries (logged by the partition log): this partition only
@@ -230,7 +236,7 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
             hw = plog.high_watermark
             presps.append(R.PartitionData(
                 partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=hw,
-                log_start_offset=plog.log_start_offset, aborted_transactions=None, preferred_read_replica=-1,
+                log_start_offset=plog.log_start_offset, aborted_transactions=aborted, preferred_read_replica=-1,
                 records=records if records else b"",
             ))
         responses.append((topic_name, presps))
@@ -241,5 +247,5 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
 def _error(R: Any, index: int, code: int) -> Any:
     return R.PartitionData(
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-        aborted_transactions=None, preferred_read_replica=-1, records=None,
+        aborted_transactions=[], preferred_read_replica=-1, records=b"",
     )

@@ -14,6 +14,8 @@
 - Auto-creation follows allowAutoTopicCreation and, from v4, the request's allow_auto_topic_creation.
 - A request for all topics lists every topic; topics outside the default namespace appear as
   tenant/namespace/topic.
+- Authorized operations (v8+, when asked): kop/kafka/authorized_operations.py (every operation of the
+  resource type while there is no authorizer, as Kafka answers); cluster operations only v8-v10, as Kafka.
 - Leader epoch is the constant LEADER_EPOCH (see kop.kafka.apis.common). v13's top-level error is not
   advertised.
 - Each answered topic goes out pre-encoded from TopicEntryCache (issue 5): building and encoding 10 000
@@ -27,9 +29,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.kafka.authorized_operations import NOT_REQUESTED, RESOURCE_CLUSTER, RESOURCE_TOPIC, requested
 from kop.kafka.context import RequestContext
 from kop.protocol import Encoded, api_info, encode_struct
 from kop.protocol.errors import ErrorCode
@@ -58,19 +62,19 @@ class TopicEntryCache:
         self.misses = 0
 
     def entry(self, generation: int, version: int, name: str, topic: Any, leaders: Any, R: Any,
-              leader_of: Any) -> Encoded:
+              leader_of: Any, ops: int = NOT_REQUESTED) -> Encoded:
         """The entry of `topic` answered as `name`; `leaders` (a Node, or one Node-or-None per partition)
         is the key's view of what `leader_of(partition)` gives."""
         if generation != self._generation:
             self.clear()
             self._generation = generation
-        key = (version, name, topic.topic_id, topic.internal, topic.partitions, leaders)
+        key = (version, name, topic.topic_id, topic.internal, topic.partitions, leaders, ops)
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
             return found
         self.misses += 1
-        found = encode_struct(_topic(R, name, topic, leader_of), version)
+        found = encode_struct(_topic(R, name, topic, leader_of, ops), version)
         if len(self._entries) >= self.MAX_ENTRIES or self._bytes + len(found) > self.MAX_BYTES:
             self.clear()
         self._entries[key] = found
@@ -90,43 +94,18 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     node = h.node_for(ctx.listener_name)
     topics_mgr = h.service.topics
-    # In request order: error answers, and (name as asked, topic) for topics answered with partitions.
-    out: list[Any] = []
-    if req.topics is None or (ctx.version == 0 and not req.topics):
-        for topic in sorted(topics_mgr.all(), key=lambda t: topics_mgr.kafka_name(t.name)):
-            out.append((topics_mgr.kafka_name(topic.name), topic))
-    else:
-        allow = getattr(req, "allow_auto_topic_creation", True) if ctx.version >= 4 else True
-        for rt in req.topics:
-            name = rt.name
-            if name is None:  # v10+ lookup by id
-                topic = topics_mgr.get_by_id(rt.topic_id)
-                if topic is None:
-                    out.append(R.MetadataResponseTopic(
-                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id,
-                        is_internal=False, partitions=[],
-                    ))
-                    continue
-                out.append((topics_mgr.kafka_name(topic.name), topic))
-                continue
-            try:
-                topic = await lookup_topic(h, name, auto_create=allow)
-            except TopicError as e:
-                out.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode[e.error], name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
-                ))
-                continue
-            if topic is None:
-                out.append(R.MetadataResponseTopic(
-                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
-                    is_internal=False, partitions=[],
-                ))
-                continue
-            out.append((name, topic))
+    version = ctx.version
+    want_topic_ops = version >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
+    cluster_ops = requested(ctx.conn, 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations",
+                                                                          False)), RESOURCE_CLUSTER, "kafka-cluster")
+
+    def ops(name: str | None) -> int:
+        return requested(ctx.conn, want_topic_ops, RESOURCE_TOPIC, name or "")
+
+    out = await _resolve_topics(ctx, req, R, ops)
     found = [x for x in out if isinstance(x, tuple)]
     own = h.service.ownership
     cache = h.metadata_cache
-    version = ctx.version
     generation = topics_mgr.generation
     if not own.clustered:
         def only(p: int) -> Any:
@@ -137,9 +116,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             brokers=[R.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port, rack=None)],
             cluster_id=h.service.cluster_id,
             controller_id=node.node_id,
-            topics=[cache.entry(generation, version, x[0], x[1], node, R, only) if isinstance(x, tuple) else x
-                    for x in out],
-            cluster_authorized_operations=-2147483648,
+            topics=[cache.entry(generation, version, x[0], x[1], node, R, only, ops(x[0])) if isinstance(x, tuple)
+                    else x for x in out],
+            cluster_authorized_operations=cluster_ops,
         )
     listener = ctx.listener_name
     keys = [(topic.name, p) for _, topic in found for p in range(topic.partitions)]
@@ -157,20 +136,68 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                  for n in sorted(brokers.values(), key=lambda n: n.node_id)],
         cluster_id=h.service.cluster_id,
         controller_id=own.controller_id,
-        topics=[_cached_entry(cache, generation, version, R, x, leaders) if isinstance(x, tuple) else x
+        topics=[_cached_entry(cache, generation, version, R, x, leaders, ops(x[0])) if isinstance(x, tuple) else x
                 for x in out],
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=cluster_ops,
     )
 
 
+async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[str | None], int]) -> list[Any]:
+    """In request order: error answers, and (name as asked, topic) for topics answered with partitions."""
+    h = ctx.handler
+    topics_mgr = h.service.topics
+    out: list[Any] = []
+    if req.topics is None or (ctx.version == 0 and not req.topics):
+        for topic in sorted(topics_mgr.all(), key=lambda t: topics_mgr.kafka_name(t.name)):
+            out.append((topics_mgr.kafka_name(topic.name), topic))
+    else:
+        allow = getattr(req, "allow_auto_topic_creation", True) if ctx.version >= 4 else True
+        for rt in req.topics:
+            name = rt.name
+            if name is None and ctx.version < 12:
+                # Kafka refuses a null name before v12 (lookup by id came with v12) with INVALID_REQUEST; the
+                # answer's name is not nullable before v12, so it carries "".
+                out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.INVALID_REQUEST, name="", topic_id=ZERO_UUID, is_internal=False,
+                    partitions=[], topic_authorized_operations=ops(None),
+                ))
+                continue
+            if name is None:  # v12+ lookup by id
+                topic = topics_mgr.get_by_id(rt.topic_id)
+                if topic is None:
+                    out.append(R.MetadataResponseTopic(
+                        error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id,
+                        is_internal=False, partitions=[], topic_authorized_operations=ops(None),
+                    ))
+                    continue
+                out.append((topics_mgr.kafka_name(topic.name), topic))
+                continue
+            try:
+                topic = await lookup_topic(h, name, auto_create=allow)
+            except TopicError as e:
+                out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode[e.error], name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
+                    topic_authorized_operations=ops(name),
+                ))
+                continue
+            if topic is None:
+                out.append(R.MetadataResponseTopic(
+                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
+                    is_internal=False, partitions=[], topic_authorized_operations=ops(name),
+                ))
+                continue
+            out.append((name, topic))
+    return out
+
+
 def _cached_entry(cache: TopicEntryCache, generation: int, version: int, R: Any, x: tuple[str, Any],
-                  leaders: dict[tuple[Any, int], Any]) -> Encoded:
+                  leaders: dict[tuple[Any, int], Any], ops: int) -> Encoded:
     name, topic = x
     per_partition = tuple(leaders[(topic.name, p)] for p in range(topic.partitions))
-    return cache.entry(generation, version, name, topic, per_partition, R, per_partition.__getitem__)
+    return cache.entry(generation, version, name, topic, per_partition, R, per_partition.__getitem__, ops)
 
 
-def _topic(R: Any, name: str, topic: Any, leader_of: Any) -> Any:
+def _topic(R: Any, name: str, topic: Any, leader_of: Any, ops: int = NOT_REQUESTED) -> Any:
     parts = []
     for i in range(topic.partitions):
         leader = leader_of(i)
@@ -189,5 +216,5 @@ def _topic(R: Any, name: str, topic: Any, leader_of: Any) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=parts,
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=ops,
     )

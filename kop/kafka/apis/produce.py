@@ -14,8 +14,19 @@
   Transactional batches are refused (transactions are not implemented; InitProducerId refuses
   transactional ids) with INVALID_RECORD, and so are client-sent control batches.
 - Auto-creation on produce follows allowAutoTopicCreation.
-- Topics with cleanup.policy=compact refuse records without a key (INVALID_RECORD, Kafka's message); only
-  there are batches decompressed and walked record by record, as Kafka's validator does.
+- Per-record validation as Kafka's LogValidator: on compacted topics every record needs a key
+  (INVALID_RECORD), and CreateTime timestamps must lie within message.timestamp.before.max.ms /
+  after.max.ms of the broker clock (INVALID_TIMESTAMP). A batch with such records is refused whole, and
+  v8+ answers name each offending record (`record_errors`: batch index and message) with Kafka's
+  `error_message`, so a producer can fail exactly those records. The batch is walked record by record
+  only where a check needs it: on compacted topics, when before.max.ms is set, or when the header's max
+  timestamp is past the after.max.ms bound (otherwise the header's max timestamp, as every producer
+  writes it, bounds the records: a batch whose header understates its records' timestamps is not caught).
+- compression.type other than `producer` recompresses a batch sent in another codec (Kafka does the
+  same), at the topic's compression.*.level; that costs a decompress + compress per batch. Measured per
+  118 KB batch of 1000 100-byte records (one core): lz4 at Kafka's default level 9 (high compression,
+  as Kafka) 4.3 ms, zstd 3 0.9 ms, gzip 9.3 ms, snappy 0.4 ms; batches from 64 KB up are recompressed
+  in a worker thread so the event loop keeps serving.
 """
 
 from __future__ import annotations
@@ -30,11 +41,12 @@ from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.context import PartitionError, RequestContext
 from kop.kafka.idempotence import BatchRecord, SequenceError
 from kop.protocol import api_info
-from kop.protocol.compaction import has_null_key
+from kop.protocol.compaction import COMPRESSION_MASK, HEADER_SIZE, payload_of, record_spans
+from kop.protocol.compression import Compression, compress
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import CorruptRecordError, crc32c, iter_batches
 from kop.topics.manager import TopicError
-from kop.topics.topic_config import effective
+from kop.topics.topic_config import LONG_MAX, effective
 
 if TYPE_CHECKING:
     from kop.metrics import BrokerMetrics, PartitionCounters
@@ -50,10 +62,12 @@ _EPOCH_BYTES = struct.pack(">i", LEADER_EPOCH)
 
 
 class _PartitionError(Exception):
-    def __init__(self, error: str, message: str | None = None) -> None:
+    def __init__(self, error: str, message: str | None = None,
+                 record_errors: list[tuple[int, str]] | None = None) -> None:
         super().__init__(message or error)
         self.error = error
         self.message = message
+        self.record_errors = record_errors or []
 
 
 class _Issued(NamedTuple):
@@ -140,20 +154,20 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
             raise _PartitionError("INVALID_RECORD", "Clients may not write control batches")
         if hdr.is_transactional:
             raise _PartitionError("INVALID_RECORD", "Transactional batches are not supported by this broker")
-        if "compact" in effective(topic.configs, "cleanup.policy", cfg):
-            # Kafka's LogValidator: compaction needs a key on every record (this decompresses the batch).
-            try:
-                keyless = has_null_key(batch)
-            except CorruptRecordError as e:
-                raise _PartitionError(e.error, str(e)) from None
-            if keyless:
-                raise _PartitionError("INVALID_RECORD", "Compacted topic cannot accept message without key in "
-                                      f"topic partition {topic_name}-{partition}.")
+        append_time = effective(topic.configs, "message.timestamp.type", cfg) == "LogAppendTime"
+        _validate_records(topic.configs, cfg, hdr, batch, f"{topic_name}-{partition}", append_time)
+        codec = _TOPIC_CODECS.get(effective(topic.configs, "compression.type", cfg))
+        if codec is not None and codec != hdr.compression and not hdr.is_control:
+            level = _level(topic.configs, codec, cfg)
+            if len(batch) >= _THREAD_RECOMPRESS_BYTES:  # lz4 level 9 / gzip run at ~13-30 MB/s: off the loop
+                batch = await asyncio.to_thread(recompress_batch, batch, codec, level)
+            else:
+                batch = recompress_batch(batch, codec, level)
         # partitionLeaderEpoch is outside the CRC: stamp ours so consumers see one consistent epoch.
         batch[12:16] = _EPOCH_BYTES
         log_append_time = -1
         max_ts = hdr.max_timestamp
-        if effective(topic.configs, "message.timestamp.type", cfg) == "LogAppendTime":
+        if append_time:
             log_append_time = int(time.time() * 1000)
             restamp_log_append_time(batch, log_append_time)
             max_ts = log_append_time
@@ -180,6 +194,70 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         return _PartitionError(e.code.name, e.message)
 
 
+_THREAD_RECOMPRESS_BYTES = 64 << 10
+_TOPIC_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
+                 "lz4": Compression.LZ4, "zstd": Compression.ZSTD}  # "producer": None, kept as sent
+_LEVEL_CONFIG = {Compression.GZIP: "compression.gzip.level", Compression.LZ4: "compression.lz4.level",
+                 Compression.ZSTD: "compression.zstd.level"}
+
+
+def _level(configs: dict[str, str], codec: int, cfg: Any) -> int | None:
+    name = _LEVEL_CONFIG.get(Compression(codec))
+    return None if name is None else int(effective(configs, name, cfg))
+
+
+def _validate_records(configs: dict[str, str], cfg: Any, hdr: Any, batch: Any, tp: str, append_time: bool) -> None:
+    """Kafka's per-record checks (key on compacted topics, CreateTime within the timestamp bounds); raises
+    _PartitionError naming every offending record by its index in the batch."""
+    compacted = "compact" in effective(configs, "cleanup.policy", cfg)
+    check_ts = not append_time
+    now = int(time.time() * 1000)
+    before = int(effective(configs, "message.timestamp.before.max.ms", cfg))
+    after = int(effective(configs, "message.timestamp.after.max.ms", cfg))
+    lo = now - before if before < LONG_MAX else None
+    hi = now + after
+    walk = compacted or (check_ts and (lo is not None or hdr.max_timestamp > hi))
+    if not walk or hdr.is_control:
+        return
+    try:
+        header, data = payload_of(batch)
+        spans = record_spans(data, header.records_count)
+    except CorruptRecordError as e:
+        raise _PartitionError(e.error if hasattr(e, "error") else "CORRUPT_MESSAGE", str(e)) from None
+    errors: list[tuple[int, str]] = []
+    bad_ts = False
+    for i, span in enumerate(spans):
+        if compacted and span.key is None:
+            errors.append((i, f"Compacted topic cannot accept message without key in topic partition {tp}"))
+            continue
+        ts = header.base_timestamp + span.timestamp_delta
+        if check_ts and ts != -1 and ((lo is not None and ts < lo) or ts > hi):
+            bad_ts = True
+            errors.append((i, f"Timestamp {ts} of message with offset {header.base_offset + span.offset_delta} is "
+                              f"out of range. The timestamp should be within [{now - before}, {hi}]"))
+    if not errors:
+        return
+    if bad_ts:
+        raise _PartitionError("INVALID_TIMESTAMP", "One or more records have been rejected due to invalid "
+                              "timestamp", errors)
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
+    raise _PartitionError("INVALID_RECORD", f"One or more records have been rejected due to {len(errors)} record "
+                          f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def recompress_batch(batch: Any, codec: int, level: int | None) -> bytearray:
+    """The batch with its records compressed by `codec` instead (compression.type on the topic): the same
+    header fields, a new attributes codec, length and CRC."""
+    header, data = payload_of(batch)
+    out = bytearray(batch[:HEADER_SIZE])
+    _ATTR_TS.pack_into(out, 21, (header.attributes & ~COMPRESSION_MASK) | codec)
+    out += compress(codec, data, level)
+    _LEN.pack_into(out, 8, len(out) - 12)
+    _CRC.pack_into(out, 17, crc32c(out[21:]))
+    return out
+
+
+_LEN = struct.Struct(">i")
 _ATTR_TS = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
@@ -207,6 +285,8 @@ async def _finish(R: Any, index: int, outcome: _Issued | _PartitionError, metric
         return R.PartitionProduceResponse(
             index=index, error_code=ErrorCode[outcome.error], base_offset=-1, log_append_time_ms=-1,
             log_start_offset=-1, error_message=outcome.message,
+            record_errors=[R.PartitionProduceResponse.BatchIndexAndErrorMessage(
+                batch_index=i, batch_index_error_message=m) for i, m in outcome.record_errors],
         )
     plog, log_append_time = outcome.plog, outcome.log_append_time
     try:

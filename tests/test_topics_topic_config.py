@@ -1,0 +1,82 @@
+"""kop/topics/topic_config.py: Kafka 4.x's topic configs, their validation, and the managed-ledger settings
+segment.bytes / segment.ms give (the end-to-end checks against Apache Kafka are in
+tests/e2e/test_topic_configs.py; this is the sans-IO part)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kop.config import BrokerConfig
+from kop.kafka.authorized_operations import NOT_REQUESTED, RESOURCE_CLUSTER, RESOURCE_TOPIC, requested
+from kop.managed_ledger import ManagedLedgerConfig
+from kop.topics.topic_config import (
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    effective,
+    ledger_config,
+    split_list,
+    validate_topic_configs,
+)
+from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_TOPIC_CONFIGS
+
+
+def test_the_names_are_kafkas() -> None:
+    assert set(TOPIC_CONFIGS) == KAFKA_TOPIC_CONFIGS
+
+
+@pytest.mark.parametrize("name,value,expected", CASES)
+def test_validation_messages_are_kafkas(name: str, value: str, expected: str | None) -> None:
+    if expected is None:
+        validate_topic_configs({name: value})
+    else:
+        with pytest.raises(InvalidConfig) as e:
+            validate_topic_configs({name: value})
+        assert str(e.value) == expected
+
+
+def test_all_valid_together_and_the_lag_conflict() -> None:
+    validate_topic_configs(ALL_SET)
+    with pytest.raises(InvalidConfig, match=r"min.compaction.lag.ms \(10\) > max.compaction.lag.ms \(5\)"):
+        validate_topic_configs({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+
+
+def test_defaults_and_trimming() -> None:
+    cfg = BrokerConfig()
+    assert effective({}, "compression.type", cfg) == "producer"
+    assert effective({"segment.ms": " 5 "}, "segment.ms", cfg) == "5"
+    assert int(effective({}, "segment.bytes", cfg)) <= 2**31 - 1  # an INT on the wire, like Kafka's
+    assert split_list("") == [] and split_list("compact, delete") == ["compact", "delete"]
+    for d in TOPIC_CONFIGS.values():
+        validate_topic_configs({d.name: d.default(cfg)})  # every default is itself valid
+
+
+def test_segment_configs_become_rollover_limits() -> None:
+    base = ManagedLedgerConfig(max_size_per_ledger_mb=2048, min_rollover_time_ms=600_000,
+                               max_rollover_time_ms=14_400_000)
+    assert ledger_config({}, base) is base
+    assert ledger_config({"retention.ms": "1"}, base) is base
+    c = ledger_config({"segment.bytes": str(3 << 20), "segment.ms": "1000"}, base)
+    assert (c.max_size_per_ledger_bytes, c.max_rollover_time_ms, c.min_rollover_time_ms) == (3 << 20, 1000, 0)
+    c = ledger_config({"segment.ms": "60000"}, base)
+    assert (c.max_size_per_ledger_mb, c.max_rollover_time_ms, c.min_rollover_time_ms) == (2048, 60000, 0)
+
+
+def test_authorized_operations_without_an_authorizer() -> None:
+    class Conn:
+        handler = None
+
+    assert requested(Conn(), False, RESOURCE_TOPIC, "t") == NOT_REQUESTED
+    assert requested(Conn(), True, RESOURCE_TOPIC, "t") == 3576  # what Apache Kafka 4.x answers
+    assert requested(Conn(), True, RESOURCE_CLUSTER, "kafka-cluster") == 8096
+
+    class Deny:
+        def authorized(self, conn, rtype, name, op) -> bool:
+            return op == 8  # DESCRIBE only
+
+    class Handler:
+        authorizer = Deny()
+
+    class Conn2:
+        handler = Handler()
+
+    assert requested(Conn2(), True, RESOURCE_TOPIC, "t") == 1 << 8

@@ -113,7 +113,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 p.task.cancel()
         self._queue.clear()
         self.handler.request_bytes.leave(self)
-        self._release(self._charged)  # the frame being received and every unanswered request
+        self._release(self._charged, self.reader.allocated)  # the frame being received, every unanswered request
         self._wake_room()
         if not self.closed_future.done():
             self.closed_future.set_result(None)
@@ -125,10 +125,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._charged += n
         self.handler.request_bytes.add(n, self)
 
-    def _release(self, n: int) -> None:
+    def _release(self, n: int, partial: int = 0) -> None:
         if n:
             self._charged -= n
-            self.handler.request_bytes.release(n)
+            self.handler.request_bytes.release(n, partial)
 
     @property
     def mid_frame(self) -> bool:
@@ -143,6 +143,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self.reader.frames:
             frames, self.reader.frames = self.reader.frames, []
+            for frame in frames:
+                self.handler.request_bytes.complete(len(frame))
             for frame in frames:
                 if self._closed:
                     return

@@ -27,11 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import re
 import struct
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
           f"answered={total.answered} closed={total.closed} lying_sizes={total.lying} connections={total.connections} "
           f"handler_tracebacks={len(findings)} duration_s={elapsed:.0f} rate={total.frames / elapsed:.0f}/s",
           flush=True)
-    for f in findings[:20]:
-        print("finding:", f)
+    kinds = Counter(re.sub(r"^\S+ \S+ |peer=\S+ |\d+", "", f) for f in findings)
+    for kind, n in kinds.most_common(20):
+        print(f"finding x{n}: {kind}")
     for h in total.hang_examples[:5]:
         print("hang frame (first 64 bytes):", h)
     tmp.cleanup()

@@ -151,9 +151,13 @@ class KafkaProtocolHandler(ProtocolHandler):
                 log.warning("accept failed on %s: %s", sock.getsockname(), e)
                 await asyncio.sleep(0.1)
                 continue
-            while self.connection_count >= self.config.maxConnections:  # another listener took the last slot
-                self._slot_free.clear()
-                await self._slot_free.wait()
+            try:
+                while self.connection_count >= self.config.maxConnections:  # another listener took the last slot
+                    self._slot_free.clear()
+                    await self._slot_free.wait()
+            except asyncio.CancelledError:  # stop(): the accepted connection is not served
+                conn.close()
+                raise
             ip = _normalize_ip(addr[0]) if isinstance(addr, tuple) else ""
             count = self.ip_counts.get(ip, 0)
             limit = self._ip_limits.get(ip, self.config.maxConnectionsPerIp)

@@ -356,8 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"finding x{n}: {kind}")
     for h in total.hang_examples[:5]:
         print("hang frame (first 64 bytes):", h)
-    tmp.cleanup()
-    return 0 if not crashed and alive and total.hangs == 0 else 1
+    ok = not crashed and alive and total.hangs == 0
+    if broker is not None and (findings or not ok):
+        print(f"broker log kept for the findings: {broker.log_path}")
+    else:
+        tmp.cleanup()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

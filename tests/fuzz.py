@@ -28,6 +28,7 @@ import argparse
 import asyncio
 import random
 import re
+import shutil
 import struct
 import sys
 import tempfile
@@ -314,11 +315,11 @@ def main(argv: list[str] | None = None) -> int:
 
     corpus = build_corpus(args.seed)
     print(f"corpus: {len(corpus)} requests (every API and version served); seed {args.seed}", flush=True)
-    tmp = tempfile.TemporaryDirectory(prefix="kop-fuzz-")
+    tmp = Path(tempfile.mkdtemp(prefix="kop-fuzz-"))  # removed at the end unless there are findings
     broker = None
     bootstrap = args.bootstrap
     if bootstrap is None:
-        broker = KopBroker(Path(tmp.name), overrides=BROKER_OVERRIDES).start()
+        broker = KopBroker(tmp, overrides=BROKER_OVERRIDES).start()
         bootstrap = broker.bootstrap
         print(f"broker pid {broker.pid} on {bootstrap}, log {broker.log_path}", flush=True)
     total = Stats()
@@ -360,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     if broker is not None and (findings or not ok):
         print(f"broker log kept for the findings: {broker.log_path}")
     else:
-        tmp.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
     return 0 if ok else 1
 
 

@@ -1,11 +1,14 @@
 # make test  : set-up (pip + Kafka jars) then the whole test suite (this is the project's test command)
 # make bench : set-up then the side-by-side benchmark, ours vs Apache Kafka 4.x (writes docs/benchmarks.md);
 #              BENCH_ARGS=--quick for a smoke run, BENCH_ARGS="--scenarios 'p-1k-*'" for a subset
+# make fuzz  : 10^6 mutated Kafka requests against a broker it starts, health-checked every 10^5 (tests/fuzz.py);
+#              FUZZ_ARGS="--frames 100000 --seed 7" to change the run
 PYTHON ?= python3
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
+FUZZ_ARGS ?= --frames 1000000
 
-.PHONY: setup test bench lint
+.PHONY: setup test bench lint fuzz
 
 setup:
 	PYTHON=$(PYTHON) bash scripts/setup
@@ -18,6 +21,9 @@ test: setup
 
 bench: setup
 	$(PYTHON) bench/run.py $(BENCH_ARGS)
+
+fuzz: setup
+	$(PYTHON) -m tests.fuzz $(FUZZ_ARGS)
 
 lint:
 	$(PYTHON) -m ruff check .

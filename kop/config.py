@@ -64,6 +64,21 @@ def parse_listeners(text: str) -> tuple[Listener, ...]:
     return listeners
 
 
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """Kafka's max.connections.per.ip.overrides format: `host:count` items, comma separated (the last colon
+    splits, so IPv6 addresses work; brackets are optional)."""
+    out: dict[str, int] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host or not count.strip().isdigit():
+            raise ValueError(f"expected host:count, got {item!r}")
+        out[host] = int(count)
+    return out
+
+
 FSYNC_POLICIES = ("always", "interval", "none")
 
 
@@ -91,6 +106,12 @@ class BrokerConfig:
     maxPendingResponseBytes: int = 64 * 1024 * 1024  # per connection; reading pauses beyond this
     fetchMaxWaitCapMs: int = 30000
     maxIncrementalFetchSessionCacheSlots: int = 1000  # KIP-227 fetch sessions kept; 0 turns them off
+    # --- request memory and connection limits (Kafka's queued.max.request.bytes, max.connections.per.ip,
+    # max.connections.per.ip.overrides, max.connections; README "Hostile peers")
+    queuedMaxRequestBytes: int = 256 * 1024 * 1024  # broker-wide; -1: unbounded (Kafka's default)
+    maxConnectionsPerIp: int = 2147483647
+    maxConnectionsPerIpOverrides: str = ""  # host:count,host:count
+    maxConnections: int = 2147483647
     # --- managed ledger
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
@@ -213,6 +234,15 @@ class BrokerConfig:
         need(1024 <= self.socketRequestMaxBytes <= 2**31 - 1, "socketRequestMaxBytes", "must be 1024..2^31-1")
         need(self.maxQueuedRequests >= 1, "maxQueuedRequests", "must be >= 1")
         need(self.maxIncrementalFetchSessionCacheSlots >= 0, "maxIncrementalFetchSessionCacheSlots", "must be >= 0")
+        need(self.queuedMaxRequestBytes == -1 or self.queuedMaxRequestBytes >= 1024 * 1024, "queuedMaxRequestBytes",
+             "-1 (unbounded) or >= 1 MiB")
+        try:
+            self._derived["ip_overrides"] = parse_ip_overrides(self.maxConnectionsPerIpOverrides)
+        except ValueError as e:
+            raise ConfigError(f"bad value for maxConnectionsPerIpOverrides: {e}") from None
+        need(self.maxConnectionsPerIp >= 1 or (self.maxConnectionsPerIp == 0 and bool(self.ip_overrides)),
+             "maxConnectionsPerIp", ">= 1, or 0 when maxConnectionsPerIpOverrides is set (as in Kafka)")
+        need(self.maxConnections >= 0, "maxConnections", "must be >= 0")
         need(self.requestTimeoutMs > 0, "requestTimeoutMs", "must be > 0")
         need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
         need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")
@@ -263,6 +293,11 @@ class BrokerConfig:
         if self.storageBackend:
             return self.storageBackend
         return "bookkeeper" if (self.metadataStoreUrl or self.zookeeperServers) else "embedded"
+
+    @property
+    def ip_overrides(self) -> dict[str, int]:
+        """maxConnectionsPerIpOverrides as {host or address: limit}."""
+        return self._derived.get("ip_overrides", {})
 
     @property
     def listeners(self) -> tuple[Listener, ...]:

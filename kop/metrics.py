@@ -154,6 +154,10 @@ class BrokerMetrics:
         self.active_connections: Callable[[], int] = lambda: 0
         self.fetch_sessions: Callable[[], int] = lambda: 0
         self.incremental_fetches: Callable[[], int] = lambda: 0
+        self.request_bytes: Callable[[], int] = lambda: 0
+        self.request_bytes_peak: Callable[[], int] = lambda: 0
+        self.request_bytes_pauses: Callable[[], int] = lambda: 0
+        self.connections_rejected: Callable[[], int] = lambda: 0
         self.open_logs: Callable[[], dict[str, Any]] = dict
         self.storage_status: Callable[[], dict[str, Any]] = dict  # set by the admin server (views.storage_status)
         self._rollovers_seen: dict[str, int] = {}
@@ -381,6 +385,14 @@ class _Collector(Collector):
                                   "(KIP-227: only changes listed and answered)", value=m.incremental_fetches())
         yield CounterMetricFamily("kop_server_connections", "Kafka client connections accepted",
                                   value=m.connections_accepted)
+        yield CounterMetricFamily("kop_server_connections_rejected", "Kafka connections closed at accept: "
+                                  "maxConnectionsPerIp reached for the address", value=m.connections_rejected())
+        yield GaugeMetricFamily("kop_server_request_bytes", "Bytes of Kafka requests being received or not yet "
+                                "answered, all connections (bounded by queuedMaxRequestBytes)", value=m.request_bytes())
+        yield GaugeMetricFamily("kop_server_request_bytes_peak", "Highest kop_server_request_bytes since start",
+                                value=m.request_bytes_peak())
+        yield CounterMetricFamily("kop_server_request_bytes_pauses", "Times queuedMaxRequestBytes was reached "
+                                  "(reading paused on every connection)", value=m.request_bytes_pauses())
         yield CounterMetricFamily(
             "kop_server_connection_errors",
             "Kafka connections closed because of an error (bad frame, failed request, reset; each one is logged)",

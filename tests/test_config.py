@@ -35,11 +35,23 @@ def test_unknown_key_names_the_key_and_suggests():
         ("localStoreFsyncPolicy", "sometimes"),
         ("kafkaAdvertisedListeners", "OTHER://h:1"),
         ("socketRequestMaxBytes", "10"),
+        ("queuedMaxRequestBytes", "1000"),
+        ("maxConnectionsPerIp", "0"),  # 0 only with overrides, as in Kafka
+        ("maxConnectionsPerIpOverrides", "127.0.0.1"),
+        ("maxConnectionsPerIpOverrides", "h:many"),
+        ("maxConnections", "-1"),
     ],
 )
 def test_bad_values_name_the_key(key, value):
     with pytest.raises(ConfigError, match=key):
         BrokerConfig.load(overrides={key: value})
+
+
+def test_connection_limit_overrides_parse_as_kafka_writes_them():
+    c = BrokerConfig.load(overrides={"maxConnectionsPerIp": "0",
+                                     "maxConnectionsPerIpOverrides": "hostA:100, 127.0.0.1:200,[::1]:3"})
+    assert c.ip_overrides == {"hostA": 100, "127.0.0.1": 200, "::1": 3}
+    assert BrokerConfig.load(overrides={"queuedMaxRequestBytes": "-1"}).queuedMaxRequestBytes == -1
 
 
 def test_config_file_and_override_precedence(tmp_path):

@@ -105,5 +105,9 @@ async def test_a_second_handler_serves_beside_kafka_and_hears_the_broker(tmp_pat
 def test_messaging_protocols_name_handlers_by_entry_point() -> None:
     handlers = load_handlers(BrokerConfig.load(overrides={"messagingProtocols": "kafka"}))
     assert [type(h) for h in handlers] == [KafkaProtocolHandler]
-    with pytest.raises(ConfigError, match="no protocol handler named 'pulsar'"):
-        load_handlers(BrokerConfig.load(overrides={"messagingProtocols": "pulsar"}))
+    from kop.pulsar.handler import PulsarProtocolHandler
+
+    both = load_handlers(BrokerConfig.load(overrides={"messagingProtocols": "kafka,pulsar"}))
+    assert [type(h) for h in both] == [KafkaProtocolHandler, PulsarProtocolHandler]
+    with pytest.raises(ConfigError, match="no protocol handler named 'mqtt'"):
+        load_handlers(BrokerConfig.load(overrides={"messagingProtocols": "kafka,mqtt"}))

@@ -3,7 +3,10 @@
 Clients pipeline requests (a Java producer keeps up to five in flight), so each request runs as its own
 task while responses are written strictly in arrival order. Reading pauses while too many requests or too
 many unsent response bytes are queued, or the frames of unanswered requests exceed QUEUED_BYTES_LIMIT, so
-neither a slow reader nor a fast writer can make the broker buffer without bound.
+neither a slow reader nor a fast writer can make the broker buffer without bound. Across all connections, the
+bytes of requests being received or not yet answered are charged to the handler's RequestBytesBound
+(queuedMaxRequestBytes, kop/kafka/request_bytes.py), which pauses reading everywhere when it is reached; a
+frame's buffer grows with the bytes received (kop/kafka/framing.py), so an announced size alone costs nothing.
 Record data is the one thing a few small requests can turn into many bytes (a pipelined Fetch each answered
 with up to max_bytes), so a Fetch reads only when its data can go out soon: when it is the next answer to be
 written, or while the data held by answered-but-unwritten Fetches stays under FETCH_HOLD_LIMIT, and never while
@@ -67,7 +70,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.handler = handler
         self.listener_name = listener_name
         cfg = handler.config
-        self.reader = FrameReader(cfg.socketRequestMaxBytes)
+        self.reader = FrameReader(cfg.socketRequestMaxBytes, on_alloc=self._charge)
+        self.ip = ""  # the peer's address as counted for maxConnectionsPerIp
+        self.counted = False  # counted in the handler's connection limits (set by its accept loop)
+        self._charged = 0  # bytes this connection has charged to handler.request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.client_id: str | None = None
@@ -94,22 +100,40 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.handler.connections.add(self)
         self.handler.metrics.connections_accepted += 1
+        if self.handler.request_bytes.reached:
+            self.update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if exc is not None and not self._closed:  # e.g. reset by the peer; our own aborts are logged there
             self._log_error(f"{type(exc).__name__}: {exc}")
         self._closed = True
         self.handler.connections.discard(self)
+        self.handler.connection_closed(self)
         for p in self._queue:
             if p.task is not None and not p.task.done():
                 p.task.cancel()
         self._queue.clear()
+        self.handler.request_bytes.leave(self)
+        self._release(self._charged, self.reader.allocated)  # the frame being received, every unanswered request
         self._wake_room()
         if not self.closed_future.done():
             self.closed_future.set_result(None)
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer()
+
+    def _charge(self, n: int) -> None:
+        self._charged += n
+        self.handler.request_bytes.add(n, self)
+
+    def _release(self, n: int, partial: int = 0) -> None:
+        if n:
+            self._charged -= n
+            self.handler.request_bytes.release(n, partial)
+
+    @property
+    def mid_frame(self) -> bool:
+        return self.reader.mid_frame
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
@@ -121,9 +145,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.reader.frames:
             frames, self.reader.frames = self.reader.frames, []
             for frame in frames:
+                self.handler.request_bytes.complete(len(frame))
+            for frame in frames:
                 if self._closed:
                     return
                 self._on_frame(frame)
+        elif self.handler.request_bytes.reached:
+            self.update_reading()  # the bound was reached while this frame was being received
 
     def eof_received(self) -> bool | None:
         # Let queued responses go out; the transport closes once they are written.
@@ -131,15 +159,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
-        self._update_reading()
+        self.update_reading()
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._update_reading()
+        self.update_reading()
         self._wake_room()
 
     # ------------------------------------------------------------------ requests
     def _on_frame(self, frame: bytearray) -> None:
+        """Decode and dispatch one frame. Its bytes stay charged until its request is answered (_Pending.size);
+        a frame that is refused releases them at once (abort() releases what the connection holds)."""
         view = memoryview(frame)
         try:
             header, body_offset = decode_request_header(view)
@@ -157,6 +187,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 # Clients send their newest ApiVersions first; answer in the v0 shape with
                 # UNSUPPORTED_VERSION and our ranges so they retry with one we serve.
                 p = _Pending(header.correlation_id, API_VERSIONS_KEY, 0, None)
+                p.size = len(frame)
                 p.task = self._loop.create_future()
                 p.task.set_result(self.handler.api_versions_body(error="UNSUPPORTED_VERSION"))
                 self._enqueue(p)
@@ -234,7 +265,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes += pending.size
         assert pending.task is not None
         pending.task.add_done_callback(self._on_done)
-        self._update_reading()
+        self.update_reading()
 
     def _on_done(self, _fut: asyncio.Future[Any]) -> None:
         if self._queue and self._queue[0].task is not None and self._queue[0].task.done():
@@ -243,6 +274,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             p = self._queue.popleft()
             self._held -= p.held
             self._queued_bytes -= p.size
+            self._release(p.size)
             if self._closed:
                 return
             task = p.task
@@ -268,13 +300,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
             assert self.transport is not None
             self.transport.writelines(parts)
             self.handler.record_request(self, p, time.monotonic())
-        self._update_reading()
+        self.update_reading()
 
-    def _update_reading(self) -> None:
+    def update_reading(self) -> None:
         if self._closed or self.transport is None:
             return
         should_pause = (self._write_paused or len(self._queue) >= self._max_queued
                         or self._queued_bytes >= QUEUED_BYTES_LIMIT or self.handler.draining)
+        if should_pause:
+            self.handler.request_bytes.leave(self)
+        else:
+            should_pause = not self.handler.request_bytes.may_read(self)
         if should_pause and not self._read_paused:
             self._read_paused = True
             self.transport.pause_reading()
@@ -310,7 +346,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def drain_and_close(self, timeout: float) -> None:
         """Graceful shutdown: no new requests; in-flight ones finish or are failed after `timeout`."""
-        self._update_reading()
+        self.update_reading()
         deadline = time.monotonic() + timeout
         while self._queue and time.monotonic() < deadline and not self._closed:
             await asyncio.sleep(0.01)

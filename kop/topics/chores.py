@@ -34,7 +34,11 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
                 continue  # cluster mode: its owner applies retention
             # Only open logs are trimmed: a partition never opened since start-up is opened here, since
             # retention must not depend on whether somebody read the partition recently.
-            plog = await topics.partition_log(topic, p)
+            try:
+                plog = await topics.partition_log(topic, p)
+            except TopicError as e:  # deleted (or moved) during the pass: the other topics still get theirs
+                log.debug("retention skips %s-%d: %s", topic.name, p, e)
+                continue
             deleted += await plog.apply_retention(retention_ms, retention_bytes)
     if deleted:
         log.info("retention deleted %d ledgers", deleted)

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import lag, views
+from kop.admin import lag, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class AdminServer:
         r.add_get(TOPIC + "/getMessageIdByIndex", self.message_id_by_index)
         r.add_get(TOPIC + "/getIndexByMessageId", self.index_by_message_id)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
+        subscriptions.add_routes(self, r, TOPIC)
         return app
 
     # ------------------------------------------------------------------ lifecycle

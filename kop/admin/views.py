@@ -179,6 +179,9 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
         group: {"msgBacklog": hw - committed, "committedOffset": committed, "type": "KafkaConsumerGroup"}
         for group, committed in sorted(committed_offsets(service, topic, partition).items())
     }
+    pulsar = getattr(service, "pulsar_subscriptions", None)
+    if pulsar is not None:  # Pulsar subscriptions (managed cursors) beside the Kafka consumer groups
+        subs.update(await pulsar.stats(topic, partition))
     return {
         "msgRateIn": c.rate_records_in,
         "msgThroughputIn": c.rate_bytes_in,
@@ -223,6 +226,12 @@ async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partitio
         for group, sub in s["subscriptions"].items():
             agg = subs.setdefault(group, {"msgBacklog": 0, "type": sub["type"]})
             agg["msgBacklog"] += sub["msgBacklog"]
+            if "unackedMessages" in sub:  # a Pulsar subscription: its consumers and unacked messages too
+                agg["unackedMessages"] = agg.get("unackedMessages", 0) + sub["unackedMessages"]
+                agg["msgOutCounter"] = agg.get("msgOutCounter", 0) + sub["msgOutCounter"]
+                agg["bytesOutCounter"] = agg.get("bytesOutCounter", 0) + sub["bytesOutCounter"]
+                agg.setdefault("consumers", []).extend(sub["consumers"])
+                agg["isDurable"] = sub["isDurable"]
         parts[ref.partition_name(p)] = s
     total["averageMsgSize"] = total["bytesInCounter"] / total["msgInCounter"] if total["msgInCounter"] else 0.0
     total["publishers"] = []

@@ -59,6 +59,9 @@ class PulsarProtocolHandler(ProtocolHandler):
 
         self.service = services
         self.cursors = CursorStore(services.topics.store)
+        from kop.pulsar.subscriptions import SubscriptionsAdmin
+
+        services.pulsar_subscriptions = SubscriptionsAdmin(self)  # the admin REST's way in (kop/services.py)
         loop = asyncio.get_running_loop()
         host = self.config.bindAddress or None
         self.server = await loop.create_server(lambda: PulsarConnection(self), host=host,

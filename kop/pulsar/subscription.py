@@ -161,6 +161,8 @@ class Subscription:
         self._saver: asyncio.Task[None] | None = None
         self.selector = Selector()  # Key_Shared
         self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
+        self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
+        self.bytes_out = 0
 
     # ------------------------------------------------------------------ consumers
     def add_consumer(self, consumer: Consumer) -> str | None:
@@ -388,6 +390,8 @@ class Subscription:
             fields["consumer_epoch"] = consumer.epoch
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))
         consumer.permits -= n
+        self.msg_out += n
+        self.bytes_out += len(data)
         consumer.pending.add(pos)
         self.pending[pos] = consumer
 

@@ -104,7 +104,7 @@ class SubscriptionsAdmin:
         if n < 1:
             raise SubscriptionError(412, "Invalid message position: must be >= 1")
         sub = await self._need(topic, partition, name)
-        pos = await _nth_unacked(sub, n)
+        pos = await nth_unacked(sub, n)
         if pos is None:
             raise SubscriptionError(404, f"Could not find the message at position {n}")
         return await _message(sub.state, pos)
@@ -146,7 +146,7 @@ class SubscriptionsAdmin:
         if count < 0:
             raise SubscriptionError(412, "Skip messages count must be >= 0")
         sub = await self._need(topic, partition, name)
-        pos = await _nth_unacked(sub, count) if count else None
+        pos = await nth_unacked(sub, count) if count else None
         if count == 0:
             return
         target = sub.plog.high_watermark if pos is None else await _after(sub.state, pos)
@@ -237,7 +237,7 @@ async def _offset_of(state: PartitionState, ledger_id: int, entry_id: int) -> in
     return await offset_of(state.plog, Position(ledger_id, entry_id))
 
 
-async def _nth_unacked(sub: Subscription, n: int) -> Position | None:
+async def nth_unacked(sub: Subscription, n: int) -> Position | None:
     """The position of the n-th (1-based) entry after the mark-delete position not acknowledged
     individually; None when the backlog holds fewer."""
     plog = sub.plog

@@ -35,7 +35,12 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
             # Only open logs are trimmed: a partition never opened since start-up is opened here, since
             # retention must not depend on whether somebody read the partition recently.
             plog = await topics.partition_log(topic, p)
-            deleted += await plog.apply_retention(retention_ms, retention_bytes)
+            keep = None
+            for floor in topics.retention_floors:  # Pulsar: unacknowledged messages outlive retention
+                got = await floor(topic, p)
+                if got is not None:
+                    keep = got if keep is None else min(keep, got)
+            deleted += await plog.apply_retention(retention_ms, retention_bytes, keep)
     if deleted:
         log.info("retention deleted %d ledgers", deleted)
     return deleted

@@ -103,7 +103,7 @@ def test_producer_exception(tmp_path) -> None:
         topic = f"x-{uuid.uuid4().hex[:8]}"
         c = client.subscribe(topic, "stalled", initial_position=pulsar.InitialPosition.Earliest)
         p = client.create_producer(topic, batching_enabled=False)
-        for i in range(10):
+        for _ in range(10):
             p.send(b"x" * 100)
         with pytest.raises(Exception, match="(?i)quota"):
             client.create_producer(topic, batching_enabled=False)

@@ -142,3 +142,37 @@ def test_partitioned_base_name_refusals(broker: KopBroker, client: pulsar.Client
     assert call("POST", base + "/subscription/p/resetcursor", {"ledgerId": -1, "entryId": -1})[0] == 405
     assert call("POST", base + "/subscription/p/resetcursor/0")[0] == 204
     assert call("POST", base + "/subscription/nope/skip_all")[0] == 404
+
+
+def test_kop_admin_subscription_verbs(broker: KopBroker, client: pulsar.Client) -> None:
+    from tests.support.admin import kop_admin, kop_admin_json
+
+    topic = name()
+    produce(client, topic, 4)
+    part = f"{topic}-partition-0"
+    admin = broker.admin_url
+
+    def run(*args: str) -> str:
+        r = kop_admin(admin, *args)
+        assert r.returncode == 0, f"kop-admin {args}: {r.returncode}\n{r.stderr}"
+        return r.stdout
+
+    assert run("topics", "create-subscription", "-s", "cli", "-m", "earliest", topic).strip() == "done"
+    assert run("topics", "subscriptions", topic).split() == ["cli"]
+    table = run("topics", "stats", part)
+    assert "SUBSCRIPTIONS" in table and "cli" in table
+    assert kop_admin_json(admin, "topics", "stats", part)["subscriptions"]["cli"]["msgBacklog"] == 4
+    out = run("topics", "peek-messages", "-s", "cli", "-n", "2", part)
+    assert "payload: m0" in out and "payload: m1" in out and "PROPERTY-k: 1" in out
+    run("topics", "skip", "-s", "cli", "-n", "1", part)
+    assert sub_stats(broker, part, "cli")["msgBacklog"] == 3
+    run("topics", "expire-messages", "-s", "cli", "-t", "1d", topic)
+    assert sub_stats(broker, part, "cli")["msgBacklog"] == 3
+    run("topics", "clear-backlog", "-s", "cli", topic)
+    assert sub_stats(broker, part, "cli")["msgBacklog"] == 0
+    run("topics", "reset-cursor", "-s", "cli", "-t", "1h", topic)
+    assert sub_stats(broker, part, "cli")["msgBacklog"] == 4
+    r = kop_admin(admin, "topics", "skip", "-s", "nope", "-n", "1", part)
+    assert r.returncode == 1 and "Subscription not found" in r.stderr
+    run("topics", "unsubscribe", "-s", "cli", topic)
+    assert run("topics", "subscriptions", topic).strip() == ""

@@ -55,6 +55,11 @@ class PulsarSubscriptions(Protocol):
 
     async def peek(self, topic: Topic, partition: int, name: str, n: int) -> tuple[dict[str, str], bytes]: ...
 
+    async def served(self) -> list[dict[str, Any]]:
+        """Per subscription of each partition served now (metrics): namespace, topic, subscription (None
+        for a partition without any), msgBacklog, unackedMessages, consumers, msg/bytes in and out counters."""
+        ...
+
 
 class BrokerServices(Protocol):
     config: BrokerConfig

@@ -139,6 +139,8 @@ class AdminServer:
     # ------------------------------------------------------------------ metrics, health
     async def metrics(self, request: web.Request) -> web.Response:
         await lag.refresh(self.service)
+        pulsar = getattr(self.service, "pulsar_subscriptions", None)
+        self.service.metrics.pulsar = await pulsar.served() if pulsar is not None else []
         body = generate_latest(self.service.metrics.registry)
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST

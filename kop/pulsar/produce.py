@@ -185,6 +185,8 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
         position, _base = f.result()
+        p.state.msg_in += header.records_count
+        p.state.bytes_in += len(batch)
         if dedup is not None:
             dedup.persisted_up_to(name, top)
         fields = {"producer_id": pid, "sequence_id": seq,

@@ -74,6 +74,8 @@ class PartitionState:
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()
         self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
+        self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
+        self.bytes_in = 0
 
     def converted(self, fb: FetchedBatch) -> tuple[bytes, int, int] | None:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),

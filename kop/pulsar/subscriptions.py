@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import time
+import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from kop.managed_ledger import Position
@@ -160,6 +161,26 @@ class SubscriptionsAdmin:
         sub = await self._need(topic, partition, name)
         found = await sub.plog.offset_for_timestamp(int(time.time() * 1000) - seconds * 1000)
         await move_forward(sub, found[0] if found is not None else sub.plog.high_watermark)
+
+    async def served(self) -> list[dict[str, Any]]:
+        """Metrics: per subscription of every partition served now (nothing is opened for a scrape)."""
+        out = []
+        for state in list(self.handler.partitions.values()):
+            tenant, ns, _domain, local = state.ledger_name.split("/", 3)
+            where = {"namespace": f"{tenant}/{ns}",
+                     "topic": f"persistent://{tenant}/{ns}/{urllib.parse.unquote(local)}"}
+            for sub in list(state.subscriptions.values()):
+                out.append({
+                    **where, "subscription": sub.name,
+                    "msgBacklog": await backlog_entries(sub), "unackedMessages": unacked_messages(sub),
+                    "consumers": len(sub.consumers), "msgOutCounter": sub.msg_out, "bytesOutCounter": sub.bytes_out,
+                    "msgInCounter": state.msg_in, "bytesInCounter": state.bytes_in, "producers": len(state.producers),
+                })
+            if not state.subscriptions:
+                out.append({**where, "subscription": None,
+                            "msgInCounter": state.msg_in, "bytesInCounter": state.bytes_in,
+                            "producers": len(state.producers)})
+        return out
 
     # ------------------------------------------------------------------ retention
     async def backlog_floor(self, topic: Topic, partition: int) -> int | None:

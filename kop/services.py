@@ -55,6 +55,10 @@ class PulsarSubscriptions(Protocol):
 
     async def peek(self, topic: Topic, partition: int, name: str, n: int) -> tuple[dict[str, str], bytes]: ...
 
+    def traffic(self, topic: Topic, partition: int) -> dict[str, int]:
+        """msgInCounter, bytesInCounter, msgOutCounter, bytesOutCounter of Pulsar producers and consumers."""
+        ...
+
     async def served(self) -> list[dict[str, Any]]:
         """Per subscription of each partition served now (metrics): namespace, topic, subscription (None
         for a partition without any), msgBacklog, unackedMessages, consumers, msg/bytes in and out counters."""

@@ -89,6 +89,7 @@ class AdminServer:
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
         r.add_get(TOPIC + "/partitions", self.partitioned_metadata)
+        r.add_put(TOPIC + "/partitions", self.create_partitioned_topic)
         r.add_get(TOPIC + "/stats", self.stats)
         r.add_get(TOPIC + "/partitioned-stats", self.partitioned_stats)
         r.add_get(TOPIC + "/internalStats", self.internal_stats)
@@ -191,6 +192,17 @@ class AdminServer:
 
     async def partitioned_metadata(self, request: web.Request) -> web.Response:
         return _json(views.partitioned_metadata(self._ref(request)))
+
+    async def create_partitioned_topic(self, request: web.Request) -> web.Response:
+        """Pulsar's createPartitionedTopic (body: the partition count): a Kafka topic with that many
+        partitions and the broker's default configs; 204, 409 when it exists, as Pulsar answers."""
+        m = request.match_info
+        try:
+            count = int(json.loads(await request.read() or b"null"))
+        except (TypeError, ValueError):
+            raise AdminError(400, "the body must be the number of partitions") from None
+        await views.create_partitioned_topic(self.service, m["tenant"], m["namespace"], m["topic"], count)
+        return web.Response(status=204)
 
     async def stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)

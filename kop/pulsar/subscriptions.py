@@ -162,6 +162,15 @@ class SubscriptionsAdmin:
         found = await sub.plog.offset_for_timestamp(int(time.time() * 1000) - seconds * 1000)
         await move_forward(sub, found[0] if found is not None else sub.plog.high_watermark)
 
+    def traffic(self, topic: Topic, partition: int) -> dict[str, int]:
+        """Pulsar-protocol counters of a partition served now (zeros otherwise: nothing is opened)."""
+        state = self.handler.partitions.get(topic.name.ledger_name(partition))
+        if state is None:
+            return {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
+        subs = list(state.subscriptions.values())
+        return {"msgInCounter": state.msg_in, "bytesInCounter": state.bytes_in,
+                "msgOutCounter": sum(s.msg_out for s in subs), "bytesOutCounter": sum(s.bytes_out for s in subs)}
+
     async def served(self) -> list[dict[str, Any]]:
         """Metrics: per subscription of every partition served now (nothing is opened for a scrape)."""
         out = []
@@ -361,6 +370,9 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
     if md.producer_name:
         h["X-Pulsar-producer-name"] = md.producer_name
     h["X-Pulsar-sequence-id"] = str(md.sequence_id)
+    h["X-Pulsar-Broker-Entry-METADATA-index"] = str(meta.index)  # the entry's last index, Pulsar's convention
+    if meta.broker_timestamp > 0:
+        h["X-Pulsar-Broker-Entry-METADATA-timestamp"] = _iso(meta.broker_timestamp)
     if md.HasField("partition_key"):
         h["X-Pulsar-partition-key"] = md.partition_key
         if md.partition_key_b64_encoded:

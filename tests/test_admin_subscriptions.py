@@ -84,7 +84,7 @@ def test_create_list_stats_skip_expire_clear_delete(broker: KopBroker, client: p
     assert sub_stats(broker, part, "s1")["msgBacklog"] == 3
     status, headers_body, headers = call("GET", base + "/subscription/s1/position/1")
     assert status == 200 and headers_body == b"m2", (status, headers_body)
-    assert headers["X-Pulsar-PROPERTY-k"] == "2" and headers["X-Pulsar-partition-key"] == "key2"
+    assert json.loads(headers["X-Pulsar-PROPERTY"]) == {"k": "2"} and headers["X-Pulsar-partition-key"] == "key2"
     assert len(headers["X-Pulsar-Message-ID"].split(":")) == 2
     assert call("GET", base + "/subscription/s1/position/4")[0] == 404
     # the consumer now starts at m2
@@ -163,7 +163,7 @@ def test_kop_admin_subscription_verbs(broker: KopBroker, client: pulsar.Client) 
     assert "SUBSCRIPTIONS" in table and "cli" in table
     assert kop_admin_json(admin, "topics", "stats", part)["subscriptions"]["cli"]["msgBacklog"] == 4
     out = run("topics", "peek-messages", "-s", "cli", "-n", "2", part)
-    assert "payload: m0" in out and "payload: m1" in out and "PROPERTY-k: 1" in out
+    assert "payload: m0" in out and "payload: m1" in out and 'PROPERTY: {"k":"1"}' in out
     run("topics", "skip", "-s", "cli", "-n", "1", part)
     assert sub_stats(broker, part, "cli")["msgBacklog"] == 3
     run("topics", "expire-messages", "-s", "cli", "-t", "1d", topic)

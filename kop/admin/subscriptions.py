@@ -173,4 +173,5 @@ class _Handlers:
         got = await self._each(request, lambda a, t, p: a.peek(t, p, sub, n),
                                base_allowed="Peek messages on a partitioned topic is not allowed")
         headers, body = got[0]
-        return web.Response(body=body, headers=headers, content_type="application/octet-stream")
+        # application/json is what Pulsar 4.0 labels the raw payload with; the Java client reads the bytes
+        return web.Response(body=body, headers=headers, content_type="application/json")

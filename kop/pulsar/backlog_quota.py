@@ -6,8 +6,9 @@ bounds it, with Pulsar's broker keys and policies:
 
 * ``backlogQuotaDefaultLimitBytes`` - the estimated size of a subscription's backlog (bytes of the entries after
   its mark-delete position; the ledger holding it is counted pro rata by entries, as Pulsar's estimate does),
-* ``backlogQuotaDefaultLimitSecond`` - the age of its oldest unacknowledged entry (the entry's timestamp; Pulsar's
-  precise check uses the publish time, which our entries carry as the Kafka batch timestamp),
+* ``backlogQuotaDefaultLimitSecond`` - the age of its oldest unacknowledged entry since it was stored (the broker
+  entry timestamp of its append: the publish time of a Pulsar producer's message; a Kafka record's own timestamp
+  may be anything the producer chose),
 * ``backlogQuotaDefaultRetentionPolicy`` when either is exceeded:
   ``producer_request_hold`` - producers are disconnected and new ones refused with
   ProducerBlockedQuotaExceededError (the clients keep retrying, holding their sends, until the backlog shrinks);
@@ -27,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from kop.pulsar.codec import commands as c
-from kop.pulsar.subscriptions import backlog_entries, move_forward, nth_unacked
+from kop.pulsar.subscriptions import appended_since, backlog_entries, move_forward, nth_unacked
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
@@ -65,7 +66,7 @@ async def oldest_age_ms(sub: Subscription, now_ms: int) -> int:
         return 0
     pos = await plog.find_position(max(sub.next_offset, plog.log_start_offset))
     meta = await plog.probe(pos.ledger_id, pos.entry_id)
-    return max(0, now_ms - int(meta.timestamp))
+    return max(0, now_ms - int(meta.broker_timestamp or meta.timestamp))
 
 
 async def exceeded(cfg: BrokerConfig, sub: Subscription, now_ms: int) -> tuple[bool, bool]:
@@ -101,8 +102,8 @@ async def evict(cfg: BrokerConfig, sub: Subscription, size_over: bool, age_over:
     """consumer_backlog_eviction: skip the oldest entries until the subscription is within the quota."""
     plog: Any = sub.plog
     if age_over:
-        found = await plog.offset_for_timestamp(int(time.time() * 1000) - cfg.backlogQuotaDefaultLimitSecond * 1000)
-        await move_forward(sub, found[0] if found is not None else plog.high_watermark)
+        await move_forward(sub, await appended_since(plog, int(time.time() * 1000)
+                                                       - cfg.backlogQuotaDefaultLimitSecond * 1000))
     if size_over:
         size = await backlog_bytes(sub)
         entries = await backlog_entries(sub)

@@ -14,8 +14,10 @@ What each operation does, as Pulsar's PersistentSubscription does it:
 * skip N / skip all (clear backlog) / expire (messages published more than N seconds ago): the mark-delete
   position moves forward over unacknowledged entries, as acknowledgements would; connected consumers stay, and
   what they hold below the new position counts as acknowledged.
-* peek N: the N-th unacknowledged entry after the mark-delete position (1 = the first), with Pulsar's
-  X-Pulsar-* headers; a batch entry is sent whole with X-Pulsar-num-batch-message, as Pulsar does.
+* peek N: the N-th unacknowledged entry after the mark-delete position (1 = the first), with Pulsar 4.0's
+  X-Pulsar-* headers (the properties as one JSON header, X-Pulsar-PROPERTY); a batch entry is sent whole with
+  X-Pulsar-num-batch-message, as Pulsar does. The stored Kafka batch keeps neither the Pulsar producer's name nor
+  its sequence ids (kop/pulsar/convert.py), so those headers are absent / 0.
 
 Counting follows Pulsar's: msgBacklog counts *entries* (Pulsar's getNumberOfEntriesInBacklog) - a Kafka batch
 of N records or a Pulsar batch of N messages is one entry; unackedMessages counts messages.
@@ -24,6 +26,7 @@ of N records or a Pulsar batch of N messages is one entry; unackedMessages count
 from __future__ import annotations
 
 import datetime
+import json
 import time
 import urllib.parse
 from typing import TYPE_CHECKING, Any
@@ -107,7 +110,7 @@ class SubscriptionsAdmin:
         sub = await self._need(topic, partition, name)
         pos = await nth_unacked(sub, n)
         if pos is None:
-            raise SubscriptionError(404, f"Could not find the message at position {n}")
+            raise SubscriptionError(404, "Message not found")
         return await _message(sub.state, pos)
 
     # ------------------------------------------------------------------ changes
@@ -132,8 +135,7 @@ class SubscriptionsAdmin:
 
     async def reset_to_time(self, topic: Topic, partition: int, name: str, timestamp_ms: int) -> None:
         sub = await self._need(topic, partition, name)
-        found = await sub.plog.offset_for_timestamp(timestamp_ms)
-        await _reset(sub, found[0] if found is not None else sub.plog.high_watermark)
+        await _reset(sub, await published_since(sub.plog, timestamp_ms))
 
     async def reset_to_position(self, topic: Topic, partition: int, name: str, ledger_id: int, entry_id: int,
                                 excluded: bool) -> None:
@@ -159,8 +161,7 @@ class SubscriptionsAdmin:
 
     async def expire(self, topic: Topic, partition: int, name: str, seconds: int) -> None:
         sub = await self._need(topic, partition, name)
-        found = await sub.plog.offset_for_timestamp(int(time.time() * 1000) - seconds * 1000)
-        await move_forward(sub, found[0] if found is not None else sub.plog.high_watermark)
+        await move_forward(sub, await published_since(sub.plog, int(time.time() * 1000) - seconds * 1000))
 
     def traffic(self, topic: Topic, partition: int) -> dict[str, int]:
         """Pulsar-protocol counters of a partition served now (zeros otherwise: nothing is opened)."""
@@ -247,6 +248,34 @@ async def move_forward(sub: Subscription, offset: int) -> None:
     sub.save()
     sub.wake()
     await sub.flush()
+
+
+async def published_since(plog: Any, timestamp_ms: int) -> int:
+    """The first offset of the first entry whose publish time - as our consumers see it: the Kafka timestamp,
+    which is the Pulsar event time when the producer set one (kop/pulsar/convert.py) - is at or after
+    `timestamp_ms`; the end of the log when there is none. Pulsar's reset-cursor by time and expire-messages
+    go by publish time; this is the time a client of ours reads as publish time, so a reset to a message's
+    publish time lands on that message."""
+    found = await plog.offset_for_timestamp(timestamp_ms)
+    return int(found[0]) if found is not None else int(plog.high_watermark)
+
+
+async def appended_since(plog: Any, timestamp_ms: int) -> int:
+    """Like published_since, by the entries' append time (broker entry timestamp, growing with the log)."""
+    ml = plog.ml
+    lo, hi = 0, ml.number_of_entries
+    while lo < hi:
+        mid = (lo + hi) // 2
+        pos = ml.position_of(mid)
+        meta = await plog.probe(pos.ledger_id, pos.entry_id)
+        if meta.broker_timestamp >= timestamp_ms:
+            hi = mid
+        else:
+            lo = mid + 1
+    if lo >= ml.number_of_entries:
+        return int(plog.high_watermark)
+    pos = ml.position_of(lo)
+    return max(int((await plog.probe(pos.ledger_id, pos.entry_id)).base_offset), int(plog.log_start_offset))
 
 
 async def _after(state: PartitionState, pos: Position) -> int:
@@ -379,8 +408,10 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
             h["X-Pulsar-partition-key-b64-encoded"] = "true"
     if md.HasField("null_value") and md.null_value:
         h["X-Pulsar-null-value"] = "true"
-    for kv in md.properties:
-        h["X-Pulsar-PROPERTY-" + kv.key] = kv.value
+    if md.properties:  # Pulsar 4.0's form: one header, the properties as a JSON object
+        h["X-Pulsar-PROPERTY"] = json.dumps({kv.key: kv.value for kv in md.properties}, separators=(",", ":"))
+    h["X-Pulsar-Is-Encrypted"] = "false"
+    h["X-Pulsar-txn-uncommitted"] = "false"
     if md.HasField("num_messages_in_batch"):
         h["X-Pulsar-num-batch-message"] = str(md.num_messages_in_batch)
         h["X-Pulsar-batch-size"] = str(len(body))

@@ -149,9 +149,9 @@ class SubscriptionsAdmin:
         if count < 0:
             raise SubscriptionError(412, "Skip messages count must be >= 0")
         sub = await self._need(topic, partition, name)
-        pos = await nth_unacked(sub, count) if count else None
         if count == 0:
             return
+        pos = await nth_unacked(sub, count)
         target = sub.plog.high_watermark if pos is None else await _after(sub.state, pos)
         await move_forward(sub, target)
 

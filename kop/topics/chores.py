@@ -35,15 +35,22 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
             # Only open logs are trimmed: a partition never opened since start-up is opened here, since
             # retention must not depend on whether somebody read the partition recently.
             plog = await topics.partition_log(topic, p)
-            keep = None
-            for floor in topics.retention_floors:  # Pulsar: unacknowledged messages outlive retention
-                got = await floor(topic, p)
-                if got is not None:
-                    keep = got if keep is None else min(keep, got)
+            keep = await _retention_floor(topics, topic, p)
             deleted += await plog.apply_retention(retention_ms, retention_bytes, keep)
     if deleted:
         log.info("retention deleted %d ledgers", deleted)
     return deleted
+
+
+async def _retention_floor(topics: TopicManager, topic: Topic, partition: int) -> int | None:
+    """The lowest offset retention must keep (with its ledger and every later one): what a durable Pulsar
+    subscription has not acknowledged (TopicManager.retention_floors); None when nothing holds data back."""
+    keep = None
+    for floor in topics.retention_floors:
+        got = await floor(topic, partition)
+        if got is not None:
+            keep = got if keep is None else min(keep, got)
+    return keep
 
 
 class LogCleaner:

@@ -47,7 +47,10 @@ async def _retention_floor(topics: TopicManager, topic: Topic, partition: int) -
     subscription has not acknowledged (TopicManager.retention_floors); None when nothing holds data back."""
     keep = None
     for floor in topics.retention_floors:
-        got = await floor(topic, partition)
+        try:
+            got = await floor(topic, partition)
+        except TopicError:  # deleted or moved during the pass: nothing of it to keep
+            continue
         if got is not None:
             keep = got if keep is None else min(keep, got)
     return keep

@@ -88,6 +88,7 @@ class AdminServer:
         r.add_get(V2 + "/namespaces/{tenant}", self.namespaces)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
+        r.add_get(V2 + "/non-persistent/{tenant}/{namespace}", self.non_persistent_topic_list)
         r.add_get(TOPIC + "/partitions", self.partitioned_metadata)
         r.add_put(TOPIC + "/partitions", self.create_partitioned_topic)
         r.add_get(TOPIC + "/stats", self.stats)
@@ -181,6 +182,13 @@ class AdminServer:
     async def topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info
         return _json(views.topic_list(self.service, m["tenant"], m["namespace"]))
+
+    async def non_persistent_topic_list(self, request: web.Request) -> web.Response:
+        """No non-persistent topics here: [] for a known namespace. Pulsar's Java admin `topics().getList`
+        asks for both domains and merges them."""
+        m = request.match_info
+        views.topic_list(self.service, m["tenant"], m["namespace"])  # 404 for an unknown namespace
+        return _json([])
 
     async def partitioned_topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info

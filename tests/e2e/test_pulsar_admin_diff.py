@@ -1,7 +1,8 @@
 """Pulsar's own Java admin client (`pulsar-client-admin` 4.0.x) against our admin REST and against Apache Pulsar
 standalone, the same script on both, the answers compared (issue 13's admin "done when").
 
-The script: createPartitionedTopic (and its 409 the second time), partitioned metadata, subscriptions created at
+The script: createPartitionedTopic (and its 409 the second time), partitioned metadata (of the topic and of its
+partition), the namespace's topic list (holding the partition, not the base name), subscriptions created at
 earliest (409 the second time) and listed on the partition and on the topic, topic stats with per-subscription
 msgBacklog / unackedMessages / consumers, skip, peek (values, keys, properties, event times, sequence ids, broker
 entry indexes), reset cursor by message id and by publish time, expire, skip-all (clear backlog), the 404 of an
@@ -63,6 +64,8 @@ def run_script(service_url: str, admin_url: str, topic: str) -> dict[str, Any]:
         f"create-partitioned-topic {topic} 1",
         f"try create-partitioned-topic {topic} 1",
         f"partitioned-metadata {topic}",
+        f"partitioned-metadata {topic}-partition-0",
+        f"topics {NAMESPACE}",
     )
     msgs = produce(service_url, topic)
     order = {pos: i for i, (pos, _) in enumerate(msgs)}
@@ -94,7 +97,10 @@ def run_script(service_url: str, admin_url: str, topic: str) -> dict[str, Any]:
         f"unsubscribe {part} adm",
         f"subscriptions {part}",
     )
-    out: dict[str, Any] = {"created": first[0], "created-again": first[1], "partitions": first[2]}
+    out: dict[str, Any] = {"created": first[0], "created-again": first[1], "partitions": first[2],
+                           "partition-of-partition": first[3],
+                           # the namespace is shared with other tests on Apache Pulsar: ours must be listed
+                           "listed": part in first[4] and topic not in first[4]}
     for name, answer in zip(names, answers, strict=True):
         if name.startswith("stats"):
             sub = answer["subscriptions"]["adm"]

@@ -142,6 +142,12 @@ class BrokerConfig:
     defaultRetentionTimeInMinutes: int = 7 * 24 * 60  # -1: keep forever
     defaultRetentionSizeInMB: int = -1
     retentionCheckIntervalMs: int = 60000
+    # --- Pulsar backlog quota (kop/pulsar/backlog_quota.py): how far a Pulsar subscription may fall behind
+    backlogQuotaDefaultLimitBytes: int = -1  # -1: no size limit
+    backlogQuotaDefaultLimitSecond: int = -1  # -1: no time limit
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"  # or producer_exception, consumer_backlog_eviction
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: int = 60
     # --- log compaction of topics with cleanup.policy=compact (Kafka's log.cleaner.enable / backoff.ms)
     logCleanerEnabled: bool = True
     logCleanerIntervalMs: int = 15000
@@ -267,6 +273,11 @@ class BrokerConfig:
         need(self.defaultRetentionTimeInMinutes >= -1, "defaultRetentionTimeInMinutes", "-1 or >= 0")
         need(self.defaultRetentionSizeInMB >= -1, "defaultRetentionSizeInMB", "-1 or >= 0")
         need(self.retentionCheckIntervalMs >= 10, "retentionCheckIntervalMs", "must be >= 10")
+        need(self.backlogQuotaDefaultRetentionPolicy in ("producer_request_hold", "producer_exception",
+                                                         "consumer_backlog_eviction"),
+             "backlogQuotaDefaultRetentionPolicy",
+             "must be producer_request_hold, producer_exception or consumer_backlog_eviction")
+        need(self.backlogQuotaCheckIntervalInSeconds >= 1, "backlogQuotaCheckIntervalInSeconds", "must be >= 1")
         need(self.logCleanerIntervalMs >= 10, "logCleanerIntervalMs", "must be >= 10")
         need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
         need(bool(self.protocols), "messagingProtocols", "at least one protocol")

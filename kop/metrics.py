@@ -196,6 +196,8 @@ class BrokerMetrics:
                 self.slow_threshold * 1000,
             )
 
+    pulsar: list[dict[str, Any]] = []  # Pulsar subscriptions, refreshed by the admin server at each scrape
+
     def partition(self, topic: str, partition: int, ledger_name: str) -> PartitionCounters:
         """The counters of one partition (cached; the first call for a topic fixes its label)."""
         c = self.partitions.get(ledger_name)
@@ -415,3 +417,56 @@ class _Collector(Collector):
         for key, v in sorted(sums.items()):
             lag.add_metric(list(key), v)
         yield lag
+        yield from _pulsar_families(m)
+
+
+def _pulsar_families(m: BrokerMetrics) -> Iterator[Metric]:
+    """Pulsar's topic and subscription metrics (names as Pulsar's broker exports them) for the partitions the
+    pulsar handler serves, from the samples taken at scrape time. Topics past metricsMaxTopicLabels share the
+    topic label OTHER, as the kop_server_* families do."""
+    topics: dict[tuple[str, str], list[int]] = {}
+    subs: dict[tuple[str, str, str], list[int]] = {}
+    for s in m.pulsar:
+        label = m.topic_label(s["topic"])
+        t = topics.setdefault((s["namespace"], label), [0, 0, 0, 0, 0, 0, 0, 0])
+        t[0] = max(t[0], s["msgInCounter"]) if label != OTHER else t[0] + s["msgInCounter"]
+        t[1] = max(t[1], s["bytesInCounter"]) if label != OTHER else t[1] + s["bytesInCounter"]
+        if s["subscription"] is None:
+            t[7] = max(t[7], s["producers"])
+            continue
+        t[2] += s["msgOutCounter"]
+        t[3] += s["bytesOutCounter"]
+        t[4] += s["msgBacklog"]
+        t[5] += 1
+        t[6] += s["consumers"]
+        t[7] = max(t[7], s["producers"])
+        acc = subs.setdefault((s["namespace"], label, s["subscription"]), [0, 0, 0, 0, 0])
+        for i, k in enumerate(("msgBacklog", "unackedMessages", "consumers", "msgOutCounter", "bytesOutCounter")):
+            acc[i] += s[k]
+    for i, (name, doc, kind) in enumerate((
+        ("pulsar_in_messages_total", "Messages Pulsar producers stored", CounterMetricFamily),
+        ("pulsar_in_bytes_total", "Bytes Pulsar producers stored (as Kafka batches)", CounterMetricFamily),
+        ("pulsar_out_messages_total", "Messages dispatched to Pulsar consumers", CounterMetricFamily),
+        ("pulsar_out_bytes_total", "Bytes dispatched to Pulsar consumers", CounterMetricFamily),
+        ("pulsar_msg_backlog", "Entries not acknowledged, summed over the topic's subscriptions", GaugeMetricFamily),
+        ("pulsar_subscriptions_count", "Pulsar subscriptions", GaugeMetricFamily),
+        ("pulsar_consumers_count", "Connected Pulsar consumers", GaugeMetricFamily),
+        ("pulsar_producers_count", "Connected Pulsar producers", GaugeMetricFamily),
+    )):
+        fam = kind(name.removesuffix("_total") if kind is CounterMetricFamily else name, doc,
+                   labels=["namespace", "topic"])
+        for (ns, topic), acc in sorted(topics.items()):
+            fam.add_metric([ns, topic], acc[i])
+        yield fam
+    for i, (name, doc) in enumerate((
+        ("pulsar_subscription_back_log", "Entries the subscription has not acknowledged (msgBacklog)"),
+        ("pulsar_subscription_unacked_messages", "Messages dispatched and not acknowledged yet"),
+        ("pulsar_subscription_consumers_count", "Connected consumers of the subscription"),
+        ("pulsar_subscription_msg_out", "Messages dispatched to the subscription's consumers (a counter)"),
+        ("pulsar_subscription_bytes_out", "Bytes dispatched to the subscription's consumers (a counter)"),
+    )):
+        kind = CounterMetricFamily if i >= 3 else GaugeMetricFamily
+        fam = kind(name, doc, labels=["namespace", "topic", "subscription"])
+        for key, acc in sorted(subs.items()):
+            fam.add_metric(list(key), acc[i])
+        yield fam

@@ -7,15 +7,62 @@ interface and never import the class that builds it. `kop.server.service.BrokerS
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from kop.cluster.ownership import Ownership
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
 from kop.metrics import BrokerMetrics
 from kop.offset.storage import LogStorage
-from kop.topics.manager import TopicManager
+from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
+
+
+class SubscriptionError(Exception):
+    """A subscription operation refused: the HTTP status Pulsar's admin answers and its reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class PulsarSubscriptions(Protocol):
+    """The Pulsar subscriptions (managed cursors) of one partition, as the admin REST drives them.
+
+    The pulsar handler implements it (kop/pulsar/subscriptions.py) and sets `BrokerServices.pulsar_subscriptions`
+    when it starts; the admin server names only this interface. Offsets are Kafka offsets of the partition;
+    positions are (ledger id, entry id). Each call raises SubscriptionError for what Pulsar refuses."""
+
+    async def names(self, topic: Topic, partition: int) -> list[str]: ...
+
+    async def stats(self, topic: Topic, partition: int) -> dict[str, dict[str, Any]]: ...
+
+    async def create(self, topic: Topic, partition: int, name: str, ledger_id: int, entry_id: int) -> None: ...
+
+    async def delete(self, topic: Topic, partition: int, name: str, force: bool) -> None: ...
+
+    async def reset_to_time(self, topic: Topic, partition: int, name: str, timestamp_ms: int) -> None: ...
+
+    async def reset_to_position(self, topic: Topic, partition: int, name: str, ledger_id: int, entry_id: int,
+                                excluded: bool) -> None: ...
+
+    async def skip(self, topic: Topic, partition: int, name: str, count: int) -> None: ...
+
+    async def skip_all(self, topic: Topic, partition: int, name: str) -> None: ...
+
+    async def expire(self, topic: Topic, partition: int, name: str, seconds: int) -> None: ...
+
+    async def peek(self, topic: Topic, partition: int, name: str, n: int) -> tuple[dict[str, str], bytes]: ...
+
+    def traffic(self, topic: Topic, partition: int) -> dict[str, int]:
+        """msgInCounter, bytesInCounter, msgOutCounter, bytesOutCounter of Pulsar producers and consumers."""
+        ...
+
+    async def served(self) -> list[dict[str, Any]]:
+        """Per subscription of each partition served now (metrics): namespace, topic, subscription (None
+        for a partition without any), msgBacklog, unackedMessages, consumers, msg/bytes in and out counters."""
+        ...
 
 
 class BrokerServices(Protocol):
@@ -30,3 +77,4 @@ class BrokerServices(Protocol):
     started_ms: int  # wall-clock start time (DescribeCluster, /admin/v2/brokers)
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
+    pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs

@@ -5,6 +5,14 @@
     kop-admin topics internal-stats orders-partition-0
     kop-admin topics get-message-id-by-index --index 42 persistent://public/default/orders-partition-0
     kop-admin topics get-index-by-message-id --ledger 7 --entry 3 orders-partition-0
+    kop-admin topics subscriptions orders
+    kop-admin topics create-subscription -s audit -m earliest orders
+    kop-admin topics reset-cursor -s audit -t 1h orders          (or -m 7:3 on one partition)
+    kop-admin topics skip -s audit -n 10 orders-partition-0
+    kop-admin topics expire-messages -s audit -t 1d orders
+    kop-admin topics clear-backlog -s audit orders
+    kop-admin topics peek-messages -s audit -n 3 orders-partition-0
+    kop-admin topics unsubscribe -s audit [-f] orders
 
 Readable tables by default, the server's JSON with --json. Topic names are Pulsar's: `persistent://t/ns/x`,
 `t/ns/x`, or `x` (public/default), with `-partition-<i>` for one partition. Exit status: 0 done, 1 the
@@ -58,6 +66,19 @@ class AdminClient:
         except ValueError:
             return body.decode(errors="replace")
 
+    def send(self, method: str, path: str, body: Any = None) -> tuple[dict[str, str], bytes]:
+        """A PUT/POST/DELETE (or a GET of a raw body): the response headers and body."""
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.base_url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                return dict(resp.headers), resp.read()
+        except urllib.error.HTTPError as e:
+            raise CliError(f"{_reason(e.read())} (HTTP {e.code})") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise CliError(f"cannot reach the admin service at {self.base_url}: {getattr(e, 'reason', e)}") from None
+
 
 def _reason(body: bytes) -> str:
     try:
@@ -96,6 +117,31 @@ def namespace_path(name: str) -> str:
     if len(parts) != 2 or not all(parts):
         raise argparse.ArgumentTypeError(f"invalid namespace {name!r}: expected tenant/namespace")
     return "/".join(urllib.parse.quote(p, safe="") for p in parts)
+
+
+def message_id(text: str) -> dict[str, int]:
+    """`earliest`, `latest` or `ledger:entry` -> Pulsar's MessageIdImpl JSON."""
+    if text == "earliest":
+        return {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
+    if text == "latest":
+        return {"ledgerId": (1 << 63) - 1, "entryId": (1 << 63) - 1, "partitionIndex": -1}
+    parts = text.split(":")
+    try:
+        return {"ledgerId": int(parts[0]), "entryId": int(parts[1]), "partitionIndex": -1}
+    except (ValueError, IndexError):
+        raise argparse.ArgumentTypeError(f"expected earliest, latest or ledgerId:entryId, got {text!r}") from None
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration_s(text: str) -> int:
+    """pulsar-admin's relative times: `90` (seconds), `100m`, `3h`, `2d`, `5w`."""
+    unit = text[-1:].lower()
+    try:
+        return int(text[:-1]) * _UNITS[unit] if unit in _UNITS else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 30s, 100m, 3h, 2d, 5w; got {text!r}") from None
 
 
 def integer(text: str) -> int:
@@ -146,8 +192,11 @@ def show_stats(data: dict[str, Any]) -> str:
     parts = [_table(_scalars(data))]
     subs = data.get("subscriptions") or {}
     if subs:
-        rows = [(name, s.get("msgBacklog", ""), s.get("committedOffset", "")) for name, s in subs.items()]
-        parts.append("\nSUBSCRIPTIONS (consumer groups)\n" + _table(rows, ("NAME", "BACKLOG", "COMMITTED OFFSET")))
+        rows = [(name, s.get("type", ""), s.get("msgBacklog", ""), s.get("unackedMessages", "-"),
+                 len(s["consumers"]) if "consumers" in s else "-", s.get("committedOffset", "-"))
+                for name, s in subs.items()]
+        parts.append("\nSUBSCRIPTIONS (Pulsar subscriptions and Kafka consumer groups)\n" + _table(
+            rows, ("NAME", "TYPE", "BACKLOG", "UNACKED", "CONSUMERS", "COMMITTED OFFSET")))
     per = data.get("partitions") or {}
     if per:
         rows = [(name, s["msgInCounter"], s["bytesInCounter"], s["msgOutCounter"], s["bytesOutCounter"],
@@ -174,6 +223,95 @@ def show_internal_stats(data: dict[str, Any]) -> str:
     if props:
         parts.append("\nPROPERTIES\n" + _table(sorted(props.items())))
     return "\n".join(parts)
+
+
+def show_messages(data: list[tuple[dict[str, str], bytes]]) -> str:
+    out = []
+    for headers, body in data:
+        out.append(f"Message ID: {headers.get('X-Pulsar-Message-ID', '?')}")
+        for k, v in sorted(headers.items()):
+            if k.startswith("X-Pulsar-") and k != "X-Pulsar-Message-ID":
+                out.append(f"  {k[len('X-Pulsar-'):]}: {v}")
+        out.append("  payload: " + body.decode(errors="replace"))
+    return "\n".join(out)
+
+
+def _done(_: Any) -> str:
+    return "done"
+
+
+def _peek(a: AdminClient, n: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    sub = urllib.parse.quote(n.subscription, safe="")
+    got = [a.send("GET", f"{n.topic}/subscription/{sub}/position/{i}") for i in range(1, n.count + 1)]
+    if getattr(n, "json", False):
+        return [{"headers": h, "payload": b.decode(errors="replace")} for h, b in got], show_list
+    return got, show_messages
+
+
+def _reset(a: AdminClient, n: argparse.Namespace) -> tuple[Any, Callable[[Any], str]]:
+    import time
+
+    sub = urllib.parse.quote(n.subscription, safe="")
+    if n.message_id is not None:
+        body = dict(n.message_id, isExcluded=n.exclude_reset_position)
+        a.send("POST", f"{n.topic}/subscription/{sub}/resetcursor", body)
+    else:
+        ts = n.timestamp if n.timestamp is not None else int(time.time() * 1000) - n.time * 1000
+        a.send("POST", f"{n.topic}/subscription/{sub}/resetcursor/{ts}")
+    return None, _done
+
+
+def _sub_commands(topics: argparse._SubParsersAction, cmd: Callable[..., argparse.ArgumentParser]) -> None:
+    """The Pulsar subscription verbs (pulsar-admin topics ...)."""
+
+    def q(n: argparse.Namespace) -> str:
+        return urllib.parse.quote(n.subscription, safe="")
+
+    def s(c: argparse.ArgumentParser) -> None:
+        c.add_argument("-s", "--subscription", required=True, help="subscription name")
+        c.add_argument("topic", type=topic_path, help="a topic or one partition (topic-partition-<i>)")
+
+    c = cmd(topics, "subscriptions", lambda a, n: (a.get(f"{n.topic}/subscriptions"), show_list),
+            "the Pulsar subscriptions of a topic")
+    c.add_argument("topic", type=topic_path)
+    c = cmd(topics, "create-subscription",
+            lambda a, n: (a.send("PUT", f"{n.topic}/subscription/{q(n)}", n.message_id) and None, _done),
+            "create a durable subscription at a position (default latest)")
+    c.add_argument("-m", "--message-id", type=message_id, default=message_id("latest"),
+                   help="earliest, latest or ledgerId:entryId")
+    s(c)
+    c = cmd(topics, "unsubscribe",
+            lambda a, n: (a.send("DELETE", f"{n.topic}/subscription/{q(n)}?force={str(n.force).lower()}")
+                          and None, _done),
+            "delete a subscription (its cursor)")
+    c.add_argument("-f", "--force", action="store_true", help="disconnect its consumers first")
+    s(c)
+    c = cmd(topics, "reset-cursor", _reset,
+            "move a subscription to a time or a message id (its consumers are disconnected and come back there)")
+    g = c.add_mutually_exclusive_group(required=True)
+    g.add_argument("-t", "--time", type=duration_s, help="this long ago: 30s, 100m, 3h, 2d, 5w")
+    g.add_argument("--timestamp", type=integer, help="a publish time in ms since the epoch")
+    g.add_argument("-m", "--message-id", type=message_id, help="ledgerId:entryId (one partition only)")
+    c.add_argument("-e", "--exclude-reset-position", action="store_true", help="start after that message")
+    s(c)
+    c = cmd(topics, "skip",
+            lambda a, n: (a.send("POST", f"{n.topic}/subscription/{q(n)}/skip/{n.count}") and None, _done),
+            "skip the next N unacknowledged entries of a subscription (one partition)")
+    c.add_argument("-n", "--count", type=integer, required=True, help="how many entries")
+    s(c)
+    c = cmd(topics, "expire-messages",
+            lambda a, n: (a.send("POST", f"{n.topic}/subscription/{q(n)}/expireMessages/{n.expire_time}")
+                          and None, _done),
+            "acknowledge the messages of a subscription published more than a given time ago")
+    c.add_argument("-t", "--expire-time", type=duration_s, required=True, help="30s, 100m, 3h, 2d, 5w")
+    s(c)
+    c = cmd(topics, "clear-backlog",
+            lambda a, n: (a.send("POST", f"{n.topic}/subscription/{q(n)}/skip_all") and None, _done),
+            "skip everything a subscription has not acknowledged")
+    s(c)
+    c = cmd(topics, "peek-messages", _peek, "show the next N unacknowledged messages of a subscription")
+    c.add_argument("-n", "--count", type=integer, default=1, help="how many (default 1)")
+    s(c)
 
 
 # ---------------------------------------------------------------------------------------------- commands
@@ -240,6 +378,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="a record's position in the batch (then index is that record's)")
     c.add_argument("topic", type=topic_path, help="a partition: persistent://tenant/ns/topic-partition-<i>")
 
+    _sub_commands(topics, cmd)
+
     namespaces = groups.add_parser("namespaces", help="namespaces").add_subparsers(
         dest="command", required=True, metavar="COMMAND")
     c = cmd(namespaces, "list", lambda a, n: (a.get(f"/admin/v2/namespaces/{n.tenant}"), show_list),
@@ -268,7 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as e:
         print(f"kop-admin: {e}", file=sys.stderr)
         return 1
-    if getattr(args, "json", False) and not isinstance(data, str):
+    if data is None:
+        print(show(data))
+    elif getattr(args, "json", False) and not isinstance(data, str):
         print(json.dumps(data, indent=2))
     else:
         print(data.strip() if isinstance(data, str) else show(data))

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import lag, views
+from kop.admin import lag, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -88,7 +88,9 @@ class AdminServer:
         r.add_get(V2 + "/namespaces/{tenant}", self.namespaces)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
+        r.add_get(V2 + "/non-persistent/{tenant}/{namespace}", self.non_persistent_topic_list)
         r.add_get(TOPIC + "/partitions", self.partitioned_metadata)
+        r.add_put(TOPIC + "/partitions", self.create_partitioned_topic)
         r.add_get(TOPIC + "/stats", self.stats)
         r.add_get(TOPIC + "/partitioned-stats", self.partitioned_stats)
         r.add_get(TOPIC + "/internalStats", self.internal_stats)
@@ -96,6 +98,7 @@ class AdminServer:
         r.add_get(TOPIC + "/getMessageIdByIndex", self.message_id_by_index)
         r.add_get(TOPIC + "/getIndexByMessageId", self.index_by_message_id)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
+        subscriptions.add_routes(self, r, TOPIC)
         return app
 
     # ------------------------------------------------------------------ lifecycle
@@ -138,6 +141,8 @@ class AdminServer:
     # ------------------------------------------------------------------ metrics, health
     async def metrics(self, request: web.Request) -> web.Response:
         await lag.refresh(self.service)
+        pulsar = getattr(self.service, "pulsar_subscriptions", None)
+        self.service.metrics.pulsar = await pulsar.served() if pulsar is not None else []
         body = generate_latest(self.service.metrics.registry)
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
@@ -178,6 +183,13 @@ class AdminServer:
         m = request.match_info
         return _json(views.topic_list(self.service, m["tenant"], m["namespace"]))
 
+    async def non_persistent_topic_list(self, request: web.Request) -> web.Response:
+        """No non-persistent topics here: [] for a known namespace. Pulsar's Java admin `topics().getList`
+        asks for both domains and merges them."""
+        m = request.match_info
+        views.topic_list(self.service, m["tenant"], m["namespace"])  # 404 for an unknown namespace
+        return _json([])
+
     async def partitioned_topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info
         return _json(views.partitioned_topic_list(self.service, m["tenant"], m["namespace"]))
@@ -188,6 +200,17 @@ class AdminServer:
 
     async def partitioned_metadata(self, request: web.Request) -> web.Response:
         return _json(views.partitioned_metadata(self._ref(request)))
+
+    async def create_partitioned_topic(self, request: web.Request) -> web.Response:
+        """Pulsar's createPartitionedTopic (body: the partition count): a Kafka topic with that many
+        partitions and the broker's default configs; 204, 409 when it exists, as Pulsar answers."""
+        m = request.match_info
+        try:
+            count = int(json.loads(await request.read() or b"null"))
+        except (TypeError, ValueError):
+            raise AdminError(400, "the body must be the number of partitions") from None
+        await views.create_partitioned_topic(self.service, m["tenant"], m["namespace"], m["topic"], count)
+        return web.Response(status=204)
 
     async def stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)

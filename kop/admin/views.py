@@ -123,6 +123,28 @@ def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) ->
     return TopicRef(topic, partition)
 
 
+async def create_partitioned_topic(service: BrokerServices, tenant: str, namespace: str, local: str,
+                                   partitions: int) -> None:
+    from kop.topics.manager import TopicError
+
+    _check_namespace(service, tenant, namespace)
+    if PARTITION_SUFFIX.match(local):
+        raise AdminError(412, f"Partitioned topic name should not contain '-partition-': {local}")
+    if partitions < 1:
+        raise AdminError(406, "Number of partitions should be more than 0")
+    try:
+        check_local_name(local)
+        name = TopicName(tenant, namespace, local)
+    except InvalidTopicName as e:
+        raise AdminError(412, str(e)) from None
+    try:
+        await service.topics.create(name, partitions)
+    except TopicError as e:
+        if e.error == "TOPIC_ALREADY_EXISTS":
+            raise AdminError(409, "This topic already exists") from None
+        raise AdminError(412, e.message) from None
+
+
 def need_partition(ref: TopicRef, what: str) -> int:
     """The partition a per-partition endpoint was given; 404 naming a partition for a base name."""
     if ref.partition is None:
@@ -179,16 +201,22 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
         group: {"msgBacklog": hw - committed, "committedOffset": committed, "type": "KafkaConsumerGroup"}
         for group, committed in sorted(committed_offsets(service, topic, partition).items())
     }
+    pulsar = getattr(service, "pulsar_subscriptions", None)
+    traffic = {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
+    if pulsar is not None:  # Pulsar subscriptions (managed cursors) beside the Kafka consumer groups
+        subs.update(await pulsar.stats(topic, partition))
+        traffic = pulsar.traffic(topic, partition)
+    bytes_in, records_in = c.bytes_in + traffic["bytesInCounter"], c.records_in + traffic["msgInCounter"]
     return {
         "msgRateIn": c.rate_records_in,
         "msgThroughputIn": c.rate_bytes_in,
         "msgRateOut": c.rate_records_out,
         "msgThroughputOut": c.rate_bytes_out,
-        "bytesInCounter": c.bytes_in,
-        "msgInCounter": c.records_in,
-        "bytesOutCounter": c.bytes_out,
-        "msgOutCounter": c.records_out,
-        "averageMsgSize": (c.bytes_in / c.records_in) if c.records_in else 0.0,
+        "bytesInCounter": bytes_in,  # Kafka produce and Pulsar producers
+        "msgInCounter": records_in,
+        "bytesOutCounter": c.bytes_out + traffic["bytesOutCounter"],  # Kafka fetch and Pulsar dispatch
+        "msgOutCounter": c.records_out + traffic["msgOutCounter"],
+        "averageMsgSize": (bytes_in / records_in) if records_in else 0.0,
         "storageSize": plog.size_bytes,
         "publishers": [],
         "subscriptions": subs,
@@ -223,6 +251,12 @@ async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partitio
         for group, sub in s["subscriptions"].items():
             agg = subs.setdefault(group, {"msgBacklog": 0, "type": sub["type"]})
             agg["msgBacklog"] += sub["msgBacklog"]
+            if "unackedMessages" in sub:  # a Pulsar subscription: its consumers and unacked messages too
+                agg["unackedMessages"] = agg.get("unackedMessages", 0) + sub["unackedMessages"]
+                agg["msgOutCounter"] = agg.get("msgOutCounter", 0) + sub["msgOutCounter"]
+                agg["bytesOutCounter"] = agg.get("bytesOutCounter", 0) + sub["bytesOutCounter"]
+                agg.setdefault("consumers", []).extend(sub["consumers"])
+                agg["isDurable"] = sub["isDurable"]
         parts[ref.partition_name(p)] = s
     total["averageMsgSize"] = total["bytesInCounter"] / total["msgInCounter"] if total["msgInCounter"] else 0.0
     total["publishers"] = []

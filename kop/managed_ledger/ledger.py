@@ -786,10 +786,11 @@ class ManagedLedger:
 
     # ---------------------------------------------------------------------------------------- trim
 
-    async def trim_by_retention(self, retention_ms: int, retention_bytes: int) -> int:
+    async def trim_by_retention(self, retention_ms: int, retention_bytes: int, keep_ledger: int | None = None) -> int:
         """Delete closed ledgers oldest first while each is expired (closed more than retention_ms ago) or
         the log without it still holds >= retention_bytes (Pulsar's and Kafka's size rule); stop at the
-        first ledger that is neither. Negative = unlimited. Never the current ledger. Returns the count."""
+        first ledger that is neither, and at `keep_ledger` (a ledger a cursor has not consumed: Pulsar keeps
+        it and every later one). Negative = unlimited. Never the current ledger. Returns the count."""
         self._check_open()
         async with self._info_lock:
             self._check_open()
@@ -798,7 +799,7 @@ class ManagedLedger:
             to_delete = 0
             deleted_size = 0
             for i, li in enumerate(self._ledgers):
-                if self._is_current(i):
+                if self._is_current(i) or li.ledger_id == keep_ledger:
                     break
                 size = li.size or 0
                 expired = retention_ms >= 0 and now - (li.timestamp or 0) > retention_ms

@@ -99,9 +99,10 @@ class PartitionLog(abc.ABC):
         that fall entirely below it; returns the new log start offset."""
 
     @abc.abstractmethod
-    async def apply_retention(self, retention_ms: int, retention_bytes: int) -> int:
+    async def apply_retention(self, retention_ms: int, retention_bytes: int, keep_offset: int | None = None) -> int:
         """Delete whole closed ledgers by age (-1 = unlimited) and by total size (-1 = unlimited), never
-        the current ledger; returns how many ledgers were deleted. Advances log_start_offset."""
+        the current ledger nor the one holding `keep_offset` or any later one (what a Pulsar subscription has
+        not acknowledged); returns how many ledgers were deleted. Advances log_start_offset."""
 
     @abc.abstractmethod
     async def tail_batches(self, max_entries: int) -> list[FetchedBatch]:

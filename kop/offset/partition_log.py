@@ -758,8 +758,14 @@ class ManagedPartitionLog(PartitionLog):
             await self._refresh_first_offset()
         return self.log_start_offset
 
-    async def apply_retention(self, retention_ms: int, retention_bytes: int) -> int:
-        deleted = await self.ml.trim_by_retention(retention_ms, retention_bytes)
+    async def apply_retention(self, retention_ms: int, retention_bytes: int, keep_offset: int | None = None) -> int:
+        keep_ledger = None
+        if keep_offset is not None and keep_offset < self.high_watermark:
+            try:
+                keep_ledger = (await self.find_position(max(keep_offset, self.log_start_offset))).ledger_id
+            except OffsetOutOfRange:
+                keep_ledger = None
+        deleted = await self.ml.trim_by_retention(retention_ms, retention_bytes, keep_ledger)
         if deleted:
             await self._after_trim()
             await self._refresh_first_offset()

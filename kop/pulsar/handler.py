@@ -18,6 +18,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
 from kop.managed_ledger.cursor import CursorStore
 from kop.protocol_handler import ProtocolHandler
@@ -54,11 +55,19 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.config = config
 
     async def start(self, services: BrokerServices) -> None:
-        from kop.pulsar import consume, lookup, produce, session  # noqa: F401 - they register their commands
+        from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register
         from kop.pulsar.connection import PulsarConnection  # connection.py imports this module
 
         self.service = services
         self.cursors = CursorStore(services.topics.store)
+        from kop.pulsar.subscriptions import SubscriptionsAdmin
+
+        subs = SubscriptionsAdmin(self)
+        services.pulsar_subscriptions = subs  # the admin REST's way in (kop/services.py)
+        services.topics.retention_floors.append(subs.backlog_floor)  # unacknowledged entries outlive retention
+        self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
+                                   lambda: backlog_quota.check(self.config, list(self.partitions.values())), log)
+        self._quota.start()
         loop = asyncio.get_running_loop()
         host = self.config.bindAddress or None
         self.server = await loop.create_server(lambda: PulsarConnection(self), host=host,
@@ -70,6 +79,8 @@ class PulsarProtocolHandler(ProtocolHandler):
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
+        if getattr(self, "_quota", None) is not None:
+            await self._quota.stop()
         if self.server is not None:
             self.server.close()
         for conn in list(self.connections):  # consumers leave their subscriptions (their state is saved) ...

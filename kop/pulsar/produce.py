@@ -26,6 +26,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kop.protocol.records import parse_batch_header
+from kop.pulsar import backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
@@ -80,6 +81,10 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         return
     if topic.internal:  # __consumer_offsets: the group coordinator's records, written by it alone
         conn.send(c.error(rid, c.ServerError.NotAllowedError, f"{req.topic} is an internal topic"))
+        return
+    blocked = await backlog_quota.refusal(conn.handler.config, state)
+    if blocked is not None:  # a subscription's backlog is over quota (producer_request_hold/_exception)
+        conn.send(c.error(rid, blocked[0], blocked[1]))
         return
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else SHARED
     if mode not in (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
@@ -180,6 +185,8 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
         position, _base = f.result()
+        p.state.msg_in += header.records_count
+        p.state.bytes_in += len(batch)
         if dedup is not None:
             dedup.persisted_up_to(name, top)
         fields = {"producer_id": pid, "sequence_id": seq,

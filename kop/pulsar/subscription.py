@@ -74,6 +74,8 @@ class PartitionState:
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()
         self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
+        self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
+        self.bytes_in = 0
 
     def converted(self, fb: FetchedBatch) -> tuple[bytes, int, int] | None:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),
@@ -161,6 +163,8 @@ class Subscription:
         self._saver: asyncio.Task[None] | None = None
         self.selector = Selector()  # Key_Shared
         self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
+        self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
+        self.bytes_out = 0
 
     # ------------------------------------------------------------------ consumers
     def add_consumer(self, consumer: Consumer) -> str | None:
@@ -388,6 +392,8 @@ class Subscription:
             fields["consumer_epoch"] = consumer.epoch
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))
         consumer.permits -= n
+        self.msg_out += n
+        self.bytes_out += len(data)
         consumer.pending.add(pos)
         self.pending[pos] = consumer
 

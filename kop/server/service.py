@@ -31,6 +31,7 @@ from kop.coordinator import GroupCoordinator
 from kop.metrics import BrokerMetrics
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
+from kop.services import PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -62,6 +63,7 @@ class BrokerService:
         self.metrics.open_logs = lambda: storage.open_logs
         self.metrics.topic_exists = lambda name: self.topics.get(self.topics.parse(name)) is not None
         self.admin: AdminServer | None = None  # when webServicePort >= 0
+        self.pulsar_subscriptions: PulsarSubscriptions | None = None  # the pulsar handler sets it
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
         # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).

@@ -39,10 +39,25 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
             except TopicError as e:  # deleted (or moved) during the pass: the other topics still get theirs
                 log.debug("retention skips %s-%d: %s", topic.name, p, e)
                 continue
-            deleted += await plog.apply_retention(retention_ms, retention_bytes)
+            keep = await _retention_floor(topics, topic, p)
+            deleted += await plog.apply_retention(retention_ms, retention_bytes, keep)
     if deleted:
         log.info("retention deleted %d ledgers", deleted)
     return deleted
+
+
+async def _retention_floor(topics: TopicManager, topic: Topic, partition: int) -> int | None:
+    """The lowest offset retention must keep (with its ledger and every later one): what a durable Pulsar
+    subscription has not acknowledged (TopicManager.retention_floors); None when nothing holds data back."""
+    keep = None
+    for floor in topics.retention_floors:
+        try:
+            got = await floor(topic, partition)
+        except TopicError:  # deleted or moved during the pass: nothing of it to keep
+            continue
+        if got is not None:
+            keep = got if keep is None else min(keep, got)
+    return keep
 
 
 class LogCleaner:

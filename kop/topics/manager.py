@@ -98,6 +98,9 @@ class TopicManager:
         self.generation = 0  # bumped on every topic change (metadata caches key on it)
         # Called (awaited) after a topic is deleted; the group coordinator drops the topic's offsets.
         self.deletion_listeners: list[Callable[[Topic], Awaitable[None]]] = []
+        # Retention keeps what these name (the lowest offset a Pulsar subscription has not acknowledged, None:
+        # nothing to keep); the pulsar handler adds one. Kafka consumer groups hold nothing back.
+        self.retention_floors: list[Callable[[Topic, int], Awaitable[int | None]]] = []
         # Cluster mode: kop.cluster.ownership.ZooKeeperOwnership (None: this broker owns everything).
         self.ownership: Any = None
         self.paused = False  # cluster mode, ZooKeeper connection suspended: serve nothing

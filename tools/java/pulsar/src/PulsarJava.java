@@ -39,6 +39,12 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   reset-cursor-id TOPIC SUB LEDGER ENTRY   -> admin.topics().resetCursor by message id
  *   stats TOPIC                              -> admin.topics().getStats, as Pulsar's own JSON
  *   last-message-id TOPIC                    -> admin.topics().getLastMessageId as "ledger:entry:partition"
+ *   create-partitioned-topic TOPIC N         -> admin.topics().createPartitionedTopic
+ *   partitioned-metadata TOPIC               -> admin.topics().getPartitionedTopicMetadata: the partition count
+ *   skip TOPIC SUB N / skip-all TOPIC SUB / expire TOPIC SUB SECONDS / unsubscribe TOPIC SUB
+ *   peek TOPIC SUB N                         -> admin.topics().peekMessages: [{id,value,key,properties,
+ *                                               eventTime,publishTime,producerName,sequenceId,index}]
+ *   any command prefixed with "try " answers {"exception": class, "status": HTTP status} instead of failing
  * </pre>
  */
 public final class PulsarJava {
@@ -79,7 +85,34 @@ public final class PulsarJava {
     }
 
     private static String run(PulsarClient client, PulsarAdmin admin, String[] c) throws Exception {
+        if ("try".equals(c[0])) {
+            try {
+                return run(client, admin, java.util.Arrays.copyOfRange(c, 1, c.length));
+            } catch (org.apache.pulsar.client.admin.PulsarAdminException e) {
+                return "{\"exception\":" + str(e.getClass().getSimpleName()) + ",\"status\":" + e.getStatusCode()
+                        + "}";
+            }
+        }
         switch (c[0]) {
+            case "create-partitioned-topic":
+                admin.topics().createPartitionedTopic(c[1], Integer.parseInt(c[2]));
+                return "true";
+            case "partitioned-metadata":
+                return Integer.toString(admin.topics().getPartitionedTopicMetadata(c[1]).partitions);
+            case "skip":
+                admin.topics().skipMessages(c[1], c[2], Long.parseLong(c[3]));
+                return "true";
+            case "skip-all":
+                admin.topics().skipAllMessages(c[1], c[2]);
+                return "true";
+            case "expire":
+                admin.topics().expireMessages(c[1], c[2], Long.parseLong(c[3]));
+                return "true";
+            case "unsubscribe":
+                admin.topics().deleteSubscription(c[1], c[2]);
+                return "true";
+            case "peek":
+                return peek(admin, c[1], c[2], Integer.parseInt(c[3]));
             case "produce":
                 return produce(client, c[1], Integer.parseInt(c[2]), Boolean.parseBoolean(c[3]),
                         CompressionType.valueOf(c[4]));
@@ -156,6 +189,31 @@ public final class PulsarJava {
                         .append(",\"redeliveryCount\":").append(m.getRedeliveryCount())
                         .append(",\"id\":").append(str(m.getMessageId().toString())).append('}');
             }
+        }
+        return sb.append(']').toString();
+    }
+
+    private static String peek(PulsarAdmin admin, String topic, String sub, int n) throws Exception {
+        StringBuilder sb = new StringBuilder("[");
+        for (Message<byte[]> m : admin.topics().peekMessages(topic, sub, n)) {
+            Map<String, String> props = new TreeMap<>(m.getProperties());
+            StringBuilder p = new StringBuilder("{");
+            for (var e : props.entrySet()) {
+                p.append(p.length() > 1 ? "," : "").append(str(e.getKey())).append(':').append(str(e.getValue()));
+            }
+            p.append('}');
+            sb.append(sb.length() > 1 ? "," : "")
+                    .append("{\"id\":").append(str(m.getMessageId().toString()))
+                    .append(",\"value\":").append(str(new String(m.getValue(), StandardCharsets.UTF_8)))
+                    .append(",\"key\":").append(m.hasKey() ? str(m.getKey()) : "null")
+                    .append(",\"properties\":").append(p)
+                    .append(",\"eventTime\":").append(m.getEventTime())
+                    .append(",\"publishTime\":").append(m.getPublishTime())
+                    .append(",\"producerName\":").append(m.getProducerName() == null ? "null"
+                            : str(m.getProducerName()))
+                    .append(",\"sequenceId\":").append(m.getSequenceId())
+                    .append(",\"index\":").append(m.getIndex().map(Object::toString).orElse("null"))
+                    .append('}');
         }
         return sb.append(']').toString();
     }

@@ -1,0 +1,143 @@
+"""Pulsar's backlog quota: how far a durable subscription may fall behind before the broker acts.
+
+Retention keeps every ledger a durable subscription has not acknowledged (kop/pulsar/subscriptions.py's
+`backlog_floor`, used by kop/topics/chores.py), so a stalled subscription would keep data forever; the quota
+bounds it, with Pulsar's broker keys and policies:
+
+* ``backlogQuotaDefaultLimitBytes`` - the estimated size of a subscription's backlog (bytes of the entries after
+  its mark-delete position; the ledger holding it is counted pro rata by entries, as Pulsar's estimate does),
+* ``backlogQuotaDefaultLimitSecond`` - the age of its oldest unacknowledged entry since it was stored (the broker
+  entry timestamp of its append: the publish time of a Pulsar producer's message; a Kafka record's own timestamp
+  may be anything the producer chose),
+* ``backlogQuotaDefaultRetentionPolicy`` when either is exceeded:
+  ``producer_request_hold`` - producers are disconnected and new ones refused with
+  ProducerBlockedQuotaExceededError (the clients keep retrying, holding their sends, until the backlog shrinks);
+  ``producer_exception`` - the same with ProducerBlockedQuotaExceededException (the clients fail their sends);
+  ``consumer_backlog_eviction`` - the slowest subscriptions skip their oldest entries until within the quota.
+
+The check runs every ``backlogQuotaCheckIntervalInSeconds`` over the partitions the pulsar handler serves, and
+on every PRODUCER. Kafka consumer groups are not cursors: they neither hold data back nor count here.
+Differences from Pulsar: the quota is broker-wide (no namespace/topic policies yet).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from kop.pulsar.codec import commands as c
+from kop.pulsar.subscriptions import appended_since, backlog_entries, move_forward, nth_unacked
+
+if TYPE_CHECKING:
+    from kop.config import BrokerConfig
+    from kop.pulsar.subscription import PartitionState, Subscription
+
+log = logging.getLogger(__name__)
+
+HOLD, EXCEPTION, EVICTION = "producer_request_hold", "producer_exception", "consumer_backlog_eviction"
+
+
+def enabled(cfg: BrokerConfig) -> bool:
+    return cfg.backlogQuotaCheckEnabled and (cfg.backlogQuotaDefaultLimitBytes >= 0
+                                             or cfg.backlogQuotaDefaultLimitSecond >= 0)
+
+
+async def backlog_bytes(sub: Subscription) -> int:
+    plog: Any = sub.plog
+    if sub.next_offset >= plog.high_watermark:
+        return 0
+    start = await plog.find_position(max(sub.next_offset, plog.log_start_offset))
+    total = 0
+    for li in plog.ml.ledgers():
+        if li.ledger_id < start.ledger_id:
+            continue
+        size, entries = li.size or 0, li.entries or 0
+        if li.ledger_id == start.ledger_id and entries:
+            size = size * max(entries - start.entry_id, 0) // entries
+        total += size
+    return total
+
+
+async def oldest_age_ms(sub: Subscription, now_ms: int) -> int:
+    plog: Any = sub.plog
+    if sub.next_offset >= plog.high_watermark:
+        return 0
+    pos = await plog.find_position(max(sub.next_offset, plog.log_start_offset))
+    meta = await plog.probe(pos.ledger_id, pos.entry_id)
+    return max(0, now_ms - int(meta.broker_timestamp or meta.timestamp))
+
+
+async def exceeded(cfg: BrokerConfig, sub: Subscription, now_ms: int) -> tuple[bool, bool]:
+    """(over the size limit, over the time limit) for one durable subscription."""
+    size = cfg.backlogQuotaDefaultLimitBytes >= 0 and await backlog_bytes(sub) > cfg.backlogQuotaDefaultLimitBytes
+    age = (cfg.backlogQuotaDefaultLimitSecond >= 0
+           and await oldest_age_ms(sub, now_ms) > cfg.backlogQuotaDefaultLimitSecond * 1000)
+    return size, age
+
+
+async def partition_exceeded(cfg: BrokerConfig, state: PartitionState) -> bool:
+    now = int(time.time() * 1000)
+    for sub in list(state.subscriptions.values()):
+        if sub.durable and any(await exceeded(cfg, sub, now)):
+            return True
+    return False
+
+
+async def refusal(cfg: BrokerConfig, state: PartitionState) -> tuple[int, str] | None:
+    """The error a PRODUCER gets while the partition's backlog is over quota (producer_* policies)."""
+    if not enabled(cfg) or cfg.backlogQuotaDefaultRetentionPolicy == EVICTION:
+        return None
+    if not await partition_exceeded(cfg, state):
+        return None
+    if cfg.backlogQuotaDefaultRetentionPolicy == EXCEPTION:
+        return c.ServerError.ProducerBlockedQuotaExceededException, "Cannot create producer on topic with " \
+            "backlog quota exceeded"
+    return c.ServerError.ProducerBlockedQuotaExceededError, "Cannot create producer on topic with backlog " \
+        "quota exceeded"
+
+
+async def evict(cfg: BrokerConfig, sub: Subscription, size_over: bool, age_over: bool) -> None:
+    """consumer_backlog_eviction: skip the oldest entries until the subscription is within the quota."""
+    plog: Any = sub.plog
+    if age_over:
+        await move_forward(sub, await appended_since(plog, int(time.time() * 1000)
+                                                       - cfg.backlogQuotaDefaultLimitSecond * 1000))
+    if size_over:
+        size = await backlog_bytes(sub)
+        entries = await backlog_entries(sub)
+        if size > cfg.backlogQuotaDefaultLimitBytes and entries:
+            skip = min(entries, math.ceil((size - cfg.backlogQuotaDefaultLimitBytes) / (size / entries)))
+            pos = await nth_unacked(sub, skip)
+            target = plog.high_watermark if pos is None else int((await plog.probe(pos.ledger_id,
+                                                                                  pos.entry_id)).index) + 1
+            await move_forward(sub, target)
+
+
+async def check(cfg: BrokerConfig, states: list[PartitionState]) -> int:
+    """One pass over the served partitions; returns on how many the policy acted."""
+    if not enabled(cfg):
+        return 0
+    acted = 0
+    now = int(time.time() * 1000)
+    for state in states:
+        over = []
+        for sub in list(state.subscriptions.values()):
+            if sub.durable:
+                size_over, age_over = await exceeded(cfg, sub, now)
+                if size_over or age_over:
+                    over.append((sub, size_over, age_over))
+        if not over:
+            continue
+        acted += 1
+        if cfg.backlogQuotaDefaultRetentionPolicy == EVICTION:
+            for sub, size_over, age_over in over:
+                log.info("%s/%s: backlog over quota; evicting its oldest entries", state.ledger_name, sub.name)
+                await evict(cfg, sub, size_over, age_over)
+        else:  # the producers reconnect and are refused (refusal) until the backlog is within the quota
+            for p in list(state.producers.values()):
+                p.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=p.producer_id, request_id=0))
+                p.conn.producers.pop(p.producer_id, None)
+                p.close()
+    return acted

@@ -214,11 +214,13 @@ class BrokerConfig:
         cfg.validate()
         return cfg
 
-    def validate(self) -> None:
-        def need(cond: bool, key: str, msg: str) -> None:
-            if not cond:
-                raise ConfigError(f"bad value for {key}: {msg} (got {getattr(self, key)!r})")
+    def _need(self, cond: bool, key: str, msg: str) -> None:
+        if not cond:
+            raise ConfigError(f"bad value for {key}: {msg} (got {getattr(self, key)!r})")
 
+    def validate(self) -> None:
+        """Every key's checks: the listeners and the network side here, storage and the rest below."""
+        need = self._need
         try:
             self._derived["listeners"] = parse_listeners(self.kafkaListeners)
         except ValueError as e:
@@ -252,6 +254,10 @@ class BrokerConfig:
         need(self.requestTimeoutMs > 0, "requestTimeoutMs", "must be > 0")
         need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
         need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")
+        self._validate_storage_and_services()
+
+    def _validate_storage_and_services(self) -> None:
+        need = self._need
         need(self.managedLedgerMaxEntriesPerLedger >= 1, "managedLedgerMaxEntriesPerLedger", "must be >= 1")
         need(self.managedLedgerMaxSizePerLedgerMbytes >= 1, "managedLedgerMaxSizePerLedgerMbytes", "must be >= 1")
         need(self.managedLedgerMinLedgerRolloverTimeMinutes >= 0, "managedLedgerMinLedgerRolloverTimeMinutes", ">= 0")

@@ -412,3 +412,50 @@ def test_records_decode_to_the_group() -> None:
             v = crec.decode_current_assignment(value)
             assert (v.member_epoch, v.previous_member_epoch, v.state) == (1, 0, 0)
             assert v.assigned == {FOO: frozenset(range(6))}
+
+
+# ---------------------------------------------------------------------------------------- restart
+
+
+def replayed(d: Driver) -> Any:
+    """The groups a fresh coordinator rebuilds from every record written so far, in order."""
+    from kop.coordinator.consumer_group import ConsumerGroupReplayer
+
+    replayer = ConsumerGroupReplayer()
+    for w in d.writes:
+        for key, value in w.records:
+            if rec._Reader(key, 0, False).int16() in crec.TYPES:
+                replayer.replay(crec.decode_key(key), value)
+    return {g.group_id: g for g in replayer.result()}
+
+
+def test_replaying_the_records_restores_every_group_mid_reconciliation() -> None:
+    d = Driver()
+    d.topics["foobar"] = (BAR, 3)
+    d.join("s1", instance_id="i1", client_id="c1", client_host="/10.0.0.1")
+    d.join("m2", subscribed_topic_regex="foo.*", server_assignor="range")
+    d.hb("s1", 1, {FOO: list(range(6))})  # s1 now revoking: UNREVOKED_PARTITIONS
+    restored = replayed(d)[GROUP]
+    live = d.group()
+    assert restored == live
+    assert restored.members["s1"].state == MemberState.UNREVOKED_PARTITIONS
+    # A coordinator that loads them serves the members where they were: s1 is still asked to revoke.
+    d2 = Driver()
+    d2.topics = d.topics
+    d2.machine.loaded([restored], d2.now)
+    kept = sorted(restored.members["s1"].assigned[FOO])
+    r = d2.hb("s1", 1, {FOO: kept}, instance_id="i1")
+    assert r.error == 0 and r.member_epoch == live.assignment_epoch
+    # Sessions start again at load: members that never come back are removed.
+    d2.advance(SESSION_MS + 1)
+    assert d2.group().members == {}
+
+
+def test_replay_after_leave_and_session_expiry_forgets_members() -> None:
+    d = Driver()
+    d.settle({m: d.join(m) for m in ("m1", "m2", "m3")})
+    d.hb("m3", -1)
+    d.advance(SESSION_MS + 1)  # m1 and m2 expire too
+    restored = replayed(d)[GROUP]
+    assert restored.members == {} and restored.targets == {}
+    assert restored.group_epoch == d.group().group_epoch and restored.state == "Empty"

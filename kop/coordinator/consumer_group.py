@@ -697,3 +697,74 @@ class ConsumerGroupMachine:
     def _assignment_record(group_id: str, m: ConsumerMember) -> Record:
         return (crec.encode_key(crec.ConsumerKey(crec.CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id)),
                 crec.encode_current_assignment(m.assignment_value()))
+
+
+class ConsumerGroupReplayer:
+    """Rebuilds consumer groups from their records in __consumer_offsets, in log order (the last record
+    of a key wins; a null value deletes). The group's existence follows its epoch record (type 3), as in
+    Kafka: a group whose type-3 record is a tombstone is gone."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._deleted: set[str] = set()
+
+    def _group(self, gid: str) -> ConsumerGroup:
+        group = self.groups.get(gid)
+        if group is None:
+            group = self.groups[gid] = ConsumerGroup(gid)
+        self._deleted.discard(gid)
+        return group
+
+    def replay(self, key: crec.ConsumerKey, value: bytes | memoryview | None) -> None:
+        gid, second = key.group, key.second or ""
+        if value is None:
+            group = self.groups.get(gid)
+            if group is None:
+                return
+            if key.type == crec.GROUP_EPOCH:
+                self._deleted.add(gid)
+            elif key.type == crec.MEMBER_METADATA:
+                group.members.pop(second, None)
+            elif key.type == crec.TARGET_ASSIGNMENT_MEMBER:
+                group.targets.pop(second, None)
+            elif key.type == crec.CURRENT_MEMBER_ASSIGNMENT and second in group.members:
+                group.members[second] = replace(group.members[second], member_epoch=LEAVE_EPOCH, assigned={},
+                                                pending_revocation={})
+            elif key.type == crec.PARTITION_METADATA:
+                group.subscription_metadata = {}
+            elif key.type == crec.REGULAR_EXPRESSION:
+                group.regexes.pop(second, None)
+            return
+        group = self._group(gid)
+        if key.type == crec.GROUP_EPOCH:
+            group.group_epoch = crec.decode_epoch(value)
+        elif key.type == crec.TARGET_ASSIGNMENT_METADATA:
+            group.assignment_epoch = crec.decode_epoch(value)
+        elif key.type == crec.PARTITION_METADATA:
+            group.subscription_metadata = {t.name: (t.topic_id, t.partitions)
+                                           for t in crec.decode_partition_metadata(value)}
+        elif key.type == crec.MEMBER_METADATA:
+            v = crec.decode_member_metadata(value)
+            m = group.members.get(second) or ConsumerMember(second)
+            group.members[second] = replace(
+                m, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
+                subscribed_topic_names=tuple(v.subscribed_topic_names), subscribed_topic_regex=v.subscribed_topic_regex,
+                rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor)
+        elif key.type == crec.TARGET_ASSIGNMENT_MEMBER:
+            group.targets[second] = crec.decode_target_member(value)
+        elif key.type == crec.CURRENT_MEMBER_ASSIGNMENT:
+            a = crec.decode_current_assignment(value)
+            m = group.members.get(second) or ConsumerMember(second)
+            try:
+                state = MemberState(a.state)
+            except ValueError:
+                state = MemberState.UNKNOWN  # written by a newer version: fenced unless it owns nothing
+            group.members[second] = replace(m, member_epoch=a.member_epoch,
+                                            previous_member_epoch=a.previous_member_epoch, state=state,
+                                            assigned=a.assigned, pending_revocation=a.pending_revocation)
+        elif key.type == crec.REGULAR_EXPRESSION:
+            group.regexes[second] = frozenset(crec.decode_regex(value).topics)
+
+    def result(self) -> list[ConsumerGroup]:
+        """The groups that exist at the end of the log."""
+        return [g for gid, g in self.groups.items() if gid not in self._deleted]

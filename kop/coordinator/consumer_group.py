@@ -299,6 +299,66 @@ class ConsumerGroupMachine:
                 for key in [k for k in self._timers if k[1] == gid]:
                     del self._timers[key]
 
+    def shutdown(self) -> None:
+        """The coordinator stops: no timer fires any more."""
+        self._timers.clear()
+        self._heap.clear()
+
+    def delete_group(self, group_id: str) -> list[Record]:
+        """Forget an empty group (DeleteGroups, offset expiry, or a JoinGroup turning it classic) and give
+        its tombstones in Kafka's order: current assignments, targets, assignment epoch, members, regexes,
+        subscription metadata, and the group epoch last."""
+        group = self.groups.pop(group_id)
+        gid = group_id
+
+        def key(kind: int, second: str | None = None) -> bytes:
+            return crec.encode_key(crec.ConsumerKey(kind, gid, second))
+
+        records: list[Record] = [(key(crec.CURRENT_MEMBER_ASSIGNMENT, m), None) for m in group.members]
+        records += [(key(crec.TARGET_ASSIGNMENT_MEMBER, m), None) for m in group.targets]
+        records.append((key(crec.TARGET_ASSIGNMENT_METADATA), None))
+        records += [(key(crec.MEMBER_METADATA, m), None) for m in group.members]
+        records += [(key(crec.REGULAR_EXPRESSION, r), None) for r in group.regexes]
+        records.append((key(crec.PARTITION_METADATA), None))
+        records.append((key(crec.GROUP_EPOCH), None))
+        for k in [k for k in self._timers if k[1] == gid]:
+            del self._timers[k]
+        return records
+
+    # ================================================================== offsets of consumer groups
+    @staticmethod
+    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int) -> int:
+        """Kafka's rules for OffsetCommit to a consumer group: an admin commit (epoch < 0) only to an empty
+        group; else the member must exist, commit with v9+, and carry its current epoch exactly."""
+        if member_epoch < 0 and not group.members:
+            return 0
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return E.UNSUPPORTED_VERSION
+        return 0 if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+
+    @staticmethod
+    def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+        """An admin fetch (no member id, epoch < 0) is always served; a member's needs its current epoch."""
+        if member_id is None and member_epoch < 0:
+            return 0
+        member = group.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        return 0 if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+
+    @staticmethod
+    def subscribed_topics(group: ConsumerGroup) -> set[str]:
+        """Every topic name some member subscribes to, by name or through its regex."""
+        names: set[str] = set()
+        for m in group.members.values():
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                names.update(group.regexes.get(m.subscribed_topic_regex, ()))
+        return names
+
     # ================================================================== the heartbeat
     def heartbeat(self, req: HeartbeatRequest, token: Hashable, now: int) -> None:
         self._now = now

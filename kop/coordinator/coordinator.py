@@ -577,13 +577,19 @@ class GroupCoordinator:
         self._run()
         return await fut
 
-    def consumer_group(self, group_id: str) -> tuple[int, ConsumerGroup | None]:
-        """(error, group) for ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for a missing or classic group."""
+    def consumer_group(self, group_id: str) -> tuple[int, ConsumerGroup | None, str | None]:
+        """(error, group, message) for ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for a missing or a classic
+        group, with Kafka 4.x's messages (kafka-consumer-groups prints them)."""
         err = self.partition_error(group_id)
         if err:
-            return err, None
+            return err, None, None
         group = self.consumer_groups.get(group_id)
-        return (0, group) if group is not None else (E.GROUP_ID_NOT_FOUND, None)
+        if group is not None:
+            return 0, group, None
+        classic = self.groups.get(group_id)
+        if classic is not None and not classic.is_in(S.DEAD):
+            return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} is not a consumer group."
+        return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
 
     def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
         def done(f: asyncio.Future[Any]) -> None:

@@ -1,8 +1,8 @@
 """ConsumerGroupDescribe (key 69): v0-v1, KIP-848 consumer groups as kafka-consumer-groups --describe and
 the admin client's describeConsumerGroups read them.
 
-A missing id or a classic group is answered GROUP_ID_NOT_FOUND ("... is not a consumer group"), as Kafka
-4.x: the admin client then describes it with DescribeGroups. Each member's Assignment is what it owns now,
+A missing id ("Group g not found.") or a classic group ("Group g is not a consumer group.") is answered
+GROUP_ID_NOT_FOUND, as Kafka 4.x: the admin client then describes a classic group with DescribeGroups. Each member's Assignment is what it owns now,
 its TargetAssignment what the assignor wants it to own; topic names are the topics' Kafka names. v1's
 MemberType is 1 (consumer protocol) for every member: classic members inside a consumer group are not
 supported here. include_authorized_operations: without an authorizer every group operation is allowed,
@@ -15,7 +15,6 @@ from typing import Any
 
 from kop.kafka.apis.describe_groups import GROUP_OPERATIONS, NOT_REQUESTED
 from kop.protocol import api_info
-from kop.protocol.errors import ErrorCode
 
 API_KEY = 69
 VERSIONS = (0, 1)
@@ -36,9 +35,8 @@ async def handle(conn: Any, header: Any, req: Any) -> Any:
     ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.group_ids:
-        error, group = coordinator.consumer_group(gid)
+        error, group, message = coordinator.consumer_group(gid)
         if group is None:
-            message = f"Group {gid} is not a consumer group." if error == ErrorCode.GROUP_ID_NOT_FOUND else None
             out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",
                                         group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))
             continue

@@ -2,7 +2,7 @@
 and on Apache Kafka 4.x (KOP_E2E_TARGET=kafka proves the tests right).
 
 * Java 4.x console consumers and confluent-kafka consumers, all with `group.protocol=consumer`, share a
-  6-partition topic while members join, leave and are killed (the broker fences them after its consumer
+  6-partition topic while members of both kinds join, leave and are killed (the broker fences them after its consumer
   session timeout); with commits after processing every record is consumed, and a record is consumed twice
   only when the member that first consumed it never committed it;
 * a group is restored by a broker restart: its members keep their partitions and epochs, and consumers
@@ -84,6 +84,22 @@ def test_java_and_confluent_members_join_leave_and_die_without_loss(target, java
         s.wait_all_committed()
         s.wait("the Java member to have consumed", lambda: any(v.startswith("c-") for _, _, v in c.consumed()))
 
+        # A second Java member joins, consumes, commits everything it printed, and is killed: the broker
+        # fences it after the session timeout and its partitions go to the others.
+        c2 = s.java("C2-java")
+        rounds = iter(range(10**6))
+
+        def c2_consumed() -> bool:
+            # Records keep coming until the new member (a JVM starting on a busy machine) has its share.
+            s.produce(f"f{next(rounds)}", 2)
+            return any(v.startswith("f") for _, _, v in c2.consumed())
+
+        wait_for("the second Java member to have consumed", c2_consumed, interval=1.0, on_timeout=s.describe)
+        s.wait_all_committed()
+        c2.kill()
+        s.produce("g", 40)
+        s.wait_all_committed()  # only once C2's partitions were given to live members
+
         b.stop()  # leaves (heartbeat with epoch -1)
         s.wait("A to take one of B's partitions", lambda: _sizes(a) == [3])
         s.produce("d", 40)
@@ -103,7 +119,7 @@ def test_java_and_confluent_members_join_leave_and_die_without_loss(target, java
         a.stop()
         c.stop()
         seen = _check_consumption(s)
-        for m in (a, b, c, d):
+        for m in (a, b, c, c2, d):
             assert any(m.name in names for names in seen.values()), f"{m.name} consumed nothing"
     finally:
         s.close()
@@ -191,3 +207,29 @@ def test_kafka_consumer_groups_describes_consumer_groups_as_apache_kafka(kafka_s
     assert not mismatches, f"{len(mismatches)} of {len(kafka_out)} outputs differ:\n" + "\n".join(mismatches)
     describe = dict(kafka_out)["describe"]
     assert sum(1 for ln in describe if re.match(r"<group> <topic> \d+ 10 10 0 <id> <id> <id>$", ln)) == 3, describe
+
+
+def test_consumer_lag_metrics_cover_consumer_groups(kop_broker) -> None:
+    """kop_consumer_group_lag (issue 6) for a consumer-protocol group: log end offset - committed offset."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from tests.support.admin import Scrape
+
+    broker = kop_broker(**KOP_SETTINGS)
+    topic, group = "lag848", "lag848-group"
+    create_topic(broker.bootstrap, topic, 2)
+    produce(broker.bootstrap, topic, {0: [f"a{i}" for i in range(10)], 1: [f"b{i}" for i in range(4)]})
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([topic])
+        got: list[object] = []
+        wait_for("the consumer to read both partitions", lambda: len(got.extend(c.consume(20, 0.5)) or got) >= 14)
+        c.commit(offsets=[TopicPartition(topic, 0, 7), TopicPartition(topic, 1, 4)], asynchronous=False)
+        full = f"persistent://public/default/{topic}"
+        assert Scrape(broker.admin_url).series("kop_consumer_group_lag") == {
+            frozenset({("group", group), ("topic", full), ("partition", "0")}): 3,
+            frozenset({("group", group), ("topic", full), ("partition", "1")}): 0,
+        }
+    finally:
+        c.close()

@@ -122,3 +122,30 @@ def test_restart_restores_members_epochs_and_assignments(tmp_path: Path) -> None
             await svc.stop()
 
     asyncio.run(run())
+
+
+def test_offsets_of_a_consumer_group_expire_and_the_empty_group_goes(tmp_path: Path) -> None:
+    """Kafka's rule for consumer groups: an offset of a topic nobody subscribes to expires
+    offsetsRetentionMinutes after its commit; an Empty group left without offsets is deleted."""
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1")
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 1)
+            await c.consumer_group_heartbeat(join("m1"))
+            await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, [(TOPIC, 0, 3, -1, None)])
+            later = c.clock() + 61
+            c.clock = lambda: later
+            assert await c.expire_offsets() == 0  # m1 still subscribes to the topic
+            await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
+            assert await c.expire_offsets() > 0
+            assert GROUP not in c.consumer_groups and c.fetch_offsets(GROUP, None) == (0, [])
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        try:
+            assert GROUP not in svc.coordinator.consumer_groups and GROUP not in svc.coordinator.offsets
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())

@@ -885,11 +885,14 @@ class GroupCoordinator:
             delete_group = all_expired and group.is_in(S.EMPTY)
             if expired or delete_group:
                 per_group.append((gid, expired, delete_group))
+        per_group += self._expired_of_consumer_groups(now, retention_ms)
         total = 0
         waits = []
         for gid, expired, delete_group in per_group:
             records: list[tuple[bytes, bytes | None]] = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
-            if delete_group:
+            if delete_group and gid in self.consumer_groups:
+                records += self.consumer.delete_group(gid)
+            elif delete_group:
                 records.append((rec.group_metadata_key(gid), None))
                 group = self.groups.get(gid)
                 if group is not None:
@@ -907,6 +910,28 @@ class GroupCoordinator:
         if total:
             log.info("offset expiration wrote %d tombstones", total)
         return total
+
+    def _expired_of_consumer_groups(self, now: int, retention_ms: int) -> list[tuple[str, list[tuple[str, int]], bool]]:
+        """Kafka's rule for consumer groups: an offset of a topic no member subscribes to expires
+        retention after its commit; a group without members whose offsets are all gone is deleted."""
+        out = []
+        for gid, cg in self.consumer_groups.items():
+            if self.partition_of(gid) not in self._loaded:
+                continue
+            subscribed = self.consumer.subscribed_topics(cg)
+            expired: list[tuple[str, int]] = []
+            all_expired = True
+            for (t, p), om in self.offsets.get(gid, {}).items():
+                gone = t not in subscribed and (
+                    now >= om.expire_timestamp if om.expire_timestamp >= 0 else now - om.commit_timestamp >= retention_ms)
+                if gone:
+                    expired.append((t, p))
+                else:
+                    all_expired = False
+            delete_group = all_expired and not cg.members
+            if expired or delete_group:
+                out.append((gid, expired, delete_group))
+        return out
 
     @staticmethod
     def _expiration_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:

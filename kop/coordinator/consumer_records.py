@@ -13,7 +13,7 @@ values start with an int16 version (0 for all of these) and are flexible (compac
 | 4    | group                   | Topics [TopicId uuid, TopicName, NumPartitions int32, PartitionMetadata]|
 | 5    | group, member           | InstanceId?, RackId?, ClientId, ClientHost, SubscribedTopicNames[],    |
 |      |                         | SubscribedTopicRegex?, RebalanceTimeoutMs, ServerAssignor?, (tag 0:    |
-|      |                         | ClassicMemberMetadata - written only for classic members, never here)  |
+|      |                         | ClassicMemberMetadata: null here, written explicitly as Kafka does)    |
 | 6    | group                   | AssignmentEpoch int32                                                  |
 | 7    | group, member           | TopicPartitions [TopicId, Partitions int32[]]                          |
 | 8    | group, member           | MemberEpoch, PreviousMemberEpoch, State int8, AssignedPartitions[],    |
@@ -225,7 +225,10 @@ def encode_member_metadata(v: MemberMetadataValue) -> bytes:
     w.string(v.subscribed_topic_regex)
     w.int32(v.rebalance_timeout_ms)
     w.string(v.server_assignor)
-    return _done(w)
+    # Tagged field 0, ClassicMemberMetadata, null for a consumer-protocol member: Kafka's generated writer
+    # writes a null nullable struct explicitly (one field, tag 0, size 1, the null marker 0), so do we.
+    w.out += b"\x01\x00\x01\x00"
+    return bytes(w.out)
 
 
 def decode_member_metadata(data: bytes | memoryview) -> MemberMetadataValue:

@@ -233,3 +233,73 @@ def test_consumer_lag_metrics_cover_consumer_groups(kop_broker) -> None:
         }
     finally:
         c.close()
+
+
+def _group_records(bootstrap: str, group: str) -> list[tuple[bytes, bytes | None]]:
+    """Every consumer-group record (types 3-8, 16) of `group` in __consumer_offsets, in log order."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    from kop.coordinator import consumer_records as crec
+    from kop.coordinator.records import partition_for
+
+    c = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    try:
+        n = len(c.partitions_for_topic("__consumer_offsets"))
+        tp = TopicPartition("__consumer_offsets", partition_for(group, n))
+        c.assign([tp])
+        c.seek_to_beginning(tp)
+        end = c.end_offsets([tp])[tp]
+        out = []
+        while c.position(tp) < end:
+            for r in c.poll(timeout_ms=1000).get(tp, []):
+                if int.from_bytes(r.key[:2], "big") in crec.TYPES and crec.decode_key(r.key).group == group:
+                    out.append((r.key, r.value))
+        return out
+    finally:
+        c.close()
+
+
+def test_consumer_group_records_in_kafkas_layout(target, tmp_path) -> None:
+    """The group's records in __consumer_offsets decode with our codec and re-encode to the same bytes, and
+    replaying them gives the group the members see. Against Apache Kafka this checks our layouts against
+    Kafka's own bytes (Kafka 4.1+ adds a tagged field to the group epoch record: its epoch is compared)."""
+    from kop.coordinator import consumer_records as crec
+    from kop.coordinator.consumer_group import ConsumerGroupReplayer
+
+    s = ConsumerProtocolScenario(target, tmp_path, hint="records")
+    try:
+        s.produce("a", 5)
+        a, b = s.confluent("A-confluent"), s.confluent("B-confluent")
+        s.wait("A and B to share the partitions", lambda: _sizes(a, b) == [3, 3])
+        s.wait_all_committed()
+        records = _group_records(s.b, s.group)
+        replayer = ConsumerGroupReplayer()
+        decoders = {crec.PARTITION_METADATA: (crec.decode_partition_metadata, crec.encode_partition_metadata),
+                    crec.MEMBER_METADATA: (crec.decode_member_metadata, crec.encode_member_metadata),
+                    crec.TARGET_ASSIGNMENT_MEMBER: (crec.decode_target_member, crec.encode_target_member),
+                    crec.CURRENT_MEMBER_ASSIGNMENT: (crec.decode_current_assignment, crec.encode_current_assignment),
+                    crec.REGULAR_EXPRESSION: (crec.decode_regex, crec.encode_regex),
+                    crec.TARGET_ASSIGNMENT_METADATA: (crec.decode_epoch, crec.encode_epoch),
+                    crec.GROUP_EPOCH: (crec.decode_epoch, crec.encode_epoch)}
+        kinds = set()
+        for key, value in records:
+            k = crec.decode_key(key)
+            assert crec.encode_key(k) == key
+            kinds.add(k.type)
+            if value is not None:
+                decode, encode = decoders[k.type]
+                again = encode(decode(value))
+                assert (again[:6] == value[:6]) if k.type == crec.GROUP_EPOCH else (again == value), (k, value.hex())
+            replayer.replay(k, value)
+        assert {crec.GROUP_EPOCH, crec.MEMBER_METADATA, crec.TARGET_ASSIGNMENT_MEMBER,
+                crec.TARGET_ASSIGNMENT_METADATA, crec.CURRENT_MEMBER_ASSIGNMENT} <= kinds
+        [group] = replayer.result()
+        assert len(group.members) == 2 and group.assignment_epoch == group.group_epoch
+        owned = [p for m in group.members.values() for ps in m.assigned.values() for p in ps]
+        assert sorted(owned) == list(range(PARTS))
+        assert sorted(sorted(len(ps) for ps in m.assigned.values()) for m in group.members.values()) == [[3], [3]]
+        assert {m.client_id for m in group.members.values()} == {"A-confluent", "B-confluent"}
+        a.stop()
+        b.stop()
+    finally:
+        s.close()

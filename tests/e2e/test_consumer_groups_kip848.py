@@ -7,6 +7,9 @@ and on Apache Kafka 4.x (KOP_E2E_TARGET=kafka proves the tests right).
   only when the member that first consumed it never committed it;
 * a group is restored by a broker restart: its members keep their partitions and epochs, and consumers
   resume from the committed offsets;
+* a regex subscription is resolved by the broker and follows a matching topic created later;
+* the group's records in __consumer_offsets are Kafka's bytes (decoded and re-encoded identically,
+  on Apache Kafka's log as on ours), and consumer lag metrics cover consumer groups;
 * kafka-consumer-groups (--list --type, --describe with --members/--state/--verbose, --delete) prints the
   same for a consumer group on both brokers (differential, normalized as in test_consumer_groups_cli).
 
@@ -303,3 +306,40 @@ def test_consumer_group_records_in_kafkas_layout(target, tmp_path) -> None:
         b.stop()
     finally:
         s.close()
+
+
+def test_regex_subscription_follows_new_topics(target, tmp_path) -> None:
+    """librdkafka sends a `^`-prefixed subscription to the broker as SubscribedTopicRegex (KIP-848 v1): the
+    broker resolves it (whole-name RE2 match) and, when a matching topic is created later, assigns it too."""
+    from confluent_kafka import Consumer
+
+    broker = target.dedicated_broker(KAFKA_SETTINGS, **KOP_SETTINGS)
+    prefix = target.topic("re")
+    first, second, other = f"{prefix}-one", f"{prefix}-two", f"x{prefix}"
+    for t in (first, other):
+        create_topic(broker.bootstrap, t, 2)
+        produce(broker.bootstrap, t, {0: [f"{t}-a"], 1: [f"{t}-b"]})
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"g-{prefix}", "group.protocol": "consumer",
+                  "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
+    seen: set[str] = set()
+
+    def consumed(*values: str) -> bool:
+        seen.update(m.value().decode() for m in c.consume(10, 0.5) if not m.error())
+        return set(values) <= seen
+
+    try:
+        c.subscribe([f"^{prefix}-.*"])
+        wait_for("the first matching topic to be consumed", lambda: consumed(f"{first}-a", f"{first}-b"))
+        create_topic(broker.bootstrap, second, 2)
+        produce(broker.bootstrap, second, {0: [f"{second}-a"], 1: [f"{second}-b"]})
+        wait_for("the topic created later to be consumed too", lambda: consumed(f"{second}-a", f"{second}-b"))
+        assert not any(v.startswith(other) for v in seen)  # "x<prefix>" does not match the whole pattern
+        assert {tp.topic for tp in c.assignment()} == {first, second}
+        # The broker, not the client, resolved it: its resolution is in __consumer_offsets (record type 16).
+        from kop.coordinator import consumer_records as crec
+
+        regexes = [crec.decode_key(k).second for k, v in _group_records(broker.bootstrap, f"g-{prefix}")
+                   if crec.decode_key(k).type == crec.REGULAR_EXPRESSION and v is not None]
+        assert f"(^{prefix}-.*)" in regexes  # librdkafka sends its subscriptions joined, in parentheses
+    finally:
+        c.close()

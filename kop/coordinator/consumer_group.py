@@ -7,8 +7,8 @@ a member before its previous owner has given it up. The rules, error codes and r
 4.x's (its GroupMetadataManager and CurrentAssignmentBuilder; research/kip848.md §1-§6), because Java and
 librdkafka consumers are written against them.
 
-Driven like group_state.GroupStateMachine (no I/O, no timers of its own; tests with a fake clock in
-tests/test_coordinator_consumer_group.py):
+Driven like group_state.GroupStateMachine (kop/coordinator/sansio.py: no I/O, no timers of its own;
+tests with a fake clock in tests/test_coordinator_consumer_group.py):
 
 * `heartbeat(request, token, now)`: the answer comes out of `take_effects()` as `HeartbeatAnswer(token,
   result)` - at once for an error, else after the `Write` of its records is reported durable through
@@ -45,7 +45,6 @@ How we differ from Kafka 4.x, and why:
 from __future__ import annotations
 
 import enum
-import heapq
 import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -58,7 +57,7 @@ from kop.config import BrokerConfig
 from kop.coordinator import consumer_records as crec
 from kop.coordinator import records as rec
 from kop.coordinator.assignors import ASSIGNORS, MemberSpec
-from kop.coordinator.group_state import Record, Write
+from kop.coordinator.sansio import Record, SansIOMachine, Write
 from kop.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -214,70 +213,20 @@ def compile_regex(pattern: str) -> Any:
     return re2.compile(pattern)
 
 
-class ConsumerGroupMachine:
+class ConsumerGroupMachine(SansIOMachine):
     """Every consumer group of this coordinator. `classic_groups` is the classic state machine's `groups`
     (a heartbeat may replace an empty classic group, and must not take a classic group with members)."""
 
     def __init__(self, config: BrokerConfig, metadata: Callable[[], Metadata],
                  classic_groups: dict[str, Any] | None = None,
                  wall_ms: Callable[[], int] | None = None) -> None:
+        super().__init__(wall_ms)
         self.config = config
         self.metadata = metadata
         self.classic_groups = classic_groups if classic_groups is not None else {}
         self.groups: dict[str, ConsumerGroup] = {}
-        self._wall_ms = wall_ms
-        self._now = 0
-        self._timers: dict[tuple[str, ...], tuple[int, int, Callable[..., None], tuple[Any, ...]]] = {}
-        self._heap: list[tuple[int, int, tuple[str, ...]]] = []
-        self._seq = 0
-        self._effects: list[Effect] = []
-        self._on_written: dict[int, Callable[[int], None]] = {}
-        self._next_write_id = 0
 
-    # ================================================================== driving
-    def take_effects(self) -> list[Effect]:
-        out, self._effects = self._effects, []
-        return out
-
-    def next_deadline(self) -> int | None:
-        while self._heap:
-            _, seq, key = self._heap[0]
-            timer = self._timers.get(key)
-            if timer is not None and timer[1] == seq:
-                return timer[0]
-            heapq.heappop(self._heap)
-        return None
-
-    def expire_timers(self, now: int) -> None:
-        self._now = now
-        while (deadline := self.next_deadline()) is not None and deadline <= now:
-            _, _, key = heapq.heappop(self._heap)
-            _, _, fn, args = self._timers.pop(key)
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("consumer group timer %s failed", key)
-
-    def write_done(self, write_id: int, error: int, now: int) -> None:
-        self._now = now
-        callback = self._on_written.pop(write_id, None)
-        if callback is not None:
-            callback(error)
-
-    def _schedule(self, key: tuple[str, ...], delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
-        self._seq += 1
-        deadline = self._now + max(delay_ms, 0)
-        self._timers[key] = (deadline, self._seq, fn, args)
-        heapq.heappush(self._heap, (deadline, self._seq, key))
-
-    def _cancel(self, key: tuple[str, ...]) -> None:
-        self._timers.pop(key, None)
-
-    def _write(self, group_id: str, records: list[Record], on_done: Callable[[int], None]) -> None:
-        self._next_write_id += 1
-        self._on_written[self._next_write_id] = on_done
-        self._effects.append(Write(self._next_write_id, group_id, records))
-
+    # ------------------------------------------------------------------ answers (timers, writes: sansio.py)
     def _answer(self, token: Hashable, result: HeartbeatResult) -> None:
         self._effects.append(HeartbeatAnswer(token, result))
 
@@ -296,13 +245,11 @@ class ConsumerGroupMachine:
     def drop_groups(self, group_ids: Iterable[str]) -> None:
         for gid in list(group_ids):
             if self.groups.pop(gid, None) is not None:
-                for key in [k for k in self._timers if k[1] == gid]:
-                    del self._timers[key]
+                self._cancel_group_timers(gid)
 
     def shutdown(self) -> None:
         """The coordinator stops: no timer fires any more."""
-        self._timers.clear()
-        self._heap.clear()
+        self._clear_timers()
 
     def delete_group(self, group_id: str) -> list[Record]:
         """Forget an empty group (DeleteGroups, offset expiry, or a JoinGroup turning it classic) and give
@@ -321,8 +268,7 @@ class ConsumerGroupMachine:
         records += [(key(crec.REGULAR_EXPRESSION, r), None) for r in group.regexes]
         records.append((key(crec.PARTITION_METADATA), None))
         records.append((key(crec.GROUP_EPOCH), None))
-        for k in [k for k in self._timers if k[1] == gid]:
-            del self._timers[k]
+        self._cancel_group_timers(gid)
         return records
 
     # ================================================================== offsets of consumer groups
@@ -558,7 +504,7 @@ class ConsumerGroupMachine:
             if group.regexes.get(pattern) != resolved:
                 group.regexes[pattern] = resolved
                 records.append((crec.encode_key(crec.ConsumerKey(crec.REGULAR_EXPRESSION, group.group_id, pattern)),
-                                crec.encode_regex(crec.RegexValue(tuple(resolved), 0, self._timestamp()))))
+                                crec.encode_regex(crec.RegexValue(tuple(resolved), 0, self.timestamp()))))
                 changed = True
         for pattern in sorted(set(group.regexes) - in_use):
             del group.regexes[pattern]
@@ -577,9 +523,6 @@ class ConsumerGroupMachine:
                                 [crec.TopicMetadata(tid, n, count) for n, (tid, count) in metadata.items()])))
             changed = True
         return changed
-
-    def _timestamp(self) -> int:
-        return self._wall_ms() if self._wall_ms is not None else self._now
 
     def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
         group.group_epoch += 1

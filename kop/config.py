@@ -161,6 +161,11 @@ class BrokerConfig:
     groupMaxSessionTimeoutMs: int = 1800000
     groupInitialRebalanceDelayMs: int = 3000  # a new group waits this long for more members to join
     groupMaxSize: int = 2147483647  # members per group
+    # KIP-848 consumer groups (Kafka's group.consumer.* keys): the first assignor is the default one
+    groupConsumerAssignors: str = "uniform,range"
+    groupConsumerSessionTimeoutMs: int = 45000
+    groupConsumerHeartbeatIntervalMs: int = 5000  # must be below groupConsumerSessionTimeoutMs
+    groupConsumerMaxSize: int = 2147483647  # members per consumer group
     offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
     offsetsRetentionCheckIntervalMs: int = 600000
     offsetMetadataMaxSize: int = 4096  # longest commit metadata string
@@ -294,6 +299,12 @@ class BrokerConfig:
              "must be >= groupMinSessionTimeoutMs")
         need(self.groupInitialRebalanceDelayMs >= 0, "groupInitialRebalanceDelayMs", "must be >= 0")
         need(self.groupMaxSize >= 1, "groupMaxSize", "must be >= 1")
+        need(bool(self.consumer_assignors) and set(self.consumer_assignors) <= {"uniform", "range"},
+             "groupConsumerAssignors", "a comma separated list of uniform and range")
+        need(self.groupConsumerSessionTimeoutMs >= 1, "groupConsumerSessionTimeoutMs", "must be >= 1")
+        need(1 <= self.groupConsumerHeartbeatIntervalMs < self.groupConsumerSessionTimeoutMs,
+             "groupConsumerHeartbeatIntervalMs", "must be >= 1 and below groupConsumerSessionTimeoutMs")
+        need(self.groupConsumerMaxSize >= 1, "groupConsumerMaxSize", "must be >= 1")
         need(self.offsetsRetentionMinutes >= 1, "offsetsRetentionMinutes", "must be >= 1")
         need(self.offsetsRetentionCheckIntervalMs >= 1, "offsetsRetentionCheckIntervalMs", "must be >= 1")
         need(self.offsetMetadataMaxSize >= 0, "offsetMetadataMaxSize", "must be >= 0")
@@ -336,6 +347,11 @@ class BrokerConfig:
     @property
     def protocols(self) -> list[str]:
         return [p.strip() for p in self.messagingProtocols.split(",") if p.strip()]
+
+    @property
+    def consumer_assignors(self) -> list[str]:
+        """groupConsumerAssignors as names, the broker's default (Kafka: the first) first."""
+        return [a.strip() for a in self.groupConsumerAssignors.split(",") if a.strip()]
 
     @property
     def default_retention_ms(self) -> int:

@@ -156,9 +156,12 @@ CASES = _cases()
 
 def test_every_api_key_is_covered_by_the_oracle() -> None:
     names = {name for name, _ in CASES}
-    assert len(API_KEYS) == 52
+    assert len(API_KEYS) == 54
+    # kafka-python has no ConsumerGroupHeartbeat/Describe (kop/protocol/extra_schemas.py): tests/test_protocol_schema.py
+    # checks their bytes against Kafka's layout instead.
     for info in API_KEYS.values():
-        assert info.request_spec.name in names and info.response_spec.name in names
+        if info.key not in (68, 69):
+            assert info.request_spec.name in names and info.response_spec.name in names
 
 
 @pytest.mark.parametrize(("name", "version"), CASES, ids=[f"{n}-v{v}" for n, v in CASES])

@@ -29,7 +29,23 @@ def test_every_schema_is_loaded_including_headers() -> None:
     assert load("RequestHeader").flexible_versions == Versions(2, MAX_VERSION)
     assert load("ResponseHeader").valid_versions == Versions(0, 1)
     requests = [s for s in specs.values() if s.type == "request"]
-    assert len(requests) == len(API_KEYS) == 52
+    # kafka-python's 52, plus ConsumerGroupHeartbeat and ConsumerGroupDescribe (kop/protocol/extra_schemas.py)
+    assert len(requests) == len(API_KEYS) == 54
+
+
+def test_consumer_group_heartbeat_answer_encodes_its_nullable_assignment_as_kafka_does() -> None:
+    """The Assignment of a ConsumerGroupHeartbeat answer is a nullable struct: an int8 -1 (null) or 1, then
+    the struct (research/kip848.md §1)."""
+    from kop.protocol.codec import api_info, decode_message, encode_message
+
+    R = api_info(68).response_class
+    r = R(throttle_time_ms=0, error_code=0, error_message=None, member_id="m", member_epoch=1,
+          heartbeat_interval_ms=5000, assignment=None)
+    assert encode_message(r, 1) == bytes.fromhex("00000000" "0000" "00" "026d" "00000001" "00001388" "ff" "00")
+    r.assignment = R.Assignment(topic_partitions=[R.Assignment.TopicPartitions(topic_id=b"\1" * 16, partitions=[0, 1])])
+    raw = encode_message(r, 1)
+    assert raw[17:19] == bytes.fromhex("0102")  # present; one topic
+    assert decode_message("ConsumerGroupHeartbeatResponse", 1, raw) == r
 
 
 def test_comments_are_stripped_and_common_structs_resolved() -> None:

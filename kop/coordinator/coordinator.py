@@ -44,7 +44,16 @@ from typing import Any, cast
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
+from kop.coordinator import consumer_records as crec
 from kop.coordinator import records as rec
+from kop.coordinator.consumer_group import (
+    ConsumerGroup,
+    ConsumerGroupMachine,
+    ConsumerGroupReplayer,
+    HeartbeatAnswer,
+    HeartbeatRequest,
+    HeartbeatResult,
+)
 from kop.coordinator.group import EMPTY_ASSIGNMENT, ClassicGroup, GroupState, Member
 from kop.coordinator.group_state import (
     Answer,
@@ -137,6 +146,9 @@ class GroupCoordinator:
         self.clock = clock  # wall clock in seconds (time.time); tests may set another
         self.machine = GroupStateMachine(config, wall_ms=self.now_ms)
         self.groups: dict[str, ClassicGroup] = self.machine.groups  # loaded here, moved by the machine
+        # KIP-848 consumer groups: their own machine, beside the classic one (a group id is one or the other)
+        self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.groups, wall_ms=self.now_ms)
+        self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.topic: Topic | None = None
         self.num_partitions = config.offsetsTopicNumPartitions
@@ -206,6 +218,7 @@ class GroupCoordinator:
         partition), stop the timers and background tasks. Writes already issued still complete."""
         self._stopped = True
         self.machine.shutdown()
+        self.consumer.shutdown()
         self._run()
         await self._expiration.stop()
         tasks = list(self._tasks)
@@ -279,10 +292,12 @@ class GroupCoordinator:
     def _drop_groups_of(self, p: int) -> int:
         gids = [gid for gid in self.groups if self.partition_of(gid) == p]
         self.machine.drop_groups(gids)
-        for gid in gids:
+        cgids = [gid for gid in self.consumer_groups if self.partition_of(gid) == p]
+        self.consumer.drop_groups(cgids)
+        for gid in gids + cgids:
             self.offsets.pop(gid, None)
         self._run()
-        return len(gids)
+        return len(gids) + len(cgids)
 
     async def _load_partition(self, p: int) -> None:
         assert self.topic is not None
@@ -292,6 +307,7 @@ class GroupCoordinator:
         self._logs[p] = plog
         offset = plog.log_start_offset
         end = plog.high_watermark
+        consumer = ConsumerGroupReplayer()
         while offset < end:
             res = await plog.read(offset, LOAD_READ_BYTES)
             if not res.batches:
@@ -301,16 +317,16 @@ class GroupCoordinator:
                     continue
                 for r in decode_records(fb.batch):
                     if r.key is not None:
-                        self._replay(r.key, r.value)
+                        self._replay(r.key, r.value, consumer)
             offset = res.next_offset
         if p not in self._loading:  # unloaded while loading: drop what was replayed
             self._drop_groups_of(p)
             return
         self._loading.discard(p)
         self._loaded.add(p)
-        self._on_loaded(p)
+        self._on_loaded(p, consumer.result())
 
-    def _replay(self, key: bytes, value: bytes | None) -> None:
+    def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None) -> None:
         """Apply one __consumer_offsets record (the same records this coordinator writes)."""
         try:
             k = rec.decode_key(key)
@@ -331,8 +347,10 @@ class GroupCoordinator:
                         old.state = S.DEAD
                     return
                 self.groups[k.group] = self._group_from_record(k.group, rec.decode_group_metadata_value(value))
+            elif k.version in crec.TYPES and consumer is not None:
+                consumer.replay(crec.decode_key(key), value)
             else:
-                log.debug("skipping a version %d record key in %s (not a classic group record)", k.version,
+                log.debug("skipping a version %d record key in %s (a share or streams group record)", k.version,
                           OFFSETS_TOPIC)
         except rec.RecordError as e:
             log.warning("skipping an undecodable record in %s: %s", OFFSETS_TOPIC, e)
@@ -357,9 +375,20 @@ class GroupCoordinator:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def _on_loaded(self, p: int) -> None:
+    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup] = ()) -> None:  # type: ignore[assignment]
+        for cg in consumer_groups:
+            # Its offset commits made a "simple" classic group of the same id on the way: the id is the
+            # consumer group's.
+            classic = self.groups.get(cg.group_id)
+            if classic is not None and not classic.members and classic.protocol_type is None:
+                del self.groups[cg.group_id]
         self.machine.loaded([g for gid, g in self.groups.items() if self.partition_of(gid) == p], self._timer_ms())
+        self.consumer.loaded(consumer_groups, self._timer_ms())
         self._run()
+
+    def _topic_metadata(self) -> dict[str, tuple[bytes, int]]:
+        """The broker's topics as the consumer group machine sees them: Kafka name -> (id, partitions)."""
+        return {self.topics.kafka_name(t.name): (t.topic_id, t.partitions) for t in self.topics.all()}
 
     # ================================================================== placement and state
     def partition_of(self, group_id: str) -> int:
@@ -416,21 +445,25 @@ class GroupCoordinator:
     def _run(self) -> None:
         """Deliver what the machine produced: answers to their waiting requests (a request's first answer
         counts), records to __consumer_offsets in the order asked; then arm the wakeup for its next timer."""
-        for effect in self.machine.take_effects():
-            if isinstance(effect, Answer):
-                fut = cast("asyncio.Future[Any]", effect.token)
-                if not fut.done():
-                    fut.set_result(effect.result)
-            else:
-                try:
-                    written = self._write(effect.group_id, effect.records)
-                except Exception as e:  # a batch that cannot be built: a failed write, not lost answers
-                    written = self.loop.create_future()
-                    written.set_exception(e)
-                written.add_done_callback(functools.partial(self._written, effect.write_id, effect.group_id))
+        machine: GroupStateMachine | ConsumerGroupMachine
+        for machine in (self.machine, self.consumer):
+            for effect in machine.take_effects():
+                if isinstance(effect, (Answer, HeartbeatAnswer)):
+                    fut = cast("asyncio.Future[Any]", effect.token)
+                    if not fut.done():
+                        fut.set_result(effect.result)
+                else:
+                    try:
+                        written = self._write(effect.group_id, effect.records)
+                    except Exception as e:  # a batch that cannot be built: a failed write, not lost answers
+                        written = self.loop.create_future()
+                        written.set_exception(e)
+                    written.add_done_callback(
+                        functools.partial(self._written, machine, effect.write_id, effect.group_id))
         self._arm()
 
-    def _written(self, write_id: int, group_id: str, f: asyncio.Future[Any]) -> None:
+    def _written(self, machine: GroupStateMachine | ConsumerGroupMachine, write_id: int, group_id: str,
+                 f: asyncio.Future[Any]) -> None:
         if f.cancelled():
             error = E.NOT_COORDINATOR
         elif (exc := f.exception()) is not None:
@@ -438,11 +471,12 @@ class GroupCoordinator:
             error = append_error(exc)
         else:
             error = 0
-        self.machine.write_done(write_id, error, self._timer_ms())
+        machine.write_done(write_id, error, self._timer_ms())
         self._run()
 
     def _arm(self) -> None:
-        deadline = None if self._stopped else self.machine.next_deadline()
+        deadlines = [d for d in (self.machine.next_deadline(), self.consumer.next_deadline()) if d is not None]
+        deadline = None if self._stopped or not deadlines else min(deadlines)
         if deadline == self._wakeup_at:
             return
         if self._wakeup is not None:
@@ -454,7 +488,9 @@ class GroupCoordinator:
     def _wake(self, deadline: int) -> None:
         self._wakeup, self._wakeup_at = None, None
         # The loop may wake a little before `deadline` (its clock resolution): the deadline has come.
-        self.machine.expire_timers(max(self._timer_ms(), deadline))
+        now = max(self._timer_ms(), deadline)
+        self.machine.expire_timers(now)
+        self.consumer.expire_timers(now)
         self._run()
 
     # ================================================================== writes
@@ -482,6 +518,14 @@ class GroupCoordinator:
         err = self.partition_error(req.group_id) if req.group_id else 0
         if err:
             return JoinResult(err, member_id=req.member_id)
+        cg = self.consumer_groups.get(req.group_id)
+        if cg is not None:
+            if cg.members:
+                # Kafka 4.x would serve a classic member inside the consumer group (online migration);
+                # this broker does not, and answers as Kafka does for a protocol the group cannot take.
+                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+            # An empty consumer group gives way to the classic one (Kafka does so whatever the policy).
+            self._write_logged(req.group_id, self.consumer.delete_group(req.group_id), "consumer group tombstones")
         fut: asyncio.Future[JoinResult] = self.loop.create_future()
         self.machine.join(req, fut, self._timer_ms())
         self._run()
@@ -531,6 +575,40 @@ class GroupCoordinator:
         self._run()
         return result
 
+    # ================================================================== ConsumerGroupHeartbeat / Describe
+    async def consumer_group_heartbeat(self, req: HeartbeatRequest) -> HeartbeatResult:
+        err = self.partition_error(req.group_id) if req.group_id else 0
+        if err:
+            return HeartbeatResult(err)
+        fut: asyncio.Future[HeartbeatResult] = self.loop.create_future()
+        self.consumer.heartbeat(req, fut, self._timer_ms())
+        self._run()
+        return await fut
+
+    def consumer_group(self, group_id: str) -> tuple[int, ConsumerGroup | None, str | None]:
+        """(error, group, message) for ConsumerGroupDescribe: GROUP_ID_NOT_FOUND for a missing or a classic
+        group, with Kafka 4.x's messages (kafka-consumer-groups prints them)."""
+        err = self.partition_error(group_id)
+        if err:
+            return err, None, None
+        group = self.consumer_groups.get(group_id)
+        if group is not None:
+            return 0, group, None
+        classic = self.groups.get(group_id)
+        if classic is not None and not classic.is_in(S.DEAD):
+            return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} is not a consumer group."
+        return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
+
+    def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
+        def done(f: asyncio.Future[Any]) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("group %s: writing %s failed: %r", group_id, what, f.exception())
+
+        try:
+            self._write(group_id, records).add_done_callback(done)
+        except Exception as e:
+            log.warning("group %s: writing %s failed: %r", group_id, what, e)
+
     # ================================================================== OffsetCommit
     async def commit_offsets(
         self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, retention_ms: int,
@@ -544,7 +622,13 @@ class GroupCoordinator:
             return dict.fromkeys(keys, err)
         group = self.groups.get(group_id)
         created = False
-        if group is None:
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            # A consumer group: the generation id is the member epoch (KIP-848).
+            err = self.consumer.validate_offset_commit(cg, member_id, generation_id, api_version)
+            if err:
+                return dict.fromkeys(keys, err)
+        elif group is None:
             if generation_id >= 0:
                 # v9+ says the group is missing; older versions get ILLEGAL_GENERATION, as in Kafka.
                 return dict.fromkeys(keys, E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION)
@@ -553,10 +637,11 @@ class GroupCoordinator:
             group = ClassicGroup(group_id, state_timestamp=self.now_ms())
             self.groups[group_id] = group
             created = True
-        err = self.machine.validate_offset_commit(group, member_id, instance_id, generation_id, self._timer_ms())
-        self._arm()  # a member's commit restarted its session timer
-        if err:
-            return dict.fromkeys(keys, err)
+        if group is not None and cg is None:
+            err = self.machine.validate_offset_commit(group, member_id, instance_id, generation_id, self._timer_ms())
+            self._arm()  # a member's commit restarted its session timer
+            if err:
+                return dict.fromkeys(keys, err)
         now = self.now_ms()
         expire = now + retention_ms if retention_ms >= 0 else -1
         result: dict[tuple[str, int], int] = {}
@@ -588,22 +673,31 @@ class GroupCoordinator:
         offsets = self.offsets.setdefault(group_id, {})
         for topic, partition, om in values:
             offsets[(topic, partition)] = om
-        if group_id not in self.groups:
+        if group_id not in self.groups and group_id not in self.consumer_groups:
             # The group was deleted while the commit was being written: the offsets bring it back, as
             # replaying the log would.
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)
         return result
 
     # ================================================================== OffsetFetch
-    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None
+    def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
+                      member_id: str | None = None, member_epoch: int = -1,
                       ) -> tuple[int, list[tuple[str, int, int, int, str, int]]]:
         """topics: (Kafka topic name, partitions), or None for every committed partition. Returns
-        (group error, [(topic, partition, offset, leader epoch, metadata, error)]); -1 = no commit."""
+        (group error, [(topic, partition, offset, leader epoch, metadata, error)]); -1 = no commit.
+        member_id/member_epoch (OffsetFetch v9) are checked for consumer groups only, as in Kafka."""
         err = self.partition_error(group_id)
         if err:
             return err, []
-        group = self.groups.get(group_id)
-        offsets = self.offsets.get(group_id, {}) if group is not None and not group.is_in(S.DEAD) else {}
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            err = self.consumer.validate_offset_fetch(cg, member_id, member_epoch)
+            if err:
+                return err, []
+            offsets = self.offsets.get(group_id, {})
+        else:
+            group = self.groups.get(group_id)
+            offsets = self.offsets.get(group_id, {}) if group is not None and not group.is_in(S.DEAD) else {}
         out: list[tuple[str, int, int, int, str, int]] = []
         if topics is None:
             for (t, p), om in sorted(offsets.items()):
@@ -626,16 +720,22 @@ class GroupCoordinator:
         err = self.partition_error(group_id)
         if err:
             return err, {}
-        group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
-            return E.GROUP_ID_NOT_FOUND, {}
-        if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
-            return E.NON_EMPTY_GROUP, {}
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            subscribed = self.consumer.subscribed_topics(cg)
+            is_subscribed: Callable[[str], bool] = subscribed.__contains__
+        else:
+            group = self.groups.get(group_id)
+            if group is None or group.is_in(S.DEAD):
+                return E.GROUP_ID_NOT_FOUND, {}
+            if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
+                return E.NON_EMPTY_GROUP, {}
+            is_subscribed = group.is_subscribed_to
         offsets = self.offsets.get(group_id, {})
         result: dict[tuple[str, int], int] = {}
         tombstones: list[tuple[str, int]] = []
         for t, parts in topics:
-            if group.is_subscribed_to(t):
+            if is_subscribed(t):
                 for p in parts:
                     result[(t, p)] = E.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
@@ -668,6 +768,15 @@ class GroupCoordinator:
             err = self.partition_error(gid)
             if err:
                 result[gid] = err
+                continue
+            cg = self.consumer_groups.get(gid)
+            if cg is not None:
+                if cg.members:
+                    result[gid] = E.NON_EMPTY_GROUP
+                    continue
+                parts = list(self.offsets.get(gid, {}))
+                tombstones = [(rec.offset_commit_key(gid, t, p), None) for t, p in parts]
+                writes.append((gid, self._write(gid, tombstones + self.consumer.delete_group(gid)), parts))
                 continue
             group = self.groups.get(gid)
             if group is None or group.is_in(S.DEAD):
@@ -713,6 +822,11 @@ class GroupCoordinator:
             if want_types and "classic" not in want_types:
                 continue
             out.append(ListedGroup(group.group_id, group.protocol_type or "", group.state.value))
+        if not want_types or "consumer" in want_types:
+            for cg in self.consumer_groups.values():
+                if want_states and cg.state.lower() not in want_states:
+                    continue
+                out.append(ListedGroup(cg.group_id, "consumer", cg.state, "consumer"))
         return 0, out
 
     def describe_group(self, group_id: str) -> DescribedGroup:
@@ -720,7 +834,9 @@ class GroupCoordinator:
         if err:
             return DescribedGroup(group_id, err, "", "", "", [])
         group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD):
+        if group is None or group.is_in(S.DEAD) or group_id in self.consumer_groups:
+            # DescribeGroups knows classic groups only: Kafka 4.x describes a consumer group as Dead too
+            # (kafka-consumer-groups then uses ConsumerGroupDescribe).
             return DescribedGroup(group_id, 0, S.DEAD.value, "", "", [], found=False)
         stable = group.is_in(S.STABLE)
         members = [
@@ -766,11 +882,14 @@ class GroupCoordinator:
             delete_group = all_expired and group.is_in(S.EMPTY)
             if expired or delete_group:
                 per_group.append((gid, expired, delete_group))
+        per_group += self._expired_of_consumer_groups(now, retention_ms)
         total = 0
         waits = []
         for gid, expired, delete_group in per_group:
             records: list[tuple[bytes, bytes | None]] = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
-            if delete_group:
+            if delete_group and gid in self.consumer_groups:
+                records += self.consumer.delete_group(gid)
+            elif delete_group:
                 records.append((rec.group_metadata_key(gid), None))
                 group = self.groups.get(gid)
                 if group is not None:
@@ -788,6 +907,28 @@ class GroupCoordinator:
         if total:
             log.info("offset expiration wrote %d tombstones", total)
         return total
+
+    def _expired_of_consumer_groups(self, now: int, retention_ms: int) -> list[tuple[str, list[tuple[str, int]], bool]]:
+        """Kafka's rule for consumer groups: an offset of a topic no member subscribes to expires
+        retention after its commit; a group without members whose offsets are all gone is deleted."""
+        out = []
+        for gid, cg in self.consumer_groups.items():
+            if self.partition_of(gid) not in self._loaded:
+                continue
+            subscribed = self.consumer.subscribed_topics(cg)
+            expired: list[tuple[str, int]] = []
+            all_expired = True
+            for (t, p), om in self.offsets.get(gid, {}).items():
+                gone = t not in subscribed and (
+                    now >= om.expire_timestamp if om.expire_timestamp >= 0 else now - om.commit_timestamp >= retention_ms)
+                if gone:
+                    expired.append((t, p))
+                else:
+                    all_expired = False
+            delete_group = all_expired and not cg.members
+            if expired or delete_group:
+                out.append((gid, expired, delete_group))
+        return out
 
     @staticmethod
     def _expiration_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:

@@ -27,11 +27,9 @@ members by member id or group instance id with per-member results.
 
 from __future__ import annotations
 
-import heapq
 import logging
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from kop.config import BrokerConfig
 from kop.coordinator import records as rec
@@ -43,6 +41,7 @@ from kop.coordinator.group import (
     Member,
     new_member_uuid,
 )
+from kop.coordinator.sansio import Record, SansIOMachine, Write
 from kop.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -52,8 +51,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
 
 S = GroupState
 E = ErrorCode
-Record = tuple[bytes, bytes | None]
-TimerKey = tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -99,14 +96,6 @@ class Answer:
     result: JoinResult | SyncResult
 
 
-@dataclass(frozen=True, slots=True)
-class Write:
-    """Records to append, as one batch, to the group's __consumer_offsets partition."""
-    write_id: int
-    group_id: str
-    records: list[Record]
-
-
 Effect = Answer | Write
 
 
@@ -135,92 +124,19 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-class GroupStateMachine:
+class GroupStateMachine(SansIOMachine):
     """Every classic group of this coordinator and the rules that move them. See the module docstring for
     how it is driven; `groups` is shared with the coordinator, which loads them and keeps their offsets."""
 
     def __init__(self, config: BrokerConfig, wall_ms: Callable[[], int] | None = None) -> None:
+        super().__init__(wall_ms)
         self.config = config
         self.groups: dict[str, ClassicGroup] = {}
-        self._wall_ms = wall_ms
-        self._now = 0  # the `now` of the call being served: timers set meanwhile count from it
-        # key -> (deadline, sequence number, function, arguments); the heap orders (deadline, sequence, key)
-        # and keeps entries of timers since re-set or cancelled until they surface (their sequence differs).
-        self._timers: dict[TimerKey, tuple[int, int, Callable[..., None], tuple[Any, ...]]] = {}
-        self._heap: list[tuple[int, int, TimerKey]] = []
-        self._timer_seq = 0
-        self._on_written: dict[int, Callable[[int], None]] = {}
-        self._next_write_id = 0
-        self._effects: list[Effect] = []
 
-    # ================================================================== driving
-    def take_effects(self) -> list[Effect]:
-        """The answers and writes produced since the last call, in the order they were made."""
-        out, self._effects = self._effects, []
-        return out
-
-    def next_deadline(self) -> int | None:
-        """When `expire_timers` has something to do next (ms, the clock of `now`); None: no timer is set."""
-        heap = self._heap
-        while heap:
-            _, seq, key = heap[0]
-            timer = self._timers.get(key)
-            if timer is not None and timer[1] == seq:
-                return timer[0]
-            heapq.heappop(heap)  # re-set or cancelled since
-        return None
-
-    def expire_timers(self, now: int) -> None:
-        """Fire every timer due at `now`, earliest first (one firing may set or cancel others)."""
-        self._now = now
-        while (deadline := self.next_deadline()) is not None and deadline <= now:
-            _, _, key = heapq.heappop(self._heap)
-            _, _, fn, args = self._timers.pop(key)
-            try:
-                fn(*args)
-            except Exception:
-                log.exception("group coordinator timer %s failed", key)
-
-    def write_done(self, write_id: int, error: int, now: int) -> None:
-        """A write this machine asked for is durable (error 0) or failed with `error` (Kafka's code)."""
-        self._now = now
-        callback = self._on_written.pop(write_id, None)
-        if callback is not None:
-            callback(error)
-
-    def timestamp(self) -> int:
-        """Wall time (ms) for state time stamps, which are written to records and compared by expiration."""
-        return self._wall_ms() if self._wall_ms is not None else self._now
-
-    # ------------------------------------------------------------------ effects and timers
+    # ------------------------------------------------------------------ answers (timers, writes: sansio.py)
     def _answer(self, token: Hashable | None, result: JoinResult | SyncResult) -> None:
         if token is not None:
             self._effects.append(Answer(token, result))
-
-    def _write(self, group_id: str, records: list[Record], on_done: Callable[[int], None]) -> None:
-        self._next_write_id += 1
-        self._on_written[self._next_write_id] = on_done
-        self._effects.append(Write(self._next_write_id, group_id, records))
-
-    def _write_logged(self, group_id: str, records: list[Record], what: str) -> None:
-        def done(error: int) -> None:
-            if error:
-                log.warning("writing %s of group %s failed: %s", what, group_id, ErrorCode(error).name)
-
-        self._write(group_id, records, done)
-
-    def _schedule(self, key: TimerKey, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
-        self._timer_seq += 1
-        deadline = self._now + max(delay_ms, 0)
-        self._timers[key] = (deadline, self._timer_seq, fn, args)
-        heapq.heappush(self._heap, (deadline, self._timer_seq, key))
-
-    def _cancel(self, key: TimerKey) -> None:
-        self._timers.pop(key, None)
-
-    def _cancel_group_timers(self, group_id: str) -> None:
-        for key in [k for k in self._timers if k[1] == group_id]:
-            del self._timers[key]
 
     def _reschedule_heartbeat(self, group: ClassicGroup, member: Member, timeout_ms: int | None = None) -> None:
         self._schedule(("hb", group.group_id, member.member_id),
@@ -249,8 +165,7 @@ class GroupStateMachine:
 
     def shutdown(self) -> None:
         """The coordinator stops: no timer fires any more and parked requests get NOT_COORDINATOR."""
-        self._timers.clear()
-        self._heap.clear()
+        self._clear_timers()
         for group in self.groups.values():
             self._release(group)
 

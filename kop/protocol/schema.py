@@ -163,7 +163,11 @@ def _parse_field(raw: dict, common: dict[str, list[dict]]) -> FieldSpec:
 
 def parse_schema(text: str) -> MessageSpec:
     """Parse one schema file's text (Kafka's JSON with whole-line ``//`` comments)."""
-    data = json.loads(_COMMENT_LINE.sub("", text))
+    return parse_schema_data(json.loads(_COMMENT_LINE.sub("", text)))
+
+
+def parse_schema_data(data: dict) -> MessageSpec:
+    """Parse one schema already loaded as data (kop/protocol/extra_schemas.py writes some that way)."""
     common = {s["name"]: s["fields"] for s in data.get("commonStructs", [])}
     return MessageSpec(
         name=data["name"],
@@ -179,11 +183,16 @@ def parse_schema(text: str) -> MessageSpec:
 
 @cache
 def load_all() -> dict[str, MessageSpec]:
-    """Every schema shipped with kafka-python, keyed by message name (e.g. ``"ProduceRequest"``)."""
+    """Every schema shipped with kafka-python, keyed by message name (e.g. ``"ProduceRequest"``), plus
+    those it lacks from kop/protocol/extra_schemas.py (a kafka-python that ships one wins)."""
+    from kop.protocol.extra_schemas import SCHEMAS
+
     specs: dict[str, MessageSpec] = {}
     for entry in _schema_files():
         spec = parse_schema(entry.read_text(encoding="utf-8"))
         specs[spec.name] = spec
+    for data in SCHEMAS:
+        specs.setdefault(data["name"], parse_schema_data(data))
     return specs
 
 

@@ -118,19 +118,34 @@ def run_confluent(args: argparse.Namespace, log: Log) -> None:
     conf: dict[str, Any] = {
         "bootstrap.servers": args.bootstrap, "group.id": args.group, "client.id": args.client_id or "member-confluent",
         "enable.auto.commit": False, "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-        "session.timeout.ms": args.session_timeout_ms,
-        "heartbeat.interval.ms": min(1000, args.session_timeout_ms // 3),
         "max.poll.interval.ms": max(30000, args.session_timeout_ms),  # librdkafka: must be >= the session timeout
     }
+    if args.group_protocol == "consumer":
+        # KIP-848: the broker sets the session timeout and heartbeat interval (librdkafka refuses both keys)
+        conf["group.protocol"] = "consumer"
+    else:
+        conf["session.timeout.ms"] = args.session_timeout_ms
+        conf["heartbeat.interval.ms"] = min(1000, args.session_timeout_ms // 3)
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
     consumer = Consumer(conf)
 
+    # With the consumer protocol (KIP-848) rebalances are incremental: the callbacks name only what is added
+    # or taken away, so the member logs its whole assignment after each change, as for the classic protocol.
+    incremental = args.group_protocol == "consumer"
+    current: set[int] = set()
+
     def on_assign(c: Any, parts: list[Any]) -> None:
-        log.write(ev="assigned", parts=sorted(tp.partition for tp in parts))
+        if not incremental:
+            current.clear()
+        current.update(tp.partition for tp in parts)
+        log.write(ev="assigned", parts=sorted(current))
 
     def on_revoke(c: Any, parts: list[Any]) -> None:
         log.write(ev="revoked", parts=sorted(tp.partition for tp in parts))
+        current.difference_update(tp.partition for tp in parts)
+        if incremental and current:
+            log.write(ev="assigned", parts=sorted(current))
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
     try:
@@ -173,6 +188,7 @@ def main() -> None:
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--batch-delay-ms", type=int, default=0)
     p.add_argument("--max-records", type=int, default=50)
+    p.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
     args = p.parse_args()
     signal.signal(signal.SIGTERM, _on_term)
     # SIGUSR1 dumps every thread's stack to stderr: the harness asks for it when a member seems stuck.

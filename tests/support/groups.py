@@ -75,7 +75,7 @@ class Member:
 class PythonMember(Member):
     def __init__(self, name: str, client: str, bootstrap: str, topic: str, group: str, workdir: Path,
                  instance_id: str = "", session_timeout_ms: int = 6000, batch_delay_ms: int = 0,
-                 max_records: int = 50, client_id: str = "") -> None:
+                 max_records: int = 50, client_id: str = "", group_protocol: str = "classic") -> None:
         self.name = name
         self.log_path = workdir / f"{name}.jsonl"
         self.err_path = workdir / f"{name}.stderr"
@@ -87,6 +87,8 @@ class PythonMember(Member):
             cmd += ["--instance-id", instance_id]
         if client_id:
             cmd += ["--client-id", client_id]
+        if group_protocol != "classic":
+            cmd += ["--group-protocol", group_protocol]
         self._err = open(self.err_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(cmd, cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=self._err,
                                      stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
@@ -176,6 +178,10 @@ class JavaMember(Member):
         self.err_path = workdir / f"{name}.err"
         props = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000", "max.poll.interval.ms": "30000",
                  "auto.commit.interval.ms": "1000", "client.id": "member-java", **(properties or {})}
+        if props.get("group.protocol") == "consumer":
+            # KIP-848: the broker sets these; the Java consumer refuses them (ConfigException)
+            props.pop("session.timeout.ms")
+            props.pop("heartbeat.interval.ms")
         args = ["--bootstrap-server", bootstrap, "--topic", topic, "--group", group, "--from-beginning",
                 "--formatter-property", "print.partition=true", "--formatter-property", "print.offset=true"]
         for k, v in props.items():

@@ -26,6 +26,8 @@ def _modules() -> list[ModuleType]:
     from kop.kafka.apis import (
         alter_configs,
         api_versions,
+        consumer_group_describe,
+        consumer_group_heartbeat,
         create_partitions,
         create_topics,
         delete_groups,
@@ -59,6 +61,7 @@ def _modules() -> list[ModuleType]:
         # group coordinator (kop/coordinator)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
+        consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
     ]
 
 

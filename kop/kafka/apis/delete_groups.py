@@ -3,7 +3,8 @@
 A group can be deleted when it is Empty (no members; possibly only committed offsets): its offsets and
 its group metadata get tombstones in __consumer_offsets, and the answer comes once they are durable.
 NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND when it does not exist, INVALID_GROUP_ID for an
-empty id; each group of the request is answered separately.
+empty id; each group of the request is answered separately. A KIP-848 consumer group without members is
+deleted the same way, all its records tombstoned in Kafka's order (the group epoch last).
 """
 
 from __future__ import annotations

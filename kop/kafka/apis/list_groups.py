@@ -1,7 +1,8 @@
 """ListGroups (key 16): v0-v5.
 
-- v4+ filters by state (case-insensitive, Kafka's state names) and v5+ by group type; every group here is
-  a classic group ("classic"), so a type filter without "classic" lists nothing. Kafka 4.x tools need v5:
+- v4+ filters by state (case-insensitive, Kafka's state names) and v5+ by group type: "classic" or
+  "consumer" (KIP-848 groups, listed with protocol type "consumer" and their states Empty, Assigning,
+  Reconciling, Stable, as Kafka 4.x); "share" and "streams" list nothing. Kafka 4.x tools need v5:
   kafka-consumer-groups --list --type and --reset-offsets (which also lists streams groups) fail on a
   broker below it.
 - Groups that only hold committed offsets (commits outside group management, or after their members left)

@@ -9,6 +9,9 @@
   REBALANCE_IN_PROGRESS while the member awaits its assignment. Generation -1 with an empty member id is
   accepted for an Empty or missing group (what kafka-consumer-groups --reset-offsets --execute sends); a
   positive generation for a missing group is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
+- For a KIP-848 consumer group the generation is the member epoch (Kafka's rules): an admin commit
+  (epoch -1) only to a group without members; otherwise UNKNOWN_MEMBER_ID for a stranger,
+  UNSUPPORTED_VERSION below v9, STALE_MEMBER_EPOCH unless the epoch is the member's current one.
 - Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (and nothing is stored for
   them); metadata longer than offsetMetadataMaxSize gets OFFSET_METADATA_TOO_LARGE; the other partitions
   of the request are committed.

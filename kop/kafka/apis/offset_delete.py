@@ -2,7 +2,8 @@
 
 - Deletes committed offsets of a group with tombstones, answered once durable. Partitions of a topic the
   group's members subscribe to get GROUP_SUBSCRIBED_TO_TOPIC; a non-empty group that does not use the
-  consumer protocol gets NON_EMPTY_GROUP; a missing group GROUP_ID_NOT_FOUND.
+  consumer protocol gets NON_EMPTY_GROUP; a missing group GROUP_ID_NOT_FOUND. A KIP-848 consumer group's
+  subscribed topics are its members' topic names and what their regexes resolved to.
 - Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION, checked before the group as
   Kafka does. Partitions of an existing topic without a committed offset are left out of the answer,
   exactly as Kafka leaves them out.

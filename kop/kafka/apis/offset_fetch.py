@@ -8,7 +8,9 @@
   (see offset_commit), so all of KoP's spellings of a topic see the same offsets.
 - Group-level errors (COORDINATOR_LOAD_IN_PROGRESS while the group's partition loads, INVALID_GROUP_ID
   for an empty id): v8+ per group, v2-v7 in the top-level error, v1 on every requested partition.
-- v9's member id and epoch are for KIP-848 consumer groups; classic groups ignore them (as Kafka).
+- v9's member id and epoch are for KIP-848 consumer groups: a member's fetch needs its current epoch
+  (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID), an admin's (no member id, epoch -1) is always served; classic
+  groups ignore them (as Kafka).
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ API_KEY = 9
 VERSIONS = (1, 9)
 
 
-def _fetch(coordinator: Any, group_id: str, topics: Any) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+def _fetch(coordinator: Any, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
+           ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
     """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])])."""
     if topics is None:
-        err, rows = coordinator.fetch_offsets(group_id, None)
+        err, rows = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
         by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
         for t, p, off, epoch, meta, e in rows:
             by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
@@ -33,7 +36,7 @@ def _fetch(coordinator: Any, group_id: str, topics: Any) -> tuple[int, list[tupl
     out = []
     for t in topics:
         key = coordinator.topic_key(t.name)
-        err, rows = coordinator.fetch_offsets(group_id, [(key, list(t.partition_indexes))])
+        err, rows = coordinator.fetch_offsets(group_id, [(key, list(t.partition_indexes))], member_id, member_epoch)
         if err:
             return err, []
         out.append((t.name, [(p, off, epoch, meta, e) for _, p, off, epoch, meta, e in rows]))
@@ -47,7 +50,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch(coordinator, g.group_id, g.topics)
+            err, topics = _fetch(coordinator, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else ()))
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[R.OffsetFetchResponseTopics(name=name, partitions=[

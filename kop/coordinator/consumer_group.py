@@ -1,0 +1,773 @@
+"""KIP-848's consumer group protocol (ConsumerGroupHeartbeat), sans-IO, beside the classic one.
+
+With `group.protocol=consumer` (Java 4.x, librdkafka 2.12+) there is no join/sync barrier: each member
+heartbeats, the coordinator computes every member's *target* assignment with a server-side assignor
+(kop/coordinator/assignors.py) and moves each member towards it on its own, never handing a partition to
+a member before its previous owner has given it up. The rules, error codes and records are Apache Kafka
+4.x's (its GroupMetadataManager and CurrentAssignmentBuilder; research/kip848.md §1-§6), because Java and
+librdkafka consumers are written against them.
+
+Driven like group_state.GroupStateMachine (kop/coordinator/sansio.py: no I/O, no timers of its own;
+tests with a fake clock in tests/test_coordinator_consumer_group.py):
+
+* `heartbeat(request, token, now)`: the answer comes out of `take_effects()` as `HeartbeatAnswer(token,
+  result)` - at once for an error, else after the `Write` of its records is reported durable through
+  `write_done(write_id, error, now)` (a failed write answers with that error);
+* timers (session, rebalance) are deadlines: `next_deadline()` / `expire_timers(now)`; a member fenced by
+  one produces a `Write` of its tombstones;
+* `metadata()` (given to the constructor) is the broker's topics now, name -> (topic id, partitions). Each
+  heartbeat recomputes the group's subscription metadata from it, so a subscribed topic created, deleted or
+  grown bumps the group epoch and yields a new target assignment at the group's next heartbeat (Kafka 4.0
+  does the same on its metadata refresh).
+
+The three epochs: the *group epoch* moves whenever an input of the assignment changes (a member joins,
+leaves or changes its subscription; subscribed topics change); the *assignment epoch* is the group epoch
+the current targets were computed for; a *member epoch* is the assignment epoch the member has reached.
+
+How we differ from Kafka 4.x, and why:
+
+* Regular expressions (`SubscribedTopicRegex`, v1) are compiled with Google RE2 (the google-re2 package,
+  the C++ library RE2/J follows; both reject backreferences and lookaround) and match whole topic names,
+  as Kafka's do. They are resolved synchronously at each heartbeat against the broker's topics, not by a
+  background task at most every 10 s; a changed resolution bumps the group epoch at once, where Kafka
+  bumps it when its asynchronous resolution completes. There is no ACL filtering (this broker has no ACLs).
+* Only empty groups move between the classic and the consumer protocol: a ConsumerGroupHeartbeat joining
+  an empty classic group replaces it (as in Kafka, whatever the migration policy); one reaching a classic
+  group with members gets GROUP_ID_NOT_FOUND, which is Kafka's answer under
+  `group.consumer.migration.policy=disabled`. Classic members inside a consumer group are not supported.
+* Per-group overrides of the session timeout and heartbeat interval (IncrementalAlterConfigs on GROUP
+  resources) are not supported; the broker's groupConsumerSessionTimeoutMs/HeartbeatIntervalMs apply.
+* A failed write leaves the in-memory change in place (Kafka reverts it with its timeline structures);
+  the member gets the write's error (NOT_COORDINATOR), rediscovers the coordinator and heartbeats again,
+  which the previous-epoch rule below accepts.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import re2
+
+from kop.config import BrokerConfig
+from kop.coordinator import consumer_records as crec
+from kop.coordinator import records as rec
+from kop.coordinator.assignors import ASSIGNORS, MemberSpec
+from kop.coordinator.sansio import Record, SansIOMachine, Write
+from kop.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+E = ErrorCode
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+Partitions = dict[bytes, frozenset[int]]
+Metadata = Mapping[str, tuple[bytes, int]]  # topic name -> (topic id, partition count)
+
+
+class MemberState(enum.IntEnum):
+    """A member's reconciliation state, stored as the int8 `State` of record 8."""
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1
+    UNRELEASED_PARTITIONS = 2
+    UNKNOWN = 127
+
+
+@dataclass(slots=True)
+class HeartbeatRequest:
+    """ConsumerGroupHeartbeat's fields; None means "unchanged since the last heartbeat", as on the wire."""
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: Partitions | None = None
+    client_id: str = ""
+    client_host: str = ""
+    api_version: int = 1
+
+
+@dataclass(slots=True)
+class HeartbeatResult:
+    error: int = 0
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Partitions | None = None  # None: unchanged (the wire's null Assignment)
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatAnswer:
+    token: Hashable
+    result: HeartbeatResult
+
+
+Effect = HeartbeatAnswer | Write
+
+
+@dataclass(slots=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    member_epoch: int = 0
+    previous_member_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+
+    def metadata_value(self) -> crec.MemberMetadataValue:
+        return crec.MemberMetadataValue(
+            self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
+            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+
+    def assignment_value(self) -> crec.CurrentAssignmentValue:
+        return crec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
+                                           self.assigned, self.pending_revocation)
+
+    def reconciled_to(self, epoch: int) -> bool:
+        return self.member_epoch == epoch and self.state == MemberState.STABLE
+
+
+@dataclass(slots=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    targets: dict[str, Partitions] = field(default_factory=dict)
+    # topic name -> (topic id, partitions) of the subscribed topics that exist (record 4)
+    subscription_metadata: dict[str, tuple[bytes, int]] = field(default_factory=dict)
+    regexes: dict[str, frozenset[str]] = field(default_factory=dict)  # resolved (record 16)
+
+    @property
+    def state(self) -> str:
+        """Kafka's names, as ConsumerGroupDescribe and ListGroups show them."""
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        if any(not m.reconciled_to(self.assignment_epoch) for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        for m in self.members.values():
+            if m.instance_id == instance_id:
+                return m
+        return None
+
+    def owners(self) -> dict[tuple[bytes, int], str]:
+        """Who holds each partition, assigned or pending revocation (a partition is free only when no one
+        holds it)."""
+        out: dict[tuple[bytes, int], str] = {}
+        for m in self.members.values():
+            for parts in (m.assigned, m.pending_revocation):
+                for tid, ps in parts.items():
+                    for p in ps:
+                        out[(tid, p)] = m.member_id
+        return out
+
+
+class _Reject(Exception):
+    def __init__(self, error: int, message: str) -> None:
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+def _subset(owned: Partitions | None, assigned: Partitions) -> bool:
+    if owned is None:
+        return False
+    return all(ps <= assigned.get(tid, frozenset()) for tid, ps in owned.items() if ps)
+
+
+def _owns_any(owned: Partitions | None, parts: Partitions) -> bool:
+    """A null owned list (a keepalive) counts as still owning everything (Kafka does the same)."""
+    if owned is None:
+        return True
+    return any(owned.get(tid, frozenset()) & ps for tid, ps in parts.items())
+
+
+def _clean(parts: Mapping[bytes, Iterable[int]]) -> Partitions:
+    return {tid: frozenset(ps) for tid, ps in parts.items() if ps}
+
+
+def compile_regex(pattern: str) -> Any:
+    """RE2 syntax, as Kafka's RE2/J; raises re2.error for a pattern RE2 does not accept."""
+    return re2.compile(pattern)
+
+
+class ConsumerGroupMachine(SansIOMachine):
+    """Every consumer group of this coordinator. `classic_groups` is the classic state machine's `groups`
+    (a heartbeat may replace an empty classic group, and must not take a classic group with members)."""
+
+    def __init__(self, config: BrokerConfig, metadata: Callable[[], Metadata],
+                 classic_groups: dict[str, Any] | None = None,
+                 wall_ms: Callable[[], int] | None = None) -> None:
+        super().__init__(wall_ms)
+        self.config = config
+        self.metadata = metadata
+        self.classic_groups = classic_groups if classic_groups is not None else {}
+        self.groups: dict[str, ConsumerGroup] = {}
+
+    # ------------------------------------------------------------------ answers (timers, writes: sansio.py)
+    def _answer(self, token: Hashable, result: HeartbeatResult) -> None:
+        self._effects.append(HeartbeatAnswer(token, result))
+
+    # ================================================================== loading
+    def loaded(self, groups: Iterable[ConsumerGroup], now: int) -> None:
+        """Groups replayed from __consumer_offsets: every member's session starts now, and a member caught
+        revoking gets its rebalance timeout again (Kafka's onLoaded)."""
+        self._now = now
+        for group in groups:
+            self.groups[group.group_id] = group
+            for m in group.members.values():
+                self._arm_session(group.group_id, m.member_id)
+                if m.state == MemberState.UNREVOKED_PARTITIONS:
+                    self._arm_rebalance(group.group_id, m)
+
+    def drop_groups(self, group_ids: Iterable[str]) -> None:
+        for gid in list(group_ids):
+            if self.groups.pop(gid, None) is not None:
+                self._cancel_group_timers(gid)
+
+    def shutdown(self) -> None:
+        """The coordinator stops: no timer fires any more."""
+        self._clear_timers()
+
+    def delete_group(self, group_id: str) -> list[Record]:
+        """Forget an empty group (DeleteGroups, offset expiry, or a JoinGroup turning it classic) and give
+        its tombstones in Kafka's order: current assignments, targets, assignment epoch, members, regexes,
+        subscription metadata, and the group epoch last."""
+        group = self.groups.pop(group_id)
+        gid = group_id
+
+        def key(kind: int, second: str | None = None) -> bytes:
+            return crec.encode_key(crec.ConsumerKey(kind, gid, second))
+
+        records: list[Record] = [(key(crec.CURRENT_MEMBER_ASSIGNMENT, m), None) for m in group.members]
+        records += [(key(crec.TARGET_ASSIGNMENT_MEMBER, m), None) for m in group.targets]
+        records.append((key(crec.TARGET_ASSIGNMENT_METADATA), None))
+        records += [(key(crec.MEMBER_METADATA, m), None) for m in group.members]
+        records += [(key(crec.REGULAR_EXPRESSION, r), None) for r in group.regexes]
+        records.append((key(crec.PARTITION_METADATA), None))
+        records.append((key(crec.GROUP_EPOCH), None))
+        self._cancel_group_timers(gid)
+        return records
+
+    # ================================================================== offsets of consumer groups
+    @staticmethod
+    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int) -> int:
+        """Kafka's rules for OffsetCommit to a consumer group: an admin commit (epoch < 0) only to an empty
+        group; else the member must exist, commit with v9+, and carry its current epoch exactly."""
+        if member_epoch < 0 and not group.members:
+            return 0
+        member = group.members.get(member_id)
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        if api_version < 9:
+            return E.UNSUPPORTED_VERSION
+        return 0 if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+
+    @staticmethod
+    def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
+        """An admin fetch (no member id, epoch < 0) is always served; a member's needs its current epoch."""
+        if member_id is None and member_epoch < 0:
+            return 0
+        member = group.members.get(member_id or "")
+        if member is None:
+            return E.UNKNOWN_MEMBER_ID
+        return 0 if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+
+    @staticmethod
+    def subscribed_topics(group: ConsumerGroup) -> set[str]:
+        """Every topic name some member subscribes to, by name or through its regex."""
+        names: set[str] = set()
+        for m in group.members.values():
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                names.update(group.regexes.get(m.subscribed_topic_regex, ()))
+        return names
+
+    # ================================================================== the heartbeat
+    def heartbeat(self, req: HeartbeatRequest, token: Hashable, now: int) -> None:
+        self._now = now
+        records: list[Record] = []
+        try:
+            self._validate(req)
+            if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+                result = self._leave(req, records)
+            else:
+                result = self._join_or_heartbeat(req, records)
+        except _Reject as rej:
+            self._answer(token, HeartbeatResult(rej.error, rej.message))
+            return
+        if not records:
+            self._answer(token, result)
+            return
+
+        def done(error: int) -> None:
+            self._answer(token, result if not error else HeartbeatResult(error, "the group's records could not be written"))
+
+        self._write(req.group_id, records, done)
+
+    def _validate(self, req: HeartbeatRequest) -> None:
+        """INVALID_REQUEST and UNSUPPORTED_ASSIGNOR as Kafka 4.x's throwIfConsumerGroupHeartbeatRequestIsInvalid,
+        INVALID_REGULAR_EXPRESSION for a regex RE2 rejects."""
+        def bad(message: str) -> _Reject:
+            return _Reject(E.INVALID_REQUEST, message)
+
+        if not req.group_id:
+            raise bad("GroupId can't be empty.")
+        if req.instance_id == "":
+            raise bad("InstanceId can't be empty.")
+        if req.rack_id == "":
+            raise bad("RackId can't be empty.")
+        epoch = req.member_epoch
+        if not req.member_id and (req.api_version >= 1 or epoch > 0 or epoch == LEAVE_EPOCH):
+            raise bad("MemberId can't be empty.")
+        if epoch == 0:
+            if req.rebalance_timeout_ms == -1:
+                raise bad("RebalanceTimeoutMs must be provided in first request.")
+            if req.topic_partitions is None or any(req.topic_partitions.values()):
+                raise bad("TopicPartitions must be empty when (re-)joining.")
+            if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+                raise bad("SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+        elif epoch == STATIC_LEAVE_EPOCH:
+            if req.instance_id is None:
+                raise bad("InstanceId can't be null.")
+        elif epoch < STATIC_LEAVE_EPOCH:
+            raise bad("MemberEpoch is invalid.")
+        if req.server_assignor is not None and req.server_assignor not in self.config.consumer_assignors:
+            raise _Reject(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported. "
+                          f"Supported assignors: {', '.join(self.config.consumer_assignors)}.")
+        if req.subscribed_topic_regex:
+            try:
+                compile_regex(req.subscribed_topic_regex)
+            except re2.error as exc:
+                raise _Reject(E.INVALID_REGULAR_EXPRESSION, f"SubscribedTopicRegex `{req.subscribed_topic_regex}`"
+                              f" is not a valid regular expression: {exc}.") from None
+
+    def _group_for(self, req: HeartbeatRequest, records: list[Record]) -> ConsumerGroup:
+        """The consumer group, created on a join (epoch 0) - also in place of an empty classic group."""
+        gid = req.group_id
+        group = self.groups.get(gid)
+        if group is not None:
+            return group
+        classic = self.classic_groups.get(gid)
+        if req.member_epoch != 0 and classic is None:
+            raise _Reject(E.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
+        if classic is not None:
+            if req.member_epoch != 0 or classic.members:
+                raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
+            del self.classic_groups[gid]
+            records.append((rec.group_metadata_key(gid), None))
+        group = ConsumerGroup(gid)
+        self.groups[gid] = group
+        return group
+
+    def _join_or_heartbeat(self, req: HeartbeatRequest, records: list[Record]) -> HeartbeatResult:
+        group = self._group_for(req, records)
+        if len(group.members) >= self.config.groupConsumerMaxSize and (
+                not req.member_id or req.member_id not in group.members):
+            raise _Reject(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                          f"{self.config.groupConsumerMaxSize} members.")
+        member_id = req.member_id or str(uuid.uuid4())
+        if req.instance_id is None:
+            member = self._dynamic_member(group, member_id, req)
+        else:
+            member = self._static_member(group, member_id, req, records)
+        old = member
+        updated = replace(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=(req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+                                  else member.rebalance_timeout_ms),
+            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=(tuple(req.subscribed_topic_names) if req.subscribed_topic_names is not None
+                                    else member.subscribed_topic_names),
+            subscribed_topic_regex=(member.subscribed_topic_regex if req.subscribed_topic_regex is None
+                                    else (req.subscribed_topic_regex or None)),  # "" clears it
+            client_id=req.client_id, client_host=req.client_host)
+        bump = False
+        if updated.metadata_value() != old.metadata_value() or member_id not in group.members:
+            records.append(self._member_record(group.group_id, updated))
+            bump = (updated.subscribed_topic_names != old.subscribed_topic_names
+                    or updated.subscribed_topic_regex != old.subscribed_topic_regex
+                    or member_id not in group.members)
+        group.members[member_id] = updated
+        bump = self._refresh_subscriptions(group, records) or bump
+        if bump:
+            self._bump(group, records)
+        if group.group_epoch > group.assignment_epoch:
+            self._compute_targets(group, records)
+        reconciled = self._reconcile(group, updated, req.topic_partitions, records)
+        self._arm_session(group.group_id, member_id)
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.topic_partitions is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        changed = reconciled.assigned != old.assigned
+        return HeartbeatResult(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.groupConsumerHeartbeatIntervalMs,
+            assignment=dict(reconciled.assigned) if full or changed else None)
+
+    def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest) -> ConsumerMember:
+        member = group.members.get(member_id)
+        if member is None:
+            if req.member_epoch != 0:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+            return ConsumerMember(member_id)
+        self._check_epoch(member, req)
+        return member
+
+    def _static_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest,
+                       records: list[Record]) -> ConsumerMember:
+        """KIP-848 static membership: an instance id rejoining under a new member id takes over the old
+        member's assignment (no rebalance) once the old one left with epoch -2; while the old one is
+        active the newcomer gets UNRELEASED_INSTANCE_ID."""
+        assert req.instance_id is not None
+        existing = group.static_member(req.instance_id)
+        if req.member_epoch == 0:
+            if existing is None:
+                member = group.members.get(member_id)
+                if member is not None:
+                    self._check_epoch(member, req)
+                    return member
+                return ConsumerMember(member_id)
+            if existing.member_id == member_id:
+                self._check_epoch(existing, req)
+                return existing
+            if existing.member_epoch != STATIC_LEAVE_EPOCH:
+                raise _Reject(E.UNRELEASED_INSTANCE_ID, f"Static member {member_id} with instance id "
+                              f"{req.instance_id} cannot join the group because the instance id is owned by "
+                              f"{existing.member_id} member.")
+            new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+            target = group.targets.get(existing.member_id, {})
+            self._remove_member(group, existing, records)
+            group.members[member_id] = new
+            group.targets[member_id] = target
+            records.append(self._member_record(group.group_id, new))
+            records.append((crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_MEMBER, group.group_id,
+                                                             member_id)), crec.encode_target_member(target)))
+            records.append(self._assignment_record(group.group_id, new))
+            return new
+        if existing is None:
+            raise _Reject(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+        if existing.member_id != member_id:
+            raise _Reject(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {req.instance_id}"
+                          f" was fenced by member {existing.member_id}.")
+        self._check_epoch(existing, req)
+        return existing
+
+    @staticmethod
+    def _check_epoch(member: ConsumerMember, req: HeartbeatRequest) -> None:
+        """A greater epoch than ours, or a smaller one other than the previous epoch of a member reporting
+        no more than its assignment (a lost response), is fenced: the member drops its partitions and
+        rejoins with epoch 0."""
+        epoch = req.member_epoch
+        if epoch > member.member_epoch:
+            raise _Reject(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({epoch})"
+                          f" than the one known by the group coordinator ({member.member_epoch}).")
+        if epoch < member.member_epoch and (
+                epoch != member.previous_member_epoch or not _subset(req.topic_partitions, member.assigned)):
+            raise _Reject(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({epoch})"
+                          f" than the one known by the group coordinator ({member.member_epoch}).")
+
+    # ------------------------------------------------------------------ subscriptions and targets
+    def _refresh_subscriptions(self, group: ConsumerGroup, records: list[Record]) -> bool:
+        """Resolve the group's regexes and its subscription metadata against the broker's topics now;
+        True (and records 16 / 4) when either changed, which bumps the group epoch."""
+        topics = self.metadata()
+        changed = False
+        in_use = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+        for pattern in sorted(in_use):
+            compiled = compile_regex(pattern)
+            resolved = frozenset(t for t in topics if compiled.fullmatch(t))
+            if group.regexes.get(pattern) != resolved:
+                group.regexes[pattern] = resolved
+                records.append((crec.encode_key(crec.ConsumerKey(crec.REGULAR_EXPRESSION, group.group_id, pattern)),
+                                crec.encode_regex(crec.RegexValue(tuple(resolved), 0, self.timestamp()))))
+                changed = True
+        for pattern in sorted(set(group.regexes) - in_use):
+            del group.regexes[pattern]
+            records.append((crec.encode_key(crec.ConsumerKey(crec.REGULAR_EXPRESSION, group.group_id, pattern)),
+                            None))
+        names: set[str] = set()
+        for m in group.members.values():
+            names.update(m.subscribed_topic_names)
+            if m.subscribed_topic_regex:
+                names.update(group.regexes.get(m.subscribed_topic_regex, ()))
+        metadata = {n: topics[n] for n in names if n in topics}
+        if metadata != group.subscription_metadata:
+            group.subscription_metadata = metadata
+            records.append((crec.encode_key(crec.ConsumerKey(crec.PARTITION_METADATA, group.group_id)),
+                            crec.encode_partition_metadata(
+                                [crec.TopicMetadata(tid, n, count) for n, (tid, count) in metadata.items()])))
+            changed = True
+        return changed
+
+    def _bump(self, group: ConsumerGroup, records: list[Record]) -> None:
+        group.group_epoch += 1
+        records.append((crec.encode_key(crec.ConsumerKey(crec.GROUP_EPOCH, group.group_id)),
+                        crec.encode_epoch(group.group_epoch)))
+
+    def _subscribed_ids(self, group: ConsumerGroup, m: ConsumerMember) -> frozenset[bytes]:
+        names = set(m.subscribed_topic_names)
+        if m.subscribed_topic_regex:
+            names.update(group.regexes.get(m.subscribed_topic_regex, ()))
+        return frozenset(group.subscription_metadata[n][0] for n in names if n in group.subscription_metadata)
+
+    def preferred_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor named by most members (ties: the broker's order), else the broker's default."""
+        counts: dict[str, int] = {}
+        for m in group.members.values():
+            if m.server_assignor:
+                counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
+        names = self.config.consumer_assignors
+        if not counts:
+            return names[0]
+        return max(counts, key=lambda a: (counts[a], -names.index(a) if a in names else -len(names)))
+
+    def _compute_targets(self, group: ConsumerGroup, records: list[Record]) -> None:
+        specs = {mid: MemberSpec(self._subscribed_ids(group, m), m.instance_id, group.targets.get(mid, {}))
+                 for mid, m in group.members.items()}
+        topics = {tid: count for tid, count in group.subscription_metadata.values()}
+        new = ASSIGNORS[self.preferred_assignor(group)](specs, topics)
+        for mid in sorted(group.members):
+            target = _clean(new.get(mid, {}))
+            if mid not in group.targets or group.targets[mid] != target:
+                group.targets[mid] = target
+                records.append((crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_MEMBER, group.group_id, mid)),
+                                crec.encode_target_member(target)))
+        group.assignment_epoch = group.group_epoch
+        records.append((crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_METADATA, group.group_id)),
+                        crec.encode_epoch(group.assignment_epoch)))
+
+    # ------------------------------------------------------------------ reconciliation
+    def _reconcile(self, group: ConsumerGroup, member: ConsumerMember, owned: Partitions | None,
+                   records: list[Record]) -> ConsumerMember:
+        """Move `member` towards its target (Kafka's CurrentAssignmentBuilder): revoke before assign, and
+        a partition goes to its new owner only once no one holds it."""
+        epoch = group.assignment_epoch
+        if member.reconciled_to(epoch):
+            return member
+        target = group.targets.get(member.member_id, {})
+        if member.state == MemberState.STABLE:
+            updated = self._next_assignment(group, member, member.member_epoch, target, epoch, owned)
+        elif member.state == MemberState.UNREVOKED_PARTITIONS:
+            if _owns_any(owned, member.pending_revocation):
+                updated = member
+            else:
+                updated = self._next_assignment(group, member, member.member_epoch + 1, target, epoch, owned)
+        elif member.state == MemberState.UNRELEASED_PARTITIONS:
+            updated = self._next_assignment(group, member, member.member_epoch, target, epoch, owned)
+        else:
+            if owned is None or any(owned.values()):
+                raise _Reject(E.FENCED_MEMBER_EPOCH, "The consumer group member is in a unknown state.")
+            updated = self._next_assignment(group, member, epoch, target, epoch, owned)
+        if updated != member:
+            group.members[member.member_id] = updated
+            records.append(self._assignment_record(group.group_id, updated))
+            if updated.state == MemberState.UNREVOKED_PARTITIONS:
+                self._arm_rebalance(group.group_id, updated)
+            else:
+                self._cancel(("rebalance", group.group_id, updated.member_id))
+        return updated
+
+    @staticmethod
+    def _next_assignment(group: ConsumerGroup, member: ConsumerMember, member_epoch: int, target: Partitions,
+                         target_epoch: int, owned: Partitions | None) -> ConsumerMember:
+        owners = group.owners()
+        keep: dict[bytes, frozenset[int]] = {}
+        revoke: dict[bytes, frozenset[int]] = {}
+        add: dict[bytes, frozenset[int]] = {}
+        unreleased = False
+        for tid in set(target) | set(member.assigned):
+            t = target.get(tid, frozenset())
+            current = member.assigned.get(tid, frozenset())
+            keep[tid] = current & t
+            revoke[tid] = current - keep[tid]
+            wanted = t - keep[tid]
+            free = frozenset(p for p in wanted if (tid, p) not in owners)
+            unreleased = unreleased or free != wanted
+            add[tid] = free
+        keep, revoke, add = _clean(keep), _clean(revoke), _clean(add)
+
+        def moved(epoch: int, state: MemberState, assigned: Partitions, pending: Partitions) -> ConsumerMember:
+            previous = member.member_epoch if epoch != member.member_epoch else member.previous_member_epoch
+            return replace(member, member_epoch=epoch, previous_member_epoch=previous, state=state,
+                           assigned=assigned, pending_revocation=pending)
+
+        if revoke and _owns_any(owned, revoke):
+            return moved(member_epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
+        state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        if add:
+            merged = {tid: keep.get(tid, frozenset()) | add.get(tid, frozenset()) for tid in set(keep) | set(add)}
+            return moved(target_epoch, state, merged, {})
+        return moved(target_epoch, state, keep, {})
+
+    # ------------------------------------------------------------------ leaving and fencing
+    def _leave(self, req: HeartbeatRequest, records: list[Record]) -> HeartbeatResult:
+        group = self.groups.get(req.group_id)
+        if group is None:
+            raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
+        if req.instance_id is None:
+            member = group.members.get(req.member_id)
+            if member is None:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}.")
+        else:
+            member = group.static_member(req.instance_id)
+            if member is None:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+            if member.member_id != req.member_id:
+                raise _Reject(E.FENCED_INSTANCE_ID, f"Static member {req.member_id} with instance id "
+                              f"{req.instance_id} was fenced by member {member.member_id}.")
+            if req.member_epoch == STATIC_LEAVE_EPOCH:
+                # Away for now: it keeps its partitions (no one else gets them) until its session expires.
+                away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
+                group.members[member.member_id] = away
+                self._cancel(("rebalance", group.group_id, member.member_id))
+                records.append(self._assignment_record(group.group_id, away))
+                return HeartbeatResult(member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH)
+        self._fence(group, member, records)
+        return HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
+
+    def _fence(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record]) -> None:
+        """Remove the member and bump the group epoch, so the next heartbeat computes new targets."""
+        self._remove_member(group, member, records)
+        self._refresh_subscriptions(group, records)
+        self._bump(group, records)
+
+    def _remove_member(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record]) -> None:
+        """Tombstones in Kafka's order: current assignment (8), target (7), member (5)."""
+        gid, mid = group.group_id, member.member_id
+        for kind in (crec.CURRENT_MEMBER_ASSIGNMENT, crec.TARGET_ASSIGNMENT_MEMBER, crec.MEMBER_METADATA):
+            records.append((crec.encode_key(crec.ConsumerKey(kind, gid, mid)), None))
+        group.members.pop(mid, None)
+        group.targets.pop(mid, None)
+        self._cancel(("session", gid, mid))
+        self._cancel(("rebalance", gid, mid))
+
+    def _fence_by_timer(self, group_id: str, member_id: str, epoch: int | None, why: str) -> None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group is not None else None
+        if group is None or member is None or (epoch is not None and member.member_epoch != epoch):
+            return
+        log.info("group %s: member %s fenced: %s", group_id, member_id, why)
+        records: list[Record] = []
+        self._fence(group, member, records)
+
+        def done(error: int) -> None:
+            if error:
+                log.warning("writing the fencing of %s in group %s failed: %s", member_id, group_id, E(error).name)
+
+        self._write(group_id, records, done)
+
+    def _arm_session(self, group_id: str, member_id: str) -> None:
+        self._schedule(("session", group_id, member_id), self.config.groupConsumerSessionTimeoutMs,
+                       self._fence_by_timer, group_id, member_id, None, "its session expired")
+
+    def _arm_rebalance(self, group_id: str, member: ConsumerMember) -> None:
+        self._schedule(("rebalance", group_id, member.member_id), max(member.rebalance_timeout_ms, 0),
+                       self._fence_by_timer, group_id, member.member_id, member.member_epoch,
+                       "it did not revoke its partitions within its rebalance timeout")
+
+    # ------------------------------------------------------------------ records
+    @staticmethod
+    def _member_record(group_id: str, m: ConsumerMember) -> Record:
+        return (crec.encode_key(crec.ConsumerKey(crec.MEMBER_METADATA, group_id, m.member_id)),
+                crec.encode_member_metadata(m.metadata_value()))
+
+    @staticmethod
+    def _assignment_record(group_id: str, m: ConsumerMember) -> Record:
+        return (crec.encode_key(crec.ConsumerKey(crec.CURRENT_MEMBER_ASSIGNMENT, group_id, m.member_id)),
+                crec.encode_current_assignment(m.assignment_value()))
+
+
+class ConsumerGroupReplayer:
+    """Rebuilds consumer groups from their records in __consumer_offsets, in log order (the last record
+    of a key wins; a null value deletes). The group's existence follows its epoch record (type 3), as in
+    Kafka: a group whose type-3 record is a tombstone is gone."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, ConsumerGroup] = {}
+        self._deleted: set[str] = set()
+
+    def _group(self, gid: str) -> ConsumerGroup:
+        group = self.groups.get(gid)
+        if group is None:
+            group = self.groups[gid] = ConsumerGroup(gid)
+        self._deleted.discard(gid)
+        return group
+
+    def replay(self, key: crec.ConsumerKey, value: bytes | memoryview | None) -> None:
+        gid, second = key.group, key.second or ""
+        if value is None:
+            group = self.groups.get(gid)
+            if group is None:
+                return
+            if key.type == crec.GROUP_EPOCH:
+                self._deleted.add(gid)
+            elif key.type == crec.MEMBER_METADATA:
+                group.members.pop(second, None)
+            elif key.type == crec.TARGET_ASSIGNMENT_MEMBER:
+                group.targets.pop(second, None)
+            elif key.type == crec.CURRENT_MEMBER_ASSIGNMENT and second in group.members:
+                group.members[second] = replace(group.members[second], member_epoch=LEAVE_EPOCH, assigned={},
+                                                pending_revocation={})
+            elif key.type == crec.PARTITION_METADATA:
+                group.subscription_metadata = {}
+            elif key.type == crec.REGULAR_EXPRESSION:
+                group.regexes.pop(second, None)
+            return
+        group = self._group(gid)
+        if key.type == crec.GROUP_EPOCH:
+            group.group_epoch = crec.decode_epoch(value)
+        elif key.type == crec.TARGET_ASSIGNMENT_METADATA:
+            group.assignment_epoch = crec.decode_epoch(value)
+        elif key.type == crec.PARTITION_METADATA:
+            group.subscription_metadata = {t.name: (t.topic_id, t.partitions)
+                                           for t in crec.decode_partition_metadata(value)}
+        elif key.type == crec.MEMBER_METADATA:
+            v = crec.decode_member_metadata(value)
+            m = group.members.get(second) or ConsumerMember(second)
+            group.members[second] = replace(
+                m, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
+                subscribed_topic_names=tuple(v.subscribed_topic_names), subscribed_topic_regex=v.subscribed_topic_regex,
+                rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor)
+        elif key.type == crec.TARGET_ASSIGNMENT_MEMBER:
+            group.targets[second] = crec.decode_target_member(value)
+        elif key.type == crec.CURRENT_MEMBER_ASSIGNMENT:
+            a = crec.decode_current_assignment(value)
+            m = group.members.get(second) or ConsumerMember(second)
+            try:
+                state = MemberState(a.state)
+            except ValueError:
+                state = MemberState.UNKNOWN  # written by a newer version: fenced unless it owns nothing
+            group.members[second] = replace(m, member_epoch=a.member_epoch,
+                                            previous_member_epoch=a.previous_member_epoch, state=state,
+                                            assigned=a.assigned, pending_revocation=a.pending_revocation)
+        elif key.type == crec.REGULAR_EXPRESSION:
+            group.regexes[second] = frozenset(crec.decode_regex(value).topics)
+
+    def result(self) -> list[ConsumerGroup]:
+        """The groups that exist at the end of the log."""
+        return [g for gid, g in self.groups.items() if gid not in self._deleted]

@@ -1,0 +1,55 @@
+"""ConsumerGroupDescribe (key 69): v0-v1, KIP-848 consumer groups as kafka-consumer-groups --describe and
+the admin client's describeConsumerGroups read them.
+
+A missing id ("Group g not found.") or a classic group ("Group g is not a consumer group.") is answered
+GROUP_ID_NOT_FOUND, as Kafka 4.x: the admin client then describes a classic group with DescribeGroups. Each member's Assignment is what it owns now,
+its TargetAssignment what the assignor wants it to own; topic names are the topics' Kafka names. v1's
+MemberType is 1 (consumer protocol) for every member: classic members inside a consumer group are not
+supported here. include_authorized_operations: without an authorizer every group operation is allowed,
+so the answer is the set Kafka reports then (as DescribeGroups).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.apis.describe_groups import GROUP_OPERATIONS, NOT_REQUESTED
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+
+API_KEY = 69
+VERSIONS = (0, 1)
+
+
+def _assignment(R: Any, coordinator: Any, parts: dict[bytes, frozenset[int]]) -> Any:
+    out = []
+    for tid, ps in sorted(parts.items()):
+        topic = coordinator.topics.get_by_id(tid)
+        name = coordinator.topics.kafka_name(topic.name) if topic is not None else ""
+        out.append(R.TopicPartitions(topic_id=tid, topic_name=name, partitions=sorted(ps)))
+    return R.Assignment(topic_partitions=out)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    coordinator = ctx.coordinator
+    ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
+    out = []
+    for gid in req.group_ids:
+        error, group, message = coordinator.consumer_group(gid)
+        if group is None:
+            out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",
+                                        group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))
+            continue
+        members = [R.DescribedGroup.Member(
+            member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+            client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            assignment=_assignment(R, coordinator, m.assigned),
+            target_assignment=_assignment(R, coordinator, group.targets.get(m.member_id, {})),
+            member_type=1) for m in group.members.values()]
+        out.append(R.DescribedGroup(
+            error_code=0, group_id=gid, group_state=group.state, group_epoch=group.group_epoch,
+            assignment_epoch=group.assignment_epoch, assignor_name=coordinator.consumer.preferred_assignor(group),
+            members=members, authorized_operations=ops))
+    return R(throttle_time_ms=0, groups=out)

@@ -1,0 +1,90 @@
+"""Wire layouts of the APIs kafka-python's schema files do not ship: KIP-848's ConsumerGroupHeartbeat (68)
+and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions.
+
+kop.protocol generates its codec from the JSON schemas bundled with kafka-python (kop/protocol/schema.py),
+whose 3.0 release has no consumer-group-protocol APIs. These are the same facts (field names, types,
+versions, nullability, defaults: research/kip848.md §1-§2) written down here in the parsed form, so the one
+code generator serves them too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(name: str, type_: str, versions: str = "0+", nullable: str | None = None, default: Any = None,
+       fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    raw: dict[str, Any] = {"name": name, "type": type_, "versions": versions}
+    if nullable is not None:
+        raw["nullableVersions"] = nullable
+    if default is not None:
+        raw["default"] = default
+    if fields is not None:
+        raw["fields"] = fields
+    return raw
+
+
+def _message(name: str, kind: str, key: int, valid: str, fields: list[dict[str, Any]],
+             common: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"name": name, "type": kind, "apiKey": key, "validVersions": valid, "flexibleVersions": "0+",
+            "fields": fields, "commonStructs": common or []}
+
+
+_OWNED = [_f("TopicId", "uuid"), _f("Partitions", "[]int32")]
+_DESCRIBED_PARTITIONS = [_f("TopicId", "uuid"), _f("TopicName", "string"), _f("Partitions", "[]int32")]
+
+SCHEMAS: list[dict[str, Any]] = [
+    _message("ConsumerGroupHeartbeatRequest", "request", 68, "0-1", [
+        _f("GroupId", "string"),
+        _f("MemberId", "string"),
+        _f("MemberEpoch", "int32"),
+        _f("InstanceId", "string", nullable="0+", default="null"),
+        _f("RackId", "string", nullable="0+", default="null"),
+        _f("RebalanceTimeoutMs", "int32", default=-1),
+        _f("SubscribedTopicNames", "[]string", nullable="0+", default="null"),
+        _f("SubscribedTopicRegex", "string", "1+", nullable="1+", default="null"),
+        _f("ServerAssignor", "string", nullable="0+", default="null"),
+        _f("TopicPartitions", "[]TopicPartitions", nullable="0+", default="null", fields=_OWNED),
+    ]),
+    _message("ConsumerGroupHeartbeatResponse", "response", 68, "0-1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("MemberId", "string", nullable="0+", default="null"),
+        _f("MemberEpoch", "int32"),
+        _f("HeartbeatIntervalMs", "int32"),
+        _f("Assignment", "Assignment", nullable="0+", default="null",
+           fields=[_f("TopicPartitions", "[]TopicPartitions")]),
+    ], common=[{"name": "TopicPartitions", "versions": "0+", "fields": _OWNED}]),
+    _message("ConsumerGroupDescribeRequest", "request", 69, "0-1", [
+        _f("GroupIds", "[]string"),
+        _f("IncludeAuthorizedOperations", "bool"),
+    ]),
+    _message("ConsumerGroupDescribeResponse", "response", 69, "0-1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("Groups", "[]DescribedGroup", fields=[
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+            _f("GroupId", "string"),
+            _f("GroupState", "string"),
+            _f("GroupEpoch", "int32"),
+            _f("AssignmentEpoch", "int32"),
+            _f("AssignorName", "string"),
+            _f("Members", "[]Member", fields=[
+                _f("MemberId", "string"),
+                _f("InstanceId", "string", nullable="0+", default="null"),
+                _f("RackId", "string", nullable="0+", default="null"),
+                _f("MemberEpoch", "int32"),
+                _f("ClientId", "string"),
+                _f("ClientHost", "string"),
+                _f("SubscribedTopicNames", "[]string"),
+                _f("SubscribedTopicRegex", "string", nullable="0+", default="null"),
+                _f("Assignment", "Assignment"),
+                _f("TargetAssignment", "Assignment"),
+                _f("MemberType", "int8", "1+", default=-1),  # KIP-1099: -1 unknown, 0 classic, 1 consumer
+            ]),
+            _f("AuthorizedOperations", "int32", default="-2147483648"),
+        ]),
+    ], common=[{"name": "TopicPartitions", "versions": "0+", "fields": _DESCRIBED_PARTITIONS},
+               {"name": "Assignment", "versions": "0+", "fields": [_f("TopicPartitions", "[]TopicPartitions")]}]),
+]

@@ -1,0 +1,151 @@
+"""The group coordinator serving KIP-848 consumer groups: its async shell around the consumer group machine,
+in an in-process broker on real embedded storage (tests/test_coordinator_durability.py's harness).
+
+* the offsets APIs follow Kafka's rules for consumer groups: OffsetCommit carries the member epoch
+  (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION below v9, admin commits only to an empty
+  group), OffsetFetch v9 checks a member's epoch, OffsetDelete refuses subscribed topics;
+* ListGroups filters by type, DescribeGroups shows a consumer group as Dead, DeleteGroups refuses a group
+  with members and tombstones an empty one, a JoinGroup meets INCONSISTENT_GROUP_PROTOCOL while it has
+  members and replaces it once it is empty;
+* a restarted broker replays the group's records: members, epochs, assignments and offsets are back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kop.coordinator.consumer_group import HeartbeatRequest
+from kop.coordinator.coordinator import JoinRequest
+from kop.protocol.errors import ErrorCode as E
+from tests.test_coordinator_durability import start_broker
+
+GROUP = "cg"
+TOPIC = "t"
+
+
+def join(member: str, epoch: int = 0, **kw: object) -> HeartbeatRequest:
+    return HeartbeatRequest(GROUP, member, epoch, rebalance_timeout_ms=30000, subscribed_topic_names=[TOPIC],
+                            topic_partitions={}, **kw)  # type: ignore[arg-type]
+
+
+def test_offsets_and_admin_apis_for_a_consumer_group(tmp_path: Path) -> None:
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 2)
+            r = await c.consumer_group_heartbeat(join("m1"))
+            assert r.error == 0 and r.member_epoch == 1 and sum(len(p) for p in r.assignment.values()) == 2
+            commit = [(TOPIC, 0, 5, -1, None)]
+            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, commit) == {(TOPIC, 0): 0}
+            assert await c.commit_offsets(GROUP, 0, "m1", None, -1, 9, commit) == {(TOPIC, 0): E.STALE_MEMBER_EPOCH}
+            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 8, commit) == {(TOPIC, 0): E.UNSUPPORTED_VERSION}
+            assert await c.commit_offsets(GROUP, 1, "zz", None, -1, 9, commit) == {(TOPIC, 0): E.UNKNOWN_MEMBER_ID}
+            # an admin commit (epoch -1, no member) is refused while the group has members
+            assert await c.commit_offsets(GROUP, -1, "", None, -1, 9, commit) == {(TOPIC, 0): E.UNKNOWN_MEMBER_ID}
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "m1", 1) == (0, [(TOPIC, 0, 5, -1, "", 0)])
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "m1", 7)[0] == E.STALE_MEMBER_EPOCH
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "zz", 1)[0] == E.UNKNOWN_MEMBER_ID
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])])[1] == [(TOPIC, 0, 5, -1, "", 0)]  # admin
+            assert await c.delete_offsets(GROUP, [(TOPIC, [0])]) == (0, {(TOPIC, 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
+
+            assert [(g.group_id, g.group_type, g.state) for g in c.list_groups(types=["consumer"])[1]] == [
+                (GROUP, "consumer", "Stable")]
+            assert c.list_groups(types=["classic"])[1] == []
+            assert c.describe_group(GROUP).state == "Dead" and not c.describe_group(GROUP).found
+            assert await c.delete_groups([GROUP]) == {GROUP: E.NON_EMPTY_GROUP}
+            classic_join = JoinRequest(GROUP, "", None, "consumer", [("range", b"")], 10000, 10000, "c", "/h", 9)
+            assert (await c.join_group(classic_join)).error == E.INCONSISTENT_GROUP_PROTOCOL
+
+            left = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
+            assert left.error == 0 and left.member_epoch == -1
+            assert await c.commit_offsets(GROUP, -1, "", None, -1, 9, [(TOPIC, 1, 7, -1, None)]) == {(TOPIC, 1): 0}
+            assert c.list_groups(types=["consumer"])[1][0].state == "Empty"
+            assert await c.delete_groups([GROUP]) == {GROUP: 0}
+            assert c.list_groups()[1] == [] and c.fetch_offsets(GROUP, None) == (0, [])
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())
+
+
+def test_join_group_replaces_an_empty_consumer_group(tmp_path: Path) -> None:
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 1)
+            await c.consumer_group_heartbeat(join("m1"))
+            await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
+            req = JoinRequest(GROUP, "", None, "consumer", [("range", b"")], 10000, 10000, "c", "/h", 3)
+            assert (await c.join_group(req)).error == 0
+            assert GROUP not in c.consumer_groups and GROUP in c.groups
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        try:  # the consumer group's tombstones hold after a restart: only the classic group is back
+            assert GROUP not in svc.coordinator.consumer_groups and GROUP in svc.coordinator.groups
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())
+
+
+def test_restart_restores_members_epochs_and_assignments(tmp_path: Path) -> None:
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 4)
+            await c.consumer_group_heartbeat(join("m1", instance_id="i1"))
+            r2 = await c.consumer_group_heartbeat(join("m2", server_assignor="range"))
+            r1 = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, instance_id="i1"))
+            assert r1.member_epoch == 1 and r2.member_epoch == 2  # m1 is asked to revoke two partitions
+            before = c.consumer_groups[GROUP]
+            await c.commit_offsets(GROUP, 2, "m2", None, -1, 9, [(TOPIC, 3, 11, -1, "m")])
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            after = c.consumer_groups[GROUP]
+            assert after == before
+            assert GROUP not in c.groups  # its offsets did not make a classic group of it
+            assert c.fetch_offsets(GROUP, [(TOPIC, [3])], "m2", 2) == (0, [(TOPIC, 3, 11, -1, "m", 0)])
+            # m1 goes on where it was: it acknowledges the revocation and reaches epoch 2
+            kept = after.members["m1"].assigned
+            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, instance_id="i1",
+                                                                  topic_partitions=kept))
+            assert r.error == 0 and r.member_epoch == 2
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())
+
+
+def test_offsets_of_a_consumer_group_expire_and_the_empty_group_goes(tmp_path: Path) -> None:
+    """Kafka's rule for consumer groups: an offset of a topic nobody subscribes to expires
+    offsetsRetentionMinutes after its commit; an Empty group left without offsets is deleted."""
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1")
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 1)
+            await c.consumer_group_heartbeat(join("m1"))
+            await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, [(TOPIC, 0, 3, -1, None)])
+            later = c.clock() + 61
+            c.clock = lambda: later
+            assert await c.expire_offsets() == 0  # m1 still subscribes to the topic
+            await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
+            assert await c.expire_offsets() > 0
+            assert GROUP not in c.consumer_groups and c.fetch_offsets(GROUP, None) == (0, [])
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        try:
+            assert GROUP not in svc.coordinator.consumer_groups and GROUP not in svc.coordinator.offsets
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())

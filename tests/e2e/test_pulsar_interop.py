@@ -189,7 +189,7 @@ def test_a_durable_subscription_survives_kill_9(target):
     """Acknowledged (cumulatively, then individually) before a SIGKILL: after the restart the subscription
     resumes after what was acknowledged and loses nothing unacknowledged. On `kop-bk` the cursor is in ZooKeeper
     and the entries on the bookies; tests/test_pulsar_consume.py covers batches and the embedded storage."""
-    endpoint = target.pulsar_broker()
+    endpoint = target.pulsar_broker(dedicated=True)  # its own broker: this test kills it
     broker = endpoint.handle
     topic = target.topic("durable")
     client = pulsar_client(endpoint.service_url)

@@ -67,7 +67,7 @@ def nothing_more(consumer: pulsar.Consumer, wait_ms: int = 1500) -> bool:
 
 # ---------------------------------------------------------------------------------------------- interop
 @pytest.mark.parametrize("producer_fn", [produce_kafka_python, produce_confluent], ids=["kafka-python", "confluent"])
-@pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_kafka_records_read_by_a_pulsar_consumer(broker: KopBroker, client: pulsar.Client, producer_fn, codec: str) -> None:
     topic = name()
     create_topic(broker.bootstrap, topic, partitions=1)

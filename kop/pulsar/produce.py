@@ -68,7 +68,8 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     rid = req.request_id
     existing = conn.producers.get(req.producer_id)
     if existing is not None:  # the client retried a PRODUCER that had succeeded
-        conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1))
+        conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
+                            schema_version=b""))
         return
     try:
         topic, partition = await resolve_partition(conn, req.topic)
@@ -118,7 +119,10 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     p = Producer(conn, req.producer_id, name, state, exclusive)
     state.producers[name] = p
     conn.producers[req.producer_id] = p
-    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last))
+    # schema_version is always set, as Pulsar's broker does (empty: no schema stored): the Java client reads it
+    # unconditionally and fails the PRODUCER ("Field 'schema_version' is not set") when it is absent
+    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
+                        schema_version=b""))
 
 
 @serves(c.CLOSE_PRODUCER)

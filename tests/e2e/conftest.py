@@ -16,7 +16,9 @@ Every e2e test takes the `target` fixture and is parametrized over targets:
 Kafka-side and Pulsar-side modules. A module that sets `PULSAR_SIDE_TARGETS` (a tuple of targets) is Pulsar-side:
 it talks to the broker through `pulsar_broker` (a PulsarEndpoint: `service_url`, `admin_url`) and runs on exactly
 those targets by default - `make test` runs test_pulsar_clients on ("pulsar",); adding "kop" (and "kop-bk") there
-runs it on our broker too, started with `messagingProtocols=kafka,pulsar` on a free `brokerServicePort`. Every
+runs it on our broker too, started with `messagingProtocols=kafka,pulsar` on a free `brokerServicePort`, one
+per module and target (shared by its tests like the reference; `target.pulsar_broker(dedicated=True)` for one
+a test may kill). Every
 other module is Kafka-side and never runs on `pulsar`. An explicit KOP_E2E_TARGET keeps, per module, the targets
 its side can serve (Pulsar side: its PULSAR_SIDE_TARGETS); tests of a module left with none are deselected, not
 skipped (KOP_E2E_TARGET=kafka runs no Pulsar-side test, KOP_E2E_TARGET=pulsar only Pulsar-side ones).
@@ -111,7 +113,8 @@ class Target:
         self._request = request
         self._tmp = tmp_path_factory
         self._owned: list[KopBroker | KafkaServer | PulsarServer] = []
-        self._shared: list[PulsarServer] = []  # the session's Apache Pulsar, when this test used it
+        # the session's Apache Pulsar or the module's broker of ours, when this test used it
+        self._shared: list[KopBroker | PulsarServer] = []
 
     @property
     def is_kop(self) -> bool:
@@ -131,9 +134,11 @@ class Target:
                       **kop_overrides: object) -> PulsarEndpoint:
         """A running broker that speaks Pulsar. `pulsar`: the session's Apache Pulsar standalone (tests use
         unique topic names), or with `dedicated`/`pulsar_config` one of the test's own. `kop`/`kop-bk`: a
-        fresh broker of ours with the Pulsar protocol on; one that did not come up with a Pulsar listener fails
-        the test. KoP keys are keyword arguments (ignored by Apache Pulsar), Pulsar's broker settings
-        `pulsar_config` (ignored by ours)."""
+        broker of ours with the Pulsar protocol on - the module's shared one (started on first use, as the
+        reference is shared: a broker start is most of a short test's time), or with `dedicated`/KoP keys one
+        of the test's own (one it may kill); one that did not come up with a Pulsar listener fails the test. KoP
+        keys are keyword arguments (ignored by Apache Pulsar), Pulsar's broker settings `pulsar_config`
+        (ignored by ours)."""
         if self.kind == "pulsar":
             if not dedicated and not pulsar_config:
                 server: PulsarServer = self._request.getfixturevalue("pulsar_server")
@@ -145,7 +150,19 @@ class Target:
         if not self.is_kop:
             pytest.fail(f"target {self.kind!r} does not speak Pulsar", pytrace=False)
         protocols = str(kop_overrides.pop("messagingProtocols", "kafka,pulsar"))
-        broker = self.dedicated_broker(messagingProtocols=protocols, **kop_overrides)
+        if not dedicated and not kop_overrides and protocols == "kafka,pulsar":
+            shared: dict[str, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
+            broker = shared.get(self.kind)  # type: ignore[assignment]
+            if broker is None or not broker.alive():  # first use, or its start failed in an earlier test
+                if broker is not None:
+                    _stop_kop(broker)
+                broker = shared[self.kind] = self._new_kop(messagingProtocols=protocols)
+                self._shared.append(broker)  # before the start: a failed start's log goes into the report
+                broker.start()
+            else:
+                self._shared.append(broker)
+        else:
+            broker = self.dedicated_broker(messagingProtocols=protocols, **kop_overrides)
         port = getattr(broker, "pulsar_port", None)
         if port is None:
             pytest.fail(f"{broker!r} was started without the pulsar protocol (messagingProtocols={protocols})",
@@ -161,6 +178,12 @@ class Target:
             server = KafkaServer(self._tmp.mktemp("apache-kafka"), kafka_properties)
             self._owned.append(server)
             return server.start()
+        broker = self._new_kop(**kop_overrides)
+        self._owned.append(broker)  # before the start: a failed start's log goes into the report
+        return broker.start()
+
+    def _new_kop(self, **kop_overrides: object) -> KopBroker:
+        """A broker of ours on this target's storage, not started (the caller decides who stops it)."""
         if self.kind == "kop-bk":
             cluster = shared_cluster()
             cluster.ensure_all_up()  # whatever an earlier test did to the bookies
@@ -168,8 +191,7 @@ class Target:
                                                     {**KOP_DEFAULTS, **kop_overrides})
         else:
             broker = KopBroker(self._tmp.mktemp("kop"), {**KOP_DEFAULTS, **kop_overrides})
-        self._owned.append(broker)
-        return broker.start()
+        return broker
 
     def topic(self, hint: str = "t") -> str:
         """A topic name unique to this test run (the Apache Kafka broker is shared)."""
@@ -179,9 +201,25 @@ class Target:
 
     def close(self) -> None:
         for b in self._owned:
-            b.stop()
-            if isinstance(b, KopBookKeeperBroker):
-                b.purge()  # its ledgers and chroot: the cluster is shared by the whole run
+            if isinstance(b, KopBroker):
+                _stop_kop(b)
+            else:
+                b.stop()
+
+
+def _stop_kop(broker: KopBroker) -> None:
+    broker.stop()
+    if isinstance(broker, KopBookKeeperBroker):
+        broker.purge()  # its ledgers and chroot: the cluster is shared by the whole run
+
+
+@pytest.fixture(scope="module")
+def kop_pulsar_brokers():
+    """Per target kind, the broker of ours that a Pulsar-side module's tests share (Target.pulsar_broker)."""
+    brokers: dict[str, KopBroker] = {}
+    yield brokers
+    for b in brokers.values():
+        _stop_kop(b)
 
 
 def _start_pulsar(tmp_path_factory: pytest.TempPathFactory, config: dict[str, str] | None = None) -> PulsarServer:
@@ -246,7 +284,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if isinstance(t, Target):
             for b in [*t._owned, *t._shared]:
                 report.sections.append((f"broker log {b!r}", b.log_tail(60)))
-            if t.is_bookkeeper and t._owned:
+            if t.is_bookkeeper and (t._owned or t._shared):
                 for bookie in shared_cluster().bookies:
                     report.sections.append((f"bookie log {bookie.bookie_id}", tail(bookie.log_path, 20)))
     return report

@@ -4,9 +4,8 @@ Topic list, subscription create/list, cursor resets by message id and by time, a
 against what pulsar-client wrote and then reads. Topics are partitioned, one partition (see
 test_pulsar_clients.py's docstring), so the per-topic calls name the partition.
 
-PENDING for our broker: the admin REST's subscription verbs (create, reset-cursor) and subscription stats are
-being added (issue 13, kop/admin/). Until they land this module runs on the reference `pulsar` only; add "kop"
-and "kop-bk" to PULSAR_SIDE_TARGETS with them.
+Runs on the reference `pulsar` and on our broker (embedded and BookKeeper storage); the call-by-call comparison
+of the two brokers' answers is tests/e2e/test_pulsar_admin_diff.py.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from tests.e2e.test_pulsar_clients import (
 )
 from tests.support.pulsar_java import PulsarJava
 
-PULSAR_SIDE_TARGETS = ("pulsar",)
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 
 @pytest.fixture

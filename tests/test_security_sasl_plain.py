@@ -113,15 +113,18 @@ def test_rs256_public_key_in_pulsars_der_form(tmp_path):
     assert ev.validate(jwt.encode({"sub": "e"}, ec_key, algorithm="ES256")).role == "e"
 
 
-@pytest.mark.parametrize("token, reason", [
-    (hs_token({"sub": "alice", "exp": int(time.time()) - 60}), "expired"),
-    (hs_token({"sub": "alice", "nbf": int(time.time()) + 600}), "not valid yet"),
-    (hs_token({"sub": "alice"}, key=b"another-secret-another-secret-32"), "signature"),
-    (jwt.encode({"sub": "alice"}, None, algorithm="none"), "algorithm"),
-    (hs_token({"role": "alice"}), "'sub'"),
-    ("not-a-jwt", "malformed"),
-])
-def test_refused_tokens(token, reason):
+# Tokens are made when the test runs, not at collection: a whole suite can take longer than a time claim's
+# margin, and "not valid yet" made at collection is valid by the time the test runs.
+@pytest.mark.parametrize("make_token, reason", [
+    (lambda: hs_token({"sub": "alice", "exp": int(time.time()) - 60}), "expired"),
+    (lambda: hs_token({"sub": "alice", "nbf": int(time.time()) + 600}), "not valid yet"),
+    (lambda: hs_token({"sub": "alice"}, key=b"another-secret-another-secret-32"), "signature"),
+    (lambda: jwt.encode({"sub": "alice"}, None, algorithm="none"), "algorithm"),
+    (lambda: hs_token({"role": "alice"}), "'sub'"),
+    (lambda: "not-a-jwt", "malformed"),
+], ids=["expired", "not-valid-yet", "signature", "alg-none", "no-sub", "malformed"])
+def test_refused_tokens(make_token, reason):
+    token = make_token()
     server = PlainServer(PulsarTokenCredentials(PulsarTokenValidator(secret_key=SECRET)))
     step = run(server, plain("public", f"token:{token}"))
     assert isinstance(step, Failure) and step.public

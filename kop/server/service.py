@@ -216,14 +216,3 @@ class BrokerService:
         await self.storage.close()
         log.info("broker stopped")
 
-
-async def _newest_entry_time(plog: Any, current: bool) -> Any:
-    """Broker time of the newest entry a cleaner pass would compact (of the current ledger too when it is
-    to be rolled first); None when there is none."""
-    ml = plog.ml
-    cur = ml.current_ledger_id
-    for li in reversed(ml.ledgers()):
-        if not li.entries or (li.ledger_id == cur and not current):
-            continue
-        return (await plog._probe(li.ledger_id, li.entries - 1)).broker_timestamp
-    return None

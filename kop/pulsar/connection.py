@@ -9,6 +9,10 @@ client on this port, a frame over the size limit) closes the connection; a wrong
 SEND_ERROR ChecksumError; an unknown or unsupported command is answered ERROR (when it has a request id we can
 name) or ignored, and the connection stays. Nothing a client sends reaches other connections: each has its own
 reader, queue and task, and an exception in a handler closes only this connection.
+Memory follows bytes received: the reader's buffer grows as bytes arrive (kop/pulsar/codec/framing.py), and every
+byte received is charged to the broker-wide request-bytes bound (queuedMaxRequestBytes, kop/net/request_bytes.py,
+shared with the Kafka handler) until its command has been handled; while the bound is reached, reading pauses here
+as on every Kafka connection.
 Differences from Pulsar's ServerCnx: no authentication (the security issue), no proxying, no broker-side
 keep-alive pings of idle clients (the client pings us; we answer).
 """
@@ -66,7 +70,7 @@ class PulsarConnection(asyncio.Protocol):
         self.reader = FrameReader(handler.config.maxMessageSize + FRAME_OVERHEAD)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.queue: deque[tuple[Frame, bool]] = deque()  # (frame, its checksum failed)
+        self.queue: deque[tuple[Frame, bool, int]] = deque()  # (frame, its checksum failed, its size)
         self.checksum_failed = False  # of the command being handled
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -78,6 +82,9 @@ class PulsarConnection(asyncio.Protocol):
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.paused_reading = False
+        self.ip = ""
+        self.counted = False  # counted in the broker's connection limits (set by the acceptor)
+        self._charged = 0  # bytes charged to handler.request_bytes: the reader's buffer and queued commands
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,16 +93,25 @@ class PulsarConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.handler.connections.add(self)
         self.task = asyncio.get_running_loop().create_task(self._run())
+        if self.handler.request_bytes.reached:
+            self.update_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        bound = self.handler.request_bytes
+        self._charged += len(data)
+        bound.add(len(data), self)
         self.reader.feed(data)
         while not self.closed:
             bad = False
+            before = self.reader.buffered
             try:
                 frame = self.reader.next_frame()
             except ChecksumMismatch as e:
                 frame, bad = e.frame, True
             except UnknownCommand as e:
+                self._done(before - self.reader.buffered, partial=True)
                 log.info("pulsar %s: unknown command type %s, ignored", self.peer, e.type)
                 continue
             except FrameError as e:
@@ -104,11 +120,40 @@ class PulsarConnection(asyncio.Protocol):
                 return
             if frame is None:
                 break
-            self.queue.append((frame, bad))
+            size = before - self.reader.buffered
+            bound.complete(size)  # received; charged until handled
+            self.queue.append((frame, bad, size))
             self.wakeup.set()
-        if len(self.queue) > MAX_QUEUED and self.transport is not None and not self.paused_reading:
+        if len(self.queue) > MAX_QUEUED or self.paused_reading or bound.reached:
+            self.update_reading()
+
+    def _done(self, size: int, partial: bool = False) -> None:
+        """A command of `size` bytes is handled (or dropped): its bytes are no longer held."""
+        if size and not self.closed:
+            self._charged -= size
+            self.handler.request_bytes.release(size, size if partial else 0)
+
+    @property
+    def mid_frame(self) -> bool:
+        return self.reader.buffered > 0
+
+    def update_reading(self) -> None:
+        """Pause or resume reading: too many queued commands, a draining broker, or the request-bytes bound."""
+        if self.closed or self.transport is None:
+            return
+        bound = self.handler.request_bytes
+        should_pause = len(self.queue) > MAX_QUEUED or (self.paused_reading and len(self.queue) >= MAX_QUEUED // 2)
+        if should_pause or self.handler.draining:
+            should_pause = True
+            bound.leave(self)
+        else:
+            should_pause = not bound.may_read(self)
+        if should_pause and not self.paused_reading:
             self.paused_reading = True
             self.transport.pause_reading()
+        elif not should_pause and self.paused_reading:
+            self.paused_reading = False
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         return None  # close
@@ -130,11 +175,13 @@ class PulsarConnection(asyncio.Protocol):
                     self.wakeup.clear()
                     await self.wakeup.wait()
                     continue
-                frame, self.checksum_failed = self.queue.popleft()
-                if self.paused_reading and len(self.queue) < MAX_QUEUED // 2 and self.transport is not None:
-                    self.paused_reading = False
-                    self.transport.resume_reading()
-                await self._handle(frame)
+                frame, self.checksum_failed, size = self.queue.popleft()
+                try:
+                    await self._handle(frame)
+                finally:
+                    self._done(size)
+                if self.paused_reading:
+                    self.update_reading()
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler: this connection goes, the broker and the others stay
@@ -180,8 +227,14 @@ class PulsarConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.closed:
             return
+        bound = self.handler.request_bytes
+        bound.leave(self)
+        if self._charged:  # the frame being received and every command not yet handled
+            bound.release(self._charged, self.reader.buffered)
+            self._charged = 0
         self.closed = True
         self.handler.connections.discard(self)
+        self.handler.connection_closed(self)
         if self.transport is not None:
             self.transport.close()
         if self.task is not None and self.task is not asyncio.current_task():

@@ -64,6 +64,23 @@ def serves(*types: int) -> Callable[[Handler], Handler]:
     return register
 
 
+def non_utf8_field(msg: Any) -> str | None:
+    """The name of a string field (at any depth) whose bytes are not UTF-8, else None. Protobuf's Python runtime
+    does not validate proto2 strings: it hands such a field over as bytes where every handler expects str (found
+    by the fuzzer: tracebacks in LOOKUP, PRODUCER, GET_TOPICS_OF_NAMESPACE). Pulsar's Java decoder would read
+    them with replacement characters; a client that sends them is broken, so the connection is closed."""
+    for f, v in msg.ListFields():
+        if f.type == f.TYPE_STRING:
+            if any(isinstance(x, bytes) for x in (v if f.is_repeated else (v,))):
+                return f.name
+        elif f.type == f.TYPE_MESSAGE:
+            for sub in v if f.is_repeated else (v,):
+                bad = non_utf8_field(sub)
+                if bad is not None:
+                    return bad
+    return None
+
+
 class PulsarConnection(asyncio.Protocol):
     def __init__(self, handler: PulsarProtocolHandler) -> None:
         self.handler = handler
@@ -199,6 +216,13 @@ class PulsarConnection(asyncio.Protocol):
         if fn is None:
             self._not_supported(frame)
             return
+        if t != c.SEND:  # a SEND carries no string; its metadata's are checked where they are read
+            bad = non_utf8_field(frame.inner)
+            if bad is not None:
+                log.info("pulsar %s: closing, %s has a string field %s that is not UTF-8", self.peer,
+                         c.type_name(t), bad)
+                self.close()
+                return
         await fn(self, frame)
 
     def _not_supported(self, frame: Frame) -> None:

@@ -9,8 +9,9 @@ not, with and without their CRC32C section. Most mutations keep the command size
 over it, so a handler reads a command whose fields are another's.
 
 Every connection starts with CONNECT (Pulsar's broker serves nothing else before it) and each fuzzed frame is
-followed by a PING: the broker handles a connection's commands in order, so the PONG comes after whatever the
-frame caused, or the connection is closed. The health check: the broker answers a pulsar-client producer and
+followed by a "ping", a PARTITIONED_METADATA with a request id nothing else uses: the broker handles a
+connection's commands in order, so its answer comes after whatever the frame caused, or the connection is
+closed. (Pulsar's own PING would not do: its PONG carries no id, so a fuzzed PING's PONG would pass for ours.) The health check: the broker answers a pulsar-client producer and
 consumer round trip, and the Kafka health check of tests/fuzz.py (both protocols share the broker).
 
     python -m tests.fuzz --protocol pulsar --frames 1000000 [--seed 1]
@@ -124,12 +125,19 @@ def _retarget(body: bytearray, rnd: random.Random) -> None:
                           c.GET_SCHEMA, c.GET_OR_CREATE_SCHEMA, 0, 99, 127))
 
 
+#: The ping's request id: no corpus command or mutation writes it, so its answer cannot be mistaken for the
+#: answer to a fuzzed command (a PING's PONG could: a fuzzed PING, or a frame that swallowed part of ours).
+PING_REQUEST_ID = 0x5EED_0000_F0F0
+
+
 def _ping() -> bytes:
-    return encode_command(c.command(c.PING))
+    """PARTITIONED_METADATA of a fixed topic: answered in order, and carries our request id back."""
+    return encode_command(c.command(c.PARTITIONED_METADATA, topic="persistent://public/default/fuzz-ping",
+                                    request_id=PING_REQUEST_ID))
 
 
 async def _until_pong(reader: asyncio.StreamReader) -> str:
-    """Read frames until a PONG ("answered") or the end of the connection ("closed")."""
+    """Read frames until the ping's answer ("answered") or the end of the connection ("closed")."""
     while True:
         try:
             (total,) = struct.unpack(">I", await reader.readexactly(4))
@@ -138,7 +146,7 @@ async def _until_pong(reader: asyncio.StreamReader) -> str:
             return "closed"
         (size,) = struct.unpack_from(">I", frame)
         cmd = c.BaseCommand.FromString(frame[4:4 + size])
-        if cmd.type == c.PONG:
+        if cmd.type == c.PARTITIONED_METADATA_RESPONSE and cmd.partitionMetadataResponse.request_id == PING_REQUEST_ID:
             return "answered"
 
 
@@ -147,7 +155,8 @@ def health_check(address: str, kafka_bootstrap: str, messages: int = 50) -> None
     import pulsar
 
     topic = f"fuzz-health-{time.monotonic_ns()}"
-    client = pulsar.Client(f"pulsar://{address}", operation_timeout_seconds=30)
+    client = pulsar.Client(f"pulsar://{address}", operation_timeout_seconds=30,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     try:
         consumer = client.subscribe(topic, "health", initial_position=pulsar.InitialPosition.Earliest)
         producer = client.create_producer(topic)

@@ -4,20 +4,28 @@
   KiB) and sending one byte raise the broker's peak RSS by less than 64 MiB while a pulsar-client producer and
   consumer work;
 - the connection limits are the broker's (kop/net/acceptor.py): Kafka and Pulsar connections from one address
-  count together against maxConnectionsPerIp, and one over it on the Pulsar port is closed before any answer.
+  count together against maxConnectionsPerIp, and one over it on the Pulsar port is closed before any answer;
+- the broker-wide request-bytes bound (queuedMaxRequestBytes) holds under many Pulsar producers sending large
+  messages at once: reading pauses, the bytes held peak near the bound, and every message is stored.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import threading
+import urllib.request
 import uuid
+from typing import Any
 
 import pulsar
 
 from kop.pulsar.codec import commands as c
-from kop.pulsar.codec.framing import FRAME_PADDING, encode_command
+from kop.pulsar.codec.framing import FRAME_PADDING, encode_command, encode_message
 from tests.support.broker import KopBroker
+from tests.support.clients import end_offsets
 from tests.support.net import read_vm_hwm_kib, wait_until
+from tests.support.pulsar_wire import WireClient
 
 ANNOUNCERS = 50
 _CONNECT = encode_command(c.command(c.CONNECT, client_version="limits", protocol_version=21))
@@ -118,3 +126,66 @@ def _try_connect(broker: KopBroker) -> bool:
         return False
     finally:
         s.close()
+
+
+# ---- the broker-wide request-bytes bound holds for Pulsar producers too -------------------------------------
+
+PRODUCERS = 12
+PIPELINED = 4
+MESSAGE = 1 << 20  # 12 x 4 x 1 MiB = 48 MiB sent at once
+LIMIT = 4 << 20
+
+
+def _metric(broker: KopBroker, name: str) -> float:
+    text = urllib.request.urlopen(broker.admin_url + "/metrics", timeout=30).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def _big_producer(broker: KopBroker, topic: str, pid: int, frame_of: Any, barrier: threading.Barrier,
+                  errors: list) -> None:
+    try:
+        w = WireClient(broker.pulsar_port, timeout=120)
+        w.connect()
+        w.send(c.command(c.PRODUCER, topic=topic, producer_id=pid, request_id=1, producer_name=f"big-{pid}"))
+        w.expect(c.PRODUCER_SUCCESS)
+        frames = b"".join(frame_of(pid, seq) for seq in range(PIPELINED))
+        barrier.wait(120)
+        w.raw(frames)
+        for seq in range(PIPELINED):
+            assert w.expect(c.SEND_RECEIPT).sequence_id == seq
+        w.close()
+    except BaseException as e:  # noqa: BLE001 - reported by the test
+        errors.append(e)
+
+
+def test_many_pulsar_producers_with_large_messages_stay_within_the_bound(tmp_path) -> None:
+    broker = KopBroker(tmp_path, {"queuedMaxRequestBytes": str(LIMIT), "localStoreFsyncPolicy": "none"}).start()
+    try:
+        topic = f"big-{uuid.uuid4().hex[:8]}"
+        payload = os.urandom(MESSAGE)
+
+        def frame_of(pid: int, seq: int) -> bytes:
+            md = c.MessageMetadata(producer_name=f"big-{pid}", sequence_id=seq, publish_time=1)
+            return encode_message(c.command(c.SEND, producer_id=pid, sequence_id=seq), md, payload)
+
+        barrier = threading.Barrier(PRODUCERS)
+        errors: list[BaseException] = []
+        threads = [threading.Thread(target=_big_producer, args=(broker, topic, i, frame_of, barrier, errors))
+                   for i in range(PRODUCERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert not errors, errors[:3]
+        assert not any(t.is_alive() for t in threads), "a producer is still waiting for its receipts"
+        peak = _metric(broker, "kop_server_request_bytes_peak")
+        frame = len(frame_of(1, 0))
+        assert _metric(broker, "kop_server_request_bytes_pauses_total") >= 1  # the bound was reached: it was tested
+        assert peak <= LIMIT + 2 * frame, f"request bytes peaked at {peak} (bound {LIMIT}, frame {frame})"
+        wait_until("every charged byte released", lambda: _metric(broker, "kop_server_request_bytes") == 0, 30)
+        assert end_offsets(broker.bootstrap, topic, 1) == {0: PRODUCERS * PIPELINED}
+    finally:
+        broker.stop()

@@ -70,6 +70,7 @@ def test_pulsar_peers_announcing_the_largest_frame_cost_what_they_send(tmp_path)
             peak = read_vm_hwm_kib(broker.pid)
             assert peak is not None
             grown = peak - baseline
+            print(f"peak RSS growth with {ANNOUNCERS} announced Pulsar frames: {grown / 1024:.1f} MiB")
             assert grown < RSS_BOUND_KIB, f"peak RSS grew by {grown} KiB with {ANNOUNCERS} announced Pulsar frames"
             assert broker.alive()
         finally:

@@ -283,9 +283,9 @@ class TopicManager:
     async def _stored_partitions(self, topic: Topic) -> list[int]:
         """The partitions of a topic being deleted that may have a stored log. A log exists only once a
         partition was opened, so a topic of many partitions (up to 100000) usually has few: asking the store
-        partition by partition (one metadata read each) took minutes for tens of thousands, and the
-        DeleteTopics waited that long (found by the fuzzer: a topic created with 32767 partitions). Above a
-        few partitions one listing of the stored logs says which exist."""
+        partition by partition (one metadata read each) made a DeleteTopics of tens of thousands of
+        partitions wait seconds to minutes. Above a few partitions one listing of the stored logs says
+        which exist."""
         if topic.partitions <= LIST_LOGS_ABOVE_PARTITIONS:
             return list(range(topic.partitions))
         try:

@@ -1,8 +1,9 @@
 # make test  : set-up (pip + Kafka jars) then the whole test suite (this is the project's test command)
 # make bench : set-up then the side-by-side benchmark, ours vs Apache Kafka 4.x (writes docs/benchmarks.md);
 #              BENCH_ARGS=--quick for a smoke run, BENCH_ARGS="--scenarios 'p-1k-*'" for a subset
-# make fuzz  : 10^6 mutated Kafka requests against a broker it starts, health-checked every 10^5 (tests/fuzz.py);
-#              FUZZ_ARGS="--frames 100000 --seed 7" to change the run
+# make fuzz  : 10^6 mutated Kafka requests, then 10^6 mutated Pulsar commands, each against a broker it starts,
+#              health-checked every 10^5 (tests/fuzz.py, tests/fuzz_pulsar.py);
+#              FUZZ_ARGS="--frames 100000 --seed 7" to change the runs
 PYTHON ?= python3
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
@@ -24,6 +25,7 @@ bench: setup
 
 fuzz: setup
 	$(PYTHON) -m tests.fuzz $(FUZZ_ARGS)
+	$(PYTHON) -m tests.fuzz --protocol pulsar $(FUZZ_ARGS)
 
 lint:
 	$(PYTHON) -m ruff check .

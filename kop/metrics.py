@@ -389,7 +389,7 @@ class _Collector(Collector):
                                   value=m.connections_accepted)
         yield CounterMetricFamily("kop_server_connections_rejected", "Kafka connections closed at accept: "
                                   "maxConnectionsPerIp reached for the address", value=m.connections_rejected())
-        yield GaugeMetricFamily("kop_server_request_bytes", "Bytes of Kafka requests being received or not yet "
+        yield GaugeMetricFamily("kop_server_request_bytes", "Bytes of requests (Kafka and Pulsar) being received or not yet "
                                 "answered, all connections (bounded by queuedMaxRequestBytes)", value=m.request_bytes())
         yield GaugeMetricFamily("kop_server_request_bytes_peak", "Highest kop_server_request_bytes since start",
                                 value=m.request_bytes_peak())

@@ -13,6 +13,7 @@ from kop.cluster.ownership import Ownership
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
 from kop.metrics import BrokerMetrics
+from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -72,6 +73,7 @@ class BrokerServices(Protocol):
     coordinator: GroupCoordinator
     ownership: Ownership  # who serves which partition (this broker alone outside cluster mode)
     metrics: BrokerMetrics
+    net: Acceptor  # connection limits and the request-bytes bound, shared by every protocol handler
     storage: LogStorage  # the partition logs' stores (readiness probes, damage reports)
     cluster_id: str
     started_ms: int  # wall-clock start time (DescribeCluster, /admin/v2/brokers)

@@ -18,8 +18,13 @@ raised instead of answering) are counted as findings.
 
     python -m tests.fuzz --frames 1000000 [--seed 1] [--concurrency 16]   # starts its own broker (make fuzz)
     python -m tests.fuzz --bootstrap 127.0.0.1:9092 --frames 20000         # against a running broker
+    python -m tests.fuzz --protocol pulsar --frames 1000000                 # the Pulsar port (tests/fuzz_pulsar.py)
 
-The Pulsar protocol handler does not exist yet; when it does, it gets the same treatment.
+The machinery (mutation, sending with a ping after each frame, hang detection, health checks, log findings,
+the CLI) is protocol-independent; a `Target` says what is protocol-specific: the corpus, which header bytes
+most mutations keep, the header mutation (another version, key or command type), the ping and how to read
+until its answer, a greeting each connection starts with, and the health check. KAFKA is defined here, PULSAR
+in tests/fuzz_pulsar.py.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,7 +57,22 @@ BROKER_OVERRIDES = {"fetchMaxWaitCapMs": 200, "groupInitialRebalanceDelayMs": 0,
                     "allowAutoTopicCreation": "true"}
 _INTERESTING = (0, 1, -1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFF_FFFF, 0x8000_0000, 0xFFFF_FFFF,
                 0x7FFF_FFFF_FFFF_FFFF, 0x8000_0000_0000_0000)
-_PING = b""  # set by _ping()
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is protocol-specific in fuzzing one listener (module docstring)."""
+
+    name: str
+    build_corpus: Callable[[int], list[bytes]]  # seed -> frames with their size prefix
+    header: int  # bytes after the size prefix that most mutations keep, so handlers (not only framing) see them
+    retarget_min: int  # mutation 7 needs at least this many bytes after the size prefix
+    retarget: Callable[[bytearray, random.Random], None]  # mutation 7: another version, key or command type
+    ping: Callable[[], bytes]  # sent after each frame; its answer comes after the frame's (in order)
+    until_ping: Callable[[asyncio.StreamReader], Awaitable[str]]  # "answered" or "closed"
+    address: Callable[[Any], str]  # host:port of the target's listener on a tests.support.broker.KopBroker
+    health: Callable[[str, str], None]  # (address, Kafka bootstrap): raises unless the broker serves clients
+    greeting: bytes = b""  # sent on every new connection; one answer frame is read before fuzzing it
 
 
 # ------------------------------------------------------------------------------------------ corpus
@@ -117,11 +138,20 @@ def _ping() -> bytes:
 # ------------------------------------------------------------------------------------------ mutation
 
 
-def mutate(frame: bytes, corpus: list[bytes], rnd: random.Random) -> bytes:
+def _kafka_retarget(body: bytearray, rnd: random.Random) -> None:
+    """Mutation 7 for Kafka: another version (or key) in the request header."""
+    if rnd.random() < 0.8:
+        body[2:4] = struct.pack(">h", rnd.choice((-1, 0, 1, 5, 13, 100, 32767)))
+    else:
+        body[0:2] = struct.pack(">h", rnd.choice((-1, 17, 19, 67, 1000)))
+
+
+def mutate(frame: bytes, corpus: list[bytes], rnd: random.Random, target: Target | None = None) -> bytes:
     """A mutated copy of one corpus frame, size prefix included (usually corrected to the new length)."""
+    target = target or KAFKA
     body = bytearray(frame[4:])
     keep_header = rnd.random() < 0.85
-    lo = min(len(body), 14) if keep_header else 0  # api key, version, correlation id, client id length
+    lo = min(len(body), target.header) if keep_header else 0  # Kafka: api key, version, correlation id, ...
     for _ in range(rnd.choice((1, 1, 1, 2, 3, 5))):
         op = rnd.randrange(9)
         n = len(body)
@@ -145,11 +175,8 @@ def mutate(frame: bytes, corpus: list[bytes], rnd: random.Random) -> bytes:
             other = rnd.choice(corpus)[4:]
             cut = rnd.randrange(len(other)) if other else 0
             body[pos:] = other[cut:]
-        elif op == 7 and len(body) >= 4:  # another version (or key) in the header
-            if rnd.random() < 0.8:
-                body[2:4] = struct.pack(">h", rnd.choice((-1, 0, 1, 5, 13, 100, 32767)))
-            else:
-                body[0:2] = struct.pack(">h", rnd.choice((-1, 17, 19, 67, 1000)))
+        elif op == 7 and len(body) >= target.retarget_min:  # another version, key or command type
+            target.retarget(body, rnd)
         elif n > lo:  # random byte
             body[pos] = rnd.randrange(256)
     size = len(body)
@@ -173,13 +200,33 @@ class Stats:
     hang_examples: list[str] = field(default_factory=list)
 
 
-async def _worker(host: str, port: int, frames: list[bytes], stats: Stats) -> None:
+async def _connect(host: str, port: int, target: Target) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection, greeted (e.g. Pulsar's CONNECT, answered before any other command is served)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    if target.greeting:
+        writer.write(target.greeting)
+        try:
+            await asyncio.wait_for(_read_frame(reader), HANG_SECONDS)
+        except (TimeoutError, asyncio.IncompleteReadError) as e:
+            writer.transport.abort()
+            raise OSError(f"greeting not answered: {e!r}") from None
+    return reader, writer
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One frame whose u32 size prefix counts the bytes after it (Kafka's and Pulsar's framing)."""
+    (size,) = struct.unpack(">I", await reader.readexactly(4))
+    return await reader.readexactly(size)
+
+
+async def _worker(host: str, port: int, frames: list[bytes], stats: Stats, target: Target) -> None:
     reader: asyncio.StreamReader | None = None
     writer: asyncio.StreamWriter | None = None
+    ping = target.ping()
     for frame in frames:
         if writer is None:
             try:
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await _connect(host, port, target)
             except OSError:
                 stats.connect_errors += 1
                 await asyncio.sleep(0.05)
@@ -189,8 +236,8 @@ async def _worker(host: str, port: int, frames: list[bytes], stats: Stats) -> No
         stats.frames += 1
         honest = struct.unpack_from(">i", frame)[0] == len(frame) - 4
         try:
-            writer.write(frame + _PING)
-            outcome = await asyncio.wait_for(_until_ping(reader), HANG_SECONDS if honest else 0.5)
+            writer.write(frame + ping)
+            outcome = await asyncio.wait_for(target.until_ping(reader), HANG_SECONDS if honest else 0.5)
         except TimeoutError:
             if not honest:  # e.g. a size larger than what follows: the broker rightly waits for the rest
                 stats.lying += 1
@@ -232,21 +279,20 @@ async def _until_ping(reader: asyncio.StreamReader) -> str:
 
 
 def run_frames(bootstrap: str, frames: int, seed: int, concurrency: int = 16, corpus: list[bytes] | None = None,
-               first: int = 0) -> Stats:
+               first: int = 0, target: Target | None = None) -> Stats:
     """Send `frames` mutated frames (numbers first..first+frames-1 of the seeded sequence) with `concurrency`
-    connections at a time."""
-    global _PING
-    _PING = _ping()
-    corpus = corpus or build_corpus(seed)
+    connections at a time to `bootstrap` (host:port of the target's listener)."""
+    target = target or KAFKA
+    corpus = corpus or target.build_corpus(seed)
     stats = Stats()
     host, port = bootstrap.rsplit(":", 1)
     batches: list[list[bytes]] = [[] for _ in range(concurrency)]
     for i in range(first, first + frames):
         rnd = random.Random(seed * 1_000_003 + i)  # frame i is the same whatever the batch size
-        batches[i % concurrency].append(mutate(rnd.choice(corpus), corpus, rnd))
+        batches[i % concurrency].append(mutate(rnd.choice(corpus), corpus, rnd, target))
 
     async def main() -> None:
-        await asyncio.gather(*(_worker(host, int(port), b, stats) for b in batches))
+        await asyncio.gather(*(_worker(host, int(port), b, stats, target) for b in batches))
 
     asyncio.run(main())
     return stats
@@ -287,6 +333,19 @@ def health_check(bootstrap: str, topic: str = "fuzz-health", records: int = 200)
         c2.close()
 
 
+KAFKA = Target("kafka", build_corpus=build_corpus, header=14, retarget_min=4, retarget=_kafka_retarget,
+               ping=_ping, until_ping=_until_ping, address=lambda broker: broker.bootstrap,
+               health=lambda address, bootstrap: health_check(bootstrap))
+
+
+def target_named(name: str) -> Target:
+    if name == "pulsar":
+        from tests.fuzz_pulsar import PULSAR  # it builds on this module
+
+        return PULSAR
+    return KAFKA
+
+
 def log_findings(log_path: Path) -> list[str]:
     """Broker log lines that carry a traceback (a request handler that raised)."""
     found: dict[int, str] = {}
@@ -308,20 +367,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--check-every", type=int, default=100_000, help="health check every N frames")
-    ap.add_argument("--bootstrap", help="fuzz a running broker instead of starting one")
+    ap.add_argument("--protocol", choices=("kafka", "pulsar"), default="kafka")
+    ap.add_argument("--bootstrap", help="fuzz a running broker instead of starting one (Kafka host:port)")
+    ap.add_argument("--pulsar", help="with --bootstrap and --protocol pulsar: the running broker's Pulsar host:port")
     args = ap.parse_args(argv)
 
     from tests.support.broker import KopBroker
 
-    corpus = build_corpus(args.seed)
-    print(f"corpus: {len(corpus)} requests (every API and version served); seed {args.seed}", flush=True)
+    target = target_named(args.protocol)
+    corpus = target.build_corpus(args.seed)
+    print(f"corpus: {len(corpus)} {target.name} frames (every request type served); seed {args.seed}", flush=True)
     tmp = Path(tempfile.mkdtemp(prefix="kop-fuzz-"))  # removed at the end unless there are findings
     broker = None
-    bootstrap = args.bootstrap
-    if bootstrap is None:
+    kafka_bootstrap = args.bootstrap
+    address = args.pulsar if args.protocol == "pulsar" else args.bootstrap
+    if kafka_bootstrap is None:
         broker = KopBroker(tmp, overrides=BROKER_OVERRIDES).start()
-        bootstrap = broker.bootstrap
-        print(f"broker pid {broker.pid} on {bootstrap}, log {broker.log_path}", flush=True)
+        kafka_bootstrap = broker.bootstrap
+        address = target.address(broker)
+        print(f"broker pid {broker.pid} on {address}, log {broker.log_path}", flush=True)
+    elif address is None:
+        ap.error("--protocol pulsar with --bootstrap needs --pulsar")
     total = Stats()
     started = time.monotonic()
     crashed = False
@@ -329,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         done = 0
         while done < args.frames:
             n = min(args.check_every, args.frames - done)
-            s = run_frames(bootstrap, n, args.seed, args.concurrency, corpus, first=done)
+            s = run_frames(address, n, args.seed, args.concurrency, corpus, first=done, target=target)
             done += n
             for k in ("frames", "answered", "closed", "hangs", "lying", "connections", "connect_errors"):
                 setattr(total, k, getattr(total, k) + getattr(s, k))
@@ -337,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             if broker is not None and not broker.alive():
                 crashed = True
                 break
-            health_check(bootstrap)
+            target.health(address, kafka_bootstrap)
             elapsed = time.monotonic() - started
             print(f"{done} frames, {elapsed:.0f} s ({done / elapsed:.0f}/s): answered {total.answered}, "
                   f"closed {total.closed}, hangs {total.hangs}, lying sizes {total.lying}, "

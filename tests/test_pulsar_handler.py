@@ -207,6 +207,20 @@ def test_truncated_frames_and_oversized_frames(broker: KopBroker) -> None:
     round_trip_with_real_client(broker)
 
 
+def test_strings_that_are_not_utf8_close_the_connection(broker: KopBroker) -> None:
+    """Found by the fuzzer: protobuf hands a non-UTF-8 string over as bytes, and handlers raised on it."""
+    for cmd in (c.command(c.LOOKUP, topic="t-xyz", request_id=1),
+                c.command(c.PRODUCER, topic="t-xyz", producer_id=1, request_id=2),
+                c.command(c.GET_TOPICS_OF_NAMESPACE, namespace="public/t-xyz", request_id=3)):
+        w = wire(broker)
+        body = cmd.SerializeToString().replace(b"t-xyz", b"t-x\xffz")
+        w.raw(struct.pack(">II", len(body) + 4, len(body)) + body)
+        assert w.closed_by_peer()
+    assert "that is not UTF-8" in broker.log_path.read_text(errors="replace")
+    assert "unexpected error" not in broker.log_path.read_text(errors="replace")
+    round_trip_with_real_client(broker)
+
+
 def test_unknown_commands_leave_the_connection_usable(broker: KopBroker) -> None:
     w = wire(broker)
     w.raw(struct.pack(">II", 6, 2) + b"\x08\x32")  # BaseCommand{type=50}: outside our schema

@@ -7,21 +7,14 @@ this broker alone, or - in cluster mode - the live brokers and each partition's 
 kop/cluster/ownership.py, at the endpoint of the listener the request came in on. Serving starts in `start()` and ends in
 `stop()`, which stops accepting, lets in-flight requests finish (bounded by a timeout) and closes.
 
-Accepting is our own loop per listening socket (not asyncio's server), so connection limits behave as Kafka's
-acceptor (kafka.network.ConnectionQuotas) does:
-- `maxConnections` (Kafka's max.connections) reached: the broker stops accepting until a connection closes.
-  New connections wait in the kernel's listen backlog (1024); nothing is closed. Kafka also does this (it has
-  no inter-broker listener here to exempt).
-- `maxConnectionsPerIp` / `maxConnectionsPerIpOverrides` (max.connections.per.ip[.overrides]) reached for an
-  address: the new connection is accepted and closed at once, with one INFO line ("Rejected connection from
-  ..."), counted in kop_server_connections_rejected. A client sees its connection closed before any answer.
-The request bytes of all connections are bounded together by `request_bytes` (kop/kafka/request_bytes.py).
+Accepting, the connection limits (maxConnections, maxConnectionsPerIp[Overrides], with Kafka's behaviour) and
+the broker-wide request-bytes bound (queuedMaxRequestBytes) are the broker's, shared with every other
+protocol handler: kop/net/acceptor.py, whose one count spans the Kafka and Pulsar listeners.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import socket
 import time
@@ -34,8 +27,8 @@ from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.idempotence import ProducerStateTable
-from kop.kafka.request_bytes import RequestBytesBound
 from kop.metrics import BrokerMetrics
+from kop.net.acceptor import Acceptor, listen
 from kop.offset.api import PartitionLog
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -72,13 +65,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         self._sockets: list[socket.socket] = []  # listening sockets
         self._accept_tasks: list[asyncio.Task[None]] = []
         self.draining = False
-        # Connection limits (module docstring): open connections in total and per peer address.
-        self.connection_count = 0
-        self.ip_counts: dict[str, int] = {}
-        self.connections_rejected = 0
-        self._ip_limits: dict[str, int] = {}
-        self._slot_free: asyncio.Event | None = None
-        self.request_bytes = RequestBytesBound(-1, lambda: self.connections)
+        # The broker's acceptor (limits, request-bytes bound); start() takes the one shared by every handler.
+        self.net = Acceptor(BrokerConfig())
+        self.request_bytes = self.net.request_bytes
         # Replaced by the broker service's metrics in start(); a private one keeps a bare handler usable.
         self.metrics = BrokerMetrics()
         self._producer_states: dict[str, ProducerStateTable] = {}
@@ -96,7 +85,8 @@ class KafkaProtocolHandler(ProtocolHandler):
     def initialize(self, config: BrokerConfig) -> None:
         self.config = config
         self.fetch_sessions = FetchSessionCache(config.maxIncrementalFetchSessionCacheSlots)
-        self.request_bytes = RequestBytesBound(config.queuedMaxRequestBytes, lambda: self.connections)
+        self.net = Acceptor(config)  # a bare handler's own; start() uses the broker's
+        self.request_bytes = self.net.request_bytes
 
     async def start(self, services: BrokerServices) -> None:
         from kop.kafka.connection import KafkaConnection  # connection.py imports this module
@@ -106,25 +96,19 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
-        self.metrics.request_bytes = lambda: self.request_bytes.used
-        self.metrics.request_bytes_peak = lambda: self.request_bytes.peak
-        self.metrics.request_bytes_pauses = lambda: self.request_bytes.pauses
-        self.metrics.connections_rejected = lambda: self.connections_rejected
+        self.net = getattr(services, "net", self.net)
+        self.net.add_connections(self.connections)
+        self.request_bytes = self.net.request_bytes
         from kop.protocol import precompile
 
         precompile(list(self.apis))  # generate every served codec now, not on each first request
-        self._ip_limits = {}
-        for host, limit in self.config.ip_overrides.items():
-            for addr in _resolve(host):
-                self._ip_limits[addr] = limit
-        self._slot_free = asyncio.Event()
         for lst in self.config.listeners:
-            socks = _listen(lst.host or None, lst.port)
+            socks = listen(lst.host or None, lst.port)
             self._sockets += socks
             self._bound.append(Listener(lst.name, lst.host, socks[0].getsockname()[1]))
             for sock in socks:
                 factory = lambda name=lst.name: KafkaConnection(self, name)  # noqa: E731
-                self._accept_tasks.append(asyncio.create_task(self._accept_loop(sock, factory), name="kafka-accept"))
+                self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept"))
         if self.config.connectionMaxIdleMs > 0:
             limit = self.config.connectionMaxIdleMs / 1000
             self._chores.append(PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log))
@@ -150,64 +134,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         conns = list(self.connections)
         await asyncio.gather(*(c.drain_and_close(timeout) for c in conns), return_exceptions=True)
 
-    # ------------------------------------------------------------------ accepting (module docstring)
-    async def _accept_loop(self, sock: socket.socket, factory: Any) -> None:
-        loop = asyncio.get_running_loop()
-        assert self._slot_free is not None
-        while True:
-            while self.connection_count >= self.config.maxConnections:
-                self._slot_free.clear()
-                await self._slot_free.wait()  # set by connection_closed()
-            try:
-                conn, addr = await loop.sock_accept(sock)
-            except OSError as e:  # e.g. EMFILE: out of file descriptors; back off instead of spinning
-                log.warning("accept failed on %s: %s", sock.getsockname(), e)
-                await asyncio.sleep(0.1)
-                continue
-            try:
-                while self.connection_count >= self.config.maxConnections:  # another listener took the last slot
-                    self._slot_free.clear()
-                    await self._slot_free.wait()
-            except asyncio.CancelledError:  # stop(): the accepted connection is not served
-                conn.close()
-                raise
-            ip = _normalize_ip(addr[0]) if isinstance(addr, tuple) else ""
-            count = self.ip_counts.get(ip, 0)
-            limit = self._ip_limits.get(ip, self.config.maxConnectionsPerIp)
-            if count >= limit:
-                log.info("Rejected connection from %s, address already has the configured maximum of %d connections",
-                         ip, limit)
-                self.connections_rejected += 1
-                conn.close()
-                continue
-            self.ip_counts[ip] = count + 1
-            self.connection_count += 1
-            protocol = factory()
-            protocol.ip = ip
-            protocol.counted = True  # connection_closed() gives the slot back
-            try:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                await loop.connect_accepted_socket(lambda p=protocol: p, conn)
-            except (OSError, RuntimeError) as e:  # the peer went away between accept and set-up
-                log.debug("could not set up an accepted connection from %s: %s", ip, e)
-                self.connection_closed(protocol)
-                conn.close()
-
     def connection_closed(self, conn: KafkaConnection) -> None:
-        """A connection accepted by _accept_loop closed: free its slot (and wake a waiting acceptor)."""
-        if conn.counted:
-            conn.counted = False
-            self._uncount(conn.ip)
-
-    def _uncount(self, ip: str) -> None:
-        n = self.ip_counts.get(ip, 0) - 1
-        if n > 0:
-            self.ip_counts[ip] = n
-        else:
-            self.ip_counts.pop(ip, None)
-        self.connection_count -= 1
-        if self._slot_free is not None and self.connection_count < self.config.maxConnections:
-            self._slot_free.set()
+        """A connection accepted by the acceptor closed: free its slot."""
+        self.net.connection_closed(conn)
 
     def bound_port(self, listener_name: str) -> int | None:
         return next((b.port for b in self._bound if b.name == listener_name), None)
@@ -314,51 +243,3 @@ class KafkaProtocolHandler(ProtocolHandler):
             if c.in_flight == 0 and now - c.last_active > limit:
                 c.abort(f"idle for more than {self.config.connectionMaxIdleMs} ms", error=False)
 
-
-def _normalize_ip(ip: str) -> str:
-    """The address a peer is counted under: IPv4-mapped IPv6 (a dual-stack socket) as plain IPv4."""
-    try:
-        a = ipaddress.ip_address(ip.split("%", 1)[0])
-    except ValueError:
-        return ip
-    if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped is not None:
-        return str(a.ipv4_mapped)
-    return str(a)
-
-
-def _resolve(host: str) -> set[str]:
-    """The addresses of a maxConnectionsPerIpOverrides host (Kafka resolves names once, at start-up, too)."""
-    try:
-        return {_normalize_ip(str(ai[4][0])) for ai in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)}
-    except OSError as e:
-        log.warning("maxConnectionsPerIpOverrides: cannot resolve %s (%s); its override is not applied", host, e)
-        return set()
-
-
-def _listen(host: str | None, port: int) -> list[socket.socket]:
-    """Listening sockets for one listener: every address `host` resolves to (all interfaces when None), as
-    asyncio's create_server binds them; with port 0 the later ones take the port the first one got."""
-    infos = socket.getaddrinfo(host, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
-                               flags=socket.AI_PASSIVE)
-    socks: list[socket.socket] = []
-    seen: set[tuple[int, Any]] = set()
-    try:
-        for family, type_, proto, _, sockaddr in infos:
-            if (family, sockaddr) in seen:
-                continue
-            seen.add((family, sockaddr))
-            sock = socket.socket(family, type_, proto)
-            socks.append(sock)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            if port == 0 and len(socks) > 1:
-                sockaddr = (sockaddr[0], socks[0].getsockname()[1], *sockaddr[2:])
-            sock.bind(sockaddr)
-            sock.listen(1024)
-            sock.setblocking(False)
-    except OSError:
-        for sock in socks:
-            sock.close()
-        raise
-    return socks

@@ -9,6 +9,10 @@ client on this port, a frame over the size limit) closes the connection; a wrong
 SEND_ERROR ChecksumError; an unknown or unsupported command is answered ERROR (when it has a request id we can
 name) or ignored, and the connection stays. Nothing a client sends reaches other connections: each has its own
 reader, queue and task, and an exception in a handler closes only this connection.
+Memory follows bytes received: the reader's buffer grows as bytes arrive (kop/pulsar/codec/framing.py), and every
+byte received is charged to the broker-wide request-bytes bound (queuedMaxRequestBytes, kop/net/request_bytes.py,
+shared with the Kafka handler) until its command has been handled; while the bound is reached, reading pauses here
+as on every Kafka connection.
 Differences from Pulsar's ServerCnx: no authentication (the security issue), no proxying, no broker-side
 keep-alive pings of idle clients (the client pings us; we answer).
 """
@@ -60,13 +64,30 @@ def serves(*types: int) -> Callable[[Handler], Handler]:
     return register
 
 
+def non_utf8_field(msg: Any) -> str | None:
+    """The name of a string field (at any depth) whose bytes are not UTF-8, else None. Protobuf's Python runtime
+    does not validate proto2 strings: it hands such a field over as bytes where every handler expects str (found
+    by the fuzzer: tracebacks in LOOKUP, PRODUCER, GET_TOPICS_OF_NAMESPACE). Pulsar's Java decoder would read
+    them with replacement characters; a client that sends them is broken, so the connection is closed."""
+    for f, v in msg.ListFields():
+        if f.type == f.TYPE_STRING:
+            if any(isinstance(x, bytes) for x in (v if f.is_repeated else (v,))):
+                return f.name
+        elif f.type == f.TYPE_MESSAGE:
+            for sub in v if f.is_repeated else (v,):
+                bad = non_utf8_field(sub)
+                if bad is not None:
+                    return bad
+    return None
+
+
 class PulsarConnection(asyncio.Protocol):
     def __init__(self, handler: PulsarProtocolHandler) -> None:
         self.handler = handler
         self.reader = FrameReader(handler.config.maxMessageSize + FRAME_OVERHEAD)
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
-        self.queue: deque[tuple[Frame, bool]] = deque()  # (frame, its checksum failed)
+        self.queue: deque[tuple[Frame, bool, int]] = deque()  # (frame, its checksum failed, its size)
         self.checksum_failed = False  # of the command being handled
         self.wakeup = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
@@ -78,6 +99,9 @@ class PulsarConnection(asyncio.Protocol):
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.paused_reading = False
+        self.ip = ""
+        self.counted = False  # counted in the broker's connection limits (set by the acceptor)
+        self._charged = 0  # bytes charged to handler.request_bytes: the reader's buffer and queued commands
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,16 +110,25 @@ class PulsarConnection(asyncio.Protocol):
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.handler.connections.add(self)
         self.task = asyncio.get_running_loop().create_task(self._run())
+        if self.handler.request_bytes.reached:
+            self.update_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        bound = self.handler.request_bytes
+        self._charged += len(data)
+        bound.add(len(data), self)
         self.reader.feed(data)
         while not self.closed:
             bad = False
+            before = self.reader.buffered
             try:
                 frame = self.reader.next_frame()
             except ChecksumMismatch as e:
                 frame, bad = e.frame, True
             except UnknownCommand as e:
+                self._done(before - self.reader.buffered, partial=True)
                 log.info("pulsar %s: unknown command type %s, ignored", self.peer, e.type)
                 continue
             except FrameError as e:
@@ -104,11 +137,40 @@ class PulsarConnection(asyncio.Protocol):
                 return
             if frame is None:
                 break
-            self.queue.append((frame, bad))
+            size = before - self.reader.buffered
+            bound.complete(size)  # received; charged until handled
+            self.queue.append((frame, bad, size))
             self.wakeup.set()
-        if len(self.queue) > MAX_QUEUED and self.transport is not None and not self.paused_reading:
+        if len(self.queue) > MAX_QUEUED or self.paused_reading or bound.reached:
+            self.update_reading()
+
+    def _done(self, size: int, partial: bool = False) -> None:
+        """A command of `size` bytes is handled (or dropped): its bytes are no longer held."""
+        if size and not self.closed:
+            self._charged -= size
+            self.handler.request_bytes.release(size, size if partial else 0)
+
+    @property
+    def mid_frame(self) -> bool:
+        return self.reader.buffered > 0
+
+    def update_reading(self) -> None:
+        """Pause or resume reading: too many queued commands, a draining broker, or the request-bytes bound."""
+        if self.closed or self.transport is None:
+            return
+        bound = self.handler.request_bytes
+        should_pause = len(self.queue) > MAX_QUEUED or (self.paused_reading and len(self.queue) >= MAX_QUEUED // 2)
+        if should_pause or self.handler.draining:
+            should_pause = True
+            bound.leave(self)
+        else:
+            should_pause = not bound.may_read(self)
+        if should_pause and not self.paused_reading:
             self.paused_reading = True
             self.transport.pause_reading()
+        elif not should_pause and self.paused_reading:
+            self.paused_reading = False
+            self.transport.resume_reading()
 
     def eof_received(self) -> bool | None:
         return None  # close
@@ -130,11 +192,13 @@ class PulsarConnection(asyncio.Protocol):
                     self.wakeup.clear()
                     await self.wakeup.wait()
                     continue
-                frame, self.checksum_failed = self.queue.popleft()
-                if self.paused_reading and len(self.queue) < MAX_QUEUED // 2 and self.transport is not None:
-                    self.paused_reading = False
-                    self.transport.resume_reading()
-                await self._handle(frame)
+                frame, self.checksum_failed, size = self.queue.popleft()
+                try:
+                    await self._handle(frame)
+                finally:
+                    self._done(size)
+                if self.paused_reading:
+                    self.update_reading()
         except asyncio.CancelledError:
             pass
         except Exception:  # a bug in a handler: this connection goes, the broker and the others stay
@@ -152,6 +216,13 @@ class PulsarConnection(asyncio.Protocol):
         if fn is None:
             self._not_supported(frame)
             return
+        if t != c.SEND:  # a SEND carries no string; its metadata's are checked where they are read
+            bad = non_utf8_field(frame.inner)
+            if bad is not None:
+                log.info("pulsar %s: closing, %s has a string field %s that is not UTF-8", self.peer,
+                         c.type_name(t), bad)
+                self.close()
+                return
         await fn(self, frame)
 
     def _not_supported(self, frame: Frame) -> None:
@@ -180,8 +251,14 @@ class PulsarConnection(asyncio.Protocol):
     def close(self) -> None:
         if self.closed:
             return
+        bound = self.handler.request_bytes
+        bound.leave(self)
+        if self._charged:  # the frame being received and every command not yet handled
+            bound.release(self._charged, self.reader.buffered)
+            self._charged = 0
         self.closed = True
         self.handler.connections.discard(self)
+        self.handler.connection_closed(self)
         if self.transport is not None:
             self.transport.close()
         if self.task is not None and self.task is not asyncio.current_task():

@@ -9,18 +9,21 @@ the ids PIP-415's getMessageIdByIndex names.
 
 What the handler shares across connections: the subscriptions of each partition (kop/pulsar/subscription.py) and
 the producers per partition (names must be unique). Connections live in kop/pulsar/connection.py; each command
-family in its own module (session, lookup, produce, consume).
+family in its own module (session, lookup, produce, consume). Accepting, the connection limits and the request-bytes
+bound are the broker's, shared with the Kafka handler (kop/net/acceptor.py: one count over both protocols).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
 from kop.managed_ledger.cursor import CursorStore
+from kop.net.acceptor import Acceptor, Counted, listen
 from kop.protocol_handler import ProtocolHandler
 from kop.services import BrokerServices
 from kop.topics.manager import Topic
@@ -41,8 +44,12 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.config: BrokerConfig
         self.service: BrokerServices
         self.connections: set[PulsarConnection] = set()
-        self.server: asyncio.base_events.Server | None = None
+        self.listening = False
+        self._sockets: list[socket.socket] = []
+        self._accept_tasks: list[asyncio.Task[None]] = []
         self.port = 0
+        self.net = Acceptor(BrokerConfig())  # start() takes the broker's, shared with the Kafka handler
+        self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
         self.cursors: CursorStore
         self.draining = False
@@ -53,6 +60,8 @@ class PulsarProtocolHandler(ProtocolHandler):
 
     def initialize(self, config: BrokerConfig) -> None:
         self.config = config
+        self.net = Acceptor(config)
+        self.request_bytes = self.net.request_bytes
 
     async def start(self, services: BrokerServices) -> None:
         from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register
@@ -68,39 +77,45 @@ class PulsarProtocolHandler(ProtocolHandler):
         self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
                                    lambda: backlog_quota.check(self.config, list(self.partitions.values())), log)
         self._quota.start()
-        loop = asyncio.get_running_loop()
-        host = self.config.bindAddress or None
-        self.server = await loop.create_server(lambda: PulsarConnection(self), host=host,
-                                               port=self.config.brokerServicePort, reuse_address=True, backlog=1024)
-        self.port = self.server.sockets[0].getsockname()[1]
+        self.net = getattr(services, "net", self.net)
+        self.net.add_connections(self.connections)
+        self.request_bytes = self.net.request_bytes
+        self._sockets = listen(self.config.bindAddress or None, self.config.brokerServicePort)
+        self.port = self._sockets[0].getsockname()[1]
+        self.listening = True
+        for sock in self._sockets:
+            self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept"))
 
     def listeners(self) -> list[str]:
-        return [f"pulsar://{self.config.bindAddress or '0.0.0.0'}:{self.port}"] if self.server else []
+        return [f"pulsar://{self.config.bindAddress or '0.0.0.0'}:{self.port}"] if self.listening else []
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
         if getattr(self, "_quota", None) is not None:
             await self._quota.stop()
-        if self.server is not None:
-            self.server.close()
+        for t in self._accept_tasks:
+            t.cancel()
+        await asyncio.gather(*self._accept_tasks, return_exceptions=True)
+        for sock in self._sockets:
+            sock.close()
         for conn in list(self.connections):  # consumers leave their subscriptions (their state is saved) ...
             conn.close()
         for state in list(self.partitions.values()):  # ... and every cursor is written before storage closes
             await state.close()
-        if self.server is not None:
-            try:
-                await asyncio.wait_for(self.server.wait_closed(), 1)
-            except TimeoutError:
-                pass
+        self.listening = False
 
     def bound_port(self, listener_name: str) -> int | None:
-        return self.port if listener_name == LISTENER and self.server else None
+        return self.port if listener_name == LISTENER and self.listening else None
 
     def advertised_addresses(self) -> list[tuple[str, str, int]]:
-        if self.server is None:
+        if not self.listening:
             return []
         host, _, port = self.service_url.removeprefix("pulsar://").rpartition(":")
         return [(LISTENER, host, int(port))]
+
+    def connection_closed(self, conn: Counted) -> None:
+        """A connection accepted by the acceptor closed: free its slot."""
+        self.net.connection_closed(conn)
 
     def partition_log_released(self, ledger_name: str) -> None:
         state = self.partitions.pop(ledger_name, None)

@@ -29,6 +29,7 @@ from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeep
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
 from kop.metrics import BrokerMetrics
+from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
 from kop.services import PulsarSubscriptions
@@ -62,6 +63,12 @@ class BrokerService:
                                      config.slowRequestThresholdMs)
         self.metrics.open_logs = lambda: storage.open_logs
         self.metrics.topic_exists = lambda name: self.topics.get(self.topics.parse(name)) is not None
+        # Connection limits and the request-bytes bound of the broker, over every protocol handler's connections.
+        self.net = Acceptor(config)
+        self.metrics.request_bytes = lambda: self.net.request_bytes.used
+        self.metrics.request_bytes_peak = lambda: self.net.request_bytes.peak
+        self.metrics.request_bytes_pauses = lambda: self.net.request_bytes.pauses
+        self.metrics.connections_rejected = lambda: self.net.connections_rejected
         self.admin: AdminServer | None = None  # when webServicePort >= 0
         self.pulsar_subscriptions: PulsarSubscriptions | None = None  # the pulsar handler sets it
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)

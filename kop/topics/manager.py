@@ -37,6 +37,8 @@ from kop.topics.topic_config import ledger_config, validate_topic_configs
 log = logging.getLogger(__name__)
 
 TOPICS_ROOT = "/kop/topics"
+# A topic being deleted with more partitions than this has its stored logs listed once (_stored_partitions).
+LIST_LOGS_ABOVE_PARTITIONS = 64
 
 
 class TopicError(Exception):
@@ -267,7 +269,7 @@ class TopicManager:
             except Exception:
                 log.exception("closing %s during delete", plog.name)
         topic.logs.clear()
-        for p in range(topic.partitions):
+        for p in await self._stored_partitions(topic):
             try:
                 await self.storage.delete_log(topic.name.ledger_name(p))
             except Exception:
@@ -280,6 +282,21 @@ class TopicManager:
             del self._deleting[topic.name.canonical]
         log.info("deleted topic %s", topic.name.canonical)
         await self._notify_deleted(topic)
+
+    async def _stored_partitions(self, topic: Topic) -> list[int]:
+        """The partitions of a topic being deleted that may have a stored log. A log exists only once a
+        partition was opened, so a topic of many partitions (up to 100000) usually has few: asking the store
+        partition by partition (one metadata read each) made a DeleteTopics of tens of thousands of
+        partitions wait seconds to minutes. Above a few partitions one listing of the stored logs says
+        which exist."""
+        if topic.partitions <= LIST_LOGS_ABOVE_PARTITIONS:
+            return list(range(topic.partitions))
+        try:
+            stored = set(await self.storage.list_logs())
+        except Exception:
+            log.exception("listing stored logs to delete %s; deleting partition by partition", topic.name.canonical)
+            return list(range(topic.partitions))
+        return [p for p in range(topic.partitions) if topic.name.ledger_name(p) in stored]
 
     # ------------------------------------------------------------------ partition logs
     def owns(self, topic: Topic, partition: int) -> bool:

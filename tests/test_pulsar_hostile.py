@@ -1,0 +1,192 @@
+"""Hostile peers on the Pulsar port get the broker-wide defences the Kafka ports have (issue #12):
+
+- memory follows bytes received: 50 connections announcing the largest allowed Pulsar frame (maxMessageSize + 10
+  KiB) and sending one byte raise the broker's peak RSS by less than 64 MiB while a pulsar-client producer and
+  consumer work;
+- the connection limits are the broker's (kop/net/acceptor.py): Kafka and Pulsar connections from one address
+  count together against maxConnectionsPerIp, and one over it on the Pulsar port is closed before any answer;
+- the broker-wide request-bytes bound (queuedMaxRequestBytes) holds under many Pulsar producers sending large
+  messages at once: reading pauses, the bytes held peak near the bound, and every message is stored.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import urllib.request
+import uuid
+from typing import Any
+
+import pulsar
+
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import FRAME_PADDING, encode_command, encode_message
+from tests.support.broker import KopBroker
+from tests.support.clients import end_offsets
+from tests.support.net import read_vm_hwm_kib, wait_until
+from tests.support.pulsar_wire import WireClient
+
+ANNOUNCERS = 50
+_CONNECT = encode_command(c.command(c.CONNECT, client_version="limits", protocol_version=21))
+RSS_BOUND_KIB = 64 * 1024
+
+
+def _round_trip(broker: KopBroker, n: int) -> None:
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        producer = client.create_producer(topic)
+        for i in range(n):
+            producer.send_async(b"v%06d" % i, None)
+        producer.flush()
+        got = []
+        for _ in range(n):
+            m = consumer.receive(30000)
+            got.append(m.data())
+            consumer.acknowledge(m)
+        assert got == [b"v%06d" % i for i in range(n)]
+    finally:
+        client.close()
+
+
+def test_pulsar_peers_announcing_the_largest_frame_cost_what_they_send(tmp_path) -> None:
+    """Were each announced frame allocated (5 MiB + 10 KiB), 50 of them would take ~250 MiB."""
+    broker = KopBroker(tmp_path, {}).start()
+    try:
+        _round_trip(broker, 500)  # the allocator's own growth from this work is in the baseline
+        assert broker.pid is not None
+        baseline = read_vm_hwm_kib(broker.pid)
+        assert baseline is not None
+        largest = 5 * 1024 * 1024 + FRAME_PADDING  # maxMessageSize's default + Pulsar's frame padding
+        peers = []
+        try:
+            for _ in range(ANNOUNCERS):
+                s = socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30)
+                s.sendall(largest.to_bytes(4, "big") + b"\x00")
+                peers.append(s)
+            _round_trip(broker, 500)
+            peak = read_vm_hwm_kib(broker.pid)
+            assert peak is not None
+            grown = peak - baseline
+            print(f"peak RSS growth with {ANNOUNCERS} announced Pulsar frames: {grown / 1024:.1f} MiB")
+            assert grown < RSS_BOUND_KIB, f"peak RSS grew by {grown} KiB with {ANNOUNCERS} announced Pulsar frames"
+            assert broker.alive()
+        finally:
+            for s in peers:
+                s.close()
+    finally:
+        broker.stop()
+
+
+def _closed_without_answer(s: socket.socket) -> bool:
+    """Send CONNECT and read: the broker must close the connection, not answer CONNECTED."""
+    try:
+        s.sendall(_CONNECT)
+        return s.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+
+
+def _connected(s: socket.socket) -> bool:
+    s.sendall(_CONNECT)
+    return len(s.recv(4096)) > 0
+
+
+def test_kafka_and_pulsar_connections_count_together_per_address(tmp_path) -> None:
+    broker = KopBroker(tmp_path, {"maxConnectionsPerIp": "2"}).start()
+    host, kport = broker.bootstrap.rsplit(":", 1)
+    socks: list[socket.socket] = []
+    try:
+        kafka = socket.create_connection((host, int(kport)), timeout=30, source_address=("127.0.0.1", 0))
+        socks.append(kafka)
+        first = socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30, source_address=("127.0.0.1", 0))
+        socks.append(first)
+        assert _connected(first)
+        third = socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30, source_address=("127.0.0.1", 0))
+        socks.append(third)
+        assert _closed_without_answer(third), "a third connection of 127.0.0.1 (one Kafka, one Pulsar) was served"
+        other = socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30, source_address=("127.0.0.2", 0))
+        socks.append(other)
+        assert _connected(other), "another address is not affected"
+        kafka.close()  # its slot is given back: a Pulsar connection of 127.0.0.1 is served again
+        wait_until("a slot for 127.0.0.1", lambda: _try_connect(broker), timeout=30)
+        assert "Rejected connection from 127.0.0.1" in broker.log_path.read_text(errors="replace")
+    finally:
+        for s in socks:
+            s.close()
+        broker.stop()
+
+
+def _try_connect(broker: KopBroker) -> bool:
+    s = socket.create_connection(("127.0.0.1", broker.pulsar_port), timeout=30, source_address=("127.0.0.1", 0))
+    try:
+        return _connected(s)
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
+# ---- the broker-wide request-bytes bound holds for Pulsar producers too -------------------------------------
+
+PRODUCERS = 12
+PIPELINED = 4
+MESSAGE = 1 << 20  # 12 x 4 x 1 MiB = 48 MiB sent at once
+LIMIT = 4 << 20
+
+
+def _metric(broker: KopBroker, name: str) -> float:
+    text = urllib.request.urlopen(broker.admin_url + "/metrics", timeout=30).read().decode()
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"no {name} in /metrics")
+
+
+def _big_producer(broker: KopBroker, topic: str, pid: int, frame_of: Any, barrier: threading.Barrier,
+                  errors: list) -> None:
+    try:
+        w = WireClient(broker.pulsar_port, timeout=120)
+        w.connect()
+        w.send(c.command(c.PRODUCER, topic=topic, producer_id=pid, request_id=1, producer_name=f"big-{pid}"))
+        w.expect(c.PRODUCER_SUCCESS)
+        frames = b"".join(frame_of(pid, seq) for seq in range(PIPELINED))
+        barrier.wait(120)
+        w.raw(frames)
+        for seq in range(PIPELINED):
+            assert w.expect(c.SEND_RECEIPT).sequence_id == seq
+        w.close()
+    except BaseException as e:  # noqa: BLE001 - reported by the test
+        errors.append(e)
+
+
+def test_many_pulsar_producers_with_large_messages_stay_within_the_bound(tmp_path) -> None:
+    broker = KopBroker(tmp_path, {"queuedMaxRequestBytes": str(LIMIT), "localStoreFsyncPolicy": "none"}).start()
+    try:
+        topic = f"big-{uuid.uuid4().hex[:8]}"
+        payload = os.urandom(MESSAGE)
+
+        def frame_of(pid: int, seq: int) -> bytes:
+            md = c.MessageMetadata(producer_name=f"big-{pid}", sequence_id=seq, publish_time=1)
+            return encode_message(c.command(c.SEND, producer_id=pid, sequence_id=seq), md, payload)
+
+        barrier = threading.Barrier(PRODUCERS)
+        errors: list[BaseException] = []
+        threads = [threading.Thread(target=_big_producer, args=(broker, topic, i, frame_of, barrier, errors))
+                   for i in range(PRODUCERS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert not errors, errors[:3]
+        assert not any(t.is_alive() for t in threads), "a producer is still waiting for its receipts"
+        peak = _metric(broker, "kop_server_request_bytes_peak")
+        frame = len(frame_of(1, 0))
+        assert _metric(broker, "kop_server_request_bytes_pauses_total") >= 1  # the bound was reached: it was tested
+        assert peak <= LIMIT + 2 * frame, f"request bytes peaked at {peak} (bound {LIMIT}, frame {frame})"
+        wait_until("every charged byte released", lambda: _metric(broker, "kop_server_request_bytes") == 0, 30)
+        assert end_offsets(broker.bootstrap, topic, 1) == {0: PRODUCERS * PIPELINED}
+    finally:
+        broker.stop()

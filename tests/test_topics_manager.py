@@ -1,0 +1,43 @@
+"""TopicManager.delete over real embedded storage (kop/topics/manager.py).
+
+Deleting a topic of many partitions (up to 100000) asked the metadata store, partition by partition, whether each
+had a log (32767 lookups for 32767 partitions). Now one listing says which partitions have a stored log: the ones
+that were opened are deleted, and the store is not asked per partition. (Found while looking for the Kafka
+fuzzer's unanswered DeleteTopics of "cleanup.policy", seed 2; that hang has another cause: it recurs with the
+topic at 1 partition.)
+"""
+
+from __future__ import annotations
+
+from kop.config import BrokerConfig
+from kop.offset import open_embedded_storage
+from kop.protocol.records import NewRecord, build_batch
+from kop.server.service import BrokerService
+
+
+async def test_deleting_a_topic_of_many_partitions_asks_the_store_once(tmp_path) -> None:
+    cfg = BrokerConfig.from_strings({})
+    storage = await open_embedded_storage(tmp_path, fsync="none")
+    svc = BrokerService(cfg, storage)
+    await svc.topics.load()
+    try:
+        topic = await svc.topics.create(svc.topics.parse("cleanup.policy"), 32767)
+        for p in (0, 30000):
+            plog = await svc.topics.partition_log(topic, p)
+            await plog.append(build_batch([NewRecord(b"k", b"v", (), 1_000)]), 0, 1_000)
+        lookups = 0
+        exists = storage.factory.exists
+
+        async def counting_exists(name: str) -> bool:
+            nonlocal lookups
+            lookups += 1
+            return await exists(name)
+
+        storage.factory.exists = counting_exists  # a spy around the real lookup
+        await svc.topics.delete(topic)
+        assert lookups <= 2, f"the store was asked {lookups} times whether a partition has a log"
+        names = await storage.list_logs()
+        assert not [n for n in names if "cleanup.policy" in n], names
+        assert svc.topics.get(svc.topics.parse("cleanup.policy")) is None
+    finally:
+        await storage.close()

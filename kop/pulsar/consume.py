@@ -33,7 +33,7 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
-from kop.pulsar.lookup import NameError_, resolve_partition
+from kop.pulsar.lookup import open_partition
 from kop.pulsar.subscription import (
     EXCLUSIVE,
     KEY_SHARED,
@@ -42,7 +42,6 @@ from kop.pulsar.subscription import (
     Subscription,
     last_position,
 )
-from kop.topics.manager import TopicError
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +100,10 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, c.ServerError.InvalidTopicName,
                           f"invalid subscription name {req.subscription!r} (empty or reserved)"))
         return
-    try:
-        topic, partition = await resolve_partition(conn, req.topic)
-        state = await conn.handler.partition_state(topic, partition)
-    except NameError_ as e:
-        conn.send(c.error(rid, e.code, str(e)))
+    opened = await open_partition(conn, rid, req.topic)
+    if opened is None:
         return
-    except TopicError as e:
-        conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"{req.topic}: {e}"))
-        return
+    topic, partition, state = opened
     durable = not req.HasField("durable") or req.durable
     sub = state.subscriptions.get(req.subscription)
     if sub is None:

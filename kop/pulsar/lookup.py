@@ -20,6 +20,7 @@ GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
@@ -77,6 +78,21 @@ async def resolve_partition(conn: PulsarConnection, topic_name: str, create: boo
                          f"Topic {topic_name}: partition {partition} does not exist (of {topic.partitions})")
     return topic, partition
 
+
+
+async def open_partition(conn: PulsarConnection, request_id: int, topic_name: str) -> tuple[Topic, int, Any] | None:
+    """The topic, partition and partition state a PRODUCER or SUBSCRIBE names, or None once the client has
+    been answered with the ERROR that says why (unknown topic or partition; storage not ready)."""
+    try:
+        topic, partition = await resolve_partition(conn, topic_name)
+        state = await conn.handler.partition_state(topic, partition)
+    except NameError_ as e:
+        conn.send(c.error(request_id, e.code, str(e)))
+        return None
+    except TopicError as e:
+        conn.send(c.error(request_id, c.ServerError.ServiceNotReady, f"{topic_name}: {e}"))
+        return None
+    return topic, partition, state
 
 @serves(c.PARTITIONED_METADATA)
 async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:

@@ -31,8 +31,7 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
-from kop.pulsar.lookup import NameError_, resolve_partition
-from kop.topics.manager import TopicError
+from kop.pulsar.lookup import open_partition
 
 if TYPE_CHECKING:
     from kop.pulsar.subscription import PartitionState
@@ -71,15 +70,10 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
                             schema_version=b""))
         return
-    try:
-        topic, partition = await resolve_partition(conn, req.topic)
-        state = await conn.handler.partition_state(topic, partition)
-    except NameError_ as e:
-        conn.send(c.error(rid, e.code, str(e)))
+    opened = await open_partition(conn, rid, req.topic)
+    if opened is None:
         return
-    except TopicError as e:
-        conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"{req.topic}: {e}"))
-        return
+    topic, partition, state = opened
     if topic.internal:  # __consumer_offsets: the group coordinator's records, written by it alone
         conn.send(c.error(rid, c.ServerError.NotAllowedError, f"{req.topic} is an internal topic"))
         return

@@ -444,6 +444,24 @@ async def test_factory_lists_and_deletes(tmp_path):
         assert await e.meta.children("/managed-ledgers") == ["a"]  # empty tenant level removed
 
 
+async def test_factory_delete_leaves_a_namespace_level_a_racing_creation_filled(tmp_path, monkeypatch):
+    """Tidying the empty parents races topic creation in the same namespace: the creation wins, quietly."""
+    async with env(tmp_path) as e:
+        await (await e.factory.open("c/ns/persistent/x")).add_entry(b"data")
+        real_delete = e.meta.delete
+        racing = "/managed-ledgers/c/ns/persistent"
+
+        async def delete(path, expected_version=None):
+            if path == racing:  # another topic lands between the emptiness check and this delete
+                await e.meta.put(f"{racing}/y", b"")
+            return await real_delete(path, expected_version)
+
+        monkeypatch.setattr(e.meta, "delete", delete)
+        await e.factory.delete("c/ns/persistent/x")
+        assert await e.meta.children(racing) == ["y"]
+        assert await e.factory.list() == []
+
+
 def test_config_maps_from_broker_keys():
     class Broker:
         managedLedgerMaxEntriesPerLedger = 100

@@ -13,7 +13,7 @@ from kop.managed_ledger.ledger import (
     ManagedLedgerInterceptor,
 )
 from kop.managed_ledger.protobuf import ManagedLedgerInfo
-from kop.storage.api import LedgerStore, MetadataStore, NoSuchLedgerError, NoSuchNodeError
+from kop.storage.api import LedgerStore, MetadataStore, NoSuchLedgerError, NoSuchNodeError, NotEmptyError
 
 
 def check_name(name: str) -> str:
@@ -114,8 +114,12 @@ class ManagedLedgerFactory:
             got = await self.metadata_store.get(parent)
             if got is None or got[0]:
                 break
-            with contextlib.suppress(NoSuchNodeError):
+            try:
                 await self.metadata_store.delete(parent)
+            except NoSuchNodeError:
+                pass
+            except NotEmptyError:
+                break  # a topic of the same namespace was created meanwhile: the level is in use again
             parent = parent.rpartition("/")[0]
 
     async def referenced_ledgers(self) -> set[int]:

@@ -24,6 +24,7 @@ Runs on the `pulsar` target (the session's Apache Pulsar standalone) and starts 
 from __future__ import annotations
 
 import json
+import time
 import urllib.request
 import uuid
 from typing import Any
@@ -47,11 +48,18 @@ def produce(service_url: str, topic: str) -> list[tuple[tuple[int, int], int]]:
     try:
         p = client.create_producer(topic, batching_enabled=False)
         for i in range(N):
+            # reset-by-time needs distinct publish times (milliseconds, set by the client): two sends in one
+            # millisecond made the reset land one message earlier on whichever broker saw the tie, as Pulsar's
+            # own rule (first message published at or after the time) says it should
+            if i:
+                time.sleep(0.005)
             p.send(f"v-{i}".encode(), properties={"idx": str(i)}, partition_key=f"k-{i % 2}", sequence_id=i)
         p.close()
         r = client.create_reader(topic, pulsar.MessageId.earliest)
         got = [r.read_next(RECEIVE_MS) for _ in range(N)]
         r.close()
+        times = [m.publish_timestamp() for m in got]
+        assert times == sorted(set(times)), times
         return [((m.message_id().ledger_id(), m.message_id().entry_id()), m.publish_timestamp()) for m in got]
     finally:
         client.close()

@@ -31,6 +31,7 @@ from kop.kafka.framing import FrameError, FrameReader
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
+from kop.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from kop.kafka.handler import KafkaProtocolHandler
@@ -76,6 +77,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._charged = 0  # bytes this connection has charged to handler.request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        # who the peer is: ANONYMOUS on PLAINTEXT listeners; the certificate's or SASL's principal otherwise
+        self.principal: KafkaPrincipal = ANONYMOUS
         self.client_id: str | None = None
         self.cursor_cache = CursorCache()
         self.last_active = time.monotonic()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kop.metrics import BrokerMetrics
     from kop.offset.api import PartitionLog
     from kop.protocol import RequestHeader
+    from kop.security.principal import KafkaPrincipal
     from kop.services import BrokerServices
     from kop.topics.manager import TopicManager
 
@@ -79,6 +80,11 @@ class RequestContext:
     @property
     def listener_name(self) -> str:
         return self.conn.listener_name
+
+    @property
+    def principal(self) -> KafkaPrincipal:
+        """Who sent the request, as ACLs name it (User:ANONYMOUS until the listener authenticates)."""
+        return self.conn.principal
 
     async def lookup_topic(self, name: str | None, auto_create: bool = False) -> Topic | None:
         """kop/kafka/apis/common.py's lookup: None when absent (and not auto-created); TopicError for an

@@ -19,7 +19,7 @@ Configuration problems (unknown keys, bad values, a missing cluster key, a dupli
 in use) stop start-up with one clear message and exit status 2. `kop broker` waits for enough writable
 bookies (the ensemble size) before it joins the cluster. SIGTERM and SIGINT shut down gracefully (in-flight
 requests finish, ledgers are sealed, storage is closed); a second signal, or a shutdown stuck on an absent
-ZooKeeper, exits at once with status 1.
+ZooKeeper, exits at once with status 1. SIGUSR1 logs the stack of every asyncio task (a stuck request's await).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import logging
 import os
 import signal
@@ -229,6 +230,17 @@ def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
         return 1
 
 
+def dump_tasks() -> None:
+    """SIGUSR1: log where every asyncio task of the broker waits (what `jstack` is to a JVM broker), so a
+    request that is never answered can be traced to the await it is stuck on without stopping the broker."""
+    out = io.StringIO()
+    tasks = asyncio.all_tasks()
+    out.write(f"{len(tasks)} tasks\n")
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        task.print_stack(limit=12, file=out)
+    logging.getLogger("kop.tasks").warning("SIGUSR1 task dump:\n%s", out.getvalue())
+
+
 async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     from kop.protocol_handler import load_handlers
     from kop.server.service import BrokerService
@@ -239,6 +251,7 @@ async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGUSR1, dump_tasks)
     if data_dir is None:  # kop broker: everything is in BookKeeper + ZooKeeper
         _warn_loopback_advertised(config)
         storage = await open_bookkeeper_storage(config)

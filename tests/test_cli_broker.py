@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -267,7 +268,6 @@ def test_a_second_signal_ends_a_shutdown_that_waits_for_zookeeper(cluster, tmp_p
     """SIGTERM with ZooKeeper frozen (SIGSTOP): the graceful stop waits on ZooKeeper to seal the ledger and
     release ownership. A second SIGTERM ends the process at once, exit status 1, saying so - what a crash
     does, which the next owner recovers from."""
-    import signal
 
     from tests.support.net import wait_until
 
@@ -290,3 +290,25 @@ def test_a_second_signal_ends_a_shutdown_that_waits_for_zookeeper(cluster, tmp_p
     finally:
         broker.stop()
         broker.purge()
+
+
+def test_sigusr1_logs_every_task_stack_and_the_broker_keeps_serving(tmp_path):
+    """SIGUSR1 is the operator's `jstack`: the log names the waiting tasks, and the broker carries on."""
+    from tests.support.broker import KopBroker
+
+    broker = KopBroker(tmp_path).start()
+    try:
+        broker.proc.send_signal(signal.SIGUSR1)
+        deadline = time.monotonic() + 30
+        while "SIGUSR1 task dump" not in broker.log_path.read_text(errors="replace"):
+            assert time.monotonic() < deadline, broker.log_tail()
+            time.sleep(0.1)
+        dump = broker.log_path.read_text(errors="replace").split("SIGUSR1 task dump", 1)[1]
+        assert " tasks" in dump and "Stack for <Task" in dump, dump[:2000]
+        create_topic(broker.bootstrap, "after-dump", 1)
+        records = make_records(5, 1, base_ts=int(time.time() * 1000))
+        produce_kafka_python(broker.bootstrap, "after-dump", records, "none")
+        got = consume_kafka_python(broker.bootstrap, "after-dump", {0: len(records)})
+        assert_consumed_exactly(got, by_partition(records, 1))
+    finally:
+        assert broker.stop() == 0

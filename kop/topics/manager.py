@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import logging
 import time
@@ -39,6 +40,8 @@ log = logging.getLogger(__name__)
 TOPICS_ROOT = "/kop/topics"
 # A topic being deleted with more partitions than this has its stored logs listed once (_stored_partitions).
 LIST_LOGS_ABOVE_PARTITIONS = 64
+#: a topic deletion still running after this long logs where it waits
+SLOW_DELETE_SECONDS = 10
 
 
 class TopicError(Exception):
@@ -62,18 +65,21 @@ class Topic:
     logs: dict[int, PartitionLog] = field(default_factory=dict)
     opening: SingleFlight[int, PartitionLog] = field(default_factory=SingleFlight)  # partition logs being opened
     deleted: bool = False
+    # set in the stored record before any log is removed: a broker that stops or dies mid-deletion finishes
+    # it at its next start instead of bringing back a topic with some partitions' data gone
+    deleting: bool = False
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "partitions": self.partitions,
-                "topicId": self.topic_id.hex(),
-                "configs": self.configs,
-                "created": self.created_ms,
-                "internal": self.internal,
-            },
-            sort_keys=True,
-        ).encode()
+        record: dict[str, Any] = {
+            "partitions": self.partitions,
+            "topicId": self.topic_id.hex(),
+            "configs": self.configs,
+            "created": self.created_ms,
+            "internal": self.internal,
+        }
+        if self.deleting:
+            record["deleting"] = True
+        return json.dumps(record, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, name: TopicName, data: bytes, version: int) -> Topic:
@@ -86,6 +92,7 @@ class Topic:
             created_ms=int(d.get("created", 0)),
             version=version,
             internal=bool(d.get("internal", False)),
+            deleting=bool(d.get("deleting", False)),
         )
 
 
@@ -97,6 +104,7 @@ class TopicManager:
         self._topics: dict[str, Topic] = {}  # canonical name -> Topic
         self._by_id: dict[bytes, Topic] = {}
         self._lock = asyncio.Lock()
+        self._deletions: dict[bytes, asyncio.Task[None]] = {}  # topic id -> its deletion under way
         self.generation = 0  # bumped on every topic change (metadata caches key on it)
         # Called (awaited) after a topic is deleted; the group coordinator drops the topic's offsets.
         self.deletion_listeners: list[Callable[[Topic], Awaitable[None]]] = []
@@ -149,6 +157,10 @@ class TopicManager:
                     if got is None:
                         continue
                     topic = Topic.from_json(tn, got[0], got[1].version)
+                    if topic.deleting:  # this broker (or another) stopped in the middle of deleting it
+                        log.info("finishing the deletion of topic %s", tn.canonical)
+                        self.start_delete(topic)
+                        continue
                     self._remember(topic)
         log.info("loaded %d topics", len(self._topics))
 
@@ -193,6 +205,8 @@ class TopicManager:
         async with self._lock:
             if name.canonical in self._topics:
                 raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{self.kafka_name(name)}' already exists.")
+            if name.canonical in self._deleting:  # its old logs are still being removed (ZooKeeper-era Kafka's words)
+                raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{self.kafka_name(name)}' is marked for deletion.")
             topic = Topic(
                 name=name,
                 partitions=partitions,
@@ -253,6 +267,43 @@ class TopicManager:
             self.generation += 1
 
     async def delete(self, topic: Topic) -> None:
+        """Delete `topic` and wait for it. The work runs in a task of its own (start_delete), so a caller that
+        gives up - a DeleteTopics past its timeout, a connection that closed - never leaves a half-deleted
+        topic behind: once started, a deletion finishes."""
+        await asyncio.shield(self.start_delete(topic))
+
+    def start_delete(self, topic: Topic) -> asyncio.Task[None]:
+        """The deletion of `topic`, started now or joined if it is already under way."""
+        task = self._deletions.get(topic.topic_id)
+        if task is None:
+            task = asyncio.create_task(self._delete(topic), name=f"delete-topic {topic.name.canonical}")
+            self._deletions[topic.topic_id] = task
+            task.add_done_callback(lambda t, tid=topic.topic_id: self._deletion_done(tid, t))
+        return task
+
+    def _deletion_done(self, topic_id: bytes, task: asyncio.Task[None]) -> None:
+        self._deletions.pop(topic_id, None)
+        if not task.cancelled() and task.exception() is not None:  # retrieved here: no caller may be waiting
+            log.error("deleting a topic failed", exc_info=task.exception())
+
+    def _log_slow_delete(self, topic: Topic) -> None:
+        """A deletion still running after SLOW_DELETE_SECONDS: log where it waits, since nothing else would
+        say why a DeleteTopics timed out."""
+        task = self._deletions.get(topic.topic_id)
+        if task is not None and not task.done():
+            out = io.StringIO()
+            task.print_stack(file=out)
+            log.warning("deleting topic %s takes more than %d s; it waits in:\n%s", topic.name.canonical,
+                        SLOW_DELETE_SECONDS, out.getvalue())
+
+    async def _delete(self, topic: Topic) -> None:
+        slow = asyncio.get_running_loop().call_later(SLOW_DELETE_SECONDS, self._log_slow_delete, topic)
+        try:
+            await self._delete_now(topic)
+        finally:
+            slow.cancel()
+
+    async def _delete_now(self, topic: Topic) -> None:
         async with self._lock:
             if topic.deleted:
                 return
@@ -261,6 +312,7 @@ class TopicManager:
             self._by_id.pop(topic.topic_id, None)
             self.generation += 1
             self._deleting[topic.name.canonical] = topic.topic_id  # refresh() must not bring it back
+            await self._mark_deleting(topic)
         # Close what is open, then remove every partition's managed ledger and finally the topic record.
         await topic.opening.wait_all()
         for plog in list(topic.logs.values()):
@@ -282,6 +334,19 @@ class TopicManager:
             del self._deleting[topic.name.canonical]
         log.info("deleted topic %s", topic.name.canonical)
         await self._notify_deleted(topic)
+
+    async def _mark_deleting(self, topic: Topic) -> None:
+        """Write the deletion into the topic's record before anything is removed (Topic.deleting)."""
+        if topic.deleting:
+            return
+        topic.deleting = True
+        try:
+            got = await self.store.get(self._path(topic.name))
+            if got is None or not got[0] or Topic.from_json(topic.name, got[0], 0).topic_id != topic.topic_id:
+                return  # already gone, or another broker's topic of the same name
+            await self.store.put(self._path(topic.name), topic.to_json(), expected_version=got[1].version)
+        except Exception:  # the deletion goes on; only a stop before its end would not resume it
+            log.exception("marking topic %s as being deleted", topic.name.canonical)
 
     async def _stored_partitions(self, topic: Topic) -> list[int]:
         """The partitions of a topic being deleted that may have a stored log. A log exists only once a
@@ -371,6 +436,10 @@ class TopicManager:
         stored = Topic.from_json(name, got[0], got[1].version)
         if self._deleting.get(name.canonical) == stored.topic_id:
             return None  # being deleted here: its record goes last
+        if stored.deleting:  # being deleted by another broker
+            if cached is not None:
+                await self._deleted_elsewhere(cached)
+            return None
         if cached is not None and cached.topic_id == stored.topic_id:
             if stored.version > cached.version:
                 cached.partitions, cached.configs, cached.version = stored.partitions, stored.configs, stored.version
@@ -464,6 +533,10 @@ class TopicManager:
         for stop in list(self._watch_stops.values()):
             stop()
         self._watch_stops.clear()
+        for task in list(self._deletions.values()):  # marked in their records: the next start finishes them
+            task.cancel()
+        if self._deletions:
+            await asyncio.wait(list(self._deletions.values()))
         for topic in list(self._topics.values()):
             for plog in list(topic.logs.values()):
                 try:

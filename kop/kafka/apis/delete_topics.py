@@ -2,10 +2,19 @@
 
 Deleting closes the partitions' logs, removes their managed ledgers and then the topic record; produce
 requests that race with the deletion get UNKNOWN_TOPIC_OR_PARTITION. Internal topics cannot be deleted.
+
+The topics of one request are deleted side by side, and the answer waits for them at most `timeout_ms` (30 s
+when it is <= 0, Kafka's request timeout; librdkafka sends 0). A deletion not finished by then is answered
+REQUEST_TIMED_OUT, as ZooKeeper-era Kafka did, and goes on to the end: it runs in a task of its own
+(TopicManager.start_delete), so neither the timeout nor a closed connection leaves a topic half deleted.
+Kafka 4.x answers once the controller has written the deletion record and removes the log files later;
+here the logs go before the answer, so a slow store shows up as REQUEST_TIMED_OUT instead of as files left.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import Counter
 from typing import Any
 
 from kop.kafka.context import RequestContext
@@ -16,6 +25,7 @@ from kop.topics.manager import TopicError
 API_KEY = 20
 VERSIONS = (1, 6)
 ZERO_UUID = b"\0" * 16
+DEFAULT_WAIT_SECONDS = 30.0  # timeout_ms <= 0: wait as long as a Kafka client waits for any request
 
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
@@ -26,10 +36,17 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names]
     out = []
+    started: list[tuple[int, asyncio.Task[None]]] = []  # (index in out, the deletion)
+    names = Counter(n for n, _ in wanted if n is not None)
+    ids = Counter(t for n, t in wanted if n is None)
     for name, topic_id in wanted:
         def res(err: int, msg: str | None = None, tid: bytes = ZERO_UUID, name: Any = name) -> Any:
             return R.DeletableTopicResult(name=name, topic_id=tid, error_code=err, error_message=msg)
 
+        if (names[name] if name is not None else ids[topic_id]) > 1:  # Kafka answers each copy so
+            out.append(res(ErrorCode.INVALID_REQUEST, "Duplicate topic name." if name is not None
+                           else "Duplicate topic id.", topic_id))
+            continue
         if name is None:
             topic = mgr.get_by_id(topic_id)
             if topic is None:
@@ -48,6 +65,17 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         if topic.internal:
             out.append(res(ErrorCode.INVALID_TOPIC_EXCEPTION, "Internal topics cannot be deleted", topic.topic_id))
             continue
-        await mgr.delete(topic)  # the handlers forget the partitions' state (partition_log_deleted)
+        # the handlers forget the partitions' state (partition_log_deleted) when the deletion ends
+        started.append((len(out), mgr.start_delete(topic)))
         out.append(R.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0, error_message=None))
+    if started:
+        timeout = req.timeout_ms / 1000 if req.timeout_ms > 0 else DEFAULT_WAIT_SECONDS
+        await asyncio.wait([asyncio.shield(task) for _, task in started], timeout=timeout)
+        for i, task in started:
+            if not task.done():
+                out[i].error_code = ErrorCode.REQUEST_TIMED_OUT
+                out[i].error_message = f"The deletion of topic {out[i].name} is still in progress"
+            elif task.cancelled() or task.exception() is not None:
+                out[i].error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+                out[i].error_message = "The topic could not be deleted; the broker log says why"
     return R(throttle_time_ms=0, responses=out)

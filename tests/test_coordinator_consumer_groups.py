@@ -5,8 +5,9 @@ in an in-process broker on real embedded storage (tests/test_coordinator_durabil
   (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION below v9, admin commits only to an empty
   group), OffsetFetch v9 checks a member's epoch, OffsetDelete refuses subscribed topics;
 * ListGroups filters by type, DescribeGroups shows a consumer group as Dead, DeleteGroups refuses a group
-  with members and tombstones an empty one, a JoinGroup meets INCONSISTENT_GROUP_PROTOCOL while it has
-  members and replaces it once it is empty;
+  with members and tombstones an empty one, a JoinGroup of another protocol type meets
+  INCONSISTENT_GROUP_PROTOCOL while it has members (a consumer-protocol one joins it: see
+  test_coordinator_consumer_group_migration) and replaces it once it is empty;
 * a restarted broker replays the group's records: members, epochs, assignments and offsets are back.
 """
 
@@ -55,8 +56,11 @@ def test_offsets_and_admin_apis_for_a_consumer_group(tmp_path: Path) -> None:
             assert c.list_groups(types=["classic"])[1] == []
             assert c.describe_group(GROUP).state == "Dead" and not c.describe_group(GROUP).found
             assert await c.delete_groups([GROUP]) == {GROUP: E.NON_EMPTY_GROUP}
+            # a classic member of another protocol type cannot join; a consumer one is served inside the group
+            other = JoinRequest(GROUP, "", None, "connect", [("range", b"")], 10000, 10000, "c", "/h", 9)
+            assert (await c.join_group(other)).error == E.INCONSISTENT_GROUP_PROTOCOL
             classic_join = JoinRequest(GROUP, "", None, "consumer", [("range", b"")], 10000, 10000, "c", "/h", 9)
-            assert (await c.join_group(classic_join)).error == E.INCONSISTENT_GROUP_PROTOCOL
+            assert (await c.join_group(classic_join)).error == E.MEMBER_ID_REQUIRED
 
             left = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
             assert left.error == 0 and left.member_epoch == -1

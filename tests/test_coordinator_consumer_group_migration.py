@@ -477,3 +477,26 @@ def test_classic_member_metadata_round_trips_in_record_5() -> None:
     plain = crec.MemberMetadataValue("i", None, "client", "/1.2.3.4", ("foo",), None, 30000, "uniform")
     assert crec.decode_member_metadata(crec.encode_member_metadata(plain)) == plain
     assert crec.encode_member_metadata(plain).endswith(b"\x01\x00\x01\x00")
+
+
+def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_without_rebalance() -> None:
+    d = Driver()
+    c = d.hb("c", 0, [], rebalance_timeout_ms=REBALANCE_MS, subscribed_topic_names=["foo"], instance_id="i1")
+    a, gen = d.classic_member()
+    c = d.hb("c", c.member_epoch, sorted(c.assignment[FOO]), instance_id="i1")
+    c = d.hb("c", c.member_epoch, sorted(c.assignment[FOO]), instance_id="i1")
+    assert d.heartbeat(a, gen) == E.REBALANCE_IN_PROGRESS
+    ja = d.join(a, owned=[])
+    assert len(assigned(d.sync(a, ja.generation_id))) == 3
+    kept = d.group.targets["c"]
+    epoch = d.group.group_epoch
+    # The consumer process restarts as a classic one with the same group.instance.id.
+    j = d.join("", instance="i1")
+    assert j.error == 0 and j.member_id != "c" and j.generation_id == epoch
+    assert GROUP not in d.consumer.groups
+    classic = d.classic.groups[GROUP]
+    assert classic.is_in(GroupState.STABLE) and classic.generation_id == epoch  # same subscription: no rebalance
+    assert set(classic.members) == {a, j.member_id} and classic.static_member_id("i1") == j.member_id
+    s = d.sync(j.member_id, j.generation_id)
+    assert s.error == 0 and assigned(s) == sorted(kept[FOO])
+    assert d.heartbeat(a, ja.generation_id) == 0

@@ -40,10 +40,10 @@ How we differ from Kafka 4.x, and why:
   generation, SyncGroup with the assignor's partitions, Heartbeat with REBALANCE_IN_PROGRESS when the member
   must rejoin; join and sync timers stand in for the rebalance timeout. When the members left after a
   leave or a fencing all use the classic protocol, the group is *downgraded*: handed to the classic
-  machine at the group epoch, each member holding its target assignment, and it rebalances. Differences:
-  a classic static member replacing the last consumer-protocol static member does not downgrade the group
-  (it stays a consumer group of classic members, which works, and downgrades at the next leave); a LeaveGroup
-  to a consumer group is answered before its records are durable (as this broker's classic LeaveGroup).
+  machine at the group epoch, each member holding its target assignment, and it rebalances; so it is when a
+  classic static member replaces the last consumer-protocol member (a rebalance only if its subscription
+  differs). Difference: a LeaveGroup to a consumer group is answered before its records are durable (as
+  this broker's classic LeaveGroup answers).
 * Per-group overrides of the session timeout and heartbeat interval (IncrementalAlterConfigs on GROUP
   resources) are not supported; the broker's groupConsumerSessionTimeoutMs/HeartbeatIntervalMs apply.
 * A failed write leaves the in-memory change in place (Kafka reverts it with its timeline structures);
@@ -860,7 +860,8 @@ class ConsumerGroupMachine(SansIOMachine):
                  generation, len(group.members))
         return group
 
-    def _downgrade(self, group: ConsumerGroup, remaining: list[ConsumerMember], records: list[Record]) -> None:
+    def _downgrade(self, group: ConsumerGroup, remaining: list[ConsumerMember], records: list[Record],
+                   rebalance: bool = True) -> None:
         """Only classic members are left: the group becomes a classic group at the group epoch, each member
         holding its target assignment, and rebalances (Kafka's convertToClassicGroup)."""
         gid = group.group_id
@@ -885,7 +886,8 @@ class ConsumerGroupMachine(SansIOMachine):
         records.append(group_record(classic, {m.member_id: m.assignment for m in classic.members.values()}))
         log.info("group %s: converted the consumer group (epoch %d) to a classic group of %d members", gid,
                  group.group_epoch, len(classic.members))
-        self.classic.adopt(classic, self._now, f"Downgrade group {gid} from consumer to classic for member leaving.")
+        self.classic.adopt(classic, self._now, f"Downgrade group {gid} from consumer to classic for member leaving."
+                           if rebalance else None)
 
     # ------------------------------------------------------------------ classic members inside a consumer group
     def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
@@ -967,6 +969,12 @@ class ConsumerGroupMachine(SansIOMachine):
             sub = cproto.parse_subscription(req.protocols[0][1])
         except cproto.ProtocolError:
             raise _Reject(E.UNKNOWN_SERVER_ERROR, "Malformed embedded consumer protocol in subscription.") from None
+        replaced = group.static_member(req.group_instance_id) if req.group_instance_id is not None and unknown else None
+        # Kafka's validateOnlineDowngradeWithReplacedMember: the static member this one replaces was the last
+        # one using the consumer protocol.
+        downgrade = (replaced is not None and replaced.classic is None and self.config.migration_downgrade
+                     and all(m.classic is not None for m in group.members.values() if m is not replaced)
+                     and len(group.members) <= self.config.groupMaxSize)
         if req.group_instance_id is None:
             member = group.members.get(member_id) or ConsumerMember(member_id)
         else:
@@ -978,8 +986,16 @@ class ConsumerGroupMachine(SansIOMachine):
             subscribed_topic_names=tuple(self.normalize(t) for t in sub.topics), subscribed_topic_regex=None,
             client_id=req.client_id, client_host=req.client_host,
             classic=crec.ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols)))
+        epoch = group.group_epoch
         self._apply_member(group, member, updated, records)
-        reconciled = self._reconcile(group, updated, self._ids(sub.owned, self.metadata()), records)
+        subscription_changed = group.group_epoch != epoch
+        reconciled = updated
+        if not (downgrade and subscription_changed):
+            reconciled = self._reconcile(group, updated, self._ids(sub.owned, self.metadata()), records)
+        if downgrade:
+            # The group turns classic with this member in the replaced one's place (its assignment); it
+            # rebalances only when the subscription changed.
+            self._downgrade(group, list(group.members.values()), records, rebalance=subscription_changed)
         return JoinResult(0, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE, reconciled.protocol_name, "",
                           False, member_id, [])
 

@@ -202,14 +202,16 @@ class GroupStateMachine(SansIOMachine):
         group.transition_to(S.DEAD, self.timestamp())
         return group
 
-    def adopt(self, group: ClassicGroup, now: int, reason: str) -> None:
-        """A consumer group became this classic group (the last consumer-protocol member left): its
-        members' sessions start now and a rebalance begins, as in Kafka's convertToClassicGroup."""
+    def adopt(self, group: ClassicGroup, now: int, reason: str | None) -> None:
+        """A consumer group became this classic group (its last consumer-protocol member left or was
+        replaced): its members' sessions start now and, given a reason, a rebalance begins, as in Kafka's
+        convertToClassicGroup."""
         self._now = now
         self.groups[group.group_id] = group
         for m in group.members.values():
             self._reschedule_heartbeat(group, m)
-        self._prepare_rebalance(group, reason)
+        if reason is not None:
+            self._prepare_rebalance(group, reason)
 
     # ================================================================== JoinGroup
     def join(self, req: JoinRequest, token: Hashable, now: int) -> None:

@@ -500,3 +500,26 @@ def test_a_classic_static_member_replacing_the_last_consumer_member_downgrades_w
     s = d.sync(j.member_id, j.generation_id)
     assert s.error == 0 and assigned(s) == sorted(kept[FOO])
     assert d.heartbeat(a, ja.generation_id) == 0
+
+
+def test_leave_group_to_a_consumer_group_by_instance_id_and_its_errors() -> None:
+    d = Driver()
+    c = d.cghb_join("c")
+    first = d.join(instance="i-a")
+    assert first.error == 0 and first.generation_id == c.member_epoch + 1  # static: no MEMBER_ID_REQUIRED
+    a = first.member_id
+    t = d.token()
+    bad = JoinRequest(GROUP, "", None, "consumer", [("range", subscription())], 1, REBALANCE_MS, "x", "/h", 9)
+    d.consumer.classic_join(bad, t, d.now)
+    d.pump()
+    assert d.answers[t].error == E.INVALID_SESSION_TIMEOUT
+    out = d.consumer.classic_leave(GROUP, [("someone-else", "i-a", None), ("nobody", None, None),
+                                           ("", "i-unknown", None)], d.now)
+    assert out == (0, [("someone-else", "i-a", E.FENCED_INSTANCE_ID), ("nobody", None, E.UNKNOWN_MEMBER_ID),
+                       ("", "i-unknown", E.UNKNOWN_MEMBER_ID)])
+    assert a in d.group.members
+    # An administrative removal by instance id (no member id) takes the member out; c is left.
+    epoch = d.group.group_epoch
+    assert d.consumer.classic_leave(GROUP, [("", "i-a", "admin")], d.now) == (0, [("", "i-a", 0)])
+    d.pump()
+    assert set(d.group.members) == {"c"} and d.group.group_epoch == epoch + 1

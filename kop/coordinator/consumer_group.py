@@ -13,8 +13,12 @@ tests with a fake clock in tests/test_coordinator_consumer_group.py):
 * `heartbeat(request, token, now)`: the answer comes out of `take_effects()` as `HeartbeatAnswer(token,
   result)` - at once for an error, else after the `Write` of its records is reported durable through
   `write_done(write_id, error, now)` (a failed write answers with that error);
-* timers (session, rebalance) are deadlines: `next_deadline()` / `expire_timers(now)`; a member fenced by
-  one produces a `Write` of its tombstones;
+* the classic requests of a consumer group's classic members (KIP-848 online migration; tests in
+  tests/test_coordinator_consumer_group_migration.py): `classic_join` and `classic_sync` answer with
+  group_state's `Answer(token, JoinResult | SyncResult)`, `classic_heartbeat` and `classic_leave` return;
+  an upgrade or downgrade also makes the classic machine (`classic`) answer or rebalance;
+* timers (session, rebalance; a classic member's join and sync) are deadlines: `next_deadline()` /
+  `expire_timers(now)`; a member fenced by one produces a `Write` of its tombstones;
 * `metadata()` (given to the constructor) is the broker's topics now, name -> (topic id, partitions). Each
   heartbeat recomputes the group's subscription metadata from it, so a subscribed topic created, deleted or
   grown bumps the group epoch and yields a new target assignment at the group's next heartbeat (Kafka 4.0

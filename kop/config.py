@@ -166,6 +166,9 @@ class BrokerConfig:
     groupConsumerSessionTimeoutMs: int = 45000
     groupConsumerHeartbeatIntervalMs: int = 5000  # must be below groupConsumerSessionTimeoutMs
     groupConsumerMaxSize: int = 2147483647  # members per consumer group
+    # online migration of a group with members between the classic and the consumer protocol (Kafka's
+    # group.consumer.migration.policy): bidirectional, upgrade, downgrade or disabled
+    groupConsumerMigrationPolicy: str = "bidirectional"
     offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
     offsetsRetentionCheckIntervalMs: int = 600000
     offsetMetadataMaxSize: int = 4096  # longest commit metadata string
@@ -305,6 +308,8 @@ class BrokerConfig:
         need(1 <= self.groupConsumerHeartbeatIntervalMs < self.groupConsumerSessionTimeoutMs,
              "groupConsumerHeartbeatIntervalMs", "must be >= 1 and below groupConsumerSessionTimeoutMs")
         need(self.groupConsumerMaxSize >= 1, "groupConsumerMaxSize", "must be >= 1")
+        need(self.groupConsumerMigrationPolicy.strip().lower() in ("bidirectional", "upgrade", "downgrade", "disabled"),
+             "groupConsumerMigrationPolicy", "bidirectional, upgrade, downgrade or disabled")
         need(self.offsetsRetentionMinutes >= 1, "offsetsRetentionMinutes", "must be >= 1")
         need(self.offsetsRetentionCheckIntervalMs >= 1, "offsetsRetentionCheckIntervalMs", "must be >= 1")
         need(self.offsetMetadataMaxSize >= 0, "offsetMetadataMaxSize", "must be >= 0")
@@ -352,6 +357,17 @@ class BrokerConfig:
     def consumer_assignors(self) -> list[str]:
         """groupConsumerAssignors as names, the broker's default (Kafka: the first) first."""
         return [a.strip() for a in self.groupConsumerAssignors.split(",") if a.strip()]
+
+    @property
+    def migration_upgrade(self) -> bool:
+        """groupConsumerMigrationPolicy lets a classic group with members become a consumer group."""
+        return self.groupConsumerMigrationPolicy.strip().lower() in ("bidirectional", "upgrade")
+
+    @property
+    def migration_downgrade(self) -> bool:
+        """groupConsumerMigrationPolicy lets a consumer group whose members all use the classic protocol
+        become a classic group again."""
+        return self.groupConsumerMigrationPolicy.strip().lower() in ("bidirectional", "downgrade")
 
     @property
     def default_retention_ms(self) -> int:

@@ -5,8 +5,9 @@ in an in-process broker on real embedded storage (tests/test_coordinator_durabil
   (STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID, UNSUPPORTED_VERSION below v9, admin commits only to an empty
   group), OffsetFetch v9 checks a member's epoch, OffsetDelete refuses subscribed topics;
 * ListGroups filters by type, DescribeGroups shows a consumer group as Dead, DeleteGroups refuses a group
-  with members and tombstones an empty one, a JoinGroup meets INCONSISTENT_GROUP_PROTOCOL while it has
-  members and replaces it once it is empty;
+  with members and tombstones an empty one, a JoinGroup of another protocol type meets
+  INCONSISTENT_GROUP_PROTOCOL while it has members (a consumer-protocol one joins it: see
+  test_coordinator_consumer_group_migration) and replaces it once it is empty;
 * a restarted broker replays the group's records: members, epochs, assignments and offsets are back.
 """
 
@@ -55,8 +56,11 @@ def test_offsets_and_admin_apis_for_a_consumer_group(tmp_path: Path) -> None:
             assert c.list_groups(types=["classic"])[1] == []
             assert c.describe_group(GROUP).state == "Dead" and not c.describe_group(GROUP).found
             assert await c.delete_groups([GROUP]) == {GROUP: E.NON_EMPTY_GROUP}
+            # a classic member of another protocol type cannot join; a consumer one is served inside the group
+            other = JoinRequest(GROUP, "", None, "connect", [("range", b"")], 10000, 10000, "c", "/h", 9)
+            assert (await c.join_group(other)).error == E.INCONSISTENT_GROUP_PROTOCOL
             classic_join = JoinRequest(GROUP, "", None, "consumer", [("range", b"")], 10000, 10000, "c", "/h", 9)
-            assert (await c.join_group(classic_join)).error == E.INCONSISTENT_GROUP_PROTOCOL
+            assert (await c.join_group(classic_join)).error == E.MEMBER_ID_REQUIRED
 
             left = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
             assert left.error == 0 and left.member_epoch == -1
@@ -145,6 +149,61 @@ def test_offsets_of_a_consumer_group_expire_and_the_empty_group_goes(tmp_path: P
         svc, _ = await start_broker(tmp_path)
         try:
             assert GROUP not in svc.coordinator.consumer_groups and GROUP not in svc.coordinator.offsets
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())
+
+
+def test_restart_in_the_middle_of_a_migration_restores_the_converted_group(tmp_path: Path) -> None:
+    """A classic group upgraded by a consumer-protocol member (KIP-848 online migration) is a consumer group
+    with a classic member after a restart - its classic metadata (session timeout, protocols) replayed from
+    record 5 - and the classic member goes on through Heartbeat/JoinGroup/SyncGroup; the consumer member's
+    leave then turns it classic, which a second restart keeps."""
+    from kop.coordinator import consumer_protocol as cproto
+
+    sub = cproto.serialize_subscription(cproto.Subscription(1, (TOPIC,), None, {}))
+
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 4)
+            req = JoinRequest(GROUP, "", None, "consumer", [("range", sub)], 10000, 30000, "classic", "/h", 3)
+            j = await c.join_group(req)
+            everything = cproto.serialize_assignment({TOPIC: frozenset(range(4))}, 1)
+            assert (await c.sync_group(GROUP, j.generation_id, j.member_id, None, None, None,
+                                       [(j.member_id, everything)])).error == 0
+            r = await c.consumer_group_heartbeat(join("m1"))
+            assert r.error == 0 and r.member_epoch == j.generation_id + 1 and GROUP in c.consumer_groups
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            group = c.consumer_groups[GROUP]
+            assert GROUP not in c.groups
+            classic = group.members[j.member_id]
+            assert classic.classic is not None and classic.classic.session_timeout_ms == 10000
+            assert classic.classic.supported_protocols == (("range", sub),)
+            assert sum(len(p) for p in classic.assigned.values()) == 4 and classic.member_epoch == j.generation_id
+            assert c.heartbeat(GROUP, j.generation_id, j.member_id, None) == E.REBALANCE_IN_PROGRESS
+            again = await c.join_group(JoinRequest(GROUP, j.member_id, None, "consumer", [("range", sub)], 10000,
+                                                   30000, "classic", "/h", 3))
+            assert again.error == 0 and again.generation_id == r.member_epoch and again.protocol_name == "range"
+            s = await c.sync_group(GROUP, again.generation_id, j.member_id, None, "consumer", "range", [])
+            assert s.error == 0 and len(cproto.parse_assignment(s.assignment).partitions[TOPIC]) == 2
+            left = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", -1))
+            assert left.error == 0 and GROUP not in c.consumer_groups and GROUP in c.groups
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            assert GROUP not in c.consumer_groups
+            g = c.groups[GROUP]
+            assert list(g.members) == [j.member_id] and g.generation_id == r.member_epoch
+            assert c.describe_group(GROUP).protocol_type == "consumer"
         finally:
             await svc.stop()
 

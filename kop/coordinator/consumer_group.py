@@ -13,8 +13,12 @@ tests with a fake clock in tests/test_coordinator_consumer_group.py):
 * `heartbeat(request, token, now)`: the answer comes out of `take_effects()` as `HeartbeatAnswer(token,
   result)` - at once for an error, else after the `Write` of its records is reported durable through
   `write_done(write_id, error, now)` (a failed write answers with that error);
-* timers (session, rebalance) are deadlines: `next_deadline()` / `expire_timers(now)`; a member fenced by
-  one produces a `Write` of its tombstones;
+* the classic requests of a consumer group's classic members (KIP-848 online migration; tests in
+  tests/test_coordinator_consumer_group_migration.py): `classic_join` and `classic_sync` answer with
+  group_state's `Answer(token, JoinResult | SyncResult)`, `classic_heartbeat` and `classic_leave` return;
+  an upgrade or downgrade also makes the classic machine (`classic`) answer or rebalance;
+* timers (session, rebalance; a classic member's join and sync) are deadlines: `next_deadline()` /
+  `expire_timers(now)`; a member fenced by one produces a `Write` of its tombstones;
 * `metadata()` (given to the constructor) is the broker's topics now, name -> (topic id, partitions). Each
   heartbeat recomputes the group's subscription metadata from it, so a subscribed topic created, deleted or
   grown bumps the group epoch and yields a new target assignment at the group's next heartbeat (Kafka 4.0
@@ -31,10 +35,19 @@ How we differ from Kafka 4.x, and why:
   as Kafka's do. They are resolved synchronously at each heartbeat against the broker's topics, not by a
   background task at most every 10 s; a changed resolution bumps the group epoch at once, where Kafka
   bumps it when its asynchronous resolution completes. There is no ACL filtering (this broker has no ACLs).
-* Only empty groups move between the classic and the consumer protocol: a ConsumerGroupHeartbeat joining
-  an empty classic group replaces it (as in Kafka, whatever the migration policy); one reaching a classic
-  group with members gets GROUP_ID_NOT_FOUND, which is Kafka's answer under
-  `group.consumer.migration.policy=disabled`. Classic members inside a consumer group are not supported.
+* Online migration (research/kip848.md §7) as Kafka 4.x, under groupConsumerMigrationPolicy (Kafka's
+  group.consumer.migration.policy, default bidirectional): a ConsumerGroupHeartbeat joining an empty
+  classic group replaces it whatever the policy; one joining a classic group with members *upgrades* it
+  (its members become classic members of the consumer group, STABLE at the classic generation with the
+  partitions they had), or gets GROUP_ID_NOT_FOUND with Kafka's reason. Classic members are then served
+  here (`classic_join/sync/heartbeat/leave`): JoinGroup is answered at once with the member epoch as
+  generation, SyncGroup with the assignor's partitions, Heartbeat with REBALANCE_IN_PROGRESS when the member
+  must rejoin; join and sync timers stand in for the rebalance timeout. When the members left after a
+  leave or a fencing all use the classic protocol, the group is *downgraded*: handed to the classic
+  machine at the group epoch, each member holding its target assignment, and it rebalances; so it is when a
+  classic static member replaces the last consumer-protocol member (a rebalance only if its subscription
+  differs). Difference: a LeaveGroup to a consumer group is answered before its records are durable (as
+  this broker's classic LeaveGroup answers).
 * Per-group overrides of the session timeout and heartbeat interval (IncrementalAlterConfigs on GROUP
   resources) are not supported; the broker's groupConsumerSessionTimeoutMs/HeartbeatIntervalMs apply.
 * A failed write leaves the in-memory change in place (Kafka reverts it with its timeline structures);
@@ -54,9 +67,19 @@ from typing import Any
 import re2
 
 from kop.config import BrokerConfig
+from kop.coordinator import consumer_protocol as cproto
 from kop.coordinator import consumer_records as crec
 from kop.coordinator import records as rec
 from kop.coordinator.assignors import ASSIGNORS, MemberSpec
+from kop.coordinator.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState, Member
+from kop.coordinator.group_state import (
+    Answer,
+    GroupStateMachine,
+    JoinRequest,
+    JoinResult,
+    SyncResult,
+    group_record,
+)
 from kop.coordinator.sansio import Record, SansIOMachine, Write
 from kop.protocol.errors import ErrorCode
 
@@ -130,11 +153,20 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # Set for a member that uses the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer
+    # group: its session timeout and JoinGroup protocols (KIP-848 online migration)
+    classic: crec.ClassicMemberMetadata | None = None
 
     def metadata_value(self) -> crec.MemberMetadataValue:
         return crec.MemberMetadataValue(
             self.instance_id, self.rack_id, self.client_id, self.client_host, self.subscribed_topic_names,
-            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor)
+            self.subscribed_topic_regex, self.rebalance_timeout_ms, self.server_assignor, self.classic)
+
+    @property
+    def protocol_name(self) -> str:
+        """A classic member's protocol: the first it named in its JoinGroup (Kafka's choice)."""
+        assert self.classic is not None
+        return self.classic.supported_protocols[0][0]
 
     def assignment_value(self) -> crec.CurrentAssignmentValue:
         return crec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
@@ -171,6 +203,18 @@ class ConsumerGroup:
             if m.instance_id == instance_id:
                 return m
         return None
+
+    def supports_classic_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        """Whether a classic member with these protocols may join: the consumer protocol type, and a
+        protocol every classic member of the group supports (any, when there is none yet)."""
+        if protocol_type != CONSUMER_PROTOCOL_TYPE:
+            return False
+        names = set(names)
+        classic = [m for m in self.members.values() if m.classic is not None]
+        if not self.members:
+            return bool(names)
+        return any(all(any(n == name for n, _ in m.classic.supported_protocols) for m in classic)  # type: ignore[union-attr]
+                   for name in names)
 
     def owners(self) -> dict[tuple[bytes, int], str]:
         """Who holds each partition, assigned or pending revocation (a partition is free only when no one
@@ -214,17 +258,30 @@ def compile_regex(pattern: str) -> Any:
 
 
 class ConsumerGroupMachine(SansIOMachine):
-    """Every consumer group of this coordinator. `classic_groups` is the classic state machine's `groups`
-    (a heartbeat may replace an empty classic group, and must not take a classic group with members)."""
+    """Every consumer group of this coordinator. `classic` is the classic groups' state machine (or just
+    its `groups`, for tests): a heartbeat replaces an empty classic group and upgrades one with members,
+    and a consumer group left with classic members only is handed to it. `normalize` turns a topic name
+    a classic member subscribed with into the name `metadata()` knows it by."""
 
     def __init__(self, config: BrokerConfig, metadata: Callable[[], Metadata],
-                 classic_groups: dict[str, Any] | None = None,
-                 wall_ms: Callable[[], int] | None = None) -> None:
+                 classic: GroupStateMachine | dict[str, ClassicGroup] | None = None,
+                 wall_ms: Callable[[], int] | None = None,
+                 normalize: Callable[[str], str] = lambda name: name) -> None:
         super().__init__(wall_ms)
         self.config = config
         self.metadata = metadata
-        self.classic_groups = classic_groups if classic_groups is not None else {}
+        self.normalize = normalize
+        if isinstance(classic, GroupStateMachine):
+            self.classic = classic
+        else:
+            self.classic = GroupStateMachine(config, wall_ms)
+            if classic is not None:
+                self.classic.groups = classic
         self.groups: dict[str, ConsumerGroup] = {}
+
+    @property
+    def classic_groups(self) -> dict[str, ClassicGroup]:
+        return self.classic.groups
 
     # ------------------------------------------------------------------ answers (timers, writes: sansio.py)
     def _answer(self, token: Hashable, result: HeartbeatResult) -> None:
@@ -238,8 +295,8 @@ class ConsumerGroupMachine(SansIOMachine):
         for group in groups:
             self.groups[group.group_id] = group
             for m in group.members.values():
-                self._arm_session(group.group_id, m.member_id)
-                if m.state == MemberState.UNREVOKED_PARTITIONS:
+                self._arm_session(group.group_id, m)
+                if m.state == MemberState.UNREVOKED_PARTITIONS and m.classic is None:
                     self._arm_rebalance(group.group_id, m)
 
     def drop_groups(self, group_ids: Iterable[str]) -> None:
@@ -275,15 +332,18 @@ class ConsumerGroupMachine(SansIOMachine):
     @staticmethod
     def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int) -> int:
         """Kafka's rules for OffsetCommit to a consumer group: an admin commit (epoch < 0) only to an empty
-        group; else the member must exist, commit with v9+, and carry its current epoch exactly."""
+        group; else the member must exist, commit with v9+ (a consumer-protocol member), and carry its
+        current epoch exactly (a classic member's generation is its member epoch: ILLEGAL_GENERATION)."""
         if member_epoch < 0 and not group.members:
             return 0
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        if api_version < 9:
+        if api_version < 9 and member.classic is None:
             return E.UNSUPPORTED_VERSION
-        return 0 if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return 0
+        return E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
@@ -293,7 +353,9 @@ class ConsumerGroupMachine(SansIOMachine):
         member = group.members.get(member_id or "")
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        return 0 if member_epoch == member.member_epoch else E.STALE_MEMBER_EPOCH
+        if member_epoch == member.member_epoch:
+            return 0
+        return E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
 
     @staticmethod
     def subscribed_topics(group: ConsumerGroup) -> set[str]:
@@ -316,6 +378,10 @@ class ConsumerGroupMachine(SansIOMachine):
             else:
                 result = self._join_or_heartbeat(req, records)
         except _Reject as rej:
+            # What was changed in memory before the rejection (a group converted from the classic
+            # protocol, an empty classic group replaced) is written all the same: memory and log agree.
+            if records:
+                self._write_logged(req.group_id, records, "the group's records")
             self._answer(token, HeartbeatResult(rej.error, rej.message))
             return
         if not records:
@@ -374,9 +440,11 @@ class ConsumerGroupMachine(SansIOMachine):
         if req.member_epoch != 0 and classic is None:
             raise _Reject(E.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
         if classic is not None:
-            if req.member_epoch != 0 or classic.members:
+            if req.member_epoch != 0:
                 raise _Reject(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group.")
-            del self.classic_groups[gid]
+            if classic.members:
+                return self._upgrade(classic, records)
+            self.classic.take_over(gid, self._now)
             records.append((rec.group_metadata_key(gid), None))
         group = ConsumerGroup(gid)
         self.groups[gid] = group
@@ -405,7 +473,25 @@ class ConsumerGroupMachine(SansIOMachine):
                                     else member.subscribed_topic_names),
             subscribed_topic_regex=(member.subscribed_topic_regex if req.subscribed_topic_regex is None
                                     else (req.subscribed_topic_regex or None)),  # "" clears it
-            client_id=req.client_id, client_host=req.client_host)
+            client_id=req.client_id, client_host=req.client_host, classic=None)
+        self._apply_member(group, old, updated, records)
+        reconciled = self._reconcile(group, updated, req.topic_partitions, records)
+        self._arm_session(group.group_id, reconciled)
+        full = req.member_epoch == 0 or (
+            req.rebalance_timeout_ms != -1 and req.topic_partitions is not None
+            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
+        changed = reconciled.assigned != old.assigned
+        return HeartbeatResult(
+            member_id=member_id, member_epoch=reconciled.member_epoch,
+            heartbeat_interval_ms=self.config.groupConsumerHeartbeatIntervalMs,
+            assignment=dict(reconciled.assigned) if full or changed else None)
+
+    def _apply_member(self, group: ConsumerGroup, old: ConsumerMember, updated: ConsumerMember,
+                      records: list[Record]) -> None:
+        """Store the member's new metadata (record 5 when it changed); a new member or a changed
+        subscription, or subscribed topics that changed, bump the group epoch, and a group epoch ahead
+        of the assignment epoch computes new targets (Kafka 4.0 does that synchronously too)."""
+        member_id = updated.member_id
         bump = False
         if updated.metadata_value() != old.metadata_value() or member_id not in group.members:
             records.append(self._member_record(group.group_id, updated))
@@ -418,16 +504,6 @@ class ConsumerGroupMachine(SansIOMachine):
             self._bump(group, records)
         if group.group_epoch > group.assignment_epoch:
             self._compute_targets(group, records)
-        reconciled = self._reconcile(group, updated, req.topic_partitions, records)
-        self._arm_session(group.group_id, member_id)
-        full = req.member_epoch == 0 or (
-            req.rebalance_timeout_ms != -1 and req.topic_partitions is not None
-            and (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None))
-        changed = reconciled.assigned != old.assigned
-        return HeartbeatResult(
-            member_id=member_id, member_epoch=reconciled.member_epoch,
-            heartbeat_interval_ms=self.config.groupConsumerHeartbeatIntervalMs,
-            assignment=dict(reconciled.assigned) if full or changed else None)
 
     def _dynamic_member(self, group: ConsumerGroup, member_id: str, req: HeartbeatRequest) -> ConsumerMember:
         member = group.members.get(member_id)
@@ -586,7 +662,8 @@ class ConsumerGroupMachine(SansIOMachine):
         if updated != member:
             group.members[member.member_id] = updated
             records.append(self._assignment_record(group.group_id, updated))
-            if updated.state == MemberState.UNREVOKED_PARTITIONS:
+            # A classic member has no rebalance timer: its join and sync timers stand in for it.
+            if updated.state == MemberState.UNREVOKED_PARTITIONS and updated.classic is None:
                 self._arm_rebalance(group.group_id, updated)
             else:
                 self._cancel(("rebalance", group.group_id, updated.member_id))
@@ -647,12 +724,23 @@ class ConsumerGroupMachine(SansIOMachine):
                 self._cancel(("rebalance", group.group_id, member.member_id))
                 records.append(self._assignment_record(group.group_id, away))
                 return HeartbeatResult(member_id=member.member_id, member_epoch=STATIC_LEAVE_EPOCH)
-        self._fence(group, member, records)
+        self._fence_members(group, [member], records)
         return HeartbeatResult(member_id=req.member_id, member_epoch=req.member_epoch)
 
-    def _fence(self, group: ConsumerGroup, member: ConsumerMember, records: list[Record]) -> None:
-        """Remove the member and bump the group epoch, so the next heartbeat computes new targets."""
-        self._remove_member(group, member, records)
+    def _fence_members(self, group: ConsumerGroup, members: list[ConsumerMember], records: list[Record]) -> None:
+        """Remove the members and bump the group epoch, so the next heartbeat computes new targets; or,
+        when only classic members would be left and the policy allows it, make the group classic again
+        (Kafka's consumerGroupFenceMembers)."""
+        if not members:
+            return
+        gone = {m.member_id for m in members}
+        remaining = [m for mid, m in group.members.items() if mid not in gone]
+        if (remaining and all(m.classic is not None for m in remaining) and self.config.migration_downgrade
+                and len(remaining) <= self.config.groupMaxSize):
+            self._downgrade(group, remaining, records)
+            return
+        for member in members:
+            self._remove_member(group, member, records)
         self._refresh_subscriptions(group, records)
         self._bump(group, records)
 
@@ -663,8 +751,8 @@ class ConsumerGroupMachine(SansIOMachine):
             records.append((crec.encode_key(crec.ConsumerKey(kind, gid, mid)), None))
         group.members.pop(mid, None)
         group.targets.pop(mid, None)
-        self._cancel(("session", gid, mid))
-        self._cancel(("rebalance", gid, mid))
+        for timer in ("session", "rebalance", "join", "sync"):
+            self._cancel((timer, gid, mid))
 
     def _fence_by_timer(self, group_id: str, member_id: str, epoch: int | None, why: str) -> None:
         group = self.groups.get(group_id)
@@ -673,7 +761,7 @@ class ConsumerGroupMachine(SansIOMachine):
             return
         log.info("group %s: member %s fenced: %s", group_id, member_id, why)
         records: list[Record] = []
-        self._fence(group, member, records)
+        self._fence_members(group, [member], records)
 
         def done(error: int) -> None:
             if error:
@@ -681,14 +769,359 @@ class ConsumerGroupMachine(SansIOMachine):
 
         self._write(group_id, records, done)
 
-    def _arm_session(self, group_id: str, member_id: str) -> None:
-        self._schedule(("session", group_id, member_id), self.config.groupConsumerSessionTimeoutMs,
-                       self._fence_by_timer, group_id, member_id, None, "its session expired")
+    def _arm_session(self, group_id: str, member: ConsumerMember, timeout_ms: int | None = None) -> None:
+        """A classic member's session is its own JoinGroup's session timeout; a consumer-protocol
+        member's the broker's groupConsumerSessionTimeoutMs."""
+        if timeout_ms is None:
+            timeout_ms = (member.classic.session_timeout_ms if member.classic is not None
+                          else self.config.groupConsumerSessionTimeoutMs)
+        self._schedule(("session", group_id, member.member_id), timeout_ms,
+                       self._fence_by_timer, group_id, member.member_id, None, "its session expired")
 
     def _arm_rebalance(self, group_id: str, member: ConsumerMember) -> None:
         self._schedule(("rebalance", group_id, member.member_id), max(member.rebalance_timeout_ms, 0),
                        self._fence_by_timer, group_id, member.member_id, member.member_epoch,
                        "it did not revoke its partitions within its rebalance timeout")
+
+
+    # ================================================================== online migration (KIP-848)
+    def _ids(self, by_name: Mapping[str, Iterable[int]], topics: Metadata) -> Partitions:
+        """Classic topic names (as a client wrote them) -> topic ids; topics that do not exist drop out."""
+        out: dict[bytes, frozenset[int]] = {}
+        for name, ps in by_name.items():
+            known = topics.get(self.normalize(name))
+            if known is not None:
+                out[known[0]] = out.get(known[0], frozenset()) | frozenset(p for p in ps if 0 <= p < known[1])
+        return _clean(out)
+
+    @staticmethod
+    def _names(parts: Partitions, topics: Metadata) -> dict[str, frozenset[int]]:
+        by_id = {tid: name for name, (tid, _) in topics.items()}
+        return {by_id[tid]: ps for tid, ps in parts.items() if tid in by_id and ps}
+
+    def _upgrade(self, classic: ClassicGroup, records: list[Record]) -> ConsumerGroup:
+        """A ConsumerGroupHeartbeat joins a classic group with members: it becomes a consumer group whose
+        classic members keep their partitions at the classic generation (Kafka's validateOnlineUpgrade and
+        convertToConsumerGroup). Refused with GROUP_ID_NOT_FOUND, as Kafka, when the policy forbids it, the
+        group is not a consumer-protocol group, too big, or holds bytes that do not parse or that a custom
+        assignor's user data would need."""
+        gid = classic.group_id
+
+        def refuse(why: str) -> _Reject:
+            log.info("group %s: cannot upgrade the classic group: %s", gid, why)
+            return _Reject(E.GROUP_ID_NOT_FOUND, f"Cannot upgrade classic group {gid} to consumer group {why}.")
+
+        if not self.config.migration_upgrade:
+            raise refuse("because online upgrade is disabled")
+        if not classic.uses_consumer_protocol():
+            raise refuse("because the group does not use the consumer embedded protocol")
+        if len(classic.members) > self.config.groupConsumerMaxSize:
+            raise refuse("because the group size exceeds the consumer group maximum size")
+        topics = self.metadata()
+        generation = classic.generation_id
+        group = ConsumerGroup(gid, group_epoch=generation, assignment_epoch=generation)
+        try:
+            for m in classic.members.values():
+                assigned: Partitions = {}
+                if m.assignment:
+                    a = cproto.parse_assignment(m.assignment)
+                    if a.user_data:
+                        raise refuse("because an unsupported custom assignor is in use. Please refer to the "
+                                     "documentation or switch to a default assignor before re-attempting the upgrade")
+                    assigned = self._ids(a.partitions, topics)
+                metadata = m.metadata(classic.protocol_name) if classic.protocol_name else m.protocols[0][1]
+                sub = cproto.parse_subscription(metadata)
+                group.members[m.member_id] = ConsumerMember(
+                    m.member_id, instance_id=m.group_instance_id, rack_id=sub.rack_id, client_id=m.client_id,
+                    client_host=m.client_host, subscribed_topic_names=tuple(self.normalize(t) for t in sub.topics),
+                    rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=generation,
+                    previous_member_epoch=generation, assigned=assigned,
+                    classic=crec.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)))
+                group.targets[m.member_id] = assigned
+        except (cproto.ProtocolError, KeyError):
+            raise refuse("because the embedded consumer protocol is malformed") from None
+        names = {n for m in group.members.values() for n in m.subscribed_topic_names}
+        group.subscription_metadata = {n: topics[n] for n in names if n in topics}
+        # Parked JoinGroup/SyncGroup requests get REBALANCE_IN_PROGRESS: their members rejoin this group.
+        self.classic.take_over(gid, self._now)
+        self.groups[gid] = group
+        # Kafka's records of a converted group: the classic group's tombstone, then members, subscription
+        # metadata, group epoch, targets, assignment epoch, current assignments.
+        records.append((rec.group_metadata_key(gid), None))
+        records += [self._member_record(gid, m) for m in group.members.values()]
+        records.append((crec.encode_key(crec.ConsumerKey(crec.PARTITION_METADATA, gid)),
+                        crec.encode_partition_metadata([crec.TopicMetadata(tid, n, count) for n, (tid, count)
+                                                        in group.subscription_metadata.items()])))
+        records.append((crec.encode_key(crec.ConsumerKey(crec.GROUP_EPOCH, gid)), crec.encode_epoch(generation)))
+        records += [(crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_MEMBER, gid, mid)),
+                     crec.encode_target_member(t)) for mid, t in group.targets.items()]
+        records.append((crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_METADATA, gid)),
+                        crec.encode_epoch(generation)))
+        records += [self._assignment_record(gid, m) for m in group.members.values()]
+        for m in group.members.values():
+            self._arm_session(gid, m)
+        log.info("group %s: converted the classic group (generation %d, %d members) to a consumer group", gid,
+                 generation, len(group.members))
+        return group
+
+    def _downgrade(self, group: ConsumerGroup, remaining: list[ConsumerMember], records: list[Record],
+                   rebalance: bool = True) -> None:
+        """Only classic members are left: the group becomes a classic group at the group epoch, each member
+        holding its target assignment, and rebalances (Kafka's convertToClassicGroup)."""
+        gid = group.group_id
+        topics = self.metadata()
+        records += self.delete_group(gid)
+        classic = ClassicGroup(gid, state=GroupState.STABLE, state_timestamp=self.timestamp(),
+                               generation_id=group.group_epoch, protocol_type=CONSUMER_PROTOCOL_TYPE)
+        for m in remaining:
+            assert m.classic is not None
+            classic.add(Member(m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                               m.classic.session_timeout_ms, CONSUMER_PROTOCOL_TYPE, list(m.classic.supported_protocols)),
+                        None)
+        classic.protocol_name = classic.select_protocol()
+        classic.subscribed_topics = classic.compute_subscribed_topics()
+        for m in classic.members.values():
+            try:
+                version = cproto.version_of(m.metadata(classic.protocol_name))
+            except cproto.ProtocolError:
+                version = 0
+            m.assignment = cproto.serialize_assignment(self._names(group.targets.get(m.member_id, {}), topics),
+                                                       version)
+        records.append(group_record(classic, {m.member_id: m.assignment for m in classic.members.values()}))
+        log.info("group %s: converted the consumer group (epoch %d) to a classic group of %d members", gid,
+                 group.group_epoch, len(classic.members))
+        self.classic.adopt(classic, self._now, f"Downgrade group {gid} from consumer to classic for member leaving."
+                           if rebalance else None)
+
+    # ------------------------------------------------------------------ classic members inside a consumer group
+    def _classic_member(self, group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
+        """Kafka's validateConsumerGroupMember plus: the member must use the classic protocol."""
+        if instance_id is None:
+            member = group.members.get(member_id)
+            if member is None:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+        else:
+            member = group.static_member(instance_id)
+            if member is None:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member of "
+                              f"group {group.group_id}.")
+            if member.member_id != member_id:
+                raise _Reject(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
+                              f"was fenced by member {member.member_id}.")
+        if member.classic is None:
+            raise _Reject(E.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+        return member
+
+    def _arm_join_timeout(self, group_id: str, member: ConsumerMember) -> None:
+        """A classic member told to rejoin must do so within its rebalance timeout, else it is fenced."""
+        key = ("join", group_id, member.member_id)
+        if key not in self._timers:
+            self._schedule(key, max(member.rebalance_timeout_ms, 0), self._fence_by_timer, group_id,
+                           member.member_id, None, "the classic member failed to join within the rebalance timeout")
+
+    def classic_join(self, req: JoinRequest, token: Hashable, now: int) -> None:
+        """A JoinGroup to a consumer group with members: the classic member joins or rejoins it, its
+        subscription and owned partitions come from its protocol metadata, and it is answered at once with
+        its member epoch as generation (no join barrier), once its records are durable."""
+        self._now = now
+        group = self.groups[req.group_id]
+        records: list[Record] = []
+        try:
+            result = self._classic_join(group, req, records)
+        except _Reject as rej:
+            if records:
+                self._write_logged(req.group_id, records, "the group's records")
+            self._effects.append(Answer(token, JoinResult(rej.error, member_id=req.member_id)))
+            return
+        if result.error:  # MEMBER_ID_REQUIRED: nothing changed
+            self._effects.append(Answer(token, result))
+            return
+        gid, mid = req.group_id, result.member_id
+
+        def done(error: int) -> None:
+            if error:
+                self._effects.append(Answer(token, JoinResult(error, member_id=mid)))
+                return
+            self._cancel(("join", gid, mid))
+            cg = self.groups.get(gid)
+            member = cg.members.get(mid) if cg is not None else None
+            if member is not None:
+                self._arm_session(gid, member, req.session_timeout_ms)
+                self._schedule(("sync", gid, mid), max(req.rebalance_timeout_ms, 0), self._fence_by_timer, gid,
+                               mid, None, "the member failed to sync within timeout")
+            self._effects.append(Answer(token, result))
+
+        if records:
+            self._write(gid, records, done)
+        else:
+            done(0)
+
+    def _classic_join(self, group: ConsumerGroup, req: JoinRequest, records: list[Record]) -> JoinResult:
+        if not self.config.groupMinSessionTimeoutMs <= req.session_timeout_ms <= self.config.groupMaxSessionTimeoutMs:
+            raise _Reject(E.INVALID_SESSION_TIMEOUT, "invalid session timeout")
+        unknown = not req.member_id
+        member_id = req.member_id or str(uuid.uuid4())
+        if member_id not in group.members and len(group.members) >= self.config.groupConsumerMaxSize:
+            raise _Reject(E.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
+                          f"{self.config.groupConsumerMaxSize} members.")
+        if not group.supports_classic_protocols(req.protocol_type, [n for n, _ in req.protocols]):
+            raise _Reject(E.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not supported.")
+        if unknown and req.api_version >= 4 and req.group_instance_id is None:
+            # KIP-394, as for a classic group: the client joins again with this id.
+            return JoinResult(E.MEMBER_ID_REQUIRED, member_id=member_id)
+        try:
+            sub = cproto.parse_subscription(req.protocols[0][1])
+        except cproto.ProtocolError:
+            raise _Reject(E.UNKNOWN_SERVER_ERROR, "Malformed embedded consumer protocol in subscription.") from None
+        replaced = group.static_member(req.group_instance_id) if req.group_instance_id is not None and unknown else None
+        # Kafka's validateOnlineDowngradeWithReplacedMember: the static member this one replaces was the last
+        # one using the consumer protocol.
+        downgrade = (replaced is not None and replaced.classic is None and self.config.migration_downgrade
+                     and all(m.classic is not None for m in group.members.values() if m is not replaced)
+                     and len(group.members) <= self.config.groupMaxSize)
+        if req.group_instance_id is None:
+            member = group.members.get(member_id) or ConsumerMember(member_id)
+        else:
+            member = self._classic_static_member(group, member_id, unknown, req.group_instance_id, records)
+        updated = replace(
+            member, instance_id=req.group_instance_id if req.group_instance_id is not None else member.instance_id,
+            rack_id=sub.rack_id if sub.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
+            subscribed_topic_names=tuple(self.normalize(t) for t in sub.topics), subscribed_topic_regex=None,
+            client_id=req.client_id, client_host=req.client_host,
+            classic=crec.ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols)))
+        epoch = group.group_epoch
+        self._apply_member(group, member, updated, records)
+        subscription_changed = group.group_epoch != epoch
+        reconciled = updated
+        if not (downgrade and subscription_changed):
+            reconciled = self._reconcile(group, updated, self._ids(sub.owned, self.metadata()), records)
+        if downgrade:
+            # The group turns classic with this member in the replaced one's place (its assignment); it
+            # rebalances only when the subscription changed.
+            self._downgrade(group, list(group.members.values()), records, rebalance=subscription_changed)
+        return JoinResult(0, reconciled.member_epoch, CONSUMER_PROTOCOL_TYPE, reconciled.protocol_name, "",
+                          False, member_id, [])
+
+    def _classic_static_member(self, group: ConsumerGroup, member_id: str, unknown: bool, instance_id: str,
+                               records: list[Record]) -> ConsumerMember:
+        """A classic static member: a new one, or one rejoining under a new member id, which takes over the
+        old member's place and assignment (whatever protocol the old one used); a known member id must be
+        the instance's current one."""
+        existing = group.static_member(instance_id)
+        if not unknown:
+            if existing is None:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, f"Instance id {instance_id} is unknown.")
+            if existing.member_id != member_id:
+                raise _Reject(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id}"
+                              f" was fenced by member {existing.member_id}.")
+            return existing
+        if existing is None:
+            return ConsumerMember(member_id)
+        new = replace(existing, member_id=member_id, member_epoch=0, previous_member_epoch=0)
+        target = group.targets.get(existing.member_id, {})
+        self._remove_member(group, existing, records)
+        self._cancel(("join", group.group_id, existing.member_id))
+        self._cancel(("sync", group.group_id, existing.member_id))
+        group.members[member_id] = new
+        group.targets[member_id] = target
+        records.append(self._member_record(group.group_id, new))
+        records.append((crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_MEMBER, group.group_id, member_id)),
+                        crec.encode_target_member(target)))
+        records.append(self._assignment_record(group.group_id, new))
+        return new
+
+    def classic_sync(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                     protocol_type: str | None, protocol_name: str | None, token: Hashable, now: int) -> None:
+        """A SyncGroup of a classic member of a consumer group: its assigned partitions, serialized at its
+        subscription's version; REBALANCE_IN_PROGRESS when the group moved on and the member must rejoin."""
+        self._now = now
+        group = self.groups.get(group_id)
+        try:
+            if group is None or not group.members:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, "")
+            member = self._classic_member(group, member_id, instance_id)
+            if generation_id != member.member_epoch:
+                raise _Reject(E.ILLEGAL_GENERATION, "")
+            if (protocol_type is not None and protocol_type != CONSUMER_PROTOCOL_TYPE) or (
+                    protocol_name is not None and protocol_name != member.protocol_name):
+                raise _Reject(E.INCONSISTENT_GROUP_PROTOCOL, "")
+            if group.group_epoch > member.member_epoch and member.state != MemberState.UNREVOKED_PARTITIONS:
+                self._arm_join_timeout(group_id, member)
+                raise _Reject(E.REBALANCE_IN_PROGRESS, "")
+        except _Reject as rej:
+            self._effects.append(Answer(token, SyncResult(rej.error)))
+            return
+        assert member.classic is not None
+        self._cancel(("sync", group_id, member.member_id))
+        self._arm_session(group_id, member)
+        try:
+            version = cproto.version_of(member.classic.supported_protocols[0][1])
+        except cproto.ProtocolError:
+            version = 0
+        assignment = cproto.serialize_assignment(self._names(member.assigned, self.metadata()), version)
+        self._effects.append(Answer(token, SyncResult(0, protocol_type, protocol_name, assignment)))
+
+    def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                          now: int) -> int:
+        """A Heartbeat of a classic member of a consumer group. REBALANCE_IN_PROGRESS (rejoin) when the
+        group epoch moved past the member's, when it must revoke partitions, or when partitions it waits
+        for were released."""
+        self._now = now
+        group = self.groups.get(group_id)
+        try:
+            if group is None:
+                raise _Reject(E.UNKNOWN_MEMBER_ID, "")
+            member = self._classic_member(group, member_id, instance_id)
+        except _Reject as rej:
+            return rej.error
+        if generation_id != member.member_epoch:
+            return E.ILLEGAL_GENERATION
+        self._arm_session(group_id, member)
+        if (member.member_epoch < group.group_epoch or member.state == MemberState.UNREVOKED_PARTITIONS
+                or (member.state == MemberState.UNRELEASED_PARTITIONS and not self._waits_on_unreleased(group, member))):
+            self._arm_join_timeout(group_id, member)
+            return E.REBALANCE_IN_PROGRESS
+        return 0
+
+    @staticmethod
+    def _waits_on_unreleased(group: ConsumerGroup, member: ConsumerMember) -> bool:
+        """Whether some partition of the member's target that it does not have yet is still held by another."""
+        owners = group.owners()
+        for tid, ps in group.targets.get(member.member_id, {}).items():
+            mine = member.assigned.get(tid, frozenset())
+            if any(p not in mine and (tid, p) in owners for p in ps):
+                return True
+        return False
+
+    def classic_leave(self, group_id: str, members: list[tuple[str, str | None, str | None]], now: int
+                      ) -> tuple[int, list[tuple[str, str | None, int]]]:
+        """LeaveGroup to a consumer group: the named members (by member id, or by instance id) are fenced
+        together, whatever protocol they use, which may turn the group classic again."""
+        self._now = now
+        group = self.groups[group_id]
+        out: list[tuple[str, str | None, int]] = []
+        leaving: dict[str, ConsumerMember] = {}
+        for member_id, instance_id, reason in members:
+            if instance_id is None:
+                member = group.members.get(member_id)
+                error = 0 if member is not None else E.UNKNOWN_MEMBER_ID
+            else:
+                member = group.static_member(instance_id)
+                error = 0
+                if member is None:
+                    error = E.UNKNOWN_MEMBER_ID
+                elif member_id and member.member_id != member_id:
+                    error = E.FENCED_INSTANCE_ID
+            if not error and member is not None:
+                log.info("group %s: member %s left (reason: %s)", group_id, member.member_id, reason or "not provided")
+                leaving[member.member_id] = member
+            out.append((member_id, instance_id, error))
+        if leaving:
+            records: list[Record] = []
+            self._fence_members(group, list(leaving.values()), records)
+            self._write_logged(group_id, records, "the leaving members' records")
+        return 0, out
 
     # ------------------------------------------------------------------ records
     @staticmethod
@@ -725,6 +1158,9 @@ class ConsumerGroupReplayer:
             if group is None:
                 return
             if key.type == crec.GROUP_EPOCH:
+                # Everything else of the group was tombstoned before (Kafka's order): a group of the same
+                # id written later (converted from the classic protocol again) starts afresh.
+                del self.groups[gid]
                 self._deleted.add(gid)
             elif key.type == crec.MEMBER_METADATA:
                 group.members.pop(second, None)
@@ -752,7 +1188,7 @@ class ConsumerGroupReplayer:
             group.members[second] = replace(
                 m, instance_id=v.instance_id, rack_id=v.rack_id, client_id=v.client_id, client_host=v.client_host,
                 subscribed_topic_names=tuple(v.subscribed_topic_names), subscribed_topic_regex=v.subscribed_topic_regex,
-                rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor)
+                rebalance_timeout_ms=v.rebalance_timeout_ms, server_assignor=v.server_assignor, classic=v.classic)
         elif key.type == crec.TARGET_ASSIGNMENT_MEMBER:
             group.targets[second] = crec.decode_target_member(value)
         elif key.type == crec.CURRENT_MEMBER_ASSIGNMENT:

@@ -12,8 +12,9 @@ values start with an int16 version (0 for all of these) and are flexible (compac
 | 3    | group                   | Epoch int32                                                            |
 | 4    | group                   | Topics [TopicId uuid, TopicName, NumPartitions int32, PartitionMetadata]|
 | 5    | group, member           | InstanceId?, RackId?, ClientId, ClientHost, SubscribedTopicNames[],    |
-|      |                         | SubscribedTopicRegex?, RebalanceTimeoutMs, ServerAssignor?, (tag 0:    |
-|      |                         | ClassicMemberMetadata: null here, written explicitly as Kafka does)    |
+|      |                         | SubscribedTopicRegex?, RebalanceTimeoutMs, ServerAssignor?, tag 0:     |
+|      |                         | ClassicMemberMetadata? {SessionTimeoutMs, SupportedProtocols [Name,    |
+|      |                         | Metadata bytes]} (a classic member of a consumer group; null else)     |
 | 6    | group                   | AssignmentEpoch int32                                                  |
 | 7    | group, member           | TopicPartitions [TopicId, Partitions int32[]]                          |
 | 8    | group, member           | MemberEpoch, PreviousMemberEpoch, State int8, AssignedPartitions[],    |
@@ -22,12 +23,13 @@ values start with an int16 version (0 for all of these) and are flexible (compac
 
 Written by hand like kop/coordinator/records.py: these schemas live in Kafka's group-coordinator module,
 not among the request/response schemas kop.protocol generates its codec from. A tagged field we do not
-know (Kafka 4.1's MetadataHash in type 3, ClassicMemberMetadata in type 5) is skipped on read.
+know (Kafka 4.1's MetadataHash in type 3) is skipped on read; ClassicMemberMetadata (tag 0 of type 5) is
+read and written, so a group converted between the protocols (KIP-848's online migration) survives a restart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kop.coordinator.records import RecordError, _Reader, _Writer
 
@@ -61,6 +63,14 @@ class TopicMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """What a classic-protocol member of a consumer group joined with: its session timeout and its
+    JoinGroup protocols (name, ConsumerProtocolSubscription bytes) in its order of preference."""
+    session_timeout_ms: int
+    supported_protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -70,6 +80,7 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,9 +236,25 @@ def encode_member_metadata(v: MemberMetadataValue) -> bytes:
     w.string(v.subscribed_topic_regex)
     w.int32(v.rebalance_timeout_ms)
     w.string(v.server_assignor)
-    # Tagged field 0, ClassicMemberMetadata, null for a consumer-protocol member: Kafka's generated writer
+    # Tagged field 0, ClassicMemberMetadata. Null for a consumer-protocol member: Kafka's generated writer
     # writes a null nullable struct explicitly (one field, tag 0, size 1, the null marker 0), so do we.
-    w.out += b"\x01\x00\x01\x00"
+    # Present: tag 0, size, the marker 1 (counted in the size), then the struct.
+    if v.classic is None:
+        w.out += b"\x01\x00\x01\x00"
+        return bytes(w.out)
+    s = _Writer(True)
+    s.uvarint(1)
+    s.int32(v.classic.session_timeout_ms)
+    s.array_len(len(v.classic.supported_protocols))
+    for name, metadata in v.classic.supported_protocols:
+        s.string(name)
+        s.bytes_(metadata)
+        s.no_tags()
+    s.no_tags()
+    w.uvarint(1)
+    w.uvarint(0)
+    w.uvarint(len(s.out))
+    w.out += s.out
     return bytes(w.out)
 
 
@@ -236,8 +263,23 @@ def decode_member_metadata(data: bytes | memoryview) -> MemberMetadataValue:
     v = MemberMetadataValue(r.string(nullable=True), r.string(nullable=True), r.string(),  # type: ignore[arg-type]
                             r.string(), _read_strings(r), r.string(nullable=True), r.int32(),  # type: ignore[arg-type]
                             r.string(nullable=True))
-    r.skip_tags()
-    return v
+    classic = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        if tag == 0 and r.uvarint() > 0:
+            session = r.int32()
+            protocols = []
+            for _ in range(r.array_len()):
+                name = r.string()
+                protocols.append((name, r.bytes_()))
+                r.skip_tags()
+            r.skip_tags()
+            classic = ClassicMemberMetadata(session, tuple(protocols))  # type: ignore[arg-type]
+        if r.pos > end:
+            raise RecordError("a tagged field overruns its size")
+        r.pos = end
+    return replace(v, classic=classic)
 
 
 def encode_target_member(parts: Partitions) -> bytes:

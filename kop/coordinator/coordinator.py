@@ -146,8 +146,10 @@ class GroupCoordinator:
         self.clock = clock  # wall clock in seconds (time.time); tests may set another
         self.machine = GroupStateMachine(config, wall_ms=self.now_ms)
         self.groups: dict[str, ClassicGroup] = self.machine.groups  # loaded here, moved by the machine
-        # KIP-848 consumer groups: their own machine, beside the classic one (a group id is one or the other)
-        self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.groups, wall_ms=self.now_ms)
+        # KIP-848 consumer groups: their own machine, beside the classic one (a group id is one or the other;
+        # the consumer machine moves a group between the two, KIP-848's online migration)
+        self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.machine, wall_ms=self.now_ms,
+                                             normalize=self.topic_key)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.topic: Topic | None = None
@@ -446,7 +448,9 @@ class GroupCoordinator:
         """Deliver what the machine produced: answers to their waiting requests (a request's first answer
         counts), records to __consumer_offsets in the order asked; then arm the wakeup for its next timer."""
         machine: GroupStateMachine | ConsumerGroupMachine
-        for machine in (self.machine, self.consumer):
+        # The consumer machine's first: a group it converts to a classic one is written before the classic
+        # machine writes anything for it.
+        for machine in (self.consumer, self.machine):
             for effect in machine.take_effects():
                 if isinstance(effect, (Answer, HeartbeatAnswer)):
                     fut = cast("asyncio.Future[Any]", effect.token)
@@ -519,15 +523,15 @@ class GroupCoordinator:
         if err:
             return JoinResult(err, member_id=req.member_id)
         cg = self.consumer_groups.get(req.group_id)
-        if cg is not None:
-            if cg.members:
-                # Kafka 4.x would serve a classic member inside the consumer group (online migration);
-                # this broker does not, and answers as Kafka does for a protocol the group cannot take.
-                return JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
-            # An empty consumer group gives way to the classic one (Kafka does so whatever the policy).
-            self._write_logged(req.group_id, self.consumer.delete_group(req.group_id), "consumer group tombstones")
         fut: asyncio.Future[JoinResult] = self.loop.create_future()
-        self.machine.join(req, fut, self._timer_ms())
+        if cg is not None and cg.members:
+            # A classic member joins a consumer group (KIP-848 online migration): served inside it.
+            self.consumer.classic_join(req, fut, self._timer_ms())
+        else:
+            if cg is not None:
+                # An empty consumer group gives way to the classic one (Kafka does so whatever the policy).
+                self._write_logged(req.group_id, self.consumer.delete_group(req.group_id), "consumer group tombstones")
+            self.machine.join(req, fut, self._timer_ms())
         self._run()
         result = await fut
         if log.isEnabledFor(logging.DEBUG):
@@ -547,8 +551,12 @@ class GroupCoordinator:
         if err:
             return SyncResult(err)
         fut: asyncio.Future[SyncResult] = self.loop.create_future()
-        self.machine.sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
-                          assignments, fut, self._timer_ms())
+        if group_id in self.consumer_groups:
+            self.consumer.classic_sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
+                                       fut, self._timer_ms())
+        else:
+            self.machine.sync(group_id, generation_id, member_id, instance_id, protocol_type, protocol_name,
+                              assignments, fut, self._timer_ms())
         self._run()
         result = await fut
         log.debug("group %s: SyncGroup of %s (generation %d) answered %s", group_id, member_id, generation_id,
@@ -561,7 +569,10 @@ class GroupCoordinator:
             return 0  # the group is still loading: Kafka answers blindly
         if err:
             return err
-        err = self.machine.heartbeat(group_id, generation_id, member_id, instance_id, self._timer_ms())
+        if group_id in self.consumer_groups:
+            err = self.consumer.classic_heartbeat(group_id, generation_id, member_id, instance_id, self._timer_ms())
+        else:
+            err = self.machine.heartbeat(group_id, generation_id, member_id, instance_id, self._timer_ms())
         self._run()
         return err
 
@@ -571,7 +582,10 @@ class GroupCoordinator:
         err = self.partition_error(group_id) if group_id else 0
         if err:
             return err, []
-        result = self.machine.leave(group_id, members, self._timer_ms())
+        if group_id in self.consumer_groups:
+            result = self.consumer.classic_leave(group_id, members, self._timer_ms())
+        else:
+            result = self.machine.leave(group_id, members, self._timer_ms())
         self._run()
         return result
 

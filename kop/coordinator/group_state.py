@@ -185,6 +185,34 @@ class GroupStateMachine(SansIOMachine):
         group.state = S.DEAD
         del self.groups[group_id]
 
+    # ================================================================== online migration (KIP-848)
+    def take_over(self, group_id: str, now: int) -> ClassicGroup | None:
+        """The group becomes a consumer group (kop/coordinator/consumer_group.py upgrades it): its parked
+        JoinGroup and SyncGroup requests get REBALANCE_IN_PROGRESS, so their members rejoin the consumer
+        group, its timers stop, and this machine forgets it. Returns the group (marked Dead, so a write
+        still in flight for it changes nothing when it completes)."""
+        self._now = now
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return None
+        self._cancel_group_timers(group_id)
+        for m in list(group.members.values()):
+            self._answer(group.take_join(m), JoinResult(E.REBALANCE_IN_PROGRESS, member_id=m.member_id))
+            self._answer(group.take_sync(m), SyncResult(E.REBALANCE_IN_PROGRESS))
+        group.transition_to(S.DEAD, self.timestamp())
+        return group
+
+    def adopt(self, group: ClassicGroup, now: int, reason: str | None) -> None:
+        """A consumer group became this classic group (its last consumer-protocol member left or was
+        replaced): its members' sessions start now and, given a reason, a rebalance begins, as in Kafka's
+        convertToClassicGroup."""
+        self._now = now
+        self.groups[group.group_id] = group
+        for m in group.members.values():
+            self._reschedule_heartbeat(group, m)
+        if reason is not None:
+            self._prepare_rebalance(group, reason)
+
     # ================================================================== JoinGroup
     def join(self, req: JoinRequest, token: Hashable, now: int) -> None:
         """A JoinGroup; its answer comes out as an Answer for `token`, at once or when the rebalance ends."""

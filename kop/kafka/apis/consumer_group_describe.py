@@ -4,8 +4,9 @@ the admin client's describeConsumerGroups read them.
 A missing id ("Group g not found.") or a classic group ("Group g is not a consumer group.") is answered
 GROUP_ID_NOT_FOUND, as Kafka 4.x: the admin client then describes a classic group with DescribeGroups. Each member's Assignment is what it owns now,
 its TargetAssignment what the assignor wants it to own; topic names are the topics' Kafka names. v1's
-MemberType is 1 (consumer protocol) for every member: classic members inside a consumer group are not
-supported here. include_authorized_operations: without an authorizer every group operation is allowed,
+MemberType is 0 for a classic-protocol member inside the consumer group (KIP-848 online migration: it
+joined with JoinGroup, or was in the classic group the consumer group was converted from), 1 for a
+consumer-protocol member, as Kafka 4.x (KIP-1099). include_authorized_operations: without an authorizer every group operation is allowed,
 so the answer is the set Kafka reports then (as DescribeGroups).
 """
 
@@ -47,7 +48,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             subscribed_topic_regex=m.subscribed_topic_regex,
             assignment=_assignment(R, coordinator, m.assigned),
             target_assignment=_assignment(R, coordinator, group.targets.get(m.member_id, {})),
-            member_type=1) for m in group.members.values()]
+            member_type=0 if m.classic is not None else 1) for m in group.members.values()]
         out.append(R.DescribedGroup(
             error_code=0, group_id=gid, group_state=group.state, group_epoch=group.group_epoch,
             assignment_epoch=group.assignment_epoch, assignor_name=coordinator.consumer.preferred_assignor(group),

@@ -6,9 +6,9 @@ with this one request; the coordinator computes the assignment (server-side assi
 id (KIP-1082); librdkafka and franz-go use the protocol only when v1 is advertised.
 
 How it differs from Kafka 4.x (details in kop/coordinator/consumer_group.py): regexes are resolved at each
-heartbeat rather than by a background task; a heartbeat reaching a classic group that has members gets
-GROUP_ID_NOT_FOUND (Kafka's answer with `group.consumer.migration.policy=disabled`: online upgrades are
-not supported); no ACLs, so no TOPIC_/GROUP_AUTHORIZATION_FAILED. Subscribed topic names in any of KoP's
+heartbeat rather than by a background task; a heartbeat joining a classic group that has members
+upgrades it to a consumer group (KIP-848 online migration, groupConsumerMigrationPolicy), or gets
+GROUP_ID_NOT_FOUND with Kafka's reason when it may not; no ACLs, so no TOPIC_/GROUP_AUTHORIZATION_FAILED. Subscribed topic names in any of KoP's
 spellings are stored as their Kafka names, so they match the topics the assignment is computed from.
 """
 

@@ -4,6 +4,9 @@ Kafka's answers: REBALANCE_IN_PROGRESS while the group rebalances (the member mu
 ILLEGAL_GENERATION for another generation, UNKNOWN_MEMBER_ID for an unknown member or group (and for an
 Empty group), FENCED_INSTANCE_ID for a static member's old id. While the group's partition is still
 loading the answer is NONE, as Kafka answers blindly then (the member's session is restored from the log).
+A classic member of a consumer group (KIP-848 online migration) gets REBALANCE_IN_PROGRESS when the group
+epoch moved past its member epoch, when it must revoke partitions, or when partitions it waits for were
+released; a consumer-protocol member's id is UNKNOWN_MEMBER_ID here.
 """
 
 from __future__ import annotations

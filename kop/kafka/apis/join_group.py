@@ -9,6 +9,10 @@
 - The member's host is the client's address written as Java's InetAddress.toString() ("/127.0.0.1"),
   which is what kafka-consumer-groups prints in its HOST column against Kafka.
 - The answer waits (parked) until the join phase of the rebalance completes.
+- A consumer group with members (KIP-848) takes a classic consumer as one of its classic members (online
+  migration, kop/coordinator/consumer_group.py): answered at once, once its records are durable, with
+  its member epoch as generation, its first protocol, no leader and no member list (the assignment comes
+  from the server-side assignor through SyncGroup); another protocol type gets INCONSISTENT_GROUP_PROTOCOL.
 """
 
 from __future__ import annotations

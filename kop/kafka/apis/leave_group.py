@@ -5,6 +5,8 @@
   FENCED_INSTANCE_ID for that member only, the others still leave. KoP answered one error for the whole
   request.
 - v0-v2 name one member; the answer is that member's error (Kafka's rule for the old single-error shape).
+- To a consumer group (KIP-848), the named members are fenced whatever protocol they use; when only
+  classic members are left the group becomes classic again (online migration).
 - The group rebalances at once (the remaining members learn it from their next heartbeat); a leaving
   member parked in JoinGroup gets UNKNOWN_MEMBER_ID.
 """

@@ -7,6 +7,10 @@
 - Unknown member or group: UNKNOWN_MEMBER_ID; another generation: ILLEGAL_GENERATION; during a rebalance:
   REBALANCE_IN_PROGRESS; while the group's partition loads: REBALANCE_IN_PROGRESS (the rebalance state is
   gone, the member must rejoin; Kafka answers the same).
+- A classic member of a consumer group (KIP-848 online migration) gets the partitions the server-side
+  assignor gave it, at its subscription's version; a generation other than its member epoch is
+  ILLEGAL_GENERATION, a consumer-protocol member UNKNOWN_MEMBER_ID, and REBALANCE_IN_PROGRESS when the
+  group epoch moved past its own (it rejoins), as Kafka 4.x.
 - A group metadata record larger than __consumer_offsets' max.message.bytes (huge member metadata or
   assignments) fails the write: every member gets UNKNOWN_SERVER_ERROR and the group rebalances, as Kafka
   maps RECORD_TOO_LARGE.

@@ -115,12 +115,12 @@ class PulsarJava:
 class PulsarJavaSession:
     """A running PulsarJava: `session(command)` sends one command and returns its answer. A command the Java
     side failed (it exits then), a JVM that died, or no answer within `timeout` seconds is an AssertionError
-    carrying the commands so far and what the JVM printed."""
+    carrying the commands since the last `begin()` and what the JVM printed."""
 
     def __init__(self, command: list[str], timeout: float) -> None:
         self.timeout = timeout
         self.script: list[str] = []
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by __exit__ (_fail reads it after close)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                      text=True, bufsize=1)
         self._lines: queue.Queue[str | None] = queue.Queue()
@@ -132,6 +132,14 @@ class PulsarJavaSession:
         for line in self.proc.stdout:
             self._lines.put(line)
         self._lines.put(None)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self._stderr.closed
+
+    def begin(self) -> None:
+        """A new conversation on the same JVM (a failure report shows the commands from here on)."""
+        self.script.clear()
+        self._stdout.clear()
 
     def __call__(self, command: str, timeout: float | None = None) -> object:
         assert self.proc.stdin is not None
@@ -156,15 +164,16 @@ class PulsarJavaSession:
                 return answer["ok"]
 
     def _fail(self, why: str) -> None:
-        self.close()
+        self._end()
         self._stderr.seek(0)
         err = self._stderr.read().decode(errors="replace")
+        self.close()
         script = "".join(f"{c}\n" for c in self.script)
         raise AssertionError(f"PulsarJava: {why}\n--- commands\n{script}--- stdout\n{''.join(self._stdout)[-4000:]}"
                              f"\n--- stderr\n{err[-4000:]}")
 
-    def close(self) -> None:
-        """End the JVM: stdin closed, it closes its client and exits; killed if it does not within a minute."""
+    def _end(self) -> None:
+        """stdin closed, the JVM exits (see PulsarJava.java's main); killed if it does not within a minute."""
         if self.proc.stdin and not self.proc.stdin.closed:
             try:
                 self.proc.stdin.close()
@@ -176,9 +185,12 @@ class PulsarJavaSession:
             self.proc.kill()
             self.proc.wait()
 
+    def close(self) -> None:
+        self._end()
+        self._stderr.close()
+
     def __enter__(self) -> PulsarJavaSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-        self._stderr.close()

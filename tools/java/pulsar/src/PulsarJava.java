@@ -75,6 +75,7 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   read NAME N [timeoutMs=T] [partial=true]  -> messages, as receive
  *   has-available NAME                       -> reader.hasMessageAvailable
  *   close NAME                               closes the consumer or reader NAME
+ *   close-all                                closes every consumer and reader and forgets what they received
  * </pre>
  */
 public final class PulsarJava {
@@ -267,6 +268,19 @@ public final class PulsarJava {
             }
             case "has-available":
                 return Boolean.toString(READERS.get(c[1]).hasMessageAvailable());
+            case "close-all":
+                for (Consumer<byte[]> consumer : CONSUMERS.values()) {
+                    consumer.close();
+                }
+                for (Reader<byte[]> reader : READERS.values()) {
+                    reader.close();
+                }
+                CONSUMERS.clear();
+                READERS.clear();
+                RECEIVED.clear();
+                EVENTS.clear();
+                PRODUCED.clear();
+                return "true";
             case "close":
                 if (CONSUMERS.containsKey(c[1])) {
                     CONSUMERS.remove(c[1]).close();

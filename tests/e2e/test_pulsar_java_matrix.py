@@ -24,6 +24,8 @@ What is checked, each test on topics of its own:
 * a three-partition topic consumed from all partitions - created by Kafka's CreateTopics (kafka-python's admin
   client) and written by kafka-python as well on ours; created by Pulsar's admin API on Apache Pulsar, which has
   no Kafka listener.
+
+Where ours differs on purpose: a message's publish time (check_publish_time says why).
 """
 
 from __future__ import annotations

@@ -145,6 +145,14 @@ def test_lookup_connects_to_this_broker(broker: KopBroker) -> None:
     w.send(c.command(c.LOOKUP, topic=f"persistent://public/default/{topic}-partition-7", request_id=6))
     got = w.expect(c.LOOKUP_RESPONSE)
     assert got.response == c.pb.CommandLookupTopicResponse.Failed and got.error == c.ServerError.TopicNotFound
+    # a regex consumer's pattern (the Java client places its topic-list watcher by it): found, like Pulsar, not
+    # refused - and no topic of that name is created
+    pattern = f"persistent://public/default/{topic}-.*"
+    w.send(c.command(c.LOOKUP, topic=pattern, request_id=7))
+    got = w.expect(c.LOOKUP_RESPONSE)
+    assert got.response == c.pb.CommandLookupTopicResponse.Connect and got.brokerServiceUrl == broker.pulsar_url
+    w.send(c.command(c.PRODUCER, topic=pattern, producer_id=1, request_id=8))
+    assert w.expect(c.ERROR).error == c.ServerError.InvalidTopicName
     w.close()
 
 

@@ -9,7 +9,10 @@ A topic that does not exist is created (with `defaultNumPartitions`) when the cl
 (Pulsar's default auto-created type is non-partitioned), since a Kafka topic cannot be anything else.
 
 LOOKUP answers Connect (authoritative) with our own pulsar:// address for what this broker serves (standalone:
-everything). In cluster mode a partition owned by another broker is answered Redirect (authoritative) to the
+everything), and for a name no topic of ours can have: Pulsar's lookup finds the owner of any name without
+validating it, and Pulsar's Java client looks up a regex consumer's *pattern* to place its topic-list watcher (we
+offer no watchers, so the client then polls GET_TOPICS_OF_NAMESPACE; a failed lookup would instead be retried
+until the operation timeout and hold new topics back that long). In cluster mode a partition owned by another broker is answered Redirect (authoritative) to the
 pulsar:// address the owner registered (kop/cluster/ownership.py BrokerInfo, listener "pulsar"); a partition
 without an owner yet is acquired first, and one still without an owner gets Failed/ServiceNotReady, which the
 client retries.
@@ -121,6 +124,13 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
     try:
         topic, partition = await resolve_partition(conn, req.topic)
     except NameError_ as e:
+        if e.code == c.ServerError.InvalidTopicName:
+            # a name no topic can have - the Java client's regex consumer looks up its pattern to place a
+            # topic-list watcher: like Pulsar (a lookup finds a name's owner, it does not validate it), answer
+            # with ourselves; PRODUCER/SUBSCRIBE on the name still fail with InvalidTopicName
+            conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect,
+                                brokerServiceUrl=conn.handler.service_url, authoritative=True))
+            return
         conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed, error=e.code,
                             message=str(e)))
         return

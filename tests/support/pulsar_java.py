@@ -8,6 +8,14 @@ source version), so a test pays one JVM start for a whole conversation:
     ids, msgs = java.run("produce persistent://public/default/t 10 true LZ4",
                          "consume persistent://public/default/t sub Shared 10")
 
+A test whose next command depends on an earlier answer (ack the message it got, seek to an id a consumer
+saw) talks to the same JVM one command at a time instead:
+
+    with java.session() as s:
+        s("subscribe c1 persistent://public/default/t sub Shared")
+        [m] = s("receive c1 1 ack=false")
+        s(f"nack c1 {m['id']}")
+
 The command list is in the Java file's class comment. The pulsar-admin CLI (`pulsar-client-tools`) is not on
 Maven Central, hence this small program rather than the CLI.
 """
@@ -17,9 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from .java import REPO_ROOT, java_executable
@@ -96,3 +106,91 @@ class PulsarJava:
                 f"--- stdout\n{proc.stdout[-4000:]}\n--- stderr\n{proc.stderr[-4000:]}"
             )
         return [a["ok"] for a in answers]
+
+    def session(self, timeout: float = 300) -> PulsarJavaSession:
+        """One JVM answering commands one at a time (see the module docstring); close it, or use `with`."""
+        return PulsarJavaSession(self.command(), timeout)
+
+
+class PulsarJavaSession:
+    """A running PulsarJava: `session(command)` sends one command and returns its answer. A command the Java
+    side failed (it exits then), a JVM that died, or no answer within `timeout` seconds is an AssertionError
+    carrying the commands since the last `begin()` and what the JVM printed."""
+
+    def __init__(self, command: list[str], timeout: float) -> None:
+        self.timeout = timeout
+        self.script: list[str] = []
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
+                                     text=True, bufsize=1)
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stdout: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self._stderr.closed
+
+    def begin(self) -> None:
+        """A new conversation on the same JVM (a failure report shows the commands from here on)."""
+        self.script.clear()
+        self._stdout.clear()
+
+    def __call__(self, command: str, timeout: float | None = None) -> object:
+        assert self.proc.stdin is not None
+        self.script.append(command)
+        try:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self._fail("the JVM is gone")
+        while True:
+            try:
+                line = self._lines.get(timeout=timeout or self.timeout)
+            except queue.Empty:
+                self._fail(f"no answer within {timeout or self.timeout}s")
+            if line is None:
+                self._fail(f"the JVM exited ({self.proc.wait()}) without answering")
+            self._stdout.append(line)
+            if line.startswith("{"):
+                answer = json.loads(line)
+                if "error" in answer:
+                    self._fail(answer["error"])
+                return answer["ok"]
+
+    def _fail(self, why: str) -> None:
+        self._end()
+        self._stderr.seek(0)
+        err = self._stderr.read().decode(errors="replace")
+        self.close()
+        script = "".join(f"{c}\n" for c in self.script)
+        raise AssertionError(f"PulsarJava: {why}\n--- commands\n{script}--- stdout\n{''.join(self._stdout)[-4000:]}"
+                             f"\n--- stderr\n{err[-4000:]}")
+
+    def _end(self) -> None:
+        """stdin closed, the JVM exits (see PulsarJava.java's main); killed if it does not within a minute."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def close(self) -> None:
+        self._end()
+        self._stderr.close()
+
+    def __enter__(self) -> PulsarJavaSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -2,17 +2,24 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 import org.apache.pulsar.client.admin.PulsarAdmin;
 import org.apache.pulsar.client.api.CompressionType;
 import org.apache.pulsar.client.api.Consumer;
+import org.apache.pulsar.client.api.ConsumerBuilder;
+import org.apache.pulsar.client.api.ConsumerEventListener;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
 import org.apache.pulsar.client.api.PulsarClient;
+import org.apache.pulsar.client.api.PulsarClientException;
+import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
 import org.apache.pulsar.client.impl.MessageIdImpl;
@@ -23,13 +30,17 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *
  * <p>One JVM runs a script: the commands arrive on stdin, one a line (tokens separated by spaces), and each
  * prints exactly one JSON line on stdout, so that a test pays one JVM start for a whole conversation. A failing
- * command prints {"error": ...} and the program exits 1 after it: the test sees what Pulsar's client said.
+ * command prints {"error": ...} and the program exits 1 after it: the test sees what Pulsar's client said. At the
+ * end of its input it exits at once, without closing the consumers and readers still open (see main).
  *
  * <pre>
  *   java -cp '.cache/pulsar-libs/client/*:&lt;classes&gt;' PulsarJava &lt;service url&gt; &lt;admin url&gt;
  *
- *   produce TOPIC N BATCHING(true|false) COMPRESSION(NONE|LZ4|ZLIB|ZSTD|SNAPPY)
- *       values "java-I", keys "key-(I%3)", property idx=I, event time 1700000000000+I; -> the message ids
+ *   produce TOPIC N BATCHING(true|false) COMPRESSION(NONE|LZ4|ZLIB|ZSTD|SNAPPY) [start=S] [keys=K]
+ *           [batch=B] [gapMs=G]
+ *       messages I = S..S+N-1 (S = 0 unless given): values "java-I", keys "key-(I%K)" (K = 3 unless given),
+ *       property idx=I, event time 1700000000000+I; at most B messages a batch; with gapMs each is sent once
+ *       the previous one is stored, G ms later (distinct publish times); -> the message ids
  *   consume TOPIC SUBSCRIPTION TYPE(Exclusive|Shared|Failover|Key_Shared) N
  *       from the earliest message, acks each; -> [{value,key,properties,eventTime,publishTime,redeliveryCount,id}]
  *   topics NAMESPACE                         -> admin.topics().getList
@@ -45,10 +56,39 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   peek TOPIC SUB N                         -> admin.topics().peekMessages: [{id,value,key,properties,
  *                                               eventTime,publishTime,producerName,sequenceId,index}]
  *   any command prefixed with "try " answers {"exception": class, "status": HTTP status} instead of failing
+ *   (status 0 for an exception of the client rather than the admin client)
+ *
+ *   Named consumers and readers that live across commands (a test drives them one command at a time through
+ *   PulsarJava.session(); a message is [{topic,id,value,key,properties,eventTime,publishTime,redeliveryCount}]):
+ *   subscribe NAME TOPIC SUB TYPE [initial=earliest|latest] [consumer=C] [queue=Q] [ackTimeoutMs=T]
+ *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true]
+ *       a consumer NAME on TOPIC (pattern=true: TOPIC is a regular expression, topicsPattern); initial position
+ *       earliest unless given; -> true
+ *   receive NAME N [ack=true|false] [timeoutMs=T] [partial=true]
+ *       N messages, each within T ms (60 s unless given), acknowledged unless ack=false; a receive that times
+ *       out fails the command, or with partial=true ends it with the messages so far
+ *   ack NAME ID / ack-cumulative NAME ID / nack NAME ID   ID = a message NAME received (as printed)
+ *   seek NAME ID / seek-time NAME MILLIS                    ID = one NAME received, else one `produce` printed
+ *   events NAME                              -> the ACTIVE_CONSUMER_CHANGE events a Failover consumer NAME saw,
+ *                                               "active:P"/"inactive:P" (P = the partition)
+ *   reader NAME TOPIC earliest|latest|ID [inclusive=true]     ID = one `produce` printed
+ *   read NAME N [timeoutMs=T] [partial=true]  -> messages, as receive
+ *   has-available NAME                       -> reader.hasMessageAvailable
+ *   close NAME                               closes the consumer or reader NAME
+ *   close-all                                closes every consumer and reader and forgets what they received
  * </pre>
  */
 public final class PulsarJava {
     private static final long EVENT_TIME_BASE = 1_700_000_000_000L;
+    private static final long RECEIVE_MS = 60_000;
+
+    /** The session's named consumers, readers, and what each received (ids as printed, for ack/nack/seek). */
+    private static final Map<String, Consumer<byte[]>> CONSUMERS = new HashMap<>();
+    private static final Map<String, Reader<byte[]>> READERS = new HashMap<>();
+    private static final Map<String, Map<String, Message<byte[]>>> RECEIVED = new HashMap<>();
+    private static final Map<String, List<String>> EVENTS = new HashMap<>();
+    /** The ids `produce` printed, as the producer returned them (a partitioned topic's carry the partition). */
+    private static final Map<String, MessageId> PRODUCED = new HashMap<>();
 
     private PulsarJava() {
     }
@@ -80,8 +120,11 @@ public final class PulsarJava {
                     break;
                 }
             }
+            // Exit without closing the client: what a test needs closed it closes with a command (produce and
+            // consume close their own producer and consumer), and the client's graceful close costs two
+            // seconds of event-loop shutdown per JVM - a minute over the Java-client matrix.
+            System.exit(rc);
         }
-        System.exit(rc);
     }
 
     private static String run(PulsarClient client, PulsarAdmin admin, String[] c) throws Exception {
@@ -91,6 +134,8 @@ public final class PulsarJava {
             } catch (org.apache.pulsar.client.admin.PulsarAdminException e) {
                 return "{\"exception\":" + str(e.getClass().getSimpleName()) + ",\"status\":" + e.getStatusCode()
                         + "}";
+            } catch (PulsarClientException e) {
+                return "{\"exception\":" + str(e.getClass().getSimpleName()) + ",\"status\":0}";
             }
         }
         switch (c[0]) {
@@ -115,7 +160,7 @@ public final class PulsarJava {
                 return peek(admin, c[1], c[2], Integer.parseInt(c[3]));
             case "produce":
                 return produce(client, c[1], Integer.parseInt(c[2]), Boolean.parseBoolean(c[3]),
-                        CompressionType.valueOf(c[4]));
+                        CompressionType.valueOf(c[4]), options(c, 5));
             case "consume":
                 return consume(client, c[1], c[2], SubscriptionType.valueOf(c[3]), Integer.parseInt(c[4]));
             case "topics":
@@ -139,27 +184,259 @@ public final class PulsarJava {
             case "last-message-id":
                 return str(admin.topics().getLastMessageId(c[1]).toString());
             default:
-                throw new IllegalArgumentException("unknown command " + c[0]);
+                return session(client, c);
         }
     }
 
     private static String produce(PulsarClient client, String topic, int n, boolean batching,
-                                  CompressionType compression) throws Exception {
+                                  CompressionType compression, Map<String, String> opts) throws Exception {
+        int start = Integer.parseInt(opts.getOrDefault("start", "0"));
+        int keys = Integer.parseInt(opts.getOrDefault("keys", "3"));
+        int batch = Integer.parseInt(opts.getOrDefault("batch", "1000"));
+        long gap = Long.parseLong(opts.getOrDefault("gapMs", "-1"));
         List<String> ids = new ArrayList<>();
         try (Producer<byte[]> producer = client.newProducer().topic(topic).enableBatching(batching)
-                .batchingMaxPublishDelay(50, TimeUnit.MILLISECONDS).compressionType(compression).create()) {
+                .batchingMaxMessages(batch).batchingMaxPublishDelay(50, TimeUnit.MILLISECONDS)
+                .compressionType(compression).create()) {
             List<java.util.concurrent.CompletableFuture<MessageId>> sends = new ArrayList<>();
-            for (int i = 0; i < n; i++) {
-                sends.add(producer.newMessage().key("key-" + (i % 3)).property("idx", Integer.toString(i))
+            for (int i = start; i < start + n; i++) {
+                sends.add(producer.newMessage().key("key-" + (i % keys)).property("idx", Integer.toString(i))
                         .eventTime(EVENT_TIME_BASE + i).value(("java-" + i).getBytes(StandardCharsets.UTF_8))
                         .sendAsync());
+                if (gap >= 0) {
+                    sends.get(sends.size() - 1).get(60, TimeUnit.SECONDS);
+                    Thread.sleep(gap);
+                }
             }
             producer.flush();
             for (var f : sends) {
-                ids.add(f.get(60, TimeUnit.SECONDS).toString());
+                MessageId id = f.get(60, TimeUnit.SECONDS);
+                PRODUCED.put(id.toString(), id);
+                ids.add(id.toString());
             }
         }
         return strings(ids);
+    }
+
+    /** The stateful commands (see the class comment): named consumers and readers across commands. */
+    private static String session(PulsarClient client, String[] c) throws Exception {
+        switch (c[0]) {
+            case "subscribe":
+                return subscribe(client, c[1], c[2], c[3], SubscriptionType.valueOf(c[4]), options(c, 5));
+            case "receive": {
+                Map<String, String> o = options(c, 3);
+                Consumer<byte[]> consumer = consumer(c[1]);
+                return take(c[1], Integer.parseInt(c[2]), o, t -> consumer.receive((int) t, TimeUnit.MILLISECONDS),
+                        m -> {
+                            if (!"false".equals(o.get("ack"))) {
+                                consumer.acknowledge(m);
+                            }
+                        });
+            }
+            case "ack":
+                consumer(c[1]).acknowledge(received(c[1], c[2]));
+                return "true";
+            case "ack-cumulative":
+                consumer(c[1]).acknowledgeCumulative(received(c[1], c[2]));
+                return "true";
+            case "nack":
+                consumer(c[1]).negativeAcknowledge(received(c[1], c[2]));
+                return "true";
+            case "seek": {
+                Message<byte[]> m = RECEIVED.getOrDefault(c[1], Map.of()).get(c[2]);
+                MessageId id = m != null ? m.getMessageId() : PRODUCED.get(c[2]);
+                if (id == null) {
+                    throw new IllegalArgumentException(c[1] + " neither received nor produced " + c[2]);
+                }
+                consumer(c[1]).seek(id);
+                return "true";
+            }
+            case "seek-time":
+                consumer(c[1]).seek(Long.parseLong(c[2]));
+                return "true";
+            case "events":
+                return strings(EVENTS.getOrDefault(c[1], List.of()));
+            case "reader":
+                return reader(client, c[1], c[2], c[3], options(c, 4));
+            case "read": {
+                Reader<byte[]> reader = READERS.get(c[1]);
+                if (reader == null) {
+                    throw new IllegalArgumentException("no reader " + c[1]);
+                }
+                return take(c[1], Integer.parseInt(c[2]), options(c, 3),
+                        t -> reader.readNext((int) t, TimeUnit.MILLISECONDS), m -> { });
+            }
+            case "has-available":
+                return Boolean.toString(READERS.get(c[1]).hasMessageAvailable());
+            case "close-all":
+                for (Consumer<byte[]> consumer : CONSUMERS.values()) {
+                    consumer.close();
+                }
+                for (Reader<byte[]> reader : READERS.values()) {
+                    reader.close();
+                }
+                CONSUMERS.clear();
+                READERS.clear();
+                RECEIVED.clear();
+                EVENTS.clear();
+                PRODUCED.clear();
+                return "true";
+            case "close":
+                if (CONSUMERS.containsKey(c[1])) {
+                    CONSUMERS.remove(c[1]).close();
+                } else {
+                    READERS.remove(c[1]).close();
+                }
+                return "true";
+            default:
+                throw new IllegalArgumentException("unknown command " + c[0]);
+        }
+    }
+
+    private static String subscribe(PulsarClient client, String name, String topic, String sub,
+                                    SubscriptionType type, Map<String, String> o) throws Exception {
+        List<String> events = new CopyOnWriteArrayList<>();
+        ConsumerBuilder<byte[]> b = client.newConsumer().subscriptionName(sub).subscriptionType(type)
+                .subscriptionInitialPosition("latest".equals(o.get("initial")) ? SubscriptionInitialPosition.Latest
+                        : SubscriptionInitialPosition.Earliest);
+        if (type == SubscriptionType.Failover) {  // the client refuses the listener for any other type
+            b.consumerEventListener(new ConsumerEventListener() {
+                @Override
+                public void becameActive(Consumer<?> consumer, int partitionId) {
+                    events.add("active:" + partitionId);
+                }
+
+                @Override
+                public void becameInactive(Consumer<?> consumer, int partitionId) {
+                    events.add("inactive:" + partitionId);
+                }
+            });
+        }
+        if ("true".equals(o.get("pattern"))) {
+            b.topicsPattern(Pattern.compile(topic))
+                    .patternAutoDiscoveryPeriod(Integer.parseInt(o.getOrDefault("discoveryS", "1")), TimeUnit.SECONDS);
+        } else {
+            b.topic(topic);
+        }
+        if (o.containsKey("consumer")) {
+            b.consumerName(o.get("consumer"));
+        }
+        if (o.containsKey("queue")) {
+            b.receiverQueueSize(Integer.parseInt(o.get("queue")));
+        }
+        if (o.containsKey("ackTimeoutMs")) {
+            b.ackTimeout(Long.parseLong(o.get("ackTimeoutMs")), TimeUnit.MILLISECONDS)
+                    .ackTimeoutTickTime(100, TimeUnit.MILLISECONDS);
+        }
+        if (o.containsKey("nackDelayMs")) {
+            b.negativeAckRedeliveryDelay(Long.parseLong(o.get("nackDelayMs")), TimeUnit.MILLISECONDS);
+        }
+        if ("true".equals(o.get("inclusive"))) {
+            b.startMessageIdInclusive();
+        }
+        Consumer<byte[]> consumer = b.subscribe();
+        CONSUMERS.put(name, consumer);
+        EVENTS.put(name, events);
+        RECEIVED.put(name, new HashMap<>());
+        return "true";
+    }
+
+    private static String reader(PulsarClient client, String name, String topic, String start,
+                                 Map<String, String> o) throws Exception {
+        MessageId from = switch (start) {
+            case "earliest" -> MessageId.earliest;
+            case "latest" -> MessageId.latest;
+            default -> {
+                MessageId id = PRODUCED.get(start);
+                if (id == null) {
+                    throw new IllegalArgumentException("no message " + start + " was produced");
+                }
+                yield id;
+            }
+        };
+        var b = client.newReader().topic(topic).startMessageId(from);
+        if ("true".equals(o.get("inclusive"))) {
+            b.startMessageIdInclusive();
+        }
+        READERS.put(name, b.create());
+        RECEIVED.put(name, new HashMap<>());
+        return "true";
+    }
+
+    private interface Receive {
+        Message<byte[]> next(long timeoutMs) throws Exception;
+    }
+
+    private interface Handle {
+        void accept(Message<byte[]> m) throws Exception;
+    }
+
+    /** Up to n messages through `next`, each handed to `then` and remembered under `name` (see receive). */
+    private static String take(String name, int n, Map<String, String> o, Receive next, Handle then)
+            throws Exception {
+        long timeout = Long.parseLong(o.getOrDefault("timeoutMs", Long.toString(RECEIVE_MS)));
+        StringBuilder sb = new StringBuilder("[");
+        for (int i = 0; i < n; i++) {
+            Message<byte[]> m = next.next(timeout);
+            if (m == null) {
+                if ("true".equals(o.get("partial"))) {
+                    break;
+                }
+                throw new IllegalStateException(name + " received " + i + " of " + n + " messages, the last "
+                        + "receive waited " + timeout + " ms");
+            }
+            RECEIVED.get(name).put(m.getMessageId().toString(), m);
+            then.accept(m);
+            sb.append(i > 0 ? "," : "").append(message(m));
+        }
+        return sb.append(']').toString();
+    }
+
+    private static Consumer<byte[]> consumer(String name) {
+        Consumer<byte[]> consumer = CONSUMERS.get(name);
+        if (consumer == null) {
+            throw new IllegalArgumentException("no consumer " + name);
+        }
+        return consumer;
+    }
+
+    private static Message<byte[]> received(String name, String id) {
+        Message<byte[]> m = RECEIVED.getOrDefault(name, Map.of()).get(id);
+        if (m == null) {
+            throw new IllegalArgumentException(name + " never received " + id);
+        }
+        return m;
+    }
+
+    /** Options "key=value" from c[from] on. */
+    private static Map<String, String> options(String[] c, int from) {
+        Map<String, String> o = new HashMap<>();
+        for (int i = from; i < c.length; i++) {
+            int eq = c[i].indexOf('=');
+            if (eq < 0) {
+                throw new IllegalArgumentException("not an option (key=value): " + c[i]);
+            }
+            o.put(c[i].substring(0, eq), c[i].substring(eq + 1));
+        }
+        return o;
+    }
+
+    private static String message(Message<byte[]> m) {
+        Map<String, String> props = new TreeMap<>(m.getProperties());
+        StringBuilder p = new StringBuilder("{");
+        for (var e : props.entrySet()) {
+            p.append(p.length() > 1 ? "," : "").append(str(e.getKey())).append(':').append(str(e.getValue()));
+        }
+        p.append('}');
+        byte[] value = m.getValue();
+        return "{\"topic\":" + str(m.getTopicName())
+                + ",\"id\":" + str(m.getMessageId().toString())
+                + ",\"value\":" + (value == null ? "null" : str(new String(value, StandardCharsets.UTF_8)))
+                + ",\"key\":" + (m.hasKey() ? str(m.getKey()) : "null")
+                + ",\"properties\":" + p
+                + ",\"eventTime\":" + m.getEventTime()
+                + ",\"publishTime\":" + m.getPublishTime()
+                + ",\"redeliveryCount\":" + m.getRedeliveryCount() + "}";
     }
 
     private static String consume(PulsarClient client, String topic, String sub, SubscriptionType type, int n)

@@ -877,6 +877,14 @@ class ManagedPartitionLog(PartitionLog):
             return table
         return await asyncio.shield(self._producers_loading)
 
+    async def load_transactions(self) -> None:
+        """What readers call before last_stable_offset / aborted_transactions / is_aborted_batch: loads the
+        producer state only when the partition ever saw a transaction (a snapshot exists). Without one the
+        LSO is the high watermark and nothing is aborted, so readers skip the tail replay idempotence needs;
+        the first transactional write loads the state (and the hooks) before it is issued."""
+        if self._producers is None and PRODUCER_STATE_PROPERTY in self.ml.properties:
+            await self.producer_state()
+
     async def _load_producers(self) -> ProducerStateTable:
         raw = self.ml.properties.get(PRODUCER_STATE_PROPERTY)
         if not raw:

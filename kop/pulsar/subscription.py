@@ -315,7 +315,7 @@ class Subscription:
             return
         plog = self.plog
         if not self._txn_loaded:
-            await plog.producer_state()
+            await plog.load_transactions()
             self._txn_loaded = True
         if self.read_offset < plog.log_start_offset:
             self.read_offset = plog.log_start_offset

@@ -176,3 +176,25 @@ def test_bad_input(raw: RawClient) -> None:
     assert raw.marker(topic, [5], pid, epoch, commit=True) == [UNKNOWN_TOPIC_OR_PARTITION]
     rc = raw.fetch(topic, 0, 0, committed=True)
     assert [(t.producer_id, t.first_offset) for t in rc.aborted_transactions] == [(pid, 1)]
+
+
+def test_a_read_committed_long_poll_wakes_when_the_marker_lands(raw: RawClient, broker: KopBroker) -> None:
+    """A fetch waiting at the last stable offset is answered by the marker's append (the LSO moved), not
+    by its max wait."""
+    import concurrent.futures
+
+    topic = new_topic(raw)
+    pid, epoch = raw.init_producer_id()
+    assert raw.produce(topic, 0, txn_batch(pid, epoch, 0, [b"late"]), "tx-poll").base_offset == 1
+    waiter = RawClient(broker.bootstrap, timeout=120)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(waiter.fetch, topic, 0, 1, True, 12, 60_000, 1)
+            assert raw.fetch(topic, 0, 1, committed=True).records in (b"", None)  # nothing stable yet
+            assert not pending.done()
+            assert raw.marker(topic, [0], pid, epoch, commit=True) == [NONE]
+            got = pending.result(timeout=60)
+        assert [vs for _, h, vs in batches_of(got.records) if not h.is_control] == [[b"late"]]
+        assert got.last_stable_offset == got.high_watermark == 3
+    finally:
+        waiter.close()

@@ -11,6 +11,7 @@ from kop.offset.producer_state import (
     AbortedTxn,
     ProducerStateTable,
     SequenceError,
+    control_marker,
     control_type,
 )
 from kop.protocol.records import build_batch
@@ -29,6 +30,7 @@ def marker(pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 0) -
 def test_control_type_reads_the_marker_key():
     assert control_type(marker(1, True)) == COMMIT
     assert control_type(marker(1, False)) == ABORT
+    assert control_marker(marker(1, False, coordinator_epoch=7)) == (ABORT, 7)
     bad = bytearray(build_batch([(b"\x00", b"")], is_control=True))
     with pytest.raises(ValueError):
         control_type(bad)
@@ -127,6 +129,11 @@ def test_marker_epoch_and_coordinator_epoch_checks():
         t.begin_marker(1, 5, 2)
     assert e.value.error == "TRANSACTION_COORDINATOR_FENCED" and e.value.code == 52
     t.begin_marker(1, 6, 3)  # a bumped epoch (the coordinator fenced the producer): accepted
+    rebuilt = ProducerStateTable()  # replay learns the coordinator epoch from the marker's value
+    rebuilt.replay(0, marker(1, False, epoch=6, coordinator_epoch=3))
+    with pytest.raises(SequenceError) as e:
+        rebuilt.begin_marker(1, 6, 2)
+    assert e.value.error == "TRANSACTION_COORDINATOR_FENCED"
     with pytest.raises(SequenceError) as e:
         t.check(1, 5, 1, 1, transactional=True)
     assert e.value.error == "INVALID_PRODUCER_EPOCH"

@@ -98,30 +98,48 @@ def _next_seq(seq: int, count: int) -> int:
     return n - INT32_MAX - 1 if n > INT32_MAX else n
 
 
-def control_type(batch: Any) -> int:
-    """The control type (ABORT 0, COMMIT 1, others KRaft's) of a control batch's single record.
-    Raises ValueError when the record does not parse. The record: length, attributes, timestamp delta,
-    offset delta (varints but attributes), key length, key = int16 version + int16 type."""
+def _varint(view: memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = view[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def control_marker(batch: Any) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control batch's single record: ABORT 0 / COMMIT 1 (others
+    are KRaft's), and the EndTransactionMarker value's coordinator epoch (-1 when the value is too short).
+    The record: length, attributes (int8), timestampDelta, offsetDelta, key length, key = int16 version +
+    int16 type, value length, value = int16 version + int32 coordinator epoch. ValueError when it does not
+    parse."""
     view = memoryview(batch)
-    pos = 61
-    for i in range(5):  # length, attributes (int8), timestampDelta, offsetDelta, keyLength
-        if i == 1:
-            pos += 1
-            continue
-        shift = value = 0
-        while True:
-            b = view[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise ValueError("varint too long")
-    key_len = (value >> 1) ^ -(value & 1)
-    if key_len < 4 or pos + 4 > len(view):
-        raise ValueError("control record key is too short")
-    return int(struct.unpack_from(">h", view, pos + 2)[0])
+    try:
+        _, pos = _varint(view, 61)  # record length
+        pos += 1  # attributes
+        _, pos = _varint(view, pos)  # timestamp delta
+        _, pos = _varint(view, pos)  # offset delta
+        key_len, pos = _varint(view, pos)
+        if key_len < 4 or pos + key_len > len(view):
+            raise ValueError("control record key is too short")
+        kind = int(struct.unpack_from(">h", view, pos + 2)[0])
+        pos += key_len
+        value_len, pos = _varint(view, pos)
+        epoch = -1
+        if value_len >= 6 and pos + 6 <= len(view):
+            epoch = int(struct.unpack_from(">i", view, pos + 2)[0])
+        return kind, epoch
+    except IndexError:
+        raise ValueError("control record is truncated") from None
+
+
+def control_type(batch: Any) -> int:
+    """The control type of a control batch (see control_marker)."""
+    return control_marker(batch)[0]
 
 
 class ProducerStateTable:
@@ -351,10 +369,10 @@ class ProducerStateTable:
         if pid < 0:
             return
         if attributes & _CONTROL:
-            coordinator_epoch = -1
-            entry = self.producers.get(pid)
-            if entry is not None:
-                coordinator_epoch = entry.coordinator_epoch
+            try:
+                coordinator_epoch = control_marker(batch)[1]
+            except ValueError:
+                coordinator_epoch = -1
             self._end_in_producer_view(pid, epoch, coordinator_epoch)
             self.on_issue(base_offset, base_offset, batch)
             return

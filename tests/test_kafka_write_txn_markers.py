@@ -206,3 +206,20 @@ def test_a_read_committed_long_poll_wakes_when_the_marker_lands(raw: RawClient, 
         assert got.last_stable_offset == got.high_watermark == 3
     finally:
         waiter.close()
+
+
+def test_java_consumer_read_committed(raw: RawClient, broker: KopBroker, java_tools) -> None:
+    """Kafka's own consumer (its CompletedFetch filter is the reference) on the raw-written transactions:
+    read_committed gets the committed records only, read_uncommitted everything. (The aborted records lie
+    before plain-1: had any leaked, they would be among the first four.)"""
+    topic = new_topic(raw)
+    ids = write_scenario(raw, topic)
+    assert raw.marker(topic, [0], ids["c"], ids["ec"], commit=False) == [NONE]
+    for level, want in (("read_committed", [b"plain-0", b"committed-1", b"committed-2", b"plain-1"]),
+                        ("read_uncommitted", [b"plain-0", b"committed-1", b"committed-2", b"aborted-1",
+                                              b"aborted-2", b"plain-1", b"open-1"])):
+        out = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                             "--from-beginning", "--isolation-level", level, "--max-messages", len(want),
+                             "--timeout-ms", 60000, "--property", "print.offset=true")
+        values = [line.split("\t")[-1].encode() for line in out.stdout.splitlines() if line.startswith("Offset:")]
+        assert values == want, (level, out.stdout, out.stderr[-2000:])

@@ -223,3 +223,22 @@ def test_java_consumer_read_committed(raw: RawClient, broker: KopBroker, java_to
                              "--timeout-ms", 60000, "--property", "print.offset=true")
         values = [line.split("\t")[-1].encode() for line in out.stdout.splitlines() if line.startswith("Offset:")]
         assert values == want, (level, out.stdout, out.stderr[-2000:])
+
+
+def test_list_offsets_by_timestamp_read_committed(raw: RawClient) -> None:
+    """Timestamp and max-timestamp lookups of a read_committed client find only records below the LSO."""
+    from kop.protocol.records import NewRecord
+
+    topic = f"txn-ts-{uuid.uuid4().hex[:8]}"
+    assert raw.produce(topic, 0, build_batch([NewRecord(b"k", b"old", (), 1_000)])).base_offset == 0
+    pid, epoch = raw.init_producer_id()
+    batch = build_batch([NewRecord(b"k", b"new", (), 5_000)], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=0, is_transactional=True)
+    assert raw.produce(topic, 0, batch, "tx-ts").base_offset == 1
+    for ts, committed, want in ((2_000, False, 1), (2_000, True, -1), (-3, False, 1), (-3, True, -1),
+                                (500, True, 0)):
+        assert raw.list_offset(topic, 0, ts, committed).offset == want, (ts, committed)
+    assert raw.marker(topic, [0], pid, epoch, commit=True) == [NONE]
+    assert raw.list_offset(topic, 0, 2_000, True).offset == 1
+    # the marker, stamped when written (as Kafka's), is now the newest "record", as in Kafka's segments
+    assert raw.list_offset(topic, 0, -3, True).offset == 2

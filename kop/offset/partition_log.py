@@ -909,7 +909,19 @@ class ManagedPartitionLog(PartitionLog):
         ml = self.ml
         end = offset
         while ml.ordinal_of(position) < ml.number_of_entries:
-            entries = await ml.read_entries(position, _REPLAY_CHUNK)
+            try:
+                entries = await ml.read_entries(position, _REPLAY_CHUNK)
+            except LedgerDamagedError as e:
+                if e.ledger_id == position.ledger_id and e.first_entry > position.entry_id:
+                    entries = await ml.read_entries(position, e.first_entry - position.entry_id)  # the intact ones
+                else:
+                    # Damaged entries (reads of them answer KAFKA_STORAGE_ERROR) cannot be replayed: the
+                    # partition must stay writable, so its state is rebuilt without them, and that is said.
+                    log.error("partition %s: producer state rebuilt without damaged entries %d..%d of ledger %d "
+                              "(a transaction or producer sequence they held is not known)", self.name,
+                              e.first_entry, e.last_entry, e.ledger_id)
+                    position = ml.next_position(Position(e.ledger_id, e.last_entry))
+                    continue
             if not entries:
                 break
             for lid, eid, data in entries:

@@ -188,3 +188,18 @@ def test_expiration_keeps_producers_with_open_transactions():
     t.producers[1].last_seen_ms = t.producers[2].last_seen_ms = 0
     t.expire(10)
     assert 1 in t.producers and 2 not in t.producers
+
+
+def test_snapshot_is_bounded():
+    """Open transactions always kept, then the most recent producers; the newest aborted transactions."""
+    t = ProducerStateTable()
+    for pid in range(10):
+        t.record(pid, 0, 0, 1, pid, transactional=(pid == 0))
+        t.producers[pid].last_seen_ms = 1000 + pid
+    t.on_issue(0, 0, txn_batch(0))
+    for i in range(5):
+        t.on_issue(10 + 2 * i, 10 + 2 * i, txn_batch(100 + i))
+        t.on_issue(11 + 2 * i, 11 + 2 * i, marker(100 + i, commit=False))
+    snap = t.to_snapshot(100, max_producers=3, max_aborted=2)
+    assert [row[0] for row in snap["producers"]] == [0, 9, 8]
+    assert [row[0] for row in snap["aborted"]] == [103, 104] and snap["dropped_aborted"] == 3

@@ -215,6 +215,7 @@ class ManagedPartitionLog(PartitionLog):
         self._producers: ProducerStateTable | None = None  # loaded by producer_state()
         self._producers_loading: asyncio.Future[ProducerStateTable] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._warned_aborted_cap = False
 
     @classmethod
     async def open(cls, factory: ManagedLedgerFactory, name: str, config: ManagedLedgerConfig | None = None,
@@ -1002,6 +1003,11 @@ class ManagedPartitionLog(PartitionLog):
         table.prune(self.log_start_offset)
         offset = self.interceptor.durable_index + 1
         snap = table.to_snapshot(offset)
+        if snap["dropped_aborted"] and not self._warned_aborted_cap:
+            self._warned_aborted_cap = True
+            log.warning("partition %s: %d aborted transactions are older than the %d the producer-state snapshot "
+                        "keeps: after a restart read_committed consumers would see their records (until "
+                        "retention removes them)", self.name, snap["dropped_aborted"], len(snap["aborted"]))
         await self.ml.set_properties({PRODUCER_STATE_PROPERTY: json.dumps(snap, separators=(",", ":"))})
         if table.snapshot_offset is None or offset > table.snapshot_offset:
             table.snapshot_offset = offset

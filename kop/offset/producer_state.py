@@ -41,6 +41,8 @@ from kop.protocol.errors import ErrorCode
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = 2**31 - 1
 SNAPSHOT_VERSION = 1
+SNAPSHOT_MAX_PRODUCERS = 500
+SNAPSHOT_MAX_ABORTED = 3000  # ~45 bytes each in JSON: the snapshot stays well under 200 KB
 
 # Control record types (Kafka's ControlRecordType): the key is int16 version 0 + int16 type.
 ABORT, COMMIT = 0, 1
@@ -385,13 +387,23 @@ class ProducerStateTable:
         if transactional:
             self.on_issue(base_offset, base_offset + lod, batch)
 
-    def to_snapshot(self, offset: int) -> dict[str, Any]:
+    def to_snapshot(self, offset: int, max_producers: int = SNAPSHOT_MAX_PRODUCERS,
+                    max_aborted: int = SNAPSHOT_MAX_ABORTED) -> dict[str, Any]:
         """The state as of `offset` (the durable end: every entry below it is durable) as a JSON-able
         dict; replay from `offset` on rebuilds the rest. What belongs to entries at or past `offset`
         (appends in flight) is left out - replay will meet them - and transactions whose marker is still in
-        flight count as ongoing."""
+        flight count as ongoing.
+
+        Bounded (the snapshot lives in the managed-ledger info, which ZooKeeper caps at 1 MB and which is
+        rewritten at each ledger roll): producers with an open transaction and then the most recently seen
+        ones up to `max_producers` (a forgotten producer's next batch gets UNKNOWN_PRODUCER_ID, and its
+        client starts its sequence over, KIP-360), and the newest `max_aborted` aborted transactions;
+        `dropped_aborted` in the result says how many older ones did not fit."""
+        kept_pids = sorted(self.producers, key=lambda pid: (not (self.producers[pid].in_txn or pid in self.ongoing),
+                                                            -self.producers[pid].last_seen_ms))[:max_producers]
         producers = []
-        for pid, e in self.producers.items():
+        for pid in kept_pids:
+            e = self.producers[pid]
             batches = []
             for b in e.batches:
                 off = b.base_offset
@@ -407,9 +419,11 @@ class ProducerStateTable:
         for marker, (pid, first) in self.completing.items():
             if marker >= offset:
                 ongoing[pid] = first
+        aborted = [list(t) for t in self.aborted if t.last_offset < offset]
+        dropped = max(0, len(aborted) - max_aborted)
         return {"v": SNAPSHOT_VERSION, "offset": offset, "producers": producers,
                 "ongoing": [[pid, first] for pid, first in ongoing.items()],
-                "aborted": [list(t) for t in self.aborted if t.last_offset < offset]}
+                "aborted": aborted[dropped:], "dropped_aborted": dropped}
 
     @classmethod
     def from_snapshot(cls, snap: dict[str, Any]) -> ProducerStateTable:

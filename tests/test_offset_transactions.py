@@ -241,3 +241,25 @@ async def test_damaged_entries_do_not_stop_the_rebuild(tmp_path, caplog):
         assert log.aborted_transactions(0, 9) == [AbortedTxn(2, 2, 7, 8)]
         assert await log.write_txn_marker(3, 0, True, 0) == 9
     assert "producer state rebuilt without damaged entries 2..2" in caplog.text
+
+
+async def test_append_of_a_transactional_batch_tracks_its_transaction(tmp_path, monkeypatch):
+    """append() (the group coordinator's TxnOffsetCommit path) loads and snapshots the producer state before
+    a transactional batch: its transaction is known even past the bounded tail a snapshot-less load reads."""
+    from kop.offset import partition_log
+
+    monkeypatch.setattr(partition_log, "PRODUCER_STATE_TAIL_ENTRIES", 2)
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await log.append(plain([b"a"]), 0, 0)
+        assert await log.append(txn(7, 0, [b"t"]), 0, 0) == 1
+        assert PRODUCER_STATE_PROPERTY in log.ml.properties
+        for i in range(5):
+            await log.append(plain([b"%d" % i]), 0, 0)
+        assert log.last_stable_offset == 1
+        st.abandon()
+        await st.metadata_store.close()
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await log.load_transactions()
+        assert log.last_stable_offset == 1  # found through the snapshot + replay, not the 2-entry tail

@@ -432,7 +432,13 @@ class ManagedPartitionLog(PartitionLog):
 
     async def append(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> int:
         """`max_timestamp` is informational: the stored batch header (or, for LogAppendTime, the broker
-        timestamp) is what searches use, so the two can never disagree."""
+        timestamp) is what searches use, so the two can never disagree. A transactional batch (e.g. the
+        group coordinator's TxnOffsetCommit records) first gets the producer state loaded and snapshotted,
+        so its transaction is tracked from its first offset (append_nowait callers do that themselves)."""
+        if len(batch) > 22 and _TAIL.unpack_from(batch, 21)[0] & _TXN_BITS:
+            producers = self._producers
+            if producers is None or producers.snapshot_offset is None:
+                await self.ensure_snapshot()
         return await self.append_nowait(batch, last_offset_delta, max_timestamp)
 
     def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:

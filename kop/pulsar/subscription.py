@@ -135,6 +135,9 @@ class Consumer:
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
 
 
+_LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
+
+
 class Subscription:
     def __init__(self, state: PartitionState, name: str, sub_type: int, durable: bool, next_offset: int,
                  info: CursorInfo | None = None, version: int = -1) -> None:
@@ -165,6 +168,7 @@ class Subscription:
         self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
         self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
         self.bytes_out = 0
+        self._txn_loaded = False  # the partition's producer state (last stable offset, aborted index)
 
     # ------------------------------------------------------------------ consumers
     def add_consumer(self, consumer: Consumer) -> str | None:
@@ -313,9 +317,15 @@ class Subscription:
             self._send(target, fb, entry, self.redeliveries.get(entry.position, 0))
             return
         plog = self.plog
+        if not self._txn_loaded:
+            await plog.load_transactions()
+            self._txn_loaded = True
         if self.read_offset < plog.log_start_offset:
             self.read_offset = plog.log_start_offset
-        if self.read_offset >= plog.high_watermark:
+        # Pulsar consumers get committed data only: reads stop at the last stable offset (an open Kafka
+        # transaction holds it back until its marker), and aborted batches are skipped like markers.
+        stable = plog.last_stable_offset
+        if self.read_offset >= stable:
             await self._wait(plog.wait_for_append())
             return
         try:
@@ -328,6 +338,8 @@ class Subscription:
         blocked = False
         for fb in got.batches:
             pos = fb.position
+            if fb.base_offset >= stable:
+                break
             if self.mark_delete is not None and pos <= self.mark_delete:
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
@@ -335,8 +347,8 @@ class Subscription:
                 self.outstanding.setdefault(pos, Entry(pos, fb.base_offset, fb.last_offset))
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
-            conv = self.state.converted(fb)
-            if conv is None:  # a control batch: no Pulsar message, nothing to ack
+            conv = None if plog.is_aborted_batch(fb.batch, fb.base_offset) else self.state.converted(fb)
+            if conv is None:  # a control batch or an aborted one: no Pulsar message, nothing to ack
                 self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
                 self.acked.add(pos)
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
@@ -545,12 +557,24 @@ class Subscription:
 
 
 async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:
-    """(position of the last entry, the batch index of its last record: -1 for a one-record entry, which goes
-    out unbatched), None for an empty log."""
-    hw = plog.high_watermark
-    if hw <= plog.log_start_offset:
-        return None
-    pos = await plog.find_position(hw - 1)  # type: ignore[attr-defined]
-    meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-    last = meta.index - meta.base_offset
-    return pos, last if last > 0 else -1
+    """(position of the last entry a consumer can get, the batch index of its last record: -1 for a
+    one-record entry, which goes out unbatched), None when there is none. That is the last entry below the
+    last stable offset (Pulsar answers its maxReadPosition, before the first open transaction, likewise)
+    that is neither a marker nor aborted: clients compare it with what they received
+    (hasMessageAvailable), and an entry never delivered would leave them waiting for it."""
+    await plog.load_transactions()
+    end = plog.last_stable_offset
+    for _ in range(_LAST_WALK):
+        if end <= plog.log_start_offset:
+            return None
+        pos = await plog.find_position(end - 1)  # type: ignore[attr-defined]
+        meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
+        if meta.base_offset >= end:  # compaction left a gap at the end
+            return None
+        got = await plog.read(meta.base_offset, 1)
+        if got.batches and plog.is_aborted_batch(got.batches[0].batch, got.batches[0].base_offset):
+            end = meta.base_offset  # a marker or an aborted batch: never delivered, look before it
+            continue
+        last = meta.index - meta.base_offset
+        return pos, last if last > 0 else -1
+    return None

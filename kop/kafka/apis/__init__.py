@@ -36,6 +36,7 @@ def _modules() -> list[ModuleType]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_producers,
         fetch,
         find_coordinator,
         heartbeat,
@@ -52,6 +53,7 @@ def _modules() -> list[ModuleType]:
         offset_for_leader_epoch,
         produce,
         sync_group,
+        write_txn_markers,
     )
 
     return [
@@ -62,6 +64,7 @@ def _modules() -> list[ModuleType]:
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
+        write_txn_markers, describe_producers,  # the partition side of transactions (kop/offset/producer_state.py)
     ]
 
 

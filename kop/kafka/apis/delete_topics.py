@@ -6,7 +6,8 @@ requests that race with the deletion get UNKNOWN_TOPIC_OR_PARTITION. Internal to
 The topics of one request are deleted side by side, and the answer waits for them at most `timeout_ms` (30 s
 when it is <= 0, Kafka's request timeout; librdkafka sends 0). A deletion not finished by then is answered
 REQUEST_TIMED_OUT, as ZooKeeper-era Kafka did, and goes on to the end: it runs in a task of its own
-(TopicManager.start_delete), so neither the timeout nor a closed connection leaves a topic half deleted.
+(TopicManager.start_delete), so neither the timeout nor a closed connection leaves a topic half deleted,
+and a request whose connection closes before its answer is still carried out, as Kafka's controller does.
 Kafka 4.x answers once the controller has written the deletion record and removes the log files later;
 here the logs go before the answer, so a slow store shows up as REQUEST_TIMED_OUT instead of as files left.
 """
@@ -29,6 +30,12 @@ DEFAULT_WAIT_SECONDS = 30.0  # timeout_ms <= 0: wait as long as a Kafka client w
 
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
+    # A request the broker has read is carried out even if its connection closes meanwhile (the connection
+    # cancels its requests' tasks): the shielded task still looks the topics up and starts their deletions.
+    return await asyncio.shield(asyncio.ensure_future(_delete_topics(ctx, req)))
+
+
+async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     mgr = ctx.topics
     if ctx.version >= 6:

@@ -102,3 +102,34 @@ class PeriodicTask:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
+
+
+def describe_task(task: asyncio.Task[Any]) -> str:
+    """Where `task` waits, innermost last: every coroutine of its await chain with file and line.
+
+    Task.print_stack shows only the outermost coroutine of a suspended task, which says nothing about which
+    of its awaits is stuck; following each coroutine's cr_await down to the future it waits on does."""
+    lines = [repr(task)]
+    aw: Any = task.get_coro()
+    while aw is not None:
+        frame = getattr(aw, "cr_frame", None) or getattr(aw, "gi_frame", None) or getattr(aw, "ag_frame", None)
+        if frame is not None:
+            lines.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        nxt = getattr(aw, "cr_await", None) or getattr(aw, "gi_yieldfrom", None) or getattr(aw, "ag_await", None)
+        if nxt is None and frame is None:  # a future's iterator: name the future itself
+            lines.append(f"  waiting on {getattr(task, '_fut_waiter', None) or aw!r}")
+        aw = nxt
+    return "\n".join(lines)
+
+
+def describe_threads() -> str:
+    """The stack of every thread (the executors' jobs a task may be waiting on)."""
+    import sys
+    import threading
+    import traceback
+
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        out.append(f"thread {names.get(ident, ident)}:\n" + "".join(traceback.format_stack(frame, limit=8)))
+    return "\n".join(out)

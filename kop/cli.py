@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import io
 import logging
 import os
 import signal
@@ -231,14 +230,15 @@ def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
 
 
 def dump_tasks() -> None:
-    """SIGUSR1: log where every asyncio task of the broker waits (what `jstack` is to a JVM broker), so a
-    request that is never answered can be traced to the await it is stuck on without stopping the broker."""
-    out = io.StringIO()
-    tasks = asyncio.all_tasks()
-    out.write(f"{len(tasks)} tasks\n")
-    for task in sorted(tasks, key=lambda t: t.get_name()):
-        task.print_stack(limit=12, file=out)
-    logging.getLogger("kop.tasks").warning("SIGUSR1 task dump:\n%s", out.getvalue())
+    """SIGUSR1: log where every asyncio task of the broker waits and what every thread runs (what `jstack`
+    is to a JVM broker), so a request that is never answered can be traced to the await it is stuck on
+    without stopping the broker."""
+    from kop.aio import describe_task, describe_threads
+
+    tasks = sorted(asyncio.all_tasks(), key=lambda t: t.get_name())
+    text = "\n".join(describe_task(t) for t in tasks)
+    logging.getLogger("kop.tasks").warning("SIGUSR1 task dump: %d tasks\n%s\n%s", len(tasks), text,
+                                           describe_threads())
 
 
 async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:

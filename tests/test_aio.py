@@ -96,3 +96,23 @@ async def test_periodic_task_survives_a_failing_pass_and_stops():
     await asyncio.sleep(0.01)
     assert len(passes) == done  # stopped for good
     await task.stop()  # a second stop is harmless
+
+
+async def test_describe_task_names_the_innermost_await() -> None:
+    """A stuck task is described down to the coroutine that waits, not just its outermost one."""
+    from kop.aio import describe_task, describe_threads
+
+    never: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def inner() -> None:
+        await never
+
+    async def outer() -> None:
+        await inner()
+
+    task = asyncio.create_task(outer())
+    await asyncio.sleep(0)
+    text = describe_task(task)
+    assert text.index("in outer") < text.index("in inner") and "waiting on <Future pending" in text
+    assert "thread MainThread" in describe_threads()
+    task.cancel()

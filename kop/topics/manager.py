@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import json
 import logging
 import time
@@ -27,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kop.aio import SingleFlight
+from kop.aio import SingleFlight, describe_task, describe_threads
 from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
@@ -291,10 +290,8 @@ class TopicManager:
         say why a DeleteTopics timed out."""
         task = self._deletions.get(topic.topic_id)
         if task is not None and not task.done():
-            out = io.StringIO()
-            task.print_stack(file=out)
-            log.warning("deleting topic %s takes more than %d s; it waits in:\n%s", topic.name.canonical,
-                        SLOW_DELETE_SECONDS, out.getvalue())
+            log.warning("deleting topic %s takes more than %d s; it waits in:\n%s\n%s", topic.name.canonical,
+                        SLOW_DELETE_SECONDS, describe_task(task), describe_threads())
 
     async def _delete(self, topic: Topic) -> None:
         slow = asyncio.get_running_loop().call_later(SLOW_DELETE_SECONDS, self._log_slow_delete, topic)

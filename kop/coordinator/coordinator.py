@@ -747,6 +747,8 @@ class GroupCoordinator:
         if err:
             return dict.fromkeys(keys, err)
         now = self.now_ms()
+        if group_id not in self.groups and group_id not in self.consumer_groups:
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)  # a simple group, as Kafka makes
         result: dict[tuple[str, int], int] = {}
         records: list[tuple[bytes, bytes | None]] = []
         values: list[tuple[str, int, OffsetAndMetadata]] = []

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -64,6 +65,15 @@ LEADER_EPOCH = 0
 COORDINATOR_EPOCH = 0
 LOAD_READ_BYTES = 1 << 20
 MARKER_RETRY_S = 0.5  # a marker that could not be written is tried again this long after
+
+
+def marker_batch(producer_id: int, producer_epoch: int, commit: bool, now: int) -> bytearray:
+    """A transaction marker as Kafka writes it: a control batch (magic 2, transactional, one record) whose
+    key is version 0 + type (0 ABORT, 1 COMMIT) and whose value is version 0 + the coordinator epoch."""
+    key = struct.pack(">hh", 0, 1 if commit else 0)
+    value = struct.pack(">hi", 0, COORDINATOR_EPOCH)
+    return build_batch([NewRecord(key, value, (), now)], producer_id=producer_id, producer_epoch=producer_epoch,
+                       base_sequence=-1, is_transactional=True, is_control=True, partition_leader_epoch=LEADER_EPOCH)
 
 
 class TransactionCoordinator:
@@ -396,9 +406,10 @@ class TransactionCoordinator:
         try:
             plog = await self.topics.partition_log(topic, partition)
             writer = getattr(plog, "write_txn_marker", None)
-            if writer is None:
-                raise RuntimeError("the partition log cannot write transaction markers")
-            await writer(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
+            if writer is not None:
+                await writer(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
+            else:  # a log without transactional producer state: the control batch alone
+                await plog.append(marker_batch(producer_id, producer_epoch, commit, self.now_ms()), 0, self.now_ms())
         except TopicError as e:
             return int(ErrorCode[e.error]) if e.error in ErrorCode.__members__ else E.UNKNOWN_SERVER_ERROR
         except Exception as e:

@@ -16,6 +16,7 @@ from kop.coordinator.transactions import TransactionCoordinator
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
+from kop.protocol.errors import ErrorCode
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
 
@@ -67,6 +68,21 @@ class PulsarSubscriptions(Protocol):
         ...
 
 
+class TransactionVerifier(Protocol):
+    """What a partition leader asks the transaction coordinator (KIP-890 part 1): before the first
+    transactional batch of a transaction on a partition is appended, whether the partition is in the
+    producer's transaction. The transaction coordinator sets `BrokerServices.transactions` to one of these
+    when it runs; while it is None, produce accepts transactional batches unverified."""
+
+    async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                               topic: str, partition: int) -> ErrorCode:
+        """NONE when the partition is in the ongoing transaction of (producer_id, producer_epoch);
+        otherwise the error produce answers (Kafka: INVALID_TXN_STATE / TRANSACTION_ABORTABLE for a
+        partition not in the transaction, PRODUCER_FENCED / INVALID_PRODUCER_EPOCH for a stale epoch,
+        NOT_ENOUGH_REPLICAS for a coordinator that cannot answer now - the producer retries)."""
+        ...
+
+
 class BrokerServices(Protocol):
     config: BrokerConfig
     topics: TopicManager
@@ -82,3 +98,4 @@ class BrokerServices(Protocol):
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
     pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
+    transactions: TransactionVerifier | None  # set by the transaction coordinator when it runs

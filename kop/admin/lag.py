@@ -3,6 +3,11 @@
 Committed offsets come from the group coordinator (kop/coordinator); log end offsets from the partition
 logs (the high watermark: with one replica, what Kafka's tools call the log end offset). Lag is computed
 when /metrics is scraped (and for topic stats), never on the produce or fetch path.
+
+Transactions: lag is measured against the high watermark, not the last stable offset - as
+kafka-consumer-groups.sh does (its ListOffsets asks for LATEST with READ_UNCOMMITTED). So a read_committed
+group waiting behind an open transaction shows that transaction's records as lag, which is what it is
+still to read; markers count as offsets (a caught-up consumer's position is past them).
 """
 
 from __future__ import annotations

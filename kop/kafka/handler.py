@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kop.aio import PeriodicTask, SingleFlight
+from kop.aio import PeriodicTask
 from kop.config import BrokerConfig, Listener
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
@@ -32,7 +32,6 @@ from kop.net.acceptor import Acceptor, listen
 from kop.offset.api import PartitionLog
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
-from kop.protocol.records import parse_batch_header
 from kop.protocol_handler import ProtocolHandler
 from kop.services import BrokerServices
 
@@ -41,8 +40,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How many trailing batches of a partition are read at open to rebuild idempotent-producer state.
-PRODUCER_STATE_TAIL_ENTRIES = 1000
 # How often producers idle for producerIdExpirationMs are forgotten (Kafka's default check interval).
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000
 
@@ -71,7 +68,6 @@ class KafkaProtocolHandler(ProtocolHandler):
         # Replaced by the broker service's metrics in start(); a private one keeps a bare handler usable.
         self.metrics = BrokerMetrics()
         self._producer_states: dict[str, ProducerStateTable] = {}
-        self._producer_state_loading: SingleFlight[str, ProducerStateTable] = SingleFlight()
         self._bound: list[Listener] = []
         # Encoded Metadata topic entries (kop.kafka.apis.metadata: keyed by everything they depend on).
         self.metadata_cache = TopicEntryCache()
@@ -206,24 +202,14 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.metrics.request_done(conn, pending, now)
 
     async def producer_state(self, ledger_name: str, plog: PartitionLog) -> ProducerStateTable:
-        """Idempotent-producer state of one partition, rebuilt from the log's tail on first use."""
+        """Producer state of one partition (kept by its partition log: kop/offset/producer_state.py);
+        remembered here for producer-id expiration."""
         table = self._producer_states.get(ledger_name)
         if table is not None:
             return table
-
-        async def load() -> ProducerStateTable:
-            table = ProducerStateTable()
-            for fb in await plog.tail_batches(PRODUCER_STATE_TAIL_ENTRIES):
-                h = parse_batch_header(fb.batch)
-                if h.producer_id >= 0:
-                    # lastOffsetDelta + 1, not the record count: compaction removes records from a batch but
-                    # keeps its lastOffsetDelta, so the producer's last sequence stays base + lastOffsetDelta.
-                    table.record(h.producer_id, h.producer_epoch, h.base_sequence, h.last_offset_delta + 1,
-                                 fb.base_offset)
-            self._producer_states[ledger_name] = table
-            return table
-
-        return await self._producer_state_loading.run(ledger_name, load)
+        table = await plog.producer_state()
+        self._producer_states[ledger_name] = table
+        return table
 
     def expire_producer_ids(self, now_ms: int | None = None) -> None:
         """Forget the idempotence state of producers that wrote nothing for producerIdExpirationMs (Kafka's

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 # One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
 from kop.managed_ledger import Position
+from kop.offset.producer_state import AbortedTxn, ProducerStateTable
 
 Buffer = bytes | bytearray | memoryview
 
@@ -107,6 +108,40 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     async def tail_batches(self, max_entries: int) -> list[FetchedBatch]:
         """Up to the last `max_entries` batches, oldest first (to rebuild idempotent-producer state)."""
+
+    # ---- transactions (kop/offset/producer_state.py holds the state; these are its I/O side)
+
+    @abc.abstractmethod
+    async def producer_state(self) -> ProducerStateTable:
+        """The partition's producer state (idempotence, open transactions, aborted index), loaded on first
+        use from its snapshot plus the log after it."""
+
+    @abc.abstractmethod
+    async def ensure_snapshot(self) -> ProducerStateTable:
+        """producer_state(), with a snapshot stored first if none was ever stored: call before the first
+        transactional append, so that a restart rebuilds transactions from a snapshot."""
+
+    @property
+    @abc.abstractmethod
+    def last_stable_offset(self) -> int:
+        """min(first offset of an open transaction, high watermark) - read_committed reads stop here. The
+        high watermark while the producer state is not loaded (load it first)."""
+
+    @abc.abstractmethod
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        """Aborted transactions with last offset >= fetch_offset and first offset < upper, by first offset."""
+
+    @abc.abstractmethod
+    def is_aborted_batch(self, batch: Buffer, base_offset: int) -> bool:
+        """A control batch, or a batch of an aborted transaction (needs the producer state loaded)."""
+
+    @abc.abstractmethod
+    async def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                               coordinator_epoch: int) -> int:
+        """Append a COMMIT (commit=True) or ABORT control batch ending the producer's transaction here;
+        returns the marker's offset once durable (a marker takes one offset, as in Kafka). Raises
+        kop.offset.producer_state.SequenceError with TRANSACTION_COORDINATOR_FENCED (older coordinator
+        epoch than the partition saw) or INVALID_PRODUCER_EPOCH (older producer epoch)."""
 
     @abc.abstractmethod
     def wait_for_append(self) -> asyncio.Future[None]:

@@ -26,6 +26,13 @@ delete.retention.ms, KIP-534's batch attribute bit 6 with baseTimestamp = horizo
 after the horizon drops them. The earliest horizon still pending is kept in the property
 ``kop.deleteHorizon`` so that the cleaner runs a pass when it is due even without new dirty data.
 
+Transactions (Kafka's cleaner does the same): a pass cleans only closed ledgers wholly below the last
+stable offset, so records of an open transaction are never removed nor shadow anything; records of
+aborted transactions (the partition's aborted-transaction index) are left out of the key map - an aborted
+value never supersedes a committed one - and removed from the rewritten ledgers; control batches (markers)
+are kept, so replaying the log still ends every transaction (Kafka eventually drops markers too; keeping
+them costs one small entry per transaction and partition).
+
 Offsets the log keeps answering after a pass:
 
 * high watermark: unchanged - it comes from the interceptor's index (and the "index" property after a
@@ -54,12 +61,12 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.entry_format import encode_entry_header, parse_entry
 from kop.protocol.compaction import batch_keys, filter_batch
-from kop.protocol.records import CONTROL_BIT
+from kop.protocol.records import CONTROL_BIT, TRANSACTIONAL_BIT
 from kop.storage.api import NoSuchLedgerError
 
 if TYPE_CHECKING:
@@ -102,6 +109,19 @@ class CompactableLog(Protocol):
     def retained_start(self) -> int | None:
         """The log start the pass must keep (min of the first entry's base offset and the start an
         earlier pass kept), None for an empty log."""
+        ...
+
+    async def producer_state(self) -> Any:
+        """The producer state (loaded): the last stable offset and aborted transactions come from it."""
+        ...
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Records at or past it belong to transactions still open: not cleaned, not in the key map."""
+        ...
+
+    def is_aborted_batch(self, batch: Any, base_offset: int) -> bool:
+        """A control batch or a batch of an aborted transaction."""
         ...
 
 
@@ -245,11 +265,20 @@ async def _compact(plog: CompactableLog, retention_ms: int, roll_current: bool,
     name = plog.name
     if roll_current:
         await ml.rollover()
+    await plog.producer_state()
     infos = ml.ledgers()
     current = ml.current_ledger_id
     closed = [li for li in infos if li.ledger_id != current and li.entries]
     if not closed or infos[:len(closed)] != closed:
         return CompactionResult(name, False, "no closed ledger")
+    # Transactions: like Kafka's cleaner, clean only below the last stable offset (an open transaction's
+    # records may still be aborted), leave the ledgers from the one holding it on alone.
+    stable = plog.last_stable_offset
+    while closed and await plog.last_index_of(closed[-1].ledger_id, closed[-1].entries or 0) >= stable:
+        closed.pop()
+        current = None  # the key map must not read past the cleaned range's ledgers either
+    if not closed:
+        return CompactionResult(name, False, "no closed ledger below the last stable offset")
     current_entries = (infos[-1].entries or 0) if current is not None and infos[-1].ledger_id == current else 0
     now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
     delete_offset = plog.delete_offset
@@ -281,6 +310,9 @@ async def _compact(plog: CompactableLog, retention_ms: int, roll_current: bool,
                     if header.attributes & CONTROL_BIT:
                         continue
                     base = index - header.last_offset_delta
+                    if base >= stable or (header.attributes & TRANSACTIONAL_BIT
+                                          and plog.is_aborted_batch(batch, base)):
+                        continue  # an aborted record never shadows a committed one; open ones neither
                     for span in spans:
                         if span.key is not None:
                             latest[span.key] = base + span.offset_delta
@@ -301,6 +333,10 @@ async def _compact(plog: CompactableLog, retention_ms: int, roll_current: bool,
                         broker_ts, index, start = parse_entry(data)
                         batch = memoryview(data)[start:]
                         base = index - int.from_bytes(batch[23:27], "big", signed=True)
+                        if (batch[22] & (TRANSACTIONAL_BIT | CONTROL_BIT)) == TRANSACTIONAL_BIT \
+                                and plog.is_aborted_batch(batch, base):
+                            await slicer.tick()
+                            continue  # records of aborted transactions are removed (markers are kept)
                         if len(batch) >= _THREAD_BATCH_BYTES:
                             out = await asyncio.to_thread(filter_batch, batch, base, keep, now, retention_ms)
                         else:

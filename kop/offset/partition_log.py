@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import struct
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
@@ -56,7 +57,15 @@ from kop.offset.compaction import (
     compaction_start,
 )
 from kop.offset.entry_format import EntryFormatError, EntryHeaderEncoder, parse_entry
-from kop.protocol.records import TIMESTAMP_TYPE_BIT, decode_records, parse_batch_header
+from kop.offset.producer_state import ABORT, COMMIT, AbortedTxn, ProducerStateTable
+from kop.protocol.records import (
+    CONTROL_BIT,
+    TIMESTAMP_TYPE_BIT,
+    TRANSACTIONAL_BIT,
+    build_batch,
+    decode_records,
+    parse_batch_header,
+)
 from kop.storage.api import Buffer, LedgerDamagedError, NoSuchLedgerError, StorageError
 
 if TYPE_CHECKING:
@@ -66,6 +75,13 @@ log = logging.getLogger(__name__)
 
 INDEX_PROPERTY = "index"  # Pulsar's AppendIndexMetadataInterceptor property
 LOG_START_PROPERTY = "kop.logStartOffset"
+# Producer-state snapshot (JSON): idempotence, open transactions and the aborted-transaction index as of an
+# offset; rebuilt at open by replaying the entries from that offset on.
+PRODUCER_STATE_PROPERTY = "kop.producerState"
+SNAPSHOT_EVERY_OFFSETS = 10_000  # a new snapshot once the durable end moved this far past the last one
+PRODUCER_STATE_TAIL_ENTRIES = 1000  # entries replayed for idempotence when no snapshot was ever taken
+_REPLAY_CHUNK = 256
+_TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 
 _PREFIX_BYTES = 256  # broker entry metadata + kafka-format headers + the 61-byte batch header, with room
 _TAIL = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp at byte 21
@@ -120,6 +136,11 @@ class IndexInterceptor(ManagedLedgerInterceptor):
         self.durable_index = -1
         self.on_durable = on_durable
         self._encoder = EntryHeaderEncoder()
+        # Transactional and control batches are told to the partition's producer state when their add is
+        # issued (their offsets are known from then on); undone when the add fails.
+        self.on_txn_issue: Callable[[int, int, Any], None] | None = None
+        self.on_txn_unissue: Callable[[int, Any], None] | None = None
+        self._txn_inflight: deque[tuple[int, int, Any]] = deque()  # (base, index, batch) until durable
 
     def on_properties_initialize(self, properties: Mapping[str, str]) -> None:
         with contextlib.suppress(KeyError, ValueError):
@@ -141,17 +162,28 @@ class IndexInterceptor(ManagedLedgerInterceptor):
         try:
             attributes, _, _, max_ts = _TAIL.unpack_from(data, 21)
             ts = now if attributes & TIMESTAMP_TYPE_BIT else max_ts
+            if attributes & _TXN_BITS and self.on_txn_issue is not None:
+                self.on_txn_issue(prev + 1, index, data)
+                self._txn_inflight.append((prev + 1, index, data))
         except (struct.error, TypeError):
             ts = now
         return (header, data), (prev, index, ts)
 
     def after_add_entry(self, position: Position, context: tuple[int, int, int]) -> None:
         self.durable_index = context[1]
+        inflight = self._txn_inflight
+        while inflight and inflight[0][1] <= context[1]:
+            inflight.popleft()
         if self.on_durable is not None:
             self.on_durable(position, context)
 
     def on_adds_failed(self, first_context: tuple[int, int, int]) -> None:
         self.index = first_context[0]
+        inflight = self._txn_inflight
+        while inflight and inflight[-1][0] > first_context[0]:
+            base, _, data = inflight.pop()
+            if self.on_txn_unissue is not None:
+                self.on_txn_unissue(base, data)
 
     def properties(self) -> Mapping[str, str]:
         return {INDEX_PROPERTY: str(self.durable_index)}
@@ -180,6 +212,9 @@ class ManagedPartitionLog(PartitionLog):
         self.damaged_ranges: dict[tuple[int, int], dict[str, Any]] = {}  # (ledger, first entry) -> report
         self.damaged_reads = 0  # reads answered with LedgerDamagedError (KAFKA_STORAGE_ERROR)
         self._read_errors: set[str] = set()
+        self._producers: ProducerStateTable | None = None  # loaded by producer_state()
+        self._producers_loading: asyncio.Future[ProducerStateTable] | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, factory: ManagedLedgerFactory, name: str, config: ManagedLedgerConfig | None = None,
@@ -221,6 +256,13 @@ class ManagedPartitionLog(PartitionLog):
 
     def _on_durable(self, position: Position, context: tuple[int, int, int]) -> None:
         prev, index, ts = context
+        producers = self._producers
+        if producers is not None:
+            if producers.completing:
+                producers.durable(index)
+            snap = producers.snapshot_offset
+            if snap is not None and index - snap >= SNAPSHOT_EVERY_OFFSETS and self._snapshot_task is None:
+                self._snapshot_task = self._loop.create_task(self._snapshot())
         lid, eid = position
         self._ledger_last_index[lid] = index
         if self._first_offset is None:
@@ -811,6 +853,139 @@ class ManagedPartitionLog(PartitionLog):
             del self._probes[key]
         await self._refresh_first_offset()
 
+    # ------------------------------------------------------------------------------------ transactions
+
+    async def producer_state(self) -> ProducerStateTable:
+        """The partition's producer state, loaded on first use: the snapshot in the managed ledger's
+        properties (if any) plus a replay of the entries after it; without a snapshot (no transaction ever
+        touched this partition) the last PRODUCER_STATE_TAIL_ENTRIES entries, for idempotence."""
+        if self._producers is not None:
+            return self._producers
+        if self._producers_loading is None:
+            self._producers_loading = self._loop.create_future()
+            try:
+                table = await self._stable(self._load_producers)
+            except BaseException as e:
+                fut, self._producers_loading = self._producers_loading, None
+                fut.set_exception(e)
+                fut.exception()
+                raise
+            self._producers = table
+            self.interceptor.on_txn_issue = table.on_issue
+            self.interceptor.on_txn_unissue = table.unissue
+            self._producers_loading.set_result(table)
+            return table
+        return await asyncio.shield(self._producers_loading)
+
+    async def _load_producers(self) -> ProducerStateTable:
+        raw = self.ml.properties.get(PRODUCER_STATE_PROPERTY)
+        if not raw:
+            table = ProducerStateTable()
+            for fb in await self._tail_batches(PRODUCER_STATE_TAIL_ENTRIES):
+                table.replay(fb.base_offset, fb.batch)
+        else:
+            table = ProducerStateTable.from_snapshot(json.loads(raw))
+            assert table.snapshot_offset is not None
+            offset = max(table.snapshot_offset, self.log_start_offset)
+            while offset <= self.interceptor.durable_index:
+                # Catch up to the durable end, again if appends landed meanwhile: the hooks are installed
+                # right after this returns, in the same step, so no entry is missed or seen twice.
+                offset = await self._replay_from(table, offset)
+        table.durable(self.interceptor.durable_index)
+        table.prune(self.log_start_offset)
+        return table
+
+    async def _replay_from(self, table: ProducerStateTable, offset: int) -> int:
+        """Feed the batches from `offset` to the durable end into `table`; returns the offset after them."""
+        position = await self.find_position(offset)
+        ml = self.ml
+        end = offset
+        while ml.ordinal_of(position) < ml.number_of_entries:
+            entries = await ml.read_entries(position, _REPLAY_CHUNK)
+            if not entries:
+                break
+            for lid, eid, data in entries:
+                _, index, start = parse_entry(data)
+                view = memoryview(data)[start:]
+                base = index - _LOD.unpack_from(view, 23)[0]
+                if index >= offset:
+                    table.replay(base, view)
+                end = index + 1
+                position = Position(lid, eid)
+            position = ml.next_position(position)
+        return max(end, self.interceptor.durable_index + 1)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first offset of an open transaction, high watermark); the high watermark until the
+        producer state is loaded (callers that need it load it first: producer_state())."""
+        producers = self._producers
+        hwm = self.interceptor.durable_index + 1
+        if producers is None or (not producers.ongoing and not producers.completing):
+            return hwm
+        return producers.last_stable_offset(hwm, self.log_start_offset)
+
+    def aborted_transactions(self, fetch_offset: int, upper: int) -> list[AbortedTxn]:
+        producers = self._producers
+        if producers is None or not producers.aborted:
+            return []
+        return producers.aborted_between(fetch_offset, upper)
+
+    def is_aborted_batch(self, batch: Buffer, base_offset: int) -> bool:
+        """Whether a stored batch is a control batch or data of an aborted transaction (what a Pulsar
+        consumer must never get, and the cleaner drops)."""
+        attributes = _TAIL.unpack_from(batch, 21)[0]
+        if not attributes & _TXN_BITS:
+            return False
+        if attributes & CONTROL_BIT:
+            return True
+        producers = self._producers
+        pid = struct.unpack_from(">q", batch, 43)[0]
+        return producers is not None and producers.is_aborted(pid, base_offset)
+
+    async def ensure_snapshot(self) -> ProducerStateTable:
+        """The producer state, with a snapshot stored before the partition's first transactional write
+        (from then on a restart replays from a snapshot, not a bounded tail, so no transaction is missed)."""
+        table = await self.producer_state()
+        if table.snapshot_offset is None:
+            await self._write_snapshot(table)
+        return table
+
+    async def write_txn_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                               coordinator_epoch: int) -> int:
+        """Append a COMMIT/ABORT control batch for `producer_id`; returns its offset once durable. Raises
+        producer_state.SequenceError (TRANSACTION_COORDINATOR_FENCED, INVALID_PRODUCER_EPOCH)."""
+        table = await self.ensure_snapshot()
+        table.begin_marker(producer_id, producer_epoch, coordinator_epoch)
+        key = struct.pack(">hh", 0, COMMIT if commit else ABORT)
+        value = struct.pack(">hi", 0, coordinator_epoch)
+        batch = bytearray(build_batch([(key, value)], producer_id=producer_id, producer_epoch=producer_epoch,
+                                      base_sequence=-1, is_transactional=True, is_control=True))
+        return await self.append(batch, 0, -1)
+
+    async def _snapshot(self) -> None:
+        """Snapshots until one is recent enough (appends that were durable while one was written had
+        no task to start)."""
+        try:
+            table = self._producers
+            while table is not None and not self._closed:
+                await self._write_snapshot(table)
+                snap = table.snapshot_offset
+                if snap is None or self.interceptor.durable_index - snap < SNAPSHOT_EVERY_OFFSETS:
+                    break
+        except Exception as e:  # noqa: BLE001 - tried again later; replay covers the gap meanwhile
+            log.warning("partition %s: producer-state snapshot failed: %r", self.name, e)
+        finally:
+            self._snapshot_task = None
+
+    async def _write_snapshot(self, table: ProducerStateTable) -> None:
+        table.prune(self.log_start_offset)
+        offset = self.interceptor.durable_index + 1
+        snap = table.to_snapshot(offset)
+        await self.ml.set_properties({PRODUCER_STATE_PROPERTY: json.dumps(snap, separators=(",", ":"))})
+        if table.snapshot_offset is None or offset > table.snapshot_offset:
+            table.snapshot_offset = offset
+
     # ------------------------------------------------------------------------------------ lifecycle
 
     def _release_waiters(self) -> None:
@@ -823,6 +998,12 @@ class ManagedPartitionLog(PartitionLog):
         if self._closed:
             return
         self._closed = True
+        if self._snapshot_task is not None:
+            with contextlib.suppress(Exception):
+                await self._snapshot_task
+        if self._producers is not None and self._producers.snapshot_offset is not None:
+            with contextlib.suppress(Exception):  # replay from the last snapshot covers a failed one
+                await self._write_snapshot(self._producers)
         self._release_waiters()
         try:
             await self.ml.close()

@@ -35,7 +35,10 @@ Where we differ from KoP, and why:
 - Header values that are not UTF-8 are decoded with replacement characters (Pulsar properties are
   strings; KoP does the same lossy decode); a null header value becomes "".
 - Kafka control batches (transaction markers) have no Pulsar message: ``kafka_to_pulsar`` returns
-  None and the handler skips the entry (their offsets still count, as in Kafka).
+  None and the handler skips the entry (their offsets still count, as in Kafka). Records of Kafka
+  transactions convert like any others (the producer id/epoch as the Pulsar txnid); what a Pulsar
+  consumer is sent is decided by the dispatcher (kop/pulsar/subscription.py): only batches below the
+  partition's last stable offset, never those of aborted transactions.
 
 Cost: the conversion is per record in Python (decode the Kafka records, one protobuf object per
 message); docs/pulsar.md has the measured microseconds per message each way.

@@ -165,6 +165,7 @@ class Subscription:
         self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
         self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
         self.bytes_out = 0
+        self._txn_loaded = False  # the partition's producer state (last stable offset, aborted index)
 
     # ------------------------------------------------------------------ consumers
     def add_consumer(self, consumer: Consumer) -> str | None:
@@ -313,9 +314,15 @@ class Subscription:
             self._send(target, fb, entry, self.redeliveries.get(entry.position, 0))
             return
         plog = self.plog
+        if not self._txn_loaded:
+            await plog.producer_state()
+            self._txn_loaded = True
         if self.read_offset < plog.log_start_offset:
             self.read_offset = plog.log_start_offset
-        if self.read_offset >= plog.high_watermark:
+        # Pulsar consumers get committed data only: reads stop at the last stable offset (an open Kafka
+        # transaction holds it back until its marker), and aborted batches are skipped like markers.
+        stable = plog.last_stable_offset
+        if self.read_offset >= stable:
             await self._wait(plog.wait_for_append())
             return
         try:
@@ -328,6 +335,8 @@ class Subscription:
         blocked = False
         for fb in got.batches:
             pos = fb.position
+            if fb.base_offset >= stable:
+                break
             if self.mark_delete is not None and pos <= self.mark_delete:
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
@@ -335,8 +344,8 @@ class Subscription:
                 self.outstanding.setdefault(pos, Entry(pos, fb.base_offset, fb.last_offset))
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
-            conv = self.state.converted(fb)
-            if conv is None:  # a control batch: no Pulsar message, nothing to ack
+            conv = None if plog.is_aborted_batch(fb.batch, fb.base_offset) else self.state.converted(fb)
+            if conv is None:  # a control batch or an aborted one: no Pulsar message, nothing to ack
                 self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
                 self.acked.add(pos)
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)

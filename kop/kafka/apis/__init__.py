@@ -38,6 +38,7 @@ def _modules() -> list[ModuleType]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_producers,
         describe_transactions,
         end_txn,
         fetch,
@@ -58,6 +59,7 @@ def _modules() -> list[ModuleType]:
         produce,
         sync_group,
         txn_offset_commit,
+        write_txn_markers,
     )
 
     return [
@@ -71,6 +73,7 @@ def _modules() -> list[ModuleType]:
         txn_offset_commit,
         # transaction coordinator (kop/coordinator/transactions)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
+        write_txn_markers, describe_producers,  # the partition side of transactions (kop/offset/producer_state.py)
     ]
 
 

@@ -4,8 +4,14 @@
 - Batches are sent as stored, with the base offset (from broker entry metadata) sent as its own 8-byte part
   in front of the rest of the stored batch: no copy of the payload (writelines of memoryviews).
 - A fetch at an offset inside a batch returns the whole containing batch (clients skip the leading records).
-- high watermark = last durable offset + 1; last stable offset = high watermark (no transactions);
-  log start offset is always set (KoP left it unset).
+- high watermark = last durable offset + 1; log start offset is always set (KoP left it unset).
+- isolation_level READ_COMMITTED (1) reads only below the last stable offset (the first offset of the
+  oldest open transaction, or the high watermark) and carries the aborted transactions overlapping the
+  returned range (aborted_transactions, sorted by first offset: clients assume it); control batches
+  (markers) are returned like data, as Kafka does - consumers need the ABORT markers. READ_UNCOMMITTED
+  is untouched by transactions (aborted_transactions null, no per-batch work); its last_stable_offset is
+  the partition's LSO once its producer state is loaded (anything transactional since the partition was
+  opened loads it), the high watermark before.
 - OFFSET_OUT_OF_RANGE below the log start offset and above the high watermark.
 - A partition in error carries empty records, never null ones, as Kafka does: librdkafka drops a whole
   answer whose records are null (`invalid MessageSetSize -1`), which stranded consumers that needed an
@@ -80,6 +86,7 @@ async def handle(request: RequestContext, req: Any) -> Any:
     )
     if ctx.error:
         return R(throttle_time_ms=0, error_code=ctx.error, session_id=0, responses=[])
+    committed = getattr(req, "isolation_level", 0) == 1
     plan: list[tuple[str, list[_Part]]] = []
     topics: dict[str, Any] = {}  # a session's order may list a topic more than once
     for name, listed in ctx.partitions:
@@ -94,6 +101,8 @@ async def handle(request: RequestContext, req: Any) -> Any:
         for p in parts:
             try:
                 p.plog = await request.partition_log(topic, p.index, p.epoch)
+                if committed:
+                    await p.plog.producer_state()  # the LSO and the aborted index
             except PartitionError as e:
                 p.error = e.code
                 continue
@@ -108,7 +117,7 @@ async def handle(request: RequestContext, req: Any) -> Any:
     metrics = h.metrics
     while True:
         total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics,
-                                                 [] if getattr(req, "isolation_level", 0) == 1 else None)
+                                                 [] if committed else None)
         remaining = deadline - loop.time()
         live = [p for _, parts in plan for p in parts if p.plog is not None and not p.error]
         if total >= req.min_bytes or remaining <= 0 or not live or h.draining:
@@ -193,6 +202,12 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 continue
             plog = p.plog
             hw = p.seen_hw = plog.high_watermark
+            if aborted is not None and p.fetch_offset < hw:
+                presp, size = await _read_committed(R, p, plog, hw, max(response_max - total, 0), total == 0,
+                                                    cache, sent)
+                presps.append(presp)
+                total += size
+                continue
             if p.fetch_offset == hw:
                 # Caught up (most partitions of a many-partition consumer): what read() answers at the high
                 # watermark - no data, nothing to remember - without its coroutine and cursor lookups. In an
@@ -201,7 +216,7 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 if known is not None and known.high_watermark == hw and known.log_start_offset == plog.log_start_offset:
                     continue
                 presps.append(R.PartitionData(
-                    partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=hw,
+                    partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=plog.last_stable_offset,
                     log_start_offset=plog.log_start_offset, aborted_transactions=aborted, preferred_read_replica=-1,
                     records=b"",
                 ))
@@ -235,13 +250,67 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
             total += size
             hw = plog.high_watermark
             presps.append(R.PartitionData(
-                partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=hw,
+                partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=plog.last_stable_offset,
                 log_start_offset=plog.log_start_offset, aborted_transactions=aborted, preferred_read_replica=-1,
                 records=records if records else b"",
             ))
         responses.append((topic_name, presps))
     metrics.fetch_read.observe(time.monotonic() - started)
     return total, responses, sent
+
+
+async def _read_committed(R: Any, p: _Part, plog: Any, hw: int, response_left: int, first: bool, cache: Any,
+                          sent: list[tuple[Any, int, int, int]]) -> tuple[Any, int]:
+    """One partition of a READ_COMMITTED fetch below the high watermark: the batches below the last
+    stable offset and the aborted transactions among them; (partition data, bytes returned)."""
+    lso = plog.last_stable_offset
+    log_start = plog.log_start_offset
+
+    def answer(records: Any, aborted: list[Any]) -> Any:
+        return R.PartitionData(
+            partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=lso,
+            log_start_offset=log_start, aborted_transactions=aborted, preferred_read_replica=-1, records=records)
+
+    if p.fetch_offset >= lso:
+        if p.fetch_offset < log_start:
+            return _out_of_range(R, p.index), 0
+        return answer(b"", []), 0  # nothing stable to read yet
+    budget = min(p.max_bytes, response_left)
+    try:
+        res = await plog.read(p.fetch_offset, budget, hint=cache.get(p.ledger, p.fetch_offset), min_one=first)
+    except OffsetOutOfRange:
+        return _out_of_range(R, p.index), 0
+    except StorageError:
+        return _error(R, p.index, ErrorCode.KAFKA_STORAGE_ERROR), 0
+    batches = res.batches
+    cut = next((i for i, fb in enumerate(batches) if fb.base_offset >= lso), None)
+    if cut is not None:
+        if cut < len(batches):
+            cache.put(p.ledger, batches[cut].base_offset, batches[cut].position)
+        batches = batches[:cut]
+    elif batches and res.next_position is not None:
+        cache.put(p.ledger, res.next_offset, res.next_position)
+    if not batches:
+        return answer(b"", []), 0
+    records: list[Any] = []
+    size = count = 0
+    for fb in batches:
+        records.append(_OFFSET.pack(fb.base_offset))
+        records.append(fb.batch[8:])
+        size += len(fb.batch)
+        count += _RECORDS_COUNT.unpack_from(fb.batch, 57)[0]
+    sent.append((p.counters, size, count, len(batches)))
+    aborted = [R.PartitionData.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+               for t in plog.aborted_transactions(p.fetch_offset, batches[-1].last_offset + 1)]
+    return answer(records, aborted), size
+
+
+def _out_of_range(R: Any, index: int) -> Any:
+    return R.PartitionData(
+        partition_index=index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1,
+        last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
+        preferred_read_replica=-1, records=b"",
+    )
 
 
 def _error(R: Any, index: int, code: int) -> Any:

@@ -5,8 +5,9 @@
   -3 max timestamp (KIP-734) = the first record with the largest timestamp; -4 earliest-local = earliest
   (everything is local here). A timestamp >= 0 gives the first record whose timestamp is >= it, at record
   (not batch) precision, or offset -1 when there is none.
-- isolation_level read_committed answers the same as read_uncommitted: without transactions the last
-  stable offset equals the high watermark.
+- isolation_level read_committed (v2+): -1 latest = the last stable offset (first offset of the oldest
+  open transaction, or the high watermark); a timestamp lookup, like Kafka's, only finds records below
+  it (offset -1 otherwise), and so does -3 max timestamp (Kafka's Partition.fetchOffsetForTimestamp).
 - v0 (and its max_num_offsets) is gone since Kafka 4.0 and not served; v9+ (-5 latest-tiered and later)
   are not advertised.
 """
@@ -29,17 +30,18 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
+    committed = getattr(req, "isolation_level", 0) == 1
     topics = []
     for t in req.topics:
         topic = await ctx.find_topic(t.name)
         parts = []
         for p in t.partitions:
-            parts.append(await _one(ctx, R, topic, p))
+            parts.append(await _one(ctx, R, topic, p, committed))
         topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=parts))
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def _one(ctx: RequestContext, R: Any, topic: Topic | None, p: Any) -> Any:
+async def _one(ctx: RequestContext, R: Any, topic: Topic | None, p: Any, committed: bool) -> Any:
     def answer(error: int, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> Any:
         return R.ListOffsetsPartitionResponse(
             partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset,
@@ -51,18 +53,20 @@ async def _one(ctx: RequestContext, R: Any, topic: Topic | None, p: Any) -> Any:
     except PartitionError as e:
         return answer(e.code)
     ts = p.timestamp
+    if committed:
+        await plog.producer_state()
     if ts == LATEST:
-        return answer(0, plog.high_watermark, -1, LEADER_EPOCH)
+        return answer(0, plog.last_stable_offset if committed else plog.high_watermark, -1, LEADER_EPOCH)
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return answer(0, plog.log_start_offset, -1, LEADER_EPOCH)
     if ts == MAX_TIMESTAMP:
         found = await plog.max_timestamp()
-        if found is None:
+        if found is None or (committed and found[0] >= plog.last_stable_offset):
             return answer(0, -1, -1, -1)
         return answer(0, found[0], found[1], LEADER_EPOCH)
     if ts < 0:
         return answer(ErrorCode.INVALID_REQUEST)
     found = await plog.offset_for_timestamp(ts)
-    if found is None:
+    if found is None or (committed and found[0] >= plog.last_stable_offset):
         return answer(0, -1, -1, -1)
     return answer(0, found[0], found[1], LEADER_EPOCH)

@@ -10,9 +10,18 @@
   opaque: header checks and CRC32C, never a per-record walk, compressed batches stay compressed. Only
   bytes outside the CRC are touched (partition leader epoch), except for LogAppendTime topics where the
   max timestamp and timestamp-type bit are rewritten and the CRC recomputed, as Kafka does.
-- Idempotent producers: sequence checks and de-duplication of retried batches (kop.kafka.idempotence).
-  Transactional batches are refused (transactions are not implemented; InitProducerId refuses
-  transactional ids) with INVALID_RECORD, and so are client-sent control batches.
+- Idempotent producers: sequence checks and de-duplication of retried batches (the partition's producer
+  state, kop/offset/producer_state.py). A stale epoch gets INVALID_PRODUCER_EPOCH (KIP-588: abortable
+  for the client; PRODUCER_FENCED comes from the coordinator's APIs, not from Produce).
+- Transactional batches (attributes bit 4) are accepted and open the producer's transaction on the
+  partition; the request must carry its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+  as Kafka without one). The first batch of a transaction on a partition is verified with the
+  transaction coordinator when one is running (`services.transactions.verify_partition`, KIP-890 part
+  1); TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE below v11. A non-transactional batch of a producer
+  whose transaction is open gets INVALID_TXN_STATE. A transactional v12 request is treated like v11
+  (verification only, no implicit partition add): transaction.version 2 is not advertised, so clients
+  do not expect it. Client-sent control batches are refused with INVALID_RECORD (only WriteTxnMarkers
+  writes markers).
 - Auto-creation on produce follows allowAutoTopicCreation.
 - Per-record validation as Kafka's LogValidator: on compacted topics every record needs a key
   (INVALID_RECORD), and CreateTime timestamps must lie within message.timestamp.before.max.ms /
@@ -98,7 +107,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         for td in req.topic_data:
             parts: list[tuple[int, Any]] = []
             for pd in td.partition_data:
-                parts.append((pd.index, await _issue(ctx, td.name, pd.index, pd.records, acks)))
+                parts.append((pd.index, await _issue(ctx, td.name, pd.index, pd.records, acks,
+                                                     getattr(req, "transactional_id", None))))
             results.append((td.name, parts))
     finally:
         if not issued.done():
@@ -117,7 +127,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
 
 
 async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: Any,
-                 acks: int) -> _Issued | _PartitionError:
+                 acks: int, transactional_id: str | None) -> _Issued | _PartitionError:
     """Validate and start the append; returns the started append or the partition's error. Nothing here
     waits for durability."""
     t0 = time.monotonic()
@@ -152,8 +162,6 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
             )
         if hdr.is_control:
             raise _PartitionError("INVALID_RECORD", "Clients may not write control batches")
-        if hdr.is_transactional:
-            raise _PartitionError("INVALID_RECORD", "Transactional batches are not supported by this broker")
         append_time = effective(topic.configs, "message.timestamp.type", cfg) == "LogAppendTime"
         _validate_records(topic.configs, cfg, hdr, batch, f"{topic_name}-{partition}", append_time)
         codec = _TOPIC_CODECS.get(effective(topic.configs, "compression.type", cfg))
@@ -174,14 +182,18 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         plog = await ctx.partition_log(topic, partition)
         ledger = topic.name.ledger_name(partition)
         states = await h.producer_state(ledger, plog)
+        txn = hdr.is_transactional
+        if txn:
+            await _verify_transactional(ctx, plog, states, hdr, transactional_id, topic_name, partition)
         try:
-            dup = states.check(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count)
+            dup = states.check(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, txn)
         except SequenceError as e:
             raise _PartitionError(e.error, e.message) from None
         if dup is not None:
             return _Issued(plog, log_append_time, None, dup)
         fut = plog.append_nowait(batch, hdr.last_offset_delta, max_ts)
-        rec = states.record(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, fut)
+        rec = states.record(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, fut,
+                            txn, max_ts)
         if rec is not None:
             fut.add_done_callback(lambda f, rec=rec, pid=hdr.producer_id: _settle(states, pid, rec, f))
         t1 = time.monotonic()
@@ -192,6 +204,32 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         return e
     except PartitionError as e:  # NOT_LEADER_OR_FOLLOWER (cluster mode), deleted meanwhile
         return _PartitionError(e.code.name, e.message)
+
+
+async def _verify_transactional(ctx: RequestContext, plog: PartitionLog, states: Any, hdr: Any,
+                                transactional_id: str | None, topic_name: str, partition: int) -> None:
+    """Checks a transactional batch needs before the sequence checks: a transactional id on the request
+    (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one), a producer-state snapshot before the
+    partition's first transaction (restart recovery), and - for the first batch of a transaction on this
+    partition - the coordinator's word that the partition is in the transaction (KIP-890 part 1), when
+    a coordinator is there to ask."""
+    if not transactional_id:
+        raise _PartitionError("TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+                              "A transactional batch needs the request's transactional id")
+    if hdr.producer_id < 0 or hdr.producer_epoch < 0:
+        raise _PartitionError("INVALID_RECORD", "A transactional batch needs a producer id and epoch")
+    await plog.ensure_snapshot()
+    verifier = getattr(getattr(ctx.handler, "service", None), "transactions", None)
+    if verifier is None or not states.needs_verification(hdr.producer_id, hdr.producer_epoch):
+        return
+    code = ErrorCode(await verifier.verify_partition(transactional_id, hdr.producer_id, hdr.producer_epoch,
+                                                     topic_name, partition))
+    if code == ErrorCode.NONE:
+        return
+    if code == ErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
+        code = ErrorCode.INVALID_TXN_STATE  # TRANSACTION_ABORTABLE is known to Produce v11+ only
+    raise _PartitionError(code.name, f"Partition {topic_name}-{partition} is not part of the transaction of "
+                          f"producer {hdr.producer_id} epoch {hdr.producer_epoch} ({code.name})")
 
 
 _THREAD_RECOMPRESS_BYTES = 64 << 10

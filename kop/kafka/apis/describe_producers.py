@@ -1,0 +1,50 @@
+"""DescribeProducers (key 61): v0 (KIP-664; `kafka-transactions.sh describe-producers` and `find-hanging`).
+
+The active producers of each listed partition, from its producer state (kop/offset/producer_state.py):
+producer id, epoch (int32 on this wire, int16 everywhere else), last sequence, last timestamp,
+coordinator epoch, and the first offset of the producer's open transaction (-1 without one).
+
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (cluster mode, not ours), else NONE.
+- Producers forgotten by producerIdExpirationMs are not listed (Kafka's behaviour too); one with an open
+  transaction is never forgotten.
+- Authorization (READ on the topic) is the ACL layer's, not this module's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.context import PartitionError, RequestContext
+from kop.protocol import api_info
+
+API_KEY = 61
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    topics = []
+    for t in req.topics:
+        topic = await ctx.find_topic(t.name)
+        parts = [await _partition(ctx, R, topic, i) for i in t.partition_indexes]
+        topics.append(R.TopicResponse(name=t.name, partitions=parts))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+async def _partition(ctx: RequestContext, R: Any, topic: Any, index: int) -> Any:
+    P = R.TopicResponse.PartitionResponse
+    try:
+        plog = await ctx.partition_log(topic, index)
+    except PartitionError as e:
+        return P(partition_index=index, error_code=e.code, error_message=e.message, active_producers=[])
+    table = await plog.producer_state()
+    ongoing = table.ongoing
+    completing = {pid: first for pid, first in table.completing.values()}
+    active = []
+    for pid, entry in sorted(table.producers.items()):
+        first = ongoing.get(pid, completing.get(pid, -1))
+        active.append(P.ProducerState(
+            producer_id=pid, producer_epoch=entry.epoch, last_sequence=entry.last_seq,
+            last_timestamp=entry.last_timestamp, coordinator_epoch=entry.coordinator_epoch,
+            current_txn_start_offset=first))
+    return P(partition_index=index, error_code=0, error_message=None, active_producers=active)

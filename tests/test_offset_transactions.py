@@ -1,0 +1,214 @@
+"""Transactions in the partition log (kop/offset/partition_log.py + producer_state.py), on real files:
+markers take an offset, the last stable offset, the aborted index, recovery after a clean restart and
+after a crash, and compaction never bringing aborted data back."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kop.managed_ledger import ManagedLedgerConfig
+from kop.offset import open_embedded_storage
+from kop.offset.partition_log import PRODUCER_STATE_PROPERTY
+from kop.offset.producer_state import AbortedTxn, SequenceError, control_type
+from kop.protocol.records import build_batch, decode_records, parse_batch_header
+from tests.support.storage import settled, storage_at
+
+NAME = "public/default/persistent/txn-partition-0"
+
+
+def txn(pid: int, seq: int, values: list[bytes], epoch: int = 0, keys: list[bytes] | None = None) -> bytearray:
+    keys = keys or [b"k"] * len(values)
+    return bytearray(build_batch(list(zip(keys, values, strict=True)), producer_id=pid, producer_epoch=epoch,
+                                 base_sequence=seq, is_transactional=True))
+
+
+def plain(values: list[bytes], keys: list[bytes] | None = None) -> bytearray:
+    keys = keys or [b"k"] * len(values)
+    return bytearray(build_batch(list(zip(keys, values, strict=True))))
+
+
+async def produce(log, b: bytearray, pid: int = -1, epoch: int = -1, seq: int = -1) -> int:
+    """What the produce path does: producer-state checks, then the append."""
+    table = await log.ensure_snapshot() if b[22] & 0x10 else await log.producer_state()
+    h = parse_batch_header(b)
+    table.check(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count, h.is_transactional)
+    fut = log.append_nowait(b, h.last_offset_delta, h.max_timestamp)
+    table.record(h.producer_id, h.producer_epoch, h.base_sequence, h.records_count, fut, h.is_transactional)
+    return await fut
+
+
+async def scenario(log) -> dict[str, int]:
+    """p1 commits 2 records, p2 aborts 3 around them, p3 stays open: offsets
+    0-1 p1 | 2-4 p2 | 5 plain | 6 commit p1 | 7 abort p2 | 8 p3 (open)."""
+    assert await produce(log, txn(1, 0, [b"c1", b"c2"])) == 0
+    assert await produce(log, txn(2, 0, [b"a1", b"a2", b"a3"])) == 2
+    assert await produce(log, plain([b"p"])) == 5
+    assert log.last_stable_offset == 0
+    assert await log.write_txn_marker(1, 0, True, 0) == 6
+    assert log.last_stable_offset == 2
+    assert await log.write_txn_marker(2, 0, False, 0) == 7
+    assert log.last_stable_offset == 8
+    assert await produce(log, txn(3, 0, [b"o1"])) == 8
+    return {"hw": 9, "lso": 8}
+
+
+def check_scenario(log) -> None:
+    assert log.high_watermark == 9
+    assert log.last_stable_offset == 8
+    assert log.aborted_transactions(0, 9) == [AbortedTxn(2, 2, 7, 8)]
+    assert log.aborted_transactions(8, 9) == []
+
+
+async def test_markers_lso_and_aborted_index(tmp_path):
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await scenario(log)
+        check_scenario(log)
+        batches = (await log.read(6, 1 << 20)).batches
+        marker = batches[0].batch
+        h = parse_batch_header(marker)
+        assert (h.is_control, h.is_transactional, h.producer_id, h.base_sequence, h.records_count) == \
+            (True, True, 1, -1, 1)
+        (rec,) = decode_records(marker)
+        assert rec.key == b"\x00\x00\x00\x01" and rec.value == b"\x00\x00\x00\x00\x00\x00"  # COMMIT, epoch 0
+        assert control_type(batches[1].batch) == 0  # ABORT
+        assert log.is_aborted_batch(batches[1].batch, 7)  # markers are never data
+        two = (await log.read(2, 1 << 20)).batches[0]
+        assert log.is_aborted_batch(two.batch, two.base_offset)
+        one = (await log.read(0, 1 << 20)).batches[0]
+        assert not log.is_aborted_batch(one.batch, one.base_offset)
+
+
+async def test_marker_checks(tmp_path):
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await produce(log, txn(1, 0, [b"x"], epoch=3))
+        await log.write_txn_marker(1, 3, False, 5)
+        with pytest.raises(SequenceError) as e:
+            await log.write_txn_marker(1, 2, True, 5)
+        assert e.value.error == "INVALID_PRODUCER_EPOCH"
+        with pytest.raises(SequenceError) as e:
+            await log.write_txn_marker(1, 3, True, 4)
+        assert e.value.error == "TRANSACTION_COORDINATOR_FENCED"
+        # a producer this partition never saw: the marker is written, it takes an offset, indexes nothing
+        hw = log.high_watermark
+        assert await log.write_txn_marker(77, 0, False, 0) == hw
+        assert log.high_watermark == hw + 1 and log.last_stable_offset == hw + 1
+        assert log.aborted_transactions(0, hw + 1) == [AbortedTxn(1, 0, 1, 2)]
+
+
+async def test_clean_restart_recovers_open_transactions_and_the_aborted_index(tmp_path):
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await scenario(log)
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        assert PRODUCER_STATE_PROPERTY in log.ml.properties
+        await log.producer_state()
+        check_scenario(log)
+        # the open transaction ends after the restart; the producer's sequences were remembered
+        table = await log.producer_state()
+        with pytest.raises(SequenceError):
+            table.check(3, 0, 5, 1, True)
+        assert await log.write_txn_marker(3, 0, False, 0) == 9
+        assert log.last_stable_offset == 10
+        assert log.aborted_transactions(0, 10) == [AbortedTxn(2, 2, 7, 8), AbortedTxn(3, 8, 9, 10)]
+
+
+async def test_crash_recovery_replays_from_the_snapshot(tmp_path):
+    """No snapshot at close (a crash): the first transactional write stored one; replay rebuilds the rest."""
+    st = await open_embedded_storage(tmp_path, fsync="always",
+                                     managed_ledger_config=ManagedLedgerConfig(max_entries_per_ledger=3))
+    log = await st.open_log(NAME)
+    for i in range(5):  # history before any transaction: bounded tail replay is enough for it
+        await produce(log, plain([b"%d" % i]))
+    await scenario_shifted(log, 5)
+    st.abandon()
+    await st.metadata_store.close()
+    async with storage_at(tmp_path) as st2:
+        log = await st2.open_log(NAME)
+        await log.producer_state()
+        assert log.high_watermark == 14
+        assert log.last_stable_offset == 13
+        assert log.aborted_transactions(0, 14) == [AbortedTxn(2, 7, 12, 13)]
+
+
+async def scenario_shifted(log, base: int) -> None:
+    assert await produce(log, txn(1, 0, [b"c1", b"c2"])) == base
+    assert await produce(log, txn(2, 0, [b"a1", b"a2", b"a3"])) == base + 2
+    assert await produce(log, plain([b"p"])) == base + 5
+    await log.write_txn_marker(1, 0, True, 0)
+    await log.write_txn_marker(2, 0, False, 0)
+    await produce(log, txn(3, 0, [b"o1"]))
+
+
+async def test_periodic_snapshots_bound_the_replay(tmp_path, monkeypatch):
+    from kop.offset import partition_log
+
+    monkeypatch.setattr(partition_log, "SNAPSHOT_EVERY_OFFSETS", 4)
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await scenario(log)
+        for i in range(6):
+            await produce(log, plain([b"%d" % i]))
+        await asyncio.sleep(0.05)
+        await settled(log)
+        import json
+        snap = json.loads(log.ml.properties[PRODUCER_STATE_PROPERTY])
+        assert snap["offset"] > 9
+        assert snap["ongoing"] == [[3, 8]]
+        assert snap["aborted"] == [[2, 2, 7, 8]]
+
+
+async def test_a_concurrent_load_and_appends_miss_nothing(tmp_path):
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await scenario(log)
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        loads = [asyncio.ensure_future(log.producer_state()) for _ in range(3)]
+        writes = [asyncio.ensure_future(produce(log, plain([b"x"]))) for _ in range(3)]
+        tables = await asyncio.gather(*loads)
+        await asyncio.gather(*writes)
+        assert tables[0] is tables[1] is tables[2]
+        assert log.last_stable_offset == 8
+
+
+async def test_compaction_drops_aborted_records_and_keeps_markers(tmp_path):
+    """An aborted value of a key must neither survive nor shadow the committed one; markers stay."""
+    async with storage_at(tmp_path, max_entries_per_ledger=2) as st:
+        log = await st.open_log(NAME)
+        await produce(log, plain([b"committed"], keys=[b"K"]))                  # 0
+        await produce(log, txn(2, 0, [b"aborted"], keys=[b"K"]))               # 1
+        await log.write_txn_marker(2, 0, False, 0)                             # 2
+        await produce(log, txn(1, 0, [b"open"], keys=[b"J"]))                  # 3
+        await produce(log, plain([b"j-plain"], keys=[b"J"]))                   # 4 (after the open one)
+        await produce(log, plain([b"x"], keys=[b"Z"]))                         # 5
+        await produce(log, plain([b"y"], keys=[b"Y"]))                         # 6
+        res = await log.compact(roll_current=True)
+        assert res.compacted
+        batches = (await log.read(0, 1 << 20)).batches
+        seen = {}
+        for b in batches:
+            h = parse_batch_header(b.batch)
+            if h.is_control:
+                seen[b.base_offset] = "marker"
+                continue
+            for r in decode_records(b.batch):
+                seen[b.base_offset + r.offset_delta] = r.value
+        assert seen[0] == b"committed"  # not shadowed by the aborted value
+        assert 1 not in seen  # the aborted record is gone
+        assert seen[2] == "marker"
+        assert seen[3] == b"open"  # at/after the LSO: untouched
+        assert seen[4] == b"j-plain"
+        assert log.last_stable_offset == 3
+        await log.write_txn_marker(1, 0, True, 0)
+        res = await log.compact(roll_current=True)
+        seen = {}
+        for b in (await log.read(0, 1 << 20)).batches:
+            if not parse_batch_header(b.batch).is_control:
+                for r in decode_records(b.batch):
+                    seen[b.base_offset + r.offset_delta] = r.value
+        assert seen == {0: b"committed", 4: b"j-plain", 5: b"x", 6: b"y"}

@@ -88,7 +88,7 @@ class BrokerServices(Protocol):
     topics: TopicManager
     producer_ids: ProducerIdAllocator
     coordinator: GroupCoordinator
-    transactions: TransactionCoordinator  # the transaction coordinator (also the produce path's KIP-890 check)
+    transactions: TransactionCoordinator  # the transaction coordinator; a TransactionVerifier for produce
     ownership: Ownership  # who serves which partition (this broker alone outside cluster mode)
     metrics: BrokerMetrics
     net: Acceptor  # connection limits and the request-bytes bound, shared by every protocol handler
@@ -98,4 +98,3 @@ class BrokerServices(Protocol):
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
     pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
-    transactions: TransactionVerifier | None  # set by the transaction coordinator when it runs

@@ -33,7 +33,7 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
-from kop.services import PulsarSubscriptions, TransactionVerifier
+from kop.services import PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -74,7 +74,6 @@ class BrokerService:
         self.metrics.connections_rejected = lambda: self.net.connections_rejected
         self.admin: AdminServer | None = None  # when webServicePort >= 0
         self.pulsar_subscriptions: PulsarSubscriptions | None = None  # the pulsar handler sets it
-        self.transactions: TransactionVerifier | None = None  # the transaction coordinator sets it
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
         # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).

@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,6 +48,7 @@ from kop.coordinator.transactions.state import (
     TxnState,
 )
 from kop.offset.api import PartitionLog
+from kop.offset.producer_state import SequenceError
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import NewRecord, build_batch, decode_records, parse_batch_header
 from kop.topics.manager import Topic, TopicError, TopicManager
@@ -65,15 +65,6 @@ LEADER_EPOCH = 0
 COORDINATOR_EPOCH = 0
 LOAD_READ_BYTES = 1 << 20
 MARKER_RETRY_S = 0.5  # a marker that could not be written is tried again this long after
-
-
-def marker_batch(producer_id: int, producer_epoch: int, commit: bool, now: int) -> bytearray:
-    """A transaction marker as Kafka writes it: a control batch (magic 2, transactional, one record) whose
-    key is version 0 + type (0 ABORT, 1 COMMIT) and whose value is version 0 + the coordinator epoch."""
-    key = struct.pack(">hh", 0, 1 if commit else 0)
-    value = struct.pack(">hi", 0, COORDINATOR_EPOCH)
-    return build_batch([NewRecord(key, value, (), now)], producer_id=producer_id, producer_epoch=producer_epoch,
-                       base_sequence=-1, is_transactional=True, is_control=True, partition_leader_epoch=LEADER_EPOCH)
 
 
 class TransactionCoordinator:
@@ -330,19 +321,24 @@ class TransactionCoordinator:
     async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
                                partition: int) -> int:
         """The produce-side check of KIP-890 part 1: may this producer append a transactional batch to
-        this partition now? NONE, INVALID_TXN_STATE (not added to the transaction), PRODUCER_FENCED /
-        INVALID_PRODUCER_ID_MAPPING, or a retriable coordinator error. In cluster mode an id coordinated by
-        another broker is not checked (NONE), as with Kafka's verification turned off."""
+        this partition now? In Produce's terms, as Kafka's leader maps the coordinator's answer: NONE,
+        TRANSACTION_ABORTABLE (not added to the transaction; the produce path says INVALID_TXN_STATE below
+        v11), INVALID_PRODUCER_EPOCH (fenced), INVALID_PRODUCER_ID_MAPPING, or NOT_ENOUGH_REPLICAS (retriable:
+        the coordinator is loading or busy). In cluster mode an id coordinated by another broker is not
+        checked (NONE), as with Kafka's verification turned off."""
         err = self.partition_error(transactional_id)
         if err == E.NOT_COORDINATOR and self.topics.ownership is not None:
             return 0
-        if err:
+        if not err:
+            err, per = self.machine.verify(transactional_id, producer_id, producer_epoch,
+                                           [(self.topic_key(topic), partition)])
+            if not err:
+                return E.TRANSACTION_ABORTABLE if next(iter(per.values())) else 0
+        if err in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH):
+            return E.INVALID_PRODUCER_EPOCH
+        if err == E.INVALID_PRODUCER_ID_MAPPING:
             return err
-        err, per = self.machine.verify(transactional_id, producer_id, producer_epoch,
-                                       [(self.topic_key(topic), partition)])
-        if err:
-            return err
-        return next(iter(per.values()))
+        return E.NOT_ENOUGH_REPLICAS
 
     # ================================================================== EndTxn and the markers
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
@@ -405,17 +401,12 @@ class TransactionCoordinator:
             return E.UNKNOWN_TOPIC_OR_PARTITION
         try:
             plog = await self.topics.partition_log(topic, partition)
-            writer = getattr(plog, "write_txn_marker", None)
-            if writer is not None:
-                await writer(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
-            else:  # a log without transactional producer state: the control batch alone
-                await plog.append(marker_batch(producer_id, producer_epoch, commit, self.now_ms()), 0, self.now_ms())
+            await plog.write_txn_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
         except TopicError as e:
             return int(ErrorCode[e.error]) if e.error in ErrorCode.__members__ else E.UNKNOWN_SERVER_ERROR
+        except SequenceError as e:  # the partition refuses the marker: a newer producer epoch or coordinator
+            return int(e.code)
         except Exception as e:
-            code = getattr(e, "code", None) or getattr(e, "error", None)
-            if isinstance(code, int) and code in (E.INVALID_PRODUCER_EPOCH, E.TRANSACTION_COORDINATOR_FENCED):
-                return code
             log.warning("writing a %s marker for producer %d into %s-%d failed: %r",
                         "COMMIT" if commit else "ABORT", producer_id, topic_name, partition, e)
             return E.KAFKA_STORAGE_ERROR

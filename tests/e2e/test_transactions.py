@@ -171,3 +171,74 @@ def test_aiokafka_consume_transform_produce(target) -> None:
     assert consume_confluent(b.bootstrap, dst, "read_committed", len(want)) == want
     everything = consume_confluent(b.bootstrap, dst, "read_uncommitted", 15)
     assert sorted(everything) == sorted(want + [f"out-{i}" for i in range(5)])
+
+
+def test_an_open_transaction_survives_a_broker_kill_and_is_aborted_by_the_next_session(target) -> None:
+    """The coordinator's state and the partition's open transaction come back after kill -9: read_committed
+    readers stay below the open transaction, and the next producer session with the same transactional id
+    fences and aborts it before its own transaction commits."""
+    from confluent_kafka import Producer
+
+    b = target.dedicated_broker()
+    topic = target.topic("txn-restart")
+    create_topic(b.bootstrap, topic, 1)
+    tid = f"tx-{topic}"
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid, "transaction.timeout.ms": 600000})
+    p.init_transactions(60)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, value=f"c{i}".encode(), partition=0)
+    p.commit_transaction(60)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, value=f"open{i}".encode(), partition=0)
+    assert p.flush(60) == 0
+    b.kill()
+    b.restart()
+    p2 = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": tid})
+    p2.init_transactions(120)
+    p2.begin_transaction()
+    p2.produce(topic, value=b"after", partition=0)
+    p2.commit_transaction(60)
+    want = ["c0", "c1", "c2", "after"]
+    assert consume_confluent(b.bootstrap, topic, "read_committed", len(want)) == want
+    assert consume_confluent(b.bootstrap, topic, "read_uncommitted", 6) == ["c0", "c1", "c2", "open0", "open1", "after"]
+
+
+def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -> None:
+    """__transaction_state holds Kafka's own records: Kafka 4.x's TransactionLogMessageFormatter decodes the
+    states a committed transaction went through."""
+    import json
+
+    from kafka import KafkaConsumer
+
+    from kop.coordinator.records import partition_for
+
+    b = target.broker()
+    topic = target.topic("txn-fmt")
+    create_topic(b.bootstrap, topic, 2)
+    tid = f"tx-{topic}"
+    assert probe("produce", b.bootstrap, topic, tid, "C4")[-1] == "OK"
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap)
+    try:
+        n = len(c.partitions_for_topic("__transaction_state") or ())
+    finally:
+        c.close()
+    assert n > 0
+    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", "__transaction_state",
+                       "--partition", partition_for(tid, n), "--offset", "earliest", "--timeout-ms", 3000,
+                       "--formatter", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter")
+    dec = json.JSONDecoder()
+    records, pos = [], 0
+    while (pos := r.stdout.find("{", pos)) >= 0:
+        obj, pos = dec.raw_decode(r.stdout, pos)
+        records.append(obj)
+    mine = [o["value"]["data"] for o in records if o["key"]["data"].get("transactionalId") == tid]
+    statuses: list[int] = []
+    for v in mine:
+        if not statuses or statuses[-1] != v["transactionStatus"]:
+            statuses.append(v["transactionStatus"])
+    assert statuses == [0, 1, 2, 4], mine  # Empty, Ongoing, PrepareCommit, CompleteCommit
+    ongoing = [v for v in mine if v["transactionStatus"] == 1][-1]
+    assert [(tp["topic"], sorted(tp["partitionIds"])) for tp in ongoing["transactionPartitions"]] == [(topic, [0, 1])]
+    assert mine[-1]["transactionPartitions"] == [] and mine[-1]["transactionTimeoutMs"] == 60000

@@ -270,3 +270,50 @@ def test_txn_offsets_become_visible_with_the_commit_marker_only(broker) -> None:
             while fetched(c, group, True)[1] == unstable and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert fetched(c, group, True) == ((42, NONE) if commit else (-1, NONE))
+
+
+@pytest.fixture(scope="module")
+def fast_broker(tmp_path_factory):
+    """A broker whose sweeps run every 200 ms and whose idle transactional ids expire after 2 s."""
+    b = KopBroker(tmp_path_factory.mktemp("kop-txn-sweeps"),
+                  {"transactionAbortTimedOutTransactionCleanupIntervalMs": 200, "transactionalIdExpirationMs": 2000,
+                   "transactionRemoveExpiredTransactionalIdCleanupIntervalMs": 200,
+                   "offsetsTopicNumPartitions": 2, "transactionStateLogNumPartitions": 2})
+    b.start()
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    admin.create_topics([NewTopic(TOPIC, 2, 1)])
+    admin.close()
+    yield b
+    b.stop()
+
+
+def wait_state(c: WireClient, tid: str, states: tuple[str, ...], timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while True:
+        d = describe(c, tid)
+        if d.transaction_state in states or (d.error_code and "" in states) or time.monotonic() > deadline:
+            return d
+        time.sleep(0.1)
+
+
+def test_a_timed_out_transaction_is_aborted_and_its_producer_fenced(fast_broker) -> None:
+    tid = f"timeout-{uuid.uuid4().hex[:6]}"
+    with WireClient(fast_broker.bootstrap) as c:
+        r = init(c, tid, timeout_ms=1000)
+        pid, epoch = r.producer_id, r.producer_epoch
+        assert add(c, tid, pid, epoch, {TOPIC: [0]}) == {(TOPIC, 0): NONE}
+        d = wait_state(c, tid, ("CompleteAbort",))
+        assert (d.transaction_state, d.producer_epoch) == ("CompleteAbort", epoch + 1)
+        assert end(c, tid, pid, epoch, True) == PRODUCER_FENCED
+
+
+def test_an_idle_transactional_id_expires(fast_broker) -> None:
+    tid = f"expire-{uuid.uuid4().hex[:6]}"
+    with WireClient(fast_broker.bootstrap) as c:
+        r = init(c, tid)
+        assert describe(c, tid).error_code == NONE
+        d = wait_state(c, tid, ("",))
+        assert d.error_code == TRANSACTIONAL_ID_NOT_FOUND
+        # the id starts over with a fresh producer id
+        again = init(c, tid)
+        assert again.error_code == NONE and again.producer_id != r.producer_id and again.producer_epoch == 0

@@ -231,16 +231,16 @@ class ProducerStateTable:
         coordinator epoch is fenced, an older producer epoch is INVALID_PRODUCER_EPOCH. A producer this
         partition never saw gets its marker all the same (Kafka writes it even with no data here)."""
         entry = self.producers.get(producer_id)
-        if entry is not None:
+        if entry is not None:  # in Kafka's order: the producer epoch first
+            if epoch < entry.epoch:
+                raise SequenceError(
+                    "INVALID_PRODUCER_EPOCH",
+                    f"Marker epoch {epoch} of producer {producer_id} is older than {entry.epoch}")
             if coordinator_epoch < entry.coordinator_epoch:
                 raise SequenceError(
                     "TRANSACTION_COORDINATOR_FENCED",
                     f"Coordinator epoch {coordinator_epoch} is older than {entry.coordinator_epoch} "
                     f"for producer {producer_id}")
-            if epoch < entry.epoch:
-                raise SequenceError(
-                    "INVALID_PRODUCER_EPOCH",
-                    f"Marker epoch {epoch} of producer {producer_id} is older than {entry.epoch}")
         self._end_in_producer_view(producer_id, epoch, coordinator_epoch)
 
     def _end_in_producer_view(self, producer_id: int, epoch: int, coordinator_epoch: int) -> None:

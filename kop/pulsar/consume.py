@@ -141,7 +141,11 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
     start message id."""
     plog = state.plog
     initial = req.initialPosition if req.HasField("initialPosition") else LATEST
-    start = plog.log_start_offset if initial == EARLIEST else plog.high_watermark
+    # Latest = the last stable offset: records of a Kafka transaction still open are not skipped when it
+    # commits (what Kafka's read_committed consumers do on a reset to latest).
+    await plog.producer_state()
+    latest = plog.last_stable_offset
+    start = plog.log_start_offset if initial == EARLIEST else latest
     if durable:
         got = await conn.handler.cursors.load(state.ledger_name, req.subscription)
         if got is not None:
@@ -157,7 +161,7 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
     if req.HasField("start_message_id"):
         pos = _position(req.start_message_id)
         if pos.ledger_id >= INT64_MAX:
-            start = plog.high_watermark if initial == LATEST else start
+            start = latest if initial == LATEST else start
         elif pos.ledger_id >= 0:
             start = await offset_of(plog, pos)
         else:

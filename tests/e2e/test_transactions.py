@@ -242,3 +242,55 @@ def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -
     ongoing = [v for v in mine if v["transactionStatus"] == 1][-1]
     assert [(tp["topic"], sorted(tp["partitionIds"])) for tp in ongoing["transactionPartitions"]] == [(topic, [0, 1])]
     assert mine[-1]["transactionPartitions"] == [] and mine[-1]["transactionTimeoutMs"] == 60000
+
+
+def _run_ctp(b, src: str, dst: str, group: str, tid: str, total: int, stop_after: int | None) -> bool:
+    """Run the Java consume-transform-produce loop; kill -9 it inside the transaction after `stop_after`
+    commits - its records written, its offsets and commit not yet (None: let it finish). True when it
+    printed DONE."""
+    proc = subprocess.Popen(java_command(str(PROBE), ["ctp", b.bootstrap, src, dst, group, tid, str(total)],
+                                         jvm_opts=JVM), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    commits = 0
+    try:
+        for line in proc.stdout:
+            if line.startswith("COMMITTED"):
+                commits += 1
+            elif line.startswith("SENT") and stop_after is not None and commits >= stop_after:
+                proc.kill()  # SIGKILL: no close, no abort, the transaction open with records in the log
+                break
+            elif line.strip() == "DONE":
+                return True
+    finally:
+        proc.kill()
+        proc.wait(60)
+    return False
+
+
+def test_java_consume_transform_produce_killed_repeatedly_is_exactly_once(target) -> None:
+    """Issue 15's loop: the Java loop is SIGKILLed after a few commits, again and again, and the broker is
+    SIGKILLed once too; in the end the output holds each input record's result exactly once."""
+    from confluent_kafka import Producer
+
+    b = target.dedicated_broker()
+    src, dst = target.topic("ctp-in"), target.topic("ctp-out")
+    create_topic(b.bootstrap, src, 1)
+    create_topic(b.bootstrap, dst, 1)
+    total = 300
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 50})
+    for i in range(total):
+        p.produce(src, key=str(i).encode(), value=str(i).encode(), partition=0)
+    assert p.flush(60) == 0
+    group, tid = f"g-{dst}", f"tx-{dst}"
+    for stop_after in (2, 3, 1, 4):
+        assert not _run_ctp(b, src, dst, group, tid, total, stop_after)
+    b.kill()
+    b.restart()
+    for _ in range(5):
+        if _run_ctp(b, src, dst, group, tid, total, None):
+            break
+    else:
+        pytest.fail("the loop never finished")
+    got = consume_confluent(b.bootstrap, dst, "read_committed", total, timeout=120)
+    assert sorted(got, key=lambda v: int(v[4:])) == [f"out-{i}" for i in range(total)]
+    # the killed transactions did leave records behind: read_uncommitted sees them
+    assert len(consume_confluent(b.bootstrap, dst, "read_uncommitted", total + 4, timeout=120)) >= total + 4

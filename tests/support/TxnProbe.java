@@ -7,6 +7,14 @@
 //                                                           prints each value read, then END
 //   hang <bootstrap> <topic> <transactional.id> <count>     sends <count> records in a transaction, flushes, prints
 //                                                           READY, then waits for stdin to close (never commits)
+//   ctp <bootstrap> <in> <out> <group> <transactional.id> <total>
+//                                                           consume-transform-produce: reads <in> partition 0 from
+//                                                           the group's committed offset (read_committed), writes
+//                                                           "out-<value>" to <out> with the consumed offsets in the
+//                                                           same transaction, at most 20 records per transaction;
+//                                                           prints SENT <next offset> once a transaction's records
+//                                                           are written, COMMITTED <next offset> after its commit, DONE
+//                                                           once <total> records are consumed
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -29,6 +37,45 @@ public class TxnProbe {
         p.put("key.serializer", StringSerializer.class.getName());
         p.put("value.serializer", StringSerializer.class.getName());
         return new KafkaProducer<>(p);
+    }
+
+    static void consumeTransformProduce(String bootstrap, String in, String out, String group, String txnId,
+                                        long total) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("enable.auto.commit", "false");
+        p.put("auto.offset.reset", "earliest");
+        p.put("isolation.level", "read_committed");
+        p.put("max.poll.records", "20");
+        p.put("key.deserializer", StringDeserializer.class.getName());
+        p.put("value.deserializer", StringDeserializer.class.getName());
+        TopicPartition tp = new TopicPartition(in, 0);
+        try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(p);
+             KafkaProducer<String, String> producer = producer(bootstrap, txnId)) {
+            producer.initTransactions();
+            consumer.assign(List.of(tp));
+            while (consumer.position(tp) < total) {
+                var records = consumer.poll(Duration.ofMillis(200));
+                if (records.isEmpty()) continue;
+                producer.beginTransaction();
+                long next = -1;
+                for (ConsumerRecord<String, String> r : records) {
+                    producer.send(new ProducerRecord<>(out, 0, r.key(), "out-" + r.value()));
+                    next = r.offset() + 1;
+                }
+                producer.flush();
+                System.out.println("SENT " + next);  // the records are in the log, the transaction still open
+                System.out.flush();
+                producer.sendOffsetsToTransaction(
+                    java.util.Map.of(tp, new org.apache.kafka.clients.consumer.OffsetAndMetadata(next)),
+                    consumer.groupMetadata());
+                producer.commitTransaction();
+                System.out.println("COMMITTED " + next);
+                System.out.flush();
+            }
+        }
+        System.out.println("DONE");
     }
 
     public static void main(String[] args) throws Exception {
@@ -82,6 +129,8 @@ public class TxnProbe {
                 }
             }
             System.out.println("END");
+        } else if (mode.equals("ctp")) {
+            consumeTransformProduce(bootstrap, topic, args[3], args[4], args[5], Long.parseLong(args[6]));
         } else if (mode.equals("hang")) {
             KafkaProducer<String, String> producer = producer(bootstrap, args[3]);
             producer.initTransactions();

@@ -20,9 +20,9 @@ formula). On load, PrepareX transactions re-drive their markers; Ongoing ones wa
 Two periodic tasks (kop/aio.py) abort transactions past their timeout (fencing the producer) and expire
 idle transactional ids (a tombstone).
 
-Cluster mode: markers for partitions owned by another broker are not sent (there is no inter-broker
-client yet): such a partition's marker is retried until this broker owns it. The coordinator epoch in
-markers is 0 (the constant leader epoch of this broker's partitions).
+Cluster mode: a marker for a partition another broker owns goes to that broker as WriteTxnMarkers
+(markers.py, a small inter-broker client); the owner writes it, and for __consumer_offsets tells its group
+coordinator. The coordinator epoch in markers is 0 (the constant leader epoch of this broker's partitions).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
 from kop.coordinator.records import RecordError, partition_for
 from kop.coordinator.transactions import records as trec
+from kop.coordinator.transactions.markers import MarkerChannel
 from kop.coordinator.transactions.state import (
     InitResult,
     ListedTransaction,
@@ -88,6 +89,7 @@ class TransactionCoordinator:
         self._failed: set[int] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._markers: dict[str, asyncio.Task[None]] = {}  # transactional id -> its marker task
+        self.channel = MarkerChannel()  # markers for partitions of other brokers (cluster mode)
         self._stopped = False
         self._aborter = PeriodicTask("txn-abort-timed-out",
                                      config.transactionAbortTimedOutTransactionCleanupIntervalMs / 1000,
@@ -141,6 +143,7 @@ class TransactionCoordinator:
         for t in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
+        self.channel.close()
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
@@ -399,6 +402,14 @@ class TransactionCoordinator:
             topic = None
         if topic is None or not 0 <= partition < topic.partitions:
             return E.UNKNOWN_TOPIC_OR_PARTITION
+        own = self.topics.ownership
+        if own is not None and not self.topics.owns(topic, partition):
+            # cluster mode: the owner writes it (and completes the group's offsets) on WriteTxnMarkers
+            owner = await own.owner_of(topic.name, partition)
+            if owner is None:
+                return E.NOT_LEADER_OR_FOLLOWER
+            return await self.channel.write_marker(owner.host, owner.port, topic_name, partition, producer_id,
+                                                   producer_epoch, commit, COORDINATOR_EPOCH)
         try:
             plog = await self.topics.partition_log(topic, partition)
             await plog.write_txn_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)

@@ -428,8 +428,12 @@ class TransactionCoordinator:
     # ================================================================== timeouts and expiration
     async def abort_timed_out(self) -> int:
         """Fence and abort every Ongoing transaction past its timeout; returns how many."""
-        transits = [t for t in self.machine.abort_timed_out(self.now_ms()) if self.partition_of(t.transactional_id)
-                    in self._loaded]
+        transits = []
+        for t in self.machine.abort_timed_out(self.now_ms()):
+            if self.partition_of(t.transactional_id) in self._loaded:
+                transits.append(t)
+            else:  # its partition is still loading: the next sweep sees it
+                self.machine.abandon(t.transactional_id)
         for t in transits:
             log.info("transactional id %s: aborting its transaction (timed out); producer %d fenced at epoch %d",
                      t.transactional_id, t.producer_id, t.producer_epoch)

@@ -123,3 +123,37 @@ def test_compaction_topic_configs_are_validated():
     with pytest.raises(Exception, match="logCleanerIntervalMs"):
         BrokerConfig.from_strings({"logCleanerIntervalMs": "1"})
     assert BrokerConfig.from_strings({"logCleanerEnabled": "false"}).logCleanerEnabled is False
+
+
+async def test_cleaner_never_brings_aborted_data_back(tmp_path):
+    """A compacted topic with an aborted transaction writing the same key as a committed record: the
+    cleaner's pass keeps the committed value (the aborted one neither survives nor shadows it) and the
+    marker, and stops at an open transaction."""
+    from kop.protocol.records import decode_records, parse_batch_header
+
+    svc = await service(tmp_path)
+    try:
+        topic = await svc.topics.create(svc.topics.parse("tx-compact"), 1, {"cleanup.policy": "compact"})
+        plog = await svc.topics.partition_log(topic, 0)
+        await plog.ensure_snapshot()  # what produce does before a partition's first transactional batch
+        await plog.append(build_batch([NewRecord(b"K", b"committed", (), 1_000)]), 0, 1_000)  # 0
+        await plog.append(build_batch([NewRecord(b"K", b"aborted", (), 1_001)], producer_id=5, producer_epoch=0,
+                                      base_sequence=0, is_transactional=True), 0, 1_001)  # 1
+        assert await plog.write_txn_marker(5, 0, False, 0) == 2
+        for i in range(8):  # filler: closed ledgers to clean
+            await plog.append(build_batch([NewRecord(b"f%d" % i, b"x", (), 2_000 + i)]), 0, 2_000 + i)
+        while plog.ml.rolling_over:
+            await asyncio.sleep(0.001)
+        results = await svc.cleaner.run(now_ms=1)
+        assert [r.compacted for r in results] == [True]
+        values, markers = {}, []
+        for fb in (await plog.read(0, 1 << 20)).batches:
+            if parse_batch_header(fb.batch).is_control:
+                markers.append(fb.base_offset)
+                continue
+            for r in decode_records(fb.batch):
+                values[fb.base_offset + r.offset_delta] = r.value
+        assert values[0] == b"committed" and 1 not in values
+        assert markers == [2]
+    finally:
+        await svc.stop()

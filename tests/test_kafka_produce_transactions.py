@@ -62,6 +62,9 @@ async def test_first_batch_of_each_transaction_is_verified(tmp_path: Path) -> No
         verifier.answers[(pid, epoch)] = ErrorCode.PRODUCER_FENCED
         r = await call(raw.produce, "vt", 0, txn_batch(pid, epoch, 2, [b"c"]), "tx-1", 11)
         assert r.error_code == ErrorCode.PRODUCER_FENCED
+        verifier.answers[(pid, epoch)] = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        r = await call(raw.produce, "vt", 0, txn_batch(pid, epoch, 2, [b"c"]), "tx-1", 11)
+        assert r.error_code == ErrorCode.NOT_ENOUGH_REPLICAS  # retriable for the producer, as Kafka maps it
         hw = (await call(raw.fetch, "vt", 0, 0, False)).high_watermark
         assert hw == 3  # a, b, the marker: nothing refused was appended
         del verifier.answers[(pid, epoch)]

@@ -128,11 +128,19 @@ def test_real_consumers_skip_aborted_records(raw: RawClient, broker: KopBroker) 
             c.close()
 
 
-def test_restart_recovers_open_transactions_and_the_aborted_index(raw: RawClient, broker: KopBroker) -> None:
+@pytest.mark.parametrize("how", ["restart", "kill -9"])
+def test_restart_recovers_open_transactions_and_the_aborted_index(raw: RawClient, broker: KopBroker,
+                                                                  how: str) -> None:
+    """A clean restart (snapshot at close) and a kill -9 (the snapshot taken before the partition's first
+    transaction, then replay) both bring back the open transaction and the aborted index."""
     topic = new_topic(raw)
     ids = write_scenario(raw, topic)
     raw.close()
-    broker.restart()
+    if how == "restart":
+        broker.restart()
+    else:
+        broker.kill()
+        broker.start()
     raw2 = RawClient(broker.bootstrap)
     try:
         rc = raw2.fetch(topic, 0, 0, committed=True)
@@ -176,3 +184,61 @@ def test_bad_input(raw: RawClient) -> None:
     assert raw.marker(topic, [5], pid, epoch, commit=True) == [UNKNOWN_TOPIC_OR_PARTITION]
     rc = raw.fetch(topic, 0, 0, committed=True)
     assert [(t.producer_id, t.first_offset) for t in rc.aborted_transactions] == [(pid, 1)]
+
+
+def test_a_read_committed_long_poll_wakes_when_the_marker_lands(raw: RawClient, broker: KopBroker) -> None:
+    """A fetch waiting at the last stable offset is answered by the marker's append (the LSO moved), not
+    by its max wait."""
+    import concurrent.futures
+
+    topic = new_topic(raw)
+    pid, epoch = raw.init_producer_id()
+    assert raw.produce(topic, 0, txn_batch(pid, epoch, 0, [b"late"]), "tx-poll").base_offset == 1
+    waiter = RawClient(broker.bootstrap, timeout=120)
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pending = pool.submit(waiter.fetch, topic, 0, 1, True, 12, 60_000, 1)
+            assert raw.fetch(topic, 0, 1, committed=True).records in (b"", None)  # nothing stable yet
+            assert not pending.done()
+            assert raw.marker(topic, [0], pid, epoch, commit=True) == [NONE]
+            got = pending.result(timeout=60)
+        assert [vs for _, h, vs in batches_of(got.records) if not h.is_control] == [[b"late"]]
+        assert got.last_stable_offset == got.high_watermark == 3
+    finally:
+        waiter.close()
+
+
+def test_java_consumer_read_committed(raw: RawClient, broker: KopBroker, java_tools) -> None:
+    """Kafka's own consumer (its CompletedFetch filter is the reference) on the raw-written transactions:
+    read_committed gets the committed records only, read_uncommitted everything. (The aborted records lie
+    before plain-1: had any leaked, they would be among the first four.)"""
+    topic = new_topic(raw)
+    ids = write_scenario(raw, topic)
+    assert raw.marker(topic, [0], ids["c"], ids["ec"], commit=False) == [NONE]
+    for level, want in (("read_committed", [b"plain-0", b"committed-1", b"committed-2", b"plain-1"]),
+                        ("read_uncommitted", [b"plain-0", b"committed-1", b"committed-2", b"aborted-1",
+                                              b"aborted-2", b"plain-1", b"open-1"])):
+        out = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                             "--from-beginning", "--isolation-level", level, "--max-messages", len(want),
+                             "--timeout-ms", 60000, "--property", "print.offset=true")
+        values = [line.split("\t")[-1].encode() for line in out.stdout.splitlines() if line.startswith("Offset:")]
+        assert values == want, (level, out.stdout, out.stderr[-2000:])
+
+
+def test_list_offsets_by_timestamp_read_committed(raw: RawClient) -> None:
+    """Timestamp and max-timestamp lookups of a read_committed client find only records below the LSO."""
+    from kop.protocol.records import NewRecord
+
+    topic = f"txn-ts-{uuid.uuid4().hex[:8]}"
+    assert raw.produce(topic, 0, build_batch([NewRecord(b"k", b"old", (), 1_000)])).base_offset == 0
+    pid, epoch = raw.init_producer_id()
+    batch = build_batch([NewRecord(b"k", b"new", (), 5_000)], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=0, is_transactional=True)
+    assert raw.produce(topic, 0, batch, "tx-ts").base_offset == 1
+    for ts, committed, want in ((2_000, False, 1), (2_000, True, -1), (-3, False, 1), (-3, True, -1),
+                                (500, True, 0)):
+        assert raw.list_offset(topic, 0, ts, committed).offset == want, (ts, committed)
+    assert raw.marker(topic, [0], pid, epoch, commit=True) == [NONE]
+    assert raw.list_offset(topic, 0, 2_000, True).offset == 1
+    # the marker, stamped when written (as Kafka's), is now the newest "record", as in Kafka's segments
+    assert raw.list_offset(topic, 0, -3, True).offset == 2

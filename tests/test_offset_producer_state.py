@@ -11,6 +11,7 @@ from kop.offset.producer_state import (
     AbortedTxn,
     ProducerStateTable,
     SequenceError,
+    control_marker,
     control_type,
 )
 from kop.protocol.records import build_batch
@@ -29,6 +30,7 @@ def marker(pid: int, commit: bool, epoch: int = 0, coordinator_epoch: int = 0) -
 def test_control_type_reads_the_marker_key():
     assert control_type(marker(1, True)) == COMMIT
     assert control_type(marker(1, False)) == ABORT
+    assert control_marker(marker(1, False, coordinator_epoch=7)) == (ABORT, 7)
     bad = bytearray(build_batch([(b"\x00", b"")], is_control=True))
     with pytest.raises(ValueError):
         control_type(bad)
@@ -127,6 +129,11 @@ def test_marker_epoch_and_coordinator_epoch_checks():
         t.begin_marker(1, 5, 2)
     assert e.value.error == "TRANSACTION_COORDINATOR_FENCED" and e.value.code == 52
     t.begin_marker(1, 6, 3)  # a bumped epoch (the coordinator fenced the producer): accepted
+    rebuilt = ProducerStateTable()  # replay learns the coordinator epoch from the marker's value
+    rebuilt.replay(0, marker(1, False, epoch=6, coordinator_epoch=3))
+    with pytest.raises(SequenceError) as e:
+        rebuilt.begin_marker(1, 6, 2)
+    assert e.value.error == "TRANSACTION_COORDINATOR_FENCED"
     with pytest.raises(SequenceError) as e:
         t.check(1, 5, 1, 1, transactional=True)
     assert e.value.error == "INVALID_PRODUCER_EPOCH"
@@ -181,3 +188,18 @@ def test_expiration_keeps_producers_with_open_transactions():
     t.producers[1].last_seen_ms = t.producers[2].last_seen_ms = 0
     t.expire(10)
     assert 1 in t.producers and 2 not in t.producers
+
+
+def test_snapshot_is_bounded():
+    """Open transactions always kept, then the most recent producers; the newest aborted transactions."""
+    t = ProducerStateTable()
+    for pid in range(10):
+        t.record(pid, 0, 0, 1, pid, transactional=(pid == 0))
+        t.producers[pid].last_seen_ms = 1000 + pid
+    t.on_issue(0, 0, txn_batch(0))
+    for i in range(5):
+        t.on_issue(10 + 2 * i, 10 + 2 * i, txn_batch(100 + i))
+        t.on_issue(11 + 2 * i, 11 + 2 * i, marker(100 + i, commit=False))
+    snap = t.to_snapshot(100, max_producers=3, max_aborted=2)
+    assert [row[0] for row in snap["producers"]] == [0, 9, 8]
+    assert [row[0] for row in snap["aborted"]] == [103, 104] and snap["dropped_aborted"] == 3

@@ -212,3 +212,54 @@ async def test_compaction_drops_aborted_records_and_keeps_markers(tmp_path):
                 for r in decode_records(b.batch):
                     seen[b.base_offset + r.offset_delta] = r.value
         assert seen == {0: b"committed", 4: b"j-plain", 5: b"x", 6: b"y"}
+
+
+async def test_damaged_entries_do_not_stop_the_rebuild(tmp_path, caplog):
+    """A damaged entry (checksum) in the replayed range: the state is rebuilt from the intact entries and
+    the partition stays writable (its reads of the damaged range answer KAFKA_STORAGE_ERROR elsewhere)."""
+    from kop.storage.local.ledgers import check_ledger_file
+
+    st = await open_embedded_storage(tmp_path, fsync="always",
+                                     managed_ledger_config=ManagedLedgerConfig(max_entries_per_ledger=3))
+    log = await st.open_log(NAME)
+    await scenario(log)  # 0-1 p1 | 2-4 p2 | 5 plain | 6 commit | 7 abort | 8 p3 open: entries 0..5
+    damaged_ledger = log.ml.ledger_counts()[0][0]  # entries: p1, p2, plain (offset 5)
+    st.abandon()
+    await st.metadata_store.close()
+    path = tmp_path / "ledgers" / f"{damaged_ledger}.log"
+    chk = check_ledger_file(str(path))
+    stop = chk.starts[3] if chk.entries > 3 else chk.end
+    with open(path, "r+b") as f:  # inside the plain batch's records
+        f.seek(stop - 3)
+        b = f.read(1)
+        f.seek(stop - 3)
+        f.write(bytes([b[0] ^ 0x40]))
+    async with storage_at(tmp_path) as st2:
+        log = await st2.open_log(NAME)
+        table = await log.producer_state()
+        assert log.last_stable_offset == 8 and table.ongoing == {3: 8}
+        assert log.aborted_transactions(0, 9) == [AbortedTxn(2, 2, 7, 8)]
+        assert await log.write_txn_marker(3, 0, True, 0) == 9
+    assert "producer state rebuilt without damaged entries 2..2" in caplog.text
+
+
+async def test_append_of_a_transactional_batch_tracks_its_transaction(tmp_path, monkeypatch):
+    """append() (the group coordinator's TxnOffsetCommit path) loads and snapshots the producer state before
+    a transactional batch: its transaction is known even past the bounded tail a snapshot-less load reads."""
+    from kop.offset import partition_log
+
+    monkeypatch.setattr(partition_log, "PRODUCER_STATE_TAIL_ENTRIES", 2)
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await log.append(plain([b"a"]), 0, 0)
+        assert await log.append(txn(7, 0, [b"t"]), 0, 0) == 1
+        assert PRODUCER_STATE_PROPERTY in log.ml.properties
+        for i in range(5):
+            await log.append(plain([b"%d" % i]), 0, 0)
+        assert log.last_stable_offset == 1
+        st.abandon()
+        await st.metadata_store.close()
+    async with storage_at(tmp_path) as st:
+        log = await st.open_log(NAME)
+        await log.load_transactions()
+        assert log.last_stable_offset == 1  # found through the snapshot + replay, not the 2-entry tail

@@ -43,12 +43,19 @@ def test_pulsar_consumer_sees_committed_data_only(broker: KopBroker) -> None:
         assert got == [b"plain-0", b"committed-1", b"committed-2"]
         with pytest.raises(pulsar.Timeout):  # the open transaction holds the rest back
             consumer.receive(timeout_millis=1500)
+        # a reader: has_message_available (GET_LAST_MESSAGE_ID) says no more while the rest is not stable
+        reader = client.create_reader(f"{topic}-partition-0", pulsar.MessageId.earliest)
+        assert [reader.read_next(30_000).data() for _ in range(3)] == [b"plain-0", b"committed-1", b"committed-2"]
+        assert not reader.has_message_available()
         # a subscription created at "latest" now starts at the last stable offset, not past the open records
         late = client.subscribe(f"{topic}-partition-0", "late", initial_position=pulsar.InitialPosition.Latest)
         assert raw.marker(topic, [0], c, ec, commit=True) == [0]
         got = [consumer.receive(timeout_millis=30_000).data() for _ in range(2)]
         assert got == [b"open-1", b"plain-1"]
         assert [late.receive(timeout_millis=30_000).data() for _ in range(2)] == [b"open-1", b"plain-1"]
+        assert reader.has_message_available()
+        assert [reader.read_next(30_000).data() for _ in range(2)] == [b"open-1", b"plain-1"]
+        reader.close()
         late.close()
         with pytest.raises(pulsar.Timeout):  # no marker, no aborted record ever comes
             consumer.receive(timeout_millis=1500)

@@ -1,7 +1,8 @@
 """KafkaProtocolHandler: the `kafka` protocol-handler plugin (listeners, connections, shared state).
 
 Holds what every Kafka connection shares: the dispatch table, the advertised nodes per listener, the
-idempotent-producer state per partition, and request counters. `broker_nodes` and `leader_node` answer
+partitions' producer states it expires (each kept by its partition log, kop/offset/producer_state.py), and
+request counters. `broker_nodes` and `leader_node` answer
 "which brokers exist" and "who leads this partition" for Metadata, FindCoordinator and DescribeCluster:
 this broker alone, or - in cluster mode - the live brokers and each partition's owner from
 kop/cluster/ownership.py, at the endpoint of the listener the request came in on. Serving starts in `start()` and ends in

@@ -5,9 +5,11 @@ from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Positio
 from kop.offset.compaction import CleaningState, CompactionResult
 from kop.offset.cursor_cache import CursorCache
 from kop.offset.partition_log import IndexInterceptor, ManagedPartitionLog
+from kop.offset.producer_state import AbortedTxn, ProducerStateTable, SequenceError
 from kop.offset.storage import LogStorage, open_embedded_storage
 
 __all__ = [
+    "AbortedTxn",
     "CleaningState",
     "CompactionResult",
     "CursorCache",
@@ -16,8 +18,10 @@ __all__ = [
     "ManagedPartitionLog",
     "OffsetOutOfRange",
     "PartitionLog",
+    "ProducerStateTable",
     "Position",
     "ReadResult",
+    "SequenceError",
     "LogStorage",
     "open_embedded_storage",
 ]

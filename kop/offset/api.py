@@ -117,6 +117,11 @@ class PartitionLog(abc.ABC):
         use from its snapshot plus the log after it."""
 
     @abc.abstractmethod
+    async def load_transactions(self) -> None:
+        """Make last_stable_offset, aborted_transactions and is_aborted_batch exact: loads the producer
+        state if the partition ever saw a transaction (cheap otherwise). Readers call it."""
+
+    @abc.abstractmethod
     async def ensure_snapshot(self) -> ProducerStateTable:
         """producer_state(), with a snapshot stored first if none was ever stored: call before the first
         transactional append, so that a restart rebuilds transactions from a snapshot."""

@@ -111,8 +111,8 @@ class CompactableLog(Protocol):
         earlier pass kept), None for an empty log."""
         ...
 
-    async def producer_state(self) -> Any:
-        """The producer state (loaded): the last stable offset and aborted transactions come from it."""
+    async def load_transactions(self) -> None:
+        """Makes last_stable_offset and is_aborted_batch exact (loads the producer state if needed)."""
         ...
 
     @property
@@ -265,7 +265,7 @@ async def _compact(plog: CompactableLog, retention_ms: int, roll_current: bool,
     name = plog.name
     if roll_current:
         await ml.rollover()
-    await plog.producer_state()
+    await plog.load_transactions()
     infos = ml.ledgers()
     current = ml.current_ledger_id
     closed = [li for li in infos if li.ledger_id != current and li.entries]

@@ -215,6 +215,7 @@ class ManagedPartitionLog(PartitionLog):
         self._producers: ProducerStateTable | None = None  # loaded by producer_state()
         self._producers_loading: asyncio.Future[ProducerStateTable] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
+        self._warned_aborted_cap = False
 
     @classmethod
     async def open(cls, factory: ManagedLedgerFactory, name: str, config: ManagedLedgerConfig | None = None,
@@ -431,7 +432,13 @@ class ManagedPartitionLog(PartitionLog):
 
     async def append(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> int:
         """`max_timestamp` is informational: the stored batch header (or, for LogAppendTime, the broker
-        timestamp) is what searches use, so the two can never disagree."""
+        timestamp) is what searches use, so the two can never disagree. A transactional batch (e.g. the
+        group coordinator's TxnOffsetCommit records) first gets the producer state loaded and snapshotted,
+        so its transaction is tracked from its first offset (append_nowait callers do that themselves)."""
+        if len(batch) > 22 and _TAIL.unpack_from(batch, 21)[0] & _TXN_BITS:
+            producers = self._producers
+            if producers is None or producers.snapshot_offset is None:
+                await self.ensure_snapshot()
         return await self.append_nowait(batch, last_offset_delta, max_timestamp)
 
     def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:
@@ -877,6 +884,14 @@ class ManagedPartitionLog(PartitionLog):
             return table
         return await asyncio.shield(self._producers_loading)
 
+    async def load_transactions(self) -> None:
+        """What readers call before last_stable_offset / aborted_transactions / is_aborted_batch: loads the
+        producer state only when the partition ever saw a transaction (a snapshot exists). Without one the
+        LSO is the high watermark and nothing is aborted, so readers skip the tail replay idempotence needs;
+        the first transactional write loads the state (and the hooks) before it is issued."""
+        if self._producers is None and PRODUCER_STATE_PROPERTY in self.ml.properties:
+            await self.producer_state()
+
     async def _load_producers(self) -> ProducerStateTable:
         raw = self.ml.properties.get(PRODUCER_STATE_PROPERTY)
         if not raw:
@@ -901,7 +916,19 @@ class ManagedPartitionLog(PartitionLog):
         ml = self.ml
         end = offset
         while ml.ordinal_of(position) < ml.number_of_entries:
-            entries = await ml.read_entries(position, _REPLAY_CHUNK)
+            try:
+                entries = await ml.read_entries(position, _REPLAY_CHUNK)
+            except LedgerDamagedError as e:
+                if e.ledger_id == position.ledger_id and e.first_entry > position.entry_id:
+                    entries = await ml.read_entries(position, e.first_entry - position.entry_id)  # the intact ones
+                else:
+                    # Damaged entries (reads of them answer KAFKA_STORAGE_ERROR) cannot be replayed: the
+                    # partition must stay writable, so its state is rebuilt without them, and that is said.
+                    log.error("partition %s: producer state rebuilt without damaged entries %d..%d of ledger %d "
+                              "(a transaction or producer sequence they held is not known)", self.name,
+                              e.first_entry, e.last_entry, e.ledger_id)
+                    position = ml.next_position(Position(e.ledger_id, e.last_entry))
+                    continue
             if not entries:
                 break
             for lid, eid, data in entries:
@@ -982,6 +1009,11 @@ class ManagedPartitionLog(PartitionLog):
         table.prune(self.log_start_offset)
         offset = self.interceptor.durable_index + 1
         snap = table.to_snapshot(offset)
+        if snap["dropped_aborted"] and not self._warned_aborted_cap:
+            self._warned_aborted_cap = True
+            log.warning("partition %s: %d aborted transactions are older than the %d the producer-state snapshot "
+                        "keeps: after a restart read_committed consumers would see their records (until "
+                        "retention removes them)", self.name, snap["dropped_aborted"], len(snap["aborted"]))
         await self.ml.set_properties({PRODUCER_STATE_PROPERTY: json.dumps(snap, separators=(",", ":"))})
         if table.snapshot_offset is None or offset > table.snapshot_offset:
             table.snapshot_offset = offset

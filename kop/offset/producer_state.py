@@ -41,6 +41,8 @@ from kop.protocol.errors import ErrorCode
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = 2**31 - 1
 SNAPSHOT_VERSION = 1
+SNAPSHOT_MAX_PRODUCERS = 500
+SNAPSHOT_MAX_ABORTED = 3000  # ~45 bytes each in JSON: the snapshot stays well under 200 KB
 
 # Control record types (Kafka's ControlRecordType): the key is int16 version 0 + int16 type.
 ABORT, COMMIT = 0, 1
@@ -98,30 +100,48 @@ def _next_seq(seq: int, count: int) -> int:
     return n - INT32_MAX - 1 if n > INT32_MAX else n
 
 
-def control_type(batch: Any) -> int:
-    """The control type (ABORT 0, COMMIT 1, others KRaft's) of a control batch's single record.
-    Raises ValueError when the record does not parse. The record: length, attributes, timestamp delta,
-    offset delta (varints but attributes), key length, key = int16 version + int16 type."""
+def _varint(view: memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = view[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def control_marker(batch: Any) -> tuple[int, int]:
+    """(control type, coordinator epoch) of a control batch's single record: ABORT 0 / COMMIT 1 (others
+    are KRaft's), and the EndTransactionMarker value's coordinator epoch (-1 when the value is too short).
+    The record: length, attributes (int8), timestampDelta, offsetDelta, key length, key = int16 version +
+    int16 type, value length, value = int16 version + int32 coordinator epoch. ValueError when it does not
+    parse."""
     view = memoryview(batch)
-    pos = 61
-    for i in range(5):  # length, attributes (int8), timestampDelta, offsetDelta, keyLength
-        if i == 1:
-            pos += 1
-            continue
-        shift = value = 0
-        while True:
-            b = view[pos]
-            pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                break
-            shift += 7
-            if shift > 63:
-                raise ValueError("varint too long")
-    key_len = (value >> 1) ^ -(value & 1)
-    if key_len < 4 or pos + 4 > len(view):
-        raise ValueError("control record key is too short")
-    return int(struct.unpack_from(">h", view, pos + 2)[0])
+    try:
+        _, pos = _varint(view, 61)  # record length
+        pos += 1  # attributes
+        _, pos = _varint(view, pos)  # timestamp delta
+        _, pos = _varint(view, pos)  # offset delta
+        key_len, pos = _varint(view, pos)
+        if key_len < 4 or pos + key_len > len(view):
+            raise ValueError("control record key is too short")
+        kind = int(struct.unpack_from(">h", view, pos + 2)[0])
+        pos += key_len
+        value_len, pos = _varint(view, pos)
+        epoch = -1
+        if value_len >= 6 and pos + 6 <= len(view):
+            epoch = int(struct.unpack_from(">i", view, pos + 2)[0])
+        return kind, epoch
+    except IndexError:
+        raise ValueError("control record is truncated") from None
+
+
+def control_type(batch: Any) -> int:
+    """The control type of a control batch (see control_marker)."""
+    return control_marker(batch)[0]
 
 
 class ProducerStateTable:
@@ -351,10 +371,10 @@ class ProducerStateTable:
         if pid < 0:
             return
         if attributes & _CONTROL:
-            coordinator_epoch = -1
-            entry = self.producers.get(pid)
-            if entry is not None:
-                coordinator_epoch = entry.coordinator_epoch
+            try:
+                coordinator_epoch = control_marker(batch)[1]
+            except ValueError:
+                coordinator_epoch = -1
             self._end_in_producer_view(pid, epoch, coordinator_epoch)
             self.on_issue(base_offset, base_offset, batch)
             return
@@ -367,13 +387,23 @@ class ProducerStateTable:
         if transactional:
             self.on_issue(base_offset, base_offset + lod, batch)
 
-    def to_snapshot(self, offset: int) -> dict[str, Any]:
+    def to_snapshot(self, offset: int, max_producers: int = SNAPSHOT_MAX_PRODUCERS,
+                    max_aborted: int = SNAPSHOT_MAX_ABORTED) -> dict[str, Any]:
         """The state as of `offset` (the durable end: every entry below it is durable) as a JSON-able
         dict; replay from `offset` on rebuilds the rest. What belongs to entries at or past `offset`
         (appends in flight) is left out - replay will meet them - and transactions whose marker is still in
-        flight count as ongoing."""
+        flight count as ongoing.
+
+        Bounded (the snapshot lives in the managed-ledger info, which ZooKeeper caps at 1 MB and which is
+        rewritten at each ledger roll): producers with an open transaction and then the most recently seen
+        ones up to `max_producers` (a forgotten producer's next batch gets UNKNOWN_PRODUCER_ID, and its
+        client starts its sequence over, KIP-360), and the newest `max_aborted` aborted transactions;
+        `dropped_aborted` in the result says how many older ones did not fit."""
+        kept_pids = sorted(self.producers, key=lambda pid: (not (self.producers[pid].in_txn or pid in self.ongoing),
+                                                            -self.producers[pid].last_seen_ms))[:max_producers]
         producers = []
-        for pid, e in self.producers.items():
+        for pid in kept_pids:
+            e = self.producers[pid]
             batches = []
             for b in e.batches:
                 off = b.base_offset
@@ -389,9 +419,11 @@ class ProducerStateTable:
         for marker, (pid, first) in self.completing.items():
             if marker >= offset:
                 ongoing[pid] = first
+        aborted = [list(t) for t in self.aborted if t.last_offset < offset]
+        dropped = max(0, len(aborted) - max_aborted)
         return {"v": SNAPSHOT_VERSION, "offset": offset, "producers": producers,
                 "ongoing": [[pid, first] for pid, first in ongoing.items()],
-                "aborted": [list(t) for t in self.aborted if t.last_offset < offset]}
+                "aborted": aborted[dropped:], "dropped_aborted": dropped}
 
     @classmethod
     def from_snapshot(cls, snap: dict[str, Any]) -> ProducerStateTable:

@@ -143,7 +143,7 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
     initial = req.initialPosition if req.HasField("initialPosition") else LATEST
     # Latest = the last stable offset: records of a Kafka transaction still open are not skipped when it
     # commits (what Kafka's read_committed consumers do on a reset to latest).
-    await plog.producer_state()
+    await plog.load_transactions()
     latest = plog.last_stable_offset
     start = plog.log_start_offset if initial == EARLIEST else latest
     if durable:

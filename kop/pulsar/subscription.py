@@ -135,6 +135,9 @@ class Consumer:
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
 
 
+_LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
+
+
 class Subscription:
     def __init__(self, state: PartitionState, name: str, sub_type: int, durable: bool, next_offset: int,
                  info: CursorInfo | None = None, version: int = -1) -> None:
@@ -315,7 +318,7 @@ class Subscription:
             return
         plog = self.plog
         if not self._txn_loaded:
-            await plog.producer_state()
+            await plog.load_transactions()
             self._txn_loaded = True
         if self.read_offset < plog.log_start_offset:
             self.read_offset = plog.log_start_offset
@@ -554,12 +557,24 @@ class Subscription:
 
 
 async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:
-    """(position of the last entry, the batch index of its last record: -1 for a one-record entry, which goes
-    out unbatched), None for an empty log."""
-    hw = plog.high_watermark
-    if hw <= plog.log_start_offset:
-        return None
-    pos = await plog.find_position(hw - 1)  # type: ignore[attr-defined]
-    meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-    last = meta.index - meta.base_offset
-    return pos, last if last > 0 else -1
+    """(position of the last entry a consumer can get, the batch index of its last record: -1 for a
+    one-record entry, which goes out unbatched), None when there is none. That is the last entry below the
+    last stable offset (Pulsar answers its maxReadPosition, before the first open transaction, likewise)
+    that is neither a marker nor aborted: clients compare it with what they received
+    (hasMessageAvailable), and an entry never delivered would leave them waiting for it."""
+    await plog.load_transactions()
+    end = plog.last_stable_offset
+    for _ in range(_LAST_WALK):
+        if end <= plog.log_start_offset:
+            return None
+        pos = await plog.find_position(end - 1)  # type: ignore[attr-defined]
+        meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
+        if meta.base_offset >= end:  # compaction left a gap at the end
+            return None
+        got = await plog.read(meta.base_offset, 1)
+        if got.batches and plog.is_aborted_batch(got.batches[0].batch, got.batches[0].base_offset):
+            end = meta.base_offset  # a marker or an aborted batch: never delivered, look before it
+            continue
+        last = meta.index - meta.base_offset
+        return pos, last if last > 0 else -1
+    return None

@@ -60,9 +60,10 @@ class RawClient:
             topics=[R.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=partitions)])])
         return [p.error_code for p in r.markers[0].topics[0].partitions]
 
-    def fetch(self, topic: str, partition: int, offset: int, committed: bool, version: int = 12) -> Any:
+    def fetch(self, topic: str, partition: int, offset: int, committed: bool, version: int = 12,
+              max_wait_ms: int = 0, min_bytes: int = 0) -> Any:
         R = api_info(1).request_class
-        r = self.call(1, version, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20,
+        r = self.call(1, version, replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=1 << 20,
                       isolation_level=1 if committed else 0, session_id=0, session_epoch=-1, topics=[
                           R.FetchTopic(topic=topic, partitions=[R.FetchTopic.FetchPartition(
                               partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)])])

@@ -102,7 +102,7 @@ async def handle(request: RequestContext, req: Any) -> Any:
             try:
                 p.plog = await request.partition_log(topic, p.index, p.epoch)
                 if committed:
-                    await p.plog.producer_state()  # the LSO and the aborted index
+                    await p.plog.load_transactions()  # the LSO and the aborted index
             except PartitionError as e:
                 p.error = e.code
                 continue

@@ -54,7 +54,7 @@ async def _one(ctx: RequestContext, R: Any, topic: Topic | None, p: Any, committ
         return answer(e.code)
     ts = p.timestamp
     if committed:
-        await plog.producer_state()
+        await plog.load_transactions()
     if ts == LATEST:
         return answer(0, plog.last_stable_offset if committed else plog.high_watermark, -1, LEADER_EPOCH)
     if ts in (EARLIEST, EARLIEST_LOCAL):

@@ -17,7 +17,8 @@
   partition; the request must carry its transactional id (else TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
   as Kafka without one). The first batch of a transaction on a partition is verified with the
   transaction coordinator when one is running (`services.transactions.verify_partition`, KIP-890 part
-  1); TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE below v11. A non-transactional batch of a producer
+  1); TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE below v11, and the coordinator's retriable errors
+  (or a verifier that fails) NOT_ENOUGH_REPLICAS, as Kafka maps them. A non-transactional batch of a producer
   whose transaction is open gets INVALID_TXN_STATE. A transactional v12 request is treated like v11
   (verification only, no implicit partition add): transaction.version 2 is not advertised, so clients
   do not expect it. Client-sent control batches are refused with INVALID_RECORD (only WriteTxnMarkers
@@ -222,16 +223,24 @@ async def _verify_transactional(ctx: RequestContext, plog: PartitionLog, states:
     verifier = getattr(getattr(ctx.handler, "service", None), "transactions", None)
     if verifier is None or not states.needs_verification(hdr.producer_id, hdr.producer_epoch):
         return
-    code = ErrorCode(await verifier.verify_partition(transactional_id, hdr.producer_id, hdr.producer_epoch,
-                                                     topic_name, partition))
+    try:
+        code = ErrorCode(await verifier.verify_partition(transactional_id, hdr.producer_id, hdr.producer_epoch,
+                                                         topic_name, partition))
+    except Exception as e:  # noqa: BLE001 - the coordinator could not answer: the producer retries
+        log.warning("verifying %s-%d for transactional id %s failed: %r", topic_name, partition, transactional_id, e)
+        code = ErrorCode.NOT_ENOUGH_REPLICAS
     if code == ErrorCode.NONE:
         return
+    if code in _COORDINATOR_RETRIABLE:
+        code = ErrorCode.NOT_ENOUGH_REPLICAS  # Kafka's mapping: a producer knows no coordinator errors here
     if code == ErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
         code = ErrorCode.INVALID_TXN_STATE  # TRANSACTION_ABORTABLE is known to Produce v11+ only
     raise _PartitionError(code.name, f"Partition {topic_name}-{partition} is not part of the transaction of "
                           f"producer {hdr.producer_id} epoch {hdr.producer_epoch} ({code.name})")
 
 
+_COORDINATOR_RETRIABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+                                    ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS})
 _THREAD_RECOMPRESS_BYTES = 64 << 10
 _TOPIC_CODECS = {"uncompressed": Compression.NONE, "gzip": Compression.GZIP, "snappy": Compression.SNAPPY,
                  "lz4": Compression.LZ4, "zstd": Compression.ZSTD}  # "producer": None, kept as sent

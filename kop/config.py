@@ -175,6 +175,8 @@ class BrokerConfig:
     transactionalIdExpirationMs: int = 604800000  # an idle transactional id is forgotten after this long
     transactionAbortTimedOutTransactionCleanupIntervalMs: int = 10000  # how often timed-out transactions are aborted
     transactionRemoveExpiredTransactionalIdCleanupIntervalMs: int = 3600000  # how often idle ids are expired
+    # KIP-890 part 1: the first transactional batch of a transaction on a partition needs the coordinator's word
+    transactionPartitionVerificationEnable: bool = True
     # --- protocol handlers (comma separated: kafka, pulsar, or names from the kop.protocol_handlers
     # entry-point group)
     messagingProtocols: str = "kafka,pulsar"

@@ -328,7 +328,10 @@ class TransactionCoordinator:
         TRANSACTION_ABORTABLE (not added to the transaction; the produce path says INVALID_TXN_STATE below
         v11), INVALID_PRODUCER_EPOCH (fenced), INVALID_PRODUCER_ID_MAPPING, or NOT_ENOUGH_REPLICAS (retriable:
         the coordinator is loading or busy). In cluster mode an id coordinated by another broker is not
-        checked (NONE), as with Kafka's verification turned off."""
+        checked (NONE), as with Kafka's verification turned off; nor is anything with
+        transactionPartitionVerificationEnable=false (Kafka's transaction.partition.verification.enable)."""
+        if not self.config.transactionPartitionVerificationEnable:
+            return 0
         err = self.partition_error(transactional_id)
         if err == E.NOT_COORDINATOR and self.topics.ownership is not None:
             return 0

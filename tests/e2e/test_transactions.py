@@ -5,6 +5,7 @@
   committed records, one with read_uncommitted reads the aborted ones too;
 * confluent-kafka's transactional producer (librdkafka: AddPartitionsToTxn v0, EndTxn v1) and its
   read_committed / read_uncommitted consumers;
+* kafka-python's transactional producer;
 * aiokafka's transactional producer (every transaction API at v0) in a consume-transform-produce loop with
   send_offsets_to_transaction: the group's committed offset moves with the committed transaction only, and
   an aborted transaction leaves neither output nor offsets behind.
@@ -294,3 +295,26 @@ def test_java_consume_transform_produce_killed_repeatedly_is_exactly_once(target
     assert sorted(got, key=lambda v: int(v[4:])) == [f"out-{i}" for i in range(total)]
     # the killed transactions did leave records behind: read_uncommitted sees them
     assert len(consume_confluent(b.bootstrap, dst, "read_uncommitted", total + 4, timeout=120)) >= total + 4
+
+
+def test_kafka_python_transactions(target) -> None:
+    """kafka-python's transactional producer (its own version choice of every transaction API)."""
+    from kafka import KafkaProducer
+
+    b = target.broker()
+    topic = target.topic("txn-kafka-python")
+    create_topic(b.bootstrap, topic, 2)
+    p = KafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=f"tx-{topic}")
+    try:
+        p.init_transactions()
+        for n, commit in enumerate((True, False, True)):
+            p.begin_transaction()
+            for i in range(4):
+                p.send(topic, value=f"{'c' if commit else 'a'}{n}-{i}".encode(), partition=i % 2)
+            p.flush()
+            (p.commit_transaction if commit else p.abort_transaction)()
+    finally:
+        p.close()
+    committed = [f"c{n}-{i}" for n in (0, 2) for i in range(4)]
+    assert sorted(consume_confluent(b.bootstrap, topic, "read_committed", len(committed))) == sorted(committed)
+    assert len(consume_confluent(b.bootstrap, topic, "read_uncommitted", 12)) == 12

@@ -139,3 +139,41 @@ def test_transactional_offsets_pending_then_committed_across_restarts(tmp_path: 
             await svc.stop()
 
     asyncio.run(run())
+
+
+def test_a_plain_commit_written_after_the_transactional_one_wins(tmp_path: Path) -> None:
+    """Kafka's rule: at the COMMIT marker a pending offset replaces the committed one only if its record is
+    newer; a plain OffsetCommit written while the transaction was open stays (also after a restart)."""
+    async def run() -> None:
+        svc = await start(tmp_path)
+        try:
+            txns, groups = svc.transactions, svc.coordinator
+            for n, (plain_first, want) in enumerate(((False, 20), (True, 17))):
+                tid, group = f"{TID}-{n}", f"{GROUP}-{n}"
+                r = await txns.init_producer_id(tid, 60000, -1, -1)
+                assert await txns.add_offsets(tid, r.producer_id, r.producer_epoch, group) == 0
+
+                async def plain(group: str = group) -> None:
+                    res = await groups.commit_offsets(group, -1, "", None, -1, 8, [(TOPIC, 0, 20, -1, "")])
+                    assert res == {(TOPIC, 0): 0}
+
+                if plain_first:
+                    await plain()
+                res = await groups.txn_commit_offsets(group, r.producer_id, r.producer_epoch, -1, "", None,
+                                                      [(TOPIC, 0, 17, -1, "")])
+                assert res == {(TOPIC, 0): 0}
+                if not plain_first:
+                    await plain()
+                assert await txns.end_txn(tid, r.producer_id, r.producer_epoch, True) == 0
+                await until(lambda g=group: not groups.has_pending_offset(g, TOPIC, 0), "the commit marker")
+                assert groups.fetch_offsets(group, [(TOPIC, [0])])[1][0][2] == want
+        finally:
+            await svc.stop()
+        svc = await start(tmp_path)
+        try:
+            assert svc.coordinator.fetch_offsets(f"{GROUP}-0", [(TOPIC, [0])])[1][0][2] == 20
+            assert svc.coordinator.fetch_offsets(f"{GROUP}-1", [(TOPIC, [0])])[1][0][2] == 17
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())

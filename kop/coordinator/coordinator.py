@@ -104,6 +104,7 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1  # only commits with a retention time (OffsetCommit v2-v4) have one
+    record_offset: int = -1  # its record's offset in __consumer_offsets: a transaction's commit keeps the newer
 
 
 
@@ -326,11 +327,11 @@ class GroupCoordinator:
             for fb in res.batches:
                 hdr = parse_batch_header(fb.batch)
                 if hdr.is_control or hdr.is_transactional:
-                    self._replay_transactional(p, hdr.producer_id, hdr.is_control, fb.batch)
+                    self._replay_transactional(p, hdr.producer_id, hdr.is_control, fb.batch, fb.base_offset)
                     continue
                 for r in decode_records(fb.batch):
                     if r.key is not None:
-                        self._replay(r.key, r.value, consumer)
+                        self._replay(r.key, r.value, consumer, fb.base_offset + r.offset_delta)
             offset = res.next_offset
         if p not in self._loading:  # unloaded while loading: drop what was replayed
             self._drop_groups_of(p)
@@ -339,7 +340,8 @@ class GroupCoordinator:
         self._loaded.add(p)
         self._on_loaded(p, consumer.result())
 
-    def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None) -> None:
+    def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None,
+                record_offset: int = -1) -> None:
         """Apply one __consumer_offsets record (the same records this coordinator writes)."""
         try:
             k = rec.decode_key(key)
@@ -352,7 +354,7 @@ class GroupCoordinator:
                     # Offsets without group metadata: a "simple" group (commits outside group management).
                     self.groups[k.group] = ClassicGroup(k.group)
                 self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = OffsetAndMetadata(
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset)
             elif isinstance(k, rec.GroupMetadataKey):
                 if value is None:
                     old = self.groups.pop(k.group, None)
@@ -679,7 +681,7 @@ class GroupCoordinator:
         if not records:
             return result
         try:
-            await self._write(group_id, records)
+            base = await self._write(group_id, records)
         except Exception as e:
             log.warning("group %s: writing %d offset commits failed: %r", group_id, len(records), e)
             error = append_error(e)
@@ -689,7 +691,8 @@ class GroupCoordinator:
                 result[(topic, partition)] = error
             return result
         offsets = self.offsets.setdefault(group_id, {})
-        for topic, partition, om in values:
+        for i, (topic, partition, om) in enumerate(values):
+            om.record_offset = base + i if isinstance(base, int) else -1
             offsets[(topic, partition)] = om
         if group_id not in self.groups and group_id not in self.consumer_groups:
             # The group was deleted while the commit was being written: the offsets bring it back, as
@@ -764,14 +767,15 @@ class GroupCoordinator:
         if not records:
             return result
         try:
-            await self._write(group_id, records, producer=(producer_id, producer_epoch))
+            base = await self._write(group_id, records, producer=(producer_id, producer_epoch))
         except Exception as e:
             log.warning("group %s: writing %d transactional offset commits failed: %r", group_id, len(records), e)
             code = getattr(e, "code", None)
             error = code if isinstance(code, int) and code == E.INVALID_PRODUCER_EPOCH else append_error(e)
             return {k: (error if v == 0 else v) for k, v in result.items()}
         pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
-        for topic, partition, om in values:
+        for i, (topic, partition, om) in enumerate(values):
+            om.record_offset = base + i if isinstance(base, int) else -1
             pending[(topic, partition)] = om
         return result
 
@@ -785,7 +789,13 @@ class GroupCoordinator:
             offsets = per_group.pop(gid)
             if not commit:
                 continue
-            self.offsets.setdefault(gid, {}).update(offsets)
+            committed = self.offsets.setdefault(gid, {})
+            for tp, om in offsets.items():
+                # Kafka's rule: a plain commit written after the transactional one stays (compaction and
+                # mixed commits depend on it); an unknown record offset (-1) does not hold the commit back.
+                cur = committed.get(tp)
+                if cur is None or om.record_offset < 0 or om.record_offset > cur.record_offset:
+                    committed[tp] = om
             if gid not in self.groups and gid not in self.consumer_groups:
                 self.groups[gid] = ClassicGroup(gid, state_timestamp=self.now_ms())
         if not per_group:
@@ -796,7 +806,7 @@ class GroupCoordinator:
         return any((topic, partition) in per_group.get(group_id, ())
                    for per_group in self.pending_txn_offsets.values())
 
-    def _replay_transactional(self, p: int, producer_id: int, is_control: bool, batch: Any) -> None:
+    def _replay_transactional(self, p: int, producer_id: int, is_control: bool, batch: Any, base_offset: int) -> None:
         """Load: a transactional batch's offset commits are pending for their producer; a marker
         completes them, as when it was first written."""
         if is_control:
@@ -819,7 +829,8 @@ class GroupCoordinator:
                     continue
                 v = rec.decode_offset_commit_value(r.value)
                 pending[(k.topic, k.partition)] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
-                                                                    v.commit_timestamp, v.expire_timestamp)
+                                                                    v.commit_timestamp, v.expire_timestamp,
+                                                                    base_offset + r.offset_delta)
             except rec.RecordError as e:
                 log.warning("skipping an undecodable transactional record in %s: %s", OFFSETS_TOPIC, e)
 

@@ -360,11 +360,17 @@ class TransactionCoordinator:
         return err
 
     def _start_markers(self, transactional_id: str) -> None:
-        if self._stopped or transactional_id in self._markers:
+        running = self._markers.get(transactional_id)
+        if self._stopped or (running is not None and not running.done()):
             return
         task = asyncio.create_task(self._drive_markers(transactional_id), name=f"txn-markers-{transactional_id}")
         self._markers[transactional_id] = task
-        task.add_done_callback(lambda _t: self._markers.pop(transactional_id, None))
+
+        def done(t: asyncio.Task[None]) -> None:
+            if self._markers.get(transactional_id) is t:
+                del self._markers[transactional_id]
+
+        task.add_done_callback(done)
 
     async def _drive_markers(self, transactional_id: str) -> None:
         """Write the markers of a PrepareCommit/PrepareAbort transaction (each retried until it lands),

@@ -172,6 +172,14 @@ class BrokerConfig:
     offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
     offsetsRetentionCheckIntervalMs: int = 600000
     offsetMetadataMaxSize: int = 4096  # longest commit metadata string
+    # --- transaction coordinator (Kafka's transaction.* / transactional.id.* settings)
+    transactionStateLogNumPartitions: int = 50  # partitions of __transaction_state, fixed once it exists
+    transactionMaxTimeoutMs: int = 900000  # longest transaction.timeout.ms a producer may ask for
+    transactionalIdExpirationMs: int = 604800000  # an idle transactional id is forgotten after this long
+    transactionAbortTimedOutTransactionCleanupIntervalMs: int = 10000  # how often timed-out transactions are aborted
+    transactionRemoveExpiredTransactionalIdCleanupIntervalMs: int = 3600000  # how often idle ids are expired
+    # KIP-890 part 1: the first transactional batch of a transaction on a partition needs the coordinator's word
+    transactionPartitionVerificationEnable: bool = True
     # --- protocol handlers (comma separated: kafka, pulsar, or names from the kop.protocol_handlers
     # entry-point group)
     messagingProtocols: str = "kafka,pulsar"
@@ -313,6 +321,14 @@ class BrokerConfig:
         need(self.offsetsRetentionMinutes >= 1, "offsetsRetentionMinutes", "must be >= 1")
         need(self.offsetsRetentionCheckIntervalMs >= 1, "offsetsRetentionCheckIntervalMs", "must be >= 1")
         need(self.offsetMetadataMaxSize >= 0, "offsetMetadataMaxSize", "must be >= 0")
+        need(1 <= self.transactionStateLogNumPartitions <= 100000, "transactionStateLogNumPartitions",
+             "must be 1..100000")
+        need(self.transactionMaxTimeoutMs >= 1, "transactionMaxTimeoutMs", "must be >= 1")
+        need(self.transactionalIdExpirationMs >= 1, "transactionalIdExpirationMs", "must be >= 1")
+        need(self.transactionAbortTimedOutTransactionCleanupIntervalMs >= 1,
+             "transactionAbortTimedOutTransactionCleanupIntervalMs", "must be >= 1")
+        need(self.transactionRemoveExpiredTransactionalIdCleanupIntervalMs >= 1,
+             "transactionRemoveExpiredTransactionalIdCleanupIntervalMs", "must be >= 1")
         need(-1 <= self.webServicePort <= 65535, "webServicePort", "-1 (off), 0 (ephemeral) or a port")
         need(self.slowRequestThresholdMs >= -1, "slowRequestThresholdMs", "-1 (off) or >= 0")
         need(self.statsUpdateFrequencyInSecs >= 1, "statsUpdateFrequencyInSecs", "must be >= 1")

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from kop.cluster.ownership import Ownership
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
+from kop.coordinator.transactions import TransactionCoordinator
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
@@ -87,6 +88,7 @@ class BrokerServices(Protocol):
     topics: TopicManager
     producer_ids: ProducerIdAllocator
     coordinator: GroupCoordinator
+    transactions: TransactionCoordinator  # the transaction coordinator; a TransactionVerifier for produce
     ownership: Ownership  # who serves which partition (this broker alone outside cluster mode)
     metrics: BrokerMetrics
     net: Acceptor  # connection limits and the request-bytes bound, shared by every protocol handler
@@ -96,4 +98,3 @@ class BrokerServices(Protocol):
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
     pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
-    transactions: TransactionVerifier | None  # set by the transaction coordinator when it runs

@@ -19,7 +19,10 @@ TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-describe-producers"), {"defaultNumPartitions": "1"}).start()
+    b = KopBroker(tmp_path_factory.mktemp("kop-describe-producers"), {
+        "defaultNumPartitions": "1",
+        "transactionPartitionVerificationEnable": "false",  # raw transactions no coordinator knows of
+    }).start()
     yield b
     b.stop()
 

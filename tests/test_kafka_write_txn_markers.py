@@ -21,7 +21,10 @@ LATEST = -1
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-txn-partition"), {"defaultNumPartitions": "1"}).start()
+    b = KopBroker(tmp_path_factory.mktemp("kop-txn-partition"), {
+        "defaultNumPartitions": "1",
+        "transactionPartitionVerificationEnable": "false",  # raw transactions no coordinator knows of
+    }).start()
     yield b
     b.stop()
 

@@ -17,7 +17,10 @@ from tests.support.txn_wire import RawClient, txn_batch
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar-txn"), {"defaultNumPartitions": "1"}).start()
+    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar-txn"), {
+        "defaultNumPartitions": "1",
+        "transactionPartitionVerificationEnable": "false",  # raw transactions no coordinator knows of
+    }).start()
     yield b
     b.stop()
 

@@ -64,7 +64,13 @@ from kop.coordinator.group_state import (
 )
 from kop.offset.api import PartitionLog
 from kop.protocol.errors import ErrorCode
-from kop.protocol.records import NewRecord, build_batch, decode_records, parse_batch_header
+from kop.protocol.records import (
+    NewRecord,
+    build_batch,
+    control_record_type,
+    decode_records,
+    parse_batch_header,
+)
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.names import OFFSETS_TOPIC
 from kop.topics.topic_config import effective
@@ -98,6 +104,7 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1  # only commits with a retention time (OffsetCommit v2-v4) have one
+    record_offset: int = -1  # its record's offset in __consumer_offsets: a transaction's commit keeps the newer
 
 
 
@@ -152,6 +159,8 @@ class GroupCoordinator:
                                              normalize=self.topic_key)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
+        # TxnOffsetCommit's offsets, per producer id, until its transaction's marker lands (KIP-98)
+        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
         self.topic: Topic | None = None
         self.num_partitions = config.offsetsTopicNumPartitions
         self._logs: dict[int, PartitionLog] = {}
@@ -298,6 +307,9 @@ class GroupCoordinator:
         self.consumer.drop_groups(cgids)
         for gid in gids + cgids:
             self.offsets.pop(gid, None)
+        for per_group in self.pending_txn_offsets.values():
+            for gid in [g for g in per_group if self.partition_of(g) == p]:
+                del per_group[gid]
         self._run()
         return len(gids) + len(cgids)
 
@@ -315,11 +327,13 @@ class GroupCoordinator:
             if not res.batches:
                 break
             for fb in res.batches:
-                if parse_batch_header(fb.batch).is_control:
+                hdr = parse_batch_header(fb.batch)
+                if hdr.is_control or hdr.is_transactional:
+                    self._replay_transactional(p, hdr.producer_id, hdr.is_control, fb.batch, fb.base_offset)
                     continue
                 for r in decode_records(fb.batch):
                     if r.key is not None:
-                        self._replay(r.key, r.value, consumer)
+                        self._replay(r.key, r.value, consumer, fb.base_offset + r.offset_delta)
             offset = res.next_offset
         if p not in self._loading:  # unloaded while loading: drop what was replayed
             self._drop_groups_of(p)
@@ -328,7 +342,8 @@ class GroupCoordinator:
         self._loaded.add(p)
         self._on_loaded(p, consumer.result())
 
-    def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None) -> None:
+    def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None,
+                record_offset: int = -1) -> None:
         """Apply one __consumer_offsets record (the same records this coordinator writes)."""
         try:
             k = rec.decode_key(key)
@@ -341,7 +356,7 @@ class GroupCoordinator:
                     # Offsets without group metadata: a "simple" group (commits outside group management).
                     self.groups[k.group] = ClassicGroup(k.group)
                 self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = OffsetAndMetadata(
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp)
+                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset)
             elif isinstance(k, rec.GroupMetadataKey):
                 if value is None:
                     old = self.groups.pop(k.group, None)
@@ -498,7 +513,8 @@ class GroupCoordinator:
         self._run()
 
     # ================================================================== writes
-    def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future[Any]:
+    def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> asyncio.Future[Any]:
         """Issue one batch to the group's __consumer_offsets partition now (appends of a partition are
         stored and acknowledged in issue order); the future completes when it is durable."""
         assert self.topic is not None
@@ -508,7 +524,11 @@ class GroupCoordinator:
             lost: asyncio.Future[Any] = self.loop.create_future()
             lost.set_exception(CoordinatorError(E.NOT_COORDINATOR, "the group's partition is not loaded here"))
             return lost
-        batch = build_batch([NewRecord(k, v, (), now) for k, v in records], partition_leader_epoch=LEADER_EPOCH)
+        # producer: (id, epoch) of a TxnOffsetCommit's transaction, whose offsets go in a transactional batch
+        txn = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
+                                            "base_sequence": 0, "is_transactional": True}
+        batch = build_batch([NewRecord(k, v, (), now) for k, v in records], partition_leader_epoch=LEADER_EPOCH,
+                            **txn)  # type: ignore[arg-type]
         max_bytes = int(effective(self.topic.configs, "max.message.bytes", self.config))
         if len(batch) > max_bytes:
             fut: asyncio.Future[Any] = self.loop.create_future()
@@ -675,7 +695,7 @@ class GroupCoordinator:
         if not records:
             return result
         try:
-            await self._write(group_id, records)
+            base = await self._write(group_id, records)
         except Exception as e:
             log.warning("group %s: writing %d offset commits failed: %r", group_id, len(records), e)
             error = append_error(e)
@@ -685,13 +705,148 @@ class GroupCoordinator:
                 result[(topic, partition)] = error
             return result
         offsets = self.offsets.setdefault(group_id, {})
-        for topic, partition, om in values:
+        for i, (topic, partition, om) in enumerate(values):
+            om.record_offset = base + i if isinstance(base, int) else -1
             offsets[(topic, partition)] = om
         if group_id not in self.groups and group_id not in self.consumer_groups:
             # The group was deleted while the commit was being written: the offsets bring it back, as
             # replaying the log would.
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)
         return result
+
+    # ================================================================== TxnOffsetCommit (KIP-98, KIP-447)
+    def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
+                                   instance_id: str | None) -> int:
+        """Kafka's checks of a transactional commit: a commit without member information (TxnOffsetCommit
+        v0-v2, or an empty member id) is accepted even by a Stable group, and creates a missing group;
+        otherwise the member must exist (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID for a replaced static
+        member) at the group's generation (ILLEGAL_GENERATION). No REBALANCE_IN_PROGRESS here."""
+        cg = self.consumer_groups.get(group_id)
+        if cg is not None:
+            if generation_id < 0 and not member_id and instance_id is None:
+                return 0  # KAFKA-18060: an empty member id is accepted by consumer groups too
+            member = cg.members.get(member_id)
+            if member is None:
+                return E.UNKNOWN_MEMBER_ID
+            if instance_id is not None and getattr(member, "instance_id", instance_id) != instance_id:
+                return E.FENCED_INSTANCE_ID
+            return 0 if generation_id == member.member_epoch else E.ILLEGAL_GENERATION
+        group = self.groups.get(group_id)
+        if group is None:
+            return E.ILLEGAL_GENERATION if generation_id >= 0 else 0
+        if group.is_in(S.DEAD):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id or instance_id is not None:
+            if instance_id is not None:
+                existing = group.static_member_id(instance_id)
+                if existing is None:
+                    return E.UNKNOWN_MEMBER_ID
+                if existing != member_id:
+                    return E.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return E.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return E.ILLEGAL_GENERATION
+        return 0
+
+    async def txn_commit_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
+        instance_id: str | None, partitions: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
+        """TxnOffsetCommit: the offsets are written now, to the group's __consumer_offsets partition, in a
+        transactional batch of the producer; they stay pending (invisible to OffsetFetch, and
+        UNSTABLE_OFFSET_COMMIT to require_stable fetches) until the transaction's marker lands
+        (`complete_transaction`). partitions: (topic's Kafka name, partition, offset, leader epoch,
+        metadata). Returns the error of each (topic, partition)."""
+        keys = [(t, p) for t, p, *_ in partitions]
+        err = self.partition_error(group_id) or self.validate_txn_offset_commit(
+            group_id, generation_id, member_id, instance_id)
+        if err:
+            return dict.fromkeys(keys, err)
+        now = self.now_ms()
+        if group_id not in self.groups and group_id not in self.consumer_groups:
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)  # a simple group, as Kafka makes
+        result: dict[tuple[str, int], int] = {}
+        records: list[tuple[bytes, bytes | None]] = []
+        values: list[tuple[str, int, OffsetAndMetadata]] = []
+        for topic, partition, offset, epoch, metadata in partitions:
+            if metadata is not None and len(metadata) > self.config.offsetMetadataMaxSize:
+                result[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            result[(topic, partition)] = 0
+            om = OffsetAndMetadata(offset, epoch, metadata or "", now)
+            values.append((topic, partition, om))
+            records.append((rec.offset_commit_key(group_id, topic, partition), rec.encode_offset_commit_value(
+                rec.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp))))
+        if not records:
+            return result
+        try:
+            base = await self._write(group_id, records, producer=(producer_id, producer_epoch))
+        except Exception as e:
+            log.warning("group %s: writing %d transactional offset commits failed: %r", group_id, len(records), e)
+            code = getattr(e, "code", None)
+            error = code if isinstance(code, int) and code == E.INVALID_PRODUCER_EPOCH else append_error(e)
+            return {k: (error if v == 0 else v) for k, v in result.items()}
+        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
+        for i, (topic, partition, om) in enumerate(values):
+            om.record_offset = base + i if isinstance(base, int) else -1
+            pending[(topic, partition)] = om
+        return result
+
+    def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The transaction's marker landed in __consumer_offsets partition `partition`: its pending offsets
+        for the groups of that partition become committed (COMMIT) or are dropped (ABORT)."""
+        per_group = self.pending_txn_offsets.get(producer_id)
+        if not per_group:
+            return
+        for gid in [g for g in per_group if self.partition_of(g) == partition]:
+            offsets = per_group.pop(gid)
+            if not commit:
+                continue
+            committed = self.offsets.setdefault(gid, {})
+            for tp, om in offsets.items():
+                # Kafka's rule: a plain commit written after the transactional one stays (compaction and
+                # mixed commits depend on it); an unknown record offset (-1) does not hold the commit back.
+                cur = committed.get(tp)
+                if cur is None or om.record_offset < 0 or om.record_offset > cur.record_offset:
+                    committed[tp] = om
+            if gid not in self.groups and gid not in self.consumer_groups:
+                self.groups[gid] = ClassicGroup(gid, state_timestamp=self.now_ms())
+        if not per_group:
+            del self.pending_txn_offsets[producer_id]
+
+    def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset of this partition (OffsetFetch require_stable)."""
+        return any((topic, partition) in per_group.get(group_id, ())
+                   for per_group in self.pending_txn_offsets.values())
+
+    def _replay_transactional(self, p: int, producer_id: int, is_control: bool, batch: Any, base_offset: int) -> None:
+        """Load: a transactional batch's offset commits are pending for their producer; a marker
+        completes them, as when it was first written."""
+        if is_control:
+            for r in decode_records(batch):
+                if r.key is not None and len(r.key) >= 4:
+                    kind = control_record_type(r.key)
+                    if kind in (0, 1):
+                        self.complete_transaction(p, producer_id, kind == 1)
+            return
+        for r in decode_records(batch):
+            if r.key is None:
+                continue
+            try:
+                k = rec.decode_key(r.key)
+                if not isinstance(k, rec.OffsetCommitKey):
+                    continue
+                pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(k.group, {})
+                if r.value is None:
+                    pending.pop((k.topic, k.partition), None)
+                    continue
+                v = rec.decode_offset_commit_value(r.value)
+                pending[(k.topic, k.partition)] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
+                                                                    v.commit_timestamp, v.expire_timestamp,
+                                                                    base_offset + r.offset_delta)
+            except rec.RecordError as e:
+                log.warning("skipping an undecodable transactional record in %s: %s", OFFSETS_TOPIC, e)
 
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,

@@ -28,11 +28,12 @@ from kop.cluster.bundles import Bundle
 from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeeperOwnership
 from kop.config import BrokerConfig
 from kop.coordinator import GroupCoordinator
+from kop.coordinator.transactions import TransactionCoordinator
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
-from kop.services import PulsarSubscriptions, TransactionVerifier
+from kop.services import PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -50,6 +51,8 @@ class BrokerService:
         self.producer_ids = ProducerIdAllocator(storage.metadata_store, config.kafkaBrokerId)
         # The group coordinator: a client of the topics, keeping its state in __consumer_offsets.
         self.coordinator = GroupCoordinator(config, self.topics)
+        # The transaction coordinator: state in __transaction_state; writes markers, completes txn offsets.
+        self.transactions = TransactionCoordinator(config, self.topics, self.producer_ids, self.coordinator)
         self.handlers: list[ProtocolHandler] = []
         self.cluster_id = ""
         self.started_ms = 0
@@ -71,7 +74,6 @@ class BrokerService:
         self.metrics.connections_rejected = lambda: self.net.connections_rejected
         self.admin: AdminServer | None = None  # when webServicePort >= 0
         self.pulsar_subscriptions: PulsarSubscriptions | None = None  # the pulsar handler sets it
-        self.transactions: TransactionVerifier | None = None  # the transaction coordinator sets it
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
         # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).
@@ -105,8 +107,10 @@ class BrokerService:
                 await h.start(self)
             await self.ownership.start(self._local_broker())  # BrokerIdInUseError: a duplicate id
             await self.coordinator.start()
+            await self.transactions.start()
         else:
             await self.coordinator.start()  # creates __consumer_offsets if needed; loads it in the background
+            await self.transactions.start()  # the same for __transaction_state
             for h in self.handlers:
                 await h.start(self)
             self.ownership.local = self._local_broker()
@@ -146,15 +150,26 @@ class BrokerService:
         own: Any = self.ownership
         return [p for p in range(topic.partitions) if own.bundle_of(topic.name, p) == bundle]
 
+    def _txn_partitions_in(self, bundle: Bundle) -> list[int]:
+        topic = self.transactions.topic
+        if topic is None:
+            return []
+        own: Any = self.ownership
+        return [p for p in range(topic.partitions) if own.bundle_of(topic.name, p) == bundle]
+
     async def _bundle_acquired(self, bundle: Bundle) -> None:
         for p in self._offsets_partitions_in(bundle):
             self.coordinator.load_partition(p)
+        for p in self._txn_partitions_in(bundle):
+            self.transactions.load_partition(p)
         for h in self.handlers:
             await h.ownership_changed(bundle, True)
 
     async def _bundle_released(self, bundle: Bundle, abandon: bool) -> None:
         for p in self._offsets_partitions_in(bundle):
             self.coordinator.unload_partition(p)
+        for p in self._txn_partitions_in(bundle):
+            self.transactions.unload_partition(p)
         await self.topics.release_bundle(bundle, abandon)
         for h in self.handlers:
             await h.ownership_changed(bundle, False)
@@ -199,6 +214,10 @@ class BrokerService:
         for chore in self._chores:
             await chore.stop()
         # Parked JoinGroup/SyncGroup requests are answered NOT_COORDINATOR first, so draining does not wait.
+        try:
+            await self.transactions.stop()
+        except Exception:
+            log.exception("stopping the transaction coordinator")
         try:
             await self.coordinator.stop()
         except Exception:

@@ -31,7 +31,7 @@ from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
 from kop.storage.api import NodeExistsError, StorageError
-from kop.topics.names import OFFSETS_TOPIC, TopicName, parse_topic_name
+from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicName, parse_topic_name
 from kop.topics.topic_config import ledger_config, validate_topic_configs
 
 log = logging.getLogger(__name__)
@@ -129,17 +129,26 @@ class TopicManager:
     def parse(self, name: str) -> TopicName:
         if name == OFFSETS_TOPIC:
             return self.offsets_topic
+        if name == TRANSACTION_STATE_TOPIC:
+            return self.transaction_state_topic
         return parse_topic_name(name, self.config.kafkaTenant, self.config.kafkaNamespace)
 
     def kafka_name(self, t: TopicName) -> str:
         if t == self.offsets_topic:
             return OFFSETS_TOPIC
+        if t == self.transaction_state_topic:
+            return TRANSACTION_STATE_TOPIC
         return t.kafka_name(self.config.kafkaTenant, self.config.kafkaNamespace)
 
     @property
     def offsets_topic(self) -> TopicName:
         """__consumer_offsets lives in the metadata namespace, as in KoP, and is shown under its Kafka name."""
         return TopicName(self.config.kafkaMetadataTenant, self.config.kafkaMetadataNamespace, OFFSETS_TOPIC)
+
+    @property
+    def transaction_state_topic(self) -> TopicName:
+        """__transaction_state: the transaction coordinator's topic, beside __consumer_offsets."""
+        return TopicName(self.config.kafkaMetadataTenant, self.config.kafkaMetadataNamespace, TRANSACTION_STATE_TOPIC)
 
     @staticmethod
     def _path(t: TopicName) -> str:

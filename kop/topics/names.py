@@ -16,6 +16,8 @@ from dataclasses import dataclass
 # (kafkaMetadataTenant/kafkaMetadataNamespace, public/__kafka by default), and clients see it under its
 # Kafka name (kop.topics.manager.TopicManager.parse / kafka_name).
 OFFSETS_TOPIC = "__consumer_offsets"
+# The transaction coordinator's internal topic, beside __consumer_offsets in the metadata namespace.
+TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 _LEGAL = re.compile(r"^[A-Za-z0-9._-]+$")
 _PARTITION_SUFFIX = re.compile(r"-partition-[0-9]+$")

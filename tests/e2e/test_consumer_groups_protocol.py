@@ -397,9 +397,8 @@ def test_find_coordinator_batched(target) -> None:
         assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [("a", 0, port), ("b", 0, port), ("", 0, port)]
         r = w.call(FindCoordinatorRequest(key="a", key_type=0), cap=3)
         assert (r.error_code, r.port) == (0, port)
-        if target.is_kop:  # no transaction coordinator here: refused at once (see find_coordinator.py)
-            r = w.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"]), cap=5)
-            assert [(c.key, c.error_code) for c in r.coordinators] == [("txn", INVALID_REQUEST)]
+        r = w.call(FindCoordinatorRequest(key_type=1, coordinator_keys=["txn"]), cap=5)  # transactional ids too
+        assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [("txn", 0, port)]
 
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin(target) -> None:

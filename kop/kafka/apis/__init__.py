@@ -24,6 +24,8 @@ class Api:
 
 def _modules() -> list[ModuleType]:
     from kop.kafka.apis import (
+        add_offsets_to_txn,
+        add_partitions_to_txn,
         alter_configs,
         api_versions,
         consumer_group_describe,
@@ -37,6 +39,8 @@ def _modules() -> list[ModuleType]:
         describe_configs,
         describe_groups,
         describe_producers,
+        describe_transactions,
+        end_txn,
         fetch,
         find_coordinator,
         heartbeat,
@@ -46,6 +50,7 @@ def _modules() -> list[ModuleType]:
         leave_group,
         list_groups,
         list_offsets,
+        list_transactions,
         metadata,
         offset_commit,
         offset_delete,
@@ -53,6 +58,7 @@ def _modules() -> list[ModuleType]:
         offset_for_leader_epoch,
         produce,
         sync_group,
+        txn_offset_commit,
         write_txn_markers,
     )
 
@@ -64,6 +70,9 @@ def _modules() -> list[ModuleType]:
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
+        txn_offset_commit,
+        # transaction coordinator (kop/coordinator/transactions)
+        add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
         write_txn_markers, describe_producers,  # the partition side of transactions (kop/offset/producer_state.py)
     ]
 

@@ -3,7 +3,8 @@
 Advertises exactly the dispatch table. A request newer than v4 is answered (by the connection) in the v0
 shape with UNSUPPORTED_VERSION plus our ranges, so the client retries at a version we serve; the response
 header is always v0, whatever the body version. No features are advertised: in particular no
-`transaction.version`, so Kafka 4.x producers stay on the classic produce path (KIP-890 needs transactions).
+`transaction.version`, so Kafka 4.x transactional producers stay on the classic ("TV1") path: explicit
+AddPartitionsToTxn, one epoch per session (KIP-890 part 2 is not implemented; docs/transactions.md).
 Deviation: the client software name/version (v3+) is accepted without Kafka's pattern check.
 """
 

@@ -52,8 +52,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         except InvalidTopicName as e:
             results.append(fail("INVALID_TOPIC_EXCEPTION", str(e)))
             continue
-        if tn == topics_mgr.offsets_topic:
-            # The broker made it at start-up; Kafka answers the same for its own internal topic.
+        if tn in (topics_mgr.offsets_topic, topics_mgr.transaction_state_topic):
+            # The broker made it at start-up; Kafka answers the same for its own internal topics.
             results.append(fail("TOPIC_ALREADY_EXISTS", f"Topic '{t.name}' already exists."))
             continue
         if tn.local.startswith("__"):

@@ -9,10 +9,11 @@
   COORDINATOR_LOAD_IN_PROGRESS until it is. Kafka creates __consumer_offsets on the first FindCoordinator
   and answers COORDINATOR_NOT_AVAILABLE meanwhile; here the topic exists from start-up, so clients never
   see that first failure.
-- TRANSACTION keys (type 1) and SHARE keys (type 2, v6): INVALID_REQUEST, because there is no
-  transaction or share-group coordinator. Kafka would answer with a coordinator; a retriable
-  COORDINATOR_NOT_AVAILABLE would make a transactional producer retry until max.block.ms, while this
-  non-retriable error fails it at once (InitProducerId refuses transactional ids for the same reason).
+- TRANSACTION keys (type 1): the owner of the transactional id's __transaction_state partition
+  (kop/coordinator/transactions/), found the same way; COORDINATOR_NOT_AVAILABLE while the transaction
+  coordinator is not running.
+- SHARE keys (type 2, v6): INVALID_REQUEST, because there is no share-group coordinator; a retriable
+  COORDINATOR_NOT_AVAILABLE would make a client retry until its timeout, while this fails it at once.
 - An unknown key type fails the whole request with INVALID_REQUEST, as Kafka does.
 - error_message is "NONE" on success, like Kafka's Errors.NONE.message().
 """
@@ -36,12 +37,12 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     h = ctx.handler
     node = h.node_for(ctx.listener_name)
-    coordinator = ctx.coordinator
     key_type = req.key_type if ctx.version >= 1 else GROUP
+    coordinator: Any = ctx.coordinator if key_type == GROUP else getattr(ctx.services, "transactions", None)
     keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
-    owners: dict[str, Any] = {}  # group -> coordinator node (cluster mode)
+    owners: dict[str, Any] = {}  # key -> coordinator node (cluster mode)
     own = ctx.services.ownership
-    if key_type == GROUP and own.clustered and coordinator is not None and coordinator.topic is not None:
+    if key_type in (GROUP, TRANSACTION) and own.clustered and coordinator is not None and coordinator.topic is not None:
         topic = coordinator.topic
 
         def locate() -> bool:
@@ -55,17 +56,16 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
 
     def answer(key: str) -> tuple[int, str, Any]:
         """(error, message, coordinator node) for one key."""
-        if key_type == GROUP:
+        if key_type in (GROUP, TRANSACTION):
             if coordinator is None or not coordinator.available:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group coordinator is not available.", None
+                what = "group" if key_type == GROUP else "transaction"
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"The {what} coordinator is not available.", None
             if own.clustered:
                 found = owners.get(key)
                 if found is None:
                     return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The coordinator is not available.", None
                 return 0, "NONE", found
             return 0, "NONE", node
-        if key_type == TRANSACTION:
-            return ErrorCode.INVALID_REQUEST, "Transactions are not supported by this broker.", None
         if key_type == SHARE and ctx.version >= 6:
             return ErrorCode.INVALID_REQUEST, "Share groups are not supported by this broker.", None
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}.", None

@@ -2,7 +2,9 @@
 
 - A partition without a committed offset answers -1 (offset), -1 (leader epoch) and "" (metadata), as
   Kafka; asking for no topic list (v2+) returns every committed partition of the group.
-- require_stable (v7+) needs no waiting: without transactions there are no pending offsets.
+- require_stable (v7+): a partition with a transactional offset still pending (TxnOffsetCommit whose
+  transaction has not ended) gets UNSTABLE_OFFSET_COMMIT (retriable), as in Kafka; without it the last
+  committed offset is answered.
 - v10 (topic ids only) is not advertised, as for OffsetCommit.
 - Topic names are answered as the client wrote them; offsets are looked up under the topic's Kafka name
   (see offset_commit), so all of KoP's spellings of a topic see the same offsets.
@@ -19,14 +21,26 @@ from typing import Any
 
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 9
 VERSIONS = (1, 9)
 
 
 def _fetch(coordinator: Any, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
-           ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+           require_stable: bool = False) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
     """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])])."""
+    err, out = _fetch_all(coordinator, group_id, topics, member_id, member_epoch)
+    if require_stable and not err and coordinator.pending_txn_offsets:
+        unstable = ErrorCode.UNSTABLE_OFFSET_COMMIT
+        out = [(name, [(p, -1, -1, "", unstable) if coordinator.has_pending_offset(
+            group_id, coordinator.topic_key(name), p) else (p, off, epoch, meta, e)
+            for p, off, epoch, meta, e in parts]) for name, parts in out]
+    return err, out
+
+
+def _fetch_all(coordinator: Any, group_id: str, topics: Any, member_id: str | None, member_epoch: int,
+               ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
     if topics is None:
         err, rows = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
         by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
@@ -50,7 +64,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch(coordinator, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else ()))
+            err, topics = _fetch(coordinator, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else (None, -1)),
+                                 require_stable=req.require_stable)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
@@ -59,7 +74,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                     for p, off, epoch, meta, e in parts]) for name, parts in topics],
             ))
         return R(throttle_time_ms=0, groups=groups)
-    err, topics = _fetch(coordinator, req.group_id, req.topics)
+    err, topics = _fetch(coordinator, req.group_id, req.topics, require_stable=v >= 7 and req.require_stable)
     if err and v < 2:
         # No top-level error field yet: every requested partition carries the group's error.
         topics = [(t.name, [(p, -1, -1, "", err) for p in t.partition_indexes]) for t in (req.topics or [])]

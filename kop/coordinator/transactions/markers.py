@@ -1,0 +1,92 @@
+"""Markers across brokers (cluster mode): a small Kafka client that sends WriteTxnMarkers v1 to the broker that
+owns a partition, as Kafka's transaction marker channel does between brokers.
+
+One connection per broker address, one request at a time on it (markers of one transaction are few; a
+coordinator drives transactions concurrently, each waits its turn on the connection), over kop.protocol's
+codec. A failure (refused connection, timeout, broken frame) closes the connection and answers
+NETWORK_EXCEPTION for the partition, which the coordinator retries like any retriable marker error.
+No authentication: the connection goes to the owner's first advertised Kafka listener as is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+
+from kop.protocol import api_info, decode_response, encode_request
+from kop.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+API_KEY = 27
+VERSION = 1
+REQUEST_TIMEOUT_S = 30.0
+CLIENT_ID = "kop-transaction-coordinator"
+
+
+class _Connection:
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+        self.lock = asyncio.Lock()
+        self.correlation = 0
+
+    async def request(self, body: object) -> object:
+        async with self.lock:
+            if self.writer is None or self.writer.is_closing():
+                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+            assert self.reader is not None
+            self.correlation += 1
+            self.writer.write(encode_request(API_KEY, VERSION, self.correlation, CLIENT_ID, body))  # type: ignore[arg-type]
+            await self.writer.drain()
+            (size,) = struct.unpack(">i", await self.reader.readexactly(4))
+            frame = await self.reader.readexactly(size)
+            correlation, response = decode_response(API_KEY, VERSION, frame)
+            if correlation != self.correlation:
+                raise ConnectionError(f"correlation id {correlation}, expected {self.correlation}")
+            return response
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+
+class MarkerChannel:
+    """WriteTxnMarkers to other brokers; see the module docstring."""
+
+    def __init__(self) -> None:
+        self._connections: dict[tuple[str, int], _Connection] = {}
+
+    async def write_marker(self, host: str, port: int, topic: str, partition: int, producer_id: int,
+                           producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """The owner's error code for the marker of one partition (0: written)."""
+        R = api_info(API_KEY).request_class
+        body = R(markers=[R.WritableTxnMarker(
+            producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+            topics=[R.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
+            coordinator_epoch=coordinator_epoch)])
+        conn = self._connections.get((host, port))
+        if conn is None:
+            conn = self._connections[(host, port)] = _Connection(host, port)
+        try:
+            response = await asyncio.wait_for(conn.request(body), REQUEST_TIMEOUT_S)
+        except Exception as e:  # noqa: BLE001 - refused, timed out, broken frame: the marker is retried
+            log.warning("WriteTxnMarkers to %s:%d failed: %r", host, port, e)
+            conn.close()
+            return ErrorCode.NETWORK_EXCEPTION
+        for marker in response.markers:  # type: ignore[attr-defined]
+            for t in marker.topics:
+                for p in t.partitions:
+                    if t.name == topic and p.partition_index == partition:
+                        return int(p.error_code)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            with contextlib.suppress(Exception):
+                conn.close()
+        self._connections.clear()

@@ -1,0 +1,28 @@
+"""AddOffsetsToTxn (key 25): v0-v4.
+
+Adds the group's __consumer_offsets partition (abs(hashCode(group)) % its partition count, Kafka's formula)
+to the transaction, so that the TxnOffsetCommit that follows is part of it and its offsets become visible
+with the commit marker. Errors as AddPartitionsToTxn's (PRODUCER_FENCED answered as INVALID_PRODUCER_EPOCH
+below v2). Unlike KoP (kop#885), the answer is an AddOffsetsToTxn response.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.apis.txn_common import fenced_for, transactions
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 25
+VERSIONS = (0, 4)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    txns = transactions(ctx)
+    if txns is None:
+        return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    err = await txns.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    return R(throttle_time_ms=0, error_code=fenced_for(err, ctx.version, 2))

@@ -1,0 +1,87 @@
+"""AddPartitionsToTxn (key 24): v0-v5.
+
+- v0-v3 (what clients send): one transaction's partitions are added to it; the answer carries one error
+  per partition. Partitions of topics that do not exist (or indexes out of range) get
+  UNKNOWN_TOPIC_OR_PARTITION and the others OPERATION_NOT_ATTEMPTED, and nothing is added, as Kafka does.
+  Coordinator errors (INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED - INVALID_PRODUCER_EPOCH below v2 -,
+  CONCURRENT_TRANSACTIONS while the previous transaction's markers are written, NOT_COORDINATOR,
+  COORDINATOR_LOAD_IN_PROGRESS) are put on every partition.
+- v4+ (Kafka's inter-broker form, KIP-890 part 1): several transactions per request, each with its own
+  result; `verify_only` asks whether the partitions are in the open transaction without adding them (NONE
+  or, when one is not, INVALID_TXN_STATE - TRANSACTION_ABORTABLE from v5). A top-level error is reserved
+  for the whole request.
+- Topic names are stored under their Kafka name, whichever of KoP's spellings the client used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.apis.txn_common import fenced_for, transactions
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 24
+VERSIONS = (0, 5)
+E = ErrorCode
+
+
+async def _resolve(ctx: RequestContext, topics: Any) -> tuple[list[tuple[str, int]], dict[tuple[str, int], int]]:
+    """([(topic key, partition)] to add, {(name as asked, partition): UNKNOWN_TOPIC_OR_PARTITION})."""
+    txns = transactions(ctx)
+    assert txns is not None
+    good: list[tuple[str, int]] = []
+    bad: dict[tuple[str, int], int] = {}
+    for t in topics:
+        topic = await ctx.find_topic(t.name)
+        for p in t.partitions:
+            if topic is None or not 0 <= p < topic.partitions:
+                bad[(t.name, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                good.append((ctx.topics.kafka_name(topic.name), p))
+    return good, bad
+
+
+async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any, verify_only: bool
+               ) -> dict[tuple[str, int], int]:
+    """{(topic name as asked, partition): error} for one transaction."""
+    txns = transactions(ctx)
+    asked = [(t.name, p) for t in topics for p in t.partitions]
+    if txns is None:
+        return dict.fromkeys(asked, E.COORDINATOR_NOT_AVAILABLE)
+    good, bad = await _resolve(ctx, topics)
+    if bad:
+        return {k: bad.get(k, E.OPERATION_NOT_ATTEMPTED) for k in asked}
+    key_of = dict(zip(asked, good, strict=True))
+    if verify_only:
+        err, per = txns.verify(tid, pid, epoch, good)
+        if err:
+            return dict.fromkeys(asked, err)
+        missing = E.TRANSACTION_ABORTABLE if ctx.version >= 5 else E.INVALID_TXN_STATE
+        return {k: (missing if per.get(key_of[k]) else 0) for k in asked}
+    err = await txns.add_partitions(tid, pid, epoch, good)
+    return dict.fromkeys(asked, fenced_for(err, ctx.version, 2))
+
+
+def _topic_results(R: Any, results: dict[tuple[str, int], int]) -> list[Any]:
+    by_topic: dict[str, list[Any]] = {}
+    for (name, p), err in results.items():
+        by_topic.setdefault(name, []).append(R.AddPartitionsToTxnPartitionResult(
+            partition_index=p, partition_error_code=err))
+    return [R.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()]
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    if ctx.version <= 3:
+        results = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                             req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
+        return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, results))
+    out = []
+    for txn in req.transactions:
+        results = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
+                             txn.verify_only)
+        out.append(R.AddPartitionsToTxnResult(transactional_id=txn.transactional_id,
+                                              topic_results=_topic_results(R, results)))
+    return R(throttle_time_ms=0, error_code=0, results_by_transaction=out)

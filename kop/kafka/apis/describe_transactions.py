@@ -1,0 +1,41 @@
+"""DescribeTransactions (key 65): v0.
+
+Each transactional id this broker coordinates is described as Kafka does (state name, timeout, start
+time, producer id and epoch, partitions by topic); an unknown or expired id gets TRANSACTIONAL_ID_NOT_FOUND,
+an id of a partition another broker coordinates NOT_COORDINATOR, one still loading
+COORDINATOR_LOAD_IN_PROGRESS (kafka-transactions.sh describe finds the coordinator first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.apis.txn_common import transactions
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 65
+VERSIONS = (0, 0)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    txns = transactions(ctx)
+    out = []
+    for tid in req.transactional_ids:
+        err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(tid)
+        if txn is None:
+            out.append(R.TransactionState(error_code=err, transactional_id=tid, transaction_state="",
+                                          transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                                          producer_epoch=-1, topics=[]))
+            continue
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(txn.partitions):
+            by_topic.setdefault(t, []).append(p)
+        out.append(R.TransactionState(
+            error_code=0, transactional_id=tid, transaction_state=txn.state.state_name,
+            transaction_timeout_ms=txn.timeout_ms, transaction_start_time_ms=txn.start_ms,
+            producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
+            topics=[R.TopicData(topic=t, partitions=ps) for t, ps in by_topic.items()]))
+    return R(throttle_time_ms=0, transaction_states=out)

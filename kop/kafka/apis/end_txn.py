@@ -1,0 +1,33 @@
+"""EndTxn (key 26): v0-v4.
+
+Commits or aborts the producer's transaction: the answer comes once PrepareCommit / PrepareAbort is durable
+in __transaction_state, then the markers are written into every partition of the transaction (as Kafka:
+the producer's next AddPartitionsToTxn gets CONCURRENT_TRANSACTIONS until they are). Errors are Kafka's:
+INVALID_PRODUCER_ID_MAPPING (unknown id or another producer id), PRODUCER_FENCED (INVALID_PRODUCER_EPOCH
+below v2), INVALID_TXN_STATE without an open transaction or for the other direction of one being ended,
+CONCURRENT_TRANSACTIONS for a retry while markers are written, NONE for a retry after they were.
+
+v5 (KIP-890 part 2: an epoch bump with every transaction, returned in the answer) is not advertised: this
+broker finalizes no `transaction.version`, so Kafka 4.x clients stay on the v4 path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.apis.txn_common import fenced_for, transactions
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 26
+VERSIONS = (0, 4)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    txns = transactions(ctx)
+    if txns is None:
+        return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    err = await txns.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    return R(throttle_time_ms=0, error_code=fenced_for(err, ctx.version, 2))

@@ -1,0 +1,41 @@
+"""ListTransactions (key 66): v0-v2.
+
+Lists the transactional ids this broker coordinates (the admin client asks every broker and merges the
+answers), with Kafka's filters: state names (unknown names are echoed in `unknown_state_filters` and match
+nothing), producer ids, v1's duration filter (transactions running longer than that many ms; -1: all),
+v2's transactional id pattern (KIP-1152: a regular expression the whole id must match; Kafka uses RE2 -
+Python's `re` agrees on the patterns tools send; an invalid one gets INVALID_REQUEST). While a partition
+of __transaction_state loads, the answer is COORDINATOR_LOAD_IN_PROGRESS.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kop.kafka.apis.txn_common import transactions
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 66
+VERSIONS = (0, 2)
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    txns = transactions(ctx)
+    if txns is None:
+        return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[],
+                 transaction_states=[])
+    pattern = req.transactional_id_pattern if ctx.version >= 2 else None
+    duration = req.duration_filter if ctx.version >= 1 else -1
+    try:
+        err, unknown, found = txns.list(list(req.state_filters), list(req.producer_id_filters), duration,
+                                        pattern or None)
+    except re.error:
+        return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, unknown_state_filters=[],
+                 transaction_states=[])
+    return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown, transaction_states=[
+        R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
+                           transaction_state=t.state) for t in found])

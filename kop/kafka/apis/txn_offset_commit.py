@@ -1,0 +1,86 @@
+"""TxnOffsetCommit (key 28): v0-v4, served by the group coordinator.
+
+- The offsets are written to the group's __consumer_offsets partition at once, in a transactional batch of
+  the producer (as Kafka), and stay pending until the transaction's marker lands there: a COMMIT makes
+  them the group's committed offsets, an ABORT drops them. OffsetFetch with require_stable answers
+  UNSTABLE_OFFSET_COMMIT for a partition with a pending offset meanwhile.
+- KIP-447 (v3+): with a generation, member id or group instance id, the member must be in the group at
+  that generation (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ILLEGAL_GENERATION); without them (v0-v2,
+  aiokafka, kafka-python) the commit is accepted even by a Stable group, as in Kafka.
+- When this broker coordinates the transactional id, the group's offsets partition must have been added
+  to the transaction first (AddOffsetsToTxn; KIP-890 part 1's check): else INVALID_TXN_STATE
+  (TRANSACTION_ABORTABLE from v4), and INVALID_PRODUCER_EPOCH for a fenced producer.
+- Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest of the request is committed.
+- v5 (KIP-890 part 2, implicit AddOffsetsToTxn) is not advertised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kop.kafka.apis.txn_common import transactions
+from kop.kafka.context import RequestContext
+from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
+
+API_KEY = 28
+VERSIONS = (0, 4)
+E = ErrorCode
+_RETRIABLE = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,
+              E.CONCURRENT_TRANSACTIONS)
+
+
+def _verify(ctx: RequestContext, req: Any) -> int:
+    """0 when the group's offsets partition is in the producer's open transaction (or the id is
+    coordinated elsewhere), else the error of every partition."""
+    txns = transactions(ctx)
+    if txns is None:
+        return 0
+    err, per = txns.verify(req.transactional_id, req.producer_id, req.producer_epoch,
+                           [txns.offsets_partition(req.group_id)])
+    if err == E.NOT_COORDINATOR and ctx.services.ownership.clustered:
+        return 0
+    if err in _RETRIABLE:
+        return E.COORDINATOR_LOAD_IN_PROGRESS
+    if err == E.PRODUCER_FENCED:
+        return E.INVALID_PRODUCER_EPOCH
+    if err:
+        return err
+    if any(per.values()):
+        return E.TRANSACTION_ABORTABLE if ctx.version >= 4 else E.INVALID_TXN_STATE
+    return 0
+
+
+async def handle(ctx: RequestContext, req: Any) -> Any:
+    R = api_info(API_KEY).response_class
+    v = ctx.version
+    plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
+    valid: list[tuple[str, int, int, int, str | None]] = []
+    for t in req.topics:
+        topic = await ctx.find_topic(t.name)
+        parts: list[tuple[int, int | None, str | None]] = []
+        for p in t.partitions:
+            if topic is None or not 0 <= p.partition_index < topic.partitions:
+                parts.append((p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION, None))
+                continue
+            key = ctx.topics.kafka_name(topic.name)
+            parts.append((p.partition_index, None, key))
+            valid.append((key, p.partition_index, p.committed_offset,
+                          p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
+        plan.append((t.name, parts))
+    results: dict[tuple[str, int], int] = {}
+    if valid:
+        err = ctx.coordinator.partition_error(req.group_id) or _verify(ctx, req)
+        if err:
+            results = {(key, p): err for key, p, *_ in valid}
+        else:
+            results = await ctx.coordinator.txn_commit_offsets(
+                req.group_id, req.producer_id, req.producer_epoch,
+                req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
+                req.group_instance_id if v >= 3 else None, valid)
+    return R(throttle_time_ms=0, topics=[
+        R.TxnOffsetCommitResponseTopic(name=name, partitions=[
+            R.TxnOffsetCommitResponsePartition(
+                partition_index=index, error_code=err if err is not None else results[(key, index)])  # type: ignore[index]
+            for index, err, key in parts])
+        for name, parts in plan])

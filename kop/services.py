@@ -15,6 +15,8 @@ from kop.coordinator import GroupCoordinator
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
+from kop.security.acl import Authorizer
+from kop.security.sasl.scram import ScramCredentialStore
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
 
@@ -80,3 +82,5 @@ class BrokerServices(Protocol):
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
     pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
+    authorizer: Authorizer | None  # Kafka's ACLs (authorizationEnabled); None: nothing is checked
+    scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)

@@ -25,17 +25,22 @@ class Api:
 def _modules() -> list[ModuleType]:
     from kop.kafka.apis import (
         alter_configs,
+        alter_user_scram_credentials,
         api_versions,
         consumer_group_describe,
         consumer_group_heartbeat,
+        create_acls,
         create_partitions,
         create_topics,
+        delete_acls,
         delete_groups,
         delete_records,
         delete_topics,
+        describe_acls,
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_user_scram_credentials,
         fetch,
         find_coordinator,
         heartbeat,
@@ -62,6 +67,8 @@ def _modules() -> list[ModuleType]:
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
+        # security (kop/security): ACLs and SCRAM users
+        describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
     ]
 
 

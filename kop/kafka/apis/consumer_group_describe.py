@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.kafka.apis.describe_groups import GROUP_OPERATIONS, NOT_REQUESTED
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 69
 VERSIONS = (0, 1)
@@ -33,9 +34,14 @@ def _assignment(R: Any, coordinator: Any, parts: dict[bytes, frozenset[int]]) ->
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     coordinator = ctx.coordinator
-    ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.group_ids:
+        if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, gid):
+            out.append(R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                        group_id=gid, group_state="", group_epoch=0, assignment_epoch=0,
+                                        assignor_name="", members=[]))
+            continue
+        ops = authorize.requested_operations(ctx, bool(req.include_authorized_operations), authorize.GROUP, gid)
         error, group, message = coordinator.consumer_group(gid)
         if group is None:
             out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",

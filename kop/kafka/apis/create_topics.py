@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -37,6 +38,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    may_create = authorize.cluster_allowed(ctx, authorize.Op.CREATE)  # else CREATE per topic
     for t in req.topics:
         def fail(error: str, message: str, t: Any = t) -> Any:
             return R.CreatableTopicResult(
@@ -47,6 +49,10 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         if seen[t.name] > 1:
             results.append(fail("INVALID_REQUEST", f"Duplicate topic {t.name} in the request"))
             continue
+        if not may_create:
+            if not authorize.topic_allowed(ctx, authorize.Op.CREATE, t.name):
+                results.append(fail("TOPIC_AUTHORIZATION_FAILED", "Authorization failed."))
+                continue
         try:
             tn = topics_mgr.parse(t.name)
         except InvalidTopicName as e:
@@ -88,6 +94,13 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             topic = await topics_mgr.create(tn, partitions, configs, validate_only=req.validate_only)
         except TopicError as e:
             results.append(fail(e.error, e.message))
+            continue
+        if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE_CONFIGS, t.name):
+            # created, but the principal may not see its configs (Kafka answers them with this code)
+            results.append(R.CreatableTopicResult(
+                name=t.name, topic_id=topic.topic_id, error_code=0, error_message=None,
+                topic_config_error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                num_partitions=topic.partitions, replication_factor=1, configs=[]))
             continue
         results.append(R.CreatableTopicResult(
             name=t.name, topic_id=topic.topic_id, error_code=0, error_message=None,

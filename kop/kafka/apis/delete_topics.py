@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -36,7 +37,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                 out.append(res(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found", topic_id))
                 continue
             name = mgr.kafka_name(topic.name)
+            if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
+                    not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29], topic_id))
+                continue
         else:
+            if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
+                    not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29]))
+                continue
             try:
                 topic = await ctx.lookup_topic(name, auto_create=False)
             except TopicError as e:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kop.kafka.authorized_operations import RESOURCE_CLUSTER, requested
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -40,6 +40,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         cluster_id=h.service.cluster_id,
         controller_id=own.controller_id if own.clustered else nodes[0].node_id,
         brokers=[R.DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=None) for n in nodes],
-        cluster_authorized_operations=requested(ctx.conn, bool(req.include_cluster_authorized_operations),
-                                                RESOURCE_CLUSTER, "kafka-cluster"),
+        cluster_authorized_operations=authorize.cluster_operations(ctx, bool(req.include_cluster_authorized_operations)),
     )

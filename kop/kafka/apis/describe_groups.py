@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -29,9 +30,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
     coordinator = ctx.coordinator
-    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else NOT_REQUESTED
+    asked = v >= 3 and bool(req.include_authorized_operations)
     out = []
     for gid in req.groups:
+        if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, gid):
+            out.append(R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid,
+                                        group_state="", protocol_type="", protocol_data="", members=[],
+                                        authorized_operations=NOT_REQUESTED))
+            continue
+        ops = authorize.requested_operations(ctx, asked, authorize.GROUP, gid)
         d = coordinator.describe_group(gid)
         error, message = d.error, None
         if not d.found and v >= 6:

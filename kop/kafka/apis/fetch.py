@@ -34,6 +34,7 @@ import struct
 import time
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
 from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
@@ -82,11 +83,17 @@ async def handle(request: RequestContext, req: Any) -> Any:
         return R(throttle_time_ms=0, error_code=ctx.error, session_id=0, responses=[])
     plan: list[tuple[str, list[_Part]]] = []
     topics: dict[str, Any] = {}  # a session's order may list a topic more than once
+    denied = authorize.denied_topics(request, authorize.Op.READ, (name for name, _ in ctx.partitions))
     for name, listed in ctx.partitions:
         parts = [_Part(*fp) for fp in listed]
         if ctx.incremental:
             for p in parts:
                 p.known = ctx.known(name, p.index)
+        if name in denied:
+            for p in parts:
+                p.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            plan.append((name, parts))
+            continue
         if name in topics:
             topic = topics[name]
         else:

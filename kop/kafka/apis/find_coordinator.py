@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.apis.metadata import METADATA_OWNER_WAIT
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
@@ -55,6 +56,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
 
     def answer(key: str) -> tuple[int, str, Any]:
         """(error, message, coordinator node) for one key."""
+        refused = authorize.coordinator_refused(ctx, key_type, key)
+        if refused is not None:
+            return refused[0], refused[1], None
         if key_type == GROUP:
             if coordinator is None or not coordinator.available:
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, "The group coordinator is not available.", None

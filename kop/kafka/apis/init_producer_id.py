@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -23,6 +24,9 @@ MAX_EPOCH = 32767
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
+    refused = authorize.init_producer_id_refused(ctx, req.transactional_id)
+    if refused is not None:
+        return R(throttle_time_ms=0, error_code=refused, producer_id=-1, producer_epoch=-1)
     if req.transactional_id is not None:
         return R(throttle_time_ms=0, error_code=ErrorCode.INVALID_REQUEST, producer_id=-1, producer_epoch=-1)
     pid = getattr(req, "producer_id", -1)

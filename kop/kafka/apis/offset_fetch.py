@@ -17,24 +17,37 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 9
 VERSIONS = (1, 9)
 
 
-def _fetch(coordinator: Any, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
+def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
            ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
-    """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])])."""
+    """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])]). With ACLs:
+    DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic without DESCRIBE answers its
+    partitions TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves such topics out (Kafka)."""
+    coordinator = ctx.coordinator
+    if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
     if topics is None:
         err, rows = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
         by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
+        hidden = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (row[0] for row in rows))
         for t, p, off, epoch, meta, e in rows:
-            by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
+            if t not in hidden:
+                by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
         return err, list(by_topic.items())
     out = []
+    denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.name for t in topics))
     for t in topics:
+        if t.name in denied:
+            out.append((t.name, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes]))
+            continue
         key = coordinator.topic_key(t.name)
         err, rows = coordinator.fetch_offsets(group_id, [(key, list(t.partition_indexes))], member_id, member_epoch)
         if err:
@@ -46,11 +59,10 @@ def _fetch(coordinator: Any, group_id: str, topics: Any, member_id: str | None =
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
-    coordinator = ctx.coordinator
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch(coordinator, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else ()))
+            err, topics = _fetch(ctx, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else ()))
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
@@ -59,7 +71,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                     for p, off, epoch, meta, e in parts]) for name, parts in topics],
             ))
         return R(throttle_time_ms=0, groups=groups)
-    err, topics = _fetch(coordinator, req.group_id, req.topics)
+    err, topics = _fetch(ctx, req.group_id, req.topics)
     if err and v < 2:
         # No top-level error field yet: every requested partition carries the group's error.
         topics = [(t.name, [(p, -1, -1, "", err) for p in t.partition_indexes]) for t in (req.topics or [])]

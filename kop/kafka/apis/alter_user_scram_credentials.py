@@ -28,7 +28,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         users = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})
         return R(throttle_time_ms=0, results=[R.AlterUserScramCredentialsResult(
-            user=u, error_code=code, error_message=None) for u in users])
+            user=u, error_code=code, error_message=authorize.MESSAGES[code]) for u in users])
     results = await alter_user_scram_credentials(
         ctx.services.scram_store,
         [ScramDeletion(d.name, d.mechanism) for d in req.deletions],

@@ -31,7 +31,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             for _ in req.users or ()])
     users = None if req.users is None else [u.name for u in req.users]
     described = await describe_user_scram_credentials(ctx.services.scram_store, users)
-    return R(throttle_time_ms=0, error_code=0, error_message=None, results=[
+    return R(throttle_time_ms=0, error_code=0, error_message="", results=[  # "" as Kafka
         R.DescribeUserScramCredentialsResult(
             user=d.user, error_code=d.error_code, error_message=d.error_message,
             credential_infos=[R.CredentialInfo(mechanism=m, iterations=i) for m, i in d.credentials])

@@ -37,6 +37,7 @@ def _modules() -> list[ModuleType]:
         delete_records,
         delete_topics,
         describe_acls,
+        describe_client_quotas,
         describe_cluster,
         describe_configs,
         describe_groups,
@@ -69,6 +70,7 @@ def _modules() -> list[ModuleType]:
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
         # security (kop/security): ACLs and SCRAM users
         describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
+        describe_client_quotas,  # answers "no quotas": kafka-configs --describe --entity-type users asks first
     ]
 
 

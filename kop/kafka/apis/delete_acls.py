@@ -1,7 +1,7 @@
 """DeleteAcls (key 31): v1-v3 (v0 is gone since Kafka 4.0, KIP-896).
 
 - Needs ALTER on the cluster: without it every filter is CLUSTER_AUTHORIZATION_FAILED. Without an authorizer
-  every filter is SECURITY_DISABLED "No Authorizer is configured.".
+  every filter is SECURITY_DISABLED, with Kafka's controller's message.
 - Each filter matches the bindings as they were before the request (one binding matched by two filters is
   reported by both, as Kafka does); the matching bindings are removed from the metadata store, so every
   broker of a cluster stops enforcing them.
@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka import authorize
-from kop.kafka.apis.describe_acls import NO_AUTHORIZER, binding_filter
+from kop.kafka.apis.create_acls import NO_AUTHORIZER
+from kop.kafka.apis.describe_acls import binding_filter
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode

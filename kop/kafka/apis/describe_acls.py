@@ -1,7 +1,8 @@
 """DescribeAcls (key 29): v1-v3 (v0 is gone since Kafka 4.0, KIP-896).
 
 - Needs DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED); without an authorizer (authorizationEnabled
-  false) SECURITY_DISABLED "No Authorizer is configured.", as Kafka answers without authorizer.class.name.
+  false) SECURITY_DISABLED "No Authorizer is configured on the broker", as Kafka answers without
+  authorizer.class.name.
 - The filter's matching is Kafka's (kop/security/acl/model.py: LITERAL, PREFIXED, ANY, MATCH); the bindings
   come from this broker's copy of the ACLs, which follows the metadata store within ACL_RELOAD_INTERVAL
   (kop/server/service.py) when another broker changed them.
@@ -32,7 +33,7 @@ from kop.security.acl.authorizer import group_by_resource
 
 API_KEY = 29
 VERSIONS = (1, 3)
-NO_AUTHORIZER = "No Authorizer is configured."
+NO_AUTHORIZER = "No Authorizer is configured on the broker"  # Kafka's words
 
 
 def enum_of(cls: Any, code: int) -> Any:

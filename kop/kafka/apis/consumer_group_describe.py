@@ -5,8 +5,8 @@ A missing id ("Group g not found.") or a classic group ("Group g is not a consum
 GROUP_ID_NOT_FOUND, as Kafka 4.x: the admin client then describes a classic group with DescribeGroups. Each member's Assignment is what it owns now,
 its TargetAssignment what the assignor wants it to own; topic names are the topics' Kafka names. v1's
 MemberType is 1 (consumer protocol) for every member: classic members inside a consumer group are not
-supported here. include_authorized_operations: without an authorizer every group operation is allowed,
-so the answer is the set Kafka reports then (as DescribeGroups).
+supported here. include_authorized_operations: from kop/kafka/authorize.py, as DescribeGroups. With ACLs a group the
+principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED without a message (Kafka).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ also the controller (a single KoP broker plays both parts for clients). In clust
 live broker registered in ZooKeeper (kop/cluster/ownership.py) and names the lowest live id as the
 controller, the same answer Metadata gives. v1's endpoint type must be 1
 (brokers); asking for controllers gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka. include_cluster_authorized_operations
-is answered by kop/kafka/authorized_operations.py (every cluster operation while there is no authorizer, as
-Kafka answers).
+is answered by kop/kafka/authorize.py: every cluster operation without an authorizer, as Kafka answers; with
+ACLs the allowed ones, or 0 without DESCRIBE on the cluster (never an error), as Kafka.
 """
 
 from __future__ import annotations

@@ -68,6 +68,17 @@ def test_tokens_decide_401_403_200(broker) -> None:
     assert token("admin", OTHER) not in body and "reason" in body
 
 
+def test_kop_admin_sends_its_token(broker, capsys) -> None:
+    from kop.admin.cli import main
+
+    assert main(["--admin-url", broker.admin_url, "tenants", "list"]) == 1
+    assert "Authentication required (HTTP 401)" in capsys.readouterr().err
+    assert main(["--admin-url", broker.admin_url, "--token", token("alice"), "tenants", "list"]) == 1
+    assert "(HTTP 403)" in capsys.readouterr().err
+    assert main(["--admin-url", broker.admin_url, "--token", token("admin"), "tenants", "list"]) == 0
+    assert "public" in capsys.readouterr().out
+
+
 def test_open_paths_and_the_rest(broker) -> None:
     base = broker.admin_url
     assert get(base + "/health")[0] == 200

@@ -139,6 +139,12 @@ def list_offsets(env: Env) -> Any:
         R.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1)])])
 
 
+def offset_for_leader_epoch(env: Env) -> Any:
+    R = api_info(23).request_class
+    return R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=env.topic, partitions=[
+        R.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])])
+
+
 def metadata(env: Env, name: str | None = None, auto: bool = False, ops: bool = True) -> Any:
     R = api_info(3).request_class
     return R(topics=[R.MetadataRequestTopic(topic_id=Z16, name=name or env.topic)], allow_auto_topic_creation=auto,
@@ -327,6 +333,7 @@ CASES = [
     Case("produce", 0, 9, produce, [[(TOPIC, "topic", WRITE)]]),
     Case("fetch", 1, 12, fetch, [[(TOPIC, "topic", READ)]]),
     Case("list_offsets", 2, 8, list_offsets, [[(TOPIC, "topic", DESCRIBE)]]),
+    Case("offset_for_leader_epoch", 23, 4, offset_for_leader_epoch, [[(TOPIC, "topic", DESCRIBE)]]),
     Case("metadata", 3, 12, metadata, [[(TOPIC, "topic", DESCRIBE)], [(TOPIC, "topic", ALTER)]]),
     Case("metadata_missing", 3, 12, lambda e: metadata(e, e.name("new")), [[(TOPIC, "new", DESCRIBE)]],
          success_codes=(3,)),

@@ -39,10 +39,18 @@ def both(brokers: dict[str, Any], java_tools: Any, *args: object, token: str) ->
     for name, b in brokers.items():
         res = java_tools.run(args[0], "--bootstrap-server", b.bootstrap, *args[1:])
         stdout = res.stdout.replace(token, "<token>")
-        # kafka-acls prints a resource's entries in the order of a hash map: compare them as a set
-        out[name] = (res.rc, sorted(stdout.splitlines()), _error_line(res.stderr.replace(b.bootstrap, "<b>"), token))
+        # kafka-acls prints a resource's entries, kafka-configs a user's mechanisms, in the order of a hash map:
+        # compare them as sets
+        lines = [_sorted_items(ln) for ln in stdout.splitlines()]
+        out[name] = (res.rc, sorted(lines), _error_line(res.stderr.replace(b.bootstrap, "<b>"), token))
     assert out["kop"] == out["kafka"], f"ours:\n{out['kop']}\nApache Kafka:\n{out['kafka']}"
     return "\n".join(out["kop"][1])
+
+
+def _sorted_items(line: str) -> str:
+    """`... are A=1, B=2` with its items in one order."""
+    head, sep, items = line.partition(" are ")
+    return head + sep + ", ".join(sorted(items.split(", "))) if sep else line
 
 
 def _error_line(stderr: str, token: str) -> str:
@@ -118,11 +126,12 @@ def _call(b: Any, key: int, version: int, body: Any, source: str = ADMIN_HOST) -
 
 
 def _same(brokers: dict[str, Any], key: int, version: int, body: Any, source: str = ADMIN_HOST) -> Any:
-    """Both brokers' answers, equal up to the order of AlterUserScramCredentials' results (Kafka: a hash map's)."""
+    """Both brokers' answers, equal up to the order of Describe/AlterUserScramCredentials' results (Kafka's is a
+    hash map's, so it changes with the names)."""
     got = {name: _call(b, key, version, body, source) for name, b in brokers.items()}
     for v in got.values():
-        if key == 51 and v != "closed":
-            v.results.sort(key=lambda r: r.user)
+        if key in (50, 51) and v != "closed":
+            v.results.sort(key=lambda r: (r.user, r.error_code))
     a, b = (repr(v) for v in got.values())
     assert a == b, f"ours:\n{got['kop']}\nApache Kafka:\n{got['kafka']}"
     return got["kop"]

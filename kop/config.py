@@ -198,6 +198,21 @@ class BrokerConfig:
     metricsMaxTopicLabels: int = 1000  # topics beyond this share the topic label "__other__"
     metricsMaxGroupLabels: int = 100  # consumer groups beyond this share the group label "__other__"
 
+    # --- authorization with Kafka's ACLs (docs/security.md): CreateAcls/DescribeAcls/DeleteAcls, every API checked
+    authorizationEnabled: bool = False
+    superUserRoles: str = ""  # comma list of roles (Pulsar) or Kafka's super.users form User:a;User:b
+    allowEveryoneIfNoAclFound: bool = False  # Kafka's allow.everyone.if.no.acl.found
+    # --- token authentication (Pulsar's keys); the admin HTTP server checks `Authorization: Bearer <token>`
+    authenticationEnabled: bool = False  # SASL listeners refuse to start without it
+    tokenSecretKey: str = ""  # file:..., data:;base64,... or base64 (Pulsar); wins over tokenPublicKey
+    tokenPublicKey: str = ""
+    tokenPublicAlg: str = "RS256"
+    tokenAuthClaim: str = "sub"
+    tokenAudienceClaim: str = ""
+    tokenAudience: str = ""
+    tokenAllowedClockSkewSeconds: int = 0
+    adminOpenPaths: str = "/metrics,/health"  # admin HTTP paths served without a token when authentication is on
+
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ loading
@@ -334,6 +349,9 @@ class BrokerConfig:
         need(self.statsUpdateFrequencyInSecs >= 1, "statsUpdateFrequencyInSecs", "must be >= 1")
         need(self.metricsMaxTopicLabels >= 0, "metricsMaxTopicLabels", "must be >= 0")
         need(self.metricsMaxGroupLabels >= 0, "metricsMaxGroupLabels", "must be >= 0")
+        need(bool(self.tokenAudienceClaim) == bool(self.tokenAudience), "tokenAudience",
+             "tokenAudienceClaim and tokenAudience are set together")
+        need(self.tokenAllowedClockSkewSeconds >= 0, "tokenAllowedClockSkewSeconds", "must be >= 0")
 
     # ------------------------------------------------------------------ derived values
     @property

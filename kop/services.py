@@ -17,6 +17,8 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol.errors import ErrorCode
+from kop.security.acl import Authorizer
+from kop.security.sasl.scram import ScramCredentialStore
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
 
@@ -98,3 +100,5 @@ class BrokerServices(Protocol):
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
     pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
+    authorizer: Authorizer | None  # Kafka's ACLs (authorizationEnabled); None: nothing is checked
+    scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)

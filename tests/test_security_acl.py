@@ -127,7 +127,8 @@ def test_create_validation_matches_kafkas_messages():
         "Invalid patternType MATCH",
         "Invalid operation ANY",
         "Invalid permissionType ANY",
-        "expected a string in format principalType:principalName but got alice",
+        "Could not parse principal from `alice` (no colon is present separating the principal type from the "
+        "principal name)",
         None,
     ]
     assert a.describe_acls(AclBindingFilter()) == [good]  # the valid one was created anyway

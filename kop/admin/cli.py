@@ -45,15 +45,17 @@ class CliError(Exception):
 
 
 class AdminClient:
-    def __init__(self, base_url: str, timeout: float = 30) -> None:
+    def __init__(self, base_url: str, timeout: float = 30, token: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout
+        # a Pulsar token for a broker with authenticationEnabled (kop/admin/auth.py)
+        self.auth = {"Authorization": f"Bearer {token}"} if token else {}
 
     def get(self, path: str, **query: Any) -> Any:
         q = {k: v for k, v in query.items() if v is not None}
         url = self.base_url + path + (("?" + urllib.parse.urlencode(q)) if q else "")
         try:
-            with urllib.request.urlopen(url, timeout=self.timeout) as resp:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=self.auth), timeout=self.timeout) as resp:
                 body = resp.read()
         except urllib.error.HTTPError as e:
             raise CliError(f"{_reason(e.read())} (HTTP {e.code})") from None
@@ -70,7 +72,7 @@ class AdminClient:
         """A PUT/POST/DELETE (or a GET of a raw body): the response headers and body."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base_url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+                                     headers={"Content-Type": "application/json", **self.auth})
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 return dict(resp.headers), resp.read()
@@ -325,6 +327,8 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"the broker's admin HTTP address (default {DEFAULT_URL}, or $KOP_ADMIN_URL)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print the server's JSON instead of tables")
+    common.add_argument("--token", default=argparse.SUPPRESS,
+                        help="a Pulsar token sent as `Authorization: Bearer` (default $KOP_ADMIN_TOKEN)")
 
     p = argparse.ArgumentParser(prog="kop-admin", parents=[common],
                                 description="Administer a KoP-in-Python broker through its admin REST (pulsar-admin style).")
@@ -402,7 +406,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    client = AdminClient(getattr(args, "admin_url", DEFAULT_URL))
+    client = AdminClient(getattr(args, "admin_url", DEFAULT_URL),
+                         token=getattr(args, "token", None) or os.environ.get("KOP_ADMIN_TOKEN") or None)
     try:
         data, show = args.fn(client, args)
     except CliError as e:

@@ -22,7 +22,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import lag, subscriptions, views
+from kop.admin import auth, lag, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -76,7 +76,8 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     def _build(self) -> web.Application:
-        app = web.Application(middlewares=[_errors])
+        authenticate = auth.middleware(self.service.config)  # None: authenticationEnabled is false
+        app = web.Application(middlewares=[_errors] if authenticate is None else [authenticate, _errors])
         r = app.router
         r.add_get("/metrics", self.metrics)
         for path in ("/health", V2 + "/brokers/health"):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
+from kop.kafka.authorize import may_auto_create
 from kop.protocol.errors import ErrorCode
 from kop.topics.manager import Topic, TopicError
 
@@ -88,7 +89,9 @@ class RequestContext:
 
     async def lookup_topic(self, name: str | None, auto_create: bool = False) -> Topic | None:
         """kop/kafka/apis/common.py's lookup: None when absent (and not auto-created); TopicError for an
-        invalid name."""
+        invalid name. Auto-creation also needs CREATE on the cluster or the topic when ACLs are enforced."""
+        if auto_create and name and getattr(self.conn.handler.service, "authorizer", None) is not None:
+            auto_create = may_auto_create(self, name)
         return await lookup_topic(self.conn.handler, name, auto_create)
 
     async def find_topic(self, name: str | None) -> Topic | None:

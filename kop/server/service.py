@@ -33,6 +33,8 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
+from kop.security.acl import Authorizer
+from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
 from kop.services import PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
@@ -41,6 +43,9 @@ from kop.topics.producer_ids import ProducerIdAllocator
 log = logging.getLogger(__name__)
 
 CLUSTER_ID_PATH = "/kop/cluster-id"
+# How often the ACLs' change counter in the metadata store is read: an ACL created through another broker is
+# enforced here within this many seconds (docs/security.md).
+ACL_RELOAD_INTERVAL = 1.0
 
 
 class BrokerService:
@@ -84,6 +89,16 @@ class BrokerService:
             self.topics.paused = True  # nothing is served before the registration
             self.ownership.on_acquired.append(self._bundle_acquired)
             self.ownership.on_released.append(self._bundle_released)
+        # SCRAM users and ACLs live in the metadata store, so every broker of a cluster shares them.
+        self.scram_store = MetadataScramCredentialStore(storage.metadata_store)
+        self.acl_store = MetadataAclStore(storage.metadata_store)
+        self.authorizer: Authorizer | None = None  # None: authorizationEnabled=false, nothing is checked
+        self._acl_version = -2
+        if config.authorizationEnabled:
+            self.authorizer = Authorizer(super_users=Authorizer.parse_super_users(config.superUserRoles),
+                                         allow_everyone_if_no_acl_found=config.allowEveryoneIfNoAclFound,
+                                         store=self.acl_store)
+            self._chores.append(PeriodicTask("acl-reload", ACL_RELOAD_INTERVAL, self.reload_acls, log))
         self.topics.log_release_listeners.append(self._partition_log_released)
         self.topics.deletion_listeners.append(self._topic_deleted)
 
@@ -99,6 +114,8 @@ class BrokerService:
             log.info("admin HTTP listening on %s (bound to %s)", self.admin.url,
                      self.config.webServiceBindAddress or "*")
         self.cluster_id = await self._cluster_id()
+        if self.authorizer is not None:
+            await self.reload_acls()  # before any listener: no request is answered without the ACLs
         await self.topics.load()
         self.handlers = handlers if handlers is not None else load_handlers(self.config)
         if self.clustered:
@@ -200,6 +217,15 @@ class BrokerService:
                 raise
             return got[0].decode()
         return cid
+
+    async def reload_acls(self) -> None:
+        """Re-read the ACLs when their change counter moved (another broker, or this one, changed them). The
+        counter is read before the bindings, so a change racing the load is seen by the next pass."""
+        assert self.authorizer is not None
+        version = await self.acl_store.version()
+        if version != self._acl_version:
+            await self.authorizer.load()
+            self._acl_version = version
 
     async def apply_retention(self) -> int:
         return await apply_retention(self.topics, self.config)

@@ -30,6 +30,7 @@ TOOLS: dict[str, str] = {
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "kafka-e2e-latency": "org.apache.kafka.tools.EndToEndLatency",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-storage": "kafka.tools.StorageTool",
     "kafka-server-start": "kafka.Kafka",
 }

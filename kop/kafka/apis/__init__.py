@@ -27,19 +27,25 @@ def _modules() -> list[ModuleType]:
         add_offsets_to_txn,
         add_partitions_to_txn,
         alter_configs,
+        alter_user_scram_credentials,
         api_versions,
         consumer_group_describe,
         consumer_group_heartbeat,
+        create_acls,
         create_partitions,
         create_topics,
+        delete_acls,
         delete_groups,
         delete_records,
         delete_topics,
+        describe_acls,
+        describe_client_quotas,
         describe_cluster,
         describe_configs,
         describe_groups,
         describe_producers,
         describe_transactions,
+        describe_user_scram_credentials,
         end_txn,
         fetch,
         find_coordinator,
@@ -74,6 +80,9 @@ def _modules() -> list[ModuleType]:
         # transaction coordinator (kop/coordinator/transactions)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,
         write_txn_markers, describe_producers,  # the partition side of transactions (kop/offset/producer_state.py)
+        # security (kop/security): ACLs and SCRAM users
+        describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
+        describe_client_quotas,  # answers "no quotas": kafka-configs --describe --entity-type users asks first
     ]
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kop.config import BrokerConfig
+from kop.kafka import authorize
 from kop.kafka.apis.common import lookup_topic
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
@@ -140,6 +141,10 @@ async def alter_topic_resources(
                 error_code=err, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name,
             )
 
+        refused = authorize.configs_refused(ctx, authorize.Op.ALTER_CONFIGS, res.resource_type, res.resource_name)
+        if refused is not None:
+            out.append(answer(refused, authorize.MESSAGES[refused]))
+            continue
         if res.resource_type == RESOURCE_BROKER:
             out.append(answer(ErrorCode.INVALID_REQUEST, "Broker configs are static here; set them in the config file"))
             continue

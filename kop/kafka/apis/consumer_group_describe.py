@@ -6,17 +6,19 @@ GROUP_ID_NOT_FOUND, as Kafka 4.x: the admin client then describes a classic grou
 its TargetAssignment what the assignor wants it to own; topic names are the topics' Kafka names. v1's
 MemberType is 0 for a classic-protocol member inside the consumer group (KIP-848 online migration: it
 joined with JoinGroup, or was in the classic group the consumer group was converted from), 1 for a
-consumer-protocol member, as Kafka 4.x (KIP-1099). include_authorized_operations: without an authorizer every group operation is allowed,
-so the answer is the set Kafka reports then (as DescribeGroups).
+consumer-protocol member, as Kafka 4.x (KIP-1099). include_authorized_operations: from kop/kafka/authorize.py,
+as DescribeGroups. With ACLs a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED without a
+message (Kafka).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kop.kafka.apis.describe_groups import GROUP_OPERATIONS, NOT_REQUESTED
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 69
 VERSIONS = (0, 1)
@@ -34,9 +36,14 @@ def _assignment(R: Any, coordinator: Any, parts: dict[bytes, frozenset[int]]) ->
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     coordinator = ctx.coordinator
-    ops = GROUP_OPERATIONS if req.include_authorized_operations else NOT_REQUESTED
     out = []
     for gid in req.group_ids:
+        if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, gid):
+            out.append(R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
+                                        group_id=gid, group_state="", group_epoch=0, assignment_epoch=0,
+                                        assignor_name="", members=[]))
+            continue
+        ops = authorize.requested_operations(ctx, bool(req.include_authorized_operations), authorize.GROUP, gid)
         error, group, message = coordinator.consumer_group(gid)
         if group is None:
             out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",

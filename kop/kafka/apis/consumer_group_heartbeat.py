@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.coordinator.consumer_group import HeartbeatRequest
+from kop.kafka import authorize
 from kop.kafka.apis.join_group import client_host
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
@@ -31,6 +32,10 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     coordinator = ctx.coordinator
     names = req.subscribed_topic_names
     owned = req.topic_partitions
+    refused = authorize.consumer_heartbeat_refused(ctx, req.group_id, names)
+    if refused is not None:
+        return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1], member_id=None,
+                 member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     result = await coordinator.consumer_group_heartbeat(HeartbeatRequest(
         group_id=req.group_id,
         member_id=req.member_id,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -24,6 +25,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         def res(err: int, msg: str | None = None, t: Any = t) -> Any:
             return R.CreatePartitionsTopicResult(name=t.name, error_code=err, error_message=msg)
 
+        if not authorize.topic_allowed(ctx, authorize.Op.ALTER, t.name):
+            out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED))  # no message, as Kafka
+            continue
         try:
             topic = await ctx.lookup_topic(t.name, auto_create=False)
         except TopicError as e:

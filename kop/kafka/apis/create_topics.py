@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -37,6 +38,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     seen: dict[str, int] = {}
     for t in req.topics:
         seen[t.name] = seen.get(t.name, 0) + 1
+    may_create = authorize.cluster_allowed(ctx, authorize.Op.CREATE)  # else CREATE per topic
     for t in req.topics:
         def fail(error: str, message: str, t: Any = t) -> Any:
             return R.CreatableTopicResult(
@@ -47,6 +49,10 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         if seen[t.name] > 1:
             results.append(fail("INVALID_REQUEST", f"Duplicate topic {t.name} in the request"))
             continue
+        if not may_create:
+            if not authorize.topic_allowed(ctx, authorize.Op.CREATE, t.name):
+                results.append(fail("TOPIC_AUTHORIZATION_FAILED", "Authorization failed."))
+                continue
         try:
             tn = topics_mgr.parse(t.name)
         except InvalidTopicName as e:
@@ -89,16 +95,24 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         except TopicError as e:
             results.append(fail(e.error, e.message))
             continue
-        results.append(R.CreatableTopicResult(
-            name=t.name, topic_id=topic.topic_id, error_code=0, error_message=None,
-            num_partitions=topic.partitions, replication_factor=1,
-            configs=[
-                R.CreatableTopicConfigs(
-                    name=name, value=effective(topic.configs, name, h.config), read_only=d.read_only,
-                    config_source=SOURCE_DYNAMIC_TOPIC if name in topic.configs else SOURCE_DEFAULT,
-                    is_sensitive=False,
-                )
-                for name, d in sorted(TOPIC_CONFIGS.items())
-            ],
-        ))
+        results.append(_created(R, t.name, topic, h.config,
+                                authorize.topic_allowed(ctx, authorize.Op.DESCRIBE_CONFIGS, t.name)))
     return R(throttle_time_ms=0, topics=results)
+
+
+def _created(R: Any, name: str, topic: Any, cfg: Any, show_configs: bool) -> Any:
+    """A created topic's answer; without DESCRIBE_CONFIGS on it, its configs are withheld and
+    topic_config_error_code says why (Kafka's controller does the same)."""
+    return R.CreatableTopicResult(
+        name=name, topic_id=topic.topic_id, error_code=0, error_message=None,
+        topic_config_error_code=0 if show_configs else ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+        num_partitions=topic.partitions, replication_factor=1,
+        configs=[
+            R.CreatableTopicConfigs(
+                name=key, value=effective(topic.configs, key, cfg), read_only=d.read_only,
+                config_source=SOURCE_DYNAMIC_TOPIC if key in topic.configs else SOURCE_DEFAULT,
+                is_sensitive=False,
+            )
+            for key, d in sorted(TOPIC_CONFIGS.items())
+        ] if show_configs else [],
+    )

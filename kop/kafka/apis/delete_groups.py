@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 42
 VERSIONS = (0, 2)
@@ -21,7 +23,9 @@ VERSIONS = (0, 2)
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     coordinator = ctx.coordinator
-    results = await coordinator.delete_groups(list(req.groups_names))
+    denied = {g for g in req.groups_names if not authorize.group_allowed(ctx, authorize.Op.DELETE, g)}
+    results = await coordinator.delete_groups([g for g in req.groups_names if g not in denied])
+    results.update(dict.fromkeys(denied, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     return R(
         throttle_time_ms=0,
         results=[R.DeletableGroupResult(group_id=gid, error_code=results.get(gid, 0)) for gid in req.groups_names],

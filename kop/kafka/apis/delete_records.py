@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -20,12 +21,17 @@ VERSIONS = (0, 2)
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     out = []
+    denied = authorize.denied_topics(ctx, authorize.Op.DELETE, (t.name for t in req.topics))
     for t in req.topics:
-        topic = await ctx.find_topic(t.name)
+        topic = await ctx.find_topic(t.name) if t.name not in denied else None
         parts = []
         for p in t.partitions:
             def res(err: int, low: int = -1, p: Any = p) -> Any:
                 return R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=err)
+
+            if t.name in denied:
+                parts.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
 
             try:
                 plog = await ctx.partition_log(topic, p.partition_index)

@@ -18,6 +18,7 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -60,7 +61,15 @@ async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
                 out.append(res(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found", topic_id))
                 continue
             name = mgr.kafka_name(topic.name)
+            if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
+                    not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29], topic_id))
+                continue
         else:
+            if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
+                    not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29]))
+                continue
             try:
                 topic = await ctx.lookup_topic(name, auto_create=False)
             except TopicError as e:

@@ -5,15 +5,15 @@ also the controller (a single KoP broker plays both parts for clients). In clust
 live broker registered in ZooKeeper (kop/cluster/ownership.py) and names the lowest live id as the
 controller, the same answer Metadata gives. v1's endpoint type must be 1
 (brokers); asking for controllers gets UNSUPPORTED_ENDPOINT_TYPE as in Kafka. include_cluster_authorized_operations
-is answered by kop/kafka/authorized_operations.py (every cluster operation while there is no authorizer, as
-Kafka answers).
+is answered by kop/kafka/authorize.py: every cluster operation without an authorizer, as Kafka answers; with
+ACLs the allowed ones, or 0 without DESCRIBE on the cluster (never an error), as Kafka.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kop.kafka.authorized_operations import RESOURCE_CLUSTER, requested
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -40,6 +40,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         cluster_id=h.service.cluster_id,
         controller_id=own.controller_id if own.clustered else nodes[0].node_id,
         brokers=[R.DescribeClusterBroker(broker_id=n.node_id, host=n.host, port=n.port, rack=None) for n in nodes],
-        cluster_authorized_operations=requested(ctx.conn, bool(req.include_cluster_authorized_operations),
-                                                RESOURCE_CLUSTER, "kafka-cluster"),
+        cluster_authorized_operations=authorize.cluster_operations(ctx, bool(req.include_cluster_authorized_operations)),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.apis.common import lookup_topic
 from kop.kafka.apis.configs_common import (
     BROKER_SOURCE,
@@ -43,6 +44,10 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             )
 
         keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        refused = authorize.configs_refused(ctx, authorize.Op.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
+        if refused is not None:
+            results.append(result(refused, authorize.MESSAGES[refused], []))
+            continue
         if res.resource_type == RESOURCE_TOPIC:
             try:
                 topic = await lookup_topic(h, res.resource_name, auto_create=False)

@@ -5,14 +5,16 @@
   what kafka-consumer-groups --describe prints from.
 - A missing group is described as state Dead with no error before v6; v6 adds GROUP_ID_NOT_FOUND and a
   message (KIP-1043), as Kafka 4.x.
-- include_authorized_operations (v3+): without an authorizer every group operation is allowed, so the
-  answer is the set Kafka reports then (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS).
+- include_authorized_operations (v3+): from kop/kafka/authorize.py; without an authorizer every group
+  operation (READ, DELETE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS), as Kafka reports then.
+- With ACLs a group the principal may not DESCRIBE is GROUP_AUTHORIZATION_FAILED, empty otherwise (Kafka).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -20,8 +22,6 @@ from kop.protocol.errors import ErrorCode
 API_KEY = 15
 VERSIONS = (0, 6)
 
-# AclOperation codes: READ 3, DELETE 6, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
-GROUP_OPERATIONS = (1 << 3) | (1 << 6) | (1 << 8) | (1 << 10) | (1 << 11)
 NOT_REQUESTED = -2147483648
 
 
@@ -29,9 +29,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
     coordinator = ctx.coordinator
-    ops = GROUP_OPERATIONS if v >= 3 and req.include_authorized_operations else NOT_REQUESTED
+    asked = v >= 3 and bool(req.include_authorized_operations)
     out = []
     for gid in req.groups:
+        if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, gid):
+            out.append(R.DescribedGroup(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, group_id=gid,
+                                        group_state="", protocol_type="", protocol_data="", members=[],
+                                        authorized_operations=NOT_REQUESTED))
+            continue
+        ops = authorize.requested_operations(ctx, asked, authorize.GROUP, gid)
         d = coordinator.describe_group(gid)
         error, message = d.error, None
         if not d.found and v >= 6:

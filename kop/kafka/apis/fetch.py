@@ -40,6 +40,7 @@ import struct
 import time
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
 from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
@@ -89,11 +90,17 @@ async def handle(request: RequestContext, req: Any) -> Any:
     committed = getattr(req, "isolation_level", 0) == 1
     plan: list[tuple[str, list[_Part]]] = []
     topics: dict[str, Any] = {}  # a session's order may list a topic more than once
+    denied = authorize.denied_topics(request, authorize.Op.READ, (name for name, _ in ctx.partitions))
     for name, listed in ctx.partitions:
         parts = [_Part(*fp) for fp in listed]
         if ctx.incremental:
             for p in parts:
                 p.known = ctx.known(name, p.index)
+        if name in denied:
+            for p in parts:
+                p.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            plan.append((name, parts))
+            continue
         if name in topics:
             topic = topics[name]
         else:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.apis.metadata import METADATA_OWNER_WAIT
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
@@ -56,6 +57,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
 
     def answer(key: str) -> tuple[int, str, Any]:
         """(error, message, coordinator node) for one key."""
+        refused = authorize.coordinator_refused(ctx, key_type, key)
+        if refused is not None:
+            return refused[0], refused[1], None
         if key_type in (GROUP, TRANSACTION):
             if coordinator is None or not coordinator.available:
                 what = "group" if key_type == GROUP else "transaction"

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 12
 VERSIONS = (0, 4)
@@ -23,6 +25,8 @@ VERSIONS = (0, 4)
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     coordinator = ctx.coordinator
+    if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
     error = coordinator.heartbeat(req.group_id, req.generation_id, req.member_id,
                                   req.group_instance_id if ctx.version >= 3 else None)
     return R(throttle_time_ms=0, error_code=error)

@@ -20,8 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from kop.coordinator.coordinator import JoinRequest
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 11
 VERSIONS = (0, 9)
@@ -37,6 +39,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
     coordinator = ctx.coordinator
+    if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1, protocol_type=None,
+                 protocol_name=None if v >= 7 else "", leader="", skip_assignment=False, member_id="", members=[])
     result = await coordinator.join_group(JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 13
 VERSIONS = (0, 5)
@@ -26,6 +28,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
     coordinator = ctx.coordinator
+    if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
     if v < 3:
         members = [(req.member_id, None, None)]
     else:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 
@@ -27,6 +28,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     v = ctx.version
     coordinator = ctx.coordinator
     error, groups = coordinator.list_groups(req.states_filter if v >= 4 else (), req.types_filter if v >= 5 else ())
+    if not authorize.cluster_allowed(ctx, authorize.Op.DESCRIBE):  # then only the groups it may describe
+        groups = [g for g in groups if authorize.group_allowed(ctx, authorize.Op.DESCRIBE, g.group_id)]
     return R(
         throttle_time_ms=0,
         error_code=error,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
@@ -32,7 +33,13 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     committed = getattr(req, "isolation_level", 0) == 1
     topics = []
+    denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.name for t in req.topics))
     for t in req.topics:
+        if t.name in denied:
+            topics.append(R.ListOffsetsTopicResponse(name=t.name, partitions=[R.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, timestamp=-1,
+                offset=-1, leader_epoch=-1) for p in t.partitions]))
+            continue
         topic = await ctx.find_topic(t.name)
         parts = []
         for p in t.partitions:

@@ -14,8 +14,12 @@
 - Auto-creation follows allowAutoTopicCreation and, from v4, the request's allow_auto_topic_creation.
 - A request for all topics lists every topic; topics outside the default namespace appear as
   tenant/namespace/topic.
-- Authorized operations (v8+, when asked): kop/kafka/authorized_operations.py (every operation of the
-  resource type while there is no authorizer, as Kafka answers); cluster operations only v8-v10, as Kafka.
+- Authorized operations (v8+, when asked): kop/kafka/authorize.py (every operation of the resource type
+  without an authorizer, as Kafka answers); cluster operations only v8-v10, as Kafka.
+- With ACLs (authorizationEnabled): a request for all topics silently leaves out the topics the principal
+  may not DESCRIBE; a named one it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED with a zero topic id
+  whether or not it exists; auto-creation needs CREATE on the cluster or the topic, else
+  TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleTopicMetadataRequest).
 - Leader epoch is the constant LEADER_EPOCH (see kop.kafka.apis.common). v13's top-level error is not
   advertised.
 - Each answered topic goes out pre-encoded from TopicEntryCache (issue 5): building and encoding 10 000
@@ -32,8 +36,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kop.kafka.apis.common import LEADER_EPOCH, lookup_topic
-from kop.kafka.authorized_operations import NOT_REQUESTED, RESOURCE_CLUSTER, RESOURCE_TOPIC, requested
+from kop.kafka import authorize
+from kop.kafka.apis.common import LEADER_EPOCH
+from kop.kafka.authorize import NOT_REQUESTED, Op
 from kop.kafka.context import RequestContext
 from kop.protocol import Encoded, api_info, encode_struct
 from kop.protocol.errors import ErrorCode
@@ -96,11 +101,11 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     topics_mgr = h.service.topics
     version = ctx.version
     want_topic_ops = version >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
-    cluster_ops = requested(ctx.conn, 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations",
-                                                                          False)), RESOURCE_CLUSTER, "kafka-cluster")
+    cluster_ops = authorize.cluster_operations(
+        ctx, 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations", False)))
 
     def ops(name: str | None) -> int:
-        return requested(ctx.conn, want_topic_ops, RESOURCE_TOPIC, name or "")
+        return authorize.requested_operations(ctx, want_topic_ops, authorize.TOPIC, name or "")
 
     out = await _resolve_topics(ctx, req, R, ops)
     found = [x for x in out if isinstance(x, tuple)]
@@ -147,9 +152,12 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
     h = ctx.handler
     topics_mgr = h.service.topics
     out: list[Any] = []
+    secured = authorize.authorizer(ctx) is not None
     if req.topics is None or (ctx.version == 0 and not req.topics):
         for topic in sorted(topics_mgr.all(), key=lambda t: topics_mgr.kafka_name(t.name)):
-            out.append((topics_mgr.kafka_name(topic.name), topic))
+            name = topics_mgr.kafka_name(topic.name)
+            if not secured or authorize.topic_allowed(ctx, Op.DESCRIBE, name):  # others are silently left out
+                out.append((name, topic))
     else:
         allow = getattr(req, "allow_auto_topic_creation", True) if ctx.version >= 4 else True
         for rt in req.topics:
@@ -170,15 +178,26 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
                         is_internal=False, partitions=[], topic_authorized_operations=ops(None),
                     ))
                     continue
-                out.append((topics_mgr.kafka_name(topic.name), topic))
+                kafka_name = topics_mgr.kafka_name(topic.name)
+                if secured and not authorize.topic_allowed(ctx, Op.DESCRIBE, kafka_name):
+                    out.append(_denied(R, None, rt.topic_id))
+                    continue
+                out.append((kafka_name, topic))
+                continue
+            if secured and not authorize.topic_allowed(ctx, Op.DESCRIBE, name):
+                out.append(_denied(R, name, ZERO_UUID))  # existence is not revealed
                 continue
             try:
-                topic = await lookup_topic(h, name, auto_create=allow)
+                topic = await ctx.lookup_topic(name, auto_create=allow)
             except TopicError as e:
                 out.append(R.MetadataResponseTopic(
                     error_code=ErrorCode[e.error], name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[],
                     topic_authorized_operations=ops(name),
                 ))
+                continue
+            if topic is None and secured and allow and h.config.allowAutoTopicCreation \
+                    and not authorize.may_auto_create(ctx, name):
+                out.append(_denied(R, name, ZERO_UUID))  # auto-creation refused
                 continue
             if topic is None:
                 out.append(R.MetadataResponseTopic(
@@ -188,6 +207,14 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
                 continue
             out.append((name, topic))
     return out
+
+
+def _denied(R: Any, name: str | None, topic_id: bytes) -> Any:
+    """A topic the principal may not describe (or auto-create): Kafka answers no authorized operations."""
+    return R.MetadataResponseTopic(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id, is_internal=False,
+        partitions=[], topic_authorized_operations=NOT_REQUESTED,
+    )
 
 
 def _cached_entry(cache: TopicEntryCache, generation: int, version: int, R: Any, x: tuple[str, Any],

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -39,10 +40,18 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     topics_mgr = ctx.topics
     plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
+    if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
+        denied = {t.name: ErrorCode.GROUP_AUTHORIZATION_FAILED for t in req.topics}
+    else:
+        denied = dict.fromkeys(authorize.denied_topics(ctx, authorize.Op.READ, (t.name for t in req.topics)),
+                               ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for t in req.topics:
-        topic = await ctx.find_topic(t.name)
+        topic = None if t.name in denied else await ctx.find_topic(t.name)
         parts: list[tuple[int, int | None, str | None]] = []
         for p in t.partitions:
+            if t.name in denied:
+                parts.append((p.partition_index, denied[t.name], None))
+                continue
             if topic is None or not 0 <= p.partition_index < topic.partitions:
                 parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
                 continue

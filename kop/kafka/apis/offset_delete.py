@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -25,9 +26,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     coordinator = ctx.coordinator
     topics_mgr = ctx.topics
-    unknown: dict[str, list[int]] = {}
+    if not authorize.group_allowed(ctx, authorize.Op.DELETE, req.group_id):
+        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    denied = authorize.denied_topics(ctx, authorize.Op.READ, (t.name for t in req.topics))
+    unknown: dict[str, list[int]] = {}  # partitions answered with an error; its code per topic below
     wanted: list[tuple[str, str, list[int]]] = []  # (name as asked, Kafka name, partitions)
     for t in req.topics:
+        if t.name in denied:
+            unknown.setdefault(t.name, []).extend(p.partition_index for p in t.partitions)
+            continue
         topic = await ctx.find_topic(t.name)
         good = []
         for p in t.partitions:
@@ -49,8 +56,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                 topics.setdefault(name, []).append(
                     R.OffsetDeleteResponsePartition(partition_index=p, error_code=results[(key, p)]))
     for name, parts in unknown.items():
-        topics.setdefault(name, []).extend(
-            R.OffsetDeleteResponsePartition(partition_index=p, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            for p in parts)
+        code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in denied else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        topics.setdefault(name, []).extend(R.OffsetDeleteResponsePartition(partition_index=p, error_code=code)
+                                           for p in parts)
     return R(error_code=0, throttle_time_ms=0,
              topics=[R.OffsetDeleteResponseTopic(name=n, partitions=ps) for n, ps in topics.items()])

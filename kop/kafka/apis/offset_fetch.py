@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -27,10 +28,16 @@ API_KEY = 9
 VERSIONS = (1, 9)
 
 
-def _fetch(coordinator: Any, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
+def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
            require_stable: bool = False) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
-    """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])])."""
-    err, out = _fetch_all(coordinator, group_id, topics, member_id, member_epoch)
+    """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])]). With ACLs:
+    DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic without DESCRIBE answers its
+    partitions TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves such topics out (Kafka). require_stable:
+    a partition with a transactional commit still pending answers UNSTABLE_OFFSET_COMMIT."""
+    coordinator = ctx.coordinator
+    if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    err, out = _fetch_all(ctx, coordinator, group_id, topics, member_id, member_epoch)
     if require_stable and not err and coordinator.pending_txn_offsets:
         unstable = ErrorCode.UNSTABLE_OFFSET_COMMIT
         out = [(name, [(p, -1, -1, "", unstable) if coordinator.has_pending_offset(
@@ -39,16 +46,22 @@ def _fetch(coordinator: Any, group_id: str, topics: Any, member_id: str | None =
     return err, out
 
 
-def _fetch_all(coordinator: Any, group_id: str, topics: Any, member_id: str | None, member_epoch: int,
-               ) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any, member_id: str | None,
+               member_epoch: int) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
     if topics is None:
         err, rows = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
         by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
+        hidden = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (row[0] for row in rows))
         for t, p, off, epoch, meta, e in rows:
-            by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
+            if t not in hidden:
+                by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
         return err, list(by_topic.items())
     out = []
+    denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.name for t in topics))
     for t in topics:
+        if t.name in denied:
+            out.append((t.name, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes]))
+            continue
         key = coordinator.topic_key(t.name)
         err, rows = coordinator.fetch_offsets(group_id, [(key, list(t.partition_indexes))], member_id, member_epoch)
         if err:
@@ -60,11 +73,10 @@ def _fetch_all(coordinator: Any, group_id: str, topics: Any, member_id: str | No
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
-    coordinator = ctx.coordinator
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch(coordinator, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else (None, -1)),
+            err, topics = _fetch(ctx, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else (None, -1)),
                                  require_stable=req.require_stable)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
@@ -74,7 +86,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                     for p, off, epoch, meta, e in parts]) for name, parts in topics],
             ))
         return R(throttle_time_ms=0, groups=groups)
-    err, topics = _fetch(coordinator, req.group_id, req.topics, require_stable=v >= 7 and req.require_stable)
+    err, topics = _fetch(ctx, req.group_id, req.topics, require_stable=v >= 7 and req.require_stable)
     if err and v < 2:
         # No top-level error field yet: every requested partition carries the group's error.
         topics = [(t.name, [(p, -1, -1, "", err) for p in t.partition_indexes]) for t in (req.topics or [])]

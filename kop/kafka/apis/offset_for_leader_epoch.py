@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
@@ -22,12 +23,17 @@ VERSIONS = (2, 4)
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     out = []
+    denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.topic for t in req.topics))
     for t in req.topics:
-        topic = await ctx.find_topic(t.topic)
+        topic = None if t.topic in denied else await ctx.find_topic(t.topic)
         parts = []
         for p in t.partitions:
             def res(err: int, epoch: int = -1, end: int = -1, p: Any = p) -> Any:
                 return R.EpochEndOffset(error_code=err, partition=p.partition, leader_epoch=epoch, end_offset=end)
+
+            if t.topic in denied:
+                parts.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
 
             if getattr(req, "replica_id", -2) >= 0:
                 parts.append(res(ErrorCode.NOT_LEADER_OR_FOLLOWER))

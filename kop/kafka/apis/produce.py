@@ -47,6 +47,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.context import PartitionError, RequestContext
 from kop.kafka.idempotence import BatchRecord, SequenceError
@@ -101,6 +102,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     prev = ctx.conn.produce_chain
     issued: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     ctx.conn.produce_chain = issued
+    denied = authorize.produce_denied(ctx, req)  # {name: error} of topics this principal may not write to
     try:
         if prev is not None and not prev.done():
             await prev
@@ -108,8 +110,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         for td in req.topic_data:
             parts: list[tuple[int, Any]] = []
             for pd in td.partition_data:
-                parts.append((pd.index, await _issue(ctx, td.name, pd.index, pd.records, acks,
-                                                     getattr(req, "transactional_id", None))))
+                parts.append((pd.index, _PartitionError(denied[td.name]) if td.name in denied
+                              else await _issue(ctx, td.name, pd.index, pd.records, acks,
+                                                getattr(req, "transactional_id", None))))
             results.append((td.name, parts))
     finally:
         if not issued.done():

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -32,6 +33,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
     coordinator = ctx.coordinator
+    if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, assignment=b"")
     if v >= 5 and (req.protocol_type is None or req.protocol_name is None):
         return R(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     result = await coordinator.sync_group(

@@ -123,7 +123,8 @@ class AclBinding:
         if e.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
             return f"Invalid permissionType {e.permission_type.name}"
         if ":" not in e.principal:
-            return f"expected a string in format principalType:principalName but got {e.principal}"
+            return (f"Could not parse principal from `{e.principal}` (no colon is present separating the principal type "
+                    "from the principal name)")  # Kafka 4.x's CreateAcls answer, measured
         return None
 
 

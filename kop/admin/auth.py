@@ -1,0 +1,71 @@
+"""Authentication of the admin HTTP server: `Authorization: Bearer <token>` with Pulsar's token provider.
+
+With `authenticationEnabled` every path except `adminOpenPaths` (by default /metrics and /health, which probes
+and scrapers reach without credentials) needs a Pulsar JWT that `PulsarTokenValidator` accepts
+(tokenSecretKey / tokenPublicKey, expiry, audience, role claim - kop/security/tokens.py):
+
+- no token, a malformed header, or a token that is refused (forged, expired, wrong key): 401, with the
+  reason in Pulsar's `{"reason": ...}` body (the reason never contains the token);
+- a valid token whose role is not one of `superUserRoles`: 403. Every admin v2 operation here administers
+  topics and subscriptions across tenants, which Pulsar reserves to super users (or tenant admins, which
+  we do not have), and the readiness and broker endpoints are cluster administration: so the role must be
+  a super user.
+
+Without `authenticationEnabled` nothing is checked, as Pulsar does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from kop.config import BrokerConfig
+from kop.security.acl import Authorizer
+from kop.security.tokens import InvalidToken, PulsarTokenValidator, bearer_token
+
+log = logging.getLogger("kop.admin")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+REQUIRES_SUPER_USER = "This operation requires super-user access"
+
+
+def token_validator(cfg: BrokerConfig) -> PulsarTokenValidator:
+    """The validator of Pulsar's token keys; ValueError when none is configured or a key is unusable."""
+    return PulsarTokenValidator(
+        secret_key=cfg.tokenSecretKey or None, public_key=cfg.tokenPublicKey or None, public_alg=cfg.tokenPublicAlg,
+        auth_claim=cfg.tokenAuthClaim, audience_claim=cfg.tokenAudienceClaim or None,
+        audience=cfg.tokenAudience or None, allowed_clock_skew_seconds=cfg.tokenAllowedClockSkewSeconds)
+
+
+def _refuse(status: int, reason: str) -> web.Response:
+    return web.Response(text=json.dumps({"reason": reason}), status=status, content_type="application/json")
+
+
+def middleware(cfg: BrokerConfig) -> Callable[..., Awaitable[web.StreamResponse]] | None:
+    """The aiohttp middleware enforcing the module docstring's rules; None when authentication is off."""
+    if not cfg.authenticationEnabled:
+        return None
+    validator = token_validator(cfg)
+    open_paths = frozenset(p.strip() for p in cfg.adminOpenPaths.split(",") if p.strip())
+    super_users = frozenset(Authorizer.parse_super_users(cfg.superUserRoles))
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path in open_paths:
+            return await handler(request)
+        token = bearer_token(request.headers.get("Authorization"))
+        if token is None:
+            return _refuse(401, "Authentication required")
+        try:
+            role = validator.validate(token).role
+        except InvalidToken as e:
+            log.info("admin request %s %s refused: %s", request.method, request.path, e)
+            return _refuse(401, f"Authentication failed: {e}")
+        if f"User:{role}" not in super_users:
+            return _refuse(403, REQUIRES_SUPER_USER)
+        return await handler(request)
+
+    return authenticate

@@ -1,0 +1,83 @@
+"""kop/kafka/authorize.py: what Kafka's tests cannot show - KoP's three spellings of a topic name are one ACL
+resource (an ACL on `t` cannot be side-stepped by asking for `public/default/t` or
+`persistent://public/default/t`), auto-creation through Produce needs CREATE as Metadata's does, and the
+client host is compared as Java prints it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from kop.kafka.authorize import client_host
+from kop.protocol import api_info
+from tests.support.acl_brokers import ADMIN_HOST, PRINCIPAL, SUBJECT_HOST, RawClient, create_acls
+from tests.support.broker import KopBroker
+
+Z16 = b"\0" * 16
+
+
+@pytest.fixture
+def broker(tmp_path):
+    # allowEveryoneIfNoAclFound: what no ACL names stays open, so one DENY is the whole set-up
+    b = KopBroker(tmp_path, {"authorizationEnabled": "true", "allowEveryoneIfNoAclFound": "true",
+                             "allowAutoTopicCreation": "true"}).start()
+    yield b
+    b.stop()
+
+
+def metadata(bootstrap: str, names: list[str], auto: bool = False) -> list[tuple[str, int]]:
+    M = api_info(3).request_class
+    with RawClient(bootstrap, SUBJECT_HOST) as c:
+        resp = c.call(3, 12, M(topics=[M.MetadataRequestTopic(topic_id=Z16, name=n) for n in names],
+                                allow_auto_topic_creation=auto))
+    return [(t.name, t.error_code) for t in resp.topics]
+
+
+def test_every_spelling_of_a_topic_is_one_resource(broker) -> None:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    spellings = [topic, f"public/default/{topic}", f"persistent://public/default/{topic}"]
+    assert [code for _, code in metadata(broker.bootstrap, spellings, auto=True)] == [0, 0, 0]
+    with RawClient(broker.bootstrap, ADMIN_HOST) as c:
+        resp = create_acls(c, [(2, topic, 3, PRINCIPAL, SUBJECT_HOST, 8, 2)])  # DENY DESCRIBE to the subject
+    assert [r.error_code for r in resp.results] == [0]
+    assert sorted(metadata(broker.bootstrap, spellings)) == sorted((n, 29) for n in spellings)
+
+
+def test_produce_auto_creates_only_with_create(broker) -> None:
+    topic = f"p-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap, ADMIN_HOST) as c:  # WRITE on the prefix, CREATE denied on it and the cluster
+        resp = create_acls(c, [(4, "kafka-cluster", 3, PRINCIPAL, SUBJECT_HOST, 5, 2),
+                               (2, "p-", 4, PRINCIPAL, SUBJECT_HOST, 5, 2),
+                               (2, "p-", 4, PRINCIPAL, SUBJECT_HOST, 4, 3)])
+    assert [r.error_code for r in resp.results] == [0, 0, 0]
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1, producer_epoch=-1,
+                                  base_sequence=-1, batch_size=1 << 20)
+    b.append(0, timestamp=None, key=None, value=b"v", headers=[])
+    R = api_info(0).request_class
+    with RawClient(broker.bootstrap, SUBJECT_HOST) as c:
+        resp: Any = c.call(0, 9, R(transactional_id=None, acks=-1, timeout_ms=30000, topic_data=[R.TopicProduceData(
+            name=topic, partition_data=[R.PartitionProduceData(index=0, records=bytes(b.build()))])]))
+    assert resp.responses[0].partition_responses[0].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION: not created
+    assert metadata(broker.bootstrap, [topic]) == [(topic, 3)]
+
+
+@pytest.mark.parametrize(("ip", "expected"), [
+    ("127.0.0.1", "127.0.0.1"),
+    ("::ffff:10.1.2.3", "10.1.2.3"),  # Java makes an IPv4-mapped address an Inet4Address
+    ("::1", "0:0:0:0:0:0:0:1"),
+    ("fe80::1%eth0", "fe80:0:0:0:0:0:0:1%eth0"),
+])
+def test_client_host_as_java_prints_it(ip: str, expected: str) -> None:
+    class Conn:
+        peer = "?"
+
+    conn = Conn()
+    conn.ip = ip  # type: ignore[attr-defined]
+    assert client_host(conn) == expected
+    conn2 = Conn()
+    conn2.peer = f"[{ip}]:1234" if ":" in ip else f"{ip}:1234"
+    assert client_host(conn2) == expected

@@ -79,6 +79,24 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """kafkaProtocolMap: `NAME:PROTOCOL` pairs, comma separated (KoP; Kafka's listener.security.protocol.map)."""
+    out: dict[str, str] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        proto = proto.strip().upper()
+        if not sep or not name.strip() or proto not in SECURITY_PROTOCOLS:
+            raise ValueError(f"expected NAME:PROTOCOL with a protocol of {', '.join(SECURITY_PROTOCOLS)}, "
+                             f"got {item!r}")
+        out[name.strip().upper()] = proto
+    return out
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 FSYNC_POLICIES = ("always", "interval", "none")
 
 
@@ -87,6 +105,9 @@ class BrokerConfig:
     # --- listeners and identity
     kafkaListeners: str = "PLAINTEXT://0.0.0.0:9092"
     kafkaAdvertisedListeners: str = ""  # empty: same as kafkaListeners (0.0.0.0 replaced by advertisedAddress)
+    # NAME:PROTOCOL pairs (KoP; Kafka's listener.security.protocol.map); a listener named after a protocol
+    # needs no entry
+    kafkaProtocolMap: str = ""
     advertisedAddress: str = ""  # empty: 127.0.0.1 when listening on a wildcard address
     kafkaBrokerId: int = 1
     clusterName: str = "standalone"
@@ -187,6 +208,43 @@ class BrokerConfig:
     metricsMaxTopicLabels: int = 1000  # topics beyond this share the topic label "__other__"
     metricsMaxGroupLabels: int = 100  # consumer groups beyond this share the group label "__other__"
 
+    # --- security (docs/security.md, issue #14): TLS with Pulsar's key names, SASL with KoP's
+    tlsCertificateFilePath: str = ""  # PEM certificate chain of the broker (SSL and SASL_SSL listeners)
+    tlsKeyFilePath: str = ""  # its PKCS#8 PEM key
+    tlsTrustCertsFilePath: str = ""  # PEM CA bundle client certificates are checked against
+    tlsRequireTrustedClientCertOnConnect: bool = False  # SSL listeners: mTLS required (ssl.client.auth=required)
+    tlsProtocols: str = "TLSv1.2,TLSv1.3"
+    tlsCiphers: str = ""  # OpenSSL cipher list for TLSv1.2; "" = OpenSSL's default
+    sslPrincipalMappingRules: str = "DEFAULT"  # Kafka's ssl.principal.mapping.rules
+    authenticationEnabled: bool = False  # SASL listeners refuse to start without it
+    authenticationProviders: str = ""  # ...AuthenticationProviderToken: PLAIN takes token:<jwt>
+    saslAllowedMechanisms: str = "PLAIN"  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+    saslPlainUsersFile: str = ""  # user=password lines for PLAIN (Kafka's JAAS user_<name>)
+    tokenSecretKey: str = ""  # file:..., data:;base64,... or base64 (Pulsar); wins over tokenPublicKey
+    tokenPublicKey: str = ""
+    tokenPublicAlg: str = "RS256"
+    tokenAuthClaim: str = "sub"
+    tokenAudienceClaim: str = ""
+    tokenAudience: str = ""
+    tokenAllowedClockSkewSeconds: int = 0
+    saslOauthbearerJwksEndpointUrl: str = ""  # Kafka's sasl.oauthbearer.jwks.endpoint.url (http(s) or file:)
+    saslOauthbearerJwksEndpointRefreshMs: int = 3600000
+    saslOauthbearerJwksEndpointRetryBackoffMs: int = 100
+    saslOauthbearerJwksEndpointRetryBackoffMaxMs: int = 10000
+    saslOauthbearerExpectedAudience: str = ""  # comma list
+    saslOauthbearerExpectedIssuer: str = ""
+    saslOauthbearerClockSkewSeconds: int = 30
+    saslOauthbearerSubClaimName: str = "sub"
+    saslOauthbearerScopeClaimName: str = "scope"
+    connectionsMaxReauthMs: int = 0  # KIP-368 connections.max.reauth.ms; 0 = no re-authentication required
+    failedAuthenticationDelayMs: int = 300  # a failed authentication is answered and closed after this
+    saslServerMaxReceiveSize: int = 524288  # Kafka's sasl.server.max.receive.size: frame cap before auth
+    # Authorization (ACLs) and the admin REST's authentication (docs/security.md)
+    authorizationEnabled: bool = False
+    superUserRoles: str = ""  # comma list of roles (User: added), or Kafka's super.users form User:a;User:b
+    allowEveryoneIfNoAclFound: bool = False  # Kafka's allow.everyone.if.no.acl.found
+    adminOpenPaths: str = "/metrics,/health"  # admin HTTP paths served without a token when authenticating
+
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ loading
@@ -239,6 +297,7 @@ class BrokerConfig:
             for a in adv:
                 need(a.name in names, "kafkaAdvertisedListeners", f"listener {a.name} is not in kafkaListeners")
         self._derived["advertised"] = adv
+        self._validate_security()
         need(self.kafkaBrokerId >= 0, "kafkaBrokerId", "must be >= 0")
         for key in ("kafkaTenant", "kafkaNamespace", "kafkaMetadataTenant", "kafkaMetadataNamespace"):
             need(bool(re.fullmatch(r"[A-Za-z0-9_.\-=:]+", getattr(self, key))), key, "must be a non-empty name")
@@ -260,6 +319,58 @@ class BrokerConfig:
         need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
         need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")
         self._validate_storage_and_services()
+
+    def _validate_security(self) -> None:
+        """Listener protocols, TLS files and SASL mechanisms: everything a secured listener needs must be
+        there at start-up, and a SASL listener without authenticationEnabled refuses to start (KoP silently
+        served such a listener without any mechanism, kop#1569)."""
+        need = self._need
+        try:
+            pmap = parse_protocol_map(self.kafkaProtocolMap)
+        except ValueError as e:
+            raise ConfigError(f"bad value for kafkaProtocolMap: {e}") from None
+        protocols: dict[str, str] = {}
+        for lst in self.listeners:
+            proto = pmap.get(lst.name, lst.name if lst.name in SECURITY_PROTOCOLS else None)
+            if proto is None:
+                raise ConfigError(f"bad value for kafkaListeners: listener {lst.name} is not a security protocol "
+                                  f"({', '.join(SECURITY_PROTOCOLS)}) and kafkaProtocolMap does not name one for it")
+            protocols[lst.name] = proto
+        self._derived["protocols"] = protocols
+        used = set(protocols.values())
+        if used & {"SSL", "SASL_SSL"}:
+            need(bool(self.tlsCertificateFilePath), "tlsCertificateFilePath", "an SSL or SASL_SSL listener needs it")
+            need(bool(self.tlsKeyFilePath), "tlsKeyFilePath", "an SSL or SASL_SSL listener needs it")
+        need(not self.tlsRequireTrustedClientCertOnConnect or bool(self.tlsTrustCertsFilePath),
+             "tlsRequireTrustedClientCertOnConnect", "needs tlsTrustCertsFilePath")
+        bad = [p for p in self.tls_protocols if p not in TLS_VERSIONS]
+        need(bool(self.tls_protocols) and not bad, "tlsProtocols", f"a comma list of {', '.join(TLS_VERSIONS)}")
+        mechs = self.sasl_mechanisms
+        unknown = [m for m in mechs if m not in SASL_MECHANISMS]
+        need(not unknown, "saslAllowedMechanisms", f"a comma list of {', '.join(SASL_MECHANISMS)}")
+        if used & {"SASL_PLAINTEXT", "SASL_SSL"}:
+            if not self.authenticationEnabled:
+                raise ConfigError("a SASL_PLAINTEXT or SASL_SSL listener needs authenticationEnabled=true (without "
+                                  "it the listener would authenticate nobody); set it, or use PLAINTEXT/SSL")
+            need(bool(mechs), "saslAllowedMechanisms", "a SASL listener needs at least one mechanism")
+            if "PLAIN" in mechs:
+                need(bool(self.saslPlainUsersFile) or self.token_auth_enabled, "saslAllowedMechanisms",
+                     "PLAIN needs saslPlainUsersFile or the token provider (authenticationProviders with "
+                     "AuthenticationProviderToken and tokenSecretKey/tokenPublicKey)")
+            if "OAUTHBEARER" in mechs:
+                need(bool(self.saslOauthbearerJwksEndpointUrl), "saslAllowedMechanisms",
+                     "OAUTHBEARER needs saslOauthbearerJwksEndpointUrl")
+        if self.token_auth_enabled:
+            need(bool(self.tokenSecretKey or self.tokenPublicKey), "authenticationProviders",
+                 "the token provider needs tokenSecretKey or tokenPublicKey")
+        need(bool(self.tokenAudienceClaim) == bool(self.tokenAudience), "tokenAudience",
+             "tokenAudienceClaim and tokenAudience are set together")
+        need(self.tokenAllowedClockSkewSeconds >= 0, "tokenAllowedClockSkewSeconds", "must be >= 0")
+        need(self.saslOauthbearerClockSkewSeconds >= 0, "saslOauthbearerClockSkewSeconds", "must be >= 0")
+        need(self.saslOauthbearerJwksEndpointRefreshMs >= 1, "saslOauthbearerJwksEndpointRefreshMs", "must be >= 1")
+        need(self.connectionsMaxReauthMs >= 0, "connectionsMaxReauthMs", "must be >= 0")
+        need(self.failedAuthenticationDelayMs >= 0, "failedAuthenticationDelayMs", "must be >= 0")
+        need(self.saslServerMaxReceiveSize >= 1024, "saslServerMaxReceiveSize", "must be >= 1024")
 
     def _validate_storage_and_services(self) -> None:
         need = self._need
@@ -343,6 +454,25 @@ class BrokerConfig:
             Listener(lst.name, host_for_wildcard if lst.host in ("", "0.0.0.0", "::") else lst.host, lst.port)
             for lst in self.listeners
         )
+
+    @property
+    def security_protocols(self) -> dict[str, str]:
+        """{listener name: PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL}."""
+        return self._derived["protocols"]
+
+    @property
+    def tls_protocols(self) -> list[str]:
+        return [p.strip() for p in self.tlsProtocols.split(",") if p.strip()]
+
+    @property
+    def sasl_mechanisms(self) -> list[str]:
+        """saslAllowedMechanisms, upper-cased, in the order given (SaslHandshake lists them so)."""
+        return [m.strip().upper() for m in self.saslAllowedMechanisms.split(",") if m.strip()]
+
+    @property
+    def token_auth_enabled(self) -> bool:
+        """Pulsar's token provider is configured (PLAIN then takes token:<jwt> passwords)."""
+        return "AuthenticationProviderToken" in self.authenticationProviders
 
     @property
     def protocols(self) -> list[str]:

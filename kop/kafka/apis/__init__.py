@@ -51,6 +51,8 @@ def _modules() -> list[ModuleType]:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sasl_authenticate,
+        sasl_handshake,
         sync_group,
     )
 
@@ -62,6 +64,7 @@ def _modules() -> list[ModuleType]:
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
+        sasl_handshake, sasl_authenticate,  # SASL listeners only (kop/kafka/sasl.py)
     ]
 
 

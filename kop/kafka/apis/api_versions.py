@@ -5,6 +5,9 @@ shape with UNSUPPORTED_VERSION plus our ranges, so the client retries at a versi
 header is always v0, whatever the body version. No features are advertised: in particular no
 `transaction.version`, so Kafka 4.x producers stay on the classic produce path (KIP-890 needs transactions).
 Deviation: the client software name/version (v3+) is accepted without Kafka's pattern check.
+SaslHandshake and SaslAuthenticate are listed only on SASL listeners, where they work (Kafka lists them
+everywhere and answers ILLEGAL_SASL_STATE on other listeners; listing them where they fail invites a
+client to try).
 """
 
 from __future__ import annotations
@@ -18,4 +21,4 @@ VERSIONS = (0, 4)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.handler.api_versions_body()
+    return ctx.handler.api_versions_body(sasl=ctx.conn.sasl is not None)

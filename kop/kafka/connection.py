@@ -157,6 +157,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if cert is not None:
             self.handler.metrics.authenticated("SSL", True)
+            log.info("authenticated peer=%s listener=%s principal=%s mechanism=SSL", self.peer, self.listener_name,
+                     _quoted(str(self.principal)))
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer()

@@ -143,7 +143,7 @@ class Acceptor:
                                                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
         except (OSError, RuntimeError, TimeoutError, asyncio.CancelledError) as e:
             # The peer went away between accept and set-up, or its TLS handshake failed.
-            if tls is not None and not isinstance(e, asyncio.CancelledError):
+            if isinstance(e, _ssl.SSLError | TimeoutError):
                 self.tls_handshake_failures += 1
                 log.info("TLS handshake with %s failed: %s", ip, _short(e))
             else:

@@ -168,7 +168,7 @@ class SaslSession:
             self.failure_reason = str(e)
             return AuthenticateAnswer(ErrorCode.ILLEGAL_SASL_STATE, str(e), b"", close=True)
         if isinstance(step, Challenge):
-            return AuthenticateAnswer(ErrorCode.NONE, None, step.data)
+            return AuthenticateAnswer(ErrorCode.NONE, "", step.data)
         if isinstance(step, Failure):
             return self._fail(step)
         if self.reauthenticating and step.principal != self.principal:
@@ -176,7 +176,8 @@ class SaslSession:
                                       f"{step.principal}", public=True))
         lifetime = self._complete(step)
         log.debug("SASL/%s authenticated %s", mechanism, step.principal)
-        return AuthenticateAnswer(ErrorCode.NONE, None, step.data, lifetime if version >= 1 else 0, completed=True)
+        # Kafka's answers carry an empty (not a null) error message when all is well.
+        return AuthenticateAnswer(ErrorCode.NONE, "", step.data, lifetime if version >= 1 else 0, completed=True)
 
     def _complete(self, step: Success) -> int:
         now = self.now_ms()

@@ -31,6 +31,7 @@ from kop.server.storage import open_embedded_storage
 from tests.support.broker import KopBroker
 from tests.support.certs import CertAuthority, name
 from tests.support.net import free_port
+from tests.support.wire import WireClient
 from tests.test_security_sasl_oauthbearer import AUDIENCE, ISSUER, IdP
 
 TOKEN_SECRET = b"0123456789abcdef0123456789abcdef"  # HS256 secret of the Pulsar tokens
@@ -417,3 +418,90 @@ def test_required_client_certificates(tmp_path: Path) -> None:
                                     ssl_keyfile=str(tmp_path / "client.key")), "required", b"mtls")
     finally:
         broker.stop()
+
+
+# ------------------------------------------------------------------------------------- against Apache Kafka
+
+class TlsWire(WireClient):
+    """tests/support/wire.py's client over TLS (kafka-python's protocol classes, not our codec)."""
+
+    def __init__(self, bootstrap: str, cafile: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        ctx = ssl.create_default_context(cafile=cafile)
+        self.sock = ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=30), server_hostname=host)
+        self.client_id = "kop-tests-tls"
+        self._correlation_id = 0
+
+
+def sasl_answers(bootstrap: str, cafile: str) -> list[tuple]:
+    """What a broker answers to the SASL exchanges clients get wrong (and one they get right)."""
+    from kafka.protocol.metadata import MetadataRequest
+    from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+    def closed(c: WireClient) -> bool:
+        try:
+            return c.sock.recv(1) == b""
+        except (ConnectionResetError, ssl.SSLError):
+            return True
+
+    out: list[tuple] = []
+    c = TlsWire(bootstrap, cafile)
+    r = c.send(SaslHandshakeRequest(mechanism="GSSAPI"), 1)
+    out.append(("unknown mechanism", r.error_code, list(r.mechanisms), closed(c)))
+    for name_, token in (("wrong password", b"\0alice\0nope"), ("two fields", b"alice\0alice-secret"),
+                         ("no password", b"\0alice\0"), ("no user", b"\0\0pw"),
+                         ("authzid differs", b"bob\0alice\0alice-secret")):
+        c = TlsWire(bootstrap, cafile)
+        assert c.send(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        r = c.send(SaslAuthenticateRequest(auth_bytes=token), 2)
+        out.append((name_, r.error_code, r.error_message, closed(c)))
+    c = TlsWire(bootstrap, cafile)
+    assert c.send(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+    r = c.send(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2)
+    out.append(("good password", r.error_code, r.error_message, r.auth_bytes, r.session_lifetime_ms))
+    r = c.send(SaslAuthenticateRequest(auth_bytes=b"\0alice\0alice-secret"), 2)
+    out.append(("authenticate again", r.error_code))
+    out.append(("then served", bool(c.send(MetadataRequest(topics=[]), 1).brokers)))
+    c.close()
+    return out
+
+
+def test_sasl_answers_match_apache_kafka(tmp_path: Path, java_tools) -> None:
+    """The same exchanges against Apache Kafka 4.x with the same user and mechanism give the same answers,
+    and the kafka-python settings the tests above use work there too (so the tests are right)."""
+    from tests.support.kafka_server import KafkaServer
+
+    write_pki(tmp_path)
+    (tmp_path / "broker-keystore.pem").write_bytes((tmp_path / "broker.key").read_bytes()
+                                                   + (tmp_path / "broker.pem").read_bytes())
+    (tmp_path / "users.txt").write_text("alice=alice-secret\n")
+    kafka = KafkaServer(tmp_path / "kafka")
+    sasl_port = free_port()
+    kafka.extra.update({
+        "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},CONTROLLER://127.0.0.1:{kafka.controller_port},"
+                     f"SASL_SSL://127.0.0.1:{sasl_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},SASL_SSL://127.0.0.1:{sasl_port}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";',
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(tmp_path / "broker-keystore.pem"),
+    })
+    kop_port = free_port()
+    kop = KopBroker(tmp_path / "kop", {
+        "kafkaListeners": f"SASL_SSL://127.0.0.1:{kop_port}", "messagingProtocols": "kafka",
+        "tlsCertificateFilePath": tmp_path / "broker.pem", "tlsKeyFilePath": tmp_path / "broker.key",
+        "authenticationEnabled": "true", "saslPlainUsersFile": tmp_path / "users.txt",
+    }, port=kop_port)
+    ca = str(tmp_path / "ca.pem")
+    with kafka:
+        kop.start()
+        try:
+            ours, theirs = sasl_answers(kop.bootstrap, ca), sasl_answers(f"127.0.0.1:{sasl_port}", ca)
+            assert ours == theirs
+            conf = dict(security_protocol="SASL_SSL", ssl_cafile=ca, sasl_mechanism="PLAIN",
+                        sasl_plain_username="alice", sasl_plain_password="alice-secret")
+            roundtrip_kafka_python(dict(bootstrap_servers=f"127.0.0.1:{sasl_port}", **conf), "diff", b"kafka")
+            roundtrip_kafka_python(dict(bootstrap_servers=kop.bootstrap, **conf), "diff", b"kop")
+        finally:
+            kop.stop()

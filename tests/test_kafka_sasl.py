@@ -392,3 +392,39 @@ def test_unreachable_jwks_fails_start(tmp_path: Path) -> None:
     mechanisms = SaslMechanisms(cfg, None)
     with pytest.raises(ConfigError, match="saslOauthbearerJwksEndpointUrl"):
         asyncio.run(mechanisms.start())
+
+
+def test_real_clients_reauthenticate_before_the_session_ends(tmp_path: Path) -> None:
+    """KIP-368 with clients that do it (kafka-python 3.x, librdkafka): sessions of 2 s, producing for longer;
+    every client re-authenticates in time, so nothing is closed for an expired session."""
+    import time
+
+    def produce_for(bootstrap: str, seconds: float) -> int:
+        import confluent_kafka as ck
+        from kafka import KafkaProducer
+
+        kp = KafkaProducer(bootstrap_servers=bootstrap, security_protocol="SASL_PLAINTEXT",
+                           sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="carol",
+                           sasl_plain_password="carol-secret")
+        cp = ck.Producer({"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT",
+                          "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"})
+        sent, end = 0, time.monotonic() + seconds
+        while time.monotonic() < end:
+            kp.send("reauth", b"kp").get(timeout=30)
+            cp.produce("reauth", b"ck")
+            assert cp.flush(30) == 0
+            sent += 2
+            time.sleep(0.2)
+        kp.close()
+        return sent
+
+    async def body(b: Broker) -> None:
+        sent = await asyncio.to_thread(produce_for, b.sasl, 7)
+        assert sent > 0
+        auth = b.svc.metrics.authentications
+        # Each client's connections authenticated more than once: the sessions were renewed in place.
+        assert auth[("SCRAM-SHA-256", "success")] >= 4 and auth[("PLAIN", "success")] >= 4
+        assert not any(result == "failure" for _, result in auth)
+        assert b.svc.metrics.connection_errors == 0
+
+    run(tmp_path, body, connectionsMaxReauthMs="2000")

@@ -179,6 +179,7 @@ def test_connection_principal_is_the_authenticated_user(tmp_path: Path) -> None:
         assert conns["PLAINTEXT"].principal == ANONYMOUS
         assert conns["SASL_PLAINTEXT"].principal == KafkaPrincipal.user("alice")
         assert conns["SASL_PLAINTEXT"].client_host == "127.0.0.1"
+        assert conns["SASL_PLAINTEXT"].tenant is None  # a users-file login names no tenant
         plain.close()
         sasl.close()
 
@@ -428,3 +429,46 @@ def test_real_clients_reauthenticate_before_the_session_ends(tmp_path: Path) -> 
         assert b.svc.metrics.connection_errors == 0
 
     run(tmp_path, body, connectionsMaxReauthMs="2000")
+
+
+def test_plain_with_pulsar_tokens_names_role_and_tenant(tmp_path: Path) -> None:
+    """KoP's PLAIN: username = tenant[/namespace], password token:<jwt>; the principal is the token's role.
+    With a users file as well, other passwords are checked against it."""
+    import base64
+    import time
+
+    import jwt
+
+    secret = b"s" * 32
+
+    def token(exp_in: int) -> str:
+        return jwt.encode({"sub": "app-role", "exp": int(time.time()) + exp_in}, secret, algorithm="HS256")
+
+    still_open: list[WireClient] = []
+
+    def exchange(bootstrap: str) -> None:
+        c = WireClient(bootstrap)
+        c.send(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+        r = c.send(SaslAuthenticateRequest(auth_bytes=plain_token("public/default", f"token:{token(300)}")), 1)
+        assert r.error_code == 0 and 0 < r.session_lifetime_ms <= 300_000  # the token's expiry bounds it
+        still_open.append(c)  # checked below, on the broker's side
+        for password, message in ((f"token:{token(-60)}", "Authentication failed: token has expired"),
+                                  ("token:not-a-jwt", "Authentication failed: token is malformed: DecodeError")):
+            d = WireClient(bootstrap)
+            d.send(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+            r = d.send(SaslAuthenticateRequest(auth_bytes=plain_token("public", password)), 1)
+            assert (r.error_code, r.error_message) == (ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+            assert closed(d)
+
+    async def body(b: Broker) -> None:
+        await asyncio.to_thread(exchange, b.sasl)
+        conn = next(c for c in b.handler.connections if c.listener_name == "SASL_PLAINTEXT")
+        assert (str(conn.principal), conn.tenant) == ("User:app-role", "public/default")
+        still_open[0].close()
+        # The users file still serves the other passwords.
+        r = await asyncio.to_thread(lambda: (w := WireClient(b.sasl)).send(SaslHandshakeRequest(mechanism="PLAIN"), 1)
+                                    and w.send(SaslAuthenticateRequest(auth_bytes=plain_token("bob", "bob-secret")), 1))
+        assert r.error_code == 0
+
+    run(tmp_path, body, authenticationProviders="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        tokenSecretKey="data:;base64," + base64.b64encode(secret).decode())

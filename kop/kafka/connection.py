@@ -173,6 +173,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.handler.request_bytes.release(n, partial)
 
     @property
+    def tenant(self) -> str | None:
+        """KoP's PLAIN with tokens: the tenant (or tenant/namespace) the client named as its username; None
+        otherwise. Kept for the authorizer's tenant check; topics still resolve in kafkaTenant/kafkaNamespace."""
+        return self.sasl.tenant if self.sasl is not None else None
+
+    @property
     def mid_frame(self) -> bool:
         return self.reader.mid_frame
 

@@ -21,10 +21,11 @@ import socket
 from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
-from kop.config import BrokerConfig
+from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
 from kop.protocol_handler import ProtocolHandler
+from kop.security.tokens import PulsarTokenValidator
 from kop.services import BrokerServices
 from kop.topics.manager import Topic
 
@@ -49,6 +50,8 @@ class PulsarProtocolHandler(ProtocolHandler):
         self._accept_tasks: list[asyncio.Task[None]] = []
         self.port = 0
         self.net = Acceptor(BrokerConfig())  # start() takes the broker's, shared with the Kafka handler
+        self.authentication = False
+        self.token_validator: PulsarTokenValidator | None = None
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
         self.cursors: CursorStore
@@ -62,6 +65,19 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.config = config
         self.net = Acceptor(config)
         self.request_bytes = self.net.request_bytes
+        # authenticationEnabled: every CONNECT must carry a Pulsar token (kop/pulsar/session.py); without the
+        # token provider no client can connect, as on Pulsar's broker without a provider for its method.
+        self.authentication = config.authenticationEnabled
+        self.token_validator: PulsarTokenValidator | None = None
+        if config.authenticationEnabled and config.token_auth_enabled:
+            try:
+                self.token_validator = PulsarTokenValidator(
+                    secret_key=config.tokenSecretKey or None, public_key=config.tokenPublicKey or None,
+                    public_alg=config.tokenPublicAlg, auth_claim=config.tokenAuthClaim,
+                    audience_claim=config.tokenAudienceClaim or None, audience=config.tokenAudience or None,
+                    allowed_clock_skew_seconds=config.tokenAllowedClockSkewSeconds)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"bad value for tokenSecretKey/tokenPublicKey: {e}") from None
 
     async def start(self, services: BrokerServices) -> None:
         from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register

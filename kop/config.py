@@ -196,6 +196,7 @@ class BrokerConfig:
     # --- the pulsar handler (kop/pulsar; docs/pulsar.md): Pulsar's binary protocol on this port, same topics
     brokerServicePort: int = 6650  # 0: an ephemeral port (logged at start-up)
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
+    brokerServicePortTls: int = -1  # Pulsar's TLS port (pulsar+ssl://, the tls* keys); -1: none, 0: ephemeral
     brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
     webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
@@ -338,9 +339,10 @@ class BrokerConfig:
             protocols[lst.name] = proto
         self._derived["protocols"] = protocols
         used = set(protocols.values())
-        if used & {"SSL", "SASL_SSL"}:
-            need(bool(self.tlsCertificateFilePath), "tlsCertificateFilePath", "an SSL or SASL_SSL listener needs it")
-            need(bool(self.tlsKeyFilePath), "tlsKeyFilePath", "an SSL or SASL_SSL listener needs it")
+        need(-1 <= self.brokerServicePortTls <= 65535, "brokerServicePortTls", "-1 (off), 0 (ephemeral) or a port")
+        if used & {"SSL", "SASL_SSL"} or self.brokerServicePortTls >= 0:
+            need(bool(self.tlsCertificateFilePath), "tlsCertificateFilePath", "a TLS listener or port needs it")
+            need(bool(self.tlsKeyFilePath), "tlsKeyFilePath", "a TLS listener or port needs it")
         need(not self.tlsRequireTrustedClientCertOnConnect or bool(self.tlsTrustCertsFilePath),
              "tlsRequireTrustedClientCertOnConnect", "needs tlsTrustCertsFilePath")
         bad = [p for p in self.tls_protocols if p not in TLS_VERSIONS]

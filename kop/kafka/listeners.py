@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kop.config import BrokerConfig, ConfigError
+from kop.net.tls import server_context
 from kop.security.jwks import JwksKeySource, JwksTokenValidator, JwksUnavailable
 from kop.security.principal import SslPrincipalMapper
 from kop.security.sasl.base import SaslServer, Step
@@ -32,8 +33,6 @@ from kop.security.sasl.scram import HASHES, ScramCredentialStore, ScramServer
 from kop.security.tokens import PulsarTokenValidator
 
 log = logging.getLogger(__name__)
-
-_TLS_VERSIONS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,28 +48,7 @@ class ListenerSecurity:
 
 def tls_context(config: BrokerConfig, client_certs: bool) -> ssl.SSLContext:
     """A server context from the tls* keys; `client_certs`: ask for client certificates (SSL listeners)."""
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    versions = sorted(_TLS_VERSIONS[v] for v in config.tls_protocols)
-    ctx.minimum_version, ctx.maximum_version = versions[0], versions[-1]
-    try:
-        ctx.load_cert_chain(config.tlsCertificateFilePath, config.tlsKeyFilePath)
-    except (OSError, ssl.SSLError) as e:
-        raise ConfigError(f"bad value for tlsCertificateFilePath/tlsKeyFilePath: cannot load the broker's "
-                          f"certificate and key ({e})") from None
-    if config.tlsCiphers:
-        try:
-            ctx.set_ciphers(config.tlsCiphers)
-        except ssl.SSLError as e:
-            raise ConfigError(f"bad value for tlsCiphers: {e}") from None
-    if client_certs and config.tlsTrustCertsFilePath:
-        try:
-            ctx.load_verify_locations(cafile=config.tlsTrustCertsFilePath)
-        except (OSError, ssl.SSLError) as e:
-            raise ConfigError(f"bad value for tlsTrustCertsFilePath: {e}") from None
-        ctx.verify_mode = ssl.CERT_REQUIRED if config.tlsRequireTrustedClientCertOnConnect else ssl.CERT_OPTIONAL
-    else:
-        ctx.verify_mode = ssl.CERT_NONE
-    return ctx
+    return server_context(config, client_certs)
 
 
 def listener_security(config: BrokerConfig) -> dict[str, ListenerSecurity]:

@@ -201,6 +201,7 @@ class BrokerConfig:
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
     webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
     webServiceBindAddress: str = "0.0.0.0"
+    webServicePortTls: int = -1  # the admin HTTP server over HTTPS (the tls* keys); -1: none, 0: ephemeral
     # Index lookups (getMessageIdByIndex and its reverse) answer 412, as Pulsar does on a broker without
     # broker entry metadata, when false. Entries always carry it (the index is the Kafka offset).
     exposingBrokerEntryMetadataToAdminEnabled: bool = True
@@ -340,7 +341,8 @@ class BrokerConfig:
         self._derived["protocols"] = protocols
         used = set(protocols.values())
         need(-1 <= self.brokerServicePortTls <= 65535, "brokerServicePortTls", "-1 (off), 0 (ephemeral) or a port")
-        if used & {"SSL", "SASL_SSL"} or self.brokerServicePortTls >= 0:
+        need(-1 <= self.webServicePortTls <= 65535, "webServicePortTls", "-1 (off), 0 (ephemeral) or a port")
+        if used & {"SSL", "SASL_SSL"} or self.brokerServicePortTls >= 0 or self.webServicePortTls >= 0:
             need(bool(self.tlsCertificateFilePath), "tlsCertificateFilePath", "a TLS listener or port needs it")
             need(bool(self.tlsKeyFilePath), "tlsKeyFilePath", "a TLS listener or port needs it")
         need(not self.tlsRequireTrustedClientCertOnConnect or bool(self.tlsTrustCertsFilePath),
@@ -442,6 +444,8 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> tuple[Listener, ...]:
+        if "listeners" not in self._derived:  # built directly (tests), not through load()/from_strings()
+            self.validate()
         return self._derived["listeners"]
 
     @property
@@ -460,6 +464,8 @@ class BrokerConfig:
     @property
     def security_protocols(self) -> dict[str, str]:
         """{listener name: PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL}."""
+        if "protocols" not in self._derived:
+            self.validate()
         return self._derived["protocols"]
 
     @property

@@ -106,3 +106,4 @@ def test_pulsar_over_tls_with_a_token(tmp_path: Path) -> None:
         assert "authenticated principal=User:tls-app method=token" in log
     finally:
         broker.stop()
+

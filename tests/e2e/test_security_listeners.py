@@ -249,14 +249,19 @@ def test_ssl_and_mtls_with_every_client(secured: Secured, java_tools) -> None:
     roundtrip_kafka_python(base, "ssl-kp", b"no client certificate")
     roundtrip_kafka_python({**base, "ssl_certfile": s.path("client.pem"), "ssl_keyfile": s.path("client.key")},
                            "mtls-kp", b"with a client certificate")
-    roundtrip_confluent({"bootstrap.servers": s.ssl_bootstrap, "security.protocol": "SSL",
-                         "ssl.ca.location": s.path("ca.pem"), "ssl.certificate.location": s.path("client.pem"),
+    ck = {"bootstrap.servers": s.ssl_bootstrap, "security.protocol": "SSL", "ssl.ca.location": s.path("ca.pem")}
+    roundtrip_confluent(ck, "ssl-ck", b"librdkafka without a certificate")
+    roundtrip_confluent({**ck, "ssl.certificate.location": s.path("client.pem"),
                          "ssl.key.location": s.path("client.key")}, "mtls-ck", b"librdkafka")
     from aiokafka.helpers import create_ssl_context
 
+    asyncio.run(roundtrip_aiokafka(dict(bootstrap_servers=s.ssl_bootstrap, security_protocol="SSL",
+                                        ssl_context=create_ssl_context(cafile=s.path("ca.pem"))),
+                                   "ssl-ak", b"aiokafka without a certificate"))
     ctx = create_ssl_context(cafile=s.path("ca.pem"), certfile=s.path("client.pem"), keyfile=s.path("client.key"))
     asyncio.run(roundtrip_aiokafka(dict(bootstrap_servers=s.ssl_bootstrap, security_protocol="SSL", ssl_context=ctx),
                                    "mtls-ak", b"aiokafka"))
+    java_roundtrip(java_tools, s.ssl_bootstrap, {"security.protocol": "SSL", **java_ssl(s)}, s.dir, "ssl-java")
     java_roundtrip(java_tools, s.ssl_bootstrap, {
         "security.protocol": "SSL", **java_ssl(s), "ssl.keystore.type": "PEM",
         "ssl.keystore.location": s.path("client-keystore.pem")}, s.dir, "mtls-java")
@@ -301,13 +306,16 @@ def test_sasl_ssl_plain_users_and_tokens(secured: Secured, java_tools) -> None:
     roundtrip_confluent({**ck, "sasl.username": "public", "sasl.password": f"token:{token}"}, "token-ck", b"t")
     from aiokafka.helpers import create_ssl_context
 
-    asyncio.run(roundtrip_aiokafka(dict(
-        bootstrap_servers=s.sasl_bootstrap, security_protocol="SASL_SSL",
-        ssl_context=create_ssl_context(cafile=s.path("ca.pem")), sasl_mechanism="PLAIN",
-        sasl_plain_username="public", sasl_plain_password=f"token:{token}"), "token-ak", b"aio"))
-    java_roundtrip(java_tools, s.sasl_bootstrap, {
-        "security.protocol": "SASL_SSL", **java_ssl(s), "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": plain_jaas("public", f"token:{token}")}, s.dir, "token-java")
+    for user, password, topic in (("public", f"token:{token}", "token-ak"), ("alice", PASSWORDS["alice"], "plain-ak")):
+        asyncio.run(roundtrip_aiokafka(dict(
+            bootstrap_servers=s.sasl_bootstrap, security_protocol="SASL_SSL",
+            ssl_context=create_ssl_context(cafile=s.path("ca.pem")), sasl_mechanism="PLAIN",
+            sasl_plain_username=user, sasl_plain_password=password), topic, b"aio"))
+    for user, password, topic in (("public", f"token:{token}", "token-java"),
+                                  ("alice", PASSWORDS["alice"], "plain-java")):
+        java_roundtrip(java_tools, s.sasl_bootstrap, {
+            "security.protocol": "SASL_SSL", **java_ssl(s), "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": plain_jaas(user, password)}, s.dir, topic)
     log = s.broker.log_path.read_text(errors="replace")
     assert "principal=User:app-role mechanism=PLAIN" in log and "principal=User:alice mechanism=PLAIN" in log
 
@@ -325,10 +333,11 @@ def test_sasl_ssl_scram(secured: Secured, java_tools) -> None:
             "sasl.jaas.config": scram_jaas("carol", PASSWORDS["carol"])}, s.dir, f"scram-java-{tag}")
     from aiokafka.helpers import create_ssl_context
 
-    asyncio.run(roundtrip_aiokafka(dict(
-        bootstrap_servers=s.sasl_bootstrap, security_protocol="SASL_SSL",
-        ssl_context=create_ssl_context(cafile=s.path("ca.pem")), sasl_mechanism="SCRAM-SHA-512",
-        sasl_plain_username="carol", sasl_plain_password=PASSWORDS["carol"]), "scram-ak", b"aio"))
+    for mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        asyncio.run(roundtrip_aiokafka(dict(
+            bootstrap_servers=s.sasl_bootstrap, security_protocol="SASL_SSL",
+            ssl_context=create_ssl_context(cafile=s.path("ca.pem")), sasl_mechanism=mech,
+            sasl_plain_username="carol", sasl_plain_password=PASSWORDS["carol"]), f"scram-ak-{mech[-3:]}", b"aio"))
 
 
 def test_sasl_ssl_oauthbearer(secured: Secured, java_tools) -> None:

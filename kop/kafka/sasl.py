@@ -195,10 +195,12 @@ class SaslSession:
 
     def _fail(self, failure: Failure) -> AuthenticateAnswer:
         reauth = self.reauthenticating
+        # OAUTHBEARER tells the client only {"status":"invalid_token"}; why the token was refused goes to the log.
+        why = getattr(self._server, "rejection", None)
         self.state = State.FAILED
         self.reauthenticating = False
         self._server = None
-        self.failure_reason = failure.reason
+        self.failure_reason = f"{failure.reason} ({why})" if why else failure.reason
         return AuthenticateAnswer(ErrorCode.SASL_AUTHENTICATION_FAILED,
                                   failure.client_message(self.mechanism or "?", reauth), b"", close=True)
 

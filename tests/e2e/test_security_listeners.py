@@ -392,11 +392,25 @@ def test_sasl_ssl_refuses_bad_credentials(secured: Secured) -> None:
         kafka_python_sasl(s, "PLAIN", "public", f"token:{pulsar_token('forged', key=b'x' * 32)}"),  # forged
         kafka_python_sasl(s, "SCRAM-SHA-256", "carol", "wrong-password"),
     ]
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Tokens(AbstractTokenProvider):
+        def __init__(self, token: str) -> None:
+            self._token = token
+
+        def token(self) -> str:
+            return self._token
+
+    idp = s.idp.idp
+    for oauth in (idp.token(exp=int(time.time()) - 600), idp.token(iss="https://other-idp.test")):
+        bad.append(kafka_python_sasl(s, "OAUTHBEARER", provider=Tokens(oauth)))
     for conf in bad:
         with pytest.raises(KafkaError):
             KafkaProducer(**conf, max_block_ms=5000, reconnect_backoff_max_ms=1000).send("never", b"x").get(10)
     log = s.broker.log_path.read_text(errors="replace")
     assert "token has expired" in log and "token signature does not verify" in log
+    # OAUTHBEARER: the client hears {"status":"invalid_token"}, the log says why.
+    assert "ExpiredSignatureError" in log and "InvalidIssuerError" in log
     # The metrics count them.
     import urllib.request
 

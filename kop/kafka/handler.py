@@ -172,6 +172,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         for t in self._accept_tasks:
             t.cancel()
         await asyncio.gather(*self._accept_tasks, return_exceptions=True)
+        await self.net.cancel_handshakes()
         for sock in self._sockets:
             sock.close()
         conns = list(self.connections)

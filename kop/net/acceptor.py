@@ -153,6 +153,13 @@ class Acceptor:
             if isinstance(e, asyncio.CancelledError):
                 raise
 
+    async def cancel_handshakes(self) -> None:
+        """Stop the TLS handshakes under way (broker shutdown): their connections are closed and uncounted."""
+        tasks = list(self._handshakes)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
     def connection_closed(self, conn: Counted) -> None:
         """A connection accepted by an accept loop closed: free its slot (and wake a waiting acceptor)."""
         if conn.counted:

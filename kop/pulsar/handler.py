@@ -132,6 +132,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         for t in self._accept_tasks:
             t.cancel()
         await asyncio.gather(*self._accept_tasks, return_exceptions=True)
+        await self.net.cancel_handshakes()
         for sock in self._sockets:
             sock.close()
         for conn in list(self.connections):  # consumers leave their subscriptions (their state is saved) ...

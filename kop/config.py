@@ -79,6 +79,24 @@ def parse_ip_overrides(text: str) -> dict[str, int]:
     return out
 
 
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """kafkaProtocolMap: `NAME:PROTOCOL` pairs, comma separated (KoP; Kafka's listener.security.protocol.map)."""
+    out: dict[str, str] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, proto = item.partition(":")
+        proto = proto.strip().upper()
+        if not sep or not name.strip() or proto not in SECURITY_PROTOCOLS:
+            raise ValueError(f"expected NAME:PROTOCOL with a protocol of {', '.join(SECURITY_PROTOCOLS)}, "
+                             f"got {item!r}")
+        out[name.strip().upper()] = proto
+    return out
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 FSYNC_POLICIES = ("always", "interval", "none")
 
 
@@ -87,6 +105,9 @@ class BrokerConfig:
     # --- listeners and identity
     kafkaListeners: str = "PLAINTEXT://0.0.0.0:9092"
     kafkaAdvertisedListeners: str = ""  # empty: same as kafkaListeners (0.0.0.0 replaced by advertisedAddress)
+    # NAME:PROTOCOL pairs (KoP; Kafka's listener.security.protocol.map); a listener named after a protocol
+    # needs no entry
+    kafkaProtocolMap: str = ""
     advertisedAddress: str = ""  # empty: 127.0.0.1 when listening on a wildcard address
     kafkaBrokerId: int = 1
     clusterName: str = "standalone"
@@ -186,10 +207,12 @@ class BrokerConfig:
     # --- the pulsar handler (kop/pulsar; docs/pulsar.md): Pulsar's binary protocol on this port, same topics
     brokerServicePort: int = 6650  # 0: an ephemeral port (logged at start-up)
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
+    brokerServicePortTls: int = -1  # Pulsar's TLS port (pulsar+ssl://, the tls* keys); -1: none, 0: ephemeral
     brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
     webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
     webServiceBindAddress: str = "0.0.0.0"
+    webServicePortTls: int = -1  # the admin HTTP server over HTTPS (the tls* keys); -1: none, 0: ephemeral
     # Index lookups (getMessageIdByIndex and its reverse) answer 412, as Pulsar does on a broker without
     # broker entry metadata, when false. Entries always carry it (the index is the Kafka offset).
     exposingBrokerEntryMetadataToAdminEnabled: bool = True
@@ -198,12 +221,18 @@ class BrokerConfig:
     metricsMaxTopicLabels: int = 1000  # topics beyond this share the topic label "__other__"
     metricsMaxGroupLabels: int = 100  # consumer groups beyond this share the group label "__other__"
 
-    # --- authorization with Kafka's ACLs (docs/security.md): CreateAcls/DescribeAcls/DeleteAcls, every API checked
-    authorizationEnabled: bool = False
-    superUserRoles: str = ""  # comma list of roles (Pulsar) or Kafka's super.users form User:a;User:b
-    allowEveryoneIfNoAclFound: bool = False  # Kafka's allow.everyone.if.no.acl.found
-    # --- token authentication (Pulsar's keys); the admin HTTP server checks `Authorization: Bearer <token>`
+    # --- security (docs/security.md, issue #14): TLS with Pulsar's key names, SASL with KoP's
+    tlsCertificateFilePath: str = ""  # PEM certificate chain of the broker (SSL and SASL_SSL listeners)
+    tlsKeyFilePath: str = ""  # its PKCS#8 PEM key
+    tlsTrustCertsFilePath: str = ""  # PEM CA bundle client certificates are checked against
+    tlsRequireTrustedClientCertOnConnect: bool = False  # SSL listeners: mTLS required (ssl.client.auth=required)
+    tlsProtocols: str = "TLSv1.2,TLSv1.3"
+    tlsCiphers: str = ""  # OpenSSL cipher list for TLSv1.2; "" = OpenSSL's default
+    sslPrincipalMappingRules: str = "DEFAULT"  # Kafka's ssl.principal.mapping.rules
     authenticationEnabled: bool = False  # SASL listeners refuse to start without it
+    authenticationProviders: str = ""  # ...AuthenticationProviderToken: PLAIN takes token:<jwt>
+    saslAllowedMechanisms: str = "PLAIN"  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
+    saslPlainUsersFile: str = ""  # user=password lines for PLAIN (Kafka's JAAS user_<name>)
     tokenSecretKey: str = ""  # file:..., data:;base64,... or base64 (Pulsar); wins over tokenPublicKey
     tokenPublicKey: str = ""
     tokenPublicAlg: str = "RS256"
@@ -211,7 +240,23 @@ class BrokerConfig:
     tokenAudienceClaim: str = ""
     tokenAudience: str = ""
     tokenAllowedClockSkewSeconds: int = 0
-    adminOpenPaths: str = "/metrics,/health"  # admin HTTP paths served without a token when authentication is on
+    saslOauthbearerJwksEndpointUrl: str = ""  # Kafka's sasl.oauthbearer.jwks.endpoint.url (http(s) or file:)
+    saslOauthbearerJwksEndpointRefreshMs: int = 3600000
+    saslOauthbearerJwksEndpointRetryBackoffMs: int = 100
+    saslOauthbearerJwksEndpointRetryBackoffMaxMs: int = 10000
+    saslOauthbearerExpectedAudience: str = ""  # comma list
+    saslOauthbearerExpectedIssuer: str = ""
+    saslOauthbearerClockSkewSeconds: int = 30
+    saslOauthbearerSubClaimName: str = "sub"
+    saslOauthbearerScopeClaimName: str = "scope"
+    connectionsMaxReauthMs: int = 0  # KIP-368 connections.max.reauth.ms; 0 = no re-authentication required
+    failedAuthenticationDelayMs: int = 300  # a failed authentication is answered and closed after this
+    saslServerMaxReceiveSize: int = 524288  # Kafka's sasl.server.max.receive.size: frame cap before auth
+    # Authorization (ACLs) and the admin REST's authentication (docs/security.md)
+    authorizationEnabled: bool = False
+    superUserRoles: str = ""  # comma list of roles (User: added), or Kafka's super.users form User:a;User:b
+    allowEveryoneIfNoAclFound: bool = False  # Kafka's allow.everyone.if.no.acl.found
+    adminOpenPaths: str = "/metrics,/health"  # admin HTTP paths served without a token when authenticating
 
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -265,6 +310,7 @@ class BrokerConfig:
             for a in adv:
                 need(a.name in names, "kafkaAdvertisedListeners", f"listener {a.name} is not in kafkaListeners")
         self._derived["advertised"] = adv
+        self._validate_security()
         need(self.kafkaBrokerId >= 0, "kafkaBrokerId", "must be >= 0")
         for key in ("kafkaTenant", "kafkaNamespace", "kafkaMetadataTenant", "kafkaMetadataNamespace"):
             need(bool(re.fullmatch(r"[A-Za-z0-9_.\-=:]+", getattr(self, key))), key, "must be a non-empty name")
@@ -286,6 +332,60 @@ class BrokerConfig:
         need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
         need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")
         self._validate_storage_and_services()
+
+    def _validate_security(self) -> None:
+        """Listener protocols, TLS files and SASL mechanisms: everything a secured listener needs must be
+        there at start-up, and a SASL listener without authenticationEnabled refuses to start (KoP silently
+        served such a listener without any mechanism, kop#1569)."""
+        need = self._need
+        try:
+            pmap = parse_protocol_map(self.kafkaProtocolMap)
+        except ValueError as e:
+            raise ConfigError(f"bad value for kafkaProtocolMap: {e}") from None
+        protocols: dict[str, str] = {}
+        for lst in self.listeners:
+            proto = pmap.get(lst.name, lst.name if lst.name in SECURITY_PROTOCOLS else None)
+            if proto is None:
+                raise ConfigError(f"bad value for kafkaListeners: listener {lst.name} is not a security protocol "
+                                  f"({', '.join(SECURITY_PROTOCOLS)}) and kafkaProtocolMap does not name one for it")
+            protocols[lst.name] = proto
+        self._derived["protocols"] = protocols
+        used = set(protocols.values())
+        need(-1 <= self.brokerServicePortTls <= 65535, "brokerServicePortTls", "-1 (off), 0 (ephemeral) or a port")
+        need(-1 <= self.webServicePortTls <= 65535, "webServicePortTls", "-1 (off), 0 (ephemeral) or a port")
+        if used & {"SSL", "SASL_SSL"} or self.brokerServicePortTls >= 0 or self.webServicePortTls >= 0:
+            need(bool(self.tlsCertificateFilePath), "tlsCertificateFilePath", "a TLS listener or port needs it")
+            need(bool(self.tlsKeyFilePath), "tlsKeyFilePath", "a TLS listener or port needs it")
+        need(not self.tlsRequireTrustedClientCertOnConnect or bool(self.tlsTrustCertsFilePath),
+             "tlsRequireTrustedClientCertOnConnect", "needs tlsTrustCertsFilePath")
+        bad = [p for p in self.tls_protocols if p not in TLS_VERSIONS]
+        need(bool(self.tls_protocols) and not bad, "tlsProtocols", f"a comma list of {', '.join(TLS_VERSIONS)}")
+        mechs = self.sasl_mechanisms
+        unknown = [m for m in mechs if m not in SASL_MECHANISMS]
+        need(not unknown, "saslAllowedMechanisms", f"a comma list of {', '.join(SASL_MECHANISMS)}")
+        if used & {"SASL_PLAINTEXT", "SASL_SSL"}:
+            if not self.authenticationEnabled:
+                raise ConfigError("a SASL_PLAINTEXT or SASL_SSL listener needs authenticationEnabled=true (without "
+                                  "it the listener would authenticate nobody); set it, or use PLAINTEXT/SSL")
+            need(bool(mechs), "saslAllowedMechanisms", "a SASL listener needs at least one mechanism")
+            if "PLAIN" in mechs:
+                need(bool(self.saslPlainUsersFile) or self.token_auth_enabled, "saslAllowedMechanisms",
+                     "PLAIN needs saslPlainUsersFile or the token provider (authenticationProviders with "
+                     "AuthenticationProviderToken and tokenSecretKey/tokenPublicKey)")
+            if "OAUTHBEARER" in mechs:
+                need(bool(self.saslOauthbearerJwksEndpointUrl), "saslAllowedMechanisms",
+                     "OAUTHBEARER needs saslOauthbearerJwksEndpointUrl")
+        if self.token_auth_enabled:
+            need(bool(self.tokenSecretKey or self.tokenPublicKey), "authenticationProviders",
+                 "the token provider needs tokenSecretKey or tokenPublicKey")
+        need(bool(self.tokenAudienceClaim) == bool(self.tokenAudience), "tokenAudience",
+             "tokenAudienceClaim and tokenAudience are set together")
+        need(self.tokenAllowedClockSkewSeconds >= 0, "tokenAllowedClockSkewSeconds", "must be >= 0")
+        need(self.saslOauthbearerClockSkewSeconds >= 0, "saslOauthbearerClockSkewSeconds", "must be >= 0")
+        need(self.saslOauthbearerJwksEndpointRefreshMs >= 1, "saslOauthbearerJwksEndpointRefreshMs", "must be >= 1")
+        need(self.connectionsMaxReauthMs >= 0, "connectionsMaxReauthMs", "must be >= 0")
+        need(self.failedAuthenticationDelayMs >= 0, "failedAuthenticationDelayMs", "must be >= 0")
+        need(self.saslServerMaxReceiveSize >= 1024, "saslServerMaxReceiveSize", "must be >= 1024")
 
     def _validate_storage_and_services(self) -> None:
         need = self._need
@@ -368,6 +468,8 @@ class BrokerConfig:
 
     @property
     def listeners(self) -> tuple[Listener, ...]:
+        if "listeners" not in self._derived:  # built directly (tests), not through load()/from_strings()
+            self.validate()
         return self._derived["listeners"]
 
     @property
@@ -382,6 +484,27 @@ class BrokerConfig:
             Listener(lst.name, host_for_wildcard if lst.host in ("", "0.0.0.0", "::") else lst.host, lst.port)
             for lst in self.listeners
         )
+
+    @property
+    def security_protocols(self) -> dict[str, str]:
+        """{listener name: PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL}."""
+        if "protocols" not in self._derived:
+            self.validate()
+        return self._derived["protocols"]
+
+    @property
+    def tls_protocols(self) -> list[str]:
+        return [p.strip() for p in self.tlsProtocols.split(",") if p.strip()]
+
+    @property
+    def sasl_mechanisms(self) -> list[str]:
+        """saslAllowedMechanisms, upper-cased, in the order given (SaslHandshake lists them so)."""
+        return [m.strip().upper() for m in self.saslAllowedMechanisms.split(",") if m.strip()]
+
+    @property
+    def token_auth_enabled(self) -> bool:
+        """Pulsar's token provider is configured (PLAIN then takes token:<jwt> passwords)."""
+        return "AuthenticationProviderToken" in self.authenticationProviders
 
     @property
     def protocols(self) -> list[str]:

@@ -141,6 +141,8 @@ class BrokerMetrics:
         self.waiting_fetches = 0
         self.connections_accepted = 0
         self.connection_errors = 0
+        # Kafka authentications by mechanism (SSL for client certificates): {(mechanism, outcome): count}
+        self.authentications: dict[tuple[str, str], int] = {}
         self.partitions: dict[str, PartitionCounters] = {}  # by managed-ledger name, live partitions only
         self._topic_labels: dict[str, str] = {}
         self._own_labels = 0  # topics ever given their own label (never decreases: the cap bounds series)
@@ -173,6 +175,10 @@ class BrokerMetrics:
         GCCollector(registry=self.registry)
 
     # ------------------------------------------------------------------ hot path
+    def authenticated(self, mechanism: str, ok: bool) -> None:
+        key = (mechanism, "success" if ok else "failure")
+        self.authentications[key] = self.authentications.get(key, 0) + 1
+
     def request_done(self, conn: Any, pending: Any, now: float) -> None:
         """One request answered (or, for acks=0 produce, finished): latency, queue time, slow-request log."""
         key = pending.api_key
@@ -400,6 +406,11 @@ class _Collector(Collector):
             "Kafka connections closed because of an error (bad frame, failed request, reset; each one is logged)",
             value=m.connection_errors,
         )
+        auth = CounterMetricFamily("kop_server_authentications", "Kafka authentications by mechanism (SSL: client "
+                                   "certificates) and result (success, failure)", labels=["mechanism", "result"])
+        for (mech, result), n in sorted(m.authentications.items()):
+            auth.add_metric([mech, result], n)
+        yield auth
         yield CounterMetricFamily("kop_managed_ledger_rollovers", "Ledger rollovers of all managed ledgers",
                                   value=m.rollovers_total())
         yield from _storage_families(m.storage_status())

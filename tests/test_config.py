@@ -91,5 +91,6 @@ def test_explicit_advertised_listeners():
     c = BrokerConfig.load(overrides={
         "kafkaListeners": "PLAINTEXT://0.0.0.0:9092,INTERNAL://0.0.0.0:9093",
         "kafkaAdvertisedListeners": "PLAINTEXT://broker.example:9092,INTERNAL://10.0.0.1:9093",
+        "kafkaProtocolMap": "INTERNAL:PLAINTEXT",
     })
     assert [str(a) for a in c.advertised_listeners] == ["PLAINTEXT://broker.example:9092", "INTERNAL://10.0.0.1:9093"]

@@ -1,7 +1,9 @@
 """The admin HTTP server: /metrics, Pulsar admin-v2-shaped REST (with PIP-415), health and readiness.
 
 It runs in the broker's process and event loop, beside the Kafka listeners, on webServicePort (Pulsar's
-key; 8080 by default, 0 = an ephemeral port, -1 = off), and reads the same BrokerServices the handlers use.
+key; 8080 by default, 0 = an ephemeral port, -1 = off) and, with webServicePortTls (-1 = off), the same
+routes over HTTPS with the broker's tls* certificate (kop/net/tls.py); it reads the same BrokerServices the
+handlers use.
 
 Why aiohttp rather than a hand-written server on asyncio streams: it is asyncio-native (runs on our
 uvloop loop, no thread), well kept, and gets the parts of HTTP/1.1 we would otherwise have to get right
@@ -60,6 +62,7 @@ class AdminServer:
         cfg = service.config
         self.host = cfg.webServiceBindAddress
         self.port = cfg.webServicePort
+        self.tls_port = cfg.webServicePortTls  # -1: no HTTPS
         self._runner: web.AppRunner | None = None
         self._sampler: asyncio.Task[None] | None = None
         self._ready_cache: tuple[float, list[str]] | None = None
@@ -106,21 +109,43 @@ class AdminServer:
     async def start(self) -> None:
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
         try:
-            await site.start()
+            if self.port >= 0:
+                site = web.TCPSite(runner, self.host or None, self.port, reuse_address=True)
+                await site.start()
+                if self.port == 0:
+                    self.port = runner.addresses[0][1]
+            if self.tls_port >= 0:
+                await self._start_tls(runner)
         except OSError as e:
             await runner.cleanup()
             raise OSError(e.errno, f"admin HTTP server (webServiceBindAddress={self.host}, "
-                                   f"webServicePort={self.port}): {e.strerror or e}") from e
+                                   f"webServicePort={self.port}, webServicePortTls={self.tls_port}): "
+                                   f"{e.strerror or e}") from e
         except BaseException:
             await runner.cleanup()
             raise
         self._runner = runner
-        if self.port == 0:
-            self.port = runner.addresses[0][1]
         self.service.metrics.sample_rates()
         self._sampler = asyncio.create_task(self._sample_loop(), name="admin-stats-sampler")
+
+    async def _start_tls(self, runner: web.AppRunner) -> None:
+        from kop.net.acceptor import listen
+        from kop.net.tls import server_context
+
+        context = server_context(self.service.config, client_certs=False)
+        socks = listen(self.host or None, self.tls_port)
+        self.tls_port = socks[0].getsockname()[1]
+        for sock in socks:
+            await web.SockSite(runner, sock, ssl_context=context).start()
+
+    @property
+    def tls_url(self) -> str | None:
+        """The HTTPS address (webServicePortTls), None without one."""
+        if self.tls_port < 0:
+            return None
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        return f"https://{f'[{host}]' if ':' in host else host}:{self.tls_port}"
 
     async def _sample_loop(self) -> None:
         interval = self.service.config.statsUpdateFrequencyInSecs

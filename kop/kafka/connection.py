@@ -15,6 +15,14 @@ about one response, however many fetches it pipelines; a client with one fetch i
 is always the next answer and never waits.
 A peer that sends something that cannot be a Kafka request (bad size, undecodable header or body, an API
 we do not serve) gets one log line and a closed connection, as Apache Kafka does; nothing else is affected.
+
+Security (docs/security.md): on SSL listeners the principal is the client certificate's, mapped by
+sslPrincipalMappingRules (ANONYMOUS without one; a certificate no rule maps closes the connection). On SASL
+listeners a SaslSession (kop/kafka/sasl.py) decides what may be served until the client has authenticated:
+requests are then taken one at a time (Kafka mutes the channel likewise), frames are capped at
+saslServerMaxReceiveSize, and after a v0 SaslHandshake the frames are bare mechanism tokens, answered as
+bare size-prefixed frames. A failed authentication is answered, then the connection closes after
+failedAuthenticationDelayMs. `client_host` is the peer address as Kafka's ACLs name hosts.
 """
 
 from __future__ import annotations
@@ -31,15 +39,18 @@ from kop.kafka.framing import FrameError, FrameReader
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
-from kop.security.principal import ANONYMOUS, KafkaPrincipal
+from kop.security.acl.model import java_host_address
+from kop.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
 
 if TYPE_CHECKING:
     from kop.kafka.handler import KafkaProtocolHandler
+    from kop.kafka.sasl import SaslSession
 
 log = logging.getLogger("kop.kafka.connection")
 
 API_VERSIONS_KEY = 18
 FETCH_KEY = 1
+RAW_SASL_TOKEN = -1  # the "API key" of a _Pending answering a bare SASL token (after SaslHandshake v0)
 #: Bytes of record data that Fetch answers waiting behind an earlier answer (plus the transport's unsent
 #: bytes) may hold per connection before further pipelined Fetches wait to read (fetch_room).
 FETCH_HOLD_LIMIT = 4 << 20
@@ -52,7 +63,8 @@ _CURRENT: ContextVar[_Pending | None] = ContextVar("kop_current_request", defaul
 
 
 class _Pending:
-    __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance", "held", "size")
+    __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance", "held", "size",
+                 "close_after")
 
     def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Any] | None) -> None:
         self.correlation_id = correlation_id
@@ -64,6 +76,7 @@ class _Pending:
         self.allowance = 0.0  # time the request may wait by design (a Fetch's max_wait), not "slow"
         self.held = 0  # record bytes its answer holds until written (KafkaConnection.hold)
         self.size = 0  # bytes of its request frame (held until it is answered)
+        self.close_after = False  # close the connection once this answer is written (failed authentication)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -72,11 +85,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.listener_name = listener_name
         cfg = handler.config
         self.reader = FrameReader(cfg.socketRequestMaxBytes, on_alloc=self._charge)
+        self.security = handler.security_of(listener_name)
+        self.sasl: SaslSession | None = handler.sasl_session() if self.security.sasl else None
+        if self.sasl is not None:
+            self.reader.max_size = cfg.saslServerMaxReceiveSize
+            self.reader.limit_name = "saslServerMaxReceiveSize (before authentication)"
+        self._deferred: deque[bytearray] = deque()  # frames read while a pre-authentication request runs
         self.ip = ""  # the peer's address as counted for maxConnectionsPerIp
         self.counted = False  # counted in the handler's connection limits (set by its accept loop)
         self._charged = 0  # bytes this connection has charged to handler.request_bytes
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.client_host = ""  # the peer address as ACL hosts name it (Java's InetAddress.getHostAddress())
         # who the peer is: ANONYMOUS on PLAINTEXT listeners; the certificate's or SASL's principal otherwise
         self.principal: KafkaPrincipal = ANONYMOUS
         self.client_id: str | None = None
@@ -101,8 +121,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.client_host = java_host_address(str(peer[0])) if isinstance(peer, tuple) else ""
         self.handler.connections.add(self)
         self.handler.metrics.connections_accepted += 1
+        if self.security.protocol == "SSL":
+            self._certificate_principal(transport)
         if self.handler.request_bytes.reached:
             self.update_reading()
 
@@ -122,6 +145,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if not self.closed_future.done():
             self.closed_future.set_result(None)
 
+    def _certificate_principal(self, transport: asyncio.BaseTransport) -> None:
+        """SSL listeners: the principal of the client certificate (the handshake already verified it)."""
+        ssl_object = transport.get_extra_info("ssl_object")
+        cert = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+        try:
+            self.principal = self.handler.principal_mapper.principal(cert)
+        except (NoMatchingRule, ValueError) as e:
+            self.handler.metrics.authenticated("SSL", False)
+            self.abort(f"client certificate refused: {e}")
+            return
+        if cert is not None:
+            self.handler.metrics.authenticated("SSL", True)
+            log.info("authenticated peer=%s listener=%s principal=%s mechanism=SSL", self.peer, self.listener_name,
+                     _quoted(str(self.principal)))
+
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.reader.get_buffer()
 
@@ -133,6 +171,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if n:
             self._charged -= n
             self.handler.request_bytes.release(n, partial)
+
+    @property
+    def tenant(self) -> str | None:
+        """KoP's PLAIN with tokens: the tenant (or tenant/namespace) the client named as its username; None
+        otherwise. Kept for the authorizer's tenant check; topics still resolve in kafkaTenant/kafkaNamespace."""
+        return self.sasl.tenant if self.sasl is not None else None
 
     @property
     def mid_frame(self) -> bool:
@@ -170,9 +214,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._wake_room()
 
     # ------------------------------------------------------------------ requests
-    def _on_frame(self, frame: bytearray) -> None:
+    def _on_frame(self, frame: bytearray, deferred: bool = False) -> None:
         """Decode and dispatch one frame. Its bytes stay charged until its request is answered (_Pending.size);
         a frame that is refused releases them at once (abort() releases what the connection holds)."""
+        sasl = self.sasl
+        if sasl is not None and not sasl.authenticated:
+            if self._queue or (self._deferred and not deferred):  # before authentication, one at a time
+                self._deferred.append(frame)
+                self.update_reading()
+                return
+            if sasl.raw:
+                self._raw_token(frame)
+                return
         view = memoryview(frame)
         try:
             header, body_offset = decode_request_header(view)
@@ -180,6 +233,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.abort(f"undecodable request header: {e}")
             return
         self.client_id = header.client_id
+        if sasl is not None:
+            refused = sasl.gate(header.api_key)
+            if refused is not None:
+                self.abort(refused)
+                return
         api = self.handler.apis.get(header.api_key)
         if api is None:
             self.abort(f"request for API key {header.api_key}, which this broker does not serve")
@@ -192,7 +250,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 p = _Pending(header.correlation_id, API_VERSIONS_KEY, 0, None)
                 p.size = len(frame)
                 p.task = self._loop.create_future()
-                p.task.set_result(self.handler.api_versions_body(error="UNSUPPORTED_VERSION"))
+                p.task.set_result(self.handler.api_versions_body(error="UNSUPPORTED_VERSION", sasl=self.sasl is not None))
                 self._enqueue(p)
                 return
             self.abort(
@@ -217,6 +275,54 @@ class KafkaConnection(asyncio.BufferedProtocol):
             pending.allowance = max(request.max_wait_ms, 0) / 1000
         pending.task = self._loop.create_task(self._run(api.handle, header, request, pending))
         self._enqueue(pending)
+
+    def _raw_token(self, frame: bytearray) -> None:
+        """A SASL token after a v0 SaslHandshake: no header; the answer is a bare size-prefixed frame."""
+        pending = _Pending(-1, RAW_SASL_TOKEN, 0, None)
+        pending.size = len(frame)
+        pending.task = self._loop.create_task(self._run_raw(bytes(frame), pending))
+        self._enqueue(pending)
+
+    async def _run_raw(self, token: bytes, pending: _Pending) -> bytes | None:
+        _CURRENT.set(pending)
+        assert self.sasl is not None
+        answer, close = await self.sasl.raw_token(token)
+        if close:
+            await self.authentication_failed()
+        elif self.sasl.authenticated:
+            self.authentication_succeeded()
+        return answer
+
+    def authentication_succeeded(self) -> None:
+        """The SASL session completed (first authentication or KIP-368 re-authentication)."""
+        sasl = self.sasl
+        assert sasl is not None and sasl.principal is not None
+        self.principal = sasl.principal
+        self.reader.max_size = self.handler.config.socketRequestMaxBytes
+        self.reader.limit_name = "socketRequestMaxBytes"
+        self.handler.metrics.authenticated(sasl.mechanism or "?", True)
+        log.info("authenticated peer=%s listener=%s principal=%s mechanism=%s", self.peer, self.listener_name, _quoted(str(sasl.principal)), sasl.mechanism)
+
+    async def authentication_failed(self) -> None:
+        """The SASL session failed: one log line (the reason never holds a secret), counted; the answer of
+        the calling request goes out after failedAuthenticationDelayMs, then the connection closes."""
+        sasl = self.sasl
+        assert sasl is not None
+        self.handler.metrics.authenticated(sasl.mechanism or "?", False)
+        log.warning("authentication failed peer=%s listener=%s mechanism=%s reason=%s", self.peer,
+                    self.listener_name, sasl.mechanism, _quoted(sasl.failure_reason or "?"))
+        pending = _CURRENT.get()
+        if pending is not None:
+            pending.close_after = True
+        delay = self.handler.config.failedAuthenticationDelayMs
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
+
+    def close_after_response(self) -> None:
+        """Close the connection once the calling request's answer is written."""
+        pending = _CURRENT.get()
+        if pending is not None:
+            pending.close_after = True
 
     async def _run(self, handle: Any, header: Any, request: Any, pending: _Pending) -> Any:
         """Notes when the handler starts, for the request-queue-time metric (one frame per request)."""
@@ -291,6 +397,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.abort(None)
                 return
             body = task.result()
+            if p.api_key == RAW_SASL_TOKEN:  # v0 SASL token: a bare size-prefixed answer, or none
+                assert self.transport is not None
+                if body is not None:
+                    self.transport.writelines([len(body).to_bytes(4, "big"), body])
+                if p.close_after:
+                    self._close_after_write()
+                    return
+                continue
             if body is None:  # acks=0 produce: no response at all
                 self.handler.record_request(self, p, time.monotonic())
                 continue
@@ -303,13 +417,34 @@ class KafkaConnection(asyncio.BufferedProtocol):
             assert self.transport is not None
             self.transport.writelines(parts)
             self.handler.record_request(self, p, time.monotonic())
+            if p.close_after:
+                self._close_after_write()
+                return
+        if self._deferred and not self._queue:
+            self._take_deferred()
         self.update_reading()
+
+    def _close_after_write(self) -> None:
+        """Close once what was written has gone out (a failed authentication's answer)."""
+        self._closed = True
+        self._deferred.clear()
+        assert self.transport is not None
+        self.transport.close()
+
+    def _take_deferred(self) -> None:
+        """Frames that arrived while a pre-authentication request ran: the next one now (and the rest once
+        authenticated, when they are served like any other)."""
+        while self._deferred and not self._closed:
+            if self._queue and self.sasl is not None and not self.sasl.authenticated:
+                break
+            self._on_frame(self._deferred.popleft(), deferred=True)
 
     def update_reading(self) -> None:
         if self._closed or self.transport is None:
             return
         should_pause = (self._write_paused or len(self._queue) >= self._max_queued
-                        or self._queued_bytes >= QUEUED_BYTES_LIMIT or self.handler.draining)
+                        or self._queued_bytes >= QUEUED_BYTES_LIMIT or self.handler.draining
+                        or (self.sasl is not None and not self.sasl.authenticated and bool(self._queue)))
         if should_pause:
             self.handler.request_bytes.leave(self)
         else:

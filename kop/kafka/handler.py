@@ -8,6 +8,12 @@ this broker alone, or - in cluster mode - the live brokers and each partition's 
 kop/cluster/ownership.py, at the endpoint of the listener the request came in on. Serving starts in `start()` and ends in
 `stop()`, which stops accepting, lets in-flight requests finish (bounded by a timeout) and closes.
 
+Each listener has its security protocol (kop/kafka/listeners.py): TLS listeners are served with their
+SSLContext, SASL listeners give each connection a SaslSession (kop/kafka/sasl.py) over the broker's
+mechanisms, whose SCRAM credentials live in the metadata store and whose OAUTHBEARER keys are fetched
+before the first listener accepts. ApiVersions lists SaslHandshake/SaslAuthenticate only on SASL listeners,
+where they work.
+
 Accepting, the connection limits (maxConnections, maxConnectionsPerIp[Overrides], with Kafka's behaviour) and
 the broker-wide request-bytes bound (queuedMaxRequestBytes) are the broker's, shared with every other
 protocol handler: kop/net/acceptor.py, whose one count spans the Kafka and Pulsar listeners.
@@ -28,6 +34,7 @@ from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.idempotence import ProducerStateTable
+from kop.kafka.listeners import ListenerSecurity, SaslMechanisms, listener_security, principal_mapper
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor, listen
 from kop.offset.api import PartitionLog
@@ -38,9 +45,11 @@ from kop.services import BrokerServices
 
 if TYPE_CHECKING:
     from kop.kafka.connection import KafkaConnection
+    from kop.kafka.sasl import SaslSession
 
 log = logging.getLogger(__name__)
 
+SASL_KEYS = (17, 36)  # SaslHandshake, SaslAuthenticate: advertised on SASL listeners only
 # How often producers idle for producerIdExpirationMs are forgotten (Kafka's default check interval).
 PRODUCER_ID_EXPIRATION_CHECK_MS = 600_000
 
@@ -74,6 +83,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.metadata_cache = TopicEntryCache()
         self.fetch_sessions = FetchSessionCache(0)  # sized from the config in initialize()
         self._chores: list[PeriodicTask] = []  # idle connections, producer-id expiration
+        self._security: dict[str, ListenerSecurity] = {}
+        self.principal_mapper = principal_mapper(BrokerConfig())
+        self.sasl_mechanisms: SaslMechanisms | None = None
 
     # ------------------------------------------------------------------ plugin API
     def accept(self, protocol: str) -> bool:
@@ -84,6 +96,11 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.fetch_sessions = FetchSessionCache(config.maxIncrementalFetchSessionCacheSlots)
         self.net = Acceptor(config)  # a bare handler's own; start() uses the broker's
         self.request_bytes = self.net.request_bytes
+        # TLS files, mapping rules and SASL credentials are read now, so that a bad one stops start-up early.
+        self._security = listener_security(config)
+        self.principal_mapper = principal_mapper(config)
+        if any(s.sasl for s in self._security.values()):
+            self.sasl_mechanisms = SaslMechanisms(config, None)
 
     async def start(self, services: BrokerServices) -> None:
         from kop.kafka.connection import KafkaConnection  # connection.py imports this module
@@ -99,13 +116,15 @@ class KafkaProtocolHandler(ProtocolHandler):
         from kop.protocol import precompile
 
         precompile(list(self.apis))  # generate every served codec now, not on each first request
+        await self._start_authentication(services)
         for lst in self.config.listeners:
             socks = listen(lst.host or None, lst.port)
             self._sockets += socks
             self._bound.append(Listener(lst.name, lst.host, socks[0].getsockname()[1]))
+            tls = self.security_of(lst.name).ssl_context
             for sock in socks:
                 factory = lambda name=lst.name: KafkaConnection(self, name)  # noqa: E731
-                self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept"))
+                self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept", ssl=tls))
         if self.config.connectionMaxIdleMs > 0:
             limit = self.config.connectionMaxIdleMs / 1000
             self._chores.append(PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log))
@@ -115,6 +134,29 @@ class KafkaProtocolHandler(ProtocolHandler):
             self._chores.append(PeriodicTask("producer-id-expiration", every, self._expire_producer_ids, log))
         for chore in self._chores:
             chore.start()
+
+    async def _start_authentication(self, services: BrokerServices) -> None:
+        """SCRAM credentials from the cluster's metadata store; the OAUTHBEARER JWKS fetched (or start fails)."""
+        mechanisms = self.sasl_mechanisms
+        if mechanisms is None:
+            return
+        if any(m.startswith("SCRAM-") for m in mechanisms.enabled):
+            from kop.security.metadata_stores import MetadataScramCredentialStore
+
+            mechanisms.set_scram_store(MetadataScramCredentialStore(services.storage.metadata_store))
+        await mechanisms.start()
+
+    def security_of(self, listener_name: str) -> ListenerSecurity:
+        """The protocol and TLS context of a listener (PLAINTEXT for a name the config does not know)."""
+        found = self._security.get(listener_name)
+        return found if found is not None else ListenerSecurity(listener_name, "PLAINTEXT", None)
+
+    def sasl_session(self) -> SaslSession:
+        """A new connection's SASL state machine (SASL listeners)."""
+        from kop.kafka.sasl import SaslSession
+
+        assert self.sasl_mechanisms is not None
+        return SaslSession(self.sasl_mechanisms, self.config.connectionsMaxReauthMs)
 
     def listeners(self) -> list[str]:
         return [str(b) for b in self._bound]
@@ -126,10 +168,13 @@ class KafkaProtocolHandler(ProtocolHandler):
         for t in self._accept_tasks:
             t.cancel()
         await asyncio.gather(*self._accept_tasks, return_exceptions=True)
+        await self.net.cancel_handshakes()
         for sock in self._sockets:
             sock.close()
         conns = list(self.connections)
         await asyncio.gather(*(c.drain_and_close(timeout) for c in conns), return_exceptions=True)
+        if self.sasl_mechanisms is not None:
+            await self.sasl_mechanisms.stop()
 
     def connection_closed(self, conn: KafkaConnection) -> None:
         """A connection accepted by the acceptor closed: free its slot."""
@@ -186,13 +231,15 @@ class KafkaProtocolHandler(ProtocolHandler):
         except KeyError:
             return f"api#{key}"
 
-    def api_versions_body(self, error: str | None = None) -> Any:
+    def api_versions_body(self, error: str | None = None, sasl: bool = False) -> Any:
+        """The dispatch table; SaslHandshake and SaslAuthenticate only for a SASL listener (`sasl`)."""
         R = api_info(18).response_class
         return R(
             error_code=ErrorCode[error] if error else 0,
             api_keys=[
                 R.ApiVersion(api_key=a.key, min_version=a.min_version, max_version=a.max_version)
                 for a in sorted(self.apis.values(), key=lambda a: a.key)
+                if sasl or a.key not in SASL_KEYS
             ],
             throttle_time_ms=0,
         )

@@ -16,6 +16,11 @@ not per protocol. It also holds the broker-wide `RequestBytesBound`, over the co
 Pulsar's own names (brokerMaxConnections, brokerMaxConnectionsPerIp) are not aliased: Pulsar closes a
 connection over its total limit where Kafka's acceptor waits, and 0 disables them in Pulsar but not in Kafka,
 so one set of names with one behaviour is clearer (README, "Connection limits").
+
+TLS listeners (`serve(..., ssl=context)`): the handshake of each accepted connection runs in a task of its
+own, so a client that stalls its handshake holds its connection slot (until the handshake timeout) but never
+the accept loop. A failed handshake (plaintext bytes on a TLS port, an untrusted client certificate) is one
+INFO line and a closed socket; the protocol never sees the connection.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import ssl as _ssl
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
@@ -33,6 +39,7 @@ from kop.net.request_bytes import Reader, RequestBytesBound
 log = logging.getLogger(__name__)
 
 BACKLOG = 1024
+TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to finish its TLS handshake (Kafka has no own bound)
 
 
 class Counted(Protocol):
@@ -50,6 +57,8 @@ class Acceptor:
         self.connection_count = 0
         self.ip_counts: dict[str, int] = {}
         self.connections_rejected = 0
+        self.tls_handshake_failures = 0
+        self._handshakes: set[asyncio.Task[None]] = set()
         self._ip_limits: dict[str, int] | None = None
         self._slot_free: asyncio.Event | None = None
         self._pools: list[Iterable[Reader]] = []
@@ -71,12 +80,14 @@ class Acceptor:
                     self._ip_limits[addr] = limit
         return self._ip_limits
 
-    def serve(self, sock: socket.socket, factory: Callable[[], Any], name: str) -> asyncio.Task[None]:
-        """Accept on `sock` until cancelled; `factory()` makes the asyncio protocol of each connection."""
+    def serve(self, sock: socket.socket, factory: Callable[[], Any], name: str,
+              ssl: _ssl.SSLContext | None = None) -> asyncio.Task[None]:
+        """Accept on `sock` until cancelled; `factory()` makes the asyncio protocol of each connection;
+        with `ssl`, connections speak TLS (module docstring)."""
         self._limits()
         if self._slot_free is None:
             self._slot_free = asyncio.Event()
-        return asyncio.create_task(self._accept_loop(sock, factory), name=name)
+        return asyncio.create_task(self._accept_loop(sock, factory, ssl), name=name)
 
     async def _wait_for_slot(self) -> None:
         assert self._slot_free is not None
@@ -84,7 +95,8 @@ class Acceptor:
             self._slot_free.clear()
             await self._slot_free.wait()  # set by connection_closed()
 
-    async def _accept_loop(self, sock: socket.socket, factory: Callable[[], Any]) -> None:
+    async def _accept_loop(self, sock: socket.socket, factory: Callable[[], Any],
+                           tls: _ssl.SSLContext | None = None) -> None:
         loop = asyncio.get_running_loop()
         while True:
             await self._wait_for_slot()
@@ -113,13 +125,40 @@ class Acceptor:
             protocol = factory()
             protocol.ip = ip
             protocol.counted = True  # connection_closed() gives the slot back
-            try:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is None:
+                await self._set_up(conn, protocol, ip, None)
+            else:
+                task = asyncio.create_task(self._set_up(conn, protocol, ip, tls))
+                self._handshakes.add(task)
+                task.add_done_callback(self._handshakes.discard)
+
+    async def _set_up(self, conn: socket.socket, protocol: Any, ip: str, tls: _ssl.SSLContext | None) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if tls is None:
                 await loop.connect_accepted_socket(lambda p=protocol: p, conn)
-            except (OSError, RuntimeError) as e:  # the peer went away between accept and set-up
+            else:
+                await loop.connect_accepted_socket(lambda p=protocol: p, conn, ssl=tls,
+                                                   ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
+        except (OSError, RuntimeError, TimeoutError, asyncio.CancelledError) as e:
+            # The peer went away between accept and set-up, or its TLS handshake failed.
+            if isinstance(e, _ssl.SSLError | TimeoutError):
+                self.tls_handshake_failures += 1
+                log.info("TLS handshake with %s failed: %s", ip, _short(e))
+            else:
                 log.debug("could not set up an accepted connection from %s: %s", ip, e)
-                self.connection_closed(protocol)
-                conn.close()
+            self.connection_closed(protocol)
+            conn.close()
+            if isinstance(e, asyncio.CancelledError):
+                raise
+
+    async def cancel_handshakes(self) -> None:
+        """Stop the TLS handshakes under way (broker shutdown): their connections are closed and uncounted."""
+        tasks = list(self._handshakes)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def connection_closed(self, conn: Counted) -> None:
         """A connection accepted by an accept loop closed: free its slot (and wake a waiting acceptor)."""
@@ -133,6 +172,12 @@ class Acceptor:
             self.connection_count -= 1
             if self._slot_free is not None and self.connection_count < self.config.maxConnections:
                 self._slot_free.set()
+
+
+def _short(e: BaseException) -> str:
+    """An SSL error's reason (e.g. WRONG_VERSION_NUMBER, CERTIFICATE_VERIFY_FAILED) without its noise."""
+    reason = getattr(e, "reason", None)
+    return str(reason) if reason else (str(e) or type(e).__name__)
 
 
 def normalize_ip(ip: str) -> str:

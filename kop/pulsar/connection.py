@@ -34,6 +34,7 @@ from kop.pulsar.codec.framing import (
     UnknownCommand,
     encode_command,
 )
+from kop.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
@@ -93,6 +94,7 @@ class PulsarConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         self.closed = False
         self.connected = False  # CONNECT seen
+        self.principal: KafkaPrincipal = ANONYMOUS  # the token's role with authenticationEnabled
         self.protocol_version = 0
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}

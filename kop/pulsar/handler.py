@@ -18,13 +18,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
-from kop.config import BrokerConfig
+from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
+from kop.net.tls import server_context
 from kop.protocol_handler import ProtocolHandler
+from kop.security.tokens import PulsarTokenValidator
 from kop.services import BrokerServices
 from kop.topics.manager import Topic
 
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LISTENER = "pulsar"
+LISTENER_TLS = "pulsar+ssl"  # brokerServicePortTls: the same protocol over TLS
 
 
 class PulsarProtocolHandler(ProtocolHandler):
@@ -48,7 +52,11 @@ class PulsarProtocolHandler(ProtocolHandler):
         self._sockets: list[socket.socket] = []
         self._accept_tasks: list[asyncio.Task[None]] = []
         self.port = 0
+        self.tls_port = 0  # brokerServicePortTls, once bound
+        self._tls_context: ssl.SSLContext | None = None
         self.net = Acceptor(BrokerConfig())  # start() takes the broker's, shared with the Kafka handler
+        self.authentication = False
+        self.token_validator: PulsarTokenValidator | None = None
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
         self.cursors: CursorStore
@@ -62,6 +70,21 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.config = config
         self.net = Acceptor(config)
         self.request_bytes = self.net.request_bytes
+        # authenticationEnabled: every CONNECT must carry a Pulsar token (kop/pulsar/session.py); without the
+        # token provider no client can connect, as on Pulsar's broker without a provider for its method.
+        self.authentication = config.authenticationEnabled
+        # brokerServicePortTls: read the certificate and key now, so that a bad file stops start-up early.
+        self._tls_context = server_context(config, client_certs=True) if config.brokerServicePortTls >= 0 else None
+        self.token_validator: PulsarTokenValidator | None = None
+        if config.authenticationEnabled and config.token_auth_enabled:
+            try:
+                self.token_validator = PulsarTokenValidator(
+                    secret_key=config.tokenSecretKey or None, public_key=config.tokenPublicKey or None,
+                    public_alg=config.tokenPublicAlg, auth_claim=config.tokenAuthClaim,
+                    audience_claim=config.tokenAudienceClaim or None, audience=config.tokenAudience or None,
+                    allowed_clock_skew_seconds=config.tokenAllowedClockSkewSeconds)
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"bad value for tokenSecretKey/tokenPublicKey: {e}") from None
 
     async def start(self, services: BrokerServices) -> None:
         from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register
@@ -85,9 +108,22 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.listening = True
         for sock in self._sockets:
             self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept"))
+        if self._tls_context is not None:
+            tls_socks = listen(self.config.bindAddress or None, self.config.brokerServicePortTls)
+            self._sockets += tls_socks
+            self.tls_port = tls_socks[0].getsockname()[1]
+            for sock in tls_socks:
+                self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept-tls",
+                                                         ssl=self._tls_context))
 
     def listeners(self) -> list[str]:
-        return [f"pulsar://{self.config.bindAddress or '0.0.0.0'}:{self.port}"] if self.listening else []
+        if not self.listening:
+            return []
+        bind = self.config.bindAddress or "0.0.0.0"
+        out = [f"pulsar://{bind}:{self.port}"]
+        if self.tls_port:
+            out.append(f"pulsar+ssl://{bind}:{self.tls_port}")
+        return out
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
@@ -96,6 +132,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         for t in self._accept_tasks:
             t.cancel()
         await asyncio.gather(*self._accept_tasks, return_exceptions=True)
+        await self.net.cancel_handshakes()
         for sock in self._sockets:
             sock.close()
         for conn in list(self.connections):  # consumers leave their subscriptions (their state is saved) ...
@@ -105,13 +142,20 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.listening = False
 
     def bound_port(self, listener_name: str) -> int | None:
-        return self.port if listener_name == LISTENER and self.listening else None
+        if not self.listening:
+            return None
+        if listener_name == LISTENER_TLS:
+            return self.tls_port or None
+        return self.port if listener_name == LISTENER else None
 
     def advertised_addresses(self) -> list[tuple[str, str, int]]:
         if not self.listening:
             return []
         host, _, port = self.service_url.removeprefix("pulsar://").rpartition(":")
-        return [(LISTENER, host, int(port))]
+        out = [(LISTENER, host, int(port))]
+        if self.tls_port:
+            out.append((LISTENER_TLS, host, self.tls_port))
+        return out
 
     def connection_closed(self, conn: Counted) -> None:
         """A connection accepted by the acceptor closed: free its slot."""
@@ -134,6 +178,13 @@ class PulsarProtocolHandler(ProtocolHandler):
             bind = self.config.bindAddress
             host = "127.0.0.1" if bind in ("", "0.0.0.0", "::") else bind
         return f"pulsar://{host}:{self.port}"
+
+    @property
+    def service_url_tls(self) -> str | None:
+        """This broker's pulsar+ssl:// address (brokerServicePortTls), None without a TLS port."""
+        if not self.tls_port:
+            return None
+        return self.service_url.replace("pulsar://", "pulsar+ssl://").rsplit(":", 1)[0] + f":{self.tls_port}"
 
     async def partition_state(self, topic: Topic, partition: int) -> PartitionState:
         """The producers and subscriptions of one partition (its log opened on first use)."""

@@ -28,7 +28,7 @@ from typing import Any
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
-from kop.pulsar.handler import LISTENER
+from kop.pulsar.handler import LISTENER, LISTENER_TLS
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName
 
@@ -140,16 +140,22 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
         await own.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has no owner
         info = own.owner_cached(topic.name, partition)
         address = next(((h, p) for n, h, p in info.listeners if n == LISTENER), None) if info else None
+        tls = next(((h, p) for n, h, p in info.listeners if n == LISTENER_TLS), None) if info else None
         if info is None or address is None or info.broker_id == conn.handler.config.kafkaBrokerId:
             conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed,
                                 error=c.ServerError.ServiceNotReady,
                                 message=f"{req.topic} has no owner serving Pulsar clients now; retry"))
             return
-        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Redirect,
-                            brokerServiceUrl=f"pulsar://{address[0]}:{address[1]}", authoritative=True))
+        urls = {"brokerServiceUrl": f"pulsar://{address[0]}:{address[1]}"}
+        if tls is not None:
+            urls["brokerServiceUrlTls"] = f"pulsar+ssl://{tls[0]}:{tls[1]}"
+        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Redirect, **urls,
+                            authoritative=True))
         return
-    url = conn.handler.service_url
-    conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect, brokerServiceUrl=url,
+    urls = {"brokerServiceUrl": conn.handler.service_url}
+    if conn.handler.service_url_tls is not None:  # a pulsar+ssl:// client connects here
+        urls["brokerServiceUrlTls"] = conn.handler.service_url_tls
+    conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect, **urls,
                         authoritative=True))
 
 

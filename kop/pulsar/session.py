@@ -2,16 +2,31 @@
 
 CONNECTED answers min(our highest protocol version, the client's) - the client gates features on it (>= 6
 checksums, >= 12 GET_LAST_MESSAGE_ID) - with `maxMessageSize` and our feature flags. Differences from
-Pulsar's broker: no authentication methods (every CONNECT is accepted; the security issue adds them), no
-proxy-to-broker URL, and `supports_broker_entry_metadata` is not offered (message ids carry no index yet).
+Pulsar's broker: the one authentication method is `token` (AuthenticationProviderToken, with the token
+settings the Kafka side's PLAIN tokens use: docs/security.md), no auth refresh (AUTH_CHALLENGE) - a token
+that expires later does not end the connection -, no proxy-to-broker URL, and `supports_broker_entry_metadata`
+is not offered (message ids carry no index yet).
+
+With authenticationEnabled a CONNECT must carry a valid token: otherwise ERROR AuthenticationError (request
+id -1 as an unsigned long, as Pulsar sends it) and the connection is closed; the reason is logged, never
+the token. The role becomes the connection's principal (`User:<role>`).
 """
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from kop import __version__
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
+from kop.security.principal import KafkaPrincipal
+from kop.security.tokens import InvalidToken
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_REQUEST_ID = 2**64 - 1  # Pulsar's -1 as an unsigned long: an error that answers no request
 
 
 @serves(c.CONNECT)
@@ -20,11 +35,30 @@ async def connect(conn: PulsarConnection, frame: Frame) -> None:
     if conn.connected:
         conn.send(c.error(0, c.ServerError.NotAllowedError, "already connected"))
         return
+    if conn.handler.authentication and not _authenticate(conn, req):
+        return
     version = min(c.MAX_PROTOCOL_VERSION, req.protocol_version if req.HasField("protocol_version") else 0)
     conn.protocol_version = version
     conn.connected = True
     conn.send(c.command(c.CONNECTED, server_version=f"kop-{__version__}", protocol_version=version,
                         max_message_size=conn.handler.config.maxMessageSize))
+
+
+def _authenticate(conn: PulsarConnection, req: Any) -> bool:
+    method = req.auth_method_name if req.HasField("auth_method_name") else ""
+    validator = conn.handler.token_validator
+    try:
+        if validator is None or method != "token":
+            raise InvalidToken(f"authentication method {method[:50]!r} is not enabled (only 'token' is)")
+        token = validator.validate(req.auth_data.decode("utf-8", "replace"))
+    except InvalidToken as e:
+        log.warning("pulsar %s: authentication failed: %s", conn.peer, e)
+        conn.send(c.error(UNKNOWN_REQUEST_ID, c.ServerError.AuthenticationError, f"Unable to authenticate: {e}"))
+        conn.close()
+        return False
+    conn.principal = KafkaPrincipal.user(token.role)
+    log.info("pulsar %s: authenticated principal=User:%s method=token", conn.peer, token.role)
+    return True
 
 
 @serves(c.PING)

@@ -107,12 +107,16 @@ class BrokerService:
         return self.ownership.clustered
 
     async def start(self, handlers: list[ProtocolHandler] | None = None) -> None:
-        if self.config.webServicePort >= 0:
+        if self.config.webServicePort >= 0 or self.config.webServicePortTls >= 0:
             # First, so /health answers (and /ready says 503) while topics load.
             self.admin = AdminServer(self)
             await self.admin.start()
-            log.info("admin HTTP listening on %s (bound to %s)", self.admin.url,
-                     self.config.webServiceBindAddress or "*")
+            if self.config.webServicePort >= 0:
+                log.info("admin HTTP listening on %s (bound to %s)", self.admin.url,
+                         self.config.webServiceBindAddress or "*")
+            if self.admin.tls_url is not None:
+                log.info("admin HTTPS listening on %s (bound to %s)", self.admin.tls_url,
+                         self.config.webServiceBindAddress or "*")
         self.cluster_id = await self._cluster_id()
         if self.authorizer is not None:
             await self.reload_acls()  # before any listener: no request is answered without the ACLs
@@ -154,9 +158,11 @@ class BrokerService:
             listeners.extend(x for x in h.advertised_addresses() if x[0] not in names)
         web_url = None
         if self.admin is not None:
-            web_url = self.admin.url
+            plain = self.config.webServicePort >= 0  # else HTTPS only (webServicePortTls)
+            web_url = self.admin.url if plain else self.admin.tls_url
             if self.config.webServiceBindAddress in ("", "0.0.0.0", "::"):
-                web_url = f"http://{listeners[0][1]}:{self.admin.port}"
+                scheme, port = ("http", self.admin.port) if plain else ("https", self.admin.tls_port)
+                web_url = f"{scheme}://{listeners[0][1]}:{port}"
         return BrokerInfo(self.config.kafkaBrokerId, tuple(listeners), web_url)
 
     # ---------------------------------------------------------------------------------- ownership

@@ -54,7 +54,7 @@ class CertAuthority:
             .sign(self.key, hashes.SHA256())
         )
 
-    def issue(self, subject: x509.Name, dns: list[str] | None = None) -> Issued:
+    def issue(self, subject: x509.Name, dns: list[str] | None = None, ips: list[str] | None = None) -> Issued:
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
         builder = (
@@ -63,7 +63,10 @@ class CertAuthority:
             .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         )
-        if dns:
-            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(d) for d in dns]),
-                                            critical=False)
+        if dns or ips:
+            import ipaddress
+
+            sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns or []]
+            sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips or []]
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         return Issued(builder.sign(self.key, hashes.SHA256()), key)

@@ -63,6 +63,8 @@ def _modules() -> list[ModuleType]:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        sasl_authenticate,
+        sasl_handshake,
         sync_group,
         txn_offset_commit,
         write_txn_markers,
@@ -83,6 +85,7 @@ def _modules() -> list[ModuleType]:
         # security (kop/security): ACLs and SCRAM users
         describe_acls, create_acls, delete_acls, describe_user_scram_credentials, alter_user_scram_credentials,
         describe_client_quotas,  # answers "no quotas": kafka-configs --describe --entity-type users asks first
+        sasl_handshake, sasl_authenticate,  # SASL listeners only (kop/kafka/sasl.py)
     ]
 
 

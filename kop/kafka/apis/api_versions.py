@@ -6,6 +6,9 @@ header is always v0, whatever the body version. No features are advertised: in p
 `transaction.version`, so Kafka 4.x transactional producers stay on the classic ("TV1") path: explicit
 AddPartitionsToTxn, one epoch per session (KIP-890 part 2 is not implemented; docs/transactions.md).
 Deviation: the client software name/version (v3+) is accepted without Kafka's pattern check.
+SaslHandshake and SaslAuthenticate are listed only on SASL listeners, where they work (Kafka lists them
+everywhere and answers ILLEGAL_SASL_STATE on other listeners; listing them where they fail invites a
+client to try).
 """
 
 from __future__ import annotations
@@ -19,4 +22,4 @@ VERSIONS = (0, 4)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
-    return ctx.handler.api_versions_body()
+    return ctx.handler.api_versions_body(sasl=ctx.conn.sasl is not None)

@@ -11,7 +11,8 @@ and scrapers reach without credentials) needs a Pulsar JWT that `PulsarTokenVali
   we do not have), and the readiness and broker endpoints are cluster administration: so the role must be
   a super user.
 
-Without `authenticationEnabled` nothing is checked, as Pulsar does.
+Without `authenticationEnabled` nothing is checked, as Pulsar does. With it but without a token key (a broker
+whose Kafka listeners authenticate SASL users only), nothing but the open paths is served: 401 for every token.
 """
 
 from __future__ import annotations
@@ -48,7 +49,12 @@ def middleware(cfg: BrokerConfig) -> Callable[..., Awaitable[web.StreamResponse]
     """The aiohttp middleware enforcing the module docstring's rules; None when authentication is off."""
     if not cfg.authenticationEnabled:
         return None
-    validator = token_validator(cfg)
+    validator: PulsarTokenValidator | None = None
+    if cfg.tokenSecretKey or cfg.tokenPublicKey:
+        validator = token_validator(cfg)  # an unusable key stops start-up with the key's problem
+    else:  # e.g. SASL PLAIN/SCRAM users only: the admin REST stays closed rather than open
+        log.warning("authenticationEnabled without tokenSecretKey or tokenPublicKey: the admin REST accepts no "
+                    "credentials, so every path but adminOpenPaths answers 401")
     open_paths = frozenset(p.strip() for p in cfg.adminOpenPaths.split(",") if p.strip())
     super_users = frozenset(Authorizer.parse_super_users(cfg.superUserRoles))
 
@@ -59,6 +65,9 @@ def middleware(cfg: BrokerConfig) -> Callable[..., Awaitable[web.StreamResponse]
         token = bearer_token(request.headers.get("Authorization"))
         if token is None:
             return _refuse(401, "Authentication required")
+        if validator is None:
+            return _refuse(401, "Authentication failed: this broker has no token key (tokenSecretKey or "
+                                "tokenPublicKey) to check tokens with")
         try:
             role = validator.validate(token).role
         except InvalidToken as e:

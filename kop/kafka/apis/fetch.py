@@ -88,35 +88,7 @@ async def handle(request: RequestContext, req: Any) -> Any:
     if ctx.error:
         return R(throttle_time_ms=0, error_code=ctx.error, session_id=0, responses=[])
     committed = getattr(req, "isolation_level", 0) == 1
-    plan: list[tuple[str, list[_Part]]] = []
-    topics: dict[str, Any] = {}  # a session's order may list a topic more than once
-    denied = authorize.denied_topics(request, authorize.Op.READ, (name for name, _ in ctx.partitions))
-    for name, listed in ctx.partitions:
-        parts = [_Part(*fp) for fp in listed]
-        if ctx.incremental:
-            for p in parts:
-                p.known = ctx.known(name, p.index)
-        if name in denied:
-            for p in parts:
-                p.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            plan.append((name, parts))
-            continue
-        if name in topics:
-            topic = topics[name]
-        else:
-            topic = topics[name] = await request.find_topic(name)
-        for p in parts:
-            try:
-                p.plog = await request.partition_log(topic, p.index, p.epoch)
-                if committed:
-                    await p.plog.load_transactions()  # the LSO and the aborted index
-            except PartitionError as e:
-                p.error = e.code
-                continue
-            p.topic = topic
-            p.ledger = p.plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
-            p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
-        plan.append((name, parts))
+    plan = await _plan(request, ctx, committed)
 
     max_wait = min(max(req.max_wait_ms, 0), h.config.fetchMaxWaitCapMs) / 1000
     loop = asyncio.get_running_loop()
@@ -157,6 +129,42 @@ async def handle(request: RequestContext, req: Any) -> Any:
         finally:
             for p in live:
                 p.plog.discard_append_waiter(wake)
+
+
+async def _plan(request: RequestContext, ctx: Any, committed: bool) -> list[tuple[str, list[_Part]]]:
+    """Each asked partition resolved once per fetch: READ authorized, topic and log found (their errors kept
+    per partition), and, for read_committed, the LSO and aborted index loaded."""
+    h = request.handler
+    plan: list[tuple[str, list[_Part]]] = []
+    topics: dict[str, Any] = {}  # a session's order may list a topic more than once
+    denied = authorize.denied_topics(request, authorize.Op.READ, (name for name, _ in ctx.partitions))
+    for name, listed in ctx.partitions:
+        parts = [_Part(*fp) for fp in listed]
+        if ctx.incremental:
+            for p in parts:
+                p.known = ctx.known(name, p.index)
+        if name in denied:
+            for p in parts:
+                p.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            plan.append((name, parts))
+            continue
+        if name in topics:
+            topic = topics[name]
+        else:
+            topic = topics[name] = await request.find_topic(name)
+        for p in parts:
+            try:
+                p.plog = await request.partition_log(topic, p.index, p.epoch)
+                if committed:
+                    await p.plog.load_transactions()  # the LSO and the aborted index
+            except PartitionError as e:
+                p.error = e.code
+                continue
+            p.topic = topic
+            p.ledger = p.plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
+            p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
+        plan.append((name, parts))
+    return plan
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

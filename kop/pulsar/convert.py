@@ -521,6 +521,7 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
     max_ts = -1
     written = 0
     unpack = _U32.unpack_from
+    zigzag = _ZIGZAG
     for delta in range(count):
         (size,) = unpack(data, pos)
         pos += 4
@@ -554,6 +555,10 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
                 continue
             if b < 0x80:
                 value, pos = b, pos + 2
+            elif (b2 := data[pos + 2]) < 0x80:  # sequence ids and sizes below 16 384
+                value, pos = (b & 0x7F) | (b2 << 7), pos + 3
+            elif (b3 := data[pos + 3]) < 0x80:
+                value, pos = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14), pos + 4
             else:
                 value, pos = _uv(data, pos + 1)
             if tag == 0x18:
@@ -589,7 +594,8 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
             base_ts = ts
         if ts > max_ts:
             max_ts = ts
-        rec = [b"\x00", _zz(ts - base_ts), _zz(delta)]
+        d = ts - base_ts
+        rec = [b"\x00", zigzag[d] if 0 <= d < 8192 else _zz(d), zigzag[delta] if delta < 8192 else _zz(delta)]
         if key is None:
             rec.append(b"\x01")
         else:
@@ -597,12 +603,16 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
         if null:
             rec.append(b"\x01")
         else:
-            rec += (_zz(payload_size), data[pos:stop])
-        rec.append(_zz(len(props)))
-        for hk, hv in props:
-            rec += (_zz(len(hk)), hk, _zz(len(hv)), hv)
+            rec += (zigzag[payload_size] if payload_size < 8192 else _zz(payload_size), data[pos:stop])
+        if props:
+            rec.append(_zz(len(props)))
+            for hk, hv in props:
+                rec += (_zz(len(hk)), hk, _zz(len(hv)), hv)
+        else:
+            rec.append(b"\x00")
         one = b"".join(rec)
-        body += _zz(len(one))
+        n = len(one)
+        body += zigzag[n] if n < 8192 else _zz(n)
         body += one
         written += 1
         pos = stop

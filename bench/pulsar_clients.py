@@ -7,6 +7,7 @@ conversion costs our broker.
     python bench/pulsar_clients.py --quick                # smoke run: 1 round, small counts
     python bench/pulsar_clients.py --phases side --rounds 7 --sizes 100,1024
     python bench/pulsar_clients.py --profile              # + one untimed round of each scenario on ours under py-spy
+    python bench/pulsar_clients.py --report bench/results/pulsar-<time>.json   # its markdown tables
 
 Phase "side" (ours vs Apache Pulsar, the broker order rotated each round, medians and ratios ours / Pulsar):
 each scenario (message size, compression) runs, per broker, on a fresh topic (auto-created, partitioned with one
@@ -34,7 +35,8 @@ JVM) with the heap, direct memory and GC that Pulsar's bin/pulsar-daemon uses by
 tests' smaller one. Neither fsyncs per write (see docs/benchmarks.md).
 
 Every run checks what it measured: the consumers must receive exactly the number of messages produced.
-Outputs: the table (terminal) and bench/results/pulsar-<time>.json; docs/benchmarks.md is written by hand from it.
+Outputs: the table (terminal) and bench/results/pulsar-<time>.json; `--report <json>` prints its markdown tables,
+which docs/benchmarks.md's Pulsar section takes as they are.
 """
 
 from __future__ import annotations
@@ -93,8 +95,8 @@ class BenchPulsar(PulsarServer):
     embedded bookie told not to fsync its journal per write (the bookie reads its settings from the same
     standalone.conf; BookKeeper's default is to fsync), as ours runs with localStoreFsyncPolicy=none."""
 
-    def __init__(self, base_dir: Path) -> None:
-        super().__init__(base_dir, {"journalSyncData": "false"})
+    def __init__(self, base_dir: Path, extra: dict[str, str] | None = None) -> None:
+        super().__init__(base_dir, {"journalSyncData": "false", **(extra or {})})
 
     def command(self) -> list[str]:
         cmd = super().command()
@@ -114,6 +116,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--lz4-sizes", default="1024", help="sizes also run with LZ4 batches (default 1024; '' = none)")
     ap.add_argument("--phases", default="side,convert", help="side (ours vs Pulsar), convert (conversion cost)")
     ap.add_argument("--brokers", default="kop,pulsar", help="which brokers (default kop,pulsar)")
+    ap.add_argument("--pulsar-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="an Apache Pulsar broker setting for this run (repeatable), e.g. "
+                         "managedLedgerNewEntriesCheckDelayInMillis=0")
     ap.add_argument("--profile", action="store_true", help="one extra untimed round per scenario on ours under py-spy")
     ap.add_argument("--out", help="JSON result path (default bench/results/pulsar-<time>.json)")
     a = ap.parse_args(argv)
@@ -125,6 +130,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a.lz4_sizes = [int(s) for s in a.lz4_sizes.split(",") if s]
     a.phases = [p for p in a.phases.split(",") if p]
     a.brokers = [b for b in a.brokers.split(",") if b]
+    a.pulsar_conf = dict(kv.split("=", 1) for kv in a.pulsar_conf)
     return a
 
 
@@ -399,6 +405,40 @@ def text_table(summary: dict) -> str:
     return "\n".join(lines)
 
 
+CONVERT_PHASES = [
+    ("kafka_produce", "Kafka producer writes (stored as sent)"),
+    ("pulsar_produce", "Pulsar producer writes (Pulsar -> Kafka at SEND)"),
+    ("kafka_made_kafka_consume", "Kafka-written, read by a Kafka consumer (as stored)"),
+    ("kafka_made_pulsar_consume", "Kafka-written, read by a Pulsar consumer (Kafka -> Pulsar at dispatch)"),
+    ("pulsar_made_kafka_consume", "Pulsar-written, read by a Kafka consumer (as stored)"),
+    ("pulsar_made_pulsar_consume", "Pulsar-written, read by a Pulsar consumer (Kafka -> Pulsar at dispatch)"),
+]
+
+
+def markdown(summary: dict) -> str:
+    """The side-by-side table and the conversion table as markdown (docs/benchmarks.md takes them as they are)."""
+    out = ["| scenario | metric | Apache Pulsar | ours | ours / Pulsar | per-round ratios (min-max) |",
+           "|---|---|---:|---:|---:|---|"]
+    for r in ratio_rows(summary):
+        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
+        if r["goal_met"] is False:
+            ratio = f"**{ratio}**"
+        spread = (f"{min(r['round_ratios']):.2f}-{max(r['round_ratios']):.2f}" if r["round_ratios"] else "-")
+        out.append(f"| {r['scenario']} | {METRICS[r['metric']][0]} | {r['pulsar']:,.2f} | {r['kop']:,.2f} | "
+                   f"{ratio} | {spread} |")
+    sizes = sorted((sc for sc in summary if sc.startswith("convert-")), key=lambda sc: int(sc[8:-1]))
+    if sizes:
+        out += ["", "| our broker's CPU, ms per MB (median; min-max) | " + " | ".join(
+            f"{sc[8:]} messages" for sc in sizes) + " |", "|---|" + "---:|" * len(sizes)]
+        for key, label in CONVERT_PHASES:
+            cells = []
+            for sc in sizes:
+                v = summary[sc].get("kop", {}).get(f"{key}_cpu_ms_per_mb")
+                cells.append("-" if v is None else f"{v['median']:.1f} ({v['min']:.1f}-{v['max']:.1f})")
+            out.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
 # ---- the run ----------------------------------------------------------------------------------------------
 
 
@@ -419,7 +459,11 @@ def run_measured(measurements: list, errors: list, scenario: str, broker: str, r
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse_args(argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--report"]:  # the markdown tables of a saved result
+        print(markdown(summarize(json.loads(Path(args[1]).read_text())["measurements"])))
+        return 0
+    a = parse_args(args)
     work = Path(tempfile.mkdtemp(prefix="kop-bench-pulsar-"))
     started = time.monotonic()
     load_before = os.getloadavg()[0]
@@ -428,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     if "kop" in a.brokers:
         brokers["kop"] = KopBroker(work / "kop", {**B.KOP_COMMON, "localStoreFsyncPolicy": "none"})
     if "pulsar" in a.brokers and "side" in a.phases:
-        brokers["pulsar"] = BenchPulsar(work / "pulsar")
+        brokers["pulsar"] = BenchPulsar(work / "pulsar", a.pulsar_conf)
     measurements: list[dict] = []
     errors: list[str] = []
     profiles: dict[str, Any] = {}
@@ -477,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"goal missed: {r['scenario']} {METRICS[r['metric']][0]} ratio {r['ratio']:.2f}")
     result = {
         "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python bench/pulsar_clients.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python bench/pulsar_clients.py " + " ".join(args),
         "settings": {k: v for k, v in vars(a).items()},
         "pulsar_jvm": PULSAR_DEFAULT_JVM,
         "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],

@@ -57,6 +57,9 @@ def test_ratios_are_ours_over_pulsar_with_goals_by_direction() -> None:
     assert {r["metric"]: r for r in pc.ratio_rows(summary)}["e2e_p99_ms"]["goal_met"] is False  # lower is better
     table = pc.text_table(summary)
     assert "produce msg/s" in table and "MISS" in table and "kafka_produce_cpu_ms_per_mb" in table
+    md = pc.markdown(summary)
+    assert "| pc-100b-none | e2e p99 ms | 4.00 | 5.00 | **1.25** | 0.50-3.00 |" in md
+    assert "| Kafka producer writes (stored as sent) | 2.0 (2.0-2.0) |" in md
     assert pc.percentile([1.0, 2.0, 3.0, 4.0], 0.99) == 4.0 and pc.percentile([5.0], 0.5) == 5.0
     assert math.isnan(pc.percentile([], 0.99))
 

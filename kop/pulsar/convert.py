@@ -216,16 +216,16 @@ def _plain_smm(vlen: int, ts: int, seq: int) -> bytes:
     return head + tail
 
 
-def _key_fields(key: bytes, vlen: int, ts: int, seq: int) -> bytes:
-    """The metadata fields after the properties of a message with a key (partition key 2, payload size 3,
-    event time 5, base64 flag 6, ordering key 7, sequence id 8, null value 9: field-number order)."""
-    head, tail = _tail_fields(vlen, ts, seq)
+def _key_fields(key: bytes, head: bytes, tail: bytes) -> bytes:
+    """The metadata fields after the properties of a message with a key (partition key 2, payload size and
+    event time 3 and 5 = ``head``, base64 flag 6, ordering key 7, sequence id and null value 8 and 9 = ``tail``:
+    field-number order)."""
+    n = _uvarint(len(key))
     try:
         key.decode("utf-8")  # a UTF-8 key is the partition key as it is (see _partition_key)
-        pk, b64 = _text_field(b"\x12", key), b""
+        return b"".join((b"\x12", n, key, head, b"\x3a", n, key, tail))
     except UnicodeDecodeError:
-        pk, b64 = _text_field(b"\x12", base64.b64encode(key)), b"\x30\x01"
-    return pk + head + b64 + _text_field(b"\x3a", key) + tail
+        return b"".join((_text_field(b"\x12", base64.b64encode(key)), head, b"\x30\x01\x3a", n, key, tail))
 
 
 # long: the per-record loop of every Pulsar dispatch, kept flat (inlined varint reads, no helper call per
@@ -242,6 +242,7 @@ def _records_to_batch(data: bytes, count: int, fixed_ts: int | None, base_ts: in
     first_key: bytes | None = None
     same_key = True
     plain: dict[tuple[int, int], bytes] = {}
+    tails: dict[tuple[int, int], tuple[bytes, bytes]] = {}
     for i in range(count):
         b = data[pos]  # record length
         if b < 0x80:
@@ -321,7 +322,12 @@ def _records_to_batch(data: bytes, count: int, fixed_ts: int | None, base_ts: in
             add(framed)
             add(value)
             continue
-        smm = props + (_plain_smm(vlen, ts, seq) if key is None else _key_fields(key, vlen, ts, seq))
+        fields = tails.get((vlen, ts)) if seq < 0 else None
+        if fields is None:
+            fields = _tail_fields(vlen, ts, seq)
+            if seq < 0:  # a sequence id differs per record: not worth keeping
+                tails[(vlen, ts)] = fields
+        smm = props + (fields[0] + fields[1] if key is None else _key_fields(key, *fields))
         add(pack(len(smm)))
         add(smm)
         add(value)

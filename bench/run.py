@@ -5,6 +5,7 @@
     python bench/run.py --quick                  # smoke run: 1 round, small counts, docs untouched
     python bench/run.py --scenarios 'p-1k-*,e2e-*' --rounds 5
     python bench/run.py --list                   # scenario names
+    python bench/run.py --pulsar [options]       # pulsar-client vs Apache Pulsar instead (bench/pulsar_clients.py)
 
 Phases (each scenario's runs alternate between the brokers, the order swapped every round, medians over
 rounds, ratio ours / Kafka; bench/scenarios.py names the scenarios):
@@ -257,6 +258,11 @@ def republish(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--pulsar"]:  # the Pulsar-side comparison has its own brokers, phases and options
+        from bench import pulsar_clients
+
+        return pulsar_clients.main(args[1:])
     a = parse_args(argv)
     if a.list:
         print("\n".join(all_names()))

@@ -40,8 +40,10 @@ Where we differ from KoP, and why:
   consumer is sent is decided by the dispatcher (kop/pulsar/subscription.py): only batches below the
   partition's last stable offset, never those of aborted transactions.
 
-Cost: the conversion is per record in Python (decode the Kafka records, one protobuf object per
-message); docs/pulsar.md has the measured microseconds per message each way.
+Cost: the conversion is per record in Python, both ways on a flat loop that reads and writes the bytes
+itself (no decoded Record or protobuf object per message; protobuf objects only for the entry's metadata, and
+for entries the fast paths leave to the general code: non-batched messages, unknown fields). docs/pulsar.md has
+the measured microseconds per message each way, docs/benchmarks.md what it costs the broker per MB.
 """
 
 from __future__ import annotations
@@ -59,7 +61,6 @@ from kop.protocol.records import (
     HEADER_SIZE,
     MAGIC,
     MIN_BATCH_LENGTH,
-    decode_records,
     parse_batch_header,
     update_crc,
 )
@@ -107,50 +108,25 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         header = parse_batch_header(view)
         if header.is_control:
             return None
-        records = decode_records(view)
-    except Exception as exc:  # struct.error, CorruptRecordError
+        if header.magic != MAGIC:
+            raise ValueError(f"record batch magic {header.magic} is not supported")
+        data = kafka_compression.decompress(header.compression, view[HEADER_SIZE:12 + header.batch_length])
+        log_append = header.timestamp_type == 1
+        payload, first_key, same_key = _records_to_batch(
+            bytes(data), header.records_count, header.max_timestamp if log_append else None,
+            header.base_timestamp, header.base_sequence)
+    except ConversionError:
+        raise
+    except Exception as exc:  # struct.error, IndexError (truncated), a codec error, a header key not UTF-8
         raise ConversionError(f"Kafka batch does not decode: {exc}") from None
-    log_append = header.timestamp_type == 1
-    base_ts = header.base_timestamp
-    new_smm = pb.SingleMessageMetadata
-    items = []
-    first_key: bytes | None = None
-    same_key = True
-    for i, rec in enumerate(records):
-        smm = new_smm()
-        key = rec.key
-        if key is not None:
-            smm.ordering_key = key
-            text, b64 = _partition_key(key)
-            smm.partition_key = text
-            if b64:
-                smm.partition_key_b64_encoded = True
-        if i == 0:
-            first_key = key
-        elif key != first_key:
-            same_key = False
-        ts = header.max_timestamp if log_append else base_ts + rec.timestamp_delta
-        if ts > 0:
-            smm.event_time = ts
-        if rec.headers:
-            props = smm.properties
-            for hkey, hvalue in rec.headers:
-                props.add(key=hkey, value="" if hvalue is None else hvalue.decode("utf-8", "replace"))
-        value = rec.value
-        if value is None:
-            smm.null_value = True
-            value = b""
-        if header.base_sequence >= 0:
-            smm.sequence_id = header.base_sequence + rec.offset_delta
-        items.append((smm, value))
-    first_ts = header.max_timestamp if log_append else base_ts
+    first_ts = header.max_timestamp if log_append else header.base_timestamp
     if first_ts < 0:
         first_ts = int(time.time() * 1000) if now_ms is None else now_ms
     md = pb.MessageMetadata(
         producer_name=producer_name,
         sequence_id=max(header.base_sequence, 0),
         publish_time=first_ts,
-        num_messages_in_batch=len(items),
+        num_messages_in_batch=header.records_count,
     )
     if same_key and first_key is not None:
         md.ordering_key = first_key
@@ -162,8 +138,205 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         # KoP's convention: the Kafka producer id/epoch stand in for the Pulsar transaction id.
         md.txnid_most_bits = header.producer_id
         md.txnid_least_bits = max(header.producer_epoch, 0)
-    payload = pbatch.compressed(compression, pbatch.encode_batch(items), md)
-    return PulsarEntry(md, payload, len(items))
+    payload = pbatch.compressed(compression, payload, md)
+    return PulsarEntry(md, payload, header.records_count)
+
+
+# The hot loop of dispatch: Kafka records -> Pulsar batch messages without protobuf objects. Each message is
+# u32 size · SingleMessageMetadata · payload, its metadata written here field by field in field-number order
+# (the bytes protobuf's serializer gives: tests/test_pulsar_convert.py compares them), so a record costs a few
+# varint reads and one join instead of a decoded Record plus a SingleMessageMetadata object.
+_U32 = struct.Struct(">I")
+_SMALL_UVARINTS = [bytes([i]) for i in range(0x80)]
+
+
+def _uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_UVARINTS[value]
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _zigzag(data: bytes, pos: int) -> tuple[int, int]:
+    """A Kafka (zig-zag) varint of more than one byte at ``pos``."""
+    shift = raw = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ConversionError("Kafka batch does not decode: varint longer than 10 bytes")
+
+
+def _text_field(tag: bytes, text: bytes) -> bytes:
+    return tag + _uvarint(len(text)) + text
+
+
+def _properties(data: bytes, pos: int, count: int, stop: int) -> tuple[bytes, int]:
+    """Kafka record headers at ``pos`` -> SingleMessageMetadata.properties (field 1) bytes."""
+    if count < 0 or count > stop - pos:
+        raise ConversionError(f"Kafka batch does not decode: record has an invalid header count {count}")
+    out = []
+    for _ in range(count):
+        klen, pos = _zigzag(data, pos)
+        if klen < 0:
+            raise ConversionError("Kafka batch does not decode: record header key is null")
+        hkey = data[pos:pos + klen]
+        hkey.decode("utf-8")  # a key that is not UTF-8 makes the batch corrupt, as decode_records says
+        pos += klen
+        vlen, pos = _zigzag(data, pos)
+        if vlen < 0:
+            hvalue = b""
+        else:
+            hvalue = data[pos:pos + vlen]
+            pos += vlen
+            try:
+                hvalue.decode("utf-8")
+            except UnicodeDecodeError:
+                hvalue = hvalue.decode("utf-8", "replace").encode("utf-8")
+        kv = _text_field(b"\x0a", hkey) + _text_field(b"\x12", hvalue)
+        out.append(b"\x0a" + _uvarint(len(kv)) + kv)
+    return b"".join(out), pos
+
+
+def _tail_fields(vlen: int, ts: int, seq: int) -> tuple[bytes, bytes]:
+    """(payload_size + event_time fields, sequence_id + null_value fields) of a message's metadata."""
+    head = b"\x18" + _uvarint(max(vlen, 0)) + (b"\x28" + _uvarint(ts) if ts > 0 else b"")
+    tail = (b"\x40" + _uvarint(seq) if seq >= 0 else b"") + (b"\x48\x01" if vlen < 0 else b"")
+    return head, tail
+
+
+def _plain_smm(vlen: int, ts: int, seq: int) -> bytes:
+    """The metadata of a message without key or properties."""
+    head, tail = _tail_fields(vlen, ts, seq)
+    return head + tail
+
+
+def _key_fields(key: bytes, head: bytes, tail: bytes) -> bytes:
+    """The metadata fields after the properties of a message with a key (partition key 2, payload size and
+    event time 3 and 5 = ``head``, base64 flag 6, ordering key 7, sequence id and null value 8 and 9 = ``tail``:
+    field-number order)."""
+    n = _uvarint(len(key))
+    try:
+        key.decode("utf-8")  # a UTF-8 key is the partition key as it is (see _partition_key)
+        return b"".join((b"\x12", n, key, head, b"\x3a", n, key, tail))
+    except UnicodeDecodeError:
+        return b"".join((_text_field(b"\x12", base64.b64encode(key)), head, b"\x30\x01\x3a", n, key, tail))
+
+
+# long: the per-record loop of every Pulsar dispatch, kept flat (inlined varint reads, no helper call per
+# field) because each call costs as much as the field it reads; each step names its field.
+def _records_to_batch(data: bytes, count: int, fixed_ts: int | None, base_ts: int, base_seq: int
+                      ) -> tuple[bytes, bytes | None, bool]:
+    """(Pulsar batch payload, the first record's key, whether every record has that key) from a Kafka batch's
+    uncompressed records."""
+    parts: list[bytes] = []
+    add = parts.append
+    pack = _U32.pack
+    end = len(data)
+    pos = 0
+    first_key: bytes | None = None
+    same_key = True
+    plain: dict[tuple[int, int], bytes] = {}
+    tails: dict[tuple[int, int], tuple[bytes, bytes]] = {}
+    for i in range(count):
+        b = data[pos]  # record length
+        if b < 0x80:
+            length, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (b2 := data[pos + 1]) < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            length, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            length, pos = _zigzag(data, pos)
+        stop = pos + length
+        if length < 0 or stop > end:
+            raise ConversionError("Kafka batch does not decode: record runs past the end of the batch")
+        b = data[pos + 1]  # after the attributes byte: timestamp delta
+        if b < 0x80:
+            tsd, pos = (b >> 1) ^ -(b & 1), pos + 2
+        else:
+            tsd, pos = _zigzag(data, pos + 1)
+        b = data[pos]  # offset delta
+        if b < 0x80:
+            delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (b2 := data[pos + 1]) < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            delta, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            delta, pos = _zigzag(data, pos)
+        b = data[pos]  # key
+        if b < 0x80:
+            klen, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (b2 := data[pos + 1]) < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            klen, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            klen, pos = _zigzag(data, pos)
+        if klen < 0:
+            key = None
+        else:
+            key = data[pos:pos + klen]
+            pos += klen
+        b = data[pos]  # value
+        if b < 0x80:
+            vlen, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (b2 := data[pos + 1]) < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            vlen, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            vlen, pos = _zigzag(data, pos)
+        if vlen < 0:
+            value = b""
+        else:
+            value = data[pos:pos + vlen]
+            pos += vlen
+        b = data[pos]  # header count
+        if b < 0x80:
+            hcount, pos = (b >> 1) ^ -(b & 1), pos + 1
+        elif (b2 := data[pos + 1]) < 0x80:
+            raw = (b & 0x7F) | (b2 << 7)
+            hcount, pos = (raw >> 1) ^ -(raw & 1), pos + 2
+        else:
+            hcount, pos = _zigzag(data, pos)
+        if hcount:
+            props, pos = _properties(data, pos, hcount, stop)
+        else:
+            props = b""
+        if pos != stop:
+            raise ConversionError("Kafka batch does not decode: record length does not match its fields")
+        if i == 0:
+            first_key = key
+        elif key != first_key:
+            same_key = False
+        ts = fixed_ts if fixed_ts is not None else base_ts + tsd
+        seq = base_seq + delta if base_seq >= 0 else -1
+        if key is None and not hcount and seq < 0:  # the common record: framed metadata of (size, time) only
+            framed = plain.get((vlen, ts))
+            if framed is None:
+                smm = _plain_smm(vlen, ts, -1)
+                framed = plain[(vlen, ts)] = pack(len(smm)) + smm
+            add(framed)
+            add(value)
+            continue
+        fields = tails.get((vlen, ts)) if seq < 0 else None
+        if fields is None:
+            fields = _tail_fields(vlen, ts, seq)
+            if seq < 0:  # a sequence id differs per record: not worth keeping
+                tails[(vlen, ts)] = fields
+        smm = props + (fields[0] + fields[1] if key is None else _key_fields(key, *fields))
+        add(pack(len(smm)))
+        add(smm)
+        add(value)
+    if pos != end:
+        raise ConversionError(f"Kafka batch does not decode: {end - pos} bytes after the last of {count} records")
+    return b"".join(parts), first_key, same_key
 
 
 def unbatched(entry: PulsarEntry) -> PulsarEntry:
@@ -230,19 +403,10 @@ def _varint(out: bytearray, value: int) -> None:
     out.append(raw)
 
 
-def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int, *,
-                    compression: int = 0, limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> bytes | None:
-    """One Pulsar entry (metadata + payload as stored or sent) -> one Kafka magic-v2 batch whose records
-    sit at base_offset .. base_offset + N - 1 (N = messages in the entry). Messages a compaction marked
-    ``compacted_out`` keep their offset but have no record (a gap, as in a compacted Kafka log); an
-    entry with nothing left gives None.
-
-    ``compression`` is the Kafka codec of the result. Raises ConversionError.
-    """
-    try:
-        msgs = pbatch.messages(metadata, payload, limit)
-    except pbatch.BatchError as exc:
-        raise ConversionError(str(exc)) from None
+def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any]]
+                         ) -> tuple[bytearray, int, int, int]:
+    """(Kafka records, how many, base timestamp, max timestamp) from an entry's messages as protobuf objects:
+    the general path (a non-batched message, or a batch the fast path declined)."""
     entry_props = metadata.properties
     entry_time = metadata.event_time or metadata.publish_time  # of a non-batched message
     body = bytearray()
@@ -294,9 +458,208 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
         _varint(body, len(rec))
         body += rec
         written += 1
+    return body, written, base_ts or 0, max_ts
+
+
+# The hot loop of a Pulsar producer's SEND: a batch's SingleMessageMetadata read field by field (no protobuf
+# object per message) and its Kafka record written at once. Anything it does not expect - an unknown field,
+# text that is not UTF-8, sizes that do not add up - sends the whole entry to _messages_to_records, which
+# either converts it or raises the precise error, so both paths give the same bytes and the same refusals
+# (tests/test_pulsar_convert.py compares them).
+
+
+def _zigzag_bytes(value: int) -> bytes:
+    out = bytearray()
+    _varint(out, value)
+    return bytes(out)
+
+
+_ZIGZAG = [_zigzag_bytes(_v) for _v in range(8192)]  # Kafka varints of small lengths and deltas, ready made
+
+
+def _uv(data: bytes, pos: int) -> tuple[int, int]:
+    """An unsigned protobuf varint at ``pos``."""
+    shift = value = 0
+    while True:
+        b = data[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def _zz(value: int) -> bytes:
+    return _ZIGZAG[value] if 0 <= value < 8192 else _zigzag_bytes(value)
+
+
+def _key_value(data: bytes, pos: int, end: int) -> tuple[bytes, bytes] | None:
+    """A KeyValue (properties entry) as (key, value) UTF-8 bytes, None when it has anything else."""
+    key = value = b""
+    while pos < end:
+        tag = data[pos]
+        if tag not in (0x0A, 0x12):
+            return None
+        n, pos = _uv(data, pos + 1)
+        text = data[pos:pos + n]
+        pos += n
+        text.decode("utf-8")  # UnicodeDecodeError: the caller declines the entry
+        if tag == 0x0A:
+            key = text
+        else:
+            value = text
+    return (key, value) if pos == end else None
+
+
+def _batch_to_records(data: bytes, count: int, publish_time: int) -> tuple[bytearray, int, int, int] | None:
+    """(Kafka records, how many, base timestamp, max timestamp) of an uncompressed Pulsar batch payload, or
+    None to leave the entry to the general path."""
+    try:
+        return _batch_to_records_unchecked(data, count, publish_time)
+    except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
+        return None
+
+
+# long: the per-message loop of every Pulsar SEND, kept flat for the same reason as _records_to_batch: one
+# branch per SingleMessageMetadata field, varints inlined, then the Kafka record written at once.
+def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
+                                ) -> tuple[bytearray, int, int, int] | None:
+    body = bytearray()
+    end = len(data)
+    pos = 0
+    base_ts = None
+    max_ts = -1
+    written = 0
+    unpack = _U32.unpack_from
+    zigzag = _ZIGZAG
+    for delta in range(count):
+        (size,) = unpack(data, pos)
+        pos += 4
+        md_end = pos + size
+        if md_end > end:
+            return None
+        payload_size = event_time = 0
+        ordering_key = partition_key = None
+        b64 = compacted = null = False
+        props: list[tuple[bytes, bytes]] = []
+        while pos < md_end:
+            tag = data[pos]
+            b = data[pos + 1]
+            if tag in (0x0A, 0x12, 0x3A):  # properties, partition_key, ordering_key: length-delimited
+                if b < 0x80:
+                    n, pos = b, pos + 2
+                else:
+                    n, pos = _uv(data, pos + 1)
+                raw = data[pos:pos + n]
+                pos += n
+                if tag == 0x3A:
+                    ordering_key = raw
+                elif tag == 0x12:
+                    raw.decode("utf-8")
+                    partition_key = raw
+                else:
+                    kv = _key_value(data, pos - n, pos)
+                    if kv is None:
+                        return None
+                    props.append(kv)
+                continue
+            if b < 0x80:
+                value, pos = b, pos + 2
+            elif (b2 := data[pos + 2]) < 0x80:  # sequence ids and sizes below 16 384
+                value, pos = (b & 0x7F) | (b2 << 7), pos + 3
+            elif (b3 := data[pos + 3]) < 0x80:
+                value, pos = (b & 0x7F) | ((b2 & 0x7F) << 7) | (b3 << 14), pos + 4
+            else:
+                value, pos = _uv(data, pos + 1)
+            if tag == 0x18:
+                payload_size = value
+            elif tag == 0x28:
+                event_time = value
+            elif tag == 0x40:  # sequence_id: not part of a Kafka record
+                pass
+            elif tag == 0x20:
+                compacted = value != 0
+            elif tag == 0x30:
+                b64 = value != 0
+            elif tag == 0x48:
+                null = value != 0
+            elif tag == 0x50:  # null_partition_key: no key either way
+                pass
+            else:
+                return None
+        stop = pos + payload_size
+        if pos != md_end or payload_size >= 1 << 31 or stop > end:
+            return None
+        if compacted:
+            pos = stop
+            continue
+        if ordering_key is not None:
+            key = ordering_key
+        elif partition_key is not None:
+            key = _decode_partition_key(partition_key.decode("utf-8"), b64)
+        else:
+            key = None
+        ts = event_time or publish_time
+        if base_ts is None:
+            base_ts = ts
+        if ts > max_ts:
+            max_ts = ts
+        d = ts - base_ts
+        rec = [b"\x00", zigzag[d] if 0 <= d < 8192 else _zz(d), zigzag[delta] if delta < 8192 else _zz(delta)]
+        if key is None:
+            rec.append(b"\x01")
+        else:
+            rec += (_zz(len(key)), key)
+        if null:
+            rec.append(b"\x01")
+        else:
+            rec += (zigzag[payload_size] if payload_size < 8192 else _zz(payload_size), data[pos:stop])
+        if props:
+            rec.append(_zz(len(props)))
+            for hk, hv in props:
+                rec += (_zz(len(hk)), hk, _zz(len(hv)), hv)
+        else:
+            rec.append(b"\x00")
+        one = b"".join(rec)
+        n = len(one)
+        body += zigzag[n] if n < 8192 else _zz(n)
+        body += one
+        written += 1
+        pos = stop
+    if pos != end:
+        return None
+    return body, written, base_ts or 0, max_ts
+
+
+def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int, *,
+                    compression: int = 0, limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> bytes | None:
+    """One Pulsar entry (metadata + payload as stored or sent) -> one Kafka magic-v2 batch whose records
+    sit at base_offset .. base_offset + N - 1 (N = messages in the entry). Messages a compaction marked
+    ``compacted_out`` keep their offset but have no record (a gap, as in a compacted Kafka log); an
+    entry with nothing left gives None.
+
+    ``compression`` is the Kafka codec of the result. Raises ConversionError.
+    """
+    converted = None
+    count = metadata.num_messages_in_batch if pbatch.is_batch(metadata) else 0
+    if count >= 1:
+        try:
+            data = pbatch.decompress_payload(metadata, payload, limit)
+        except pbatch.BatchError as exc:
+            raise ConversionError(str(exc)) from None
+        converted = _batch_to_records(bytes(data), count, metadata.publish_time)
+    if converted is None:  # not a batch, or one the fast path leaves to protobuf (it raises what is wrong)
+        try:
+            msgs = pbatch.messages(metadata, payload, limit)
+        except pbatch.BatchError as exc:
+            raise ConversionError(str(exc)) from None
+        converted = _messages_to_records(metadata, msgs)
+    body, written, base_ts, max_ts = converted
+    last_delta = (count or 1) - 1
     if not written:
         return None
-    last_delta = len(msgs) - 1
     data = kafka_compression.compress(compression, body) if compression else body
     out = bytearray(HEADER_SIZE)
     BATCH_HEADER.pack_into(

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
 from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog
+from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
@@ -50,6 +51,8 @@ log = logging.getLogger(__name__)
 EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = 0, 1, 2, 3
 READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBytes is 5 MiB)
 CONVERTED_CACHE = 512  # converted entries kept per partition
+# Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4) -> Pulsar CompressionType
+PULSAR_CODEC = {0: 0, 1: 2, 2: 4, 3: 1, 4: 3}
 
 
 class Entry:
@@ -86,7 +89,12 @@ class PartitionState:
             self._converted.move_to_end(key)
             return got  # type: ignore[return-value]
         try:
-            entry = kafka_to_pulsar(fb.batch)
+            # A compressed batch goes out compressed with the same codec (as Pulsar hands consumers what producers
+            # compressed): a consumer then receives, checksums and copies the stored size, not the inflated one.
+            # One record goes out plain and unbatched (see unbatched).
+            header = parse_batch_header(fb.batch)
+            codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
+            entry = kafka_to_pulsar(fb.batch, compression=codec)
             if entry is not None:
                 entry = unbatched(entry)
         except ConversionError as e:

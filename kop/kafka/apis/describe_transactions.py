@@ -6,7 +6,8 @@ an id of a partition another broker coordinates NOT_COORDINATOR, one still loadi
 COORDINATOR_LOAD_IN_PROGRESS (kafka-transactions.sh describe finds the coordinator first).
 
 Authorization (Kafka's): DESCRIBE on each transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED for
-it; the partitions of topics the principal may not DESCRIBE are left out of the answer.
+it (the rest of that state zero, as Kafka's); the partitions of topics the principal may not DESCRIBE are
+left out of the answer.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     txns = transactions(ctx)
     out = []
     for tid in req.transactional_ids:
-        if not allowed(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, tid):
-            err, txn = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None
-        else:
-            err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(tid)
+        if not allowed(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, tid):  # Kafka's state: every other field zero
+            out.append(R.TransactionState(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                          transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
+                                          transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[]))
+            continue
+        err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(tid)
         if txn is None:
             out.append(R.TransactionState(error_code=err, transactional_id=tid, transaction_state="",
                                           transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,

@@ -81,3 +81,30 @@ def test_client_host_as_java_prints_it(ip: str, expected: str) -> None:
     conn2 = Conn()
     conn2.peer = f"[{ip}]:1234" if ":" in ip else f"{ip}:1234"
     assert client_host(conn2) == expected
+
+
+def add_partitions(bootstrap: str, tid: str, names: list[str]) -> list[tuple[str, int]]:
+    R = api_info(24).request_class
+    with RawClient(bootstrap, SUBJECT_HOST) as c:
+        resp = c.call(24, 3, R(v3_and_below_transactional_id=tid, v3_and_below_producer_id=1,
+                               v3_and_below_producer_epoch=0,
+                               v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=n, partitions=[0]) for n in names]))
+    return sorted((t.name, t.results_by_partition[0].partition_error_code) for t in resp.results_by_topic_v3_and_below)
+
+
+def test_add_partitions_to_txn_refuses_every_spelling_and_internal_topics(broker) -> None:
+    """AddPartitionsToTxn: a DENY on `t` covers KoP's other spellings; Kafka's internal topics are refused
+    with no ACL naming them (Kafka leaves them out of the topics it authorizes); the other partitions are
+    not attempted."""
+    topic, other = f"x-{uuid.uuid4().hex[:8]}", f"y-{uuid.uuid4().hex[:8]}"
+    assert [code for _, code in metadata(broker.bootstrap, [topic, other], auto=True)] == [0, 0]
+    with RawClient(broker.bootstrap, ADMIN_HOST) as c:
+        resp = create_acls(c, [(2, topic, 3, PRINCIPAL, SUBJECT_HOST, 4, 2)])  # DENY WRITE to the subject
+    assert [r.error_code for r in resp.results] == [0]
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    for spelling in (topic, f"public/default/{topic}", f"persistent://public/default/{topic}"):
+        assert add_partitions(broker.bootstrap, tid, [spelling, other]) == sorted([(spelling, 29), (other, 55)])
+    assert add_partitions(broker.bootstrap, tid, ["__consumer_offsets", other]) == [("__consumer_offsets", 29),
+                                                                                    (other, 55)]
+    # allowed topics of an unknown producer reach the coordinator: INVALID_PRODUCER_ID_MAPPING
+    assert add_partitions(broker.bootstrap, tid, [other]) == [(other, 49)]

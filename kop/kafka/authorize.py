@@ -45,8 +45,11 @@ __all__ = [
     "CLUSTER", "GROUP", "NOT_REQUESTED", "TOPIC", "TRANSACTIONAL_ID", "Op", "allowed", "authorizer",
     "MESSAGES", "cluster_allowed", "cluster_operations", "configs_refused", "consumer_heartbeat_refused", "coordinator_refused",
     "denied_topics", "group_allowed", "init_producer_id_refused", "may_auto_create", "produce_denied", "operations", "requested_operations",
-    "topic_allowed",
+    "topic_allowed", "txn_group_refused", "txn_marker_writer_allowed", "txn_topics_refused",
 ]
+
+# Kafka's Topic.isInternal names: AddPartitionsToTxn never authorizes them for a client (below v4).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def authorizer(ctx: RequestContext) -> Authorizer | None:
@@ -193,3 +196,26 @@ def cluster_operations(ctx: RequestContext, asked: bool) -> int:
 
 def requested_operations(ctx: RequestContext, asked: bool, rtype: ResourceType, name: str) -> int:
     return operations(ctx, rtype, name) if asked else NOT_REQUESTED
+
+
+def txn_group_refused(ctx: RequestContext, transactional_id: str, group_id: str) -> ErrorCode | None:
+    """AddOffsetsToTxn and TxnOffsetCommit: WRITE on the transactional id, then READ on the group."""
+    if not allowed(ctx, Op.WRITE, TRANSACTIONAL_ID, transactional_id):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    if not group_allowed(ctx, Op.READ, group_id):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    return None
+
+
+def txn_topics_refused(ctx: RequestContext, names: Iterable[str]) -> set[str]:
+    """AddPartitionsToTxn (v0-v3): the topics (as asked) the client may not add - those without WRITE and,
+    with or without an authorizer, Kafka's internal topics (its filter leaves them out before authorizing)."""
+    names = list(names)
+    internal = {n for n in names if resource_name(ctx, TOPIC, n) in INTERNAL_TOPICS}
+    return internal | denied_topics(ctx, Op.WRITE, (n for n in names if n not in internal))
+
+
+def txn_marker_writer_allowed(ctx: RequestContext) -> bool:
+    """WriteTxnMarkers: ALTER on the cluster (what `kafka-transactions.sh abort`'s admin has) or CLUSTER_ACTION
+    (a broker's), in Kafka's order."""
+    return cluster_allowed(ctx, Op.ALTER) or cluster_allowed(ctx, Op.CLUSTER_ACTION)

@@ -35,7 +35,7 @@ from tests.support.acl_brokers import (
 # resource types, operations (Kafka's codes)
 TOPIC, GROUP, CLUSTER, TXN = 2, 3, 4, 5
 READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE = 3, 4, 5, 6, 7, 8
-IDEMPOTENT_WRITE, DESCRIBE_CONFIGS, ALTER_CONFIGS = 12, 10, 11
+CLUSTER_ACTION, IDEMPOTENT_WRITE, DESCRIBE_CONFIGS, ALTER_CONFIGS = 9, 12, 10, 11
 AUTH_ERRORS = {29, 30, 31, 53}
 Z16 = b"\0" * 16
 
@@ -115,6 +115,36 @@ def commit_offsets(env: Env) -> None:
             return
         assert code in (14, 15, 16) and time.monotonic() < deadline, resp  # coordinator loading / moving
         time.sleep(0.2)
+
+
+def call_until(env: Env, key: int, version: int, body: Any, code: Callable[[Any], int]) -> Any:
+    """As the admin, until `code(answer)` is NONE (coordinators loading, __transaction_state being created)."""
+    deadline = time.monotonic() + 60
+    while True:
+        with env.admin() as c:
+            resp = c.call(key, version, body)
+        if code(resp) == 0:
+            return resp
+        assert code(resp) in (7, 14, 15, 16, 51) and time.monotonic() < deadline, resp
+        time.sleep(0.2)
+
+
+def open_txn(env: Env) -> None:
+    """The admin's producer has an Ongoing transaction with partition 0 of the topic in it."""
+    make_topic(env)
+    tid = env.name("txn")
+    call_until(env, 10, 4, req(10, key_type=1, coordinator_keys=[tid]), lambda r: r.coordinators[0].error_code)
+    init = call_until(env, 22, 5, req(22, transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
+                                      producer_epoch=-1), lambda r: r.error_code)
+    env.extra.update(pid=init.producer_id, epoch=init.producer_epoch)
+    call_until(env, 24, 3, add_partitions(env), lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[
+        0].partition_error_code)
+
+
+def open_txn_with_offsets(env: Env) -> None:
+    """As open_txn, and the group's offsets partition is in the transaction too (AddOffsetsToTxn)."""
+    open_txn(env)
+    call_until(env, 25, 3, add_offsets(env), lambda r: r.error_code)
 
 
 # ---- the requests (sent as the subject) --------------------------------------------------------------------
@@ -312,6 +342,62 @@ def describe_scram(env: Env) -> Any:
     return R(users=[R.UserName(name=f"nobody-{env.token}")])
 
 
+def add_partitions(env: Env) -> Any:
+    R = api_info(24).request_class
+    return R(v3_and_below_transactional_id=env.name("txn"), v3_and_below_producer_id=env.extra["pid"],
+             v3_and_below_producer_epoch=env.extra["epoch"],
+             v3_and_below_topics=[R.AddPartitionsToTxnTopic(name=env.topic, partitions=[0])])
+
+
+def add_partitions_verify(env: Env) -> Any:
+    """v4+, a broker's form: is partition 0 in the transaction (verify_only)?"""
+    R = api_info(24).request_class
+    T = R.AddPartitionsToTxnTransaction
+    return R(transactions=[T(transactional_id=env.name("txn"), producer_id=env.extra["pid"],
+                             producer_epoch=env.extra["epoch"], verify_only=True,
+                             topics=[T.AddPartitionsToTxnTopic(name=env.topic, partitions=[0])])])
+
+
+def add_offsets(env: Env) -> Any:
+    return req(25, transactional_id=env.name("txn"), producer_id=env.extra["pid"], producer_epoch=env.extra["epoch"],
+               group_id=env.group)
+
+
+def end_txn(env: Env) -> Any:
+    return req(26, transactional_id=env.name("txn"), producer_id=env.extra["pid"], producer_epoch=env.extra["epoch"],
+               committed=True)
+
+
+def txn_offset_commit(env: Env) -> Any:
+    R = api_info(28).request_class
+    return R(transactional_id=env.name("txn"), group_id=env.group, producer_id=env.extra["pid"],
+             producer_epoch=env.extra["epoch"], generation_id=-1, member_id="", group_instance_id=None,
+             topics=[R.TxnOffsetCommitRequestTopic(name=env.topic, partitions=[R.TxnOffsetCommitRequestPartition(
+                 partition_index=0, committed_offset=0, committed_leader_epoch=-1, committed_metadata="")])])
+
+
+def describe_transactions(env: Env) -> Any:
+    return req(65, transactional_ids=[env.name("txn")])
+
+
+def list_transactions(env: Env) -> Any:
+    return req(66, state_filters=[], producer_id_filters=[env.extra["pid"]], duration_filter=-1,
+               transactional_id_pattern=None)
+
+
+def describe_producers(env: Env) -> Any:
+    R = api_info(61).request_class
+    return R(topics=[R.TopicRequest(name=env.topic, partition_indexes=[0])])
+
+
+def write_txn_markers(env: Env) -> Any:
+    """An ABORT marker for a producer the partition never saw (`kafka-transactions.sh abort`'s request)."""
+    R = api_info(27).request_class
+    return R(markers=[R.WritableTxnMarker(producer_id=987654, producer_epoch=0, transaction_result=False,
+                                          topics=[R.WritableTxnMarkerTopic(name=env.topic, partition_indexes=[0])],
+                                          coordinator_epoch=0, transaction_version=0)])
+
+
 # ---- the matrix -------------------------------------------------------------------------------------------
 
 Grant = tuple[int, str, int]  # (resource type, Env.name key, operation)
@@ -381,6 +467,23 @@ CASES = [
          expect=31, success_codes=(91,)),  # the deletion names a user without a credential
     Case("describe_user_scram_credentials", 50, 0, describe_scram, [[(CLUSTER, "cluster", DESCRIBE)]], setup=None,
          expect=31, success_codes=(91,)),
+    # transactions (issue #15's APIs): the admin's producer has an open transaction (open_txn)
+    Case("add_partitions_to_txn", 24, 3, add_partitions, [[(TXN, "txn", WRITE)], [(TOPIC, "topic", WRITE)]],
+         setup=open_txn, expect=53),
+    Case("add_partitions_to_txn_broker", 24, 4, add_partitions_verify, [[(CLUSTER, "cluster", CLUSTER_ACTION)]],
+         setup=open_txn, expect=31),
+    Case("add_offsets_to_txn", 25, 3, add_offsets, [[(TXN, "txn", WRITE)], [(GROUP, "group", READ)]],
+         setup=open_txn, expect=53),
+    Case("end_txn", 26, 3, end_txn, [[(TXN, "txn", WRITE)]], setup=open_txn, expect=53),
+    Case("txn_offset_commit", 28, 3, txn_offset_commit,
+         [[(TXN, "txn", WRITE)], [(GROUP, "group", READ)], [(TOPIC, "topic", READ)]],
+         setup=open_txn_with_offsets, expect=53),
+    Case("describe_transactions", 65, 0, describe_transactions, [[(TXN, "txn", DESCRIBE)], [(TOPIC, "topic", DESCRIBE)]],
+         setup=open_txn, expect=53),
+    Case("list_transactions", 66, 1, list_transactions, [[(TXN, "txn", DESCRIBE)]], setup=open_txn, expect=-1),
+    Case("describe_producers", 61, 0, describe_producers, [[(TOPIC, "topic", READ)]]),
+    Case("write_txn_markers", 27, 1, write_txn_markers, [[(CLUSTER, "cluster", CLUSTER_ACTION)]], expect=31),
+    Case("write_txn_markers_alter", 27, 1, write_txn_markers, [[(CLUSTER, "cluster", ALTER)]], expect=31),
 ]
 
 # Fields whose values differ between any two brokers or runs; compared as "set or not".
@@ -390,7 +493,8 @@ VOLATILE = {"throttle_time_ms", "topic_id", "producer_id", "member_id", "cluster
             "log_append_time_ms", "group_epoch", "assignment_epoch", "members", "configs", "high_watermark",
             "last_stable_offset", "log_start_offset", "base_offset", "low_watermark", "leader_epoch", "timestamp",
             "offset", "protocol_type", "committed_offset", "group_state", "assignor_name", "current_leader",
-            "preferred_read_replica", "aborted_transactions", "num_partitions", "replication_factor", "session_id"}
+            "preferred_read_replica", "aborted_transactions", "num_partitions", "replication_factor", "session_id",
+            "transaction_start_time_ms"}
 
 
 def normalise(obj: Any, token: str, name: str = "") -> Any:

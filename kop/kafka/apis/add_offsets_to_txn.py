@@ -3,7 +3,9 @@
 Adds the group's __consumer_offsets partition (abs(hashCode(group)) % its partition count, Kafka's formula)
 to the transaction, so that the TxnOffsetCommit that follows is part of it and its offsets become visible
 with the commit marker. Errors as AddPartitionsToTxn's (PRODUCER_FENCED answered as INVALID_PRODUCER_EPOCH
-below v2). Unlike KoP (kop#885), the answer is an AddOffsetsToTxn response.
+below v2). Unlike KoP (kop#885), the answer is an AddOffsetsToTxn response. Authorization as Kafka's:
+WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ on the group
+(GROUP_AUTHORIZATION_FAILED).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka.apis.txn_common import fenced_for, transactions
+from kop.kafka.authorize import txn_group_refused
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -21,6 +24,9 @@ VERSIONS = (0, 4)
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
+    refused = txn_group_refused(ctx, req.transactional_id, req.group_id)
+    if refused is not None:
+        return R(throttle_time_ms=0, error_code=refused)
     txns = transactions(ctx)
     if txns is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -11,6 +11,11 @@
   or, when one is not, INVALID_TXN_STATE - TRANSACTION_ABORTABLE from v5). A top-level error is reserved
   for the whole request.
 - Topic names are stored under their Kafka name, whichever of KoP's spellings the client used.
+- Authorization (Kafka's): v0-v3 need WRITE on the transactional id (else every partition
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, checked before
+  existence; the other partitions OPERATION_NOT_ATTEMPTED). Internal topics are refused that way even
+  without ACLs, as Kafka does. v4+ comes from brokers: CLUSTER_ACTION on the cluster, else the top-level
+  CLUSTER_AUTHORIZATION_FAILED and no results; topics are not checked then.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka.apis.txn_common import fenced_for, transactions
+from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed, cluster_allowed, txn_topics_refused
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -29,8 +35,6 @@ E = ErrorCode
 
 async def _resolve(ctx: RequestContext, topics: Any) -> tuple[list[tuple[str, int]], dict[tuple[str, int], int]]:
     """([(topic key, partition)] to add, {(name as asked, partition): UNKNOWN_TOPIC_OR_PARTITION})."""
-    txns = transactions(ctx)
-    assert txns is not None
     good: list[tuple[str, int]] = []
     bad: dict[tuple[str, int], int] = {}
     for t in topics:
@@ -48,6 +52,15 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
     """{(topic name as asked, partition): error} for one transaction."""
     txns = transactions(ctx)
     asked = [(t.name, p) for t in topics for p in t.partitions]
+    if ctx.version <= 3:
+        if not allowed(ctx, Op.WRITE, TRANSACTIONAL_ID, tid):
+            return dict.fromkeys(asked, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        refused = txn_topics_refused(ctx, (t.name for t in topics))
+        if refused:
+            topics = [t for t in topics if t.name not in refused]
+            _, bad = await _resolve(ctx, topics)
+            bad.update({(n, p): E.TOPIC_AUTHORIZATION_FAILED for n, p in asked if n in refused})
+            return {k: bad.get(k, E.OPERATION_NOT_ATTEMPTED) for k in asked}
     if txns is None:
         return dict.fromkeys(asked, E.COORDINATOR_NOT_AVAILABLE)
     good, bad = await _resolve(ctx, topics)
@@ -78,6 +91,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         results = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                              req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
         return R(throttle_time_ms=0, results_by_topic_v3_and_below=_topic_results(R, results))
+    if not cluster_allowed(ctx, Op.CLUSTER_ACTION):
+        return R(throttle_time_ms=0, error_code=E.CLUSTER_AUTHORIZATION_FAILED, results_by_transaction=[])
     out = []
     for txn in req.transactions:
         results = await _one(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,

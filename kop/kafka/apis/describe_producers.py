@@ -7,15 +7,18 @@ coordinator epoch, and the first offset of the producer's open transaction (-1 w
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER (cluster mode, not ours), else NONE.
 - Producers forgotten by producerIdExpirationMs are not listed (Kafka's behaviour too); one with an open
   transaction is never forgotten.
-- Authorization (READ on the topic) is the ACL layer's, not this module's.
+- Authorization (Kafka's): READ on the topic, else TOPIC_AUTHORIZATION_FAILED on each of its partitions,
+  before the existence check.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from kop.kafka.authorize import MESSAGES, Op, denied_topics
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol import api_info
+from kop.protocol.errors import ErrorCode
 
 API_KEY = 61
 VERSIONS = (0, 0)
@@ -24,7 +27,15 @@ VERSIONS = (0, 0)
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     topics = []
+    denied = denied_topics(ctx, Op.READ, (t.name for t in req.topics))
     for t in req.topics:
+        if t.name in denied:
+            P = R.TopicResponse.PartitionResponse
+            code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            topics.append(R.TopicResponse(name=t.name, partitions=[P(
+                partition_index=i, error_code=code, error_message=MESSAGES[code], active_producers=[])
+                for i in t.partition_indexes]))
+            continue
         topic = await ctx.find_topic(t.name)
         parts = [await _partition(ctx, R, topic, i) for i in t.partition_indexes]
         topics.append(R.TopicResponse(name=t.name, partitions=parts))

@@ -9,6 +9,8 @@ CONCURRENT_TRANSACTIONS for a retry while markers are written, NONE for a retry 
 
 v5 (KIP-890 part 2: an epoch bump with every transaction, returned in the answer) is not advertised: this
 broker finalizes no `transaction.version`, so Kafka 4.x clients stay on the v4 path.
+
+Authorization: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka.apis.txn_common import fenced_for, transactions
+from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -26,6 +29,8 @@ VERSIONS = (0, 4)
 
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
+    if not allowed(ctx, Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     txns = transactions(ctx)
     if txns is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)

@@ -5,7 +5,8 @@ answers), with Kafka's filters: state names (unknown names are echoed in `unknow
 nothing), producer ids, v1's duration filter (transactions running longer than that many ms; -1: all),
 v2's transactional id pattern (KIP-1152: a regular expression the whole id must match; Kafka uses RE2 -
 Python's `re` agrees on the patterns tools send; an invalid one gets INVALID_REQUEST). While a partition
-of __transaction_state loads, the answer is COORDINATOR_LOAD_IN_PROGRESS.
+of __transaction_state loads, the answer is COORDINATOR_LOAD_IN_PROGRESS. Only the ids the principal may
+DESCRIBE are listed; the others are left out silently (Kafka's rule, never an error).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 from typing import Any
 
 from kop.kafka.apis.txn_common import transactions
+from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -38,4 +40,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                  transaction_states=[])
     return R(throttle_time_ms=0, error_code=err, unknown_state_filters=unknown, transaction_states=[
         R.TransactionState(transactional_id=t.transactional_id, producer_id=t.producer_id,
-                           transaction_state=t.state) for t in found])
+                           transaction_state=t.state)
+        for t in found if allowed(ctx, Op.DESCRIBE, TRANSACTIONAL_ID, t.transactional_id)])

@@ -12,6 +12,9 @@
   (TRANSACTION_ABORTABLE from v4), and INVALID_PRODUCER_EPOCH for a fenced producer.
 - Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest of the request is committed.
 - v5 (KIP-890 part 2, implicit AddOffsetsToTxn) is not advertised.
+- Authorization (Kafka's order): WRITE on the transactional id, then READ on the group - a refusal is every
+  partition's error (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED) - then READ on each topic
+  (TOPIC_AUTHORIZATION_FAILED for its partitions, before existence; the others are committed).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka.apis.txn_common import transactions
+from kop.kafka.authorize import Op, denied_topics, txn_group_refused
 from kop.kafka.context import RequestContext
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
@@ -54,9 +58,18 @@ def _verify(ctx: RequestContext, req: Any) -> int:
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     v = ctx.version
+    refused = txn_group_refused(ctx, req.transactional_id, req.group_id)
+    if refused is not None:
+        return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+            R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=refused)
+            for p in t.partitions]) for t in req.topics])
+    denied = denied_topics(ctx, Op.READ, (t.name for t in req.topics))
     plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
     for t in req.topics:
+        if t.name in denied:
+            plan.append((t.name, [(p.partition_index, E.TOPIC_AUTHORIZATION_FAILED, None) for p in t.partitions]))
+            continue
         topic = await ctx.find_topic(t.name)
         parts: list[tuple[int, int | None, str | None]] = []
         for p in t.partitions:

@@ -15,7 +15,8 @@ what arrives over the wire: a coordinator on another broker (cluster mode) and
   data there); it takes one offset.
 - Markers into `__consumer_offsets` also reach the group coordinator (its `complete_transaction`, when it
   has one) so pending transactional offsets become visible or are dropped, as in Kafka.
-- Authorization (CLUSTER_ACTION) is the ACL layer's, not this module's.
+- Authorization (Kafka's): ALTER or CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED on
+  every partition of the request.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import logging
 from typing import Any
 
+from kop.kafka.authorize import txn_marker_writer_allowed
 from kop.kafka.context import PartitionError, RequestContext
 from kop.offset.producer_state import SequenceError
 from kop.protocol import api_info
@@ -39,9 +41,16 @@ VERSIONS = (1, 1)
 async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     results = []
+    may_write = txn_marker_writer_allowed(ctx)
     for m in req.markers:
         topics = []
         for t in m.topics:
+            if not may_write:
+                topics.append(R.WritableTxnMarkerTopicResult(name=t.name, partitions=[
+                    R.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
+                        partition_index=i, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    for i in t.partition_indexes]))
+                continue
             topic = await ctx.find_topic(t.name)
             codes = await asyncio.gather(*(
                 _write(ctx, topic, t.name, i, m.producer_id, m.producer_epoch, m.transaction_result,

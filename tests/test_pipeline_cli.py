@@ -34,6 +34,12 @@ def test_bad_json_exits_2() -> None:
     assert r.returncode == 2 and "offsets JSON '{oops'" in r.stderr, r.stderr
 
 
+def test_contradicting_isolation_levels_exit_2() -> None:
+    r = kop("audit", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--isolation-level", "read_committed",
+            "--option", "kafka.isolation.level=read_uncommitted")
+    assert r.returncode == 2 and "contradicts the option kafka.isolation.level=read_uncommitted" in r.stderr, r.stderr
+
+
 def test_stream_requires_its_sinks() -> None:
     r = kop("stream", "--bootstrap-server", "127.0.0.1:1", "--topic", "t")
     assert r.returncode == 2 and "--output-topic" in r.stderr and "--checkpoint" in r.stderr, r.stderr

@@ -11,6 +11,22 @@ once; anything else is one of:
 * compaction      - holes inside the retained log of a topic whose cleanup.policy includes `compact`: the
   log cleaner removed records superseded by a later one with the same key. Expected, not data loss.
 * missing         - holes inside the retained log of a topic that is not compacted: data loss.
+* control         - transaction markers: each COMMIT or ABORT takes one offset per partition of the
+  transaction (a control batch) that no consumer ever returns. Not data.
+* aborted         - records of aborted transactions, which read_committed consumers (and so the audit, by
+  default) never see. Not data loss. Reading read_uncommitted, they are records like any other, and the
+  report counts them (aborted_read).
+
+The last two come from the broker itself, not from Spark: when Spark's read leaves holes, the job asks the
+broker which offsets of the range are markers and which are aborted records (kafka_meta.scan_transactions:
+raw Fetch requests, batch headers only, the aborted-transaction lists of READ_COMMITTED fetches - Kafka's
+own rules, so it works against Apache Kafka too), and only the holes left after that are classified by the
+rules above. A topic read without holes costs no scan.
+
+Isolation level: read_committed by default (`--isolation-level`, or the Spark option kafka.isolation.level):
+it is what transactional pipelines consume, and on a topic without transactions it reads exactly what
+read_uncommitted reads. Reading read_committed, "latest" is the last stable offset (an open transaction
+holds it back) and an aborted record that Spark returns anyway is a problem (aborted_read, not OK).
 
 Duplicates come in two kinds: the same offset returned twice (a broker bug; Spark's reader would not hide
 it), and duplicate records - identical key, value and timestamp in one partition, what a retried
@@ -30,7 +46,16 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from kop.pipeline.kafka_meta import resolve_range, snapshot_topic
+from kop.pipeline.kafka_meta import (
+    ABORTED,
+    CONTROL,
+    ISOLATION_LEVELS,
+    READ_COMMITTED,
+    PipelineError,
+    resolve_range,
+    scan_transactions,
+    snapshot_topic,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -38,7 +63,11 @@ if TYPE_CHECKING:
 GAP_BELOW_LOG_START = "below-log-start"
 GAP_COMPACTION = "compaction"
 GAP_MISSING = "missing"
+GAP_CONTROL = CONTROL
+GAP_ABORTED = ABORTED
 _GAP_TEXT = {
+    GAP_CONTROL: "transaction markers (control batches): not data",
+    GAP_ABORTED: "records of aborted transactions, hidden by read_committed: not data loss",
     GAP_BELOW_LOG_START: "below the log start offset (deleted by retention or DeleteRecords): missing",
     GAP_COMPACTION: "compaction gap (cleanup.policy=compact): not data loss",
     GAP_MISSING: "MISSING inside the retained log: data loss",
@@ -63,7 +92,7 @@ class Gap:
 class PartitionAudit:
     partition: int
     log_start: int  # at the end of the audit (it only moves up)
-    log_end: int  # when the audit started
+    log_end: int  # the high watermark when the audit started
     from_offset: int
     to_offset: int  # exclusive
     records: int = 0
@@ -72,6 +101,9 @@ class PartitionAudit:
     missing_below_log_start: int = 0
     missing_in_log: int = 0
     compaction_gap_offsets: int = 0
+    control_offsets: int = 0  # transaction markers in the range
+    aborted_offsets: int = 0  # records of aborted transactions not read (read_committed hides them)
+    aborted_read: int = 0  # records of aborted transactions read (read_uncommitted: expected; else a problem)
     gap_ranges: int = 0
     duplicate_offsets: int = 0
     duplicate_records: int = 0
@@ -93,6 +125,7 @@ class AuditReport:
     partitions: list[PartitionAudit]
     gaps: list[Gap] = field(default_factory=list)  # the first `max_gap_ranges`, by partition and offset
     gaps_total: int = 0
+    isolation_level: str = READ_COMMITTED
 
     @property
     def compacted(self) -> bool:
@@ -100,12 +133,17 @@ class AuditReport:
 
     @property
     def ok(self) -> bool:
-        """No data loss and no duplicates (compaction gaps are fine)."""
-        return all(p.missing == 0 and p.duplicate_offsets == 0 and p.duplicate_records == 0 for p in self.partitions)
+        """No data loss, no duplicates, and reading read_committed no aborted record (compaction gaps, markers
+        and hidden aborted records are fine)."""
+        hidden = self.isolation_level == READ_COMMITTED
+        return all(
+            p.missing == 0 and p.duplicate_offsets == 0 and p.duplicate_records == 0 and not (hidden and p.aborted_read)
+            for p in self.partitions
+        )
 
     def totals(self) -> dict[str, int]:
         keys = ("records", "missing", "missing_below_log_start", "missing_in_log", "compaction_gap_offsets",
-                "gap_ranges", "duplicate_offsets", "duplicate_records", "expected")
+                "control_offsets", "aborted_offsets", "aborted_read", "gap_ranges", "duplicate_offsets", "duplicate_records", "expected")
         return {k: sum(getattr(p, k) for p in self.partitions) for k in keys}
 
     def to_dict(self) -> dict[str, Any]:
@@ -114,6 +152,7 @@ class AuditReport:
             "bootstrap": self.bootstrap,
             "cleanup_policy": self.cleanup_policy,
             "compacted": self.compacted,
+            "isolation_level": self.isolation_level,
             "ok": self.ok,
             "totals": self.totals(),
             "partitions": [
@@ -129,18 +168,23 @@ class AuditReport:
 
     def format_table(self) -> str:
         cols = ("partition", "log start", "log end", "audited range", "records", "first", "last", "missing",
-                "compaction gaps", "dup offsets", "dup records")
+                "compaction gaps", "txn markers",
+                "aborted hidden" if self.isolation_level == READ_COMMITTED else "aborted read", "dup offsets",
+                "dup records")
         rows = [
             (
                 str(p.partition), str(p.log_start), str(p.log_end), f"[{p.from_offset}, {p.to_offset})",
                 str(p.records), "-" if p.first_offset is None else str(p.first_offset),
                 "-" if p.last_offset is None else str(p.last_offset), str(p.missing),
-                str(p.compaction_gap_offsets), str(p.duplicate_offsets), str(p.duplicate_records),
+                str(p.compaction_gap_offsets), str(p.control_offsets),
+                str(p.aborted_read if self.isolation_level != READ_COMMITTED else p.aborted_offsets),
+                str(p.duplicate_offsets), str(p.duplicate_records),
             )
             for p in self.partitions
         ]
         widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
-        lines = [f"audit of topic {self.topic!r} at {self.bootstrap} (cleanup.policy={self.cleanup_policy})", ""]
+        lines = [f"audit of topic {self.topic!r} at {self.bootstrap} (cleanup.policy={self.cleanup_policy}, "
+                 f"{self.isolation_level})", ""]
         lines.append("  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True)))
         lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
         t = self.totals()
@@ -156,8 +200,11 @@ class AuditReport:
         lines.append(
             f"{verdict}: {t['records']} records of {t['expected']} offsets audited; missing {t['missing']} "
             f"(below log start {t['missing_below_log_start']}, inside the log {t['missing_in_log']}), "
-            f"compaction gaps {t['compaction_gap_offsets']}, duplicate offsets {t['duplicate_offsets']}, "
-            f"duplicate records {t['duplicate_records']}"
+            f"compaction gaps {t['compaction_gap_offsets']}, transaction markers {t['control_offsets']}, "
+            + (f"aborted records hidden {t['aborted_offsets']}"
+               + (f", ABORTED RECORDS READ {t['aborted_read']}" if t["aborted_read"] else "")
+               if self.isolation_level == READ_COMMITTED else f"aborted records read {t['aborted_read']}")
+            + f", duplicate offsets {t['duplicate_offsets']}, duplicate records {t['duplicate_records']}"
         )
         return "\n".join(lines)
 
@@ -194,6 +241,18 @@ def read_range(
     return reader.load()
 
 
+def isolation_of(isolation_level: str | None, options: dict[str, str]) -> str:
+    """The level the audit reads with: the argument, else the kafka.isolation.level option, else
+    read_committed; both given and different is an error, not a silent choice."""
+    opt = options.get("kafka.isolation.level")
+    level = (isolation_level or opt or READ_COMMITTED).lower()
+    if level not in ISOLATION_LEVELS:
+        raise PipelineError(f"isolation level {level!r}: use one of {', '.join(ISOLATION_LEVELS)}")
+    if opt is not None and opt.lower() != level:
+        raise PipelineError(f"--isolation-level {level} contradicts the option kafka.isolation.level={opt}")
+    return level
+
+
 # long: one Spark job whose steps share the persisted DataFrame and fill the same per-partition results
 def audit_topic(
     spark: SparkSession,
@@ -203,22 +262,31 @@ def audit_topic(
     to_offsets: dict[int, int] | None = None,
     max_gap_ranges: int = 1000,
     options: dict[str, str] | None = None,
+    isolation_level: str | None = None,
 ) -> AuditReport:
-    """Audit `topic` over [from, to) per partition (default: [log start, log end)). `from_offsets` and
-    `to_offsets` map partition -> offset (-2 earliest, -1 latest); partitions left out use the defaults.
-    `options` are extra Spark Kafka source options (e.g. kafka.* client settings)."""
+    """Audit `topic` over [from, to) per partition (default: [log start, log end), the end being the last
+    stable offset when reading read_committed). `from_offsets` and `to_offsets` map partition -> offset (-2
+    earliest, -1 latest); partitions left out use the defaults. `options` are extra Spark Kafka source options
+    (e.g. kafka.* client settings); `isolation_level` read_committed (default) or read_uncommitted."""
     from pyspark import StorageLevel
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    options = dict(options or {})
+    level = isolation_of(isolation_level, options)
+    options["kafka.isolation.level"] = level
+    committed = level == READ_COMMITTED
     before = snapshot_topic(bootstrap, topic)
-    ranges = resolve_range(before, from_offsets or {}, to_offsets or {})
+    ranges = resolve_range(before, from_offsets or {}, to_offsets or {}, committed)
     parts = {
         p: PartitionAudit(p, before.log_start[p], before.log_end[p], start, end) for p, (start, end) in ranges.items()
     }
     df = read_range(spark, bootstrap, topic, ranges, options).select("partition", "offset", "key", "value", "timestamp")
     df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    labels: dict[int, list[tuple[int, int, str]]] = {}
+    hidden_kinds = (GAP_CONTROL, GAP_ABORTED) if committed else (GAP_CONTROL,)
     try:
+        holes_seen = False
         for r in df.groupBy("partition").agg(
             F.count(F.lit(1)).alias("records"),
             F.min("offset").alias("first"),
@@ -228,11 +296,37 @@ def audit_topic(
             p = parts[r["partition"]]
             p.records, p.first_offset, p.last_offset = r["records"], r["first"], r["last"]
             p.duplicate_offsets = r["records"] - r["distinct"]
+            holes_seen |= r["distinct"] < p.expected
+        holes_seen |= any(p.records == 0 and p.expected > 0 for p in parts.values())
         for r in (
             df.groupBy("partition", "key", "value", "timestamp").count().where(F.col("count") > 1)
             .groupBy("partition").agg(F.sum(F.col("count") - 1).alias("dups")).collect()
         ):
             parts[r["partition"]].duplicate_records = r["dups"]
+
+        # Which holes are transaction markers or aborted records: asked of the broker, only if there are holes.
+        covered = df.select("partition", "offset")
+        edges = {p.partition: (p.first_offset, p.last_offset) for p in parts.values()}
+        if holes_seen:
+            labels = scan_transactions(bootstrap, topic, ranges, before)
+        rows = [(p, first, last, kind) for p, rs in labels.items() for first, last, kind in rs]
+        if rows:
+            marked = spark.createDataFrame(rows, "partition INT, first LONG, last LONG, kind STRING").select(
+                "partition", "kind", F.explode(F.sequence("first", "last")).alias("offset"))
+            read = covered.distinct().withColumn("read", F.lit(1))
+            for r in marked.join(read, ["partition", "offset"], "left").groupBy("partition", "kind").agg(
+                F.count(F.lit(1)).alias("n"), F.count("read").alias("n_read")
+            ).collect():
+                p = parts[r["partition"]]
+                if r["kind"] == GAP_CONTROL:
+                    p.control_offsets = r["n"] - r["n_read"]
+                else:
+                    p.aborted_read = r["n_read"]
+                    p.aborted_offsets = r["n"] - r["n_read"] if committed else 0
+            # The hidden offsets fill their holes, so that what is left is classified by the old rules.
+            covered = covered.unionByName(marked.where(F.col("kind").isin(*hidden_kinds)).select("partition", "offset"))
+            for r in covered.groupBy("partition").agg(F.min("offset").alias("lo"), F.max("offset").alias("hi")).collect():
+                edges[r["partition"]] = (r["lo"], r["hi"])
 
         # The log start only moves up: the value read after Spark's read explains every hole below it.
         after = snapshot_topic(bootstrap, topic)
@@ -240,10 +334,10 @@ def audit_topic(
             p.log_start = max(p.log_start, after.log_start.get(p.partition, p.log_start))
         compacted = before.compacted
 
-        # Holes between consecutive records, counted (and cut at the log start) in Spark; listed up to a limit.
+        # Holes between consecutive offsets, counted (and cut at the log start) in Spark; listed up to a limit.
         w = Window.partitionBy("partition").orderBy("offset")
         holes = (
-            df.select("partition", "offset", F.lag("offset").over(w).alias("prev"))
+            covered.select("partition", "offset", F.lag("offset").over(w).alias("prev"))
             .where(F.col("offset") - F.col("prev") > 1)
             .select("partition", (F.col("prev") + 1).alias("first"), (F.col("offset") - 1).alias("last"))
             .persist(StorageLevel.MEMORY_AND_DISK)  # counted, then listed: one window pass, not two
@@ -270,12 +364,18 @@ def audit_topic(
     gaps: list[Gap] = []
     for r in inner:
         gaps += _split(r["partition"], r["first"], r["last"], parts[r["partition"]].log_start, compacted)
-    for p in parts.values():  # before the first record read and after the last one
-        lead_end = p.to_offset - 1 if p.first_offset is None else p.first_offset - 1
-        edges = [(p.from_offset, lead_end)]
-        if p.last_offset is not None:
-            edges.append((p.last_offset + 1, p.to_offset - 1))
-        for first, last in edges:
+    for part, rs in labels.items():
+        for first, last, kind in rs:
+            if kind in hidden_kinds:
+                gaps.append(Gap(part, first, last, kind))
+                parts[part].gap_ranges += 1
+    for p in parts.values():  # before the first offset read (or hidden) and after the last one
+        lo, hi = edges[p.partition]
+        lead_end = p.to_offset - 1 if lo is None else lo - 1
+        spans = [(p.from_offset, lead_end)]
+        if hi is not None:
+            spans.append((hi + 1, p.to_offset - 1))
+        for first, last in spans:
             if first > last:
                 continue
             for g in _split(p.partition, first, last, p.log_start, compacted):
@@ -288,7 +388,8 @@ def audit_topic(
                 else:
                     p.missing_in_log += g.count
     gaps.sort(key=lambda g: (g.partition, g.first))
-    report = AuditReport(topic, bootstrap, before.cleanup_policy, [parts[p] for p in sorted(parts)])
+    report = AuditReport(topic, bootstrap, before.cleanup_policy, [parts[p] for p in sorted(parts)],
+                         isolation_level=level)
     report.gaps_total = sum(p.gap_ranges for p in report.partitions)
     report.gaps = gaps[:max_gap_ranges]
     return report

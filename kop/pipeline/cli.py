@@ -1,6 +1,7 @@
 """`kop pipeline audit` and `kop pipeline stream`: the PySpark jobs as commands against a running broker.
 
     kop pipeline audit  --bootstrap-server H:P --topic T [--from-offsets JSON] [--to-offsets JSON] [--json]
+                        [--isolation-level read_committed|read_uncommitted]
     kop pipeline stream --bootstrap-server H:P --topic T [--topic T2 ...] --output-topic O
                         --parquet DIR --checkpoint DIR [--starting-offsets earliest|latest|JSON]
                         [--starting-timestamp MS] [--max-offsets-per-trigger N] [--fail-on-data-loss true|false]
@@ -18,7 +19,7 @@ import logging
 import sys
 from typing import Any
 
-from kop.pipeline.kafka_meta import PipelineError
+from kop.pipeline.kafka_meta import ISOLATION_LEVELS, READ_COMMITTED, PipelineError
 
 COMMON_HELP = "Spark master (default local[2]: the jobs run inside this process' JVM on two cores)"
 
@@ -41,8 +42,9 @@ def add_pipeline_parser(sub: Any) -> None:
     a = jobs.add_parser("audit", help="per partition: first/last offset, count, gaps and duplicates",
                         description="Read a topic with Spark's batch Kafka source and report, per partition, the "
                                     "first and last offset, the record count, gaps (classified as below the log "
-                                    "start, compaction, or missing) and duplicates. Exit status 1 when records are "
-                                    "missing or duplicated.")
+                                    "start, compaction, transaction markers, aborted "
+                                    "transactions, or missing) and duplicates. Exit status 1 when records are "
+                                    "missing or duplicated (markers and aborted records are not).")
     _common(a)
     a.add_argument("--topic", required=True)
     a.add_argument("--from-offsets", metavar="JSON",
@@ -50,6 +52,10 @@ def add_pipeline_parser(sub: Any) -> None:
                         "-1 latest; partitions left out start at the log start offset)")
     a.add_argument("--to-offsets", metavar="JSON", help="end (exclusive) per partition, same format (default latest)")
     a.add_argument("--json", action="store_true", help="print the report as JSON instead of a table")
+    a.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default=None,
+                   help="how Spark reads (kafka.isolation.level). read_committed (default): up to the last stable "
+                        "offset, records of aborted transactions are hidden gaps; read_uncommitted: up to the log "
+                        "end, aborted records are read and counted")
     a.add_argument("--max-gap-ranges", type=int, default=1000, help="list at most this many gaps (all are counted)")
 
     s = jobs.add_parser("stream", help="per-key aggregates of JSON events to a topic and to Parquet",
@@ -103,12 +109,15 @@ def run_pipeline(args: argparse.Namespace) -> int:
         conf = _pairs(args.conf, "--conf")
         options = _pairs(args.option, "--option")
         if args.job == "audit":
+            from kop.pipeline.audit import isolation_of
             from kop.pipeline.kafka_meta import parse_offsets_json, resolve_range, snapshot_topic
 
             from_offsets = parse_offsets_json(args.from_offsets, args.topic)
             to_offsets = parse_offsets_json(args.to_offsets, args.topic)
+            args.isolation_level = isolation_of(args.isolation_level, options)
             # An unknown topic or an impossible range is reported before a JVM is started for nothing.
-            resolve_range(snapshot_topic(args.bootstrap_server, args.topic), from_offsets, to_offsets)
+            resolve_range(snapshot_topic(args.bootstrap_server, args.topic), from_offsets, to_offsets,
+                          args.isolation_level == READ_COMMITTED)
             spark = build_session("kop-pipeline-audit", args.master, args.jars_dir, conf)
             return _audit(spark, args, from_offsets, to_offsets, options)
         cfg = _stream_config(args, options)
@@ -131,7 +140,7 @@ def _audit(spark: Any, args: argparse.Namespace, from_offsets: dict[int, int], t
     )
     try:
         report = audit_topic(spark, args.bootstrap_server, args.topic, from_offsets, to_offsets,
-                             args.max_gap_ranges, options)
+                             args.max_gap_ranges, options, args.isolation_level)
     finally:
         spark.stop()
     print(report.to_json() if args.json else report.format_table())

@@ -33,14 +33,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUIRES_SUPER_USER = "This operation requires super-user access"
 
 
-def token_validator(cfg: BrokerConfig) -> PulsarTokenValidator:
-    """The validator of Pulsar's token keys; ValueError when none is configured or a key is unusable."""
-    return PulsarTokenValidator(
-        secret_key=cfg.tokenSecretKey or None, public_key=cfg.tokenPublicKey or None, public_alg=cfg.tokenPublicAlg,
-        auth_claim=cfg.tokenAuthClaim, audience_claim=cfg.tokenAudienceClaim or None,
-        audience=cfg.tokenAudience or None, allowed_clock_skew_seconds=cfg.tokenAllowedClockSkewSeconds)
-
-
 def _refuse(status: int, reason: str) -> web.Response:
     return web.Response(text=json.dumps({"reason": reason}), status=status, content_type="application/json")
 
@@ -51,7 +43,7 @@ def middleware(cfg: BrokerConfig) -> Callable[..., Awaitable[web.StreamResponse]
         return None
     validator: PulsarTokenValidator | None = None
     if cfg.tokenSecretKey or cfg.tokenPublicKey:
-        validator = token_validator(cfg)  # an unusable key stops start-up with the key's problem
+        validator = PulsarTokenValidator.from_config(cfg)  # an unusable key stops start-up, saying why
     else:  # e.g. SASL PLAIN/SCRAM users only: the admin REST stays closed rather than open
         log.warning("authenticationEnabled without tokenSecretKey or tokenPublicKey: the admin REST accepts no "
                     "credentials, so every path but adminOpenPaths answers 401")

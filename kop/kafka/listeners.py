@@ -120,14 +120,7 @@ class SaslMechanisms:
         self.enabled = config.sasl_mechanisms
         self.token_validator: PulsarTokenValidator | None = None
         if config.token_auth_enabled:
-            try:
-                self.token_validator = PulsarTokenValidator(
-                    secret_key=config.tokenSecretKey or None, public_key=config.tokenPublicKey or None,
-                    public_alg=config.tokenPublicAlg, auth_claim=config.tokenAuthClaim,
-                    audience_claim=config.tokenAudienceClaim or None, audience=config.tokenAudience or None,
-                    allowed_clock_skew_seconds=config.tokenAllowedClockSkewSeconds)
-            except (OSError, ValueError) as e:
-                raise ConfigError(f"bad value for tokenSecretKey/tokenPublicKey: {e}") from None
+            self.token_validator = PulsarTokenValidator.from_config(config)
         self._users = StaticUsers(read_users_file(config.saslPlainUsersFile)) if config.saslPlainUsersFile else None
         self._tokens = PulsarTokenCredentials(self.token_validator) if self.token_validator else None
         self._scram = scram_store

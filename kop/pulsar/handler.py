@@ -22,7 +22,7 @@ import ssl
 from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
-from kop.config import BrokerConfig, ConfigError
+from kop.config import BrokerConfig
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
 from kop.net.tls import server_context
@@ -77,14 +77,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self._tls_context = server_context(config, client_certs=True) if config.brokerServicePortTls >= 0 else None
         self.token_validator: PulsarTokenValidator | None = None
         if config.authenticationEnabled and config.token_auth_enabled:
-            try:
-                self.token_validator = PulsarTokenValidator(
-                    secret_key=config.tokenSecretKey or None, public_key=config.tokenPublicKey or None,
-                    public_alg=config.tokenPublicAlg, auth_claim=config.tokenAuthClaim,
-                    audience_claim=config.tokenAudienceClaim or None, audience=config.tokenAudience or None,
-                    allowed_clock_skew_seconds=config.tokenAllowedClockSkewSeconds)
-            except (OSError, ValueError) as e:
-                raise ConfigError(f"bad value for tokenSecretKey/tokenPublicKey: {e}") from None
+            self.token_validator = PulsarTokenValidator.from_config(config)
 
     async def start(self, services: BrokerServices) -> None:
         from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register

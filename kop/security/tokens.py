@@ -13,12 +13,17 @@ import base64
 import binascii
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from kop.config import ConfigError
+
+if TYPE_CHECKING:
+    from kop.config import BrokerConfig
 
 HMAC_ALGORITHMS = ["HS256", "HS384", "HS512"]
 RSA_ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512"]
@@ -95,6 +100,18 @@ class PulsarTokenValidator:
         self.audience_claim = audience_claim
         self.audience = audience
         self.leeway = allowed_clock_skew_seconds
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> PulsarTokenValidator:
+        """The validator of a broker's token keys (tokenSecretKey/tokenPublicKey and their companions), for
+        the Kafka listeners, the Pulsar port and the admin REST alike; ConfigError when none is usable."""
+        try:
+            return cls(secret_key=config.tokenSecretKey or None, public_key=config.tokenPublicKey or None,
+                       public_alg=config.tokenPublicAlg, auth_claim=config.tokenAuthClaim,
+                       audience_claim=config.tokenAudienceClaim or None, audience=config.tokenAudience or None,
+                       allowed_clock_skew_seconds=config.tokenAllowedClockSkewSeconds)
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"bad value for tokenSecretKey/tokenPublicKey: {e}") from None
 
     def validate(self, token: str) -> ValidatedToken:
         try:

@@ -61,6 +61,7 @@ from kop.coordinator.group_state import (
     JoinRequest,
     JoinResult,
     SyncResult,
+    member_fencing_error,
 )
 from kop.offset.api import PartitionLog
 from kop.protocol.errors import ErrorCode
@@ -737,16 +738,9 @@ class GroupCoordinator:
         if group.is_in(S.DEAD):
             return E.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id or instance_id is not None:
-            if instance_id is not None:
-                existing = group.static_member_id(instance_id)
-                if existing is None:
-                    return E.UNKNOWN_MEMBER_ID
-                if existing != member_id:
-                    return E.FENCED_INSTANCE_ID
-            if member_id not in group.members:
-                return E.UNKNOWN_MEMBER_ID
-            if generation_id != group.generation_id:
-                return E.ILLEGAL_GENERATION
+            err = member_fencing_error(group, member_id, instance_id, generation_id)
+            if err:
+                return err
         return 0
 
     async def txn_commit_offsets(

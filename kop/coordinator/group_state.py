@@ -721,16 +721,9 @@ class GroupStateMachine(SansIOMachine):
         if generation_id < 0 and group.is_in(S.EMPTY):
             return 0  # admin client or a consumer outside group management, on an empty group
         if generation_id >= 0 or member_id or instance_id is not None:
-            if instance_id is not None:
-                existing = group.static_member_id(instance_id)
-                if existing is None:
-                    return E.UNKNOWN_MEMBER_ID
-                if existing != member_id:
-                    return E.FENCED_INSTANCE_ID
-            if member_id not in group.members:
-                return E.UNKNOWN_MEMBER_ID
-            if generation_id != group.generation_id:
-                return E.ILLEGAL_GENERATION
+            err = member_fencing_error(group, member_id, instance_id, generation_id)
+            if err:
+                return err
         elif not group.is_in(S.EMPTY):
             return E.UNKNOWN_MEMBER_ID
         if group.is_in(S.COMPLETING_REBALANCE):
@@ -739,3 +732,20 @@ class GroupStateMachine(SansIOMachine):
         if group.is_in(S.STABLE, S.PREPARING_REBALANCE):
             self._reschedule_heartbeat(group, group.members[member_id])
         return 0
+
+
+def member_fencing_error(group: ClassicGroup, member_id: str, instance_id: str | None, generation_id: int) -> int:
+    """Whether a classic member's offset commit (plain or transactional) names the member and generation the
+    group has now: UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (a static id now held by another member id) or
+    ILLEGAL_GENERATION, else 0."""
+    if instance_id is not None:
+        existing = group.static_member_id(instance_id)
+        if existing is None:
+            return E.UNKNOWN_MEMBER_ID
+        if existing != member_id:
+            return E.FENCED_INSTANCE_ID
+    if member_id not in group.members:
+        return E.UNKNOWN_MEMBER_ID
+    if generation_id != group.generation_id:
+        return E.ILLEGAL_GENERATION
+    return 0

@@ -4,6 +4,7 @@ throughput, ours against Apache Kafka 4.x, with Kafka's own perf tools.
 
     python bench/transactions.py                     # 3 rounds, ~6 min on the shared 2-core machine
     python bench/transactions.py --rounds 5 --brokers kop,kafka
+    python bench/transactions.py --report bench/results/transactions-*.json   # pool saved runs, no brokers
 
 Both brokers start once (bench/brokers.py: ours embedded with localStoreFsyncPolicy=none, Kafka single-node
 KRaft). Once per broker, untimed: a "mixed" topic written by a confluent-kafka transactional producer -
@@ -206,6 +207,21 @@ def run_round(tools: JavaTools, broker, rnd: int, a: argparse.Namespace, mixed: 
     return out
 
 
+def pooled(paths: list[Path]) -> dict:
+    """--report: the rounds of several saved runs as one (each run restarted both brokers, so its rounds are
+    as independent as those of one run), with the table over all of them."""
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for path in paths:
+        for broker, by in json.loads(path.read_text())["runs"].items():
+            for scenario, rounds in by.items():
+                runs.setdefault(broker, {}).setdefault(scenario, []).extend(rounds)
+    rounds = max((len(r) for by in runs.values() for r in by.values()), default=0)
+    print(f"{len(paths)} runs, {rounds} rounds per scenario and broker, medians (min-max)")
+    rows = summarize(runs)
+    print(markdown(rows))
+    return {"runs": runs, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -216,7 +232,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--txn-records", type=int, default=1000, help="records per transaction of the mixed topic")
     ap.add_argument("--abort-every", type=int, default=4, help="every n-th transaction of the mixed topic aborts")
     ap.add_argument("--out", type=Path, help="the JSON result (default bench/results/transactions-<time>.json)")
+    ap.add_argument("--report", type=Path, nargs="+", metavar="JSON", help="pool saved runs into one table")
     a = ap.parse_args(argv)
+    if a.report:
+        return pooled(a.report)
     a.stamp = int(time.time())
     tools = JavaTools()
     work = Path(tempfile.mkdtemp(prefix="kop-bench-txn-"))

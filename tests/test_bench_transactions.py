@@ -34,6 +34,18 @@ def test_summary_gives_medians_spread_and_ratios():
     assert "| ru-consume | consumer fetch MB/s | - | - | - | higher |" in table
 
 
+def test_report_pools_the_rounds_of_saved_runs(tmp_path):
+    one, two = tmp_path / "1.json", tmp_path / "2.json"
+    one.write_text(json.dumps({"runs": {"kafka": {"rc-consume": [{"c_fetch_mbps": 10.0}]},
+                                        "kop": {"rc-consume": [{"c_fetch_mbps": 20.0}]}}}))
+    two.write_text(json.dumps({"runs": {"kafka": {"rc-consume": [{"c_fetch_mbps": 30.0}, {"c_fetch_mbps": 50.0}]},
+                                        "kop": {"rc-consume": [{"c_fetch_mbps": 5.0}, {"c_fetch_mbps": 40.0}]}}}))
+    res = T.main(["--report", str(one), str(two)])
+    row = next(r for r in res["rows"] if (r["scenario"], r["metric"]) == ("rc-consume", "c_fetch_mbps"))
+    assert row["median"] == {"kafka": 30.0, "kop": 20.0} and row["spread"]["kop"] == (5.0, 40.0)
+    assert row["ratio"] == pytest.approx(2 / 3)
+
+
 def test_tiny_run_against_our_broker(tmp_path):
     out = tmp_path / "txn.json"
     T.main(["--rounds", "1", "--brokers", "kop", "--records", "2000", "--transactions", "6", "--txn-records", "40",

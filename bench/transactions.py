@@ -2,7 +2,7 @@
 """Transactions side by side (issue 15): transactional producer throughput and read_committed consumer
 throughput, ours against Apache Kafka 4.x, with Kafka's own perf tools.
 
-    python bench/transactions.py                     # 3 rounds, ~6 min on the shared 2-core machine
+    python bench/transactions.py                     # 3 rounds, ~3 min on the shared 2-core machine
     python bench/transactions.py --rounds 5 --brokers kop,kafka
     python bench/transactions.py --report bench/results/transactions-*.json   # pool saved runs, no brokers
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -124,7 +125,7 @@ def write_mixed(bootstrap: str, topic: str, transactions: int, txn_records: int,
 
 def check_mixed(bootstrap: str, topic: str, committed: int) -> None:
     """A read_committed confluent-kafka consumer sees exactly the committed records, no aborted one."""
-    from confluent_kafka import Consumer
+    from confluent_kafka import Consumer, KafkaError
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-check", "auto.offset.reset": "earliest",
                   "enable.auto.commit": False, "isolation.level": "read_committed", "enable.partition.eof": True})
@@ -134,7 +135,7 @@ def check_mixed(bootstrap: str, topic: str, committed: int) -> None:
     try:
         while time.monotonic() < deadline:
             msgs = c.consume(1000, 1.0)
-            if any(m.error() is not None and m.error().code() == -191 for m in msgs):  # _PARTITION_EOF
+            if any(m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF for m in msgs):
                 seen += sum(1 for m in msgs if m.error() is None)
                 aborted += sum(1 for m in msgs if m.error() is None and m.value()[:1] == b"a")
                 break
@@ -264,6 +265,7 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         for b in brokers.values():
             b.stop()
+        shutil.rmtree(work, ignore_errors=True)
     load.append(round(os.getloadavg()[0], 2))
     rows = summarize(runs)
     print(f"\nmedians of {a.rounds} rounds; load average {load[0]} before, {load[1]} after")

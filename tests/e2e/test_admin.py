@@ -511,4 +511,4 @@ def test_admin_port_in_use_stops_start_up_with_a_message_naming_it(tmp_path) -> 
             capture_output=True, text=True, timeout=120,
         )
     assert r.returncode == 1
-    assert f"admin HTTP server (webServiceBindAddress=127.0.0.1, webServicePort={port})" in r.stderr
+    assert f"admin HTTP server (webServiceBindAddress=127.0.0.1, webServicePort={port}," in r.stderr

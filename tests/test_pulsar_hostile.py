@@ -191,6 +191,7 @@ def test_many_pulsar_producers_with_large_messages_stay_within_the_bound(tmp_pat
         peak = _metric(broker, "kop_server_request_bytes_peak")
         frame = len(frame_of(1, 0))
         assert _metric(broker, "kop_server_request_bytes_pauses_total") >= 1  # the bound was reached: it was tested
+        print(f"peak request bytes {peak / 2**20:.2f} MiB (bound {LIMIT / 2**20:.0f} MiB, frame {frame} bytes)")
         # The promise of kop/net/request_bytes.py: one frame (the holder's) plus the read that reached the bound.
         assert peak <= LIMIT + frame + READ_SIZE, f"request bytes peaked at {peak} (bound {LIMIT}, frame {frame})"
         wait_until("every charged byte released", lambda: _metric(broker, "kop_server_request_bytes") == 0, 30)

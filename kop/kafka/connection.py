@@ -192,7 +192,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self.reader.frames:
             frames, self.reader.frames = self.reader.frames, []
             for frame in frames:
-                self.handler.request_bytes.complete(len(frame))
+                self.handler.request_bytes.complete(len(frame), self)
             for frame in frames:
                 if self._closed:
                     return

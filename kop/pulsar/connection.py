@@ -12,7 +12,8 @@ reader, queue and task, and an exception in a handler closes only this connectio
 Memory follows bytes received: the reader's buffer grows as bytes arrive (kop/pulsar/codec/framing.py), and every
 byte received is charged to the broker-wide request-bytes bound (queuedMaxRequestBytes, kop/net/request_bytes.py,
 shared with the Kafka handler) until its command has been handled; while the bound is reached, reading pauses here
-as on every Kafka connection.
+as on every Kafka connection, and the one connection that may finish its frame then (the bound's "holder") reads
+no further than that frame's end.
 Differences from Pulsar's ServerCnx: no authentication (the security issue), no proxying, no broker-side
 keep-alive pings of idle clients (the client pings us; we answer).
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -49,6 +51,12 @@ FRAME_OVERHEAD = 10 * 1024
 MAX_QUEUED = 1000
 # Bytes written but not yet sent before dispatch to this connection waits (a slow consumer).
 HIGH_WATER = 4 * 1024 * 1024
+
+# Most bytes taken in by one read (asyncio's and uvloop's own read size for a plain Protocol).
+READ_SIZE = 256 * 1024
+# Where reads land before the frame reader copies them: one buffer per thread (per event loop), since a read is
+# copied out (buffer_updated) before the next one begins.
+_read_buffers = threading.local()
 
 Handler = Callable[["PulsarConnection", Frame], Awaitable[None]]
 HANDLERS: dict[int, Handler] = {}
@@ -82,7 +90,14 @@ def non_utf8_field(msg: Any) -> str | None:
     return None
 
 
-class PulsarConnection(asyncio.Protocol):
+def _read_buffer() -> memoryview:
+    buf = getattr(_read_buffers, "view", None)
+    if buf is None:
+        buf = _read_buffers.view = memoryview(bytearray(READ_SIZE))
+    return buf
+
+
+class PulsarConnection(asyncio.BufferedProtocol):
     def __init__(self, handler: PulsarProtocolHandler) -> None:
         self.handler = handler
         self.reader = FrameReader(handler.config.maxMessageSize + FRAME_OVERHEAD)
@@ -115,7 +130,19 @@ class PulsarConnection(asyncio.Protocol):
         if self.handler.request_bytes.reached:
             self.update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """Up to READ_SIZE bytes; while the request-bytes bound is reached (only the holder reads then), no more
+        than the rest of the frame being received, so the read that completes it brings in nothing of the next
+        one: the bytes over the bound stay within that one frame (kop/net/request_bytes.py)."""
+        buf = _read_buffer()
+        if self.handler.request_bytes.reached:
+            return buf[:min(self.reader.needed, READ_SIZE)]
+        return buf
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.data_received(_read_buffer()[:nbytes])
+
+    def data_received(self, data: bytes | memoryview) -> None:
         if self.closed:
             return
         bound = self.handler.request_bytes
@@ -140,7 +167,7 @@ class PulsarConnection(asyncio.Protocol):
             if frame is None:
                 break
             size = before - self.reader.buffered
-            bound.complete(size)  # received; charged until handled
+            bound.complete(size, self)  # received; charged until handled
             self.queue.append((frame, bad, size))
             self.wakeup.set()
         if len(self.queue) > MAX_QUEUED or self.paused_reading or bound.reached:

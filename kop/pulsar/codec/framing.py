@@ -200,6 +200,16 @@ class FrameReader:
         """Bytes received but not yet returned as frames."""
         return len(self._buf) - self._pos
 
+    @property
+    def needed(self) -> int:
+        """Bytes still missing for the frame at the head of the buffer (for its size field first): reading no more
+        than this ends a read at a frame's end, so no byte of the next frame is taken in with it."""
+        avail = len(self._buf) - self._pos
+        if avail < 4:
+            return 4 - avail
+        (total,) = _U32.unpack_from(self._buf, self._pos)
+        return max(4 + total - avail, 1)
+
     def feed(self, data: Any) -> None:
         if self._failed is not None:
             raise self._failed

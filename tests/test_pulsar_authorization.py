@@ -32,7 +32,9 @@ from kafka.admin import (
 )
 from kafka.errors import TopicAuthorizationFailedError
 
+from kop.pulsar.authorize import topic_of_ledger
 from kop.pulsar.codec import commands as c
+from kop.topics.names import TopicName
 from tests.support.broker import KopBroker
 from tests.support.pulsar_wire import WireClient
 
@@ -283,3 +285,27 @@ def test_get_last_message_id_needs_describe(broker: KopBroker, admin: KafkaAdmin
         assert (got.request_id, got.error) == (3, c.ServerError.AuthorizationError)
     finally:
         w.close()
+
+
+def test_auto_creation_needs_create(broker: KopBroker, admin: KafkaAdminClient) -> None:
+    """WRITE on a topic that does not exist does not create it (Kafka's rule: CREATE on the cluster or topic)."""
+    topic = unique("made")
+    grant(admin, acl("maker", ACLOperation.WRITE, ResourceType.TOPIC, topic))
+    cl = client(broker, "maker")
+    try:
+        with pytest.raises(pulsar.TopicNotFound):
+            cl.create_producer(NS + topic)
+        grant(admin, acl("maker", ACLOperation.CREATE, ResourceType.TOPIC, topic))
+        cl.create_producer(NS + topic).send(b"created")
+        assert cl.get_topic_partitions(NS + topic) == [f"{NS}{topic}-partition-0"]
+    finally:
+        cl.close()
+
+
+@pytest.mark.parametrize("name", [TopicName("public", "default", "t"), TopicName("ten", "ns", "a-partition-x.y"),
+                                  TopicName("public", "default", "odd=name:1")])
+def test_a_ledger_name_gives_its_topic_back(name: TopicName) -> None:
+    """GET_LAST_MESSAGE_ID authorizes the topic of the consumer's partition, found from its ledger name."""
+    for partition in (0, 7, 12):
+        assert topic_of_ledger(name.ledger_name(partition)) == name
+    assert topic_of_ledger("not/a-ledger") is None

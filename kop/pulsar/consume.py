@@ -19,6 +19,10 @@ too); ACK_RESPONSE is sent when the client asks (request_id set), once the ack i
 Acks are persisted soon after they arrive (coalesced, at-least-once like Pulsar's rate-limited mark-delete), and
 CLOSE_CONSUMER answers SUCCESS only once the subscription's cursor is persisted, so a client that closed its
 consumer has its acknowledgements stored.
+
+With `authorizationEnabled` (kop/pulsar/authorize.py) a SUBSCRIBE needs READ on the topic and, when durable, READ on
+the GROUP named after the subscription, else ERROR AuthorizationError "Client is not authorized to subscribe";
+GET_LAST_MESSAGE_ID needs DESCRIBE on the topic. Commands of an open consumer are not checked again (Pulsar's rule).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET
 from kop.offset.api import PartitionLog
+from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
@@ -100,11 +105,12 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, c.ServerError.InvalidTopicName,
                           f"invalid subscription name {req.subscription!r} (empty or reserved)"))
         return
-    opened = await open_partition(conn, rid, req.topic)
+    durable = not req.HasField("durable") or req.durable
+    opened = await open_partition(conn, rid, req.topic, check=lambda name: authorize.subscribe_refusal(
+        conn, name, req.subscription, durable))
     if opened is None:
         return
     topic, partition, state = opened
-    durable = not req.HasField("durable") or req.durable
     sub = state.subscriptions.get(req.subscription)
     if sub is None:
         sub = await _new_subscription(conn, state, req, durable)
@@ -250,6 +256,11 @@ async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
         return
     sub = k.subscription
+    name = authorize.topic_of_ledger(sub.state.ledger_name)
+    refusal = authorize.describe_refusal(conn, name, authorize.LAST_MESSAGE_ID) if name is not None else None
+    if refusal is not None:
+        conn.send(c.error(rid, c.ServerError.AuthorizationError, refusal))
+        return
     last = await last_position(sub.plog)
     partition = sub.state.partition
     if last is None:

@@ -18,13 +18,20 @@ without an owner yet is acquired first, and one still without an owner gets Fail
 client retries.
 GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists partitioned topics), filtered by
 `topics_pattern` when the client sends one (Python's `re`, close to Java's for the patterns clients use).
+
+With `authorizationEnabled` (kop/pulsar/authorize.py): PARTITIONED_METADATA and LOOKUP need DESCRIBE on the topic
+(else AuthorizationError in the Failed response, Pulsar's message), checked after the name is parsed and before the
+topic is looked for; auto-creation also needs CREATE (cluster or topic), else TopicNotFound; GET_TOPICS_OF_NAMESPACE
+leaves out the topics the role may not DESCRIBE.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
+from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
@@ -58,7 +65,7 @@ def split_name(conn: PulsarConnection, topic: str) -> tuple[TopicName, int | Non
 async def find_topic(conn: PulsarConnection, name: TopicName, create: bool) -> Topic | None:
     topics = conn.handler.service.topics
     topic = topics.get(name)
-    if topic is None and create and conn.handler.config.allowAutoTopicCreation:
+    if topic is None and create and conn.handler.config.allowAutoTopicCreation and authorize.may_auto_create(conn, name):
         try:
             topic = await topics.create(name, conn.handler.config.defaultNumPartitions)
         except TopicError as e:
@@ -68,10 +75,19 @@ async def find_topic(conn: PulsarConnection, name: TopicName, create: bool) -> T
     return topic
 
 
-async def resolve_partition(conn: PulsarConnection, topic_name: str, create: bool = True) -> tuple[Topic, int]:
+Check = Callable[[TopicName], str | None]  # kop/pulsar/authorize.py's refusal of one command, None: allowed
+
+
+async def resolve_partition(conn: PulsarConnection, topic_name: str, create: bool = True,
+                            check: Check | None = None) -> tuple[Topic, int]:
     """The topic and partition a PRODUCER/SUBSCRIBE/LOOKUP names. A base name stands for partition 0 (clients
-    only use it for topics they were told are non-partitioned, which ours never are)."""
+    only use it for topics they were told are non-partitioned, which ours never are). `check` authorizes the
+    command after the name is parsed and before the topic is looked for or created, Pulsar's order (and
+    Kafka's: a refused client learns nothing about the topic's existence)."""
     name, partition = split_name(conn, topic_name)
+    refusal = check(name) if check is not None else None
+    if refusal is not None:
+        raise NameError_(c.ServerError.AuthorizationError, refusal)
     topic = await find_topic(conn, name, create)
     if topic is None:
         raise NameError_(c.ServerError.TopicNotFound, f"Topic {topic_name} does not exist")
@@ -83,11 +99,12 @@ async def resolve_partition(conn: PulsarConnection, topic_name: str, create: boo
 
 
 
-async def open_partition(conn: PulsarConnection, request_id: int, topic_name: str) -> tuple[Topic, int, Any] | None:
+async def open_partition(conn: PulsarConnection, request_id: int, topic_name: str,
+                         check: Check | None = None) -> tuple[Topic, int, Any] | None:
     """The topic, partition and partition state a PRODUCER or SUBSCRIBE names, or None once the client has
-    been answered with the ERROR that says why (unknown topic or partition; storage not ready)."""
+    been answered with the ERROR that says why (not authorized; unknown topic or partition; storage not ready)."""
     try:
-        topic, partition = await resolve_partition(conn, topic_name)
+        topic, partition = await resolve_partition(conn, topic_name, check=check)
         state = await conn.handler.partition_state(topic, partition)
     except NameError_ as e:
         conn.send(c.error(request_id, e.code, str(e)))
@@ -103,6 +120,9 @@ async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
     rid = req.request_id
     try:
         name, partition = split_name(conn, req.topic)
+        refusal = authorize.describe_refusal(conn, name, authorize.PARTITIONED_METADATA)
+        if refusal is not None:
+            raise NameError_(c.ServerError.AuthorizationError, refusal)
         if partition is not None:
             answer = 0
         else:
@@ -122,7 +142,8 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
     try:
-        topic, partition = await resolve_partition(conn, req.topic)
+        topic, partition = await resolve_partition(
+            conn, req.topic, check=lambda name: authorize.describe_refusal(conn, name, authorize.LOOKUP))
     except NameError_ as e:
         if e.code == c.ServerError.InvalidTopicName:
             # a name no topic can have - the Java client's regex consumer looks up its pattern to place a
@@ -167,6 +188,8 @@ async def topics_of_namespace(conn: PulsarConnection, frame: Frame) -> None:
     names: list[str] = []
     for topic in topics.all():
         if topic.internal or (topic.name.tenant, topic.name.namespace) != (tenant, namespace) or topic.deleted:
+            continue
+        if not authorize.may_describe(conn, topic.name):  # hidden, as Kafka's Metadata hides it
             continue
         names.extend(f"{topic.name.canonical}-partition-{p}" for p in range(topic.partitions))
     filtered = False

@@ -16,6 +16,9 @@ no chunking (chunked SENDs are refused with NotAllowedError); internal topics (_
 producers; a message over `maxMessageSize` gets SEND_ERROR
 NotAllowedError (Pulsar's client refuses it before sending; a frame far over the limit closes the connection, as in
 Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
+
+With `authorizationEnabled` a PRODUCER needs WRITE on the topic (kop/pulsar/authorize.py), else ERROR
+AuthorizationError "Client is not authorized to Produce"; SENDs of an open producer are not checked again (Pulsar's rule).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kop.protocol.records import parse_batch_header
-from kop.pulsar import backlog_quota
+from kop.pulsar import authorize, backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
@@ -70,7 +73,7 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
                             schema_version=b""))
         return
-    opened = await open_partition(conn, rid, req.topic)
+    opened = await open_partition(conn, rid, req.topic, check=lambda name: authorize.produce_refusal(conn, name))
     if opened is None:
         return
     topic, partition, state = opened

@@ -9,7 +9,8 @@ is not offered (message ids carry no index yet).
 
 With authenticationEnabled a CONNECT must carry a valid token: otherwise ERROR AuthenticationError (request
 id -1 as an unsigned long, as Pulsar sends it) and the connection is closed; the reason is logged, never
-the token. The role becomes the connection's principal (`User:<role>`).
+the token. The role becomes the connection's principal (`User:<role>`), the one the Kafka ACLs name when
+`authorizationEnabled` (kop/pulsar/authorize.py checks PRODUCER, SUBSCRIBE and lookups with it).
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ byte received is charged to the broker-wide request-bytes bound (queuedMaxReques
 shared with the Kafka handler) until its command has been handled; while the bound is reached, reading pauses here
 as on every Kafka connection, and the one connection that may finish its frame then (the bound's "holder") reads
 no further than that frame's end.
-Differences from Pulsar's ServerCnx: no authentication (the security issue), no proxying, no broker-side
-keep-alive pings of idle clients (the client pings us; we answer).
+Differences from Pulsar's ServerCnx: only token authentication (kop/pulsar/session.py; authorization in
+kop/pulsar/authorize.py), no proxying, no broker-side keep-alive pings of idle clients (the client pings us; we
+answer).
 """
 
 from __future__ import annotations

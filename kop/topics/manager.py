@@ -104,6 +104,7 @@ class TopicManager:
         self._by_id: dict[bytes, Topic] = {}
         self._lock = asyncio.Lock()
         self._deletions: dict[bytes, asyncio.Task[None]] = {}  # topic id -> its deletion under way
+        self._marked: dict[bytes, asyncio.Future[None]] = {}  # topic id -> set once its record says `deleting`
         self.generation = 0  # bumped on every topic change (metadata caches key on it)
         # Called (awaited) after a topic is deleted; the group coordinator drops the topic's offsets.
         self.deletion_listeners: list[Callable[[Topic], Awaitable[None]]] = []
@@ -284,15 +285,29 @@ class TopicManager:
         """The deletion of `topic`, started now or joined if it is already under way."""
         task = self._deletions.get(topic.topic_id)
         if task is None:
+            self._marked[topic.topic_id] = asyncio.get_running_loop().create_future()
             task = asyncio.create_task(self._delete(topic), name=f"delete-topic {topic.name.canonical}")
             self._deletions[topic.topic_id] = task
             task.add_done_callback(lambda t, tid=topic.topic_id: self._deletion_done(tid, t))
         return task
 
+    async def deletion_recorded(self, topic: Topic) -> None:
+        """Wait until the deletion of `topic` is written in its record (or over): from then on a crash does not
+        undo it, so a DeleteTopics may answer "still in progress" without the deletion being lost."""
+        marked = self._marked.get(topic.topic_id)
+        if marked is not None:
+            await asyncio.shield(marked)
+
     def _deletion_done(self, topic_id: bytes, task: asyncio.Task[None]) -> None:
         self._deletions.pop(topic_id, None)
+        self._set_marked(topic_id)
         if not task.cancelled() and task.exception() is not None:  # retrieved here: no caller may be waiting
             log.error("deleting a topic failed", exc_info=task.exception())
+
+    def _set_marked(self, topic_id: bytes) -> None:
+        marked = self._marked.pop(topic_id, None)
+        if marked is not None and not marked.done():
+            marked.set_result(None)
 
     def _log_slow_delete(self, topic: Topic) -> None:
         """A deletion still running after SLOW_DELETE_SECONDS: log where it waits, since nothing else would
@@ -319,6 +334,7 @@ class TopicManager:
             self.generation += 1
             self._deleting[topic.name.canonical] = topic.topic_id  # refresh() must not bring it back
             await self._mark_deleting(topic)
+        self._set_marked(topic.topic_id)
         # Close what is open, then remove every partition's managed ledger and finally the topic record.
         await topic.opening.wait_all()
         for plog in list(topic.logs.values()):
@@ -539,7 +555,9 @@ class TopicManager:
         for stop in list(self._watch_stops.values()):
             stop()
         self._watch_stops.clear()
-        for task in list(self._deletions.values()):  # marked in their records: the next start finishes them
+        if self._marked:  # a deletion already answered is recorded before it stops: the next start finishes it
+            await asyncio.wait([asyncio.shield(f) for f in self._marked.values()], timeout=SLOW_DELETE_SECONDS)
+        for task in list(self._deletions.values()):
             task.cancel()
         if self._deletions:
             await asyncio.wait(list(self._deletions.values()))

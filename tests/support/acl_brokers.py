@@ -29,6 +29,7 @@ from kop.protocol import api_info, decode_response, encode_request
 from tests.support.broker import KopBroker
 from tests.support.java import JavaTools
 from tests.support.kafka_server import KafkaServer
+from tests.support.wire import recv_exact
 
 ADMIN_HOST = "127.0.0.1"
 SUBJECT_HOST = "127.0.0.2"
@@ -82,13 +83,7 @@ class RawClient:
             return True
 
     def _recv(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
-            buf += chunk
-        return bytes(buf)
+        return recv_exact(self.sock, n)
 
     def close(self) -> None:
         self.sock.close()

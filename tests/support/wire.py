@@ -14,6 +14,16 @@ import struct
 from kafka.protocol.api_message import ApiMessage
 
 
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    """Exactly `n` bytes from `sock`; ConnectionError when the peer closes first."""
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
 class WireClient:
     def __init__(self, bootstrap: str, client_id: str = "kop-tests-wire", timeout: float = 30) -> None:
         host, port = bootstrap.rsplit(":", 1)
@@ -34,13 +44,7 @@ class WireClient:
         return response
 
     def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
-            buf += chunk
-        return bytes(buf)
+        return recv_exact(self.sock, n)
 
     def close(self) -> None:
         self.sock.close()

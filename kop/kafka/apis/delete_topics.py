@@ -44,7 +44,7 @@ async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names]
     out = []
-    started: list[tuple[int, asyncio.Task[None]]] = []  # (index in out, the deletion)
+    started: list[tuple[int, Any, asyncio.Task[None]]] = []  # (index in out, topic, its deletion)
     names = Counter(n for n, _ in wanted if n is not None)
     ids = Counter(t for n, t in wanted if n is None)
     for name, topic_id in wanted:
@@ -82,12 +82,16 @@ async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
             out.append(res(ErrorCode.INVALID_TOPIC_EXCEPTION, "Internal topics cannot be deleted", topic.topic_id))
             continue
         # the handlers forget the partitions' state (partition_log_deleted) when the deletion ends
-        started.append((len(out), mgr.start_delete(topic)))
+        started.append((len(out), topic, mgr.start_delete(topic)))
         out.append(R.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=0, error_message=None))
     if started:
         timeout = req.timeout_ms / 1000 if req.timeout_ms > 0 else DEFAULT_WAIT_SECONDS
-        await asyncio.wait([asyncio.shield(task) for _, task in started], timeout=timeout)
-        for i, task in started:
+        # first the deletions are recorded (a crash after the answer finishes them at the next start), however
+        # short timeout_ms is; then the answer waits for them to end until the timeout
+        await asyncio.wait([asyncio.ensure_future(mgr.deletion_recorded(t)) for _, t, _ in started],
+                           timeout=DEFAULT_WAIT_SECONDS)
+        await asyncio.wait([asyncio.shield(task) for _, _, task in started], timeout=timeout)
+        for i, _, task in started:
             if not task.done():
                 out[i].error_code = ErrorCode.REQUEST_TIMED_OUT
                 out[i].error_message = f"The deletion of topic {out[i].name} is still in progress"

@@ -4,6 +4,9 @@
 * `kafka_server` - session: Apache Kafka 4.x single-node KRaft, started only when a test asks for it.
 * `kop_broker`   - function: factory that starts OUR broker as a subprocess with config overrides:
                    `b = kop_broker(managedLedgerMaxEntriesPerLedger=10)`; all are stopped at teardown.
+* `broker`       - module: one default broker (Kafka and Pulsar ports) shared by a module's tests; a module
+                   that needs other settings defines its own `broker`, which wins.
+* `client`       - function: a `pulsar.Client` of that broker, closed after the test.
 
 With KOP_FAIL_ON_SKIP=1 (set by `make test`, hence CI) a skipped test fails the run: a test requirement
 that is absent must be visible, not silently skipped.
@@ -71,6 +74,23 @@ def kop_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..
     yield start
     for broker in started:
         broker.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
+    b = KopBroker(tmp_path_factory.mktemp("kop-module"))
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def client(broker: KopBroker):  # noqa: ANN201 - a pulsar.Client; pulsar is imported only by tests that use it
+    import pulsar
+
+    cl = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+    yield cl
+    cl.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:

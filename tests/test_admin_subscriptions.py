@@ -11,31 +11,14 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pulsar
-import pytest
 
 from tests.support.admin import ok, topic_url
 from tests.support.broker import KopBroker
 
 RECEIVE_MS = 30000  # a guard against hangs, not a timing assertion
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-admin-subs"))
-    b.start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def client(broker: KopBroker) -> Iterator[pulsar.Client]:
-    cl = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
-    yield cl
-    cl.close()
 
 
 def call(method: str, url: str, body: Any = None) -> tuple[int, Any, dict[str, str]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -19,21 +18,6 @@ from tests.support.broker import KopBroker
 from tests.support.clients import Rec, create_topic, produce_confluent, produce_kafka_python
 
 RECEIVE_MS = 30000  # a guard against hangs, not a timing assertion
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar-consume"))
-    b.start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def client(broker: KopBroker) -> Iterator[pulsar.Client]:
-    cl = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
-    yield cl
-    cl.close()
 
 
 def name() -> str:

@@ -6,14 +6,12 @@ keys' new consumers before anything newer of those keys."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pulsar
 import pytest
 
 from kop.pulsar.codec import commands as c
 from kop.pulsar.key_shared import NONE_KEY, RANGE, Selector, key_hash, murmur3_32, sticky_key
-from tests.support.broker import KopBroker
 
 RECEIVE_MS = 30000  # a guard against hangs, not a timing assertion
 
@@ -53,21 +51,6 @@ def test_selector_ring_and_sticky_ranges() -> None:
     assert sticky.add(b, [(101, 200)]) is None
     assert (sticky.select(100), sticky.select(101), sticky.select(5000)) == (a, b, None)
     assert "outside" in Selector().add(a, [(0, RANGE)])
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar-ks"))
-    b.start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def client(broker: KopBroker) -> Iterator[pulsar.Client]:
-    cl = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
-    yield cl
-    cl.close()
 
 
 def key_shared(client: pulsar.Client, topic: str, name: str, **policy: object) -> pulsar.Consumer:

@@ -6,7 +6,6 @@ names; producer names are unique and Exclusive access excludes others."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -14,21 +13,6 @@ import pytest
 from tests.support.admin import ok, topic_url
 from tests.support.broker import KopBroker
 from tests.support.clients import consume_confluent, consume_kafka_python, create_topic, end_offsets
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
-    b = KopBroker(tmp_path_factory.mktemp("kop-pulsar-produce"))
-    b.start()
-    yield b
-    b.stop()
-
-
-@pytest.fixture
-def client(broker: KopBroker) -> Iterator[pulsar.Client]:
-    cl = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
-    yield cl
-    cl.close()
 
 
 def name() -> str:

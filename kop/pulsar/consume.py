@@ -83,6 +83,14 @@ def _consumer(conn: PulsarConnection, consumer_id: int) -> Consumer | None:
     return conn.consumers.get(consumer_id)
 
 
+def _consumer_or_error(conn: PulsarConnection, req: Any) -> Consumer | None:
+    """The consumer a request with a request id names; None after answering ConsumerNotFound, as Pulsar does."""
+    k = conn.consumers.get(req.consumer_id)
+    if k is None:
+        conn.send(c.error(req.request_id, c.ServerError.ConsumerNotFound, "consumer not found"))
+    return k
+
+
 @serves(c.SUBSCRIBE)
 async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
@@ -224,9 +232,8 @@ async def redeliver(conn: PulsarConnection, frame: Frame) -> None:
 async def seek(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
-    k = _consumer(conn, req.consumer_id)
+    k = _consumer_or_error(conn, req)
     if k is None:
-        conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
         return
     sub = k.subscription
     plog = sub.plog
@@ -251,9 +258,8 @@ async def seek(conn: PulsarConnection, frame: Frame) -> None:
 async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
-    k = _consumer(conn, req.consumer_id)
+    k = _consumer_or_error(conn, req)
     if k is None:
-        conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
         return
     sub = k.subscription
     name = authorize.topic_of_ledger(sub.state.ledger_name)
@@ -276,9 +282,8 @@ async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
 async def unsubscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
-    k = _consumer(conn, req.consumer_id)
+    k = _consumer_or_error(conn, req)
     if k is None:
-        conn.send(c.error(rid, c.ServerError.ConsumerNotFound, "consumer not found"))
         return
     sub = k.subscription
     if any(o is not k for o in sub.consumers):

@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         instance_id=req.instance_id,
         rack_id=req.rack_id,
         rebalance_timeout_ms=req.rebalance_timeout_ms,
-        subscribed_topic_names=None if names is None else [coordinator.topic_key(n) for n in names],
+        subscribed_topic_names=None if names is None else [ctx.names.global_name(n) for n in names],
         subscribed_topic_regex=req.subscribed_topic_regex if v >= 1 else None,
         server_assignor=req.server_assignor,
         topic_partitions=None if owned is None else {bytes(t.topic_id): frozenset(t.partitions) for t in owned},

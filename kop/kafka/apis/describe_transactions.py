@@ -41,8 +41,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                           producer_epoch=-1, topics=[]))
             continue
         by_topic: dict[str, list[int]] = {}
-        for t, p in sorted(txn.partitions):
-            by_topic.setdefault(t, []).append(p)
+        for t, p in sorted(txn.partitions):  # broker-global names, spelled for this connection
+            by_topic.setdefault(ctx.names.client_name(t), []).append(p)
         for t in denied_topics(ctx, Op.DESCRIBE, list(by_topic)):
             del by_topic[t]
         out.append(R.TransactionState(

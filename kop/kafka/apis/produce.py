@@ -188,7 +188,8 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         states = await h.producer_state(ledger, plog)
         txn = hdr.is_transactional
         if txn:
-            await _verify_transactional(ctx, plog, states, hdr, transactional_id, topic_name, partition)
+            await _verify_transactional(ctx, plog, states, hdr, transactional_id, ctx.topics.kafka_name(topic.name),
+                                        partition)
         try:
             dup = states.check(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, txn)
         except SequenceError as e:
@@ -216,7 +217,7 @@ async def _verify_transactional(ctx: RequestContext, plog: PartitionLog, states:
     (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one), a producer-state snapshot before the
     partition's first transaction (restart recovery), and - for the first batch of a transaction on this
     partition - the coordinator's word that the partition is in the transaction (KIP-890 part 1), when
-    a coordinator is there to ask."""
+    a coordinator is there to ask. `topic_name` is the broker-global Kafka name, as the coordinator keeps it."""
     if not transactional_id:
         raise _PartitionError("TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
                               "A transactional batch needs the request's transactional id")

@@ -33,7 +33,9 @@ from kafka.admin import (
 )
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from tests.support.acl_brokers import RawClient
 from tests.support.broker import KopBroker
 from tests.support.wire import WireClient
 
@@ -92,13 +94,14 @@ def produce(conf: dict[str, str], topic: str, values: list[bytes]) -> None:
 
 def consume(conf: dict[str, str], topic: str, group: str | None = None, want: int | None = None,
             commit: bool = False) -> list[bytes]:
-    """Every record of partition 0 (assigned, or through `group` when given), read to the end."""
+    """The records of partition 0 (assigned, or through `group` when given): `want` of them, or, assigned,
+    as many as the offsets say."""
     c = ck.Consumer({**conf, "group.id": group or unique("reader"), "auto.offset.reset": "earliest",
                      "enable.auto.commit": False})
     try:
         if group is None:
             low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-            want = high - low
+            want = high - low if want is None else want
             c.assign([TopicPartition(topic, 0, low)])
         else:
             c.subscribe([topic])
@@ -250,3 +253,152 @@ def test_without_multi_tenant_metadata_every_login_uses_the_default_namespace(tm
         assert consume(login(b, "a/b/c"), t) == [b"a", b"b"]
     finally:
         b.stop()
+
+
+# ---------------------------------------------------------------------------------------- groups
+
+def committed(conf: dict[str, str], group: str, topic: str) -> int:
+    c = ck.Consumer({**conf, "group.id": group})
+    try:
+        [tp] = c.committed([TopicPartition(topic, 0)], timeout=30)
+        return tp.offset
+    finally:
+        c.close()
+
+
+def listed_groups(conf: dict[str, str]) -> set[str]:
+    admin = AdminClient(conf)  # kept until the answer is in: a collected client cancels its requests
+    result = admin.list_consumer_groups(request_timeout=30).result(30)
+    assert not result.errors, result.errors
+    return {g.group_id for g in result.valid}
+
+
+def test_groups_are_per_tenant(broker: KopBroker) -> None:
+    t, g = unique("gt"), unique("g")
+    logins = {"A": 3, "B/ns": 2, "bob": 1}
+    for user, n in logins.items():
+        produce(login(broker, user), t, [f"{user}-{i}".encode() for i in range(n)])
+    # the same group id in three tenants: three groups, each committing its own position
+    for user, n in logins.items():
+        assert len(consume(login(broker, user), t, group=g, want=n, commit=True)) == n
+    for user, n in logins.items():
+        assert committed(login(broker, user), g, t) == n, user
+    # the default login reaches a tenant's group by its global id, as it names topics
+    assert committed(login(broker, "bob"), f"A/default/{g}", f"A/default/{t}") == 3
+
+    # ListGroups: a tenant lists its own groups under their ids; the default login lists every group
+    assert g in listed_groups(login(broker, "A"))
+    assert not any("/" in x for x in listed_groups(login(broker, "A")))
+    assert {g, f"A/default/{g}", f"B/ns/{g}"} <= listed_groups(login(broker, "bob"))
+    # DescribeGroups answers under the id asked for
+    admin = AdminClient(login(broker, "B/ns"))
+    [(gid, fut)] = admin.describe_consumer_groups([g], request_timeout=30).items()
+    assert gid == g and fut.result(30).group_id == g
+
+    # DeleteGroups deletes only the tenant's own group
+    admin = AdminClient(login(broker, "A"))
+    admin.delete_consumer_groups([g], request_timeout=30)[g].result(30)
+    assert g not in listed_groups(login(broker, "A"))
+    assert committed(login(broker, "A"), g, t) < 0  # no committed offset any more
+    assert committed(login(broker, "B/ns"), g, t) == 2 and committed(login(broker, "bob"), g, t) == 1
+
+
+def test_group_acls_name_global_ids(broker: KopBroker) -> None:
+    t, g = unique("gacl"), unique("g")
+    produce(login(broker, "A"), t, [b"x"])
+    produce(login(broker, "bob"), t, [b"y"])
+    grant(broker, "reader", ResourceType.TOPIC, t, ACLOperation.READ, ACLOperation.DESCRIBE)
+    grant(broker, "reader", ResourceType.TOPIC, f"A/default/{t}", ACLOperation.READ, ACLOperation.DESCRIBE)
+    grant(broker, "reader", ResourceType.GROUP, g, ACLOperation.READ, ACLOperation.DESCRIBE)
+    # the ACL on group g is the default tenant's g: it lets the default login consume and commit ...
+    assert consume(login(broker, "public", "reader"), t, group=g, want=1, commit=True) == [b"y"]
+    # ... and not tenant A's g (= A/default/g)
+    c = ck.Consumer({**login(broker, "A", "reader"), "group.id": g, "auto.offset.reset": "earliest"})
+    try:
+        c.subscribe([t])
+        err = None
+        deadline = time.monotonic() + 60
+        while err is None and time.monotonic() < deadline:
+            m = c.poll(1)
+            if m is not None and m.error() is not None:
+                err = m.error().code()
+        assert err == ck.KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        c.close()
+    grant(broker, "reader", ResourceType.GROUP, f"A/default/{g}", ACLOperation.READ, ACLOperation.DESCRIBE)
+    assert consume(login(broker, "A", "reader"), t, group=g, want=1, commit=True) == [b"x"]
+
+
+# ---------------------------------------------------------------------------------------- transactional ids
+
+def raw_login(broker: KopBroker, username: str) -> RawClient:
+    c = RawClient(broker.bootstrap, "127.0.0.1")
+    c.call(17, 1, api_info(17).request_class(mechanism="PLAIN"))
+    r = c.call(36, 2, api_info(36).request_class(auth_bytes=f"\0{username}\0token:{token('admin')}".encode()))
+    assert r.error_code == 0, r
+    return c
+
+
+def listed_transactions(broker: KopBroker, username: str) -> set[str]:
+    L = api_info(66).request_class
+    with raw_login(broker, username) as c:
+        r = c.call(66, 1, L(state_filters=[], producer_id_filters=[], duration_filter=-1))
+    assert r.error_code == 0
+    return {s.transactional_id for s in r.transaction_states}
+
+
+def test_transactional_ids_are_per_tenant(broker: KopBroker) -> None:
+    t, tid = unique("tx"), unique("tid")
+    a = ck.Producer({**login(broker, "A"), "transactional.id": tid})
+    a.init_transactions(30)
+    a.begin_transaction()
+    a.produce(t, b"from-a")
+    a.flush(30)
+    # the default tenant's producer with the same id is another transaction: it does not fence A's
+    d = ck.Producer({**login(broker, "bob"), "transactional.id": tid})
+    d.init_transactions(30)
+    d.begin_transaction()
+    d.produce(t, b"from-default")
+    d.flush(30)
+    D = api_info(65).request_class
+    with raw_login(broker, "A") as c:
+        [st] = c.call(65, 0, D(transactional_ids=[tid])).transaction_states
+    assert (st.error_code, st.transactional_id, st.transaction_state) == (0, tid, "Ongoing")
+    assert [x.topic for x in st.topics] == [t]  # the partitions under the tenant's own spelling
+    assert tid in listed_transactions(broker, "A") and not any("/" in x for x in listed_transactions(broker, "A"))
+    assert {tid, f"A/default/{tid}"} <= listed_transactions(broker, "public")  # a default-namespace login
+    a.commit_transaction(30)
+    d.commit_transaction(30)
+    committed_conf = {"isolation.level": "read_committed"}
+    # want=1: the commit marker takes an offset too
+    assert consume({**login(broker, "A"), **committed_conf}, t, want=1) == [b"from-a"]
+    assert consume({**login(broker, "bob"), **committed_conf}, t, want=1) == [b"from-default"]
+
+
+def test_kip848_regex_subscriptions_see_the_tenants_own_topics(broker: KopBroker) -> None:
+    """A tenant's consumer-protocol group matches its regex against its own namespace's short names."""
+    u = uuid.uuid4().hex[:8]
+    produce(login(broker, "A"), f"rx-{u}-a", [b"tenant"])
+    produce(login(broker, "bob"), f"rx-{u}-d", [b"default"])
+
+    def read(user: str) -> list[tuple[str, bytes]]:
+        c = ck.Consumer({**login(broker, user), "group.id": unique("rx"), "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "topic.metadata.refresh.interval.ms": 1000})
+        try:
+            c.subscribe([f"^rx-{u}-.*"])
+            got: list[tuple[str, bytes]] = []
+            deadline = time.monotonic() + 60
+            while not got and time.monotonic() < deadline:
+                m = c.poll(1)
+                if m is not None and m.error() is None:
+                    got.append((m.topic(), m.value()))
+            for _ in range(3):  # nothing else arrives
+                m = c.poll(1)
+                if m is not None and m.error() is None:
+                    got.append((m.topic(), m.value()))
+            return got
+        finally:
+            c.close()
+
+    assert read("A") == [(f"rx-{u}-a", b"tenant")]
+    assert read("bob") == [(f"rx-{u}-d", b"default")]

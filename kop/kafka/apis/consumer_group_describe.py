@@ -44,7 +44,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                         assignor_name="", members=[]))
             continue
         ops = authorize.requested_operations(ctx, bool(req.include_authorized_operations), authorize.GROUP, gid)
-        error, group, message = coordinator.consumer_group(gid)
+        error, group, message = coordinator.consumer_group(ctx.names.global_id(gid))
         if group is None:
             out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",
                                         group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))

@@ -37,7 +37,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1], member_id=None,
                  member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     result = await coordinator.consumer_group_heartbeat(HeartbeatRequest(
-        group_id=req.group_id,
+        group_id=ctx.names.global_id(req.group_id),
         member_id=req.member_id,
         member_epoch=req.member_epoch,
         instance_id=req.instance_id,

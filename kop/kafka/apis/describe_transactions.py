@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                           transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
                                           transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[]))
             continue
-        err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(tid)
+        err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(ctx.names.global_id(tid))
         if txn is None:
             out.append(R.TransactionState(error_code=err, transactional_id=tid, transaction_state="",
                                           transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,

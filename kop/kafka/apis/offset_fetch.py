@@ -37,6 +37,7 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    group_id = ctx.names.global_id(group_id)  # the coordinator's id of the group (kop/topics/scope.py)
     err, out = _fetch_all(ctx, coordinator, group_id, topics, member_id, member_epoch)
     if require_stable and not err and coordinator.pending_txn_offsets:
         unstable = ErrorCode.UNSTABLE_OFFSET_COMMIT

@@ -228,7 +228,7 @@ async def _verify_transactional(ctx: RequestContext, plog: PartitionLog, states:
     if verifier is None or not states.needs_verification(hdr.producer_id, hdr.producer_epoch):
         return
     try:
-        code = ErrorCode(await verifier.verify_partition(transactional_id, hdr.producer_id, hdr.producer_epoch,
+        code = ErrorCode(await verifier.verify_partition(ctx.names.global_id(transactional_id), hdr.producer_id, hdr.producer_epoch,
                                                          topic_name, partition))
     except Exception as e:  # noqa: BLE001 - the coordinator could not answer: the producer retries
         log.warning("verifying %s-%d for transactional id %s failed: %r", topic_name, partition, transactional_id, e)

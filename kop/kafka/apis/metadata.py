@@ -18,7 +18,8 @@
   namespace as tenant/namespace/topic (what it always did: that login is the cluster-wide view). From a
   tenant login it lists only the topics of its namespace, under their short names: what `kafka-topics
   --list` of a tenant's client should show (KoP listed only `kopAllowedNamespaces`, by default the
-  tenant's own), and other tenants' topic names are not its business. It can still name any topic
+  tenant's own), and other tenants' topic names are not its business. The internal topics are listed
+  to every login, as Kafka lists them. It can still name any topic
   explicitly as tenant/namespace/topic (subject to the ACLs), as the default login can.
 - Authorized operations (v8+, when asked): kop/kafka/authorize.py (every operation of the resource type
   without an authorizer, as Kafka answers); cluster operations only v8-v10, as Kafka.
@@ -161,7 +162,8 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
     secured = authorize.authorizer(ctx) is not None
     names = ctx.names
     if req.topics is None or (ctx.version == 0 and not req.topics):
-        listed = topics_mgr.all() if names.default else [t for t in topics_mgr.all() if names.owns(t.name)]
+        listed = topics_mgr.all() if names.default else \
+            [t for t in topics_mgr.all() if t.internal or names.owns(t.name)]
         for name, topic in sorted((names.kafka_name(t.name), t) for t in listed):
             if not secured or authorize.topic_allowed(ctx, Op.DESCRIBE, name):  # others are silently left out
                 out.append((name, topic))

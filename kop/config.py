@@ -116,6 +116,9 @@ class BrokerConfig:
     kafkaNamespace: str = "default"
     kafkaMetadataTenant: str = "public"
     kafkaMetadataNamespace: str = "__kafka"
+    # KoP: a SASL/PLAIN token login's username (tenant or tenant/namespace) is where its short topic names,
+    # group ids and transactional ids live (kop/topics/scope.py); false: every login uses the defaults above
+    kafkaEnableMultiTenantMetadata: bool = True
     allowAutoTopicCreation: bool = True
     defaultNumPartitions: int = 1
     # --- requests and connections

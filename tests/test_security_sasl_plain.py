@@ -92,6 +92,20 @@ def test_token_plain_principal_is_the_sub_and_username_the_tenant():
     assert lifetime == 5000 and ends == exp * 1000
 
 
+def test_token_plain_checks_the_tenant_with_multi_tenant_metadata():
+    """With kafkaEnableMultiTenantMetadata the username must name a tenant (namespace = kafkaNamespace) or
+    tenant/namespace; it comes out as tenant/namespace. Without it, the username is kept as it is."""
+    token = hs_token({"sub": "alice"})
+    checked = PulsarTokenCredentials(PulsarTokenValidator(secret_key=SECRET), default_namespace="default")
+    assert run(PlainServer(checked), plain("A", f"token:{token}")).tenant == "A/default"
+    assert run(PlainServer(checked), plain("A/ns", f"token:{token}")).tenant == "A/ns"
+    step = run(PlainServer(checked), plain("a/b/c", f"token:{token}"))
+    assert isinstance(step, Failure) and step.public
+    assert step.reason == "Authentication failed: username 'a/b/c' must name a tenant or tenant/namespace"
+    unchecked = PulsarTokenCredentials(PulsarTokenValidator(secret_key=SECRET))
+    assert run(PlainServer(unchecked), plain("a/b/c", f"token:{token}")).tenant == "a/b/c"
+
+
 def test_rs256_public_key_in_pulsars_der_form(tmp_path):
     priv = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     der = priv.public_key().public_bytes(serialization.Encoding.DER,

@@ -261,16 +261,21 @@ class ConsumerGroupMachine(SansIOMachine):
     """Every consumer group of this coordinator. `classic` is the classic groups' state machine (or just
     its `groups`, for tests): a heartbeat replaces an empty classic group and upgrades one with members,
     and a consumer group left with classic members only is handed to it. `normalize` turns a topic name
-    a classic member subscribed with into the name `metadata()` knows it by."""
+    a classic member subscribed with into the name `metadata()` knows it by. `scope(group_id)`: the
+    kop.topics.scope.NameScope a tenant's group spells topics in (None: the default one, `normalize` and
+    `metadata()`'s names as they are) - a tenant's classic members write and read short names, and its
+    regexes match only its own namespace's topics, by their short names."""
 
     def __init__(self, config: BrokerConfig, metadata: Callable[[], Metadata],
                  classic: GroupStateMachine | dict[str, ClassicGroup] | None = None,
                  wall_ms: Callable[[], int] | None = None,
-                 normalize: Callable[[str], str] = lambda name: name) -> None:
+                 normalize: Callable[[str], str] = lambda name: name,
+                 scope: Callable[[str], Any] = lambda group_id: None) -> None:
         super().__init__(wall_ms)
         self.config = config
         self.metadata = metadata
         self.normalize = normalize
+        self.scope = scope
         if isinstance(classic, GroupStateMachine):
             self.classic = classic
         else:
@@ -574,9 +579,13 @@ class ConsumerGroupMachine(SansIOMachine):
         topics = self.metadata()
         changed = False
         in_use = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+        scope = self.scope(group.group_id) if in_use else None
+        # a tenant's regex sees its own namespace's topics, by their short names
+        spelled = {t: t for t in topics} if scope is None else \
+            {t: local for t in topics if "/" not in (local := scope.client_name(t))}
         for pattern in sorted(in_use):
             compiled = compile_regex(pattern)
-            resolved = frozenset(t for t in topics if compiled.fullmatch(t))
+            resolved = frozenset(t for t, local in spelled.items() if compiled.fullmatch(local))
             if group.regexes.get(pattern) != resolved:
                 group.regexes[pattern] = resolved
                 records.append((crec.encode_key(crec.ConsumerKey(crec.REGULAR_EXPRESSION, group.group_id, pattern)),
@@ -784,20 +793,27 @@ class ConsumerGroupMachine(SansIOMachine):
                        "it did not revoke its partitions within its rebalance timeout")
 
 
+    def _global(self, name: str, group_id: str) -> str:
+        """A topic name a member of `group_id` wrote -> the name `metadata()` knows it by."""
+        scope = self.scope(group_id)
+        return self.normalize(name) if scope is None else scope.global_name(name)
+
     # ================================================================== online migration (KIP-848)
-    def _ids(self, by_name: Mapping[str, Iterable[int]], topics: Metadata) -> Partitions:
+    def _ids(self, by_name: Mapping[str, Iterable[int]], topics: Metadata, group_id: str) -> Partitions:
         """Classic topic names (as a client wrote them) -> topic ids; topics that do not exist drop out."""
         out: dict[bytes, frozenset[int]] = {}
         for name, ps in by_name.items():
-            known = topics.get(self.normalize(name))
+            known = topics.get(self._global(name, group_id))
             if known is not None:
                 out[known[0]] = out.get(known[0], frozenset()) | frozenset(p for p in ps if 0 <= p < known[1])
         return _clean(out)
 
-    @staticmethod
-    def _names(parts: Partitions, topics: Metadata) -> dict[str, frozenset[int]]:
+    def _names(self, parts: Partitions, topics: Metadata, group_id: str) -> dict[str, frozenset[int]]:
+        """Topic ids -> the names a classic member of `group_id` reads (its scope's spelling)."""
         by_id = {tid: name for name, (tid, _) in topics.items()}
-        return {by_id[tid]: ps for tid, ps in parts.items() if tid in by_id and ps}
+        scope = self.scope(group_id)
+        return {(by_id[tid] if scope is None else scope.client_name(by_id[tid])): ps
+                for tid, ps in parts.items() if tid in by_id and ps}
 
     def _upgrade(self, classic: ClassicGroup, records: list[Record]) -> ConsumerGroup:
         """A ConsumerGroupHeartbeat joins a classic group with members: it becomes a consumer group whose
@@ -828,12 +844,12 @@ class ConsumerGroupMachine(SansIOMachine):
                     if a.user_data:
                         raise refuse("because an unsupported custom assignor is in use. Please refer to the "
                                      "documentation or switch to a default assignor before re-attempting the upgrade")
-                    assigned = self._ids(a.partitions, topics)
+                    assigned = self._ids(a.partitions, topics, gid)
                 metadata = m.metadata(classic.protocol_name) if classic.protocol_name else m.protocols[0][1]
                 sub = cproto.parse_subscription(metadata)
                 group.members[m.member_id] = ConsumerMember(
                     m.member_id, instance_id=m.group_instance_id, rack_id=sub.rack_id, client_id=m.client_id,
-                    client_host=m.client_host, subscribed_topic_names=tuple(self.normalize(t) for t in sub.topics),
+                    client_host=m.client_host, subscribed_topic_names=tuple(self._global(t, gid) for t in sub.topics),
                     rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=generation,
                     previous_member_epoch=generation, assigned=assigned,
                     classic=crec.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)))
@@ -885,8 +901,8 @@ class ConsumerGroupMachine(SansIOMachine):
                 version = cproto.version_of(m.metadata(classic.protocol_name))
             except cproto.ProtocolError:
                 version = 0
-            m.assignment = cproto.serialize_assignment(self._names(group.targets.get(m.member_id, {}), topics),
-                                                       version)
+            m.assignment = cproto.serialize_assignment(
+                self._names(group.targets.get(m.member_id, {}), topics, group.group_id), version)
         records.append(group_record(classic, {m.member_id: m.assignment for m in classic.members.values()}))
         log.info("group %s: converted the consumer group (epoch %d) to a classic group of %d members", gid,
                  group.group_epoch, len(classic.members))
@@ -987,7 +1003,8 @@ class ConsumerGroupMachine(SansIOMachine):
             member, instance_id=req.group_instance_id if req.group_instance_id is not None else member.instance_id,
             rack_id=sub.rack_id if sub.rack_id is not None else member.rack_id,
             rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
-            subscribed_topic_names=tuple(self.normalize(t) for t in sub.topics), subscribed_topic_regex=None,
+            subscribed_topic_names=tuple(self._global(t, group.group_id) for t in sub.topics),
+            subscribed_topic_regex=None,
             client_id=req.client_id, client_host=req.client_host,
             classic=crec.ClassicMemberMetadata(req.session_timeout_ms, tuple(req.protocols)))
         epoch = group.group_epoch
@@ -995,7 +1012,7 @@ class ConsumerGroupMachine(SansIOMachine):
         subscription_changed = group.group_epoch != epoch
         reconciled = updated
         if not (downgrade and subscription_changed):
-            reconciled = self._reconcile(group, updated, self._ids(sub.owned, self.metadata()), records)
+            reconciled = self._reconcile(group, updated, self._ids(sub.owned, self.metadata(), group.group_id), records)
         if downgrade:
             # The group turns classic with this member in the replaced one's place (its assignment); it
             # rebalances only when the subscription changed.
@@ -1059,7 +1076,7 @@ class ConsumerGroupMachine(SansIOMachine):
             version = cproto.version_of(member.classic.supported_protocols[0][1])
         except cproto.ProtocolError:
             version = 0
-        assignment = cproto.serialize_assignment(self._names(member.assigned, self.metadata()), version)
+        assignment = cproto.serialize_assignment(self._names(member.assigned, self.metadata(), group_id), version)
         self._effects.append(Answer(token, SyncResult(0, protocol_type, protocol_name, assignment)))
 
     def classic_heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,

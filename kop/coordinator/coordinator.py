@@ -74,6 +74,7 @@ from kop.protocol.records import (
 )
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.names import OFFSETS_TOPIC
+from kop.topics.scope import NameScope, explicit_id
 from kop.topics.topic_config import effective
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class GroupCoordinator:
         # KIP-848 consumer groups: their own machine, beside the classic one (a group id is one or the other;
         # the consumer machine moves a group between the two, KIP-848's online migration)
         self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.machine, wall_ms=self.now_ms,
-                                             normalize=self.topic_key)
+                                             normalize=self.topic_key, scope=self.group_scope)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         # TxnOffsetCommit's offsets, per producer id, until its transaction's marker lands (KIP-98)
@@ -448,6 +449,15 @@ class GroupCoordinator:
             return self.topics.kafka_name(self.topics.parse(name))
         except ValueError:
             return name
+
+    def group_scope(self, group_id: str) -> NameScope | None:
+        """The tenant scope a group's members spell topics in (kop/topics/scope.py): a global id
+        `tenant/ns/g` is that tenant's group when kafkaEnableMultiTenantMetadata is on; None: the default."""
+        if not self.config.kafkaEnableMultiTenantMetadata or not explicit_id(group_id):
+            return None
+        tenant, namespace, _ = group_id.split("/", 2)
+        scope = NameScope(self.topics, tenant, namespace)
+        return None if scope.default else scope
 
     def committed_offsets(self) -> dict[tuple[str, str, int], int]:
         """{(group, topic, partition): committed offset} for every durable commit (consumer lag metrics).

@@ -6,9 +6,13 @@ of an open broker is unchanged. The principal is the connection's (`ctx.principa
 PLAINTEXT, the certificate's or SASL's otherwise); the host is the peer's IP address as Java prints it, which
 is what Kafka compares ACL hosts with.
 
-Topic names are authorized as Kafka clients name them (`topic`, not `persistent://public/default/topic`): a
-topic reachable under KoP's three spellings is one resource, so an ACL on `t` cannot be side-stepped by
-asking for `public/default/t`. Topics outside the default namespace are named `tenant/namespace/topic`.
+Topic names are authorized under their broker-global Kafka name (`topic`, not
+`persistent://public/default/topic`): a topic reachable under KoP's three spellings is one resource, so an
+ACL on `t` cannot be side-stepped by asking for `public/default/t`. Topics outside the default namespace are
+named `tenant/namespace/topic` - also when a tenant login (kafkaEnableMultiTenantMetadata,
+kop/topics/scope.py) asks for its own short `t`: tenant A's `t` is authorized as `A/default/t`, so an ACL on
+`t` neither opens nor closes tenant A's topic. Group ids and transactional ids follow the same rule (a tenant
+login's group `g` is the resource `A/default/g`); the default tenant's names and ids are unchanged.
 
 The API modules apply Kafka's error choice (research/security.md §6.5): authorization comes before any
 existence check, so a denied name answers TOPIC_AUTHORIZATION_FAILED whether or not it exists.
@@ -24,7 +28,6 @@ from kop.protocol.errors import ErrorCode
 from kop.security.acl import authorized_operations
 from kop.security.acl.authorizer import NOT_REQUESTED
 from kop.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType, java_host_address
-from kop.topics.names import InvalidTopicName
 
 if TYPE_CHECKING:
     from kop.kafka.context import RequestContext
@@ -71,14 +74,13 @@ def client_host(conn: Any) -> str:
 
 
 def resource_name(ctx: RequestContext, rtype: ResourceType, name: str) -> str:
-    """Topics under their Kafka name (module docstring); other resources as given."""
-    if rtype != TOPIC or not name:
+    """Topics, groups and transactional ids under their broker-global names (module docstring); the
+    cluster as given."""
+    if not name or rtype == CLUSTER:
         return name
-    topics = ctx.conn.handler.service.topics
-    try:
-        return topics.kafka_name(topics.parse(name))
-    except (InvalidTopicName, ValueError):
-        return name
+    if rtype == TOPIC:
+        return ctx.names.global_name(name)
+    return ctx.names.global_id(name)
 
 
 def allowed(ctx: RequestContext, op: AclOperation, rtype: ResourceType, name: str) -> bool:

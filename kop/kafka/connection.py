@@ -41,6 +41,7 @@ from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
 from kop.security.acl.model import java_host_address
 from kop.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
+from kop.topics.scope import NameScope
 
 if TYPE_CHECKING:
     from kop.kafka.handler import KafkaProtocolHandler
@@ -99,6 +100,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.client_host = ""  # the peer address as ACL hosts name it (Java's InetAddress.getHostAddress())
         # who the peer is: ANONYMOUS on PLAINTEXT listeners; the certificate's or SASL's principal otherwise
         self.principal: KafkaPrincipal = ANONYMOUS
+        # a tenant login's scope of Kafka names (kop/topics/scope.py); None: the broker's default scope
+        self.names: NameScope | None = None
         self.client_id: str | None = None
         self.cursor_cache = CursorCache()
         self.last_active = time.monotonic()
@@ -174,8 +177,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     @property
     def tenant(self) -> str | None:
-        """KoP's PLAIN with tokens: the tenant (or tenant/namespace) the client named as its username; None
-        otherwise. Kept for the authorizer's tenant check; topics still resolve in kafkaTenant/kafkaNamespace."""
+        """KoP's PLAIN with tokens: `tenant/namespace` as the client's username named it; None otherwise.
+        With kafkaEnableMultiTenantMetadata it is where the connection's short names live (`names`)."""
         return self.sasl.tenant if self.sasl is not None else None
 
     @property
@@ -298,10 +301,16 @@ class KafkaConnection(asyncio.BufferedProtocol):
         sasl = self.sasl
         assert sasl is not None and sasl.principal is not None
         self.principal = sasl.principal
+        if sasl.tenant and self.names is None and self.handler.config.kafkaEnableMultiTenantMetadata:
+            tenant, _, namespace = sasl.tenant.partition("/")
+            scope = NameScope(self.handler.service.topics, tenant, namespace or self.handler.config.kafkaNamespace)
+            self.names = None if scope.default else scope
         self.reader.max_size = self.handler.config.socketRequestMaxBytes
         self.reader.limit_name = "socketRequestMaxBytes"
         self.handler.metrics.authenticated(sasl.mechanism or "?", True)
-        log.info("authenticated peer=%s listener=%s principal=%s mechanism=%s", self.peer, self.listener_name, _quoted(str(sasl.principal)), sasl.mechanism)
+        log.info("authenticated peer=%s listener=%s principal=%s mechanism=%s%s", self.peer, self.listener_name,
+                 _quoted(str(sasl.principal)), sasl.mechanism,
+                 "" if self.names is None else f" tenant={_quoted(self.names.prefix[:-1])}")
 
     async def authentication_failed(self) -> None:
         """The SASL session failed: one log line (the reason never holds a secret), counted; the answer of

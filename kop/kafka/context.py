@@ -10,6 +10,13 @@ rest on access, so the hot path pays one small allocation.
 share: the topic looked up, the partition index in range, the client's current leader epoch checked
 against ours (KIP-320), the partition log opened (which checks ownership in cluster mode); a failure is
 a PartitionError carrying Kafka's error code.
+
+`names` is the connection's scope of Kafka names (kop/topics/scope.py): where short topic names, group ids
+and transactional ids live - kafkaTenant/kafkaNamespace, or a tenant login's own namespace. API modules
+resolve what a client names through it (lookup_topic, find_topic and authorization do so already) and give
+the coordinators broker-global names and ids (`names.global_name`, `names.global_id`), so a module never
+computes a tenant itself. The default scope is the TopicManager's, so the common case costs one attribute
+test and no allocation.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
     from kop.security.principal import KafkaPrincipal
     from kop.services import BrokerServices
     from kop.topics.manager import TopicManager
+    from kop.topics.scope import NameScope
 
 
 class PartitionError(Exception):
@@ -87,18 +95,24 @@ class RequestContext:
         """Who sent the request, as ACLs name it (User:ANONYMOUS until the listener authenticates)."""
         return self.conn.principal
 
+    @property
+    def names(self) -> NameScope:
+        """How this connection spells topics, groups and transactional ids (module docstring)."""
+        names = self.conn.names
+        return names if names is not None else self.conn.handler.service.topics.names
+
     async def lookup_topic(self, name: str | None, auto_create: bool = False) -> Topic | None:
         """kop/kafka/apis/common.py's lookup: None when absent (and not auto-created); TopicError for an
         invalid name. Auto-creation also needs CREATE on the cluster or the topic when ACLs are enforced."""
         if auto_create and name and getattr(self.conn.handler.service, "authorizer", None) is not None:
             auto_create = may_auto_create(self, name)
-        return await lookup_topic(self.conn.handler, name, auto_create)
+        return await lookup_topic(self.conn.handler, name, auto_create, self.conn.names)
 
     async def find_topic(self, name: str | None) -> Topic | None:
         """The topic, or None when it is absent or its name is invalid: the partitions of such a topic are
         each answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka does."""
         try:
-            return await lookup_topic(self.conn.handler, name, auto_create=False)
+            return await lookup_topic(self.conn.handler, name, False, self.conn.names)
         except TopicError:
             return None
 

@@ -122,7 +122,9 @@ class SaslMechanisms:
         if config.token_auth_enabled:
             self.token_validator = PulsarTokenValidator.from_config(config)
         self._users = StaticUsers(read_users_file(config.saslPlainUsersFile)) if config.saslPlainUsersFile else None
-        self._tokens = PulsarTokenCredentials(self.token_validator) if self.token_validator else None
+        self._tokens = PulsarTokenCredentials(
+            self.token_validator, config.kafkaNamespace if config.kafkaEnableMultiTenantMetadata else None,
+        ) if self.token_validator else None
         self._scram = scram_store
         self.jwks: JwksKeySource | None = None
         self._oauth: JwksTokenValidator | None = None

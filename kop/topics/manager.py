@@ -32,6 +32,7 @@ from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
 from kop.storage.api import NodeExistsError, StorageError
 from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicName, parse_topic_name
+from kop.topics.scope import NameScope
 from kop.topics.topic_config import ledger_config, validate_topic_configs
 
 log = logging.getLogger(__name__)
@@ -120,6 +121,9 @@ class TopicManager:
         self._watch_stops: dict[str, Callable[[], None]] = {}
         self._deleting: dict[str, bytes] = {}  # canonical name -> id of a topic this broker is deleting
         self._background: set[asyncio.Task[Any]] = set()  # watch follow-ups (referenced until done)
+        # The default scope of Kafka names (kafkaTenant/kafkaNamespace); tenant logins get their own
+        # (kop.topics.scope, kafkaEnableMultiTenantMetadata).
+        self.names = NameScope(self, config.kafkaTenant, config.kafkaNamespace)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)

@@ -30,5 +30,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     txns = transactions(ctx)
     if txns is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    err = await txns.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+    names = ctx.names  # the coordinators' ids (kop/topics/scope.py)
+    err = await txns.add_offsets(names.global_id(req.transactional_id), req.producer_id, req.producer_epoch,
+                                 names.global_id(req.group_id))
     return R(throttle_time_ms=0, error_code=fenced_for(err, ctx.version, 2))

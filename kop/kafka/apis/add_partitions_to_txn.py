@@ -67,6 +67,7 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
     if bad:
         return {k: bad.get(k, E.OPERATION_NOT_ATTEMPTED) for k in asked}
     key_of = dict(zip(asked, good, strict=True))
+    tid = ctx.names.global_id(tid)  # the coordinator's id (kop/topics/scope.py)
     if verify_only:
         err, per = txns.verify(tid, pid, epoch, good)
         if err:

@@ -14,6 +14,7 @@ from kop.topics.names import InvalidTopicName
 
 if TYPE_CHECKING:
     from kop.kafka.handler import KafkaProtocolHandler
+    from kop.topics.scope import NameScope
 
 # The leader epoch this broker reports everywhere (Metadata, ListOffsets, OffsetForLeaderEpoch, stored
 # batches). Alone, one node owns every partition for its whole life, so one constant epoch is the honest
@@ -25,14 +26,16 @@ if TYPE_CHECKING:
 LEADER_EPOCH = 0
 
 
-async def lookup_topic(handler: KafkaProtocolHandler, name: str | None, auto_create: bool) -> Topic | None:
-    """The topic named `name` (any of KoP's three spellings). Creates it with defaultNumPartitions when
-    absent, `auto_create` is set and allowAutoTopicCreation is on. Invalid names raise TopicError."""
+async def lookup_topic(handler: KafkaProtocolHandler, name: str | None, auto_create: bool,
+                       names: NameScope | None = None) -> Topic | None:
+    """The topic named `name` (any of KoP's three spellings; short names in `names`, the connection's scope,
+    None: the default). Creates it with defaultNumPartitions when absent, `auto_create` is set and
+    allowAutoTopicCreation is on. Invalid names raise TopicError."""
     if not name:
         raise TopicError("INVALID_TOPIC_EXCEPTION", "Topic name is empty")
     topics = handler.service.topics
     try:
-        tn = topics.parse(name)
+        tn = topics.parse(name) if names is None else names.parse(name)
     except InvalidTopicName as e:
         raise TopicError("INVALID_TOPIC_EXCEPTION", str(e)) from None
     topic = topics.get(tn)

@@ -8,7 +8,6 @@ from typing import Any
 
 from kop.config import BrokerConfig
 from kop.kafka import authorize
-from kop.kafka.apis.common import lookup_topic
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.topics.manager import Topic, TopicError
@@ -152,7 +151,7 @@ async def alter_topic_resources(
             out.append(answer(ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))
             continue
         try:
-            topic = await lookup_topic(h, res.resource_name, auto_create=False)
+            topic = await ctx.lookup_topic(res.resource_name, auto_create=False)
             if topic is None:
                 raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                                          f"Topic {res.resource_name} does not exist")

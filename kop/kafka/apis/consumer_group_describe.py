@@ -24,11 +24,11 @@ API_KEY = 69
 VERSIONS = (0, 1)
 
 
-def _assignment(R: Any, coordinator: Any, parts: dict[bytes, frozenset[int]]) -> Any:
+def _assignment(R: Any, ctx: RequestContext, parts: dict[bytes, frozenset[int]]) -> Any:
     out = []
     for tid, ps in sorted(parts.items()):
-        topic = coordinator.topics.get_by_id(tid)
-        name = coordinator.topics.kafka_name(topic.name) if topic is not None else ""
+        topic = ctx.topics.get_by_id(tid)
+        name = ctx.names.kafka_name(topic.name) if topic is not None else ""
         out.append(R.TopicPartitions(topic_id=tid, topic_name=name, partitions=sorted(ps)))
     return R.Assignment(topic_partitions=out)
 
@@ -44,17 +44,17 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                         assignor_name="", members=[]))
             continue
         ops = authorize.requested_operations(ctx, bool(req.include_authorized_operations), authorize.GROUP, gid)
-        error, group, message = coordinator.consumer_group(gid)
+        error, group, message = coordinator.consumer_group(ctx.names.global_id(gid))
         if group is None:
             out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",
                                         group_epoch=0, assignment_epoch=0, assignor_name="", members=[]))
             continue
         members = [R.DescribedGroup.Member(
             member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-            client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+            client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=[ctx.names.client_name(n) for n in m.subscribed_topic_names],
             subscribed_topic_regex=m.subscribed_topic_regex,
-            assignment=_assignment(R, coordinator, m.assigned),
-            target_assignment=_assignment(R, coordinator, group.targets.get(m.member_id, {})),
+            assignment=_assignment(R, ctx, m.assigned),
+            target_assignment=_assignment(R, ctx, group.targets.get(m.member_id, {})),
             member_type=0 if m.classic is not None else 1) for m in group.members.values()]
         out.append(R.DescribedGroup(
             error_code=0, group_id=gid, group_state=group.state, group_epoch=group.group_epoch,

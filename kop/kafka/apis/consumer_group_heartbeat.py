@@ -37,13 +37,13 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         return R(throttle_time_ms=0, error_code=refused[0], error_message=refused[1], member_id=None,
                  member_epoch=0, heartbeat_interval_ms=0, assignment=None)
     result = await coordinator.consumer_group_heartbeat(HeartbeatRequest(
-        group_id=req.group_id,
+        group_id=ctx.names.global_id(req.group_id),
         member_id=req.member_id,
         member_epoch=req.member_epoch,
         instance_id=req.instance_id,
         rack_id=req.rack_id,
         rebalance_timeout_ms=req.rebalance_timeout_ms,
-        subscribed_topic_names=None if names is None else [coordinator.topic_key(n) for n in names],
+        subscribed_topic_names=None if names is None else [ctx.names.global_name(n) for n in names],
         subscribed_topic_regex=req.subscribed_topic_regex if v >= 1 else None,
         server_assignor=req.server_assignor,
         topic_partitions=None if owned is None else {bytes(t.topic_id): frozenset(t.partitions) for t in owned},

@@ -8,7 +8,7 @@
 - v5+ responses carry the partition count, replication factor and the topic's full config list (an
   empty list, not null, for a topic that failed, as Kafka).
 - Configs: every name Kafka 4.x accepts (kop/topics/topic_config.py), with Kafka's validation messages.
-- Names use KoP's mapping: `t`, `tenant/ns/t` or `persistent://tenant/ns/t`; topics starting with `__` are
+- Names use KoP's mapping: `t` (in the connection's namespace, kop/topics/scope.py), `tenant/ns/t` or `persistent://tenant/ns/t`; topics starting with `__` are
   reserved for the broker (INVALID_TOPIC_EXCEPTION), as Kafka reserves its internal topics;
   `__consumer_offsets` itself exists from start-up, so asking for it gets TOPIC_ALREADY_EXISTS as in Kafka.
 """
@@ -54,7 +54,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                 results.append(fail("TOPIC_AUTHORIZATION_FAILED", "Authorization failed."))
                 continue
         try:
-            tn = topics_mgr.parse(t.name)
+            tn = ctx.names.parse(t.name)
         except InvalidTopicName as e:
             results.append(fail("INVALID_TOPIC_EXCEPTION", str(e)))
             continue
@@ -93,7 +93,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         try:
             topic = await topics_mgr.create(tn, partitions, configs, validate_only=req.validate_only)
         except TopicError as e:
-            results.append(fail(e.error, e.message))
+            # The manager's messages name the topic globally; the client reads the name it asked for.
+            results.append(fail(e.error, e.message.replace(f"'{topics_mgr.kafka_name(tn)}'", f"'{t.name}'")))
             continue
         results.append(_created(R, t.name, topic, h.config,
                                 authorize.topic_allowed(ctx, authorize.Op.DESCRIBE_CONFIGS, t.name)))

@@ -24,7 +24,9 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     R = api_info(API_KEY).response_class
     coordinator = ctx.coordinator
     denied = {g for g in req.groups_names if not authorize.group_allowed(ctx, authorize.Op.DELETE, g)}
-    results = await coordinator.delete_groups([g for g in req.groups_names if g not in denied])
+    names = ctx.names  # the coordinator knows groups by their global ids; answered as asked
+    found = await coordinator.delete_groups([names.global_id(g) for g in req.groups_names if g not in denied])
+    results = {g: found.get(names.global_id(g), 0) for g in req.groups_names if g not in denied}
     results.update(dict.fromkeys(denied, ErrorCode.GROUP_AUTHORIZATION_FAILED))
     return R(
         throttle_time_ms=0,

@@ -60,7 +60,7 @@ async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
             if topic is None:
                 out.append(res(ErrorCode.UNKNOWN_TOPIC_ID, "Topic id not found", topic_id))
                 continue
-            name = mgr.kafka_name(topic.name)
+            name = ctx.names.kafka_name(topic.name)
             if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
                     not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
                 out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29], topic_id))

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from kop.kafka import authorize
-from kop.kafka.apis.common import lookup_topic
 from kop.kafka.apis.configs_common import (
     BROKER_SOURCE,
     RESOURCE_BROKER,
@@ -50,7 +49,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             continue
         if res.resource_type == RESOURCE_TOPIC:
             try:
-                topic = await lookup_topic(h, res.resource_name, auto_create=False)
+                topic = await ctx.lookup_topic(res.resource_name, auto_create=False)
             except TopicError as e:
                 results.append(result(ErrorCode[e.error], e.message, []))
                 continue

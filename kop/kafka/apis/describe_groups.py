@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                         authorized_operations=NOT_REQUESTED))
             continue
         ops = authorize.requested_operations(ctx, asked, authorize.GROUP, gid)
-        d = coordinator.describe_group(gid)
+        d = coordinator.describe_group(ctx.names.global_id(gid))
         error, message = d.error, None
         if not d.found and v >= 6:
             error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} not found."

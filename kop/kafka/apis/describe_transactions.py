@@ -34,15 +34,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                           transactional_id=tid, transaction_state="", transaction_timeout_ms=0,
                                           transaction_start_time_ms=0, producer_id=0, producer_epoch=0, topics=[]))
             continue
-        err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(tid)
+        err, txn = (ErrorCode.COORDINATOR_NOT_AVAILABLE, None) if txns is None else txns.describe(ctx.names.global_id(tid))
         if txn is None:
             out.append(R.TransactionState(error_code=err, transactional_id=tid, transaction_state="",
                                           transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
                                           producer_epoch=-1, topics=[]))
             continue
         by_topic: dict[str, list[int]] = {}
-        for t, p in sorted(txn.partitions):
-            by_topic.setdefault(t, []).append(p)
+        for t, p in sorted(txn.partitions):  # broker-global names, spelled for this connection
+            by_topic.setdefault(ctx.names.client_name(t), []).append(p)
         for t in denied_topics(ctx, Op.DESCRIBE, list(by_topic)):
             del by_topic[t]
         out.append(R.TransactionState(

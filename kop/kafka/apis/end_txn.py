@@ -34,5 +34,5 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     txns = transactions(ctx)
     if txns is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    err = await txns.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+    err = await txns.end_txn(ctx.names.global_id(req.transactional_id), req.producer_id, req.producer_epoch, req.committed)
     return R(throttle_time_ms=0, error_code=fenced_for(err, ctx.version, 2))

@@ -16,6 +16,8 @@
   COORDINATOR_NOT_AVAILABLE would make a client retry until its timeout, while this fails it at once.
 - An unknown key type fails the whole request with INVALID_REQUEST, as Kafka does.
 - error_message is "NONE" on success, like Kafka's Errors.NONE.message().
+- A tenant login's keys are hashed as their global ids (kop/topics/scope.py: its group `g` is `A/ns/g`),
+  the ids every other group and transaction API gives the coordinators; keys are echoed as asked.
 """
 
 from __future__ import annotations
@@ -46,13 +48,17 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     if key_type in (GROUP, TRANSACTION) and own.clustered and coordinator is not None and coordinator.topic is not None:
         topic = coordinator.topic
 
+        names = ctx.names  # the partition is the global id's (a tenant's `g` is another group than `g`)
+
         def locate() -> bool:
             for key in keys:
-                owners[key] = h.leader_node(topic.name, coordinator.partition_of(key), ctx.listener_name)
+                owners[key] = h.leader_node(topic.name, coordinator.partition_of(names.global_id(key)),
+                                            ctx.listener_name)
             return all(n is not None for n in owners.values())
 
         if not locate():
-            await own.wait_owned([(topic.name, coordinator.partition_of(k)) for k in keys], METADATA_OWNER_WAIT)
+            await own.wait_owned([(topic.name, coordinator.partition_of(names.global_id(k))) for k in keys],
+                                 METADATA_OWNER_WAIT)
             locate()
 
     def answer(key: str) -> tuple[int, str, Any]:

@@ -27,6 +27,6 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    error = coordinator.heartbeat(req.group_id, req.generation_id, req.member_id,
+    error = coordinator.heartbeat(ctx.names.global_id(req.group_id), req.generation_id, req.member_id,
                                   req.group_instance_id if ctx.version >= 3 else None)
     return R(throttle_time_ms=0, error_code=error)

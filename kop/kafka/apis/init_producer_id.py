@@ -39,7 +39,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         if txns is None:
             return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, producer_id=-1,
                      producer_epoch=-1)
-        res = await txns.init_producer_id(req.transactional_id, req.transaction_timeout_ms, pid, epoch)
+        res = await txns.init_producer_id(ctx.names.global_id(req.transactional_id), req.transaction_timeout_ms, pid, epoch)
         if res.error:
             return R(throttle_time_ms=0, error_code=fenced_for(res.error, ctx.version, 4), producer_id=-1,
                      producer_epoch=-1)

@@ -43,7 +43,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, generation_id=-1, protocol_type=None,
                  protocol_name=None if v >= 7 else "", leader="", skip_assignment=False, member_id="", members=[])
     result = await coordinator.join_group(JoinRequest(
-        group_id=req.group_id,
+        group_id=ctx.names.global_id(req.group_id),
         member_id=req.member_id,
         group_instance_id=req.group_instance_id if v >= 5 else None,
         protocol_type=req.protocol_type,

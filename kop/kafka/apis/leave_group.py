@@ -34,7 +34,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         members = [(req.member_id, None, None)]
     else:
         members = [(m.member_id, m.group_instance_id, m.reason if v >= 5 else None) for m in req.members]
-    error, results = coordinator.leave_group(req.group_id, members)
+    error, results = coordinator.leave_group(ctx.names.global_id(req.group_id), members)
     if v < 3:
         if not error:
             error = next((e for _, _, e in results if e), 0)

@@ -9,6 +9,8 @@
   are listed as Empty: with protocol type "" for the former, "consumer" for the latter, as Kafka 4.x.
 - While any __consumer_offsets partition is still loading the answer is COORDINATOR_LOAD_IN_PROGRESS (the
   list would be incomplete); clients retry.
+- A tenant login (kop/topics/scope.py) lists only its own groups, under the ids it uses; a default login
+  lists every group, tenants' as `tenant/ns/g` (the same rule as Metadata's topic listing).
 """
 
 from __future__ import annotations
@@ -28,11 +30,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     v = ctx.version
     coordinator = ctx.coordinator
     error, groups = coordinator.list_groups(req.states_filter if v >= 4 else (), req.types_filter if v >= 5 else ())
+    names = ctx.names
+    # (id as this connection spells it, group): a tenant login lists only its own groups
+    listed = [(g.group_id, g) for g in groups] if names.default else \
+        [(names.client_id(g.group_id), g) for g in groups if names.owns_id(g.group_id)]
     if not authorize.cluster_allowed(ctx, authorize.Op.DESCRIBE):  # then only the groups it may describe
-        groups = [g for g in groups if authorize.group_allowed(ctx, authorize.Op.DESCRIBE, g.group_id)]
+        listed = [(gid, g) for gid, g in listed if authorize.group_allowed(ctx, authorize.Op.DESCRIBE, gid)]
     return R(
         throttle_time_ms=0,
         error_code=error,
-        groups=[R.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state,
-                              group_type=g.group_type) for g in groups],
+        groups=[R.ListedGroup(group_id=gid, protocol_type=g.protocol_type, group_state=g.state,
+                              group_type=g.group_type) for gid, g in listed],
     )

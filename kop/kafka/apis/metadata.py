@@ -12,8 +12,15 @@
 - Topic ids are real (random per topic, kept in the topic record), but the id-only versions of Fetch,
   Produce and OffsetCommit are not advertised, so clients keep using names.
 - Auto-creation follows allowAutoTopicCreation and, from v4, the request's allow_auto_topic_creation.
-- A request for all topics lists every topic; topics outside the default namespace appear as
-  tenant/namespace/topic.
+- Names are the connection's (kop/topics/scope.py): a tenant login (kafkaEnableMultiTenantMetadata, PLAIN
+  with a token) has its short names in its own tenant/namespace, every other login in the default one.
+- A request for all topics from a default-namespace login lists every topic, those outside the default
+  namespace as tenant/namespace/topic (what it always did: that login is the cluster-wide view). From a
+  tenant login it lists only the topics of its namespace, under their short names: what `kafka-topics
+  --list` of a tenant's client should show (KoP listed only `kopAllowedNamespaces`, by default the
+  tenant's own), and other tenants' topic names are not its business. The internal topics are listed
+  to every login, as Kafka lists them. It can still name any topic
+  explicitly as tenant/namespace/topic (subject to the ACLs), as the default login can.
 - Authorized operations (v8+, when asked): kop/kafka/authorize.py (every operation of the resource type
   without an authorizer, as Kafka answers); cluster operations only v8-v10, as Kafka.
 - With ACLs (authorizationEnabled): a request for all topics silently leaves out the topics the principal
@@ -153,9 +160,11 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
     topics_mgr = h.service.topics
     out: list[Any] = []
     secured = authorize.authorizer(ctx) is not None
+    names = ctx.names
     if req.topics is None or (ctx.version == 0 and not req.topics):
-        for topic in sorted(topics_mgr.all(), key=lambda t: topics_mgr.kafka_name(t.name)):
-            name = topics_mgr.kafka_name(topic.name)
+        listed = topics_mgr.all() if names.default else \
+            [t for t in topics_mgr.all() if t.internal or names.owns(t.name)]
+        for name, topic in sorted((names.kafka_name(t.name), t) for t in listed):
             if not secured or authorize.topic_allowed(ctx, Op.DESCRIBE, name):  # others are silently left out
                 out.append((name, topic))
     else:
@@ -178,7 +187,7 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
                         is_internal=False, partitions=[], topic_authorized_operations=ops(None),
                     ))
                     continue
-                kafka_name = topics_mgr.kafka_name(topic.name)
+                kafka_name = names.kafka_name(topic.name)
                 if secured and not authorize.topic_allowed(ctx, Op.DESCRIBE, kafka_name):
                     out.append(_denied(R, None, rt.topic_id))
                     continue

@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     results: dict[tuple[str, int], int] = {}
     if valid:
         results = await coordinator.commit_offsets(
-            req.group_id, req.generation_id_or_member_epoch, req.member_id,
+            ctx.names.global_id(req.group_id), req.generation_id_or_member_epoch, req.member_id,
             req.group_instance_id if v >= 7 else None, req.retention_time_ms if v <= 4 else -1, v, valid)
     return R(
         throttle_time_ms=0,

@@ -46,7 +46,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             assert topic is not None
             wanted.append((t.name, topics_mgr.kafka_name(topic.name), good))
     # The group is checked even when no partition is left (a missing group is GROUP_ID_NOT_FOUND).
-    error, results = await coordinator.delete_offsets(req.group_id, [(key, parts) for _, key, parts in wanted])
+    error, results = await coordinator.delete_offsets(ctx.names.global_id(req.group_id), [(key, parts) for _, key, parts in wanted])
     if error:
         return R(error_code=error, throttle_time_ms=0, topics=[])
     topics: dict[str, list[Any]] = {}

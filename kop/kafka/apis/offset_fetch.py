@@ -37,11 +37,12 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, group_id):
         return ErrorCode.GROUP_AUTHORIZATION_FAILED, []
+    group_id = ctx.names.global_id(group_id)  # the coordinator's id of the group (kop/topics/scope.py)
     err, out = _fetch_all(ctx, coordinator, group_id, topics, member_id, member_epoch)
     if require_stable and not err and coordinator.pending_txn_offsets:
         unstable = ErrorCode.UNSTABLE_OFFSET_COMMIT
         out = [(name, [(p, -1, -1, "", unstable) if coordinator.has_pending_offset(
-            group_id, coordinator.topic_key(name), p) else (p, off, epoch, meta, e)
+            group_id, ctx.names.global_name(name), p) else (p, off, epoch, meta, e)
             for p, off, epoch, meta, e in parts]) for name, parts in out]
     return err, out
 
@@ -51,6 +52,9 @@ def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any
     if topics is None:
         err, rows = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
         by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
+        names = ctx.names  # the coordinator's topics are broker-global names: spelled for this connection
+        if not names.default:
+            rows = [(names.client_name(r[0]), *r[1:]) for r in rows]
         hidden = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (row[0] for row in rows))
         for t, p, off, epoch, meta, e in rows:
             if t not in hidden:
@@ -62,7 +66,7 @@ def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any
         if t.name in denied:
             out.append((t.name, [(p, -1, -1, "", ErrorCode.TOPIC_AUTHORIZATION_FAILED) for p in t.partition_indexes]))
             continue
-        key = coordinator.topic_key(t.name)
+        key = ctx.names.global_name(t.name)
         err, rows = coordinator.fetch_offsets(group_id, [(key, list(t.partition_indexes))], member_id, member_epoch)
         if err:
             return err, []

@@ -188,7 +188,8 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         states = await h.producer_state(ledger, plog)
         txn = hdr.is_transactional
         if txn:
-            await _verify_transactional(ctx, plog, states, hdr, transactional_id, topic_name, partition)
+            await _verify_transactional(ctx, plog, states, hdr, transactional_id, ctx.topics.kafka_name(topic.name),
+                                        partition)
         try:
             dup = states.check(hdr.producer_id, hdr.producer_epoch, hdr.base_sequence, hdr.records_count, txn)
         except SequenceError as e:
@@ -216,7 +217,7 @@ async def _verify_transactional(ctx: RequestContext, plog: PartitionLog, states:
     (Kafka answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED without one), a producer-state snapshot before the
     partition's first transaction (restart recovery), and - for the first batch of a transaction on this
     partition - the coordinator's word that the partition is in the transaction (KIP-890 part 1), when
-    a coordinator is there to ask."""
+    a coordinator is there to ask. `topic_name` is the broker-global Kafka name, as the coordinator keeps it."""
     if not transactional_id:
         raise _PartitionError("TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
                               "A transactional batch needs the request's transactional id")
@@ -227,7 +228,7 @@ async def _verify_transactional(ctx: RequestContext, plog: PartitionLog, states:
     if verifier is None or not states.needs_verification(hdr.producer_id, hdr.producer_epoch):
         return
     try:
-        code = ErrorCode(await verifier.verify_partition(transactional_id, hdr.producer_id, hdr.producer_epoch,
+        code = ErrorCode(await verifier.verify_partition(ctx.names.global_id(transactional_id), hdr.producer_id, hdr.producer_epoch,
                                                          topic_name, partition))
     except Exception as e:  # noqa: BLE001 - the coordinator could not answer: the producer retries
         log.warning("verifying %s-%d for transactional id %s failed: %r", topic_name, partition, transactional_id, e)

@@ -38,7 +38,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     if v >= 5 and (req.protocol_type is None or req.protocol_name is None):
         return R(throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_GROUP_PROTOCOL, assignment=b"")
     result = await coordinator.sync_group(
-        req.group_id, req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
+        ctx.names.global_id(req.group_id), req.generation_id, req.member_id, req.group_instance_id if v >= 3 else None,
         req.protocol_type if v >= 5 else None, req.protocol_name if v >= 5 else None,
         [(a.member_id, bytes(a.assignment)) for a in req.assignments],
     )

@@ -34,14 +34,14 @@ _RETRIABLE = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT
               E.CONCURRENT_TRANSACTIONS)
 
 
-def _verify(ctx: RequestContext, req: Any) -> int:
+def _verify(ctx: RequestContext, req: Any, transactional_id: str, group_id: str) -> int:
     """0 when the group's offsets partition is in the producer's open transaction (or the id is
-    coordinated elsewhere), else the error of every partition."""
+    coordinated elsewhere), else the error of every partition. The ids are the coordinators' (global)."""
     txns = transactions(ctx)
     if txns is None:
         return 0
-    err, per = txns.verify(req.transactional_id, req.producer_id, req.producer_epoch,
-                           [txns.offsets_partition(req.group_id)])
+    err, per = txns.verify(transactional_id, req.producer_id, req.producer_epoch,
+                           [txns.offsets_partition(group_id)])
     if err == E.NOT_COORDINATOR and ctx.services.ownership.clustered:
         return 0
     if err in _RETRIABLE:
@@ -83,12 +83,15 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         plan.append((t.name, parts))
     results: dict[tuple[str, int], int] = {}
     if valid:
-        err = ctx.coordinator.partition_error(req.group_id) or _verify(ctx, req)
+        names = ctx.names
+        group_id = names.global_id(req.group_id)
+        err = ctx.coordinator.partition_error(group_id) or _verify(ctx, req, names.global_id(req.transactional_id),
+                                                                    group_id)
         if err:
             results = {(key, p): err for key, p, *_ in valid}
         else:
             results = await ctx.coordinator.txn_commit_offsets(
-                req.group_id, req.producer_id, req.producer_epoch,
+                group_id, req.producer_id, req.producer_epoch,
                 req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
                 req.group_instance_id if v >= 3 else None, valid)
     return R(throttle_time_ms=0, topics=[

@@ -7,7 +7,10 @@ must equal the user. These messages are shown to the client (they reveal nothing
 KoP's convention (kept so KoP clients keep working): the username names the Pulsar tenant, or
 ``tenant/namespace``, the client works in; the password is ``<authMethod>:<credential>``, in practice
 ``token:<jwt>``; the principal is the token's role (its ``sub``), not the username, and the authzid is
-ignored. Whether that role may use that tenant is the authorizer's question, asked by the wiring.
+ignored. With ``kafkaEnableMultiTenantMetadata`` (``tenant_namespace`` given) the username must name a
+tenant or tenant/namespace with legal names, or the login fails with a message saying so: the connection's
+short topic names, group ids and transactional ids then live there (kop/topics/scope.py). Which topics that
+role may use is the ACLs' question (they name topics, groups and ids by their broker-global names).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from kop.security.principal import KafkaPrincipal
 from kop.security.sasl.base import Failure, SaslServer, Step, Success
 from kop.security.tokens import InvalidToken, PulsarTokenValidator
+from kop.topics.scope import InvalidTenant, tenant_namespace
 
 MECHANISM = "PLAIN"
 INVALID_CREDENTIALS = "Authentication failed: Invalid username or password"
@@ -58,8 +62,10 @@ class PulsarTokenCredentials(PlainCredentialCheck):
 
     AUTH_METHOD = "token"
 
-    def __init__(self, validator: PulsarTokenValidator) -> None:
+    def __init__(self, validator: PulsarTokenValidator, default_namespace: str | None = None) -> None:
+        """`default_namespace` (kafkaNamespace): the username names the tenant, checked; None: not checked."""
         self.validator = validator
+        self.default_namespace = default_namespace
 
     async def check(self, username: str, password: str) -> PlainIdentity | Failure:
         parts = password.split(":")
@@ -74,7 +80,13 @@ class PulsarTokenCredentials(PlainCredentialCheck):
             token = self.validator.validate(credential)
         except InvalidToken as e:
             return Failure(f"Authentication failed: {e}", public=True)
-        return PlainIdentity(KafkaPrincipal.user(token.role), token.expires_at_ms, tenant=username)
+        tenant = username
+        if self.default_namespace is not None:
+            try:
+                tenant = "/".join(tenant_namespace(username, self.default_namespace))
+            except InvalidTenant as e:
+                return Failure(f"Authentication failed: {e}", public=True)
+        return PlainIdentity(KafkaPrincipal.user(token.role), token.expires_at_ms, tenant=tenant)
 
 
 class PlainServer(SaslServer):

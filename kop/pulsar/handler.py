@@ -85,6 +85,12 @@ class PulsarProtocolHandler(ProtocolHandler):
 
         self.service = services
         self.cursors = CursorStore(services.topics.store)
+        from kop.pulsar import schemas  # noqa: F401 - GET_SCHEMA and GET_OR_CREATE_SCHEMA register
+        from kop.pulsar.schema_registry import SchemaRegistry
+
+        self.schemas = SchemaRegistry(services.topics.store, self.config.schemaCompatibilityStrategy)
+        services.topics.deletion_listeners.append(lambda topic: self.schemas.delete(topic.name))  # as Pulsar does
+        services.pulsar_schemas = self.schemas  # the admin REST's schema endpoints (kop/admin/schemas.py)
         from kop.pulsar.subscriptions import SubscriptionsAdmin
 
         subs = SubscriptionsAdmin(self)

@@ -40,6 +40,7 @@ from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
+from kop.pulsar.schema_registry import carried_version
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
@@ -96,6 +97,9 @@ class PartitionState:
             codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
             entry = kafka_to_pulsar(fb.batch, compression=codec)
             if entry is not None:
+                version = carried_version(fb.batch)  # the producer's schema version (kop/pulsar/schema_registry.py)
+                if version is not None:
+                    entry.metadata.schema_version = version
                 entry = unbatched(entry)
         except ConversionError as e:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)

@@ -80,7 +80,7 @@ class PulsarProtocolHandler(ProtocolHandler):
             self.token_validator = PulsarTokenValidator.from_config(config)
 
     async def start(self, services: BrokerServices) -> None:
-        from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register
+        from kop.pulsar import backlog_quota, consume, consumer_stats, lookup, produce, session  # noqa: F401 - commands register
         from kop.pulsar.connection import PulsarConnection  # connection.py imports this module
 
         self.service = services

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
@@ -132,7 +133,8 @@ class PartitionState:
 
 
 class Consumer:
-    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges")
+    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges",
+                 "connected_since")
 
     def __init__(self, conn: PulsarConnection, consumer_id: int, subscription: Subscription, name: str,
                  priority: int, epoch: int | None) -> None:
@@ -145,6 +147,7 @@ class Consumer:
         self.pending: set[Position] = set()
         self.epoch = epoch
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
+        self.connected_since = int(time.time() * 1000)  # CONSUMER_STATS, admin stats
 
 
 _LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry

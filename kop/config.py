@@ -222,6 +222,9 @@ class BrokerConfig:
     # Index lookups (getMessageIdByIndex and its reverse) answer 412, as Pulsar does on a broker without
     # broker entry metadata, when false. Entries always carry it (the index is the Kafka offset).
     exposingBrokerEntryMetadataToAdminEnabled: bool = True
+    # Pulsar consumers that ask for it (CONNECT feature flag) get broker entry metadata with each MESSAGE:
+    # msg.index() = the message's Kafka offset (kop/pulsar/subscription.py). Pulsar's key and default.
+    exposingBrokerEntryMetadataToClientEnabled: bool = False
     slowRequestThresholdMs: int = 1000  # one log line per slower request (Fetch: beyond its max_wait); -1: off
     statsUpdateFrequencyInSecs: int = 60  # window of the rates in topic stats
     metricsMaxTopicLabels: int = 1000  # topics beyond this share the topic label "__other__"

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
@@ -148,6 +149,25 @@ class Consumer:
         self.epoch = epoch
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
         self.connected_since = int(time.time() * 1000)  # CONSUMER_STATS, admin stats
+
+
+_BEM_HEAD = struct.Struct(">HI")  # magic 0x0e02, size
+_MAX_TIMESTAMP = struct.Struct(">q")  # a Kafka batch header's maxTimestamp, at byte 35
+
+
+def broker_entry_metadata(fb: FetchedBatch) -> bytes:
+    """Pulsar's broker entry metadata for one stored entry (0x0e02, size, BrokerEntryMetadata), as Pulsar's broker
+    puts it in front of a MESSAGE payload for clients that support it: index = the offset of the entry's last
+    message (Pulsar's AppendIndexMetadataInterceptor counts messages from 0 per partition, as Kafka offsets do; the
+    client derives each batched message's index from it and its batch index), broker_timestamp = the batch's
+    maxTimestamp - the append time on LogAppendTime topics, else the newest record's own timestamp (we keep no
+    separate append time)."""
+    (ts,) = _MAX_TIMESTAMP.unpack_from(fb.batch, 35)
+    bem = c.pb.BrokerEntryMetadata(index=fb.last_offset)
+    if ts >= 0:
+        bem.broker_timestamp = ts
+    raw = bem.SerializeToString()
+    return _BEM_HEAD.pack(0x0E02, len(raw)) + raw
 
 
 _LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
@@ -417,6 +437,8 @@ class Subscription:
             fields["redelivery_count"] = redelivery
         if consumer.epoch is not None:
             fields["consumer_epoch"] = consumer.epoch
+        if consumer.conn.broker_entry_metadata:
+            data = broker_entry_metadata(fb) + data
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))
         consumer.permits -= n
         self.msg_out += n

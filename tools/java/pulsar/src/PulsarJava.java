@@ -59,7 +59,8 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   (status 0 for an exception of the client rather than the admin client)
  *
  *   Named consumers and readers that live across commands (a test drives them one command at a time through
- *   PulsarJava.session(); a message is [{topic,id,value,key,properties,eventTime,publishTime,redeliveryCount}]):
+ *   PulsarJava.session(); a message is [{topic,id,value,key,properties,eventTime,publishTime,redeliveryCount,
+ *   index,brokerPublishTime}] - the last two from the broker entry metadata, null without it):
  *   subscribe NAME TOPIC SUB TYPE [initial=earliest|latest] [consumer=C] [queue=Q] [ackTimeoutMs=T]
  *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true]
  *       a consumer NAME on TOPIC (pattern=true: TOPIC is a regular expression, topicsPattern); initial position
@@ -436,7 +437,9 @@ public final class PulsarJava {
                 + ",\"properties\":" + p
                 + ",\"eventTime\":" + m.getEventTime()
                 + ",\"publishTime\":" + m.getPublishTime()
-                + ",\"redeliveryCount\":" + m.getRedeliveryCount() + "}";
+                + ",\"redeliveryCount\":" + m.getRedeliveryCount()
+                + ",\"index\":" + m.getIndex().map(Object::toString).orElse("null")
+                + ",\"brokerPublishTime\":" + m.getBrokerPublishTime().map(Object::toString).orElse("null") + "}";
     }
 
     private static String consume(PulsarClient client, String topic, String sub, SubscriptionType type, int n)

@@ -11,11 +11,13 @@ version 0 back; each message carries its producer's version (`schema_version()`)
 reads the old messages through the writer schema it fetches by that version (GET_SCHEMA); a producer whose schema
 breaks FULL compatibility (a new required field) or changes type is refused IncompatibleSchema; a consumer's
 schema is checked the same way; GET_SCHEMA by version and for the latest through `client.get_schema_info`; the
-admin REST's `/admin/v2/schemas/{tenant}/{ns}/{topic}/schema` (latest) and `/schema/{version}`.
+admin REST's `/admin/v2/schemas/{tenant}/{ns}/{topic}/schema` (latest) and `/schema/{version}`; Pulsar's Java client
+consuming with AUTO_CONSUME (writer schemas fetched by version) and producing with the evolved definition.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
@@ -24,6 +26,8 @@ import pulsar
 import pytest
 from _pulsar import SchemaType  # the C++ client's enum (pulsar.schema uses it too)
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
+
+from tests.support.pulsar_java import PulsarJava
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop")
 
@@ -171,3 +175,21 @@ def test_admin_rest_schema_latest_and_by_version(target, client, pulsar_broker):
     assert status == 404
     status, _ = _get_json(f"{pulsar_broker.admin_url}/admin/v2/schemas/public/default/{target.topic('none')}/schema")
     assert status == 404
+
+
+def test_java_client_reads_and_writes_the_versions(target, client, pulsar_broker):
+    """Pulsar's Java client: an AUTO_CONSUME consumer decodes each message with the writer schema it fetches by the
+    message's version (GET_SCHEMA), and a Java producer with the evolved definition gets that version, 1."""
+    topic = topic_name(target, "java")
+    client.create_producer(topic, schema=AvroSchema(User)).send(User(name="ann", age=30))
+    client.create_producer(topic, schema=AvroSchema(UserV2)).send(UserV2(name="bob", age=40, email="b@x"))
+    java = PulsarJava(pulsar_broker.service_url, pulsar_broker.admin_url)
+    v2 = base64.b64encode(AvroSchema(UserV2).schema_info().schema().encode()).decode()
+    records = base64.b64encode(json.dumps([{"name": "cid", "age": 50, "email": "c@x"}]).encode()).decode()
+    _ids, got = java.run(f"produce-avro {topic} {v2} {records}", f"consume-auto {topic} auto 3")
+    assert [m["version"] for m in got] == [0, 1, 1]
+    assert [m["record"] for m in got] == [
+        {"age": "30", "name": "ann"},
+        {"age": "40", "email": "b@x", "name": "bob"},
+        {"age": "50", "email": "c@x", "name": "cid"},
+    ]

@@ -29,7 +29,7 @@ from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, Strin
 
 from tests.support.pulsar_java import PulsarJava
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")  # kop-bk: the versions live in ZooKeeper there
 
 RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a measured quantity
 

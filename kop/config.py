@@ -212,6 +212,9 @@ class BrokerConfig:
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
     brokerServicePortTls: int = -1  # Pulsar's TLS port (pulsar+ssl://, the tls* keys); -1: none, 0: ephemeral
     brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
+    # Pulsar consumers' acks of single messages of a batch entry count (Pulsar's key and default: off = ignored until
+    # the whole entry is acknowledged); kept in memory, not in the cursor (kop/pulsar/subscription.py)
+    acknowledgmentAtBatchIndexLevelEnabled: bool = False
     # Pulsar's schema compatibility strategy for every topic (kop/pulsar/schema_registry.py): ALWAYS_INCOMPATIBLE,
     # ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE or FULL_TRANSITIVE
     schemaCompatibilityStrategy: str = "FULL"

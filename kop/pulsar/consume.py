@@ -14,6 +14,10 @@ A consumer's schema is registered on an idle topic or checked against the topic'
 Key_Shared takes AUTO_SPLIT and STICKY consumers (kop/pulsar/key_shared.py; a STICKY range that overlaps another
 consumer's is refused ConsumerAssignError).
 
+With `acknowledgmentAtBatchIndexLevelEnabled` an ACK whose message id has an ack set acknowledges only those messages
+of the entry (Subscription.ack_batch_indexes; in memory, not in the cursor); without it such acks are ignored until
+the whole entry is acknowledged, as Pulsar does.
+
 Differences from Pulsar's broker: a consumer whose subscription type
 differs from the connected consumers', or a second Exclusive consumer, gets ConsumerBusy without Pulsar's check
 that the old connection is alive; acks for ids never delivered are ignored (Pulsar would delete those entries
@@ -219,6 +223,10 @@ async def ack(conn: PulsarConnection, frame: Frame) -> None:
     if k is not None:
         positions = [_position(m) for m in req.message_id if not len(m.ack_set)]
         k.subscription.ack(positions, cumulative=req.ack_type == 1)
+        if conn.handler.config.acknowledgmentAtBatchIndexLevelEnabled:  # else acks of part of an entry are ignored
+            for m in req.message_id:
+                if len(m.ack_set):
+                    k.subscription.ack_batch_indexes(_position(m), list(m.ack_set), cumulative=req.ack_type == 1)
     if req.HasField("request_id"):
         fields = {"consumer_id": req.consumer_id, "request_id": req.request_id}
         if k is None:

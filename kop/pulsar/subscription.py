@@ -170,6 +170,19 @@ def broker_entry_metadata(fb: FetchedBatch) -> bytes:
     return _BEM_HEAD.pack(0x0E02, len(raw)) + raw
 
 
+_WORD = (1 << 64) - 1
+
+
+def ack_set_words(bits: int) -> list[int]:
+    """An ack set as the wire carries it: signed 64-bit words, lowest bits first (Java's BitSet.toLongArray)."""
+    words = []
+    while bits:
+        w = bits & _WORD
+        words.append(w - (1 << 64) if w >= 1 << 63 else w)
+        bits >>= 64
+    return words
+
+
 _LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
 
 
@@ -190,6 +203,9 @@ class Subscription:
         self.pending: dict[Position, Consumer] = {}  # sent, not acknowledged
         self.replay: deque[Entry] = deque()
         self.redeliveries: dict[Position, int] = {}
+        # acknowledgmentAtBatchIndexLevelEnabled: entry -> the bits of its messages not yet acknowledged (Pulsar's
+        # ack set: bit i set = message i pending), for entries acknowledged in part; in memory only
+        self.batch_acks: dict[Position, int] = {}
         self.version = version
         self.epoch = 0  # bumped by rewinds: a read begun before one is dropped
         self.active: Consumer | None = None
@@ -437,6 +453,8 @@ class Subscription:
             fields["redelivery_count"] = redelivery
         if consumer.epoch is not None:
             fields["consumer_epoch"] = consumer.epoch
+        if pos in self.batch_acks:  # the client skips the messages acknowledged already
+            fields["ack_set"] = ack_set_words(self.batch_acks[pos])
         if consumer.conn.broker_entry_metadata:
             data = broker_entry_metadata(fb) + data
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))
@@ -464,9 +482,32 @@ class Subscription:
         if self.sub_type == KEY_SHARED:
             self.wake()  # an acknowledged hash may unblock the next entries of its key
 
+    def ack_batch_indexes(self, pos: Position, ack_set: list[int], cumulative: bool) -> None:
+        """An ack of some messages of an entry (acknowledgmentAtBatchIndexLevelEnabled): `ack_set` has the bits of
+        the messages still pending (Pulsar's convention); the entry is acknowledged once none is. A cumulative one
+        also acknowledges every entry before it."""
+        entry = self.outstanding.get(pos)
+        if entry is None:
+            return  # never delivered (or already behind M)
+        if cumulative:
+            if self.sub_type in (SHARED, KEY_SHARED):
+                return  # Pulsar ignores cumulative acks on Shared and Key_Shared subscriptions
+            for before in [p for p in self.outstanding if p < pos]:
+                self._ack_one(before)
+        size = entry.last_offset - entry.base_offset + 1
+        bits = sum((w & _WORD) << (64 * i) for i, w in enumerate(ack_set)) & ((1 << size) - 1)
+        pending = self.batch_acks.get(pos, (1 << size) - 1) & bits
+        if pending:
+            self.batch_acks[pos] = pending
+        else:
+            self._ack_one(pos)
+        self._advance()
+        self.save()
+
     def _ack_one(self, pos: Position) -> None:
         if pos not in self.outstanding:
             return  # never delivered (or already behind M): nothing to acknowledge
+        self.batch_acks.pop(pos, None)
         self.acked.add(pos)
         self.redeliveries.pop(pos, None)
         owner = self.pending.pop(pos, None)
@@ -521,6 +562,7 @@ class Subscription:
         """SEEK: the next entry read is the one holding `offset`; acknowledgements after it are forgotten."""
         self.acked.clear()
         self.redeliveries.clear()
+        self.batch_acks.clear()
         self.mark_delete = None
         self.next_offset = offset
         self.rewind()

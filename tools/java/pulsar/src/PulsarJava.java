@@ -66,7 +66,7 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   PulsarJava.session(); a message is [{topic,id,value,key,properties,eventTime,publishTime,redeliveryCount,
  *   index,brokerPublishTime}] - the last two from the broker entry metadata, null without it):
  *   subscribe NAME TOPIC SUB TYPE [initial=earliest|latest] [consumer=C] [queue=Q] [ackTimeoutMs=T]
- *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true]
+ *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true] [batchIndexAck=true]
  *       a consumer NAME on TOPIC (pattern=true: TOPIC is a regular expression, topicsPattern); initial position
  *       earliest unless given; -> true
  *   receive NAME N [ack=true|false] [timeoutMs=T] [partial=true]
@@ -342,6 +342,9 @@ public final class PulsarJava {
         }
         if ("true".equals(o.get("inclusive"))) {
             b.startMessageIdInclusive();
+        }
+        if ("true".equals(o.get("batchIndexAck"))) {
+            b.enableBatchIndexAcknowledgment(true);
         }
         Consumer<byte[]> consumer = b.subscribe();
         CONSUMERS.put(name, consumer);

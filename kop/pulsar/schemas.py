@@ -55,7 +55,7 @@ class SchemaRefused(Exception):
         self.code = code
 
 
-def wire_schema(name: TopicName, version: int, schema: SchemaData) -> Any:
+def wire_schema(name: TopicName, schema: SchemaData) -> Any:
     """The wire Schema of a stored version (its name is the topic's, as Pulsar's SchemaInfo is named)."""
     return c.pb.Schema(name=name.local, schema_data=schema.data, type=schema.type,
                        properties=[c.pb.KeyValue(key=k, value=v) for k, v in schema.properties.items()])
@@ -133,7 +133,7 @@ async def get_schema(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(_schema_error(answer, rid, c.ServerError.TopicNotFound, "Topic not found or no-schema"))
         return
     v, schema = got
-    conn.send(c.command(answer, request_id=rid, schema=wire_schema(name, v, schema), schema_version=version_bytes(v)))
+    conn.send(c.command(answer, request_id=rid, schema=wire_schema(name, schema), schema_version=version_bytes(v)))
 
 
 @serves(c.GET_OR_CREATE_SCHEMA)

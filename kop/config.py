@@ -98,6 +98,9 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 FSYNC_POLICIES = ("always", "interval", "none")
+# Pulsar's SchemaCompatibilityStrategy names (kop/pulsar/schema_registry.py applies them)
+SCHEMA_COMPATIBILITY_STRATEGIES = ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
+                                   "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 
 
 @dataclass(slots=True)
@@ -212,6 +215,12 @@ class BrokerConfig:
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
     brokerServicePortTls: int = -1  # Pulsar's TLS port (pulsar+ssl://, the tls* keys); -1: none, 0: ephemeral
     brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
+    # Pulsar consumers' acks of single messages of a batch entry count (Pulsar's key and default: off = ignored until
+    # the whole entry is acknowledged); kept in memory, not in the cursor (kop/pulsar/subscription.py)
+    acknowledgmentAtBatchIndexLevelEnabled: bool = False
+    # Pulsar's schema compatibility strategy for every topic (kop/pulsar/schema_registry.py): ALWAYS_INCOMPATIBLE,
+    # ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE or FULL_TRANSITIVE
+    schemaCompatibilityStrategy: str = "FULL"
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)
     webServicePort: int = 8080  # 0: an ephemeral port (logged at start-up); -1: no admin HTTP server
     webServiceBindAddress: str = "0.0.0.0"
@@ -219,6 +228,9 @@ class BrokerConfig:
     # Index lookups (getMessageIdByIndex and its reverse) answer 412, as Pulsar does on a broker without
     # broker entry metadata, when false. Entries always carry it (the index is the Kafka offset).
     exposingBrokerEntryMetadataToAdminEnabled: bool = True
+    # Pulsar consumers that ask for it (CONNECT feature flag) get broker entry metadata with each MESSAGE:
+    # msg.index() = the message's Kafka offset (kop/pulsar/subscription.py). Pulsar's key and default.
+    exposingBrokerEntryMetadataToClientEnabled: bool = False
     slowRequestThresholdMs: int = 1000  # one log line per slower request (Fetch: beyond its max_wait); -1: off
     statsUpdateFrequencyInSecs: int = 60  # window of the rates in topic stats
     metricsMaxTopicLabels: int = 1000  # topics beyond this share the topic label "__other__"
@@ -422,6 +434,8 @@ class BrokerConfig:
         need(self.brokerShutdownTimeoutMs >= 0, "brokerShutdownTimeoutMs", "must be >= 0")
         need(bool(self.protocols), "messagingProtocols", "at least one protocol")
         need(0 <= self.brokerServicePort <= 65535, "brokerServicePort", "must be a port number (0: ephemeral)")
+        need(self.schemaCompatibilityStrategy in SCHEMA_COMPATIBILITY_STRATEGIES, "schemaCompatibilityStrategy",
+             "one of " + ", ".join(SCHEMA_COMPATIBILITY_STRATEGIES))
         need(1 <= self.offsetsTopicNumPartitions <= 100000, "offsetsTopicNumPartitions", "must be 1..100000")
         need(self.groupMinSessionTimeoutMs >= 0, "groupMinSessionTimeoutMs", "must be >= 0")
         need(self.groupMaxSessionTimeoutMs >= self.groupMinSessionTimeoutMs, "groupMaxSessionTimeoutMs",

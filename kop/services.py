@@ -20,6 +20,7 @@ from kop.protocol.errors import ErrorCode
 from kop.security.acl import Authorizer
 from kop.security.sasl.scram import ScramCredentialStore
 from kop.topics.manager import Topic, TopicManager
+from kop.topics.names import TopicName
 from kop.topics.producer_ids import ProducerIdAllocator
 
 
@@ -70,6 +71,15 @@ class PulsarSubscriptions(Protocol):
         ...
 
 
+class PulsarSchemas(Protocol):
+    """The Pulsar schema registry as the admin REST reads it (kop/pulsar/schema_registry.py implements it)."""
+
+    async def rest_schema(self, name: TopicName, version: int | None) -> dict[str, Any] | None:
+        """Pulsar's GetSchemaResponse body (version, type, timestamp, data, properties) of a version (None: the
+        latest); None when the topic has no such version."""
+        ...
+
+
 class TransactionVerifier(Protocol):
     """What a partition leader asks the transaction coordinator (KIP-890 part 1): before the first
     transactional batch of a transaction on a partition is appended, whether the partition is in the
@@ -100,5 +110,6 @@ class BrokerServices(Protocol):
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
     pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
+    pulsar_schemas: PulsarSchemas | None  # set by the pulsar handler when it runs
     authorizer: Authorizer | None  # Kafka's ACLs (authorizationEnabled); None: nothing is checked
     scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)

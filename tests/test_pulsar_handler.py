@@ -232,7 +232,7 @@ def test_strings_that_are_not_utf8_close_the_connection(broker: KopBroker) -> No
 def test_unknown_commands_leave_the_connection_usable(broker: KopBroker) -> None:
     w = wire(broker)
     w.raw(struct.pack(">II", 6, 2) + b"\x08\x32")  # BaseCommand{type=50}: outside our schema
-    w.send(c.command(c.GET_SCHEMA, topic="x", request_id=77))  # in our schema, not served
+    w.send(c.command(c.GET_SCHEMA_RESPONSE, request_id=77))  # in our schema, not served (a broker's answer)
     got = w.expect(c.ERROR)
     assert got.request_id == 77 and got.error == c.ServerError.NotAllowedError
     w.send(c.command(c.PING))

@@ -24,7 +24,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, subscriptions, views
+from kop.admin import auth, lag, schemas, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -103,6 +103,7 @@ class AdminServer:
         r.add_get(TOPIC + "/getIndexByMessageId", self.index_by_message_id)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
         subscriptions.add_routes(self, r, TOPIC)
+        schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
         return app
 
     # ------------------------------------------------------------------ lifecycle

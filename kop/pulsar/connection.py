@@ -112,6 +112,8 @@ class PulsarConnection(asyncio.BufferedProtocol):
         self.connected = False  # CONNECT seen
         self.principal: KafkaPrincipal = ANONYMOUS  # the token's role with authenticationEnabled
         self.protocol_version = 0
+        # MESSAGE payloads start with broker entry metadata (kop/pulsar/session.py: config and the client's flag)
+        self.broker_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
         self.can_write = asyncio.Event()

@@ -9,8 +9,14 @@ is the publish time we give Kafka-produced messages); as in Pulsar, every consum
 (CLOSE_CONSUMER: the clients resubscribe) before SUCCESS. GET_LAST_MESSAGE_ID names the last entry with the batch
 index of its last record, and the subscription's mark-delete position.
 
+A consumer's schema is registered on an idle topic or checked against the topic's (kop/pulsar/schemas.py).
+
 Key_Shared takes AUTO_SPLIT and STICKY consumers (kop/pulsar/key_shared.py; a STICKY range that overlaps another
 consumer's is refused ConsumerAssignError).
+
+With `acknowledgmentAtBatchIndexLevelEnabled` an ACK whose message id has an ack set acknowledges only those messages
+of the entry (Subscription.ack_batch_indexes; in memory, not in the cursor); without it such acks are ignored until
+the whole entry is acknowledged, as Pulsar does.
 
 Differences from Pulsar's broker: a consumer whose subscription type
 differs from the connected consumers', or a second Exclusive consumer, gets ConsumerBusy without Pulsar's check
@@ -39,6 +45,7 @@ from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
 from kop.pulsar.lookup import open_partition
+from kop.pulsar.schemas import SchemaRefused, check_subscriber
 from kop.pulsar.subscription import (
     EXCLUSIVE,
     KEY_SHARED,
@@ -119,6 +126,13 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     if opened is None:
         return
     topic, partition, state = opened
+    idle = not state.producers and not any(s.consumers for s in state.subscriptions.values()) \
+        and state.plog.high_watermark <= state.plog.log_start_offset
+    try:  # kop/pulsar/schemas.py: registered on an idle topic, else checked against the stored versions
+        await check_subscriber(conn, topic.name, req, idle)
+    except SchemaRefused as e:
+        conn.send(c.error(rid, e.code, str(e)))
+        return
     sub = state.subscriptions.get(req.subscription)
     if sub is None:
         sub = await _new_subscription(conn, state, req, durable)
@@ -209,6 +223,10 @@ async def ack(conn: PulsarConnection, frame: Frame) -> None:
     if k is not None:
         positions = [_position(m) for m in req.message_id if not len(m.ack_set)]
         k.subscription.ack(positions, cumulative=req.ack_type == 1)
+        if conn.handler.config.acknowledgmentAtBatchIndexLevelEnabled:  # else acks of part of an entry are ignored
+            for m in req.message_id:
+                if len(m.ack_set):
+                    k.subscription.ack_batch_indexes(_position(m), list(m.ack_set), cumulative=req.ack_type == 1)
     if req.HasField("request_id"):
         fields = {"consumer_id": req.consumer_id, "request_id": req.request_id}
         if k is None:

@@ -80,11 +80,17 @@ class PulsarProtocolHandler(ProtocolHandler):
             self.token_validator = PulsarTokenValidator.from_config(config)
 
     async def start(self, services: BrokerServices) -> None:
-        from kop.pulsar import backlog_quota, consume, lookup, produce, session  # noqa: F401 - commands register
+        from kop.pulsar import backlog_quota, consume, consumer_stats, lookup, produce, session  # noqa: F401 - commands register
         from kop.pulsar.connection import PulsarConnection  # connection.py imports this module
 
         self.service = services
         self.cursors = CursorStore(services.topics.store)
+        from kop.pulsar import schemas  # noqa: F401 - GET_SCHEMA and GET_OR_CREATE_SCHEMA register
+        from kop.pulsar.schema_registry import SchemaRegistry
+
+        self.schemas = SchemaRegistry(services.topics.store, self.config.schemaCompatibilityStrategy)
+        services.topics.deletion_listeners.append(lambda topic: self.schemas.delete(topic.name))  # as Pulsar does
+        services.pulsar_schemas = self.schemas  # the admin REST's schema endpoints (kop/admin/schemas.py)
         from kop.pulsar.subscriptions import SubscriptionsAdmin
 
         subs = SubscriptionsAdmin(self)

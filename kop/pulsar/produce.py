@@ -10,8 +10,9 @@ issue order).
 
 Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExclusive is answered ProducerBusy at
 once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
-when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window); no schema
-registry (a producer's schema is accepted and not stored);
+when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
+is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
+strategy refuses it) and the version each SEND carries is kept with the stored batch (schema_registry.stamp_version);
 no chunking (chunked SENDs are refused with NotAllowedError); internal topics (__consumer_offsets) take no
 producers; a message over `maxMessageSize` gets SEND_ERROR
 NotAllowedError (Pulsar's client refuses it before sending; a frame far over the limit closes the connection, as in
@@ -35,6 +36,8 @@ from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
+from kop.pulsar.schema_registry import stamp_version
+from kop.pulsar.schemas import SchemaRefused, producer_version
 
 if TYPE_CHECKING:
     from kop.pulsar.subscription import PartitionState
@@ -48,10 +51,11 @@ _names = itertools.count()
 
 
 class Producer:
-    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive")
+    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive", "schema_version")
 
     def __init__(self, conn: PulsarConnection, producer_id: int, name: str, state: PartitionState,
-                 exclusive: bool) -> None:
+                 exclusive: bool, schema_version: bytes = b"") -> None:
+        self.schema_version = schema_version
         self.conn = conn
         self.producer_id = producer_id
         self.name = name
@@ -71,7 +75,7 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     existing = conn.producers.get(req.producer_id)
     if existing is not None:  # the client retried a PRODUCER that had succeeded
         conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
-                            schema_version=b""))
+                            schema_version=existing.schema_version))
         return
     opened = await open_partition(conn, rid, req.topic, check=lambda name: authorize.produce_refusal(conn, name))
     if opened is None:
@@ -87,6 +91,11 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else SHARED
     if mode not in (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
         conn.send(c.error(rid, c.ServerError.NotAllowedError, f"producer access mode {mode} is not supported"))
+        return
+    try:  # registered before the producer is added, as Pulsar does (tryAddSchema, then addProducer)
+        schema_version = await producer_version(conn, topic.name, req)
+    except SchemaRefused as e:
+        conn.send(c.error(rid, e.code, str(e)))
         return
     exclusive = mode != SHARED
     if any(p.exclusive for p in state.producers.values()) or (exclusive and state.producers):
@@ -113,13 +122,13 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ProducerBusy,
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
-    p = Producer(conn, req.producer_id, name, state, exclusive)
+    p = Producer(conn, req.producer_id, name, state, exclusive, schema_version)
     state.producers[name] = p
     conn.producers[req.producer_id] = p
-    # schema_version is always set, as Pulsar's broker does (empty: no schema stored): the Java client reads it
+    # schema_version is always set, as Pulsar's broker does (empty: no schema): the Java client reads it
     # unconditionally and fails the PRODUCER ("Field 'schema_version' is not set") when it is absent
     conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
-                        schema_version=b""))
+                        schema_version=schema_version))
 
 
 @serves(c.CLOSE_PRODUCER)
@@ -154,6 +163,8 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         batch = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0), limit=limit)
         if batch is None:
             raise ConversionError("the entry holds no message")
+        if md.schema_version:
+            batch = stamp_version(batch, md.schema_version)
         header = parse_batch_header(batch)
     except Exception as e:  # noqa: BLE001 - ConversionError, a metadata that does not parse, a codec error
         conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"message refused: {e}"))

@@ -4,8 +4,10 @@ CONNECTED answers min(our highest protocol version, the client's) - the client g
 checksums, >= 12 GET_LAST_MESSAGE_ID) - with `maxMessageSize` and our feature flags. Differences from
 Pulsar's broker: the one authentication method is `token` (AuthenticationProviderToken, with the token
 settings the Kafka side's PLAIN tokens use: docs/security.md), no auth refresh (AUTH_CHALLENGE) - a token
-that expires later does not end the connection -, no proxy-to-broker URL, and `supports_broker_entry_metadata`
-is not offered (message ids carry no index yet).
+that expires later does not end the connection -, and no proxy-to-broker URL. A client whose feature flags say
+`supports_broker_entry_metadata` gets broker entry metadata (index, broker timestamp: kop/pulsar/subscription.py)
+in front of every MESSAGE payload when `exposingBrokerEntryMetadataToClientEnabled` is on (Pulsar's key and default,
+off), as Pulsar's broker gives it; `msg.index()` / `getIndex()` are then the messages' Kafka offsets.
 
 With authenticationEnabled a CONNECT must carry a valid token: otherwise ERROR AuthenticationError (request
 id -1 as an unsigned long, as Pulsar sends it) and the connection is closed; the reason is logged, never
@@ -40,6 +42,8 @@ async def connect(conn: PulsarConnection, frame: Frame) -> None:
         return
     version = min(c.MAX_PROTOCOL_VERSION, req.protocol_version if req.HasField("protocol_version") else 0)
     conn.protocol_version = version
+    conn.broker_entry_metadata = conn.handler.config.exposingBrokerEntryMetadataToClientEnabled and \
+        req.HasField("feature_flags") and req.feature_flags.supports_broker_entry_metadata
     conn.connected = True
     conn.send(c.command(c.CONNECTED, server_version=f"kop-{__version__}", protocol_version=version,
                         max_message_size=conn.handler.config.maxMessageSize))

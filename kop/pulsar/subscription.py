@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,7 @@ from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
+from kop.pulsar.schema_registry import carried_version
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
@@ -96,6 +99,9 @@ class PartitionState:
             codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
             entry = kafka_to_pulsar(fb.batch, compression=codec)
             if entry is not None:
+                version = carried_version(fb.batch)  # the producer's schema version (kop/pulsar/schema_registry.py)
+                if version is not None:
+                    entry.metadata.schema_version = version
                 entry = unbatched(entry)
         except ConversionError as e:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
@@ -128,7 +134,8 @@ class PartitionState:
 
 
 class Consumer:
-    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges")
+    __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges",
+                 "connected_since")
 
     def __init__(self, conn: PulsarConnection, consumer_id: int, subscription: Subscription, name: str,
                  priority: int, epoch: int | None) -> None:
@@ -141,6 +148,39 @@ class Consumer:
         self.pending: set[Position] = set()
         self.epoch = epoch
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
+        self.connected_since = int(time.time() * 1000)  # CONSUMER_STATS, admin stats
+
+
+_BEM_HEAD = struct.Struct(">HI")  # magic 0x0e02, size
+_MAX_TIMESTAMP = struct.Struct(">q")  # a Kafka batch header's maxTimestamp, at byte 35
+
+
+def broker_entry_metadata(fb: FetchedBatch) -> bytes:
+    """Pulsar's broker entry metadata for one stored entry (0x0e02, size, BrokerEntryMetadata), as Pulsar's broker
+    puts it in front of a MESSAGE payload for clients that support it: index = the offset of the entry's last
+    message (Pulsar's AppendIndexMetadataInterceptor counts messages from 0 per partition, as Kafka offsets do; the
+    client derives each batched message's index from it and its batch index), broker_timestamp = the batch's
+    maxTimestamp - the append time on LogAppendTime topics, else the newest record's own timestamp (we keep no
+    separate append time)."""
+    (ts,) = _MAX_TIMESTAMP.unpack_from(fb.batch, 35)
+    bem = c.pb.BrokerEntryMetadata(index=fb.last_offset)
+    if ts >= 0:
+        bem.broker_timestamp = ts
+    raw = bem.SerializeToString()
+    return _BEM_HEAD.pack(0x0E02, len(raw)) + raw
+
+
+_WORD = (1 << 64) - 1
+
+
+def ack_set_words(bits: int) -> list[int]:
+    """An ack set as the wire carries it: signed 64-bit words, lowest bits first (Java's BitSet.toLongArray)."""
+    words = []
+    while bits:
+        w = bits & _WORD
+        words.append(w - (1 << 64) if w >= 1 << 63 else w)
+        bits >>= 64
+    return words
 
 
 _LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
@@ -163,6 +203,9 @@ class Subscription:
         self.pending: dict[Position, Consumer] = {}  # sent, not acknowledged
         self.replay: deque[Entry] = deque()
         self.redeliveries: dict[Position, int] = {}
+        # acknowledgmentAtBatchIndexLevelEnabled: entry -> the bits of its messages not yet acknowledged (Pulsar's
+        # ack set: bit i set = message i pending), for entries acknowledged in part; in memory only
+        self.batch_acks: dict[Position, int] = {}
         self.version = version
         self.epoch = 0  # bumped by rewinds: a read begun before one is dropped
         self.active: Consumer | None = None
@@ -410,6 +453,10 @@ class Subscription:
             fields["redelivery_count"] = redelivery
         if consumer.epoch is not None:
             fields["consumer_epoch"] = consumer.epoch
+        if pos in self.batch_acks:  # the client skips the messages acknowledged already
+            fields["ack_set"] = ack_set_words(self.batch_acks[pos])
+        if consumer.conn.broker_entry_metadata:
+            data = broker_entry_metadata(fb) + data
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))
         consumer.permits -= n
         self.msg_out += n
@@ -435,9 +482,32 @@ class Subscription:
         if self.sub_type == KEY_SHARED:
             self.wake()  # an acknowledged hash may unblock the next entries of its key
 
+    def ack_batch_indexes(self, pos: Position, ack_set: list[int], cumulative: bool) -> None:
+        """An ack of some messages of an entry (acknowledgmentAtBatchIndexLevelEnabled): `ack_set` has the bits of
+        the messages still pending (Pulsar's convention); the entry is acknowledged once none is. A cumulative one
+        also acknowledges every entry before it."""
+        entry = self.outstanding.get(pos)
+        if entry is None:
+            return  # never delivered (or already behind M)
+        if cumulative:
+            if self.sub_type in (SHARED, KEY_SHARED):
+                return  # Pulsar ignores cumulative acks on Shared and Key_Shared subscriptions
+            for before in [p for p in self.outstanding if p < pos]:
+                self._ack_one(before)
+        size = entry.last_offset - entry.base_offset + 1
+        bits = sum((w & _WORD) << (64 * i) for i, w in enumerate(ack_set)) & ((1 << size) - 1)
+        pending = self.batch_acks.get(pos, (1 << size) - 1) & bits
+        if pending:
+            self.batch_acks[pos] = pending
+        else:
+            self._ack_one(pos)
+        self._advance()
+        self.save()
+
     def _ack_one(self, pos: Position) -> None:
         if pos not in self.outstanding:
             return  # never delivered (or already behind M): nothing to acknowledge
+        self.batch_acks.pop(pos, None)
         self.acked.add(pos)
         self.redeliveries.pop(pos, None)
         owner = self.pending.pop(pos, None)
@@ -492,6 +562,7 @@ class Subscription:
         """SEEK: the next entry read is the one holding `offset`; acknowledgements after it are forgotten."""
         self.acked.clear()
         self.redeliveries.clear()
+        self.batch_acks.clear()
         self.mark_delete = None
         self.next_offset = offset
         self.rewind()

@@ -333,7 +333,8 @@ def unacked_messages(sub: Subscription, consumer: Any = None) -> int:
     for pos in positions:
         e = sub.outstanding.get(pos)
         if e is not None:
-            total += e.last_offset - e.base_offset + 1
+            part = sub.batch_acks.get(pos)  # acknowledged in part (batch-index acks): what is left
+            total += e.last_offset - e.base_offset + 1 if part is None else part.bit_count()
     return total
 
 

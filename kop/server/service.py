@@ -35,7 +35,7 @@ from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
 from kop.security.acl import Authorizer
 from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
-from kop.services import PulsarSubscriptions
+from kop.services import PulsarSchemas, PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -79,6 +79,7 @@ class BrokerService:
         self.metrics.connections_rejected = lambda: self.net.connections_rejected
         self.admin: AdminServer | None = None  # when webServicePort >= 0
         self.pulsar_subscriptions: PulsarSubscriptions | None = None  # the pulsar handler sets it
+        self.pulsar_schemas: PulsarSchemas | None = None  # the pulsar handler sets it
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
         # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).

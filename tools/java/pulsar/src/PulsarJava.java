@@ -43,6 +43,10 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *       the previous one is stored, G ms later (distinct publish times); -> the message ids
  *   consume TOPIC SUBSCRIPTION TYPE(Exclusive|Shared|Failover|Key_Shared) N
  *       from the earliest message, acks each; -> [{value,key,properties,eventTime,publishTime,redeliveryCount,id}]
+ *   produce-avro TOPIC DEFINITION RECORDS    DEFINITION: an Avro record schema, RECORDS: a JSON array of objects,
+ *       both base64; a producer with that (generic) AVRO schema sends each record -> the message ids
+ *   consume-auto TOPIC SUBSCRIPTION N        an AUTO_CONSUME consumer from the earliest message (the client fetches
+ *       each message's writer schema by its version), acks each; -> [{version, record: {field: value as text}}]
  *   topics NAMESPACE                         -> admin.topics().getList
  *   create-subscription TOPIC SUB earliest|latest
  *   subscriptions TOPIC                      -> admin.topics().getSubscriptions
@@ -59,9 +63,10 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   (status 0 for an exception of the client rather than the admin client)
  *
  *   Named consumers and readers that live across commands (a test drives them one command at a time through
- *   PulsarJava.session(); a message is [{topic,id,value,key,properties,eventTime,publishTime,redeliveryCount}]):
+ *   PulsarJava.session(); a message is [{topic,id,value,key,properties,eventTime,publishTime,redeliveryCount,
+ *   index,brokerPublishTime}] - the last two from the broker entry metadata, null without it):
  *   subscribe NAME TOPIC SUB TYPE [initial=earliest|latest] [consumer=C] [queue=Q] [ackTimeoutMs=T]
- *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true]
+ *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true] [batchIndexAck=true]
  *       a consumer NAME on TOPIC (pattern=true: TOPIC is a regular expression, topicsPattern); initial position
  *       earliest unless given; -> true
  *   receive NAME N [ack=true|false] [timeoutMs=T] [partial=true]
@@ -163,6 +168,10 @@ public final class PulsarJava {
                         CompressionType.valueOf(c[4]), options(c, 5));
             case "consume":
                 return consume(client, c[1], c[2], SubscriptionType.valueOf(c[3]), Integer.parseInt(c[4]));
+            case "produce-avro":
+                return produceAvro(client, c[1], decode64(c[2]), decode64(c[3]));
+            case "consume-auto":
+                return consumeAuto(client, c[1], c[2], Integer.parseInt(c[3]));
             case "topics":
                 return strings(admin.topics().getList(c[1]));
             case "create-subscription":
@@ -334,6 +343,9 @@ public final class PulsarJava {
         if ("true".equals(o.get("inclusive"))) {
             b.startMessageIdInclusive();
         }
+        if ("true".equals(o.get("batchIndexAck"))) {
+            b.enableBatchIndexAcknowledgment(true);
+        }
         Consumer<byte[]> consumer = b.subscribe();
         CONSUMERS.put(name, consumer);
         EVENTS.put(name, events);
@@ -436,7 +448,9 @@ public final class PulsarJava {
                 + ",\"properties\":" + p
                 + ",\"eventTime\":" + m.getEventTime()
                 + ",\"publishTime\":" + m.getPublishTime()
-                + ",\"redeliveryCount\":" + m.getRedeliveryCount() + "}";
+                + ",\"redeliveryCount\":" + m.getRedeliveryCount()
+                + ",\"index\":" + m.getIndex().map(Object::toString).orElse("null")
+                + ",\"brokerPublishTime\":" + m.getBrokerPublishTime().map(Object::toString).orElse("null") + "}";
     }
 
     private static String consume(PulsarClient client, String topic, String sub, SubscriptionType type, int n)
@@ -465,6 +479,80 @@ public final class PulsarJava {
                         .append(",\"publishTime\":").append(m.getPublishTime())
                         .append(",\"redeliveryCount\":").append(m.getRedeliveryCount())
                         .append(",\"id\":").append(str(m.getMessageId().toString())).append('}');
+            }
+        }
+        return sb.append(']').toString();
+    }
+
+    private static String decode64(String text) {
+        return new String(java.util.Base64.getDecoder().decode(text), StandardCharsets.UTF_8);
+    }
+
+    private static String produceAvro(PulsarClient client, String topic, String definition, String records)
+            throws Exception {
+        org.apache.pulsar.common.schema.SchemaInfo info = org.apache.pulsar.common.schema.SchemaInfo.builder()
+                .name(topic).type(org.apache.pulsar.common.schema.SchemaType.AVRO)
+                .schema(definition.getBytes(StandardCharsets.UTF_8)).properties(Map.of()).build();
+        org.apache.pulsar.client.api.schema.GenericSchema<org.apache.pulsar.client.api.schema.GenericRecord> schema =
+                org.apache.pulsar.client.api.Schema.generic(info);
+        List<String> ids = new ArrayList<>();
+        try (Producer<org.apache.pulsar.client.api.schema.GenericRecord> producer =
+                     client.newProducer(schema).topic(topic).enableBatching(false).create()) {
+            for (com.fasterxml.jackson.databind.JsonNode rec
+                    : new com.fasterxml.jackson.databind.ObjectMapper().readTree(records)) {
+                var builder = schema.newRecordBuilder();
+                var fields = rec.fields();
+                while (fields.hasNext()) {
+                    var f = fields.next();
+                    JsonValue v = new JsonValue(f.getValue());
+                    builder.set(f.getKey(), v.value());
+                }
+                ids.add(producer.send(builder.build()).toString());
+            }
+        }
+        return strings(ids);
+    }
+
+    /** A JSON value as the Avro record builder takes it: int, long, text or null. */
+    private record JsonValue(com.fasterxml.jackson.databind.JsonNode node) {
+        Object value() {
+            if (node.isNull()) {
+                return null;
+            }
+            if (node.isInt()) {
+                return node.intValue();
+            }
+            if (node.isLong()) {
+                return node.longValue();
+            }
+            return node.asText();
+        }
+    }
+
+    private static String consumeAuto(PulsarClient client, String topic, String sub, int n) throws Exception {
+        StringBuilder sb = new StringBuilder("[");
+        try (Consumer<org.apache.pulsar.client.api.schema.GenericRecord> consumer =
+                     client.newConsumer(org.apache.pulsar.client.api.Schema.AUTO_CONSUME()).topic(topic)
+                             .subscriptionName(sub).subscriptionInitialPosition(SubscriptionInitialPosition.Earliest)
+                             .subscribe()) {
+            for (int i = 0; i < n; i++) {
+                Message<org.apache.pulsar.client.api.schema.GenericRecord> m = consumer.receive(60, TimeUnit.SECONDS);
+                if (m == null) {
+                    throw new IllegalStateException("received " + i + " of " + n + " messages within 60 s");
+                }
+                consumer.acknowledge(m);
+                byte[] version = m.getSchemaVersion();
+                StringBuilder r = new StringBuilder("{");
+                var rec = m.getValue();
+                for (var f : rec.getFields()) {
+                    Object v = rec.getField(f);
+                    r.append(r.length() > 1 ? "," : "").append(str(f.getName())).append(':')
+                            .append(v == null ? "null" : str(v.toString()));
+                }
+                r.append('}');
+                sb.append(i > 0 ? "," : "").append("{\"version\":")
+                        .append(version == null ? "null" : Long.toString(java.nio.ByteBuffer.wrap(version).getLong()))
+                        .append(",\"record\":").append(r).append('}');
             }
         }
         return sb.append(']').toString();

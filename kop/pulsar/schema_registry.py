@@ -1,0 +1,263 @@
+"""Per-topic schemas for the Pulsar handler: versioned, in the metadata store, with Pulsar's compatibility rules.
+
+Pulsar's schema registry keys schemas by the topic (a partitioned topic's partitions share one schema) and gives
+each new schema the next version, 0, 1, 2, ...; a schema equal to one already stored (same type and same
+definition bytes: Pulsar's SchemaHash leaves the properties out) gets that version back, whichever it is. We keep
+the same model: version `v` of topic `tenant/ns/t` is the node `/schemas/tenant/ns/<t, URL-quoted>/<v, 10 digits>`
+holding JSON (`type` = the wire Schema.Type number, `data` base64, `properties`, `timestamp` in ms). Versions are
+created with "must not exist yet", so two brokers (cluster mode) racing for the same next version cannot both win:
+the loser reads again and retries. Deleting a topic deletes its schemas, as Pulsar does.
+
+Compatibility (`schemaCompatibilityStrategy`, Pulsar's key and default FULL, broker-wide - Pulsar's namespace and
+topic policies are not served): a new schema must be compatible with the latest version (with every version for
+the *_TRANSITIVE strategies). A different type is incompatible (Pulsar's rule, except ALWAYS_COMPATIBLE). Avro and
+JSON schemas (both Avro definitions on the wire) are checked with Apache Avro's own schema-resolution checker (the
+`avro` package: the reader/writer rules Pulsar's validator applies through Avro's Java library): BACKWARD = the new
+schema reads data of the old, FORWARD = the old reads the new, FULL = both. Other types (STRING, primitives,
+PROTOBUF, KEY_VALUE, ...) of the same type are compatible without a look at the definition - a difference from
+Pulsar, which compares PROTOBUF root messages and KEY_VALUE halves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Any
+
+from kop.protocol.records import update_crc
+from kop.storage.api import MetadataStore, NodeExistsError
+from kop.topics.names import TopicName
+
+ROOT = "/schemas"
+# Schema.Type numbers (pulsar_api.proto) and the names Pulsar's admin REST uses for them.
+TYPE_NAMES = {0: "NONE", 1: "STRING", 2: "JSON", 3: "PROTOBUF", 4: "AVRO", 5: "BOOLEAN", 6: "INT8", 7: "INT16",
+              8: "INT32", 9: "INT64", 10: "FLOAT", 11: "DOUBLE", 12: "DATE", 13: "TIME", 14: "TIMESTAMP",
+              15: "KEY_VALUE", 16: "INSTANT", 17: "LOCAL_DATE", 18: "LOCAL_TIME", 19: "LOCAL_DATE_TIME",
+              20: "PROTOBUF_NATIVE", 21: "AUTO_CONSUME", 22: "EXTERNAL"}
+NONE, JSON, AVRO, AUTO_CONSUME = 0, 2, 4, 21
+_AVRO_BASED = (JSON, AVRO)
+_RETRIES = 5  # lost races for the next version before giving up (each loss means another broker progressed)
+
+
+class IncompatibleSchema(Exception):
+    """Refused by the compatibility strategy (Pulsar's ServerError IncompatibleSchema)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaData:
+    type: int
+    data: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    timestamp: int = 0
+
+    def same_as(self, other: SchemaData) -> bool:
+        """Pulsar's SchemaHash equality: type and definition bytes; properties do not count."""
+        return self.type == other.type and self.data == other.data
+
+    def encode(self) -> bytes:
+        return json.dumps({"type": self.type, "data": base64.b64encode(self.data).decode("ascii"),
+                           "properties": self.properties, "timestamp": self.timestamp}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> SchemaData:
+        d = json.loads(raw)
+        return cls(int(d["type"]), base64.b64decode(d["data"]), dict(d.get("properties") or {}),
+                   int(d.get("timestamp", 0)))
+
+    @classmethod
+    def from_wire(cls, schema: Any) -> SchemaData:
+        """From a wire Schema (PRODUCER, SUBSCRIBE, GET_OR_CREATE_SCHEMA)."""
+        return cls(int(schema.type), bytes(schema.schema_data), {kv.key: kv.value for kv in schema.properties})
+
+    @property
+    def type_name(self) -> str:
+        return TYPE_NAMES.get(self.type, str(self.type))
+
+
+def version_bytes(version: int) -> bytes:
+    """A version as clients carry it (Pulsar's LongSchemaVersion: 8 bytes, big-endian)."""
+    return version.to_bytes(8, "big", signed=True)
+
+
+def version_of(raw: bytes) -> int | None:
+    """The version 8 wire bytes name; None for anything else (Pulsar reads other lengths as 'latest' or fails)."""
+    return int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else None
+
+
+# Where a stored entry keeps its schema version: the Kafka batch is what we store (kop/pulsar/convert.py), and a
+# Pulsar consumer needs the writer's version back in the entry's MessageMetadata.schema_version to fetch the writer
+# schema (GET_SCHEMA) and decode Avro/JSON written with an older schema. The batch header's attributes are an int16
+# of which Kafka defines bits 0-6 (codec, timestamp type, transactional, control, delete horizon) and no client or
+# broker reads the rest; the high byte holds version + 1 (0: no version, which every Kafka producer's batch has).
+# Kafka clients ignore it; a version over 254 is not carried (its messages reach consumers without a version, and
+# they decode with their own schema). Neither a record header (Kafka consumers would see it, Pulsar consumers as a
+# property, and both conversions would have to rewrite every record) nor a side index was cheaper.
+_VERSION_BYTE = 21  # the attributes' high byte (attributes: int16 at byte 21 of the batch header)
+MAX_CARRIED_VERSION = 254
+
+
+def stamp_version(batch: bytes, raw_version: bytes) -> bytes:
+    """The Kafka batch carrying a SEND's schema version (unchanged without a carriable one)."""
+    version = version_of(raw_version)
+    if version is None or not 0 <= version <= MAX_CARRIED_VERSION:
+        return batch
+    out = bytearray(batch)
+    out[_VERSION_BYTE] = version + 1
+    update_crc(out)
+    return bytes(out)
+
+
+def carried_version(batch: Any) -> bytes | None:
+    """The schema version (wire bytes) a stored Kafka batch carries, None for none."""
+    v = batch[_VERSION_BYTE]
+    return version_bytes(v - 1) if v else None
+
+
+def topic_path(name: TopicName) -> str:
+    return f"{ROOT}/{name.tenant}/{name.namespace}/{urllib.parse.quote(name.local, safe='')}"
+
+
+def _parsed(schema: SchemaData) -> Any:
+    """The Avro definition of an Avro-based schema, None when it is not one (a JSON schema may be an old-style JSON
+    Schema document, which Pulsar's JSON check also accepts)."""
+    import avro.schema  # noqa: PLC0415 - only schemas of Avro-based types need it
+
+    try:
+        return avro.schema.parse(schema.data.decode("utf-8"))
+    except Exception:  # noqa: BLE001 - not UTF-8, not JSON, not a valid Avro schema
+        return None
+
+
+def invalid(schema: SchemaData) -> str | None:
+    """Why a new schema's definition is unusable (Pulsar's SchemaDataValidator refuses AVRO that does not parse)."""
+    if schema.type == AVRO and _parsed(schema) is None:
+        return "Invalid schema definition data for AVRO schema"
+    return None
+
+
+def _avro_incompatibility(reader: SchemaData, writer: SchemaData) -> str | None:
+    """Why data written with `writer` cannot be read with `reader` (None: it can, or one of them is not an Avro
+    definition, which can then not be checked), by Avro's resolution rules."""
+    import avro.compatibility  # noqa: PLC0415
+
+    r, w = _parsed(reader), _parsed(writer)
+    if r is None or w is None:
+        return None
+    result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(r, w)
+    if result.compatibility is avro.compatibility.SchemaCompatibilityType.compatible:
+        return None
+    return "; ".join(sorted(str(m) for m in result.messages)) or "not compatible"
+
+
+def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str) -> str | None:
+    """Why `new` may not follow `existing` (oldest first) under `strategy`; None when it may."""
+    if not existing or strategy == "ALWAYS_COMPATIBLE":
+        return None
+    if strategy == "ALWAYS_INCOMPATIBLE":
+        return "the schema compatibility strategy is ALWAYS_INCOMPATIBLE"
+    against = existing if strategy.endswith("_TRANSITIVE") else existing[-1:]
+    base = strategy.removesuffix("_TRANSITIVE")
+    for old in reversed(against):
+        if old.type != new.type:
+            return f"Incompatible schema: exists schema type {old.type_name}, new schema type {new.type_name}"
+        if new.type not in _AVRO_BASED:
+            continue
+        why = None
+        if base in ("BACKWARD", "FULL"):
+            why = _avro_incompatibility(new, old)
+        if why is None and base in ("FORWARD", "FULL"):
+            why = _avro_incompatibility(old, new)
+        if why is not None:
+            return f"Incompatible schema ({strategy}): {why}"
+    return None
+
+
+class SchemaRegistry:
+    """The schemas of every topic, read through to the metadata store (versions never change once written, so
+    they are cached; the list of versions is read again on each registration, to see other brokers' writes)."""
+
+    def __init__(self, store: MetadataStore, strategy: str = "FULL") -> None:
+        self.store = store
+        self.strategy = strategy
+        self._cache: dict[str, list[SchemaData]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def versions(self, name: TopicName) -> list[SchemaData]:
+        """Every version of the topic's schema, version i at index i ([] without a schema)."""
+        path = topic_path(name)
+        children = sorted(int(ch) for ch in await self.store.children(path) if ch.isdigit())
+        cached = self._cache.get(path, [])
+        if len(cached) > len(children):  # deleted (and maybe recreated) meanwhile: start over
+            cached = []
+        out = list(cached)
+        for v in children[len(cached):]:
+            got = await self.store.get(f"{path}/{v:010d}")
+            if got is None:  # deleted while we read
+                break
+            out.append(SchemaData.decode(got[0]))
+        self._cache[path] = out
+        return out
+
+    async def get(self, name: TopicName, version: int | None = None) -> tuple[int, SchemaData] | None:
+        """(version, schema): the latest when `version` is None; None when there is no such version."""
+        versions = await self.versions(name)
+        if not versions:
+            return None
+        v = len(versions) - 1 if version is None else version
+        return (v, versions[v]) if 0 <= v < len(versions) else None
+
+    async def put_if_absent(self, name: TopicName, schema: SchemaData) -> int:
+        """The version of `schema`: an equal stored one's, else a new version if the strategy allows it
+        (IncompatibleSchema otherwise). Pulsar's putSchemaIfAbsent."""
+        path = topic_path(name)
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            for _ in range(_RETRIES):
+                versions = await self.versions(name)
+                for v, old in enumerate(versions):
+                    if old.same_as(schema):
+                        return v
+                why = invalid(schema) or incompatibility(versions, schema, self.strategy)
+                if why is not None:
+                    raise IncompatibleSchema(why)
+                v = len(versions)
+                stored = SchemaData(schema.type, schema.data, schema.properties, int(time.time() * 1000))
+                try:
+                    await self.store.put(f"{path}/{v:010d}", stored.encode(), expected_version=-1)
+                except NodeExistsError:
+                    continue  # another broker registered version v first: compare with it
+                self._cache[path] = [*versions, stored]
+                return v
+        raise IncompatibleSchema(f"could not register a schema for {name.canonical}: concurrent registrations")
+
+    async def check_for_consumer(self, name: TopicName, schema: SchemaData) -> None:
+        """A consumer's schema against the stored ones: equal to one of them, or readable under the strategy
+        (IncompatibleSchema otherwise). Pulsar's checkSchemaCompatibleForConsumer."""
+        versions = await self.versions(name)
+        if not versions:
+            raise IncompatibleSchema("Failed to add schema to an active topic with empty(BYTES) schema: "
+                                     f"new schema type {schema.type_name}")
+        if any(old.same_as(schema) for old in versions):
+            return
+        why = incompatibility(versions, schema, self.strategy)
+        if why is not None:
+            raise IncompatibleSchema(why)
+
+    async def rest_schema(self, name: TopicName, version: int | None) -> dict[str, Any] | None:
+        """Pulsar's admin GetSchemaResponse of a version (None: the latest): the definition as text, as Pulsar
+        gives it (JSON and AVRO definitions are JSON; binary definitions come out with replacement characters)."""
+        got = await self.get(name, version)
+        if got is None:
+            return None
+        v, schema = got
+        return {"version": v, "type": schema.type_name, "timestamp": schema.timestamp,
+                "data": schema.data.decode("utf-8", "replace"), "properties": schema.properties}
+
+    async def delete(self, name: TopicName) -> None:
+        path = topic_path(name)
+        await self.store.delete_recursive(path)
+        self._cache.pop(path, None)

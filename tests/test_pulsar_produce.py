@@ -12,7 +12,14 @@ import pytest
 
 from tests.support.admin import ok, topic_url
 from tests.support.broker import KopBroker
-from tests.support.clients import consume_confluent, consume_kafka_python, create_topic, end_offsets
+from tests.support.clients import (
+    consume_aiokafka,
+    consume_confluent,
+    consume_kafka_python,
+    create_topic,
+    end_offsets,
+)
+from tests.support.java import JavaTools
 
 
 def name() -> str:
@@ -122,7 +129,8 @@ def test_exclusive_access_mode(client: pulsar.Client) -> None:
 def test_string_and_json_schemas_are_accepted(broker: KopBroker, client: pulsar.Client) -> None:
     """Schemas travel in PRODUCER/SUBSCRIBE and are registered (tests/e2e/test_pulsar_schemas.py has the rest); the
     payloads are the schema's bytes, which Kafka consumers read - the batch carrying the schema version in its
-    attributes' high byte (kop/pulsar/schema_registry.py) included: kafka-python and librdkafka ignore it."""
+    attributes' high byte (kop/pulsar/schema_registry.py) included: kafka-python, librdkafka, aiokafka and the Java
+    consumer (what Spark reads with) ignore it."""
     from pulsar.schema import Integer, JsonSchema, Record, String, StringSchema
 
     class Order(Record):
@@ -135,6 +143,10 @@ def test_string_and_json_schemas_are_accepted(broker: KopBroker, client: pulsar.
     assert consumer.receive(30000).value() == "grüße"
     assert [g.value for g in consume_kafka_python(broker.bootstrap, topic, {0: 1})] == ["grüße".encode()]
     assert [g.value for g in consume_confluent(broker.bootstrap, topic, {0: 1})] == ["grüße".encode()]
+    assert [g.value for g in consume_aiokafka(broker.bootstrap, topic, {0: 1})] == ["grüße".encode()]
+    java = JavaTools().run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic,
+                           "--from-beginning", "--max-messages", "1", "--timeout-ms", "30000", check=True)
+    assert java.stdout.splitlines() == ["grüße"]
     topic = name()
     consumer = client.subscribe(topic, "s", schema=JsonSchema(Order), initial_position=pulsar.InitialPosition.Earliest)
     client.create_producer(topic, schema=JsonSchema(Order)).send(Order(item="tea", count=3))

@@ -100,7 +100,8 @@ async def test_plain_takes_users_and_tokens_side_by_side(tmp_path: Path) -> None
         return await server.evaluate(f"{authzid}\0{user}\0{password}".encode())
 
     ok = await step("tenant-a", f"token:{token}", authzid="ignored")  # KoP: the authzid is not checked
-    assert isinstance(ok, Success) and (str(ok.principal), ok.tenant) == ("User:role-1", "tenant-a")
+    # The tenant comes back as tenant/namespace, the namespace being kafkaNamespace when the username names none.
+    assert isinstance(ok, Success) and (str(ok.principal), ok.tenant) == ("User:role-1", "tenant-a/default")
     ok = await step("alice", "alice-pw")
     assert isinstance(ok, Success) and str(ok.principal) == "User:alice" and ok.tenant is None
     bad = await step("alice", "alice-pw", authzid="bob")  # a users-file login keeps Kafka's authzid rule

@@ -79,8 +79,8 @@ try:
 except ImportError as _exc:  # not built (no compiler at install, or a checkout without build_ext --inplace)
     _native = None
     logging.getLogger(__name__).warning(
-        "kop.pulsar._native is not built (%s): the Kafka <-> Pulsar conversion runs in Python, ~3x the CPU per "
-        "message; `pip install -e .` builds it", _exc)
+        "kop.pulsar._native is not built (%s): the Kafka <-> Pulsar conversion runs in Python (several times the "
+        "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched"]
 

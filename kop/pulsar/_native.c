@@ -195,8 +195,10 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
     const uint8_t *first_key = NULL;
     int64_t first_klen = -1;
     int same_key = 1;
-    if (count <= 0 || out_reserve(&o, end + end / 2 + count * 24) < 0)
+    if (count <= 0 || count > end)  /* every record takes bytes: a count past the size is the Python path's to refuse */
         FALLBACK;
+    if (out_reserve(&o, end + end / 2 + count * 24) < 0)
+        goto error;
     for (Py_ssize_t i = 0; i < count; i++) {
         int64_t length, tsd, delta, klen, vlen, hcount;
         if (get_zigzag(d, end, &pos, &length) < 0 || length < 0 || length > end - pos)
@@ -456,7 +458,7 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
     long long publish_time = PyLong_AsLongLongAndOverflow(publish_obj, &overflow);
     if (publish_time == -1 && PyErr_Occurred())
         goto error;
-    if (overflow || publish_time < 0 || count <= 0)
+    if (overflow || publish_time < 0 || count <= 0 || count > end / 4)  /* each message has a 4-byte size */
         FALLBACK;
     if (out_reserve(&o, end + count * 16) < 0)
         goto error;

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import struct
+from pathlib import Path
 
 import pytest
 
@@ -40,10 +41,11 @@ def native():  # noqa: ANN201
 
 
 def test_the_extension_is_built_under_ci() -> None:
-    if _in_ci():
-        assert convert._native is not None, "kop.pulsar._native was not built: run `pip install -e .`"
-    else:
-        assert convert._native is not None or convert._native is None  # outside CI the Python path is allowed
+    if convert._native is None and not _in_ci():
+        pytest.skip("kop.pulsar._native is not built here; outside CI the broker converts in Python")
+    assert convert._native is not None, "kop.pulsar._native was not built: run `pip install -e .`"
+    # the one built from this tree, next to convert.py (not a stale copy found elsewhere on the path)
+    assert Path(convert._native.__file__).parent == Path(convert.__file__).parent
 
 
 # ---- Kafka -> Pulsar ---------------------------------------------------------------------------------

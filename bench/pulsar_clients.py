@@ -63,6 +63,7 @@ import pulsar  # noqa: E402
 
 from bench import brokers as B  # noqa: E402
 from bench import profile as prof  # noqa: E402
+from kop.pulsar import convert  # noqa: E402
 from tests.support.broker import KopBroker  # noqa: E402
 from tests.support.pulsar_server import SERVER_JVM_OPTS, PulsarServer  # noqa: E402
 
@@ -468,6 +469,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     load_before = os.getloadavg()[0]
     print(f"bench: work dir {work}; load average {load_before:.2f}", flush=True)
+    # Our broker runs this tree's code: whether its conversion loops are the C ones changes the Pulsar-side numbers.
+    loops = "c" if convert._native is not None else "python"
+    print(f"bench: Kafka <-> Pulsar conversion loops: {loops}"
+          + ("" if loops == "c" else " (kop.pulsar._native not built: python setup.py build_ext --inplace)"), flush=True)
     brokers: dict[str, Any] = {}
     if "kop" in a.brokers:
         brokers["kop"] = KopBroker(work / "kop", {**B.KOP_COMMON, "localStoreFsyncPolicy": "none"})
@@ -522,7 +527,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/pulsar_clients.py " + " ".join(args),
-        "settings": {k: v for k, v in vars(a).items()},
+        "settings": {k: v for k, v in vars(a).items()}, "conversion_loops": loops,
         "pulsar_jvm": PULSAR_DEFAULT_JVM,
         "loadavg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
         "wall_min": (time.monotonic() - started) / 60,

@@ -1,6 +1,6 @@
 """Micro-benchmark of kop/pulsar's codec and conversion (not a test; numbers are machine-dependent).
 
-Run: PYTHONPATH=. python bench/pulsar_codec_micro.py — prints the median time per operation.
+Run: PYTHONPATH=. python bench/pulsar_codec_micro.py [--conversion] — prints the median time per operation.
 
 Part 1 chose the protobuf implementation: the hot commands (SEND + MessageMetadata, MESSAGE, ACK,
 FLOW, SEND_RECEIPT) encoded and decoded with the ``protobuf`` runtime (upb, the generated
@@ -9,22 +9,29 @@ pulsar_api_pb2) and with a hand-rolled codec built the way kop/managed_ledger/pr
 same bytes (checked before timing).
 
 Part 2 is the price of the Kafka <-> Pulsar conversion (kop/pulsar/convert.py) per message, both ways,
-next to what the Kafka path costs for the same batch (iter_batches: header + CRC, records opaque).
+next to what the Kafka path costs for the same batch (iter_batches: header + CRC, records opaque), with the C
+loops of kop.pulsar._native and with their Python reference; then what an LZ4 entry's codec work costs next to
+its conversion.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable
 
+from kop.protocol import compression as kcomp
 from kop.protocol.records import build_batch, iter_batches
-from kop.pulsar.codec import batch as pbatch
+from kop.pulsar import convert
 from kop.pulsar.codec import commands as c
+from kop.pulsar.codec import compression as pz
 from kop.pulsar.codec import framing
 from kop.pulsar.codec.commands import pb
 from kop.pulsar.convert import kafka_to_pulsar, pulsar_to_kafka
 from kop.storage.protobuf import LEN, field_bytes, field_string, field_varint, iter_fields
+
+_NATIVE = convert._native
 
 
 def bench(label: str, fn: Callable[[], object], per: int = 1, rounds: int = 7, min_time: float = 0.05) -> float:
@@ -270,19 +277,32 @@ def part1_frames() -> None:
 
 
 def part2() -> None:
-    print("== Kafka <-> Pulsar conversion (kop/pulsar/convert.py), per message ==")
-    for n, size, headers in ((100, 100, 1), (100, 1000, 0), (1, 100, 1)):
-        records = [(b"key-%d" % i, b"v" * size, [("h", b"x")] * headers, 1_700_000_000_000 + i) for i in range(n)]
+    for native in (True, False):
+        if native and _NATIVE is None:
+            print("== kop.pulsar._native is not built (python setup.py build_ext --inplace): Python only ==")
+            continue
+        convert._native = _NATIVE if native else None
+        which = "C loops (kop.pulsar._native)" if native else "Python loops (the reference)"
+        print(f"== Kafka <-> Pulsar conversion (kop/pulsar/convert.py), per message, {which} ==")
+        conversions()
+    convert._native = _NATIVE
+    print("== LZ4, per message, 1 KiB messages in one 128 KiB batch (pc-1024b-lz4's shape) ==")
+    lz4_phases()
+
+
+def conversions() -> None:
+    for n, size, headers, keyed in ((1000, 100, 0, False), (100, 100, 1, True), (100, 1000, 0, True),
+                                    (1, 100, 1, True)):
+        records = [(b"key-%d" % i if keyed else None, b"v" * size, [("h", b"x")] * headers, 1_700_000_000_000 + i)
+                   for i in range(n)]
         kafka = build_batch(records)
-        label = f"{n} records of {size} B, {headers} header"
+        label = f"{n} records of {size} B, {headers} header, {'keys' if keyed else 'no key'}"
         bench(f"Kafka path for comparison: iter_batches ({label})",
               lambda k=kafka: list(iter_batches(k)), per=n)
         bench(f"Kafka -> Pulsar ({label})", lambda k=kafka: kafka_to_pulsar(k), per=n)
         entry = kafka_to_pulsar(kafka)
         bench(f"Pulsar -> Kafka ({label})",
               lambda e=entry: pulsar_to_kafka(e.metadata, e.payload, 0), per=n)
-        bench(f"Pulsar batch decode only: batch.messages ({label})",
-              lambda e=entry: pbatch.messages(e.metadata, e.payload), per=n)
     kafka = build_batch([(b"key-%d" % i, b"v" * 100, [], None) for i in range(100)], compression=3)
     bench("Kafka(lz4) -> Pulsar(lz4) (100 records of 100 B)", lambda: kafka_to_pulsar(kafka, compression=1), per=100)
     entry = kafka_to_pulsar(kafka, compression=1)
@@ -290,9 +310,33 @@ def part2() -> None:
           lambda: pulsar_to_kafka(entry.metadata, entry.payload, 0, compression=3), per=100)
 
 
+def lz4_phases() -> None:
+    """Where a Pulsar LZ4 SEND's and an LZ4 dispatch's time goes: codec work against the conversion."""
+    n = 128
+    raw_entry = kafka_to_pulsar(build_batch([(None, b"x" * 1024, [], None) for _ in range(n)]))
+    md = raw_entry.metadata
+    block = pz.compress(pz.LZ4, raw_entry.payload)
+    lz4_md = pb.MessageMetadata()
+    lz4_md.CopyFrom(md)
+    lz4_md.compression = pz.LZ4
+    lz4_md.uncompressed_size = len(raw_entry.payload)
+    bench("SEND: Pulsar LZ4 block decompress", lambda: pz.decompress(pz.LZ4, block, len(raw_entry.payload), 1 << 26),
+          per=n)
+    bench("SEND: convert (uncompressed)", lambda: pulsar_to_kafka(md, raw_entry.payload, 0), per=n)
+    records = convert._batch_to_records(raw_entry.payload, n, md.publish_time)[0]
+    bench("SEND: Kafka LZ4 frame compress (kop/protocol/compression)", lambda: kcomp.compress(3, records), per=n)
+    bench("SEND: all (pulsar_to_kafka, LZ4 -> LZ4)", lambda: pulsar_to_kafka(lz4_md, block, 0, compression=3), per=n)
+    kafka = pulsar_to_kafka(lz4_md, block, 0, compression=3)
+    frame = memoryview(kafka)[61:]
+    bench("dispatch: Kafka LZ4 frame decompress", lambda: kcomp.decompress(3, frame), per=n)
+    bench("dispatch: Pulsar LZ4 block compress", lambda: pz.compress(pz.LZ4, raw_entry.payload), per=n)
+    bench("dispatch: all (kafka_to_pulsar, LZ4 -> LZ4)", lambda: kafka_to_pulsar(kafka, compression=pz.LZ4), per=n)
+
+
 def main() -> None:
-    part1()
-    part1_frames()
+    if "--conversion" not in sys.argv[1:]:  # --conversion: part 2 only
+        part1()
+        part1_frames()
     part2()
 
 

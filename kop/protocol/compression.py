@@ -50,7 +50,11 @@ def compress(codec: int, data: Any, level: int | None = None) -> bytes:
         return snappy_xerial_compress(data)
     if codec == Compression.LZ4:
         # Kafka's lz4 levels are 1 (fast) to 17 (high compression); the lz4 library's are 0 to 16.
-        return lz4.frame.compress(bytes(data), compression_level=0 if level is None or level <= 1 else min(level, 16))
+        # Independent blocks, as Kafka writes them: the Java client's KafkaLZ4BlockInputStream decompresses every
+        # 64 KiB block on its own, so a block that refers back to the previous one (the lz4 library's default,
+        # block_linked=True) fails there for any batch over 64 KiB.
+        return lz4.frame.compress(data, compression_level=0 if level is None or level <= 1 else min(level, 16),
+                                  block_linked=False)
     if codec == Compression.ZSTD:
         return zstandard.ZstdCompressor(level=3 if level is None else level).compress(bytes(data))
     raise CompressionError(f"unknown compression codec {codec}")
@@ -66,7 +70,7 @@ def decompress(codec: int, data: Any) -> bytes:
         if codec == Compression.SNAPPY:
             return snappy_decompress(data)
         if codec == Compression.LZ4:
-            return lz4.frame.decompress(bytes(data))
+            return lz4.frame.decompress(data)
         if codec == Compression.ZSTD:
             return _zstd_decompress(data)
     except CompressionError:

@@ -40,16 +40,21 @@ Where we differ from KoP, and why:
   consumer is sent is decided by the dispatcher (kop/pulsar/subscription.py): only batches below the
   partition's last stable offset, never those of aborted transactions.
 
-Cost: the conversion is per record in Python, both ways on a flat loop that reads and writes the bytes
-itself (no decoded Record or protobuf object per message; protobuf objects only for the entry's metadata, and
-for entries the fast paths leave to the general code: non-batched messages, unknown fields). docs/pulsar.md has
-the measured microseconds per message each way, docs/benchmarks.md what it costs the broker per MB.
+Cost: the conversion is per record, both ways on a flat loop that reads and writes the bytes itself (no decoded
+Record or protobuf object per message; protobuf objects only for the entry's metadata, and for entries the fast
+paths leave to the general code: non-batched messages, unknown fields). Those two loops run in C
+(kop/pulsar/_native.c, built by ``pip install -e .``/setup.py) when the extension is there; their Python versions
+here (``_records_to_batch_py``, ``_batch_to_records_py``) are the reference the C output is tested against byte for
+byte, and what runs when the extension was not built (one log line says so) or declines an entry (anything
+malformed or unusual: the Python path then converts it or raises the precise error). docs/pulsar.md has the
+measured microseconds per message each way, docs/benchmarks.md what it costs the broker per MB.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import struct
 import time
 from typing import Any, NamedTuple
@@ -68,6 +73,14 @@ from kop.protocol.records import (
 from .codec import batch as pbatch
 from .codec.commands import pb
 from .codec.framing import DEFAULT_MAX_MESSAGE_SIZE
+
+try:
+    from . import _native
+except ImportError as _exc:  # not built (no compiler at install, or a checkout without build_ext --inplace)
+    _native = None
+    logging.getLogger(__name__).warning(
+        "kop.pulsar._native is not built (%s): the Kafka <-> Pulsar conversion runs in Python (several times the "
+        "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched"]
 
@@ -113,7 +126,7 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         data = kafka_compression.decompress(header.compression, view[HEADER_SIZE:12 + header.batch_length])
         log_append = header.timestamp_type == 1
         payload, first_key, same_key = _records_to_batch(
-            bytes(data), header.records_count, header.max_timestamp if log_append else None,
+            data, header.records_count, header.max_timestamp if log_append else None,
             header.base_timestamp, header.base_sequence)
     except ConversionError:
         raise
@@ -231,12 +244,22 @@ def _key_fields(key: bytes, head: bytes, tail: bytes) -> bytes:
         return b"".join((_text_field(b"\x12", base64.b64encode(key)), head, b"\x30\x01\x3a", n, key, tail))
 
 
-# long: the per-record loop of every Pulsar dispatch, kept flat (inlined varint reads, no helper call per
-# field) because each call costs as much as the field it reads; each step names its field.
-def _records_to_batch(data: bytes, count: int, fixed_ts: int | None, base_ts: int, base_seq: int
+def _records_to_batch(data: Any, count: int, fixed_ts: int | None, base_ts: int, base_seq: int
                       ) -> tuple[bytes, bytes | None, bool]:
     """(Pulsar batch payload, the first record's key, whether every record has that key) from a Kafka batch's
-    uncompressed records."""
+    uncompressed records: the C loop, else (not built, or it declined the batch) the Python one."""
+    if _native is not None:
+        done = _native.records_to_batch(data, count, fixed_ts, base_ts, base_seq)
+        if done is not None:
+            return done
+    return _records_to_batch_py(bytes(data), count, fixed_ts, base_ts, base_seq)
+
+
+# long: the per-record loop of every Pulsar dispatch, kept flat (inlined varint reads, no helper call per
+# field) because each call costs as much as the field it reads; each step names its field. The reference of
+# _native.records_to_batch.
+def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts: int, base_seq: int
+                         ) -> tuple[bytes, bytes | None, bool]:
     parts: list[bytes] = []
     add = parts.append
     pack = _U32.pack
@@ -513,9 +536,18 @@ def _key_value(data: bytes, pos: int, end: int) -> tuple[bytes, bytes] | None:
     return (key, value) if pos == end else None
 
 
-def _batch_to_records(data: bytes, count: int, publish_time: int) -> tuple[bytearray, int, int, int] | None:
+def _batch_to_records(data: Any, count: int, publish_time: int) -> tuple[Any, int, int, int] | None:
     """(Kafka records, how many, base timestamp, max timestamp) of an uncompressed Pulsar batch payload, or
-    None to leave the entry to the general path."""
+    None to leave the entry to the general path: the C loop, else (not built, or it declined) the Python one."""
+    if _native is not None:
+        done = _native.batch_to_records(data, count, publish_time)
+        if done is not None:
+            return done
+    return _batch_to_records_py(bytes(data), count, publish_time)
+
+
+def _batch_to_records_py(data: bytes, count: int, publish_time: int) -> tuple[bytearray, int, int, int] | None:
+    """The reference of _native.batch_to_records."""
     try:
         return _batch_to_records_unchecked(data, count, publish_time)
     except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
@@ -649,7 +681,7 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
             data = pbatch.decompress_payload(metadata, payload, limit)
         except pbatch.BatchError as exc:
             raise ConversionError(str(exc)) from None
-        converted = _batch_to_records(bytes(data), count, metadata.publish_time)
+        converted = _batch_to_records(data, count, metadata.publish_time)
     if converted is None:  # not a batch, or one the fast path leaves to protobuf (it raises what is wrong)
         try:
             msgs = pbatch.messages(metadata, payload, limit)

@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import multiprocessing as mp
 import os
 import statistics
@@ -440,8 +441,8 @@ def ratio_rows(summary: dict) -> list[dict[str, Any]]:
             continue
         for metric in METRICS:
             ours, ref = bs["kop"].get(metric), bs["pulsar"].get(metric)
-            if ours is None or ref is None:
-                continue
+            if ours is None or ref is None or math.isnan(ours["median"]) or math.isnan(ref["median"]):
+                continue  # not measured (e2e latency with --e2e 0)
             ratio = ours["median"] / ref["median"] if ref["median"] else None
             paired = [o / r for o, r in zip(ours["rounds"], ref["rounds"], strict=False) if r]
             goal = GOALS.get(metric)

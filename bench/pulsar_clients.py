@@ -59,6 +59,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -243,7 +244,10 @@ def produce_parallel(url: str, topic: str, n: int, size: int, compression: str, 
     for p in procs:
         p.start()
     try:
-        barrier.wait(180)  # every producer connected
+        try:
+            barrier.wait(180)  # every producer connected
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"a producer did not start: {results.get(timeout=10)}") from None
         with ph("produce"):
             got = [results.get(timeout=600) for _ in procs]
     finally:

@@ -6,6 +6,7 @@ conversion costs our broker.
     python bench/run.py --pulsar [options]                # the same, through the bench CLI
     python bench/pulsar_clients.py --quick                # smoke run: 1 round, small counts
     python bench/pulsar_clients.py --phases side --rounds 7 --sizes 100,1024
+    python bench/pulsar_clients.py --phases side --producers 2 --e2e 0   # produce from 2 processes at once
     python bench/pulsar_clients.py --profile              # + one untimed round of each scenario on ours under py-spy
     python bench/pulsar_clients.py --report bench/results/pulsar-<time>.json   # its markdown tables
 
@@ -19,6 +20,14 @@ conversion at dispatch, since ours stores Kafka batches); then `--e2e` unbatched
 are received by the same consumer (end-to-end latency: send -> receive, one clock, this process). The broker's
 CPU seconds (utime + stime of its process, every thread; Pulsar's JVM has its bookie inside) are read around each
 phase, so each ratio comes with the CPU each broker spent per MB.
+
+`--producers N` (default 1, so runs stay comparable with the earlier ones) produces from N processes at once
+instead: one pulsar-client Python send_async loop tops out near 35k msg/s on this machine whichever broker it
+talks to, so with one producer the produce cells measure the client, not the broker. Each process has its own
+Client and the producer above on the same topic (its one partition: the same on both brokers), sends its share of
+the messages and flushes; all start behind a barrier once connected, and produce throughput is all messages over
+the wall time from the first send to the last acknowledgement (the broker CPU is read around that window).
+Consume and e2e are unchanged. N is in the JSON's settings and in the produce rows' labels.
 
 Phase "convert" (ours only, Apache Pulsar's same-protocol figures beside it): per size, one topic written by a
 Kafka producer (confluent-kafka, linger 5 ms, 64 KiB batches: stored as sent, no conversion) and one written by
@@ -44,10 +53,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
+import multiprocessing as mp
 import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import uuid
@@ -120,6 +132,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--pulsar-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="an Apache Pulsar broker setting for this run (repeatable), e.g. "
                          "managedLedgerNewEntriesCheckDelayInMillis=0")
+    ap.add_argument("--producers", type=int, default=1,
+                    help="producer processes at once in the produce phase (default 1: one client's limit)")
     ap.add_argument("--profile", action="store_true", help="one extra untimed round per scenario on ours under py-spy")
     ap.add_argument("--out", help="JSON result path (default bench/results/pulsar-<time>.json)")
     a = ap.parse_args(argv)
@@ -176,7 +190,11 @@ def new_client(url: str) -> pulsar.Client:
     return pulsar.Client(url, operation_timeout_seconds=60, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
 
 
-def pulsar_produce(client: pulsar.Client, topic: str, n: int, size: int, compression: str) -> None:
+def pulsar_produce(client: pulsar.Client, topic: str, n: int, size: int, compression: str,
+                   ready: Callable[[], object] | None = None) -> tuple[float, float]:
+    """Send n messages batched and flush; `ready` is called once the producer is connected (a barrier). Returns
+    the monotonic clock (system-wide on Linux, so comparable across processes) at the first send and after the
+    flush, i.e. the last acknowledgement."""
     producer = client.create_producer(
         topic, batching_enabled=True, batching_max_messages=1000, batching_max_allowed_size_in_bytes=128 * 1024,
         batching_max_publish_delay_ms=5, block_if_queue_full=True, max_pending_messages=20_000,
@@ -188,12 +206,59 @@ def pulsar_produce(client: pulsar.Client, topic: str, n: int, size: int, compres
         if res != pulsar.Result.Ok:
             failed.append(str(res))
 
+    if ready is not None:
+        ready()
+    t0 = time.monotonic()
     for _ in range(n):
         producer.send_async(payload, sent)
     producer.flush()
+    t1 = time.monotonic()
     producer.close()
     if failed:
         raise RuntimeError(f"{len(failed)} sends failed: {failed[0]}")
+    return t0, t1
+
+
+def _producer_process(url: str, topic: str, n: int, size: int, compression: str, barrier: Any, results: Any) -> None:
+    """One of --producers' processes: its own client and producer; puts (first send, last ack) or an error."""
+    client = new_client(url)
+    try:
+        results.put(pulsar_produce(client, topic, n, size, compression, ready=lambda: barrier.wait(120)))
+    except Exception as e:  # noqa: BLE001 - the parent reports it
+        barrier.abort()
+        results.put(f"{type(e).__name__}: {e}")
+    finally:
+        client.close()
+
+
+def produce_parallel(url: str, topic: str, n: int, size: int, compression: str, producers: int,
+                     ph: Phases) -> float:
+    """n messages from `producers` processes at once (see the module docstring); returns the seconds from the
+    first send to the last acknowledgement. Spawned, not forked: this process already runs the C++ client's
+    threads."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(producers + 1), ctx.Queue()
+    procs = [ctx.Process(target=_producer_process, daemon=True,
+                         args=(url, topic, n // producers + (i < n % producers), size, compression, barrier, results))
+             for i in range(producers)]
+    for p in procs:
+        p.start()
+    try:
+        try:
+            barrier.wait(180)  # every producer connected
+        except threading.BrokenBarrierError:
+            raise RuntimeError(f"a producer did not start: {results.get(timeout=10)}") from None
+        with ph("produce"):
+            got = [results.get(timeout=600) for _ in procs]
+    finally:
+        for p in procs:
+            p.join(30)
+            if p.is_alive():
+                p.kill()
+    failed = [g for g in got if isinstance(g, str)]
+    if failed:
+        raise RuntimeError(f"{len(failed)} of {producers} producers failed: {failed[0]}")
+    return max(t1 for _, t1 in got) - min(t0 for t0, _ in got)
 
 
 def subscribe(client: pulsar.Client, topic: str) -> pulsar.Consumer:
@@ -219,15 +284,20 @@ def pulsar_consume(consumer: pulsar.Consumer, n: int) -> None:
         raise RuntimeError(f"consumer received {got} messages, {n} were produced")
 
 
-def client_round(url: str, pid: int | None, n: int, size: int, compression: str, e2e: int) -> dict[str, float]:
+def client_round(url: str, pid: int | None, n: int, size: int, compression: str, e2e: int,
+                 producers: int = 1) -> dict[str, float]:
     """One scenario on one broker: produce, consume, e2e (see the module docstring). Metrics as in METRICS."""
     ph = Phases(pid)
     client = new_client(url)
     try:
         topic = f"bench-{uuid.uuid4().hex[:10]}"
         subscribe(client, topic).close()  # the durable subscription keeps the backlog; nobody reads during produce
-        with ph("produce"):
-            pulsar_produce(client, topic, n, size, compression)
+        if producers == 1:  # as before --producers, so the earlier runs stay comparable
+            with ph("produce"):
+                pulsar_produce(client, topic, n, size, compression)
+        else:
+            span = produce_parallel(url, topic, n, size, compression, producers, ph)
+            ph.values["produce_s"] = span
         consumer = subscribe(client, topic)
         with ph("consume"):
             pulsar_consume(consumer, n)
@@ -375,8 +445,8 @@ def ratio_rows(summary: dict) -> list[dict[str, Any]]:
             continue
         for metric in METRICS:
             ours, ref = bs["kop"].get(metric), bs["pulsar"].get(metric)
-            if ours is None or ref is None:
-                continue
+            if ours is None or ref is None or math.isnan(ours["median"]) or math.isnan(ref["median"]):
+                continue  # not measured (e2e latency with --e2e 0)
             ratio = ours["median"] / ref["median"] if ref["median"] else None
             paired = [o / r for o, r in zip(ours["rounds"], ref["rounds"], strict=False) if r]
             goal = GOALS.get(metric)
@@ -388,13 +458,19 @@ def ratio_rows(summary: dict) -> list[dict[str, Any]]:
     return rows
 
 
-def text_table(summary: dict) -> str:
+def metric_label(metric: str, producers: int = 1) -> str:
+    """A metric's label; the produce ones say how many producer processes sent when more than one."""
+    text = METRICS[metric][0]
+    return f"{text} ({producers} producers)" if producers > 1 and metric.startswith("produce") else text
+
+
+def text_table(summary: dict, producers: int = 1) -> str:
     lines = [f"{'scenario':16s} {'metric':28s} {'Pulsar':>10s} {'ours':>10s} {'ours/P':>7s}  per-round ratios"]
     for r in ratio_rows(summary):
         flag = " MISS" if r["goal_met"] is False else ""
         rr = ", ".join(f"{x:.2f}" for x in r["round_ratios"])
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        lines.append(f"{r['scenario']:16s} {METRICS[r['metric']][0]:28s} {r['pulsar']:10.2f} {r['kop']:10.2f} "
+        lines.append(f"{r['scenario']:16s} {metric_label(r['metric'], producers):28s} {r['pulsar']:10.2f} {r['kop']:10.2f} "
                      f"{ratio:>7s}  [{rr}]{flag}")
     for sc, bs in summary.items():
         if not sc.startswith("convert-"):
@@ -416,7 +492,7 @@ CONVERT_PHASES = [
 ]
 
 
-def markdown(summary: dict) -> str:
+def markdown(summary: dict, producers: int = 1) -> str:
     """The side-by-side table and the conversion table as markdown (docs/benchmarks.md takes them as they are)."""
     out = ["| scenario | metric | Apache Pulsar | ours | ours / Pulsar | per-round ratios (min-max) |",
            "|---|---|---:|---:|---:|---|"]
@@ -425,7 +501,7 @@ def markdown(summary: dict) -> str:
         if r["goal_met"] is False:
             ratio = f"**{ratio}**"
         spread = (f"{min(r['round_ratios']):.2f}-{max(r['round_ratios']):.2f}" if r["round_ratios"] else "-")
-        out.append(f"| {r['scenario']} | {METRICS[r['metric']][0]} | {r['pulsar']:,.2f} | {r['kop']:,.2f} | "
+        out.append(f"| {r['scenario']} | {metric_label(r['metric'], producers)} | {r['pulsar']:,.2f} | {r['kop']:,.2f} | "
                    f"{ratio} | {spread} |")
     sizes = sorted((sc for sc in summary if sc.startswith("convert-")), key=lambda sc: int(sc[8:-1]))
     if sizes:
@@ -462,7 +538,8 @@ def run_measured(measurements: list, errors: list, scenario: str, broker: str, r
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--report"]:  # the markdown tables of a saved result
-        print(markdown(summarize(json.loads(Path(args[1]).read_text())["measurements"])))
+        saved = json.loads(Path(args[1]).read_text())
+        print(markdown(summarize(saved["measurements"]), saved["settings"].get("producers", 1)))
         return 0
     a = parse_args(args)
     work = Path(tempfile.mkdtemp(prefix="kop-bench-pulsar-"))
@@ -488,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
         url = {n: (b.pulsar_url if n == "kop" else b.service_url) for n, b in brokers.items()}
         print("bench: warm-up (JIT, first-connection paths)", flush=True)
         for n in names:
-            client_round(url[n], brokers[n].pid, min(20_000, count_for(a, 100)), 100, "none", 50)
+            client_round(url[n], brokers[n].pid, min(20_000, count_for(a, 100)), 100, "none", 50, a.producers)
         for rnd in range(1, a.rounds + 1):
             k = (rnd - 1) % len(names)
             order = names[k:] + names[:k]
@@ -496,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
                 for sc, size, comp in scenarios(a):
                     for n in order:
                         run_measured(measurements, errors, sc, n, rnd, lambda n=n, size=size, comp=comp: client_round(
-                            url[n], brokers[n].pid, count_for(a, size), size, comp, a.e2e))
+                            url[n], brokers[n].pid, count_for(a, size), size, comp, a.e2e, a.producers))
             if "convert" in a.phases and "kop" in brokers:
                 for size in a.sizes:
                     run_measured(measurements, errors, f"convert-{size}b", "kop", rnd,
@@ -520,10 +597,10 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(work, ignore_errors=True)
     summary = summarize(measurements)
-    print("\n" + text_table(summary) + "\n")
+    print("\n" + text_table(summary, a.producers) + "\n")
     for r in ratio_rows(summary):
         if r["goal_met"] is False:
-            print(f"goal missed: {r['scenario']} {METRICS[r['metric']][0]} ratio {r['ratio']:.2f}")
+            print(f"goal missed: {r['scenario']} {metric_label(r['metric'], a.producers)} ratio {r['ratio']:.2f}")
     result = {
         "when": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python bench/pulsar_clients.py " + " ".join(args),

@@ -1,6 +1,7 @@
 """bench/pulsar_clients.py keeps working: one tiny round against our broker through bench/run.py's `--pulsar`
-entry (both phases: the pulsar-client scenarios and the conversion matrix with Kafka clients), the summary on
-canned numbers, and the Apache Pulsar command line the bench uses. Nothing here asserts a time or a rate."""
+entry (both phases: the pulsar-client scenarios, produced from 2 processes at once, and the conversion matrix with
+Kafka clients), the summary on canned numbers, and the Apache Pulsar command line the bench uses. Nothing here
+asserts a time or a rate."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from bench import run
 def test_a_tiny_run_measures_every_scenario_on_our_broker(tmp_path: Path) -> None:
     out = tmp_path / "result.json"
     code = run.main(["--pulsar", "--quick", "--brokers", "kop", "--mb", "0.05", "--e2e", "20", "--sizes", "100",
-                     "--lz4-sizes", "100", "--out", str(out)])
+                     "--lz4-sizes", "100", "--producers", "2", "--out", str(out)])
     result = json.loads(out.read_text())
     assert code == 0, result["errors"]
+    assert result["settings"]["producers"] == 2  # and the consumers got exactly what the 2 processes sent
     by_scenario = {m["scenario"]: m["metrics"] for m in result["measurements"]}
     assert set(by_scenario) == {"pc-100b-none", "pc-100b-lz4", "convert-100b"}
     for name in ("pc-100b-none", "pc-100b-lz4"):
@@ -60,6 +62,7 @@ def test_ratios_are_ours_over_pulsar_with_goals_by_direction() -> None:
     md = pc.markdown(summary)
     assert "| pc-100b-none | e2e p99 ms | 4.00 | 5.00 | **1.25** | 0.50-3.00 |" in md
     assert "| Kafka producer writes (stored as sent) | 2.0 (2.0-2.0) |" in md
+    assert "| pc-100b-none | produce msg/s (3 producers) | 100.00 | 120.00 | 1.20 |" in pc.markdown(summary, 3)
     assert pc.percentile([1.0, 2.0, 3.0, 4.0], 0.99) == 4.0 and pc.percentile([5.0], 0.5) == 5.0
     assert math.isnan(pc.percentile([], 0.99))
 

@@ -51,6 +51,20 @@ def test_the_extension_is_built_under_ci() -> None:
 # ---- Kafka -> Pulsar ---------------------------------------------------------------------------------
 
 
+def _damaged(rnd: random.Random, data: bytes, inserts: tuple[int, ...]) -> list[bytes]:
+    """Every truncation of `data`, and 30 copies with one byte changed or a few inserted (`inserts` lengths)."""
+    variants = [data[:cut] for cut in range(len(data))]
+    for _ in range(30):
+        damaged = bytearray(data)
+        at = rnd.randrange(len(damaged))
+        if rnd.random() < 0.5:
+            damaged[at] = rnd.randrange(256)
+        else:
+            damaged[at:at] = rnd.randbytes(rnd.choice(inserts))
+        variants.append(bytes(damaged))
+    return variants
+
+
 def _zz(value: int, overlong: int = 0) -> bytes:
     """A Kafka varint, optionally padded with ``overlong`` redundant continuation bytes."""
     raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
@@ -148,15 +162,7 @@ def test_kafka_to_pulsar_damaged_input_is_declined_or_read_the_same(native, seed
         if len(data) > 3000:
             continue
         args = _k2p_args(rnd)
-        variants = [data[:cut] for cut in range(len(data))]  # every truncation
-        for _ in range(30):
-            damaged = bytearray(data)
-            at = rnd.randrange(len(damaged))
-            if rnd.random() < 0.5:
-                damaged[at] = rnd.randrange(256)
-            else:
-                damaged[at:at] = rnd.randbytes(rnd.choice([1, 5]))
-            variants.append(bytes(damaged))
+        variants = _damaged(rnd, data, inserts=(1, 5))
         for variant in variants:
             for n in (count, count + 1, max(count - 1, 0)):
                 got = native.records_to_batch(variant, n, *args)
@@ -308,15 +314,7 @@ def test_pulsar_to_kafka_damaged_input_is_declined_or_read_the_same(native, seed
         data, count = _random_pulsar_batch(rnd, odd=rnd.random() < 0.5)
         if len(data) > 3000:
             continue
-        variants = [data[:cut] for cut in range(len(data))]
-        for _ in range(30):
-            damaged = bytearray(data)
-            at = rnd.randrange(len(damaged))
-            if rnd.random() < 0.5:
-                damaged[at] = rnd.randrange(256)
-            else:
-                damaged[at:at] = rnd.randbytes(rnd.choice([1, 4]))
-            variants.append(bytes(damaged))
+        variants = _damaged(rnd, data, inserts=(1, 4))
         for variant in variants:
             for n in (count, count + 1, max(count - 1, 0)):
                 got = native.batch_to_records(variant, n, T0)

@@ -27,6 +27,7 @@ the topic (Pulsar checks neither); `isAllowAutoUpdateSchema` and `schemaValidati
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from kop.pulsar import authorize
@@ -103,19 +104,29 @@ def _schema_error(type_: int, rid: int, code: int, message: str) -> Any:
     return c.command(type_, request_id=rid, error_code=code, error_message=message)
 
 
+def _topic_or_error(conn: PulsarConnection, req: Any, answer: int,
+                    refusal_of: Callable[[TopicName], str | None]) -> TopicName | None:
+    """The topic a schema command names, or None after answering InvalidTopicName / AuthorizationError."""
+    try:
+        name, _partition = split_name(conn, req.topic)
+    except NameError_ as e:
+        conn.send(_schema_error(answer, req.request_id, c.ServerError.InvalidTopicName, str(e)))
+        return None
+    refusal = refusal_of(name)
+    if refusal is not None:
+        conn.send(_schema_error(answer, req.request_id, c.ServerError.AuthorizationError, refusal))
+        return None
+    return name
+
+
 @serves(c.GET_SCHEMA)
 async def get_schema(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
     answer = c.GET_SCHEMA_RESPONSE
-    try:
-        name, _partition = split_name(conn, req.topic)
-    except NameError_ as e:
-        conn.send(_schema_error(answer, rid, c.ServerError.InvalidTopicName, str(e)))
-        return
-    refusal = authorize.describe_refusal(conn, name, "Client is not authorized to get the schema")
-    if refusal is not None:
-        conn.send(_schema_error(answer, rid, c.ServerError.AuthorizationError, refusal))
+    name = _topic_or_error(conn, req, answer, lambda n: authorize.describe_refusal(
+        conn, n, "Client is not authorized to get the schema"))
+    if name is None:
         return
     version = None
     if req.HasField("schema_version") and req.schema_version:
@@ -141,14 +152,8 @@ async def get_or_create_schema(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
     answer = c.GET_OR_CREATE_SCHEMA_RESPONSE
-    try:
-        name, _partition = split_name(conn, req.topic)
-    except NameError_ as e:
-        conn.send(_schema_error(answer, rid, c.ServerError.InvalidTopicName, str(e)))
-        return
-    refusal = authorize.produce_refusal(conn, name)
-    if refusal is not None:
-        conn.send(_schema_error(answer, rid, c.ServerError.AuthorizationError, refusal))
+    name = _topic_or_error(conn, req, answer, lambda n: authorize.produce_refusal(conn, n))
+    if name is None:
         return
     if conn.handler.service.topics.get(name) is None:
         conn.send(_schema_error(answer, rid, c.ServerError.TopicNotFound, "Topic not found"))

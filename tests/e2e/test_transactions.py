@@ -139,13 +139,19 @@ async def _aiokafka_txn(bootstrap: str, src: str, dst: str, group: str, commit: 
         await producer.stop()
 
 
-async def _committed(bootstrap: str, group: str, topic: str) -> int | None:
+async def _committed(bootstrap: str, group: str, topic: str, want: int | None) -> int | None:
+    """The group's committed offset of `topic`-0, read until it is `want` (or 30 s pass). EndTxn answers once
+    the commit is decided, and the markers that turn pending offsets into committed ones land just after (as
+    in Kafka); aiokafka's OffsetFetch has no require_stable, so until then it reads the previous offset."""
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
     await c.start()
     try:
-        return await c.committed(TopicPartition(topic, 0))
+        deadline = time.monotonic() + 30
+        while (got := await c.committed(TopicPartition(topic, 0))) != want and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        return got
     finally:
         await c.stop()
 
@@ -163,11 +169,11 @@ def test_aiokafka_consume_transform_produce(target) -> None:
     assert p.flush(60) == 0
     group = f"g-{dst}"
     _aiokafka_cycle(b.bootstrap, src, dst, group, False, 5)  # aborted: no output, no offset
-    assert asyncio.run(_committed(b.bootstrap, group, src)) is None
+    assert asyncio.run(_committed(b.bootstrap, group, src, None)) is None
     _aiokafka_cycle(b.bootstrap, src, dst, group, True, 5)
-    assert asyncio.run(_committed(b.bootstrap, group, src)) == 5
+    assert asyncio.run(_committed(b.bootstrap, group, src, 5)) == 5
     _aiokafka_cycle(b.bootstrap, src, dst, group, True, 5)
-    assert asyncio.run(_committed(b.bootstrap, group, src)) == 10
+    assert asyncio.run(_committed(b.bootstrap, group, src, 10)) == 10
     want = [f"out-{i}" for i in range(10)]
     assert consume_confluent(b.bootstrap, dst, "read_committed", len(want)) == want
     everything = consume_confluent(b.bootstrap, dst, "read_uncommitted", 15)

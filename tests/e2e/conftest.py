@@ -203,6 +203,8 @@ class Target:
         for b in self._owned:
             if isinstance(b, KopBroker):
                 _stop_kop(b)
+            elif isinstance(b, PulsarServer):
+                b.kill()  # its data goes with the test, and Pulsar's orderly shutdown takes 5 s
             else:
                 b.stop()
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.clients import create_topic
-from tests.support.java import java_command
+from tests.support.java import java_command, run_java
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "TxnProbe.java"
 JVM = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -30,8 +30,7 @@ pytestmark = pytest.mark.java
 
 
 def probe(*args: object, timeout: float = 180) -> list[str]:
-    cmd = java_command(str(PROBE), [str(a) for a in args], jvm_opts=JVM)
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = run_java(str(PROBE), args, jvm_opts=JVM, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"TxnProbe {args[0]} exited {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout.splitlines()
 

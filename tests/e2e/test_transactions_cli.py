@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from tests.support.clients import create_topic
-from tests.support.java import JavaTools, java_command
+from tests.support.java import JavaTools, java_command, run_java
 from tests.support.kafka_server import KafkaServer
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "TxnProbe.java"
@@ -30,8 +30,7 @@ TOOL = "org.apache.kafka.tools.TransactionsCommand"
 
 
 def probe(*args: object) -> list[str]:
-    r = subprocess.run(java_command(str(PROBE), [str(a) for a in args], jvm_opts=JVM), capture_output=True, text=True,
-                       timeout=180)
+    r = run_java(str(PROBE), args, jvm_opts=JVM, capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, f"TxnProbe exited {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-4000:]}"
     return r.stdout.splitlines()
 

@@ -26,10 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.clients import STALL_TIMEOUT
-from tests.support.java import REPO_ROOT, TOOLS, java_command
+from tests.support.java import REPO_ROOT, TOOL_JVM_OPTS, TOOLS, java_command
 from tests.support.proc import die_with_parent
 
-TOOL_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
+TOOL_OPTS = TOOL_JVM_OPTS  # the same options as the tools: the console consumer's class archive is shared
 
 
 def wait_for(what: str, cond: Callable[[], object], timeout: float = STALL_TIMEOUT, interval: float = 0.1,

@@ -32,7 +32,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from .java import REPO_ROOT, java_executable
+from .java import REPO_ROOT, adopt_archive, cds_options, classes_jar, java_executable
 from .pulsar_server import CLIENT_LIBS, PULSAR_LIBS, check_pulsar_libs
 
 SOURCE = REPO_ROOT / "tools" / "java" / "pulsar" / "src" / "PulsarJava.java"
@@ -80,19 +80,25 @@ class PulsarJava:
         self.admin_url = admin_url
         self.classes = compiled_classes()
 
-    def command(self) -> list[str]:
-        return [
-            java_executable(), *CLIENT_JVM_OPTS, "-cp", f"{CLIENT_LIBS}/*:{self.classes}", MAIN_CLASS,
-            self.service_url, self.admin_url,
-        ]
+    def command(self, dump: bool = False) -> tuple[list[str], Path | None]:
+        """The JVM's command line, mapping the class archive (tests/support/java.py) when there is one; with
+        `dump` and none, writing it at exit to the pending path returned."""
+        classpath = f"{CLIENT_LIBS}/*:{classes_jar(self.classes)}"
+        cds, pending = cds_options(classpath, MAIN_CLASS, CLIENT_JVM_OPTS, dump)
+        cmd = [java_executable(), *CLIENT_JVM_OPTS, *cds, "-cp", classpath, MAIN_CLASS, self.service_url,
+               self.admin_url]
+        return cmd, pending
 
     def run(self, *commands: str, timeout: float = 300) -> list[object]:
         """Run the commands in one JVM; the result of each, in order. A command the Java side failed, or a
         JVM that died, is an AssertionError carrying what it printed."""
         script = "".join(f"{c}\n" for c in commands)
+        cmd, pending = self.command(dump=True)
         try:
-            proc = subprocess.run(self.command(), input=script, capture_output=True, text=True, timeout=timeout)
+            proc = subprocess.run(cmd, input=script, capture_output=True, text=True, timeout=timeout)
+            adopt_archive(pending, proc.returncode == 0)
         except subprocess.TimeoutExpired as e:
+            adopt_archive(pending, False)
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
             err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
             raise AssertionError(f"PulsarJava did not finish within {timeout}s\n--- script\n{script}"
@@ -109,7 +115,7 @@ class PulsarJava:
 
     def session(self, timeout: float = 300) -> PulsarJavaSession:
         """One JVM answering commands one at a time (see the module docstring); close it, or use `with`."""
-        return PulsarJavaSession(self.command(), timeout)
+        return PulsarJavaSession(*self.command(dump=True), timeout)
 
 
 class PulsarJavaSession:
@@ -117,8 +123,9 @@ class PulsarJavaSession:
     side failed (it exits then), a JVM that died, or no answer within `timeout` seconds is an AssertionError
     carrying the commands since the last `begin()` and what the JVM printed."""
 
-    def __init__(self, command: list[str], timeout: float) -> None:
+    def __init__(self, command: list[str], pending_archive: Path | None, timeout: float) -> None:
         self.timeout = timeout
+        self._pending_archive = pending_archive  # written at exit (tests/support/java.py's class data sharing)
         self.script: list[str] = []
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
@@ -188,6 +195,8 @@ class PulsarJavaSession:
     def close(self) -> None:
         self._end()
         self._stderr.close()
+        adopt_archive(self._pending_archive, self.proc.returncode == 0)
+        self._pending_archive = None
 
     def __enter__(self) -> PulsarJavaSession:
         return self

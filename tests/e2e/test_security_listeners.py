@@ -30,6 +30,7 @@ from kop.security.sasl.scram import ScramCredential
 from kop.server.storage import open_embedded_storage
 from tests.support.broker import KopBroker
 from tests.support.certs import CertAuthority, name
+from tests.support.clients import send_one_or_error
 from tests.support.net import free_port
 from tests.support.wire import WireClient
 from tests.test_security_sasl_oauthbearer import AUDIENCE, ISSUER, IdP
@@ -382,21 +383,10 @@ def test_sasl_ssl_oauthbearer(secured: Secured, java_tools) -> None:
 
 
 def auth_error_of(conf: dict) -> object:
-    """The error a confluent-kafka producer with `conf` reports first. librdkafka hands the broker's SASL refusal
-    to error_cb as _AUTHENTICATION at once (kafka-python only times out bootstrapping, after 30 s, which would
-    not show why); the 60 s loop is a guard against hangs, not a timing assertion."""
-    import confluent_kafka as ck
-
-    errors: list = []
-    p = ck.Producer({**conf, "error_cb": errors.append, "reconnect.backoff.max.ms": 1000})
-    p.produce("never", b"x")
-    deadline = time.monotonic() + 60
-    while not errors and time.monotonic() < deadline:
-        p.poll(0.2)
-    p.purge()
-    p.flush(0)
-    assert errors, "no error reported"
-    return errors[0]
+    """The error a confluent-kafka producer with `conf` reports first (it must report one)."""
+    error = send_one_or_error(conf, "never")
+    assert error is not None, "the record was acknowledged"
+    return error
 
 
 def test_sasl_ssl_refuses_bad_credentials(secured: Secured) -> None:

@@ -364,3 +364,26 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         return {tp.partition: off for tp, off in res.items()}
     finally:
         c.close()
+
+
+def send_one_or_error(conf: dict, topic: str, timeout: float = 60) -> object | None:
+    """Produce one record with a confluent-kafka producer built from `conf`: None once it is acknowledged, else
+    the first error the client reported. librdkafka hands a broker's SASL refusal to error_cb as _AUTHENTICATION
+    at once (kafka-python only times out bootstrapping, after 30 s or more, which would not show why); `timeout`
+    guards against hangs and is not a timing assertion."""
+    import confluent_kafka as ck
+
+    errors: list = []
+    acks: list = []
+    p = ck.Producer({**conf, "error_cb": errors.append, "reconnect.backoff.max.ms": 1000})
+    p.produce(topic, b"x", on_delivery=lambda err, _msg: acks.append(err))
+    deadline = time.monotonic() + timeout
+    while not errors and not acks and time.monotonic() < deadline:
+        p.poll(0.2)
+    p.purge()
+    p.flush(0)
+    if acks and acks[0] is None:
+        return None
+    if errors or acks:
+        return errors[0] if errors else acks[0]
+    raise AssertionError(f"neither an acknowledgement nor an error within {timeout}s")

@@ -8,6 +8,7 @@ re-authentication. The SaslSession state machine is also checked alone with an i
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import struct
 from pathlib import Path
@@ -112,7 +113,7 @@ def test_real_clients_produce_and_consume_with_plain_and_scram(tmp_path: Path) -
         c = KafkaConsumer("kp", bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10000,
                           security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512",
                           sasl_plain_username="carol", sasl_plain_password="carol-secret")
-        got = [m.value for m in c]
+        got = [m.value for m in itertools.islice(c, 3)]  # the timeout only guards against a hang
         c.close()
         assert got == [b"PLAIN", b"SCRAM-SHA-256", b"SCRAM-SHA-512"]
 

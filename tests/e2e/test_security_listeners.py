@@ -174,8 +174,13 @@ def roundtrip_kafka_python(conf: dict, topic: str, value: bytes) -> None:
     p = KafkaProducer(**conf)
     p.send(topic, value).get(timeout=60)
     p.close()
-    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **conf)
-    got = [m.value for m in c]
+    # stops at the value; the timeout (no record for 60 s) only guards against a hang
+    c = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=60000, **conf)
+    got = []
+    for m in c:
+        got.append(m.value)
+        if m.value == value:
+            break
     c.close()
     assert value in got
 

@@ -133,19 +133,27 @@ class Target:
     def pulsar_broker(self, pulsar_config: dict[str, str] | None = None, dedicated: bool = False,
                       **kop_overrides: object) -> PulsarEndpoint:
         """A running broker that speaks Pulsar. `pulsar`: the session's Apache Pulsar standalone (tests use
-        unique topic names), or with `dedicated`/`pulsar_config` one of the test's own. `kop`/`kop-bk`: a
+        unique topic names), with `pulsar_config` the module's one with those settings, or with `dedicated` one
+        of the test's own. `kop`/`kop-bk`: a
         broker of ours with the Pulsar protocol on - the module's shared one (started on first use, as the
         reference is shared: a broker start is most of a short test's time), or with `dedicated`/KoP keys one
         of the test's own (one it may kill); one that did not come up with a Pulsar listener fails the test. KoP
         keys are keyword arguments (ignored by Apache Pulsar), Pulsar's broker settings `pulsar_config`
         (ignored by ours)."""
         if self.kind == "pulsar":
-            if not dedicated and not pulsar_config:
-                server: PulsarServer = self._request.getfixturevalue("pulsar_server")
-                self._shared.append(server)
-            else:
-                server = _start_pulsar(self._tmp, pulsar_config)
+            if dedicated:
+                server: PulsarServer = _start_pulsar(self._tmp, pulsar_config)
                 self._owned.append(server)
+            elif not pulsar_config:
+                server = self._request.getfixturevalue("pulsar_server")
+                self._shared.append(server)
+            else:  # the module's reference with these settings, shared by its tests as the default one is
+                by_config: dict[tuple, PulsarServer] = self._request.getfixturevalue("configured_pulsars")
+                key = tuple(sorted(pulsar_config.items()))
+                if key not in by_config or not by_config[key].alive():
+                    by_config[key] = _start_pulsar(self._tmp, pulsar_config)
+                server = by_config[key]
+                self._shared.append(server)
             return PulsarEndpoint(server.service_url, server.admin_url, server)
         if not self.is_kop:
             pytest.fail(f"target {self.kind!r} does not speak Pulsar", pytrace=False)
@@ -222,6 +230,15 @@ def kop_pulsar_brokers():
     yield brokers
     for b in brokers.values():
         _stop_kop(b)
+
+
+@pytest.fixture(scope="module")
+def configured_pulsars():
+    """Per settings, the Apache Pulsar a module's tests share when they ask for non-default settings."""
+    servers: dict[tuple, PulsarServer] = {}
+    yield servers
+    for server in servers.values():
+        server.kill()  # its data goes with the module, and Pulsar's orderly shutdown takes 5 s
 
 
 def _start_pulsar(tmp_path_factory: pytest.TempPathFactory, config: dict[str, str] | None = None) -> PulsarServer:

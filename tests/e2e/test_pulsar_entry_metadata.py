@@ -75,7 +75,7 @@ def test_index_and_broker_publish_time(target):
 
 def test_no_index_without_the_setting(target):
     """Pulsar's default (false): the client gets no broker entry metadata (the entries still have it: Pulsar's
-    interceptors stay on; ours always index). Ours: the shared broker, default settings; the reference: one of its
+    interceptors stay on; ours always index). Ours: the shared broker, default settings; the reference: the module's
     own with the key off."""
     endpoint = target.pulsar_broker(pulsar_config={"exposingBrokerEntryMetadataToClientEnabled": "false"})
     topic = f"persistent://public/default/{target.topic('nobem')}"

@@ -96,8 +96,8 @@ class PulsarSchemas(Protocol):
         """Register a PostSchemaPayload (parsed JSON); its version (SchemaRestError when refused)."""
         ...
 
-    async def rest_delete(self, name: TopicName) -> int:
-        """Delete the schema; the tombstone's version."""
+    async def rest_delete(self, name: TopicName, force: bool = False) -> int:
+        """Delete the schema; the tombstone's version (`force`: every version gone, -1)."""
         ...
 
     async def rest_compatibility(self, name: TopicName, payload: Any) -> dict[str, Any]:

@@ -136,6 +136,9 @@ def test_schema_delete_writes_a_tombstone_version(tmp_path: Path) -> None:
             assert refused.value.status == status, payload
         assert await reg.rest_compatibility(name, {"type": "STRING", "schema": "x"}) == {
             "schemaCompatibilityStrategy": "FULL", "compatibility": True}
+        assert await reg.rest_delete(name, force=True) == -1  # every version gone, numbering starts over
+        assert await store.children(topic_path(name)) == [] and await other.rest_schemas(name) == []
+        assert await other.put_if_absent(name, avro(A)) == 0
         await store.close()
 
     asyncio.run(main())

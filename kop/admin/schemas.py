@@ -8,16 +8,19 @@ Pulsar 4.0 does (bodies and status codes checked side by side by tests/e2e/test_
   version, or an equal schema's (type and definition; properties do not count); 409 when the broker's
   `schemaCompatibilityStrategy` refuses it, 422 for an AVRO definition that does not parse;
 - `DELETE .../schema`: `{"version": N}`, N the tombstone version Pulsar writes (the next upload gets N + 1);
+  `?force=true` removes every version (the next is 0 again) and answers `{"version": -1}`;
 - `POST .../compatibility`: 202 `{"schemaCompatibilityStrategy": "FULL", "compatibility": true}`; an incompatible
   schema gets Pulsar's answer, an unexpected-error 500 with the reason (Pulsar 4.0 never answers false);
 - `POST .../version`: `{"version": N}` of an equal registered schema, `{"version": -1}` for none.
 
-Bodies: a non-JSON Content-Type 415, unparsable JSON 400, a missing type or definition and an unknown type name 500
-- all Pulsar's codes. Differences on purpose: errors are our `{"reason": ...}` JSON with our own text (Pulsar mixes
-Jetty HTML pages, text/plain parser messages and Java stack traces); `GET .../schema/x` stays 400 (Pulsar: 500);
-`?force=true` on DELETE is not served (always the tombstone delete); KEY_VALUE definitions are stored as given
-(Pulsar re-encodes the JSON key/value pair into its binary layout); BYTES/AUTO* (client-side pseudo types) are
-refused 422; the strategy is broker-wide (no namespace or topic policies). A partition's name stands for its
+Bodies: a non-JSON Content-Type 415, unparsable JSON or JSON that is not an object 400, a null body, a missing type
+or definition and an unknown type name 500 - all Pulsar's codes. Differences on purpose: errors are our
+`{"reason": ...}` JSON with our own text (Pulsar mixes Jetty HTML pages, text/plain parser messages and Java stack
+traces); `GET .../schema/x` stays 400 (Pulsar: 500); only AVRO definitions are validated (Pulsar also refuses
+e.g. a STRING definition "x" with 422: the registry's producer path would have to change too); KEY_VALUE
+definitions are stored as given (Pulsar re-encodes the JSON key/value pair into its binary layout); BYTES and
+AUTO* (client-side pseudo types) are refused 422 (Pulsar stores a BYTES schema); the strategy is broker-wide (no
+namespace or topic policies). A partition's name stands for its
 topic (schemas are per topic, as in Pulsar). The schemas are the pulsar handler's (kop/pulsar/schema_registry.py,
 behind kop/services.py's `PulsarSchemas`); without the pulsar handler every call answers 404.
 """
@@ -66,7 +69,8 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, schema_path: str) -> N
 
     async def delete(request: web.Request) -> web.Response:
         registry, name = _resolve(server, request)
-        return _json({"version": await registry.rest_delete(name)})
+        force = request.query.get("force", "").lower() == "true"  # JAX-RS's boolean: anything else is false
+        return _json({"version": await registry.rest_delete(name, force)})
 
     async def compatibility(request: web.Request) -> web.Response:
         registry, name = _resolve(server, request)

@@ -341,7 +341,12 @@ class SchemaRegistry:
         except IncompatibleSchema as e:
             raise SchemaRestError(409, str(e)) from None
 
-    async def rest_delete(self, name: TopicName) -> int:
+    async def rest_delete(self, name: TopicName, force: bool = False) -> int:
+        """A tombstone's version; `force` (Pulsar's deleteSchemaStorage) removes every version, the tombstones
+        too, so that the next schema is version 0 again, and answers -1 as Pulsar does."""
+        if force:
+            await self.delete(name)
+            return -1
         return await self.delete_schema(name)
 
     async def rest_compatibility(self, name: TopicName, payload: Any) -> dict[str, Any]:

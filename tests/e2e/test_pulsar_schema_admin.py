@@ -13,8 +13,9 @@ defaults and a type change with 409, an AVRO definition that does not parse with
 `{"schemaCompatibilityStrategy": "FULL", "compatibility": true}` and an incompatible schema an unexpected-error
 500 (Pulsar 4.0's isCompatible never answers false); `version` answers -1 for a schema not registered; a delete
 writes a tombstone version (`{"version": N}`, 0 on a topic without a schema) after which GET answers 404, the list
-is empty, old versions are gone for lookups and compatibility, and the next upload gets N + 1; a non-JSON
-Content-Type 415, unparsable JSON 400, an unknown type name or a missing definition 500.
+is empty, old versions are gone for lookups and compatibility, and the next upload gets N + 1 (`?force=true`:
+every version gone, `{"version": -1}`, the next is 0); a non-JSON Content-Type 415, unparsable JSON or JSON that
+is not an object 400, a null body, an unknown type name or a missing definition 500.
 """
 
 from __future__ import annotations
@@ -158,6 +159,13 @@ def test_delete_then_404_then_reupload(target, pulsar_broker):
     assert rest.call("DELETE", "/schema") == (200, {"version": 5})  # every delete writes one
     assert rest.call("DELETE", "/schema") == (200, {"version": 6})
     assert rest.post(avro(V1)) == (200, {"version": {"version": 7}})
+    # forced: every version goes, tombstones too, Pulsar answers -1 and numbering starts over
+    assert rest.call("DELETE", "/schema?force=true") == (200, {"version": -1})
+    assert rest.call("GET", "/schema") == (404, {"reason": "Schema not found"})
+    assert rest.versions() == []
+    assert rest.post(avro(V2)) == (200, {"version": {"version": 0}})
+    assert rest.call("DELETE", "/schema?force=true") == (200, {"version": -1})  # a topic without one: the same
+    assert rest.call("DELETE", "/schema?force=true") == (200, {"version": -1})
 
 
 def test_bad_bodies_are_refused_with_pulsars_status(target, pulsar_broker):
@@ -165,6 +173,8 @@ def test_bad_bodies_are_refused_with_pulsars_status(target, pulsar_broker):
     assert rest.call("POST", "/schema", raw=b"not json")[0] == 400
     assert rest.call("POST", "/compatibility", raw=b"{")[0] == 400
     assert rest.call("POST", "/schema", STRING, content_type="text/plain")[0] == 415
+    assert rest.call("POST", "/schema", raw=b"[]")[0] == 400  # JSON, but not an object
+    assert rest.call("POST", "/schema", raw=b"null")[0] == 500  # Pulsar: a null payload's NullPointerException
     # Pulsar's own answers for these are unexpected-error 500s (an unknown enum name, a null definition)
     assert rest.post({"type": "NO_SUCH_TYPE", "schema": "", "properties": {}})[0] == 500
     assert rest.call("POST", "/version", {"type": "NO_SUCH_TYPE", "schema": ""})[0] == 500

@@ -33,6 +33,15 @@ class SubscriptionError(Exception):
         self.reason = reason
 
 
+class SchemaRestError(Exception):
+    """A schema REST call refused (kop/admin/schemas.py): the HTTP status Pulsar's admin answers and its reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
 class PulsarSubscriptions(Protocol):
     """The Pulsar subscriptions (managed cursors) of one partition, as the admin REST drives them.
 
@@ -77,6 +86,26 @@ class PulsarSchemas(Protocol):
     async def rest_schema(self, name: TopicName, version: int | None) -> dict[str, Any] | None:
         """Pulsar's GetSchemaResponse body (version, type, timestamp, data, properties) of a version (None: the
         latest); None when the topic has no such version."""
+        ...
+
+    async def rest_schemas(self, name: TopicName) -> list[dict[str, Any]]:
+        """Every live version's GetSchemaResponse body, oldest first."""
+        ...
+
+    async def rest_post(self, name: TopicName, payload: Any) -> int:
+        """Register a PostSchemaPayload (parsed JSON); its version (SchemaRestError when refused)."""
+        ...
+
+    async def rest_delete(self, name: TopicName, force: bool = False) -> int:
+        """Delete the schema; the tombstone's version (`force`: every version gone, -1)."""
+        ...
+
+    async def rest_compatibility(self, name: TopicName, payload: Any) -> dict[str, Any]:
+        """Pulsar's IsCompatibilityResponse body for a PostSchemaPayload (SchemaRestError when refused)."""
+        ...
+
+    async def rest_version(self, name: TopicName, payload: Any) -> int:
+        """The live version equal to a PostSchemaPayload's schema, -1 for none."""
         ...
 
 

@@ -24,6 +24,7 @@ from kop.pulsar.schema_registry import (
     version_bytes,
     version_of,
 )
+from kop.services import SchemaRestError
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.topics.names import TopicName
 
@@ -98,6 +99,46 @@ def test_registry_versions_reuse_refusal_and_delete(tmp_path: Path) -> None:
         assert await reg.get(name) is None and await other.get(name) is None
         with pytest.raises(IncompatibleSchema, match="empty"):  # Pulsar's refusal of a typed consumer then
             await reg.check_for_consumer(name, avro(A))
+        await store.close()
+
+    asyncio.run(main())
+
+
+def test_schema_delete_writes_a_tombstone_version(tmp_path: Path) -> None:
+    """The admin REST's delete (Pulsar's, not forced): a tombstone takes the next version; the versions before it
+    are gone for reads, equality and compatibility, another broker's registry sees the same, and the REST refusals
+    carry Pulsar's status codes. Against Apache Pulsar: tests/e2e/test_pulsar_schema_admin.py."""
+    async def main() -> None:
+        store = SqliteMetadataStore(tmp_path)
+        reg, other = SchemaRegistry(store, "FULL"), SchemaRegistry(store, "FULL")
+        name = TopicName("public", "default", "t")
+        assert await reg.delete_schema(name) == 0  # a tombstone even without a schema, as Pulsar answers
+        assert await reg.get(name) is None and await reg.rest_schemas(name) == []
+        assert await reg.put_if_absent(name, avro(A)) == 1
+        assert await other.get(name) == (1, (await reg.get(name))[1])  # type: ignore[index]
+        assert await reg.delete_schema(name) == 2
+        assert await other.get(name) is None and await other.get(name, 1) is None
+        assert await other.version_of_schema(name, avro(A)) == -1
+        # the deleted AVRO version no longer constrains: another type is taken, after the tombstone
+        assert await other.put_if_absent(name, SchemaData(STRING, b"")) == 3
+        assert await reg.version_of_schema(name, SchemaData(STRING, b"", {"k": "v"})) == 3
+        assert [b["version"] for b in await reg.rest_schemas(name)] == [3]
+        with pytest.raises(IncompatibleSchema):
+            await reg.check_compatible(name, avro(A))
+        with pytest.raises(SchemaRestError) as refused:
+            await reg.rest_post(name, {"type": "AVRO", "schema": json.dumps({"type": "record", "name": "R",
+                                                                              "fields": [A]})})
+        assert refused.value.status == 409
+        for payload, status in (({"type": "AVRO", "schema": "{"}, 422), ({"type": "NOPE", "schema": ""}, 500),
+                                ({"type": "STRING"}, 500), (None, 500), ([], 400)):
+            with pytest.raises(SchemaRestError) as refused:
+                await reg.rest_post(name, payload)
+            assert refused.value.status == status, payload
+        assert await reg.rest_compatibility(name, {"type": "STRING", "schema": "x"}) == {
+            "schemaCompatibilityStrategy": "FULL", "compatibility": True}
+        assert await reg.rest_delete(name, force=True) == -1  # every version gone, numbering starts over
+        assert await store.children(topic_path(name)) == [] and await other.rest_schemas(name) == []
+        assert await other.put_if_absent(name, avro(A)) == 0
         await store.close()
 
     asyncio.run(main())

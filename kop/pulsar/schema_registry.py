@@ -16,6 +16,12 @@ JSON schemas (both Avro definitions on the wire) are checked with Apache Avro's 
 schema reads data of the old, FORWARD = the old reads the new, FULL = both. Other types (STRING, primitives,
 PROTOBUF, KEY_VALUE, ...) of the same type are compatible without a look at the definition - a difference from
 Pulsar, which compares PROTOBUF root messages and KEY_VALUE halves.
+
+Deleting a schema (the admin REST's `DELETE .../schema`) stores a tombstone as the next version, as Pulsar's
+deleteSchema does: the versions up to the last tombstone are then gone for every reader (GET answers nothing for
+them, equality and compatibility look only at the versions after it), and the next schema takes the version after
+the tombstone - Apache Pulsar 4.0 answers the same (a delete on a topic with versions 1, 2 answers 3, the next upload
+gets 4; a delete on a topic without a schema answers 0). Without a delete nothing changes: no tombstone exists.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kop.protocol.records import update_crc
+from kop.services import SchemaRestError
 from kop.storage.api import MetadataStore, NodeExistsError
 from kop.topics.names import TopicName
 
@@ -40,11 +47,19 @@ TYPE_NAMES = {0: "NONE", 1: "STRING", 2: "JSON", 3: "PROTOBUF", 4: "AVRO", 5: "B
               20: "PROTOBUF_NATIVE", 21: "AUTO_CONSUME", 22: "EXTERNAL"}
 NONE, JSON, AVRO, AUTO_CONSUME = 0, 2, 4, 21
 _AVRO_BASED = (JSON, AVRO)
+_BY_NAME = {n: t for t, n in TYPE_NAMES.items() if n != "AUTO_CONSUME"}
+# SchemaType names Pulsar's REST knows but that describe no stored schema (client-side pseudo types)
+_NOT_STORED = ("BYTES", "AUTO", "AUTO_CONSUME", "AUTO_PUBLISH")
 _RETRIES = 5  # lost races for the next version before giving up (each loss means another broker progressed)
 
 
 class IncompatibleSchema(Exception):
     """Refused by the compatibility strategy (Pulsar's ServerError IncompatibleSchema)."""
+
+
+class InvalidSchema(IncompatibleSchema):
+    """A definition that cannot be used at all (Pulsar's InvalidSchemaDataException; the admin REST's 422). An
+    IncompatibleSchema too, so that the binary protocol's callers refuse it as before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,20 +68,24 @@ class SchemaData:
     data: bytes
     properties: dict[str, str] = field(default_factory=dict)
     timestamp: int = 0
+    deleted: bool = False  # a tombstone (see the module docstring)
 
     def same_as(self, other: SchemaData) -> bool:
         """Pulsar's SchemaHash equality: type and definition bytes; properties do not count."""
         return self.type == other.type and self.data == other.data
 
     def encode(self) -> bytes:
-        return json.dumps({"type": self.type, "data": base64.b64encode(self.data).decode("ascii"),
-                           "properties": self.properties, "timestamp": self.timestamp}).encode()
+        d: dict[str, Any] = {"type": self.type, "data": base64.b64encode(self.data).decode("ascii"),
+                             "properties": self.properties, "timestamp": self.timestamp}
+        if self.deleted:  # only tombstones carry the key: versions written before deletes existed read the same
+            d["deleted"] = True
+        return json.dumps(d).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> SchemaData:
         d = json.loads(raw)
         return cls(int(d["type"]), base64.b64decode(d["data"]), dict(d.get("properties") or {}),
-                   int(d.get("timestamp", 0)))
+                   int(d.get("timestamp", 0)), bool(d.get("deleted", False)))
 
     @classmethod
     def from_wire(cls, schema: Any) -> SchemaData:
@@ -153,6 +172,14 @@ def _avro_incompatibility(reader: SchemaData, writer: SchemaData) -> str | None:
     return "; ".join(sorted(str(m) for m in result.messages)) or "not compatible"
 
 
+def first_live(versions: list[SchemaData]) -> int:
+    """The first version after the last tombstone (0 without one): the versions before it are deleted."""
+    for v in range(len(versions) - 1, -1, -1):
+        if versions[v].deleted:
+            return v + 1
+    return 0
+
+
 def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str) -> str | None:
     """Why `new` may not follow `existing` (oldest first) under `strategy`; None when it may."""
     if not existing or strategy == "ALWAYS_COMPATIBLE":
@@ -202,13 +229,20 @@ class SchemaRegistry:
         self._cache[path] = out
         return out
 
+    async def live(self, name: TopicName) -> tuple[int, list[SchemaData]]:
+        """(the first live version, the versions from it on): those after the last tombstone."""
+        versions = await self.versions(name)
+        start = first_live(versions)
+        return start, versions[start:]
+
     async def get(self, name: TopicName, version: int | None = None) -> tuple[int, SchemaData] | None:
-        """(version, schema): the latest when `version` is None; None when there is no such version."""
+        """(version, schema): the latest when `version` is None; None when there is no such version (or it is
+        deleted)."""
         versions = await self.versions(name)
         if not versions:
             return None
         v = len(versions) - 1 if version is None else version
-        return (v, versions[v]) if 0 <= v < len(versions) else None
+        return (v, versions[v]) if first_live(versions) <= v < len(versions) else None
 
     async def put_if_absent(self, name: TopicName, schema: SchemaData) -> int:
         """The version of `schema`: an equal stored one's, else a new version if the strategy allows it
@@ -218,10 +252,14 @@ class SchemaRegistry:
         async with lock:
             for _ in range(_RETRIES):
                 versions = await self.versions(name)
-                for v, old in enumerate(versions):
+                start = first_live(versions)
+                for v, old in enumerate(versions[start:], start):
                     if old.same_as(schema):
                         return v
-                why = invalid(schema) or incompatibility(versions, schema, self.strategy)
+                bad = invalid(schema)
+                if bad is not None:
+                    raise InvalidSchema(bad)
+                why = incompatibility(versions[start:], schema, self.strategy)
                 if why is not None:
                     raise IncompatibleSchema(why)
                 v = len(versions)
@@ -237,7 +275,7 @@ class SchemaRegistry:
     async def check_for_consumer(self, name: TopicName, schema: SchemaData) -> None:
         """A consumer's schema against the stored ones: equal to one of them, or readable under the strategy
         (IncompatibleSchema otherwise). Pulsar's checkSchemaCompatibleForConsumer."""
-        versions = await self.versions(name)
+        _, versions = await self.live(name)
         if not versions:
             raise IncompatibleSchema("Failed to add schema to an active topic with empty(BYTES) schema: "
                                      f"new schema type {schema.type_name}")
@@ -253,11 +291,108 @@ class SchemaRegistry:
         got = await self.get(name, version)
         if got is None:
             return None
-        v, schema = got
-        return {"version": v, "type": schema.type_name, "timestamp": schema.timestamp,
-                "data": schema.data.decode("utf-8", "replace"), "properties": schema.properties}
+        return _rest(*got)
+
+    async def rest_schemas(self, name: TopicName) -> list[dict[str, Any]]:
+        """Pulsar's GetAllVersionsSchemaResponse list: every live version, oldest first."""
+        start, versions = await self.live(name)
+        return [_rest(v, s) for v, s in enumerate(versions, start)]
+
+    async def version_of_schema(self, name: TopicName, schema: SchemaData) -> int:
+        """The live version equal to `schema` (Pulsar's SchemaHash), -1 for none - as Pulsar's `POST .../version`
+        answers."""
+        start, versions = await self.live(name)
+        return next((v for v, old in enumerate(versions, start) if old.same_as(schema)), -1)
+
+    async def check_compatible(self, name: TopicName, schema: SchemaData) -> None:
+        """IncompatibleSchema unless `schema` may follow the live versions under the strategy (Pulsar's
+        checkCompatible behind `POST .../compatibility`); nothing is stored."""
+        _, versions = await self.live(name)
+        why = incompatibility(versions, schema, self.strategy)
+        if why is not None:
+            raise IncompatibleSchema(why)
+
+    async def delete_schema(self, name: TopicName) -> int:
+        """Store a tombstone as the next version and answer its number (Pulsar's deleteSchema, not forced)."""
+        path = topic_path(name)
+        lock = self._locks.setdefault(path, asyncio.Lock())
+        async with lock:
+            for _ in range(_RETRIES):
+                versions = await self.versions(name)
+                v = len(versions)
+                stone = SchemaData(NONE, b"", {}, int(time.time() * 1000), deleted=True)
+                try:
+                    await self.store.put(f"{path}/{v:010d}", stone.encode(), expected_version=-1)
+                except NodeExistsError:
+                    continue  # another broker wrote version v first: the tombstone goes after it
+                self._cache[path] = [*versions, stone]
+                return v
+        raise IncompatibleSchema(f"could not delete the schema of {name.canonical}: concurrent registrations")
+
+    # The admin REST (kop/admin/schemas.py; kop/services.py's PulsarSchemas). Refusals carry Apache Pulsar
+    # 4.0's status codes, 500 included where Pulsar answers an unexpected-error 500 (checked side by side by
+    # tests/e2e/test_pulsar_schema_admin.py).
+
+    async def rest_post(self, name: TopicName, payload: Any) -> int:
+        try:
+            return await self.put_if_absent(name, _from_payload(payload))
+        except InvalidSchema as e:
+            raise SchemaRestError(422, str(e)) from None
+        except IncompatibleSchema as e:
+            raise SchemaRestError(409, str(e)) from None
+
+    async def rest_delete(self, name: TopicName, force: bool = False) -> int:
+        """A tombstone's version; `force` (Pulsar's deleteSchemaStorage) removes every version, the tombstones
+        too, so that the next schema is version 0 again, and answers -1 as Pulsar does."""
+        if force:
+            await self.delete(name)
+            return -1
+        return await self.delete_schema(name)
+
+    async def rest_compatibility(self, name: TopicName, payload: Any) -> dict[str, Any]:
+        """Pulsar answers `compatibility: true` or, when incompatible, an unexpected-error 500 (its isCompatible
+        turns the checker's exception into a failure, never into false) - we answer the same 500."""
+        schema = _from_payload(payload)
+        try:
+            await self.check_compatible(name, schema)
+        except IncompatibleSchema as e:
+            raise SchemaRestError(500, str(e)) from None
+        return {"schemaCompatibilityStrategy": self.strategy, "compatibility": True}
+
+    async def rest_version(self, name: TopicName, payload: Any) -> int:
+        return await self.version_of_schema(name, _from_payload(payload))
 
     async def delete(self, name: TopicName) -> None:
         path = topic_path(name)
         await self.store.delete_recursive(path)
         self._cache.pop(path, None)
+
+
+def _from_payload(payload: Any) -> SchemaData:
+    """A PostSchemaPayload (`type`, `schema`, `properties`) as a schema, refused as Apache Pulsar 4.0 refuses it:
+    a body that is not an object 400 (Jackson's mapping error); a missing body, type or definition and an unknown
+    type name an unexpected-error 500 (Pulsar's NullPointerException / IllegalArgumentException)."""
+    if payload is None:
+        raise SchemaRestError(500, "the body is empty: a PostSchemaPayload is expected")
+    if not isinstance(payload, dict):
+        raise SchemaRestError(400, f"a PostSchemaPayload is a JSON object, got {type(payload).__name__}")
+    type_name, text, props = payload.get("type"), payload.get("schema"), payload.get("properties")
+    if type_name is None:
+        raise SchemaRestError(500, "the schema type is null")
+    if not isinstance(type_name, str) or (type_name not in _BY_NAME and type_name not in _NOT_STORED):
+        raise SchemaRestError(500, f"No such schema type: {type_name!r}")
+    if type_name in _NOT_STORED:
+        raise SchemaRestError(422, f"{type_name} is a client-side schema type: no schema is stored for it")
+    if text is None:
+        raise SchemaRestError(500, "the schema definition is null")
+    if not isinstance(text, str):
+        raise SchemaRestError(400, "the schema definition must be a string")
+    if props is not None and not (isinstance(props, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in props.items())):
+        raise SchemaRestError(400, "properties must be an object of strings")
+    return SchemaData(_BY_NAME[type_name], text.encode("utf-8"), dict(props or {}))
+
+
+def _rest(version: int, schema: SchemaData) -> dict[str, Any]:
+    return {"version": version, "type": schema.type_name, "timestamp": schema.timestamp,
+            "data": schema.data.decode("utf-8", "replace"), "properties": schema.properties}

@@ -31,6 +31,7 @@ import base64
 import json
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -247,30 +248,42 @@ class SchemaRegistry:
     async def put_if_absent(self, name: TopicName, schema: SchemaData) -> int:
         """The version of `schema`: an equal stored one's, else a new version if the strategy allows it
         (IncompatibleSchema otherwise). Pulsar's putSchemaIfAbsent."""
+
+        def decide(versions: list[SchemaData]) -> int | SchemaData:
+            start = first_live(versions)
+            for v, old in enumerate(versions[start:], start):
+                if old.same_as(schema):
+                    return v
+            bad = invalid(schema)
+            if bad is not None:
+                raise InvalidSchema(bad)
+            why = incompatibility(versions[start:], schema, self.strategy)
+            if why is not None:
+                raise IncompatibleSchema(why)
+            return SchemaData(schema.type, schema.data, schema.properties, int(time.time() * 1000))
+
+        return await self._append(name, decide, "register a schema")
+
+    async def _append(self, name: TopicName, decide: Callable[[list[SchemaData]], int | SchemaData],
+                      what: str) -> int:
+        """Store what `decide` makes of the current versions as the next version, and answer its number (or the
+        number `decide` answers, storing nothing). One writer per topic in this broker; another broker taking
+        the same version number first (the store's create-if-absent fails) makes it decide again."""
         path = topic_path(name)
-        lock = self._locks.setdefault(path, asyncio.Lock())
-        async with lock:
+        async with self._locks.setdefault(path, asyncio.Lock()):
             for _ in range(_RETRIES):
                 versions = await self.versions(name)
-                start = first_live(versions)
-                for v, old in enumerate(versions[start:], start):
-                    if old.same_as(schema):
-                        return v
-                bad = invalid(schema)
-                if bad is not None:
-                    raise InvalidSchema(bad)
-                why = incompatibility(versions[start:], schema, self.strategy)
-                if why is not None:
-                    raise IncompatibleSchema(why)
+                decided = decide(versions)
+                if isinstance(decided, int):
+                    return decided
                 v = len(versions)
-                stored = SchemaData(schema.type, schema.data, schema.properties, int(time.time() * 1000))
                 try:
-                    await self.store.put(f"{path}/{v:010d}", stored.encode(), expected_version=-1)
+                    await self.store.put(f"{path}/{v:010d}", decided.encode(), expected_version=-1)
                 except NodeExistsError:
-                    continue  # another broker registered version v first: compare with it
-                self._cache[path] = [*versions, stored]
+                    continue
+                self._cache[path] = [*versions, decided]
                 return v
-        raise IncompatibleSchema(f"could not register a schema for {name.canonical}: concurrent registrations")
+        raise IncompatibleSchema(f"could not {what} for {name.canonical}: concurrent registrations")
 
     async def check_for_consumer(self, name: TopicName, schema: SchemaData) -> None:
         """A consumer's schema against the stored ones: equal to one of them, or readable under the strategy
@@ -314,20 +327,9 @@ class SchemaRegistry:
 
     async def delete_schema(self, name: TopicName) -> int:
         """Store a tombstone as the next version and answer its number (Pulsar's deleteSchema, not forced)."""
-        path = topic_path(name)
-        lock = self._locks.setdefault(path, asyncio.Lock())
-        async with lock:
-            for _ in range(_RETRIES):
-                versions = await self.versions(name)
-                v = len(versions)
-                stone = SchemaData(NONE, b"", {}, int(time.time() * 1000), deleted=True)
-                try:
-                    await self.store.put(f"{path}/{v:010d}", stone.encode(), expected_version=-1)
-                except NodeExistsError:
-                    continue  # another broker wrote version v first: the tombstone goes after it
-                self._cache[path] = [*versions, stone]
-                return v
-        raise IncompatibleSchema(f"could not delete the schema of {name.canonical}: concurrent registrations")
+        return await self._append(
+            name, lambda _versions: SchemaData(NONE, b"", {}, int(time.time() * 1000), deleted=True),
+            "delete the schema")
 
     # The admin REST (kop/admin/schemas.py; kop/services.py's PulsarSchemas). Refusals carry Apache Pulsar
     # 4.0's status codes, 500 included where Pulsar answers an unexpected-error 500 (checked side by side by

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+from collections.abc import Container
 from dataclasses import dataclass
 
 # One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
@@ -42,6 +43,19 @@ class OffsetOutOfRange(Exception):
     """The requested offset is below the log start offset or above the high watermark."""
 
 
+class NoSuchEntry(LookupError):
+    """No retained entry at the position asked for (never written, trimmed by retention, or compacted away)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EntryOffsets:
+    """The offsets one stored entry holds, as its broker entry metadata says."""
+
+    base_offset: int  # offset of the entry's first record
+    last_offset: int  # the entry's index: offset of its last record
+    append_time: int  # broker entry timestamp (ms), -1 when the entry has none
+
+
 class PartitionLog(abc.ABC):
     """One Kafka partition = one managed ledger."""
 
@@ -69,10 +83,51 @@ class PartitionLog(abc.ABC):
         durable. The index advances by last_offset_delta + 1. Appends complete in issue order."""
 
     @abc.abstractmethod
+    def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:
+        """append() without a coroutine: issued now, the future gives the base offset once durable."""
+
+    @abc.abstractmethod
     def append_entry_nowait(self, batch: Buffer, last_offset_delta: int,
                             max_timestamp: int) -> asyncio.Future[tuple[Position, int]]:
         """Issue the append now; the future gives (entry position, base offset) once durable. The Pulsar
         handler needs the position: its SEND_RECEIPT names the entry (ledger, entry)."""
+
+    # ---- offset <-> position: the only place either is computed from the other (ARCHITECTURE.md)
+
+    @abc.abstractmethod
+    async def position_of(self, offset: int) -> Position:
+        """Position of the entry holding `offset` (the next entry when compaction left a gap there; the
+        position the next entry will take when the gap is at the end). Raises OffsetOutOfRange for an offset
+        not durable yet."""
+
+    @abc.abstractmethod
+    async def entry_offsets(self, position: Position) -> EntryOffsets:
+        """The offsets of the entry at `position`; raises NoSuchEntry when no retained entry is there."""
+
+    @abc.abstractmethod
+    async def offset_of(self, position: Position) -> int:
+        """First offset of the entry at `position`, clamped to the log: a position before the first retained
+        entry gives the log start offset, one after the last entry the high watermark (Pulsar's earliest
+        and latest message ids land there)."""
+
+    @abc.abstractmethod
+    async def offset_after(self, position: Position) -> int:
+        """The offset after the entry at `position` (its last offset + 1); the log start offset when that
+        entry is gone (retention)."""
+
+    @abc.abstractmethod
+    async def offset_appended_since(self, timestamp_ms: int) -> int:
+        """First offset of the first entry whose broker append time is >= `timestamp_ms`; the high
+        watermark when there is none."""
+
+    @abc.abstractmethod
+    async def entries_from(self, offset: int) -> int:
+        """How many entries there are from the one holding `offset` to the end of the log."""
+
+    @abc.abstractmethod
+    async def nth_position_from(self, offset: int, n: int, skip: Container[Position]) -> Position | None:
+        """Position of the n-th (1-based) entry from the one holding `offset` that is not in `skip`; None
+        when fewer entries remain."""
 
     @abc.abstractmethod
     async def read(
@@ -151,6 +206,19 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     def wait_for_append(self) -> asyncio.Future[None]:
         """A future completed at the next durable append (long-poll fetches wait on it)."""
+
+    @abc.abstractmethod
+    def add_append_waiter(self, fut: asyncio.Future[None]) -> None:
+        """Complete `fut` at the next durable append (or at close); one future may wait on many logs. Whoever
+        registers it removes it with discard_append_waiter when done waiting."""
+
+    @abc.abstractmethod
+    def discard_append_waiter(self, fut: asyncio.Future[None]) -> None: ...
+
+    @property
+    @abc.abstractmethod
+    def append_waiters(self) -> int:
+        """Futures registered now (a gauge: a leak shows here)."""
 
     @abc.abstractmethod
     async def close(self) -> None: ...

@@ -37,7 +37,7 @@ import logging
 import struct
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Container, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from kop.managed_ledger import (
@@ -46,7 +46,15 @@ from kop.managed_ledger import (
     ManagedLedgerConfig,
     ManagedLedgerInterceptor,
 )
-from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog, Position, ReadResult
+from kop.offset.api import (
+    EntryOffsets,
+    FetchedBatch,
+    NoSuchEntry,
+    OffsetOutOfRange,
+    PartitionLog,
+    Position,
+    ReadResult,
+)
 from kop.offset.compaction import (
     COMPACTION_START_PROPERTY,
     DEFAULT_DELETE_RETENTION_MS,
@@ -90,6 +98,7 @@ _PROBE_CACHE = 4096
 _DAMAGE_WALK = 10_000  # damaged runs stepped over when looking for the next intact entry
 _T = TypeVar("_T")
 _READ_MAX_ENTRIES = 1 << 20
+_INT64_MAX = (1 << 63) - 1  # Pulsar's MessageId.latest: (Long.MAX_VALUE, Long.MAX_VALUE)
 # Upper bound of the bytes before the batch in one of our entries: 0x0e02 + size (6), BrokerEntryMetadata
 # with two 10-byte varints (22), metadataSize (4), MessageMetadata (2+2+11+23+6 = 44). Reads count this
 # much of each entry as free, so the ledger reads at least every batch that fits in max_bytes (and at most
@@ -427,6 +436,70 @@ class ManagedPartitionLog(PartitionLog):
                 lo, lo_index = mid + 1, index
             interpolate = lo_index is not None and hi_index is not None and (hi - lo) * 2 <= width
         return Position(ledger_id, lo)
+
+    async def position_of(self, offset: int) -> Position:
+        return await self.find_position(offset)
+
+    async def entry_offsets(self, position: Position) -> EntryOffsets:
+        try:
+            meta = await self.probe(position.ledger_id, position.entry_id)
+        except (InvalidPositionError, NoSuchLedgerError, StorageError, EntryFormatError, IndexError, KeyError) as e:
+            raise NoSuchEntry(f"{self.name}: no entry at {position}: {e}") from None
+        return EntryOffsets(meta.base_offset, meta.index, meta.broker_timestamp)
+
+    async def offset_of(self, position: Position) -> int:
+        if position.ledger_id < 0:
+            return self.log_start_offset
+        if position.ledger_id >= _INT64_MAX or position.entry_id >= _INT64_MAX:
+            return self.high_watermark
+        try:
+            got = await self.entry_offsets(Position(position.ledger_id, max(position.entry_id, 0)))
+        except NoSuchEntry:  # before the first retained entry, or after the last
+            last = self.ml.last_confirmed_position
+            if last is None or position > last:
+                return self.high_watermark
+            return self.log_start_offset
+        return max(got.base_offset, self.log_start_offset)
+
+    async def offset_after(self, position: Position) -> int:
+        try:
+            return (await self.entry_offsets(position)).last_offset + 1
+        except NoSuchEntry:
+            return self.log_start_offset
+
+    async def offset_appended_since(self, timestamp_ms: int) -> int:
+        ml = self.ml
+        lo, hi = 0, ml.number_of_entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if (await self.entry_offsets(ml.position_of(mid))).append_time >= timestamp_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo >= ml.number_of_entries:
+            return self.high_watermark
+        return max((await self.entry_offsets(ml.position_of(lo))).base_offset, self.log_start_offset)
+
+    async def entries_from(self, offset: int) -> int:
+        if offset >= self.high_watermark:
+            return 0
+        ml = self.ml
+        start = await self.find_position(max(offset, self.log_start_offset))
+        return max(0, ml.number_of_entries - ml.ordinal_of(start))
+
+    async def nth_position_from(self, offset: int, n: int, skip: Container[Position]) -> Position | None:
+        if offset >= self.high_watermark or n < 1:
+            return None
+        ml = self.ml
+        ordinal = ml.ordinal_of(await self.find_position(max(offset, self.log_start_offset)))
+        while ordinal < ml.number_of_entries:
+            pos = ml.position_of(ordinal)
+            if pos not in skip:
+                n -= 1
+                if n == 0:
+                    return pos
+            ordinal += 1
+        return None
 
     # ------------------------------------------------------------------------------------ append
 

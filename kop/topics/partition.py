@@ -42,7 +42,8 @@ from kop.topics.write_rules import (
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
-    from kop.offset.api import PartitionLog, Position
+    from kop.managed_ledger import Position
+    from kop.offset.api import PartitionLog
     from kop.topics.manager import Topic
 
 log = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ class Partition:
             rec = table.record(header.producer_id, header.producer_epoch, header.base_sequence,
                                header.records_count, fut, header.is_transactional, max_ts)
             if rec is not None:
-                fut.add_done_callback(lambda f, rec=rec, pid=header.producer_id: _settle(table, pid, rec, f))
+                fut.add_done_callback(_Settle(table, header.producer_id, rec))
         return Issued(fut, None, append_time, len(batch), header.records_count)
 
     async def issue_entry(self, batch: bytes | bytearray | memoryview, writer: Writer,
@@ -206,15 +207,16 @@ class Partition:
                 batch = await asyncio.to_thread(recompress_batch, batch, rules.codec, rules.level)
             else:
                 batch = recompress_batch(batch, rules.codec, rules.level)
-        if isinstance(batch, bytes) and (rules.log_append_time or batch[12:16] != _EPOCH_BYTES):
-            batch = bytearray(batch)  # a converted Pulsar message is immutable bytes; copied only to change it
-        if batch[12:16] != _EPOCH_BYTES:
-            batch[12:16] = _EPOCH_BYTES  # partitionLeaderEpoch, outside the CRC
         max_ts, append_time = header.max_timestamp, -1
-        if rules.log_append_time:
-            append_time = int(time.time() * 1000)
-            restamp_log_append_time(batch, append_time)
-            max_ts = append_time
+        if rules.log_append_time or batch[12:16] != _EPOCH_BYTES:
+            # a converted Pulsar message is immutable bytes: copied only when it must change
+            out = bytearray(batch) if isinstance(batch, bytes) else batch
+            out[12:16] = _EPOCH_BYTES  # partitionLeaderEpoch, outside the CRC
+            if rules.log_append_time:
+                append_time = int(time.time() * 1000)
+                restamp_log_append_time(out, append_time)
+                max_ts = append_time
+            batch = out
         return batch, header, max_ts, append_time
 
     async def _check_transactional(self, table: ProducerStateTable, header: BatchHeader,
@@ -256,8 +258,17 @@ def _header(batch: bytes | bytearray | memoryview) -> BatchHeader:
         raise AppendRefused(getattr(e, "error", "CORRUPT_MESSAGE"), str(e)) from None
 
 
-def _settle(table: ProducerStateTable, pid: int, rec: BatchRecord, fut: asyncio.Future[int]) -> None:
-    if fut.cancelled() or fut.exception() is not None:
-        table.forget(pid, rec)
-    else:
-        rec.base_offset = fut.result()
+class _Settle:
+    """Done-callback of an idempotent append: the batch's offsets once durable, or forgotten when the append
+    failed (so the client's retry is not mistaken for a duplicate)."""
+
+    __slots__ = ("table", "pid", "rec")
+
+    def __init__(self, table: ProducerStateTable, pid: int, rec: BatchRecord) -> None:
+        self.table, self.pid, self.rec = table, pid, rec
+
+    def __call__(self, fut: asyncio.Future[int]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self.table.forget(self.pid, self.rec)
+        else:
+            self.rec.base_offset = fut.result()

@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kop.protocol.compaction import COMPRESSION_MASK, HEADER_SIZE, payload_of, record_spans
+from kop.protocol.compaction import payload_of, record_spans
 from kop.protocol.compression import Compression, compress
-from kop.protocol.records import BatchHeader, CorruptRecordError, crc32c
+from kop.protocol.records import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, CorruptRecordError, crc32c
 from kop.topics.topic_config import LONG_MAX, effective
 
 if TYPE_CHECKING:

@@ -130,12 +130,13 @@ class Partition:
     # ------------------------------------------------------------------ appends
     async def issue(self, batch: bytes | bytearray | memoryview, writer: Writer, header: BatchHeader | None = None, *,
                     transactional_id: str | None = None, verifier: TxnVerifier | None = None,
-                    kafka_topic: str | None = None) -> Issued:
+                    kafka_topic: str | None = None, client_name: str | None = None) -> Issued:
         """Apply the rules and start the append (module docstring); nothing here waits for durability.
         `header`: the batch's, when the caller parsed it already. `transactional_id` and `verifier` serve
         transactional batches; `kafka_topic` is the broker-global Kafka name the transaction coordinator keys
-        partitions by. Raises AppendRefused."""
-        batch, header, max_ts, append_time = await self._prepare(batch, writer, header)
+        partitions by; `client_name` the topic as the writer's client spells it (in refusal messages). Raises
+        AppendRefused."""
+        batch, header, max_ts, append_time = await self._prepare(batch, writer, header, client_name)
         table: ProducerStateTable | None = None
         if writer is not Writer.COORDINATOR and (header.producer_id >= 0 or header.is_transactional):
             table = await self._tables.of(self.log)
@@ -186,8 +187,8 @@ class Partition:
             raise AppendRefused(e.error, e.message) from None
 
     # ------------------------------------------------------------------ the steps
-    async def _prepare(self, batch: bytes | bytearray | memoryview, writer: Writer, header: BatchHeader | None
-                       ) -> tuple[bytes | bytearray | memoryview, BatchHeader, int, int]:
+    async def _prepare(self, batch: bytes | bytearray | memoryview, writer: Writer, header: BatchHeader | None,
+                       client_name: str | None = None) -> tuple[bytes | bytearray | memoryview, BatchHeader, int, int]:
         """Rules, recompression, restamping and the epoch: (batch, header, max timestamp, log append time)."""
         if header is None:
             header = _header(batch)
@@ -200,7 +201,8 @@ class Partition:
                 raise AppendRefused("MESSAGE_TOO_LARGE", f"a {len(batch)}-byte batch exceeds "
                                     f"max.message.bytes={rules.max_bytes} of {self.label}")
         else:
-            rules.check(header, batch, self.label, PULSAR_SIZE_SLACK if writer is Writer.PULSAR else 0)
+            label = self.label if client_name is None else f"{client_name}-{self.index}"
+            rules.check(header, batch, label, PULSAR_SIZE_SLACK if writer is Writer.PULSAR else 0)
         if rules.needs_recompression(header):
             assert rules.codec is not None
             if len(batch) >= THREAD_RECOMPRESS_BYTES:  # lz4 level 9 / gzip run at ~13-30 MB/s: off the loop

@@ -131,7 +131,7 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         try:
             issued = await seam.issue(batch, Writer.KAFKA, hdr, transactional_id=txn_id,
                                       verifier=ctx.services.transactions,
-                                      kafka_topic=ctx.topics.kafka_name(topic.name))
+                                      kafka_topic=ctx.topics.kafka_name(topic.name), client_name=topic_name)
         except AppendRefused as e:
             error = e.error
             if error == "TRANSACTION_ABORTABLE" and ctx.version < 11:

@@ -6,9 +6,10 @@ the seam, which applies the topic's write rules (size, compaction keys, timestam
 and the producer and transaction state once. A handler or coordinator that appends to the partition log itself
 bypasses them for its protocol. The practical rule, per call:
 
-* `append_nowait(...)`, `append_entry_nowait(...)`, `write_txn_marker(...)` called on anything, and
-* `X.append(...)` where X is a name or attribute named `plog`, `log`, `partition_log` or ending in `_log`
-  (a `list.append` on any other name is fine),
+* `append_nowait(...)` and `append_entry_nowait(...)` - the partition log's own - called on anything, and
+* `X.append(...)` and `X.write_txn_marker(...)` - names the seam (kop.topics.partition.Partition) shares with
+  the log - where X is a name or attribute named `plog`, `log`, `partition_log` or ending in `_log` (a
+  `list.append` on any other name, or `seam.write_txn_marker`, is fine),
 
 are allowed only in the seam's own layers, kop/topics/ and kop/offset/, and in the layers below them,
 kop/managed_ledger/ and kop/storage/, whose `append_nowait` is a ledger handle's (entries, not record batches:
@@ -20,14 +21,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 KOP = ROOT / "kop"
 
 # The seam's layers and the ones below it (see the module docstring).
 ALLOWED = ("topics", "offset", "managed_ledger", "storage")
-APPEND_METHODS = {"append_nowait", "append_entry_nowait", "write_txn_marker"}
+APPEND_METHODS = {"append_nowait", "append_entry_nowait"}  # the log's alone
+SHARED_METHODS = {"append", "write_txn_marker"}  # the seam's too: a finding on a partition log only
 LOG_NAMES = {"plog", "log", "partition_log"}
 
 
@@ -52,7 +52,7 @@ def appends_in(source: str, filename: str = "<source>") -> list[tuple[int, str]]
             continue
         method = node.func.attr
         receiver = _receiver_name(node.func.value)
-        if method in APPEND_METHODS or (method == "append" and is_log_name(receiver)):
+        if method in APPEND_METHODS or (method in SHARED_METHODS and is_log_name(receiver)):
             found.append((node.lineno, f"{receiver or '<expr>'}.{method}(...)"))
     return found
 
@@ -70,7 +70,7 @@ def outside_the_seam() -> list[str]:
 
 
 def test_the_rule_finds_partition_log_appends_and_ignores_lists() -> None:
-    """The detector itself, on a fixed snippet (passes today: it is what the xfail test below relies on)."""
+    """The detector itself, on a fixed snippet."""
     src = """
 async def f(self, plog, records, topics):
     plog.append_nowait(b, 0, 1)
@@ -84,14 +84,14 @@ async def f(self, plog, records, topics):
     topics.append(x)
     self.items.append(2)
     catalog.append(3)
+    await seam.write_txn_marker(1, 0, True, 0)
+    await seam.append(b)
 """
     assert [line for line, _ in appends_in(src)] == [3, 4, 5, 6, 7, 8, 9]
     assert appends_in(src)[0][1] == "plog.append_nowait(...)"
     assert appends_in(src)[4][1] == "partition_log.append(...)"
 
 
-# Today: kop/kafka/apis/produce.py, kop/pulsar/produce.py, both coordinators, kop/kafka/apis/write_txn_markers.py.
-@pytest.mark.xfail(strict=True, reason="Pulsar SEND bypasses the write rules until the partition seam lands (#21)")
 def test_only_the_seam_appends_to_a_partition_log() -> None:
     found = outside_the_seam()
     assert not found, ("appends to a partition log outside the partition seam (kop/topics/, kop/offset/); go "

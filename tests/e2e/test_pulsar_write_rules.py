@@ -7,8 +7,7 @@ A topic's write rules - `max.message.bytes`, the key a `cleanup.policy=compact` 
 (the C++-based Python client; one rule from Pulsar's Java client too) on one broker shared by the module: the
 Kafka producer is refused with Kafka's error, the Pulsar send fails with an error (not by timing out), the
 client does not reconnect, the refused producer and another producer of the topic keep working, and a Kafka
-consumer reads only what was accepted. The tests of the Pulsar side are marked xfail(strict) until the partition
-seam lands; the Kafka side passes today.
+consumer reads only what was accepted. Both go through the partition seam (kop/topics/partition.py).
 
 How the clients take a SEND_ERROR - why the broker has to choose the ServerError per client:
 
@@ -60,8 +59,6 @@ import pytest
 from tests.support.clients import consume_kafka_python, create_topic, end_offsets
 
 PULSAR_SIDE_TARGETS = ("kop",)
-
-SEAM = pytest.mark.xfail(strict=True, reason="Pulsar SEND bypasses the write rules until the partition seam lands (#21)")
 
 RECEIVE_MS = 30_000  # a generous bound for one receive; never a measured quantity
 SEND_TIMEOUT_MS = 10_000  # the producers' send timeout: a refusal comes sooner (asserted: not Timeout)
@@ -187,7 +184,6 @@ def test_max_message_bytes_refuses_a_big_kafka_record(target, broker):
     assert kafka_values(bootstrap, topic) == []
 
 
-@SEAM
 def test_max_message_bytes_refuses_a_big_pulsar_message(target, broker):
     """A message over max.message.bytes fails its send; the producer's next small message, and another
     producer's, are stored; a Kafka consumer reads the small ones only."""
@@ -219,7 +215,6 @@ def test_compacted_topic_refuses_a_keyless_kafka_record(target, broker):
     assert kafka_values(bootstrap, topic) == []
 
 
-@SEAM
 def test_compacted_topic_refuses_a_keyless_pulsar_message(target, broker):
     """A keyless message fails its send; a keyed one (partition_key) is stored and a Kafka consumer sees its
     key."""
@@ -284,7 +279,6 @@ def test_log_append_time_restamps_a_kafka_record(target, broker):
     assert msg.publish_timestamp() == msg.event_timestamp() == rec.timestamp
 
 
-@SEAM
 def test_log_append_time_restamps_a_pulsar_message(target, broker):
     """A Pulsar message sent with event_timestamp=1000 (1970) to a LogAppendTime topic gets the broker's time.
 
@@ -324,7 +318,6 @@ def test_timestamp_bounds_refuse_an_old_kafka_record(target, broker):
     assert kafka_values(bootstrap, topic) == []
 
 
-@SEAM
 def test_timestamp_bounds_refuse_an_old_pulsar_message(target, broker):
     """An event time a day in the past (and one a day ahead) fails the send; a message without event time
     (the broker's publish time stands for it) and one with a current event time are stored."""
@@ -345,7 +338,6 @@ def test_timestamp_bounds_refuse_an_old_pulsar_message(target, broker):
     assert [v for _, v in kafka_values(bootstrap, topic)] == [b"no event time", b"now", b"other"]
 
 
-@SEAM
 def test_timestamp_bounds_refuse_a_java_client_message(target, broker, pulsar_broker):
     """Pulsar's Java client: PulsarJava's `produce` gives message i the event time 1700000000000+i (Nov 2023),
     out of a one-hour message.timestamp.before.max.ms. The send fails with NotAllowedException - the failure
@@ -367,7 +359,6 @@ def test_timestamp_bounds_refuse_a_java_client_message(target, broker, pulsar_br
 # ---- e. compression.type ---------------------------------------------------------------------------------------
 
 
-@SEAM
 @pytest.mark.parametrize("codec", ["LZ4", "NONE"])
 def test_compression_type_applies_to_pulsar_messages(target, broker, codec):
     """A compression.type=gzip topic stores what a Pulsar producer (LZ4 or uncompressed) writes as gzip batches

@@ -1,4 +1,4 @@
-"""Transactions in the partition log (kop/offset/partition_log.py + producer_state.py), on real files:
+"""Transactions in the partition log (kop/offset/transactions.py + producer_state.py), on real files:
 markers take an offset, the last stable offset, the aborted index, recovery after a clean restart and
 after a crash, and compaction never bringing aborted data back."""
 
@@ -10,8 +10,8 @@ import pytest
 
 from kop.managed_ledger import ManagedLedgerConfig
 from kop.offset import open_embedded_storage
-from kop.offset.partition_log import PRODUCER_STATE_PROPERTY
 from kop.offset.producer_state import AbortedTxn, SequenceError, control_type
+from kop.offset.transactions import PRODUCER_STATE_PROPERTY
 from kop.protocol.records import build_batch, decode_records, parse_batch_header
 from tests.support.storage import settled, storage_at
 
@@ -145,9 +145,9 @@ async def scenario_shifted(log, base: int) -> None:
 
 
 async def test_periodic_snapshots_bound_the_replay(tmp_path, monkeypatch):
-    from kop.offset import partition_log
+    from kop.offset import transactions
 
-    monkeypatch.setattr(partition_log, "SNAPSHOT_EVERY_OFFSETS", 4)
+    monkeypatch.setattr(transactions, "SNAPSHOT_EVERY_OFFSETS", 4)
     async with storage_at(tmp_path) as st:
         log = await st.open_log(NAME)
         await scenario(log)
@@ -246,9 +246,9 @@ async def test_damaged_entries_do_not_stop_the_rebuild(tmp_path, caplog):
 async def test_append_of_a_transactional_batch_tracks_its_transaction(tmp_path, monkeypatch):
     """append() (the group coordinator's TxnOffsetCommit path) loads and snapshots the producer state before
     a transactional batch: its transaction is known even past the bounded tail a snapshot-less load reads."""
-    from kop.offset import partition_log
+    from kop.offset import transactions
 
-    monkeypatch.setattr(partition_log, "PRODUCER_STATE_TAIL_ENTRIES", 2)
+    monkeypatch.setattr(transactions, "PRODUCER_STATE_TAIL_ENTRIES", 2)
     async with storage_at(tmp_path) as st:
         log = await st.open_log(NAME)
         await log.append(plain([b"a"]), 0, 0)
@@ -263,3 +263,4 @@ async def test_append_of_a_transactional_batch_tracks_its_transaction(tmp_path, 
         log = await st.open_log(NAME)
         await log.load_transactions()
         assert log.last_stable_offset == 1  # found through the snapshot + replay, not the 2-entry tail
+

@@ -13,6 +13,7 @@ import abc
 import asyncio
 from collections.abc import Container
 from dataclasses import dataclass
+from typing import TypedDict
 
 # One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
 from kop.managed_ledger import Position
@@ -54,6 +55,20 @@ class EntryOffsets:
     base_offset: int  # offset of the entry's first record
     last_offset: int  # the entry's index: offset of its last record
     append_time: int  # broker entry timestamp (ms), -1 when the entry has none
+
+
+class DamageReport(TypedDict):
+    """One damaged range of a partition's storage, as a read met it (kop/offset/damage.py): the ledger's
+    entries and bytes, why, and the Kafka offsets they held. Admin internal stats show it as is."""
+
+    ledgerId: int
+    firstEntry: int
+    lastEntry: int
+    byteStart: int
+    byteEnd: int
+    reason: str
+    firstOffset: int
+    lastOffset: int
 
 
 class PartitionLog(abc.ABC):

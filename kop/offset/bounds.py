@@ -6,10 +6,11 @@
   lower; never above the high watermark, and equal to it for an empty log.
 
 Three parts write it, each its own field: the offset index learns ``first_offset`` (it reads the first
-entry), retention sets ``delete_offset`` (DeleteRecords) and ``start_floor`` is refreshed from the
-property compaction writes. Everything that asks "is this offset in the log?" reads it. One small object
-instead of back-references between the parts: each part's tests build a LogBounds with the numbers they
-need, without a managed ledger.
+entry) and ``start_floor`` (from the property compaction writes), retention sets ``delete_offset``
+(DeleteRecords). Everything that asks "is this offset in the log?" reads it. The parts share this small
+interface instead of references to each other or to the whole log, so each part's tests build a LogBounds
+with the numbers they need. ManagedPartitionLog is itself a LogBounds (its log_start_offset and
+high_watermark, read on every fetch, stay one property away) and hands itself to its parts as such.
 """
 
 from __future__ import annotations

@@ -98,8 +98,6 @@ class LogCleaner:
                 if not self.topics.owns(topic, p):
                     continue  # cluster mode: its owner cleans it
                 plog = await self.topics.partition_log(topic, p)
-                if not hasattr(plog, "cleaning_state"):
-                    continue
                 now = int(time.time() * 1000) if now_ms is None else now_ms
                 state = await plog.cleaning_state()
                 first = state.current_first_timestamp

@@ -40,6 +40,7 @@ from kop.pulsar.schema_registry import stamp_version
 from kop.pulsar.schemas import SchemaRefused, producer_version
 
 if TYPE_CHECKING:
+    from kop.managed_ledger import Position
     from kop.pulsar.subscription import PartitionState
 
 log = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
 
     name = p.name
 
-    def done(f: asyncio.Future[tuple[object, int]]) -> None:
+    def done(f: asyncio.Future[tuple[Position, int]]) -> None:
         if f.cancelled() or f.exception() is not None:
             if dedup is not None:
                 dedup.failed(name)
@@ -202,7 +203,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         if dedup is not None:
             dedup.persisted_up_to(name, top)
         fields = {"producer_id": pid, "sequence_id": seq,
-                  "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}  # type: ignore[attr-defined]
+                  "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}
         if highest is not None:
             fields["highest_sequence_id"] = highest
         conn.send(c.command(c.SEND_RECEIPT, **fields))

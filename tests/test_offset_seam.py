@@ -35,8 +35,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the ids of the partition's ledgers, to ask the ledger store which of them are damaged",
     ("kop/topics/chores.py", "_newest_entry_time", "ml"):
         "the compaction chore walks ledgers through kop/offset/compaction.py's CompactableLog, which exposes ml",
-    ("kop/topics/chores.py", "_newest_entry_time", "probe"):
-        "the same: CompactableLog.probe gives the newest entry's broker time",
 }
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 # One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
-from kop.managed_ledger import ManagedLedger, Position
+from kop.managed_ledger import ManagedLedger, ManagedLedgerConfig, Position
 from kop.offset.compaction import DEFAULT_DELETE_RETENTION_MS, CleaningState, CompactionResult
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
 
@@ -209,6 +209,10 @@ class PartitionLog(abc.ABC):
     @abc.abstractmethod
     def rollovers(self) -> int:
         """Ledger rollovers of this log since it was opened (a metric)."""
+
+    @abc.abstractmethod
+    def reconfigure(self, config: ManagedLedgerConfig) -> None:
+        """Apply new managed-ledger settings (a topic's segment.bytes / segment.ms changed) to the open log."""
 
     @property
     @abc.abstractmethod

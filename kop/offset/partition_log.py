@@ -126,6 +126,10 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
     def rollovers(self) -> int:
         return self.ml.rollovers
 
+    def reconfigure(self, config: ManagedLedgerConfig) -> None:
+        if self.ml.config != config:
+            self.ml.reconfigure(config)
+
     def _on_durable(self, position: Position, context: AddContext) -> None:
         """Once per durable append (the produce hot path): the producer state when it has markers to
         complete or snapshots to keep (a partition that never saw a transaction has neither), the offset

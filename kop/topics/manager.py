@@ -266,8 +266,7 @@ class TopicManager:
             await self._update(topic, configs=dict(configs))
             new = ledger_config(topic.configs, self.storage.managed_ledger_config)
             for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
-                if plog.ml.config != new:
-                    plog.ml.reconfigure(new)
+                plog.reconfigure(new)
 
     async def _update(self, topic: Topic, **changes: Any) -> None:
         async with self._lock:

@@ -42,7 +42,7 @@ from kop.offset.api import PartitionLog
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, check_subscriber
@@ -53,6 +53,7 @@ from kop.pulsar.subscription import (
     PartitionState,
     Subscription,
     last_position,
+    offset_of,
 )
 
 log = logging.getLogger(__name__)
@@ -70,22 +71,6 @@ def _position(mid: c.MessageIdData) -> Position:
     return Position(_signed(mid.ledgerId), _signed(mid.entryId))
 
 
-async def offset_of(plog: PartitionLog, pos: Position) -> int:
-    """The first offset of the entry at `pos`: earliest for ids before the log, the end for ids after it."""
-    if pos.ledger_id < 0:
-        return plog.log_start_offset
-    if pos.ledger_id >= INT64_MAX or pos.entry_id >= INT64_MAX:
-        return plog.high_watermark
-    try:
-        meta = await plog.probe(pos.ledger_id, max(pos.entry_id, 0))  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - no such entry: before the first retained one, or after the last
-        last = await last_position(plog)
-        if last is None or pos > last[0]:
-            return plog.high_watermark
-        return plog.log_start_offset
-    return max(meta.base_offset, plog.log_start_offset)
-
-
 def _consumer(conn: PulsarConnection, consumer_id: int) -> Consumer | None:
     return conn.consumers.get(consumer_id)
 
@@ -98,7 +83,6 @@ def _consumer_or_error(conn: PulsarConnection, req: Any) -> Consumer | None:
     return k
 
 
-@serves(c.SUBSCRIBE)
 async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -205,7 +189,6 @@ async def _after(plog: PartitionLog, pos: Position) -> int:
         return plog.log_start_offset
 
 
-@serves(c.FLOW)
 async def flow(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = _consumer(conn, req.consumer_id)
@@ -216,7 +199,6 @@ async def flow(conn: PulsarConnection, frame: Frame) -> None:
     k.subscription.wake()
 
 
-@serves(c.ACK)
 async def ack(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = _consumer(conn, req.consumer_id)
@@ -234,7 +216,6 @@ async def ack(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.ACK_RESPONSE, **fields))
 
 
-@serves(c.REDELIVER_UNACKNOWLEDGED_MESSAGES)
 async def redeliver(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = _consumer(conn, req.consumer_id)
@@ -246,7 +227,6 @@ async def redeliver(conn: PulsarConnection, frame: Frame) -> None:
     k.subscription.redeliver(k, ids)
 
 
-@serves(c.SEEK)
 async def seek(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -272,7 +252,6 @@ async def seek(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.SUCCESS, request_id=rid))
 
 
-@serves(c.GET_LAST_MESSAGE_ID)
 async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -296,7 +275,6 @@ async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
                         consumer_mark_delete_position=c.message_id(md.ledger_id, md.entry_id)))
 
 
-@serves(c.UNSUBSCRIBE)
 async def unsubscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -313,7 +291,6 @@ async def unsubscribe(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.SUCCESS, request_id=rid))
 
 
-@serves(c.CLOSE_CONSUMER)
 async def close_consumer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = conn.consumers.pop(req.consumer_id, None)

@@ -33,7 +33,7 @@ from kop.protocol.records import parse_batch_header
 from kop.pulsar import authorize, backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schema_registry import stamp_version
@@ -68,7 +68,6 @@ class Producer:
             del self.state.producers[self.name]
 
 
-@serves(c.PRODUCER)
 async def producer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -131,7 +130,6 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
                         schema_version=schema_version))
 
 
-@serves(c.CLOSE_PRODUCER)
 async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     p = conn.producers.pop(req.producer_id, None)
@@ -140,7 +138,6 @@ async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.SUCCESS, request_id=req.request_id))
 
 
-@serves(c.SEND)
 async def send(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     pid, seq = req.producer_id, req.sequence_id

@@ -183,6 +183,7 @@ def ack_set_words(bits: int) -> list[int]:
     return words
 
 
+_INT64_MAX = (1 << 63) - 1  # MessageId.latest's ledger and entry ids
 _LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
 
 
@@ -657,3 +658,19 @@ async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:
         last = meta.index - meta.base_offset
         return pos, last if last > 0 else -1
     return None
+
+
+async def offset_of(plog: PartitionLog, pos: Position) -> int:
+    """The first offset of the entry at `pos`: earliest for ids before the log, the end for ids after it."""
+    if pos.ledger_id < 0:
+        return plog.log_start_offset
+    if pos.ledger_id >= _INT64_MAX or pos.entry_id >= _INT64_MAX:
+        return plog.high_watermark
+    try:
+        meta = await plog.probe(pos.ledger_id, max(pos.entry_id, 0))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no such entry: before the first retained one, or after the last
+        last = await last_position(plog)
+        if last is None or pos > last[0]:
+            return plog.high_watermark
+        return plog.log_start_offset
+    return max(meta.base_offset, plog.log_start_offset)

@@ -34,10 +34,19 @@ from typing import TYPE_CHECKING, Any
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET
 from kop.offset.api import OffsetOutOfRange
+from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.batch import decompress_payload
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
-from kop.pulsar.subscription import EXCLUSIVE, FAILOVER, KEY_SHARED, SHARED, PartitionState, Subscription
+from kop.pulsar.subscription import (
+    EXCLUSIVE,
+    FAILOVER,
+    KEY_SHARED,
+    SHARED,
+    PartitionState,
+    Subscription,
+    offset_of,
+)
 from kop.services import SubscriptionError
 from kop.topics.manager import Topic
 
@@ -210,8 +219,6 @@ class SubscriptionsAdmin:
 
 def _disconnect(sub: Subscription) -> None:
     """Close the subscription's consumers as Pulsar's disconnect does: the clients subscribe again."""
-    from kop.pulsar.codec import commands as c
-
     sub.keep_without_consumers = True
     for k in list(sub.consumers):
         k.conn.consumers.pop(k.consumer_id, None)
@@ -289,8 +296,6 @@ async def _after(state: PartitionState, pos: Position) -> int:
 async def _offset_of(state: PartitionState, ledger_id: int, entry_id: int) -> int:
     """The first offset of the entry at (ledger_id, entry_id): Pulsar's MessageId.earliest (-1:-1) = the log
     start, MessageId.latest (Long.MAX_VALUE) = the end."""
-    from kop.pulsar.consume import offset_of
-
     if ledger_id >= INT64_MAX or entry_id >= INT64_MAX:
         return state.plog.high_watermark
     return await offset_of(state.plog, Position(ledger_id, entry_id))

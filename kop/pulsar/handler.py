@@ -47,7 +47,6 @@ from kop.topics.manager import Topic
 log = logging.getLogger(__name__)
 
 
-
 class PulsarProtocolHandler(ProtocolHandler):
     name = "pulsar"
 
@@ -96,7 +95,8 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.schemas = SchemaRegistry(services.topics.store, self.config.schemaCompatibilityStrategy)
         services.topics.deletion_listeners.append(lambda topic: self.schemas.delete(topic.name))  # as Pulsar does
         self.subscriptions = SubscriptionsAdmin(self)
-        services.topics.retention_floors.append(self.subscriptions.backlog_floor)  # unacked entries outlive retention
+        # unacknowledged entries outlive retention
+        services.topics.retention_floors.append(self.subscriptions.backlog_floor)
         self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
                                    lambda: backlog_quota.check(self.config, list(self.partitions.values())), log)
         self._quota.start()

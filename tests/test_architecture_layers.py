@@ -51,10 +51,12 @@ def import_graph() -> dict[str, dict[str, list[str]]]:
         if src is None:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(rel))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 if node.level:
                     base = parts if is_pkg else parts[:-1]
                     base = base[: len(base) - (node.level - 1)]

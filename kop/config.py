@@ -3,20 +3,38 @@
 Operators coming from Pulsar/KoP keep their key names (kafkaListeners, kafkaTenant,
 managedLedgerMaxEntriesPerLedger, ...). A config file is Java-properties style (`key=value`, `#` comments),
 like Pulsar's broker.conf/standalone.conf. An unknown key or a value that does not parse stops start-up with
-a message naming the key: a typo must never silently fall back to a default.
+a message naming the key: a typo must never silently fall back to a default. A key this broker once accepted but
+never read (REMOVED_KEYS) is ignored with a warning that says why: it never had an effect, so a config that
+still names it behaves as before.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+log = logging.getLogger(__name__)
+
 
 class ConfigError(ValueError):
     """A configuration problem; the message names the key."""
+
+
+# Keys earlier versions validated but nothing read (issue #21): ignored with a warning saying what bounds the same
+# thing now, instead of the refusal an unknown key gets.
+REMOVED_KEYS: dict[str, str] = {
+    "requestTimeoutMs": "the broker has no per-request timeout (as Apache Kafka's has none): a Produce is answered "
+                        "once stored, a Fetch waits at most its max_wait_ms (capped by fetchMaxWaitCapMs), and "
+                        "the client's request.timeout.ms bounds the rest",
+    "maxPendingResponseBytes": "a connection stops reading requests while its unsent responses are above the "
+                               "socket's write high-water mark, and pipelined Fetches wait while unwritten answers "
+                               "hold 4 MiB (kop/kafka/connection.py); maxQueuedRequests and queuedMaxRequestBytes "
+                               "bound the requests",
+}
 
 
 def _bool(value: str) -> bool:
@@ -128,9 +146,7 @@ class BrokerConfig:
     maxMessageSize: int = 5 * 1024 * 1024  # broker-wide default of max.message.bytes (KoP's default)
     socketRequestMaxBytes: int = 100 * 1024 * 1024
     maxQueuedRequests: int = 500  # per connection; reading pauses beyond this (back-pressure)
-    requestTimeoutMs: int = 30000
     connectionMaxIdleMs: int = 600000  # -1 disables
-    maxPendingResponseBytes: int = 64 * 1024 * 1024  # per connection; reading pauses beyond this
     fetchMaxWaitCapMs: int = 30000
     maxIncrementalFetchSessionCacheSlots: int = 1000  # KIP-227 fetch sessions kept; 0 turns them off
     # --- request memory and connection limits (Kafka's queued.max.request.bytes, max.connections.per.ip,
@@ -294,6 +310,9 @@ class BrokerConfig:
         values: dict[str, Any] = {}
         for key, text in raw.items():
             f = fields_by_name.get(key)
+            if f is None and key in REMOVED_KEYS:
+                log.warning("config key %s is no longer read, ignored: %s", key, REMOVED_KEYS[key])
+                continue
             if f is None:
                 hint = _closest(key, fields_by_name)
                 raise ConfigError(f"unknown config key {key!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
@@ -343,9 +362,7 @@ class BrokerConfig:
         need(self.maxConnectionsPerIp >= 1 or (self.maxConnectionsPerIp == 0 and bool(self.ip_overrides)),
              "maxConnectionsPerIp", ">= 1, or 0 when maxConnectionsPerIpOverrides is set (as in Kafka)")
         need(self.maxConnections >= 0, "maxConnections", "must be >= 0")
-        need(self.requestTimeoutMs > 0, "requestTimeoutMs", "must be > 0")
         need(self.connectionMaxIdleMs == -1 or self.connectionMaxIdleMs > 0, "connectionMaxIdleMs", "-1 or > 0")
-        need(self.maxPendingResponseBytes >= 1024 * 1024, "maxPendingResponseBytes", "must be >= 1 MiB")
         self._validate_storage_and_services()
 
     def _validate_security(self) -> None:

@@ -10,6 +10,10 @@ made from another checkout, an old wheel), so a handler added to the source woul
 reinstall; built-ins are part of this package and need no registry. pyproject.toml still declares them, so
 other tools listing the group see both.
 
+A handler declares the services it brings to the rest of the broker (the pulsar handler: its subscriptions and
+schema registry, which the admin REST drives) by answering `provides()`; the composition root registers them as
+typed attributes of BrokerServices once the handler has started, so nobody looks them up by name.
+
 Besides the lifecycle, the broker tells each handler what happens to the partitions under it: bundles it
 acquires or releases (cluster mode), partition logs let go or deleted. The hooks have no-op defaults, so a
 handler overrides only those it has state for.
@@ -23,7 +27,7 @@ from importlib.metadata import entry_points
 
 from kop.cluster.bundles import Bundle
 from kop.config import BrokerConfig, ConfigError
-from kop.services import BrokerServices
+from kop.services import BrokerServices, ProvidedServices
 
 ENTRY_POINT_GROUP = "kop.protocol_handlers"
 BUILT_IN = {
@@ -55,6 +59,10 @@ class ProtocolHandler(abc.ABC):
         """Stop accepting, let in-flight requests finish (or fail them after `timeout`), close connections."""
 
     # ------------------------------------------------------------------ hooks (no-op by default)
+    def provides(self) -> ProvidedServices:
+        """The services this handler adds to the broker's (asked once, after start()); none by default."""
+        return ProvidedServices()
+
     def bound_port(self, listener_name: str) -> int | None:
         """The port this handler's listener `listener_name` is bound to, None when it serves no listener of
         that name. The broker registers its advertised listeners with it when the config says port 0."""
@@ -85,7 +93,10 @@ class ProtocolHandler(abc.ABC):
 
 def _load_built_in(target: str) -> type[ProtocolHandler]:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    cls = getattr(importlib.import_module(module), attr)
+    if not (isinstance(cls, type) and issubclass(cls, ProtocolHandler)):
+        raise TypeError(f"{target} is not a ProtocolHandler")
+    return cls
 
 
 def load_handlers(config: BrokerConfig) -> list[ProtocolHandler]:

@@ -3,10 +3,17 @@
 A protocol handler (kop/protocol_handler.py) and the admin HTTP server get this, not the broker service
 itself: they sit below the composition root (kop/server/), so they name what they use through this
 interface and never import the class that builds it. `kop.server.service.BrokerService` implements it.
+
+Every service is declared here with its type; one that may be absent is Optional and its users test it for
+None (never `getattr(service, name, None)`). Services a protocol handler brings (the pulsar handler's
+subscriptions and schema registry, which the admin REST drives) are declared by the handler as a
+ProvidedServices (ProtocolHandler.provides) and registered by the composition root once the handler started;
+until then, and in a broker without that handler, they are None.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kop.cluster.ownership import Ownership
@@ -45,8 +52,8 @@ class SchemaRestError(Exception):
 class PulsarSubscriptions(Protocol):
     """The Pulsar subscriptions (managed cursors) of one partition, as the admin REST drives them.
 
-    The pulsar handler implements it (kop/pulsar/subscriptions.py) and sets `BrokerServices.pulsar_subscriptions`
-    when it starts; the admin server names only this interface. Offsets are Kafka offsets of the partition;
+    The pulsar handler implements it (kop/pulsar/subscriptions.py) and provides it (ProvidedServices); the
+    composition root sets `BrokerServices.pulsar_subscriptions` to it; the admin server names only this interface. Offsets are Kafka offsets of the partition;
     positions are (ledger id, entry id). Each call raises SubscriptionError for what Pulsar refuses."""
 
     async def names(self, topic: Topic, partition: int) -> list[str]: ...
@@ -124,7 +131,20 @@ class TransactionVerifier(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ProvidedServices:
+    """The services a protocol handler adds to the broker's (ProtocolHandler.provides, asked after its start()):
+    one field per service another part of the broker may use, typed by its interface; None: not provided. The
+    composition root sets the BrokerServices attribute of the same name, and refuses two handlers providing one
+    service."""
+
+    pulsar_subscriptions: PulsarSubscriptions | None = None
+    pulsar_schemas: PulsarSchemas | None = None
+
+
 class BrokerServices(Protocol):
+    """Every service of the broker a handler or the admin server may use (kop.server.service.BrokerService)."""
+
     config: BrokerConfig
     topics: TopicManager
     producer_ids: ProducerIdAllocator
@@ -138,7 +158,8 @@ class BrokerServices(Protocol):
     started_ms: int  # wall-clock start time (DescribeCluster, /admin/v2/brokers)
     ready: bool  # topics loaded and every listener accepting (/ready)
     stopped: bool
-    pulsar_subscriptions: PulsarSubscriptions | None  # set by the pulsar handler when it runs
-    pulsar_schemas: PulsarSchemas | None  # set by the pulsar handler when it runs
+    # Provided by a protocol handler (ProvidedServices): the pulsar handler's, None without it or before it started.
+    pulsar_subscriptions: PulsarSubscriptions | None
+    pulsar_schemas: PulsarSchemas | None
     authorizer: Authorizer | None  # Kafka's ACLs (authorizationEnabled); None: nothing is checked
     scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)

@@ -1,7 +1,7 @@
 """Protocol fuzzing of the Pulsar listener: the Pulsar `Target` of tests/fuzz.py's machinery.
 
 The corpus is built at run time with kop.pulsar.codec's encoders: for every command type the handler serves
-(kop.pulsar.connection.HANDLERS), several commands whose every field (nested messages too) has a plausible value
+(kop.pulsar.commands_table.COMMANDS), several commands whose every field (nested messages too) has a plausible value
 - a topic "persistent://public/default/fuzz" or a partition of it, small producer/consumer/request ids so commands
 of one connection meet each other's producers and consumers - and SENDs with real message metadata, batched or
 not, with and without their CRC32C section. Most mutations keep the command size and the BaseCommand's type
@@ -39,10 +39,9 @@ _INTS = (0, 0, 1, 1, 2, 3, 100)
 
 
 def _served_types() -> list[int]:
-    from kop.pulsar import consume, lookup, produce, session  # noqa: F401 - they register their commands
-    from kop.pulsar.connection import HANDLERS
+    from kop.pulsar.commands_table import COMMANDS
 
-    return sorted(HANDLERS)
+    return sorted(COMMANDS)
 
 
 def _fill(msg: Any, rnd: random.Random, depth: int = 0) -> None:

@@ -51,10 +51,12 @@ def import_graph() -> dict[str, dict[str, list[str]]]:
         if src is None:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(rel))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 if node.level:
                     base = parts if is_pkg else parts[:-1]
                     base = base[: len(base) - (node.level - 1)]
@@ -113,3 +115,12 @@ def test_the_graph_is_derived_from_real_imports():
     assert "topics" in graph["coordinator"]
     assert "services" in graph["admin"]  # only under TYPE_CHECKING in kop/admin/
     assert "storage" in graph["server"]  # only inside functions in kop/server/storage.py
+
+
+def test_the_readme_layout_lists_every_unit():
+    """README's Layout block names each package and module directly under kop/ (kop/x/ or kop/x.py)."""
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"^## Layout\n.*?^```\n(.*?)^```", readme, re.S | re.M)
+    assert m, "README.md has no Layout block"
+    listed = set(re.findall(r"^kop/([A-Za-z_]+)(?:/|\.py)\s", m.group(1), re.M))
+    assert units() <= listed, f"README's Layout misses: {sorted(units() - listed)}"

@@ -24,6 +24,22 @@ def test_unknown_key_names_the_key_and_suggests():
         BrokerConfig.load(overrides={"managedLedgerMaxEntriesPerLedgr": "5"})
 
 
+@pytest.mark.parametrize("key", ["requestTimeoutMs", "maxPendingResponseBytes"])
+def test_a_removed_key_is_ignored_with_a_warning(key, caplog, tmp_path):
+    """Validated once but read nowhere (issue #21): a config that still names one loads as before, and the log
+    says the key is not read and what bounds that now. Unknown keys are still refused."""
+    f = tmp_path / "broker.conf"
+    f.write_text(f"{key}=30000\ndefaultNumPartitions=3\n")
+    with caplog.at_level("WARNING", logger="kop.config"):
+        c = BrokerConfig.load(f, overrides={key: "1"})
+    assert c.defaultNumPartitions == 3
+    assert key not in BrokerConfig.keys() and not hasattr(c, key)
+    assert [r.getMessage() for r in caplog.records if key in r.getMessage()], "no warning names the key"
+    assert all("no longer read" in r.getMessage() for r in caplog.records if key in r.getMessage())
+    with pytest.raises(ConfigError, match="unknown config key"):
+        BrokerConfig.load(overrides={key + "s": "1"})
+
+
 @pytest.mark.parametrize(
     "key,value",
     [

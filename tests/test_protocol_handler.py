@@ -17,9 +17,10 @@ from kop.cluster.bundles import Bundle
 from kop.config import BrokerConfig, ConfigError
 from kop.kafka.handler import KafkaProtocolHandler
 from kop.protocol_handler import ProtocolHandler, load_handlers
+from kop.pulsar.schema_registry import SchemaRegistry
 from kop.server.service import BrokerService
 from kop.server.storage import open_embedded_storage
-from kop.services import BrokerServices
+from kop.services import BrokerServices, ProvidedServices
 
 
 class LineHandler(ProtocolHandler):
@@ -112,3 +113,67 @@ def test_messaging_protocols_name_handlers_by_entry_point() -> None:
     assert [type(h) for h in both] == [KafkaProtocolHandler, PulsarProtocolHandler]
     with pytest.raises(ConfigError, match="no protocol handler named 'mqtt'"):
         load_handlers(BrokerConfig.load(overrides={"messagingProtocols": "kafka,mqtt"}))
+
+
+class ProvidingHandler(LineHandler):
+    """A handler that brings a service of its own, as the pulsar handler brings its schema registry."""
+
+    name = "providing"
+
+    def accept(self, protocol: str) -> bool:
+        return protocol == "providing"
+
+    async def start(self, services: BrokerServices) -> None:
+        await super().start(services)
+        self.schemas = SchemaRegistry(services.topics.store, self.config.schemaCompatibilityStrategy)
+
+    def provides(self) -> ProvidedServices:
+        return ProvidedServices(pulsar_schemas=self.schemas)
+
+
+async def test_the_services_a_handler_provides_are_registered_once_it_started(tmp_path: Path) -> None:
+    config = BrokerConfig.load(overrides={"kafkaListeners": "PLAINTEXT://127.0.0.1:0", "webServicePort": "-1"})
+    service = BrokerService(config, await open_embedded_storage(tmp_path, config))
+    plain, providing = LineHandler(), ProvidingHandler()
+    plain.initialize(config)
+    providing.initialize(config)
+    assert service.pulsar_schemas is None and service.pulsar_subscriptions is None  # nothing provides them yet
+    await service.start([plain, providing])
+    try:
+        assert service.pulsar_schemas is providing.schemas  # a typed attribute, no lookup by name
+        assert service.pulsar_subscriptions is None  # provided by no handler here
+    finally:
+        await service.stop()
+
+    service = BrokerService(config, await open_embedded_storage(tmp_path / "2", config))
+    twins = [ProvidingHandler(), ProvidingHandler()]
+    for h in twins:
+        h.initialize(config)
+    with pytest.raises(ConfigError, match="providing provides pulsar_schemas, which another handler already"):
+        await service.start(twins)
+    await service.stop()
+
+
+def test_no_service_is_looked_up_by_name() -> None:
+    """Services are typed attributes of BrokerServices (kop/services.py), Optional where absent: nothing in kop/
+    asks getattr/hasattr for one (or for a handler's `service`), which would hide a missing or renamed service
+    from the type checker."""
+    import ast
+
+    from kop.services import BrokerServices
+
+    names = set(BrokerServices.__annotations__) | {"service", "services"}
+    root = Path(__file__).resolve().parent.parent
+    # Being rewritten in #21 (the partition seam's produce), which drops its lookup of `service.transactions`;
+    # delete this entry with it.
+    pending = {"kop/kafka/apis/produce.py"}
+    found = []
+    for path in sorted((root / "kop").rglob("*.py")):
+        rel = str(path.relative_to(root))
+        if rel in pending or path.name.endswith("_pb2.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), rel)):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                    and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant) and node.args[1].value in names):
+                found.append(f"{rel}:{node.lineno} {ast.unparse(node)}")
+    assert not found, "services looked up by name (declare them on BrokerServices):\n" + "\n".join(found)

@@ -25,11 +25,9 @@ log = logging.getLogger(__name__)
 
 def committed_offsets(service: BrokerServices) -> list[tuple[str, str, int, int]]:
     """(group, topic as persistent://tenant/ns/name, partition, committed offset) for every durable commit
-    the group coordinator holds; [] without a coordinator. The coordinator keys topics by their Kafka name
+    the group coordinator holds. The coordinator keys topics by their Kafka name
     (`t`, or `tenant/ns/t` outside the default namespace); the admin side speaks Pulsar's full names."""
-    coordinator = getattr(service, "coordinator", None)
-    if coordinator is None:
-        return []
+    coordinator = service.coordinator
     out = []
     topics = service.topics
     for (group, topic, partition), offset in coordinator.committed_offsets().items():

@@ -106,7 +106,7 @@ def _topic(request: web.Request) -> TopicName:
 
 def _resolve(server: AdminServer, request: web.Request) -> tuple[PulsarSchemas, TopicName]:
     name = _topic(request)
-    registry: PulsarSchemas | None = getattr(server.service, "pulsar_schemas", None)
+    registry = server.service.pulsar_schemas
     if registry is None:
         raise AdminError(404, "Schema registry not available: the pulsar protocol handler is not running")
     return registry, name
@@ -139,7 +139,7 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 async def _answer(server: AdminServer, request: web.Request, version: int | None) -> web.Response:
     name = _topic(request)
-    registry = getattr(server.service, "pulsar_schemas", None)
+    registry = server.service.pulsar_schemas
     body = None
     if registry is not None:
         body = await registry.rest_schema(name, version)

@@ -168,7 +168,7 @@ class AdminServer:
     # ------------------------------------------------------------------ metrics, health
     async def metrics(self, request: web.Request) -> web.Response:
         await lag.refresh(self.service)
-        pulsar = getattr(self.service, "pulsar_subscriptions", None)
+        pulsar = self.service.pulsar_subscriptions
         self.service.metrics.pulsar = await pulsar.served() if pulsar is not None else []
         body = generate_latest(self.service.metrics.registry)
         resp = web.Response(body=body)
@@ -269,8 +269,8 @@ class AdminServer:
         this broker owns (always, in embedded mode), else asked of its owner's admin endpoint for that one
         partition - as Pulsar gathers partitioned stats from each partition's broker. Opening the
         partition here instead would take it from its owner (fence its ledger)."""
-        ownership = getattr(self.service, "ownership", None)
-        if ownership is None or not ownership.clustered:
+        ownership = self.service.ownership
+        if not ownership.clustered:
             yield lambda p: local(self.service, ref.topic, p)
             return
         import aiohttp
@@ -329,8 +329,8 @@ class AdminServer:
         take ownership of an unowned bundle; here a lookup takes an unowned bundle anyway). No owner found
         (no live broker chose it in time) -> 412, Pulsar's "Failed to find ownership". Embedded mode, and
         a name without a partition (resolved to 404 by the endpoints), never redirect."""
-        ownership = getattr(self.service, "ownership", None)
-        if partition is None or ownership is None or not ownership.clustered:
+        ownership = self.service.ownership
+        if partition is None or not ownership.clustered:
             return
         owner = await ownership.owner_of(ref.topic.name, partition)
         if owner is None:

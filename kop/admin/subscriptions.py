@@ -69,7 +69,7 @@ class _Handlers:
 
     @property
     def api(self) -> PulsarSubscriptions | None:
-        return getattr(self.server.service, "pulsar_subscriptions", None)
+        return self.server.service.pulsar_subscriptions
 
     async def _each(self, request: web.Request, op: Callable[[PulsarSubscriptions, Any, int], Awaitable[Any]],
                     base_allowed: str | None = None) -> list[Any]:
@@ -85,8 +85,7 @@ class _Handlers:
         else:
             if base_allowed is not None:
                 raise AdminError(405, base_allowed)
-            ownership = getattr(self.server.service, "ownership", None)
-            if ownership is not None and ownership.clustered:
+            if self.server.service.ownership.clustered:
                 raise AdminError(412, f"{ref.name}: in cluster mode name one partition "
                                       f"(e.g. {ref.partition_name(0)}); each is served by its owner")
             parts = list(range(ref.topic.partitions))

@@ -98,7 +98,7 @@ def _topics_in(service: BrokerServices, tenant: str, namespace: str) -> list[Top
 
 def topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
     """Pulsar's `topics list`: every partition of every topic (Kafka topics are partitioned topics)."""
-    out = []
+    out: list[str] = []
     for t in _topics_in(service, tenant, namespace):
         out.extend(f"{t.name.canonical}-partition-{p}" for p in range(t.partitions))
     return out
@@ -198,7 +198,7 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
         group: {"msgBacklog": hw - committed, "committedOffset": committed, "type": "KafkaConsumerGroup"}
         for group, committed in sorted(committed_offsets(service, topic, partition).items())
     }
-    pulsar = getattr(service, "pulsar_subscriptions", None)
+    pulsar = service.pulsar_subscriptions
     traffic = {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
     if pulsar is not None:  # Pulsar subscriptions (managed cursors) beside the Kafka consumer groups
         subs.update(await pulsar.stats(topic, partition))
@@ -338,7 +338,7 @@ async def not_ready_reasons(service: BrokerServices) -> list[str]:
     if failed_at is not None and time.monotonic() - failed_at < WRITE_FAILURE_HOLD_S:
         # A failed write frees what it wrote, so on a full disk the small probe below can succeed between
         # two failing produces; recent failures that no successful write has followed count too.
-        reasons.append(f"ledger writes are failing: {store.last_write_error}")
+        reasons.append(f"ledger writes are failing: {getattr(store, 'last_write_error', None)}")
     probe = getattr(store, "probe_writable", None)
     if probe is not None:
         problem = await asyncio.get_running_loop().run_in_executor(None, probe)
@@ -349,8 +349,7 @@ async def not_ready_reasons(service: BrokerServices) -> list[str]:
         problem = await mprobe()
         if problem:
             reasons.append(problem)
-    failed = getattr(service.coordinator, "failed_partitions", None)
-    if failed is not None and (parts := failed()):
+    if parts := service.coordinator.failed_partitions():
         reasons.append(f"__consumer_offsets partition(s) {parts} failed to load (their groups get "
                        "COORDINATOR_NOT_AVAILABLE)")
     return reasons

@@ -56,7 +56,7 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 def authorizer(ctx: RequestContext) -> Authorizer | None:
-    return getattr(ctx.conn.handler.service, "authorizer", None)
+    return ctx.services.authorizer
 
 
 @lru_cache(maxsize=4096)

@@ -105,7 +105,7 @@ class RequestContext:
     async def lookup_topic(self, name: str | None, auto_create: bool = False) -> Topic | None:
         """kop/kafka/apis/common.py's lookup: None when absent (and not auto-created); TopicError for an
         invalid name. Auto-creation also needs CREATE on the cluster or the topic when ACLs are enforced."""
-        if auto_create and name and getattr(self.conn.handler.service, "authorizer", None) is not None:
+        if auto_create and name and self.services.authorizer is not None:
             auto_create = may_auto_create(self, name)
         return await lookup_topic(self.conn.handler, name, auto_create, self.conn.names)
 

@@ -107,7 +107,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
-        self.net = getattr(services, "net", self.net)
+        self.net = services.net
         self.net.add_connections(self.connections)
         self.request_bytes = self.net.request_bytes
         from kop.protocol import precompile

@@ -68,7 +68,7 @@ _PARTITION_SUFFIX = re.compile(r"-partition-(0|[1-9][0-9]*)$")
 
 
 def authorizer(conn: PulsarConnection) -> Authorizer | None:
-    return getattr(conn.handler.service, "authorizer", None)
+    return conn.handler.service.authorizer
 
 
 @lru_cache(maxsize=4096)
@@ -78,9 +78,9 @@ def _java_host(ip: str) -> str:
 
 def client_host(conn: PulsarConnection) -> str:
     """The peer's IP for ACL hosts: the acceptor's normalized address, else the address part of `peer`."""
-    ip = getattr(conn, "ip", "") or ""
+    ip = conn.ip
     if not ip:
-        peer = getattr(conn, "peer", "") or ""
+        peer = conn.peer
         ip = peer.rsplit(":", 1)[0].strip("[]") if ":" in peer else peer
     return _java_host(ip)
 

@@ -2,7 +2,8 @@
 
 Commands are handled one after another by one task per connection, so their effects keep the client's order
 (SENDs are appended in the order they came; their receipts follow as the appends complete, in that order).
-Handlers of each command family live in their own module and are registered in ``HANDLERS``.
+Handlers of each command family live in their own module; the handler's table (kop/pulsar/commands_table.py, as
+``PulsarProtocolHandler.commands``) says which function serves which command type.
 
 Bad input, as Pulsar's broker answers it: a frame that puts the stream out of step (garbage, a Kafka or HTTP
 client on this port, a frame over the size limit) closes the connection; a wrong checksum on a SEND is answered
@@ -59,19 +60,8 @@ READ_SIZE = 256 * 1024
 # copied out (buffer_updated) before the next one begins.
 _read_buffers = threading.local()
 
-Handler = Callable[["PulsarConnection", Frame], Awaitable[None]]
-HANDLERS: dict[int, Handler] = {}
-
-
-def serves(*types: int) -> Callable[[Handler], Handler]:
-    """Register a command handler (used by the command-family modules)."""
-
-    def register(fn: Handler) -> Handler:
-        for t in types:
-            HANDLERS[t] = fn
-        return fn
-
-    return register
+# What serves one command type (kop/pulsar/commands_table.py): the connection and the decoded frame in.
+CommandHandler = Callable[["PulsarConnection", Frame], Awaitable[None]]
 
 
 def non_utf8_field(msg: Any) -> str | None:
@@ -247,7 +237,7 @@ class PulsarConnection(asyncio.BufferedProtocol):
                 log.info("pulsar %s: %s before CONNECT, closing", self.peer, c.type_name(t))
                 self.close()
             return
-        fn = HANDLERS.get(t)
+        fn = self.handler.commands.get(t)
         if fn is None:
             self._not_supported(frame)
             return

@@ -41,7 +41,7 @@ from kop.managed_ledger.cursor import NEXT_OFFSET
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, check_subscriber
@@ -81,7 +81,6 @@ def _consumer_or_error(conn: PulsarConnection, req: Any) -> Consumer | None:
     return k
 
 
-@serves(c.SUBSCRIBE)
 async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -178,7 +177,6 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
     return Subscription(state, req.subscription, req.subType, False, start)
 
 
-@serves(c.FLOW)
 async def flow(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = _consumer(conn, req.consumer_id)
@@ -189,7 +187,6 @@ async def flow(conn: PulsarConnection, frame: Frame) -> None:
     k.subscription.wake()
 
 
-@serves(c.ACK)
 async def ack(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = _consumer(conn, req.consumer_id)
@@ -207,7 +204,6 @@ async def ack(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.ACK_RESPONSE, **fields))
 
 
-@serves(c.REDELIVER_UNACKNOWLEDGED_MESSAGES)
 async def redeliver(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = _consumer(conn, req.consumer_id)
@@ -219,7 +215,6 @@ async def redeliver(conn: PulsarConnection, frame: Frame) -> None:
     k.subscription.redeliver(k, ids)
 
 
-@serves(c.SEEK)
 async def seek(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -245,7 +240,6 @@ async def seek(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.SUCCESS, request_id=rid))
 
 
-@serves(c.GET_LAST_MESSAGE_ID)
 async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -269,7 +263,6 @@ async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
                         consumer_mark_delete_position=c.message_id(md.ledger_id, md.entry_id)))
 
 
-@serves(c.UNSUBSCRIBE)
 async def unsubscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -286,7 +279,6 @@ async def unsubscribe(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.SUCCESS, request_id=rid))
 
 
-@serves(c.CLOSE_CONSUMER)
 async def close_consumer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     k = conn.consumers.pop(req.consumer_id, None)

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.subscription import KEY_SHARED, SHARED
 from kop.pulsar.subscriptions import TYPE_NAMES, _address, _iso, backlog_entries, unacked_messages
 
 
-@serves(c.CONSUMER_STATS)
 async def consumer_stats(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id

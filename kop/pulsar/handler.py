@@ -9,8 +9,14 @@ the ids PIP-415's getMessageIdByIndex names.
 
 What the handler shares across connections: the subscriptions of each partition (kop/pulsar/subscription.py) and
 the producers per partition (names must be unique). Connections live in kop/pulsar/connection.py; each command
-family in its own module (session, lookup, produce, consume). Accepting, the connection limits and the request-bytes
-bound are the broker's, shared with the Kafka handler (kop/net/acceptor.py: one count over both protocols).
+family in its own module (session, lookup, produce, consume, consumer_stats, schemas), served through the explicit
+table of kop/pulsar/commands_table.py. Accepting, the connection limits and the request-bytes bound are the
+broker's, shared with the Kafka handler (kop/net/acceptor.py: one count over both protocols).
+
+As a plugin (kop/protocol_handler.py) it uses the broker's services through BrokerServices (kop/services.py) and
+provides two of its own, which the admin REST drives: the subscriptions of its partitions and the schema registry
+(`provides()`). This module is the top of kop/pulsar/: it imports the rest, and nothing there imports it at run
+time (tests/test_pulsar_imports.py keeps kop/pulsar/ free of import cycles).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import asyncio
 import logging
 import socket
 import ssl
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
@@ -27,18 +33,18 @@ from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
 from kop.net.tls import server_context
 from kop.protocol_handler import ProtocolHandler
+from kop.pulsar import backlog_quota
+from kop.pulsar.commands_table import COMMANDS
+from kop.pulsar.connection import CommandHandler, PulsarConnection
+from kop.pulsar.lookup import LISTENER, LISTENER_TLS
+from kop.pulsar.schema_registry import SchemaRegistry
+from kop.pulsar.subscription import PartitionState
+from kop.pulsar.subscriptions import SubscriptionsAdmin
 from kop.security.tokens import PulsarTokenValidator
-from kop.services import BrokerServices
+from kop.services import BrokerServices, ProvidedServices
 from kop.topics.manager import Topic
 
-if TYPE_CHECKING:
-    from kop.pulsar.connection import PulsarConnection
-    from kop.pulsar.subscription import PartitionState
-
 log = logging.getLogger(__name__)
-
-LISTENER = "pulsar"
-LISTENER_TLS = "pulsar+ssl"  # brokerServicePortTls: the same protocol over TLS
 
 
 class PulsarProtocolHandler(ProtocolHandler):
@@ -60,6 +66,10 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
         self.cursors: CursorStore
+        self.schemas: SchemaRegistry  # start() makes these two, which it provides (provides())
+        self.subscriptions: SubscriptionsAdmin
+        self.commands: Mapping[int, CommandHandler] = COMMANDS  # what serves each command type
+        self._quota: PeriodicTask | None = None  # backlogQuotaCheckIntervalInSeconds, while started
         self.draining = False
 
     # ------------------------------------------------------------------ plugin API
@@ -80,26 +90,17 @@ class PulsarProtocolHandler(ProtocolHandler):
             self.token_validator = PulsarTokenValidator.from_config(config)
 
     async def start(self, services: BrokerServices) -> None:
-        from kop.pulsar import backlog_quota, consume, consumer_stats, lookup, produce, session  # noqa: F401 - commands register
-        from kop.pulsar.connection import PulsarConnection  # connection.py imports this module
-
         self.service = services
         self.cursors = CursorStore(services.topics.store)
-        from kop.pulsar import schemas  # noqa: F401 - GET_SCHEMA and GET_OR_CREATE_SCHEMA register
-        from kop.pulsar.schema_registry import SchemaRegistry
-
         self.schemas = SchemaRegistry(services.topics.store, self.config.schemaCompatibilityStrategy)
         services.topics.deletion_listeners.append(lambda topic: self.schemas.delete(topic.name))  # as Pulsar does
-        services.pulsar_schemas = self.schemas  # the admin REST's schema endpoints (kop/admin/schemas.py)
-        from kop.pulsar.subscriptions import SubscriptionsAdmin
-
-        subs = SubscriptionsAdmin(self)
-        services.pulsar_subscriptions = subs  # the admin REST's way in (kop/services.py)
-        services.topics.retention_floors.append(subs.backlog_floor)  # unacknowledged entries outlive retention
+        self.subscriptions = SubscriptionsAdmin(self)
+        # unacknowledged entries outlive retention
+        services.topics.retention_floors.append(self.subscriptions.backlog_floor)
         self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
                                    lambda: backlog_quota.check(self.config, list(self.partitions.values())), log)
         self._quota.start()
-        self.net = getattr(services, "net", self.net)
+        self.net = services.net
         self.net.add_connections(self.connections)
         self.request_bytes = self.net.request_bytes
         self._sockets = listen(self.config.bindAddress or None, self.config.brokerServicePort)
@@ -126,7 +127,7 @@ class PulsarProtocolHandler(ProtocolHandler):
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
-        if getattr(self, "_quota", None) is not None:
+        if self._quota is not None:
             await self._quota.stop()
         for t in self._accept_tasks:
             t.cancel()
@@ -139,6 +140,11 @@ class PulsarProtocolHandler(ProtocolHandler):
         for state in list(self.partitions.values()):  # ... and every cursor is written before storage closes
             await state.close()
         self.listening = False
+
+    def provides(self) -> ProvidedServices:
+        """The admin REST's way in (kop/services.py): subscriptions (kop/admin/subscriptions.py) and the schema
+        registry (kop/admin/schemas.py)."""
+        return ProvidedServices(pulsar_subscriptions=self.subscriptions, pulsar_schemas=self.schemas)
 
     def bound_port(self, listener_name: str) -> int | None:
         if not self.listening:
@@ -187,8 +193,6 @@ class PulsarProtocolHandler(ProtocolHandler):
 
     async def partition_state(self, topic: Topic, partition: int) -> PartitionState:
         """The producers and subscriptions of one partition (its log opened on first use)."""
-        from kop.pulsar.subscription import PartitionState
-
         ledger = topic.name.ledger_name(partition)
         state = self.partitions.get(ledger)
         if state is not None:

@@ -34,13 +34,16 @@ from typing import TYPE_CHECKING
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
-from kop.pulsar.handler import LISTENER, LISTENER_TLS
+from kop.pulsar.connection import PulsarConnection
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName
 
 if TYPE_CHECKING:
     from kop.pulsar.subscription import PartitionState
+# The listener names under which a broker registers its pulsar:// and pulsar+ssl:// addresses with the others
+# (PulsarProtocolHandler.advertised_addresses); a LOOKUP for a partition another broker owns redirects to them.
+LISTENER = "pulsar"
+LISTENER_TLS = "pulsar+ssl"  # brokerServicePortTls: the same protocol over TLS
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 PARTITIONED_RESPONSE = c.pb.CommandPartitionedTopicMetadataResponse
@@ -117,7 +120,6 @@ async def open_partition(conn: PulsarConnection, request_id: int, topic_name: st
         return None
     return topic, partition, state
 
-@serves(c.PARTITIONED_METADATA)
 async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -140,7 +142,6 @@ async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
                         response=PARTITIONED_RESPONSE.Success))
 
 
-@serves(c.LOOKUP)
 async def lookup(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -183,7 +184,6 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
                         authoritative=True))
 
 
-@serves(c.GET_TOPICS_OF_NAMESPACE)
 async def topics_of_namespace(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     tenant, _, namespace = req.namespace.partition("/")

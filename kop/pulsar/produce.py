@@ -36,7 +36,7 @@ from kop.protocol.records import parse_batch_header
 from kop.pulsar import authorize, backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schema_registry import stamp_version
@@ -74,7 +74,6 @@ class Producer:
             del self.state.producers[self.name]
 
 
-@serves(c.PRODUCER)
 async def producer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -137,7 +136,6 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
                         schema_version=schema_version))
 
 
-@serves(c.CLOSE_PRODUCER)
 async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     p = conn.producers.pop(req.producer_id, None)
@@ -161,7 +159,6 @@ def send_refused(conn: PulsarConnection, pid: int, seq: int, message: str) -> No
     conn.send(c.send_error(pid, seq, refusal_code(conn), message))
 
 
-@serves(c.SEND)
 async def send(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     pid, seq = req.producer_id, req.sequence_id

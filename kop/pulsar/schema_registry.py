@@ -35,6 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import avro.compatibility
+import avro.schema
+
 from kop.protocol.records import update_crc
 from kop.services import SchemaRestError
 from kop.storage.api import MetadataStore, NodeExistsError
@@ -144,8 +147,6 @@ def topic_path(name: TopicName) -> str:
 def _parsed(schema: SchemaData) -> Any:
     """The Avro definition of an Avro-based schema, None when it is not one (a JSON schema may be an old-style JSON
     Schema document, which Pulsar's JSON check also accepts)."""
-    import avro.schema  # noqa: PLC0415 - only schemas of Avro-based types need it
-
     try:
         return avro.schema.parse(schema.data.decode("utf-8"))
     except Exception:  # noqa: BLE001 - not UTF-8, not JSON, not a valid Avro schema
@@ -162,8 +163,6 @@ def invalid(schema: SchemaData) -> str | None:
 def _avro_incompatibility(reader: SchemaData, writer: SchemaData) -> str | None:
     """Why data written with `writer` cannot be read with `reader` (None: it can, or one of them is not an Avro
     definition, which can then not be checked), by Avro's resolution rules."""
-    import avro.compatibility  # noqa: PLC0415
-
     r, w = _parsed(reader), _parsed(writer)
     if r is None or w is None:
         return None

@@ -33,7 +33,7 @@ from typing import Any
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.lookup import NameError_, split_name
 from kop.pulsar.schema_registry import (
     AUTO_CONSUME,
@@ -119,7 +119,6 @@ def _topic_or_error(conn: PulsarConnection, req: Any, answer: int,
     return name
 
 
-@serves(c.GET_SCHEMA)
 async def get_schema(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -147,7 +146,6 @@ async def get_schema(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(answer, request_id=rid, schema=wire_schema(name, schema), schema_version=version_bytes(v)))
 
 
-@serves(c.GET_OR_CREATE_SCHEMA)
 async def get_or_create_schema(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id

@@ -23,7 +23,7 @@ from typing import Any
 from kop import __version__
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
-from kop.pulsar.connection import PulsarConnection, serves
+from kop.pulsar.connection import PulsarConnection
 from kop.security.principal import KafkaPrincipal
 from kop.security.tokens import InvalidToken
 
@@ -32,7 +32,6 @@ log = logging.getLogger(__name__)
 UNKNOWN_REQUEST_ID = 2**64 - 1  # Pulsar's -1 as an unsigned long: an error that answers no request
 
 
-@serves(c.CONNECT)
 async def connect(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     if conn.connected:
@@ -67,11 +66,9 @@ def _authenticate(conn: PulsarConnection, req: Any) -> bool:
     return True
 
 
-@serves(c.PING)
 async def ping(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.PONG))
 
 
-@serves(c.PONG)
 async def pong(conn: PulsarConnection, frame: Frame) -> None:
     return None

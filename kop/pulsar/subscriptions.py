@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET
 from kop.offset.api import NoSuchEntry, OffsetOutOfRange, PartitionLog
+from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.batch import decompress_payload
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
@@ -218,8 +219,6 @@ class SubscriptionsAdmin:
 
 def _disconnect(sub: Subscription) -> None:
     """Close the subscription's consumers as Pulsar's disconnect does: the clients subscribe again."""
-    from kop.pulsar.codec import commands as c
-
     sub.keep_without_consumers = True
     for k in list(sub.consumers):
         k.conn.consumers.pop(k.consumer_id, None)

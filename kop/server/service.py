@@ -26,7 +26,7 @@ from kop.admin.server import AdminServer
 from kop.aio import PeriodicTask
 from kop.cluster.bundles import Bundle
 from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeeperOwnership
-from kop.config import BrokerConfig
+from kop.config import BrokerConfig, ConfigError
 from kop.coordinator import GroupCoordinator
 from kop.coordinator.transactions import TransactionCoordinator
 from kop.metrics import BrokerMetrics
@@ -35,6 +35,7 @@ from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
 from kop.security.acl import Authorizer
 from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
+from kop.security.sasl.scram import ScramCredentialStore
 from kop.services import PulsarSchemas, PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
@@ -78,8 +79,9 @@ class BrokerService:
         self.metrics.request_bytes_pauses = lambda: self.net.request_bytes.pauses
         self.metrics.connections_rejected = lambda: self.net.connections_rejected
         self.admin: AdminServer | None = None  # when webServicePort >= 0
-        self.pulsar_subscriptions: PulsarSubscriptions | None = None  # the pulsar handler sets it
-        self.pulsar_schemas: PulsarSchemas | None = None  # the pulsar handler sets it
+        # Services protocol handlers provide (ProtocolHandler.provides), registered once each has started.
+        self.pulsar_subscriptions: PulsarSubscriptions | None = None
+        self.pulsar_schemas: PulsarSchemas | None = None
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
         # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).
@@ -91,7 +93,7 @@ class BrokerService:
             self.ownership.on_acquired.append(self._bundle_acquired)
             self.ownership.on_released.append(self._bundle_released)
         # SCRAM users and ACLs live in the metadata store, so every broker of a cluster shares them.
-        self.scram_store = MetadataScramCredentialStore(storage.metadata_store)
+        self.scram_store: ScramCredentialStore = MetadataScramCredentialStore(storage.metadata_store)
         self.acl_store = MetadataAclStore(storage.metadata_store)
         self.authorizer: Authorizer | None = None  # None: authorizationEnabled=false, nothing is checked
         self._acl_version = -2
@@ -126,7 +128,7 @@ class BrokerService:
         if self.clustered:
             await self.topics.watch()
             for h in self.handlers:
-                await h.start(self)
+                await self._start_handler(h)
             await self.ownership.start(self._local_broker())  # BrokerIdInUseError: a duplicate id
             await self.coordinator.start()
             await self.transactions.start()
@@ -134,7 +136,7 @@ class BrokerService:
             await self.coordinator.start()  # creates __consumer_offsets if needed; loads it in the background
             await self.transactions.start()  # the same for __transaction_state
             for h in self.handlers:
-                await h.start(self)
+                await self._start_handler(h)
             self.ownership.local = self._local_broker()
         for chore in self._chores:
             chore.start()
@@ -143,6 +145,22 @@ class BrokerService:
             for lst in h.listeners():
                 log.info("%s handler listening on %s", h.name, lst)
         self.ready = True
+
+    async def _start_handler(self, handler: ProtocolHandler) -> None:
+        """Start one protocol handler, then register the services it provides (kop/services.py)."""
+        await handler.start(self)
+        provided = handler.provides()
+        if provided.pulsar_subscriptions is not None:
+            self._refuse_second(handler, "pulsar_subscriptions", self.pulsar_subscriptions)
+            self.pulsar_subscriptions = provided.pulsar_subscriptions
+        if provided.pulsar_schemas is not None:
+            self._refuse_second(handler, "pulsar_schemas", self.pulsar_schemas)
+            self.pulsar_schemas = provided.pulsar_schemas
+
+    def _refuse_second(self, handler: ProtocolHandler, service: str, registered: object) -> None:
+        if registered is not None:
+            raise ConfigError(f"bad value for messagingProtocols: handler {handler.name} provides {service}, "
+                              "which another handler already provides")
 
     def _local_broker(self) -> BrokerInfo:
         """This broker as registered for the others: id, advertised Kafka listeners (bound ports when the

@@ -41,7 +41,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     h = ctx.handler
     node = h.node_for(ctx.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP
-    coordinator: Any = ctx.coordinator if key_type == GROUP else getattr(ctx.services, "transactions", None)
+    coordinator: Any = ctx.coordinator if key_type == GROUP else ctx.services.transactions
     keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
     owners: dict[str, Any] = {}  # key -> coordinator node (cluster mode)
     own = ctx.services.ownership

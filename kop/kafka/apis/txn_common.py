@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 
 def transactions(ctx: RequestContext) -> TransactionCoordinator | None:
-    return getattr(ctx.services, "transactions", None)
+    return ctx.services.transactions
 
 
 def fenced_for(error: int, version: int, first_version_with_fenced: int) -> int:

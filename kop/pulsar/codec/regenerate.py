@@ -10,14 +10,15 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+# grpcio-tools is a dev-time tool (the test extra), not a runtime dependency: nothing in the broker imports this module.
+from grpc_tools import protoc
+
 HERE = Path(__file__).resolve().parent
 PROTO = "pulsar_api.proto"
 
 
 def compile_to(out_dir: Path) -> Path:
     """Compile the .proto into out_dir and return the generated module's path."""
-    from grpc_tools import protoc  # noqa: PLC0415 - a dev-time tool, not a runtime dependency
-
     rc = protoc.main(["protoc", f"-I{HERE}", f"--python_out={out_dir}", str(HERE / PROTO)])
     if rc != 0:
         raise RuntimeError(f"protoc failed with exit code {rc}")

@@ -164,13 +164,10 @@ def test_no_service_is_looked_up_by_name() -> None:
 
     names = set(BrokerServices.__annotations__) | {"service", "services"}
     root = Path(__file__).resolve().parent.parent
-    # Being rewritten in #21 (the partition seam's produce), which drops its lookup of `service.transactions`;
-    # delete this entry with it.
-    pending = {"kop/kafka/apis/produce.py"}
     found = []
     for path in sorted((root / "kop").rglob("*.py")):
         rel = str(path.relative_to(root))
-        if rel in pending or path.name.endswith("_pb2.py"):
+        if path.name.endswith("_pb2.py"):
             continue
         for node in ast.walk(ast.parse(path.read_text(), rel)):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")

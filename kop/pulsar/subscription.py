@@ -198,7 +198,6 @@ def ack_set_words(bits: int) -> list[int]:
     return words
 
 
-_INT64_MAX = (1 << 63) - 1  # MessageId.latest's ledger and entry ids
 _LAST_WALK = 1000  # markers and aborted batches stepped over looking for the last deliverable entry
 
 

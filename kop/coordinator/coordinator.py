@@ -34,7 +34,6 @@ Metrics hook: `committed_offsets()` gives {(group, topic, partition): offset} fo
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -63,40 +62,22 @@ from kop.coordinator.group_state import (
     SyncResult,
     member_fencing_error,
 )
-from kop.offset.api import PartitionLog
+from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
+from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import (
-    NewRecord,
-    build_batch,
     control_record_type,
     decode_records,
     parse_batch_header,
 )
-from kop.topics.manager import Topic, TopicError, TopicManager
+from kop.topics.manager import Topic, TopicManager
 from kop.topics.names import OFFSETS_TOPIC
 from kop.topics.scope import NameScope, explicit_id
-from kop.topics.topic_config import effective
 
 log = logging.getLogger(__name__)
 
-# The leader epoch stamped into our batches: the constant the broker reports (kop.kafka.apis.common).
-LEADER_EPOCH = 0
-LOAD_READ_BYTES = 1 << 20
-LOAD_CONCURRENCY = 16
-LOAD_RETRY_S = 2.0  # a failed load of a __consumer_offsets partition is tried again this long after
-
 S = GroupState
 E = ErrorCode
-
-class RecordTooLarge(Exception):
-    """A coordinator batch larger than __consumer_offsets' max.message.bytes (e.g. huge member metadata)."""
-
-
-def append_error(exc: BaseException) -> int:
-    """Kafka's mapping of a failed coordinator write to the error a client can act on."""
-    if isinstance(exc, RecordTooLarge):
-        return E.UNKNOWN_SERVER_ERROR
-    return E.NOT_COORDINATOR  # a storage failure: the client rediscovers the coordinator and retries
 
 
 @dataclass(slots=True)
@@ -139,12 +120,6 @@ class ListedGroup:
     group_type: str = "classic"
 
 
-class CoordinatorError(Exception):
-    def __init__(self, error: int, message: str = "") -> None:
-        super().__init__(message or ErrorCode(error).name)
-        self.error = error
-
-
 class GroupCoordinator:
     """Kafka's group coordinator for this broker's __consumer_offsets partitions (see the module
     docstring): the API modules of kop/kafka/apis/ call it, the broker service starts, loads and unloads it."""
@@ -163,20 +138,13 @@ class GroupCoordinator:
         self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         # TxnOffsetCommit's offsets, per producer id, until its transaction's marker lands (KIP-98)
         self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
-        self.topic: Topic | None = None
-        self.num_partitions = config.offsetsTopicNumPartitions
-        self._logs: dict[int, PartitionLog] = {}
-        self._loaded: set[int] = set()
-        self._failed: set[int] = set()
-        self._failed_at: dict[int, float] = {}  # when each failed load failed (monotonic): retries are spaced
-        self._loading: set[int] = set()
-        self._gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+        # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
+        self.runtime = CoordinatorRuntime("group coordinator", config, topics, topics.offsets_topic,
+                                          config.offsetsTopicNumPartitions, "offsetsTopicNumPartitions", self)
         self._wakeup: asyncio.TimerHandle | None = None  # the loop timer for the machine's next deadline
         self._wakeup_at: int | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
         self._expiration = PeriodicTask("coordinator-expiration", config.offsetsRetentionCheckIntervalMs / 1000,
                                         self.expire_offsets, log)
-        self._load_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None
         topics.deletion_listeners.append(self.on_topic_deleted)
@@ -191,40 +159,23 @@ class GroupCoordinator:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
+    @property
+    def topic(self) -> Topic | None:
+        return self.runtime.topic
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.num_partitions
+
     async def start(self) -> None:
         """Create __consumer_offsets when missing (compacted, internal) and start loading it; requests
         are answered meanwhile (COORDINATOR_LOAD_IN_PROGRESS for groups of a partition not loaded yet)."""
         self._loop = asyncio.get_running_loop()
-        self.topic = await self._ensure_topic()
-        self.num_partitions = self.topic.partitions
-        owned = [p for p in range(self.num_partitions) if self.topics.owns(self.topic, p)]
-        self._loading.update(owned)
-        self._load_task = asyncio.create_task(self._load_all(owned), name="coordinator-load")
-        self._tasks.append(self._load_task)
+        await self.runtime.start()
         self._expiration.start()
 
     async def wait_loaded(self) -> None:
-        if self._load_task is not None:
-            await asyncio.shield(self._load_task)
-
-    async def _ensure_topic(self) -> Topic:
-        tn = self.topics.offsets_topic
-        topic = self.topics.get(tn)
-        if topic is None:
-            try:
-                topic = await self.topics.create(
-                    tn, self.config.offsetsTopicNumPartitions, {"cleanup.policy": "compact"}, internal=True)
-            except TopicError as e:
-                if e.error != "TOPIC_ALREADY_EXISTS":
-                    raise
-                topic = self.topics.get(tn)
-                assert topic is not None
-        elif topic.partitions != self.config.offsetsTopicNumPartitions:
-            # kop#795: changing the count would move groups to other partitions and lose their offsets.
-            log.warning("%s has %d partitions, offsetsTopicNumPartitions says %d: keeping %d (the group -> "
-                        "partition mapping must not change)", OFFSETS_TOPIC, topic.partitions,
-                        self.config.offsetsTopicNumPartitions, topic.partitions)
-        return topic
+        await self.runtime.wait_loaded()
 
     async def stop(self) -> None:
         """Answer parked JoinGroup/SyncGroup requests with NOT_COORDINATOR (as Kafka does when it unloads a
@@ -234,73 +185,29 @@ class GroupCoordinator:
         self.consumer.shutdown()
         self._run()
         await self._expiration.stop()
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
+        await self.runtime.stop()
 
-    # ================================================================== loading
-    async def _load_all(self, partitions: list[int]) -> None:
-        """Load the given partitions, LOAD_CONCURRENCY at a time (opening a partition's managed ledger waits
-        on the metadata store; partitions are independent, the records of one are replayed in order)."""
-        started = time.monotonic()
-        await asyncio.gather(*(self._load_one(p) for p in partitions))
-        log.info("group coordinator loaded %d groups and %d committed offsets from %d partitions of %s in %.0f ms",
-                 len(self.groups), sum(len(o) for o in self.offsets.values()), len(partitions),
-                 OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
-
-    async def _load_one(self, p: int) -> None:
-        async with self._gate:
-            if self._stopped or p not in self._loading:
-                return
-            try:
-                await self._load_partition(p)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if p in self._loading:
-                    log.exception("loading %s partition %d failed; its groups get COORDINATOR_NOT_AVAILABLE",
-                                  OFFSETS_TOPIC, p)
-                    self._loading.discard(p)
-                    self._failed.add(p)
-                    self._failed_at[p] = time.monotonic()
-
+    # ================================================================== loading (the runtime's Shard)
     def failed_partitions(self) -> list[int]:
         """__consumer_offsets partitions whose load failed (retried; /ready reports them)."""
-        return sorted(self._failed)
+        return self.runtime.failed_partitions()
 
     def load_partition(self, p: int) -> None:
         """This broker became the owner of __consumer_offsets partition `p` (cluster mode): load its
         groups in the background (their requests get COORDINATOR_LOAD_IN_PROGRESS until then)."""
-        if self.topic is None or self._stopped or p in self._loaded or p in self._loading:
-            return
-        self._failed.discard(p)
-        self._loading.add(p)
-        started = time.monotonic()
-        task = asyncio.create_task(self._load_one(p), name=f"coordinator-load-{p}")
-        self._tasks.append(task)
-
-        def done(t: asyncio.Task[None]) -> None:
-            with contextlib.suppress(ValueError):
-                self._tasks.remove(t)
-            if p in self._loaded:
-                log.info("group coordinator loaded %s partition %d in %.0f ms", OFFSETS_TOPIC, p,
-                         (time.monotonic() - started) * 1000)
-
-        task.add_done_callback(done)
+        self.runtime.load_partition(p)
 
     def unload_partition(self, p: int) -> None:
         """This broker no longer owns partition `p`: forget its groups (their state stays in the log for
         the next owner) and answer their parked requests NOT_COORDINATOR."""
-        self._loading.discard(p)
-        self._loaded.discard(p)
-        self._failed.discard(p)
-        self._logs.pop(p, None)
-        dropped = self._drop_groups_of(p)
-        log.info("group coordinator unloaded %s partition %d (%d groups)", OFFSETS_TOPIC, p, dropped)
+        self.runtime.unload_partition(p)
+
+    def begin_load(self, partition: int) -> _GroupLoad:
+        return _GroupLoad(self, partition)
+
+    def drop(self, partition: int) -> None:
+        dropped = self._drop_groups_of(partition)
+        log.debug("group coordinator dropped %d groups of %s partition %d", dropped, OFFSETS_TOPIC, partition)
 
     def _drop_groups_of(self, p: int) -> int:
         gids = [gid for gid in self.groups if self.partition_of(gid) == p]
@@ -314,35 +221,6 @@ class GroupCoordinator:
                 del per_group[gid]
         self._run()
         return len(gids) + len(cgids)
-
-    async def _load_partition(self, p: int) -> None:
-        assert self.topic is not None
-        plog = await self.topics.partition_log(self.topic, p)
-        if p not in self._loading:
-            return  # unloaded while opening
-        self._logs[p] = plog
-        offset = plog.log_start_offset
-        end = plog.high_watermark
-        consumer = ConsumerGroupReplayer()
-        while offset < end:
-            res = await plog.read(offset, LOAD_READ_BYTES)
-            if not res.batches:
-                break
-            for fb in res.batches:
-                hdr = parse_batch_header(fb.batch)
-                if hdr.is_control or hdr.is_transactional:
-                    self._replay_transactional(p, hdr.producer_id, hdr.is_control, fb.batch, fb.base_offset)
-                    continue
-                for r in decode_records(fb.batch):
-                    if r.key is not None:
-                        self._replay(r.key, r.value, consumer, fb.base_offset + r.offset_delta)
-            offset = res.next_offset
-        if p not in self._loading:  # unloaded while loading: drop what was replayed
-            self._drop_groups_of(p)
-            return
-        self._loading.discard(p)
-        self._loaded.add(p)
-        self._on_loaded(p, consumer.result())
 
     def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None,
                 record_offset: int = -1) -> None:
@@ -394,7 +272,7 @@ class GroupCoordinator:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup] = ()) -> None:  # type: ignore[assignment]
+    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup]) -> None:
         for cg in consumer_groups:
             # Its offset commits made a "simple" classic group of the same id on the way: the id is the
             # consumer group's.
@@ -416,31 +294,17 @@ class GroupCoordinator:
     def partition_error(self, group_id: str) -> int:
         """0 when this coordinator can serve `group_id` now, else the error to answer with. (An empty group
         id is valid for offsets, describe and delete, as in Kafka; the membership APIs refuse it.)"""
-        if self._stopped or self.topic is None:
+        if self._stopped:
             return E.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_of(group_id)
-        if p in self._loaded:
-            return E.NOT_COORDINATOR if self.topics.paused else 0
-        if not self.topics.owns(self.topic, p):
-            return E.NOT_COORDINATOR  # cluster mode: another broker coordinates this group
-        if p in self._failed:
-            # A load can fail for a passing reason (bookies briefly unavailable, the ZooKeeper connection
-            # suspended while the partition opened); the partition is still ours, so a request after
-            # LOAD_RETRY_S starts another load - without it the partition's groups stayed broken until a
-            # restart. Until then the group's clients are told to retry.
-            if time.monotonic() - self._failed_at.get(p, 0.0) >= LOAD_RETRY_S:
-                self.load_partition(p)
-                return E.COORDINATOR_LOAD_IN_PROGRESS
-            return E.COORDINATOR_NOT_AVAILABLE
-        return E.COORDINATOR_LOAD_IN_PROGRESS
+        return self.runtime.error(self.partition_of(group_id))
 
     @property
     def available(self) -> bool:
-        return not self._stopped and self.topic is not None
+        return not self._stopped and self.runtime.available
 
     @property
     def loading(self) -> bool:
-        return bool(self._loading)
+        return self.runtime.loading
 
     def topic_key(self, name: str) -> str:
         """The name offsets of topic `name` are stored under: its Kafka name (`t` in the default namespace,
@@ -525,28 +389,12 @@ class GroupCoordinator:
 
     # ================================================================== writes
     def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-               producer: tuple[int, int] | None = None) -> asyncio.Future[Any]:
-        """Issue one batch to the group's __consumer_offsets partition now (appends of a partition are
-        stored and acknowledged in issue order); the future completes when it is durable."""
-        assert self.topic is not None
-        plog = self._logs.get(self.partition_of(group_id))
-        now = self.now_ms()
-        if plog is None:  # the partition was unloaded (cluster mode: its bundle moved)
-            lost: asyncio.Future[Any] = self.loop.create_future()
-            lost.set_exception(CoordinatorError(E.NOT_COORDINATOR, "the group's partition is not loaded here"))
-            return lost
-        # producer: (id, epoch) of a TxnOffsetCommit's transaction, whose offsets go in a transactional batch
-        txn = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
-                                            "base_sequence": 0, "is_transactional": True}
-        batch = build_batch([NewRecord(k, v, (), now) for k, v in records], partition_leader_epoch=LEADER_EPOCH,
-                            **txn)  # type: ignore[arg-type]
-        max_bytes = int(effective(self.topic.configs, "max.message.bytes", self.config))
-        if len(batch) > max_bytes:
-            fut: asyncio.Future[Any] = self.loop.create_future()
-            fut.set_exception(RecordTooLarge(
-                f"a {len(batch)}-byte batch for group {group_id} exceeds max.message.bytes={max_bytes}"))
-            return fut
-        return asyncio.ensure_future(plog.append(batch, len(records) - 1, now))
+               producer: tuple[int, int] | None = None) -> asyncio.Future[int]:
+        """Issue one batch to the group's __consumer_offsets partition now, through the runtime (appends of
+        a partition are stored and acknowledged in issue order); the future completes with the batch's base
+        offset when it is durable. producer: (id, epoch) of a TxnOffsetCommit's transaction, whose offsets go
+        in a transactional batch."""
+        return asyncio.ensure_future(self.runtime.write(self.partition_of(group_id), records, self.now_ms(), producer))
 
     # ================================================================== JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     async def join_group(self, req: JoinRequest) -> JoinResult:
@@ -1031,7 +879,7 @@ class GroupCoordinator:
         now = self.now_ms()
         per_group: list[tuple[str, list[tuple[str, int]], bool]] = []
         for gid, group in list(self.groups.items()):
-            if self.partition_of(gid) not in self._loaded or group.is_in(S.DEAD):
+            if not self.runtime.is_loaded(self.partition_of(gid)) or group.is_in(S.DEAD):
                 continue
             offsets = self.offsets.get(gid, {})
             expired: list[tuple[str, int]] = []
@@ -1086,7 +934,7 @@ class GroupCoordinator:
         retention after its commit; a group without members whose offsets are all gone is deleted."""
         out = []
         for gid, cg in self.consumer_groups.items():
-            if self.partition_of(gid) not in self._loaded:
+            if not self.runtime.is_loaded(self.partition_of(gid)):
                 continue
             subscribed = self.consumer.subscribed_topics(cg)
             expired: list[tuple[str, int]] = []
@@ -1122,7 +970,7 @@ class GroupCoordinator:
         waits = []
         for gid, offs in list(self.offsets.items()):
             parts = [(t, p) for t, p in offs if t == topic]
-            if not parts or self.partition_of(gid) not in self._loaded:
+            if not parts or not self.runtime.is_loaded(self.partition_of(gid)):
                 continue
             waits.append((gid, parts, self._write(gid, [(rec.offset_commit_key(gid, t, p), None) for t, p in parts])))
         for gid, parts, fut in waits:
@@ -1134,6 +982,31 @@ class GroupCoordinator:
             for t, p in parts:
                 self._remove_offset(gid, t, p)
 
+
+class _GroupLoad:
+    """One load of a __consumer_offsets partition: its records replayed (KIP-848 consumer groups through
+    their replayer, applied once the partition is read), then the state machines told of its groups."""
+
+    def __init__(self, coordinator: GroupCoordinator, partition: int) -> None:
+        self.coordinator = coordinator
+        self.partition = partition
+        self.consumer = ConsumerGroupReplayer()
+
+    def replay(self, fb: FetchedBatch) -> None:
+        c = self.coordinator
+        hdr = parse_batch_header(fb.batch)
+        if hdr.is_control or hdr.is_transactional:
+            c._replay_transactional(self.partition, hdr.producer_id, hdr.is_control, fb.batch, fb.base_offset)
+            return
+        for r in decode_records(fb.batch):
+            if r.key is not None:
+                c._replay(r.key, r.value, self.consumer, fb.base_offset + r.offset_delta)
+
+    def loaded(self) -> str:
+        c = self.coordinator
+        c._on_loaded(self.partition, self.consumer.result())
+        groups = sum(1 for gid in c.groups if c.partition_of(gid) == self.partition)
+        return f"{groups} groups"
 
 
 __all__ = [

@@ -1,13 +1,16 @@
 """The group coordinator: Kafka's classic group protocol, with its state in __consumer_offsets.
 
-Split along Apache Kafka's own seam (its GroupMetadataManager and its GroupCoordinator):
+Split along Apache Kafka's own seams (its CoordinatorRuntime, GroupMetadataManager, OffsetMetadataManager):
 
-* this module's `GroupCoordinator` plays the group metadata manager - it owns the __consumer_offsets
-  partitions of this broker (loads and replays them, unloads them when cluster mode moves them, answers
-  COORDINATOR_LOAD_IN_PROGRESS meanwhile and retries a failed load), writes the records, and keeps the
-  committed offsets (commit, fetch, delete, expire); and it is the async shell around
-* `group_state.GroupStateMachine`, the sans-IO join/sync/heartbeat/leave state machine, which it feeds
-  requests and the loop's clock, and whose answers and records it delivers and writes.
+* `runtime.CoordinatorRuntime` (shared with the transaction coordinator) owns the __consumer_offsets
+  partitions of this broker: loads them (this module replays the records), unloads them when cluster mode
+  moves them, answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, retries a failed load, and makes the appends;
+* this module's `GroupCoordinator` plays the group metadata manager - groups and their records - and is the
+  async shell around `group_state.GroupStateMachine` (classic join/sync/heartbeat/leave) and
+  `consumer_group.ConsumerGroupMachine` (KIP-848), sans-IO machines it feeds requests and the loop's clock,
+  and whose answers and records it delivers and writes;
+* `offsets.OffsetManager` keeps the committed offsets (commit, fetch, delete, expire, transactional
+  commits); the coordinator checks membership (generation, member, group state) and delegates to it.
 
 Semantics follow Apache Kafka 4.x error code for error code, because clients and kafka-consumer-groups are
 written against it. Where KoP fell short we do not (research/kop.md §3.5, §6): besides what the state
@@ -29,6 +32,7 @@ it changes the in-memory group, issues its records as one batch (appends of a pa
 acknowledged in issue order), and answers when the batch is durable.
 
 Metrics hook: `committed_offsets()` gives {(group, topic, partition): offset} for consumer lag.
+`offsets` and `pending_txn_offsets` are the offset manager's (read-only views for callers and tests).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
@@ -62,11 +66,11 @@ from kop.coordinator.group_state import (
     SyncResult,
     member_fencing_error,
 )
+from kop.coordinator.offsets import OffsetAndMetadata, OffsetManager, TopicPartition
 from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
 from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import (
-    control_record_type,
     decode_records,
     parse_batch_header,
 )
@@ -78,17 +82,6 @@ log = logging.getLogger(__name__)
 
 S = GroupState
 E = ErrorCode
-
-
-@dataclass(slots=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int  # -1: none
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1  # only commits with a retention time (OffsetCommit v2-v4) have one
-    record_offset: int = -1  # its record's offset in __consumer_offsets: a transaction's commit keeps the newer
-
 
 
 @dataclass(slots=True)
@@ -135,9 +128,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.machine, wall_ms=self.now_ms,
                                              normalize=self.topic_key, scope=self.group_scope)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
-        self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        # TxnOffsetCommit's offsets, per producer id, until its transaction's marker lands (KIP-98)
-        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)
+        self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms)
         # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
         self.runtime = CoordinatorRuntime("group coordinator", config, topics, topics.offsets_topic,
                                           config.offsetsTopicNumPartitions, "offsetsTopicNumPartitions", self)
@@ -166,6 +158,16 @@ class GroupCoordinator:
     @property
     def num_partitions(self) -> int:
         return self.runtime.num_partitions
+
+    @property
+    def offsets(self) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """Committed offsets: group -> (topic, partition) -> offset (the offset manager's)."""
+        return self.offset_manager.offsets
+
+    @property
+    def pending_txn_offsets(self) -> dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+        """TxnOffsetCommit's offsets per producer id, until the transaction's marker (the offset manager's)."""
+        return self.offset_manager.pending
 
     async def start(self) -> None:
         """Create __consumer_offsets when missing (compacted, internal) and start loading it; requests
@@ -214,11 +216,7 @@ class GroupCoordinator:
         self.machine.drop_groups(gids)
         cgids = [gid for gid in self.consumer_groups if self.partition_of(gid) == p]
         self.consumer.drop_groups(cgids)
-        for gid in gids + cgids:
-            self.offsets.pop(gid, None)
-        for per_group in self.pending_txn_offsets.values():
-            for gid in [g for g in per_group if self.partition_of(g) == p]:
-                del per_group[gid]
+        self.offset_manager.drop_partition(p)
         self._run()
         return len(gids) + len(cgids)
 
@@ -228,15 +226,10 @@ class GroupCoordinator:
         try:
             k = rec.decode_key(key)
             if isinstance(k, rec.OffsetCommitKey):
-                if value is None:
-                    self._remove_offset(k.group, k.topic, k.partition)
-                    return
-                v = rec.decode_offset_commit_value(value)
-                if k.group not in self.groups:
+                self.offset_manager.replay(k, value, record_offset)
+                if value is not None and k.group not in self.groups:
                     # Offsets without group metadata: a "simple" group (commits outside group management).
                     self.groups[k.group] = ClassicGroup(k.group)
-                self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = OffsetAndMetadata(
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset)
             elif isinstance(k, rec.GroupMetadataKey):
                 if value is None:
                     old = self.groups.pop(k.group, None)
@@ -326,7 +319,7 @@ class GroupCoordinator:
     def committed_offsets(self) -> dict[tuple[str, str, int], int]:
         """{(group, topic, partition): committed offset} for every durable commit (consumer lag metrics).
         Topics are Kafka names as kop.topics.manager.TopicManager.kafka_name gives them."""
-        return {(g, t, p): o.offset for g, offs in self.offsets.items() for (t, p), o in offs.items()}
+        return self.offset_manager.committed_offsets()
 
     # ================================================================== driving the state machine
     def _timer_ms(self) -> int:
@@ -343,7 +336,7 @@ class GroupCoordinator:
         for machine in (self.consumer, self.machine):
             for effect in machine.take_effects():
                 if isinstance(effect, (Answer, HeartbeatAnswer)):
-                    fut = cast("asyncio.Future[Any]", effect.token)
+                    fut = cast("asyncio.Future[object]", effect.token)
                     if not fut.done():
                         fut.set_result(effect.result)
                 else:
@@ -357,7 +350,8 @@ class GroupCoordinator:
         self._arm()
 
     def _written(self, machine: GroupStateMachine | ConsumerGroupMachine, write_id: int, group_id: str,
-                 f: asyncio.Future[Any]) -> None:
+                 f: asyncio.Future[int]) -> None:
+        error: int
         if f.cancelled():
             error = E.NOT_COORDINATOR
         elif (exc := f.exception()) is not None:
@@ -493,7 +487,7 @@ class GroupCoordinator:
         return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
 
     def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
-        def done(f: asyncio.Future[Any]) -> None:
+        def done(f: asyncio.Future[int]) -> None:
             if not f.cancelled() and f.exception() is not None:
                 log.warning("group %s: writing %s failed: %r", group_id, what, f.exception())
 
@@ -535,42 +529,14 @@ class GroupCoordinator:
             self._arm()  # a member's commit restarted its session timer
             if err:
                 return dict.fromkeys(keys, err)
-        now = self.now_ms()
-        expire = now + retention_ms if retention_ms >= 0 else -1
-        result: dict[tuple[str, int], int] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: list[tuple[str, int, OffsetAndMetadata]] = []
-        max_meta = self.config.offsetMetadataMaxSize
-        for topic, partition, offset, epoch, metadata in partitions:
-            if metadata is not None and len(metadata) > max_meta:
-                result[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            result[(topic, partition)] = 0
-            om = OffsetAndMetadata(offset, epoch, metadata or "", now, expire)
-            values.append((topic, partition, om))
-            records.append((rec.offset_commit_key(group_id, topic, partition), rec.encode_offset_commit_value(
-                rec.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
-                                      om.expire_timestamp))))
-        if not records:
-            return result
-        try:
-            base = await self._write(group_id, records)
-        except Exception as e:
-            log.warning("group %s: writing %d offset commits failed: %r", group_id, len(records), e)
-            error = append_error(e)
-            if created and group_id not in self.offsets and self.groups.get(group_id) is group:
-                del self.groups[group_id]
-            for topic, partition, _ in values:
-                result[(topic, partition)] = error
-            return result
-        offsets = self.offsets.setdefault(group_id, {})
-        for i, (topic, partition, om) in enumerate(values):
-            om.record_offset = base + i if isinstance(base, int) else -1
-            offsets[(topic, partition)] = om
-        if group_id not in self.groups and group_id not in self.consumer_groups:
-            # The group was deleted while the commit was being written: the offsets bring it back, as
-            # replaying the log would.
-            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)
+        result = await self.offset_manager.commit(group_id, partitions, retention_ms)
+        if self.offset_manager.has_offsets(group_id):
+            if group_id not in self.groups and group_id not in self.consumer_groups:
+                # The group was deleted while the commit was being written: the offsets bring it back, as
+                # replaying the log would.
+                self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
+        elif created and self.groups.get(group_id) is group:
+            del self.groups[group_id]  # nothing was committed: the simple group made for it goes
         return result
 
     # ================================================================== TxnOffsetCommit (KIP-98, KIP-447)
@@ -615,90 +581,22 @@ class GroupCoordinator:
             group_id, generation_id, member_id, instance_id)
         if err:
             return dict.fromkeys(keys, err)
-        now = self.now_ms()
+        self._ensure_group(group_id)  # a simple group, as Kafka makes
+        return await self.offset_manager.txn_commit(group_id, producer_id, producer_epoch, partitions)
+
+    def _ensure_group(self, group_id: str) -> None:
         if group_id not in self.groups and group_id not in self.consumer_groups:
-            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)  # a simple group, as Kafka makes
-        result: dict[tuple[str, int], int] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: list[tuple[str, int, OffsetAndMetadata]] = []
-        for topic, partition, offset, epoch, metadata in partitions:
-            if metadata is not None and len(metadata) > self.config.offsetMetadataMaxSize:
-                result[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            result[(topic, partition)] = 0
-            om = OffsetAndMetadata(offset, epoch, metadata or "", now)
-            values.append((topic, partition, om))
-            records.append((rec.offset_commit_key(group_id, topic, partition), rec.encode_offset_commit_value(
-                rec.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp))))
-        if not records:
-            return result
-        try:
-            base = await self._write(group_id, records, producer=(producer_id, producer_epoch))
-        except Exception as e:
-            log.warning("group %s: writing %d transactional offset commits failed: %r", group_id, len(records), e)
-            code = getattr(e, "code", None)
-            error = code if isinstance(code, int) and code == E.INVALID_PRODUCER_EPOCH else append_error(e)
-            return {k: (error if v == 0 else v) for k, v in result.items()}
-        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
-        for i, (topic, partition, om) in enumerate(values):
-            om.record_offset = base + i if isinstance(base, int) else -1
-            pending[(topic, partition)] = om
-        return result
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The transaction's marker landed in __consumer_offsets partition `partition`: its pending offsets
         for the groups of that partition become committed (COMMIT) or are dropped (ABORT)."""
-        per_group = self.pending_txn_offsets.get(producer_id)
-        if not per_group:
-            return
-        for gid in [g for g in per_group if self.partition_of(g) == partition]:
-            offsets = per_group.pop(gid)
-            if not commit:
-                continue
-            committed = self.offsets.setdefault(gid, {})
-            for tp, om in offsets.items():
-                # Kafka's rule: a plain commit written after the transactional one stays (compaction and
-                # mixed commits depend on it); an unknown record offset (-1) does not hold the commit back.
-                cur = committed.get(tp)
-                if cur is None or om.record_offset < 0 or om.record_offset > cur.record_offset:
-                    committed[tp] = om
-            if gid not in self.groups and gid not in self.consumer_groups:
-                self.groups[gid] = ClassicGroup(gid, state_timestamp=self.now_ms())
-        if not per_group:
-            del self.pending_txn_offsets[producer_id]
+        for gid in self.offset_manager.complete_transaction(partition, producer_id, commit):
+            self._ensure_group(gid)
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction holds an offset of this partition (OffsetFetch require_stable)."""
-        return any((topic, partition) in per_group.get(group_id, ())
-                   for per_group in self.pending_txn_offsets.values())
-
-    def _replay_transactional(self, p: int, producer_id: int, is_control: bool, batch: Any, base_offset: int) -> None:
-        """Load: a transactional batch's offset commits are pending for their producer; a marker
-        completes them, as when it was first written."""
-        if is_control:
-            for r in decode_records(batch):
-                if r.key is not None and len(r.key) >= 4:
-                    kind = control_record_type(r.key)
-                    if kind in (0, 1):
-                        self.complete_transaction(p, producer_id, kind == 1)
-            return
-        for r in decode_records(batch):
-            if r.key is None:
-                continue
-            try:
-                k = rec.decode_key(r.key)
-                if not isinstance(k, rec.OffsetCommitKey):
-                    continue
-                pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(k.group, {})
-                if r.value is None:
-                    pending.pop((k.topic, k.partition), None)
-                    continue
-                v = rec.decode_offset_commit_value(r.value)
-                pending[(k.topic, k.partition)] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
-                                                                    v.commit_timestamp, v.expire_timestamp,
-                                                                    base_offset + r.offset_delta)
-            except rec.RecordError as e:
-                log.warning("skipping an undecodable transactional record in %s: %s", OFFSETS_TOPIC, e)
+        return self.offset_manager.has_pending_offset(group_id, topic, partition)
 
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
@@ -715,23 +613,11 @@ class GroupCoordinator:
             err = self.consumer.validate_offset_fetch(cg, member_id, member_epoch)
             if err:
                 return err, []
-            offsets = self.offsets.get(group_id, {})
         else:
             group = self.groups.get(group_id)
-            offsets = self.offsets.get(group_id, {}) if group is not None and not group.is_in(S.DEAD) else {}
-        out: list[tuple[str, int, int, int, str, int]] = []
-        if topics is None:
-            for (t, p), om in sorted(offsets.items()):
-                out.append((t, p, om.offset, om.leader_epoch, om.metadata, 0))
-            return 0, out
-        for t, parts in topics:
-            for p in parts:
-                om = offsets.get((t, p))
-                if om is None:
-                    out.append((t, p, -1, -1, "", 0))
-                else:
-                    out.append((t, p, om.offset, om.leader_epoch, om.metadata, 0))
-        return 0, out
+            if group is None or group.is_in(S.DEAD):
+                return 0, self.offset_manager.fetch(None, topics)  # no group: no commits
+        return 0, self.offset_manager.fetch(group_id, topics)
 
     # ================================================================== OffsetDelete
     async def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
@@ -752,7 +638,7 @@ class GroupCoordinator:
             if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
                 return E.NON_EMPTY_GROUP, {}
             is_subscribed = group.is_subscribed_to
-        offsets = self.offsets.get(group_id, {})
+        offsets = self.offset_manager.committed(group_id)
         result: dict[tuple[str, int], int] = {}
         tombstones: list[tuple[str, int]] = []
         for t, parts in topics:
@@ -764,27 +650,13 @@ class GroupCoordinator:
                 if (t, p) in offsets:
                     result[(t, p)] = 0
                     tombstones.append((t, p))
-        if tombstones:
-            try:
-                await self._write(group_id, [(rec.offset_commit_key(group_id, t, p), None) for t, p in tombstones])
-            except Exception as e:
-                log.warning("group %s: writing offset tombstones failed: %r", group_id, e)
-                return append_error(e), {}
-            for t, p in tombstones:
-                self._remove_offset(group_id, t, p)
-        return 0, result
-
-    def _remove_offset(self, group_id: str, topic: str, partition: int) -> None:
-        offs = self.offsets.get(group_id)
-        if offs is not None:
-            offs.pop((topic, partition), None)
-            if not offs:
-                del self.offsets[group_id]
+        err = await self.offset_manager.delete(group_id, tombstones)
+        return (err, {}) if err else (0, result)
 
     # ================================================================== DeleteGroups
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         result: dict[str, int] = {}
-        writes: list[tuple[str, asyncio.Future[Any], list[tuple[str, int]]]] = []
+        writes: list[tuple[str, asyncio.Future[int], list[TopicPartition]]] = []
         for gid in group_ids:
             err = self.partition_error(gid)
             if err:
@@ -795,8 +667,8 @@ class GroupCoordinator:
                 if cg.members:
                     result[gid] = E.NON_EMPTY_GROUP
                     continue
-                parts = list(self.offsets.get(gid, {}))
-                tombstones = [(rec.offset_commit_key(gid, t, p), None) for t, p in parts]
+                parts = list(self.offset_manager.committed(gid))
+                tombstones = OffsetManager.tombstones(gid, parts)
                 writes.append((gid, self._write(gid, tombstones + self.consumer.delete_group(gid)), parts))
                 continue
             group = self.groups.get(gid)
@@ -806,9 +678,8 @@ class GroupCoordinator:
             if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
                 result[gid] = E.NON_EMPTY_GROUP
                 continue
-            parts = list(self.offsets.get(gid, {}))
-            records: list[tuple[bytes, bytes | None]] = [
-                (rec.offset_commit_key(gid, t, p), None) for t, p in parts]
+            parts = list(self.offset_manager.committed(gid))
+            records = OffsetManager.tombstones(gid, parts)
             records.append((rec.group_metadata_key(gid), None))
             self._remove_group(group)
             writes.append((gid, self._write(gid, records), parts))
@@ -819,8 +690,7 @@ class GroupCoordinator:
                 log.warning("group %s: writing its tombstones failed: %r", gid, e)
                 result[gid] = append_error(e)
                 continue
-            for t, p in parts:
-                self._remove_offset(gid, t, p)
+            self.offset_manager.forget(gid, parts)
             result[gid] = 0
         return {gid: result[gid] for gid in group_ids if gid in result}
 
@@ -877,44 +747,36 @@ class GroupCoordinator:
         their commit). Returns how many tombstones were written."""
         retention_ms = self.config.offsetsRetentionMinutes * 60_000
         now = self.now_ms()
-        per_group: list[tuple[str, list[tuple[str, int]], bool]] = []
+        per_group: list[tuple[str, list[TopicPartition], bool]] = []
         for gid, group in list(self.groups.items()):
             if not self.runtime.is_loaded(self.partition_of(gid)) or group.is_in(S.DEAD):
                 continue
-            offsets = self.offsets.get(gid, {})
-            expired: list[tuple[str, int]] = []
-            all_expired = True
-            base = self._expiration_base(group)
-            if base is None:
-                all_expired = not offsets
-            else:
-                for (t, p), om in offsets.items():
-                    if group.is_subscribed_to(t):
-                        all_expired = False
-                        continue
-                    if om.expire_timestamp >= 0:
-                        gone = now >= om.expire_timestamp
-                    else:
-                        gone = now - base(om) >= retention_ms
-                    if gone:
-                        expired.append((t, p))
-                    else:
-                        all_expired = False
+            expired, all_expired = self.offset_manager.expired(gid, now, retention_ms, self._expiration_base(group),
+                                                               group.is_subscribed_to)
             delete_group = all_expired and group.is_in(S.EMPTY)
             if expired or delete_group:
                 per_group.append((gid, expired, delete_group))
-        per_group += self._expired_of_consumer_groups(now, retention_ms)
+        for gid, cg in self.consumer_groups.items():
+            # Kafka's rule for consumer groups: an offset of a topic no member subscribes to expires retention
+            # after its commit; a group without members whose offsets are all gone is deleted.
+            if not self.runtime.is_loaded(self.partition_of(gid)):
+                continue
+            expired, all_expired = self.offset_manager.expired(gid, now, retention_ms, _commit_time,
+                                                               self.consumer.subscribed_topics(cg).__contains__)
+            delete_group = all_expired and not cg.members
+            if expired or delete_group:
+                per_group.append((gid, expired, delete_group))
         total = 0
         waits = []
         for gid, expired, delete_group in per_group:
-            records: list[tuple[bytes, bytes | None]] = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
+            records = OffsetManager.tombstones(gid, expired)
             if delete_group and gid in self.consumer_groups:
                 records += self.consumer.delete_group(gid)
             elif delete_group:
                 records.append((rec.group_metadata_key(gid), None))
-                group = self.groups.get(gid)
-                if group is not None:
-                    self._remove_group(group)
+                dead = self.groups.get(gid)
+                if dead is not None:
+                    self._remove_group(dead)
             waits.append((gid, expired, self._write(gid, records)))
             total += len(records)
         for gid, expired, fut in waits:
@@ -923,33 +785,10 @@ class GroupCoordinator:
             except Exception as e:
                 log.warning("group %s: writing expiration tombstones failed: %r", gid, e)
                 continue
-            for t, p in expired:
-                self._remove_offset(gid, t, p)
+            self.offset_manager.forget(gid, expired)
         if total:
             log.info("offset expiration wrote %d tombstones", total)
         return total
-
-    def _expired_of_consumer_groups(self, now: int, retention_ms: int) -> list[tuple[str, list[tuple[str, int]], bool]]:
-        """Kafka's rule for consumer groups: an offset of a topic no member subscribes to expires
-        retention after its commit; a group without members whose offsets are all gone is deleted."""
-        out = []
-        for gid, cg in self.consumer_groups.items():
-            if not self.runtime.is_loaded(self.partition_of(gid)):
-                continue
-            subscribed = self.consumer.subscribed_topics(cg)
-            expired: list[tuple[str, int]] = []
-            all_expired = True
-            for (t, p), om in self.offsets.get(gid, {}).items():
-                gone = t not in subscribed and (
-                    now >= om.expire_timestamp if om.expire_timestamp >= 0 else now - om.commit_timestamp >= retention_ms)
-                if gone:
-                    expired.append((t, p))
-                else:
-                    all_expired = False
-            delete_group = all_expired and not cg.members
-            if expired or delete_group:
-                out.append((gid, expired, delete_group))
-        return out
 
     @staticmethod
     def _expiration_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:
@@ -966,21 +805,12 @@ class GroupCoordinator:
     # ================================================================== topic deletion
     async def on_topic_deleted(self, deleted: Topic) -> None:
         """A deleted topic's committed offsets go too (tombstones), as Kafka removes them."""
-        topic = self.topics.kafka_name(deleted.name)
-        waits = []
-        for gid, offs in list(self.offsets.items()):
-            parts = [(t, p) for t, p in offs if t == topic]
-            if not parts or not self.runtime.is_loaded(self.partition_of(gid)):
-                continue
-            waits.append((gid, parts, self._write(gid, [(rec.offset_commit_key(gid, t, p), None) for t, p in parts])))
-        for gid, parts, fut in waits:
-            try:
-                await fut
-            except Exception as e:
-                log.warning("group %s: writing tombstones for deleted topic %s failed: %r", gid, topic, e)
-                continue
-            for t, p in parts:
-                self._remove_offset(gid, t, p)
+        await self.offset_manager.delete_topic(self.topics.kafka_name(deleted.name),
+                                               lambda gid: self.runtime.is_loaded(self.partition_of(gid)))
+
+
+def _commit_time(om: OffsetAndMetadata) -> int:
+    return om.commit_timestamp
 
 
 class _GroupLoad:
@@ -996,7 +826,10 @@ class _GroupLoad:
         c = self.coordinator
         hdr = parse_batch_header(fb.batch)
         if hdr.is_control or hdr.is_transactional:
-            c._replay_transactional(self.partition, hdr.producer_id, hdr.is_control, fb.batch, fb.base_offset)
+            # a transactional batch's offsets are pending until its marker, replayed as when first written
+            for gid in c.offset_manager.replay_transactional(self.partition, hdr.producer_id, hdr.is_control,
+                                                             fb.batch, fb.base_offset):
+                c._ensure_group(gid)
             return
         for r in decode_records(fb.batch):
             if r.key is not None:

@@ -310,7 +310,7 @@ class CoordinatorRuntime:
 
     # ================================================================== writes
     @staticmethod
-    def build(records: Sequence[Record] | Iterable[Record], now_ms: int,
+    def build(records: Iterable[Record], now_ms: int,
               producer: tuple[int, int] | None = None) -> tuple[bytes, int]:
         """(batch, last offset delta) of records stamped `now_ms`; producer: (id, epoch) of a transaction
         whose records go in one transactional batch of it (TxnOffsetCommit)."""

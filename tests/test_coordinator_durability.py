@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
+from typing import Any
 
 from kop.config import BrokerConfig
 from kop.coordinator.coordinator import JoinRequest
@@ -31,6 +32,7 @@ from kop.kafka.handler import KafkaProtocolHandler
 from kop.protocol.records import decode_records
 from kop.server.service import BrokerService
 from kop.server.storage import open_embedded_storage
+from kop.topics.manager import Topic
 
 GROUP = "compacted-group"
 TOPIC = "t"
@@ -267,27 +269,26 @@ def test_a_failed_load_is_tried_again_when_the_group_is_asked_for(tmp_path: Path
     """A __consumer_offsets partition whose load failed (here: its first read raises, as when bookies are
     briefly away) answers COORDINATOR_NOT_AVAILABLE - clients retry - and a request after LOAD_RETRY_S starts
     another load, which brings the group's committed offsets back without a restart."""
-    import kop.coordinator.coordinator as coordinator_module
-
     async def main() -> None:
         svc = await committed_then_reopened(tmp_path)
         try:
             c = svc.coordinator
-            real_load = c._load_partition
+            real_partition_log = svc.topics.partition_log
             failing = {c.partition_of("g")}
 
-            async def load_partition(p: int) -> None:
-                if p in failing:
+            async def partition_log(topic: Topic, p: int) -> Any:
+                if topic.name == svc.topics.offsets_topic and p in failing:
                     failing.discard(p)
                     raise OSError("injected: the partition's storage is away")
-                await real_load(p)
+                return await real_partition_log(topic, p)
 
-            monkeypatch.setattr(c, "_load_partition", load_partition)
+            monkeypatch.setattr(svc.topics, "partition_log", partition_log)
             await c.start()
             await c.wait_loaded()
             assert c.partition_error("g") == 15  # COORDINATOR_NOT_AVAILABLE: this load failed
+            assert c.failed_partitions() == [c.partition_of("g")]
             assert c.fetch_offsets("g", [("a", [0])]) == (15, [])
-            monkeypatch.setattr(coordinator_module, "LOAD_RETRY_S", 0.0)
+            c.runtime.retry_s = 0.0
             assert c.partition_error("g") == 14  # asked again: another load runs
             for _ in range(500):
                 if c.partition_error("g") == 0:

@@ -62,7 +62,7 @@ import logging
 import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 import re2
 
@@ -82,6 +82,9 @@ from kop.coordinator.group_state import (
 )
 from kop.coordinator.sansio import Record, SansIOMachine, Write
 from kop.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kop.topics.scope import NameScope
 
 log = logging.getLogger(__name__)
 
@@ -210,11 +213,10 @@ class ConsumerGroup:
         if protocol_type != CONSUMER_PROTOCOL_TYPE:
             return False
         names = set(names)
-        classic = [m for m in self.members.values() if m.classic is not None]
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
         if not self.members:
             return bool(names)
-        return any(all(any(n == name for n, _ in m.classic.supported_protocols) for m in classic)  # type: ignore[union-attr]
-                   for name in names)
+        return any(all(any(n == name for n, _ in c.supported_protocols) for c in classic) for name in names)
 
     def owners(self) -> dict[tuple[bytes, int], str]:
         """Who holds each partition, assigned or pending revocation (a partition is free only when no one
@@ -252,12 +254,18 @@ def _clean(parts: Mapping[bytes, Iterable[int]]) -> Partitions:
     return {tid: frozenset(ps) for tid, ps in parts.items() if ps}
 
 
-def compile_regex(pattern: str) -> Any:
+class Regex(Protocol):
+    """A compiled RE2 pattern, as this module uses it."""
+
+    def fullmatch(self, text: str) -> object: ...
+
+
+def compile_regex(pattern: str) -> Regex:
     """RE2 syntax, as Kafka's RE2/J; raises re2.error for a pattern RE2 does not accept."""
     return re2.compile(pattern)
 
 
-class ConsumerGroupMachine(SansIOMachine):
+class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
     """Every consumer group of this coordinator. `classic` is the classic groups' state machine (or just
     its `groups`, for tests): a heartbeat replaces an empty classic group and upgrades one with members,
     and a consumer group left with classic members only is handed to it. `normalize` turns a topic name
@@ -270,7 +278,7 @@ class ConsumerGroupMachine(SansIOMachine):
                  classic: GroupStateMachine | dict[str, ClassicGroup] | None = None,
                  wall_ms: Callable[[], int] | None = None,
                  normalize: Callable[[str], str] = lambda name: name,
-                 scope: Callable[[str], Any] = lambda group_id: None) -> None:
+                 scope: Callable[[str], NameScope | None] = lambda group_id: None) -> None:
         super().__init__(wall_ms)
         self.config = config
         self.metadata = metadata
@@ -874,8 +882,8 @@ class ConsumerGroupMachine(SansIOMachine):
         records.append((crec.encode_key(crec.ConsumerKey(crec.TARGET_ASSIGNMENT_METADATA, gid)),
                         crec.encode_epoch(generation)))
         records += [self._assignment_record(gid, m) for m in group.members.values()]
-        for m in group.members.values():
-            self._arm_session(gid, m)
+        for member in group.members.values():
+            self._arm_session(gid, member)
         log.info("group %s: converted the classic group (generation %d, %d members) to a consumer group", gid,
                  generation, len(group.members))
         return group
@@ -896,13 +904,13 @@ class ConsumerGroupMachine(SansIOMachine):
                         None)
         classic.protocol_name = classic.select_protocol()
         classic.subscribed_topics = classic.compute_subscribed_topics()
-        for m in classic.members.values():
+        for cm in classic.members.values():
             try:
-                version = cproto.version_of(m.metadata(classic.protocol_name))
+                version = cproto.version_of(cm.metadata(classic.protocol_name))
             except cproto.ProtocolError:
                 version = 0
-            m.assignment = cproto.serialize_assignment(
-                self._names(group.targets.get(m.member_id, {}), topics, group.group_id), version)
+            cm.assignment = cproto.serialize_assignment(
+                self._names(group.targets.get(cm.member_id, {}), topics, group.group_id), version)
         records.append(group_record(classic, {m.member_id: m.assignment for m in classic.members.values()}))
         log.info("group %s: converted the consumer group (epoch %d) to a classic group of %d members", gid,
                  group.group_epoch, len(classic.members))

@@ -124,7 +124,7 @@ def decode_key(data: bytes | memoryview) -> ConsumerKey:
     second = r.string() if kind in _WITH_SECOND else None
     if r.pos != len(data):
         raise RecordError(f"{len(data) - r.pos} bytes after a type {kind} key")
-    return ConsumerKey(kind, group, second)  # type: ignore[arg-type]
+    return ConsumerKey(kind, group, second)
 
 
 # ---------------------------------------------------------------------------------------- values
@@ -180,7 +180,7 @@ def _strings(w: _Writer, items: tuple[str, ...] | list[str]) -> None:
 
 
 def _read_strings(r: _Reader) -> tuple[str, ...]:
-    return tuple(r.string() for _ in range(r.array_len()))  # type: ignore[misc]
+    return tuple(r.string() for _ in range(r.array_len()))
 
 
 def encode_epoch(epoch: int) -> bytes:
@@ -221,7 +221,7 @@ def decode_partition_metadata(data: bytes | memoryview) -> list[TopicMetadata]:
             _read_strings(r)
             r.skip_tags()
         r.skip_tags()
-        out.append(TopicMetadata(tid, name, count))  # type: ignore[arg-type]
+        out.append(TopicMetadata(tid, name, count))
     r.skip_tags()
     return out
 
@@ -260,8 +260,8 @@ def encode_member_metadata(v: MemberMetadataValue) -> bytes:
 
 def decode_member_metadata(data: bytes | memoryview) -> MemberMetadataValue:
     r = _reader(data)
-    v = MemberMetadataValue(r.string(nullable=True), r.string(nullable=True), r.string(),  # type: ignore[arg-type]
-                            r.string(), _read_strings(r), r.string(nullable=True), r.int32(),  # type: ignore[arg-type]
+    v = MemberMetadataValue(r.string(nullable=True), r.string(nullable=True), r.string(),
+                            r.string(), _read_strings(r), r.string(nullable=True), r.int32(),
                             r.string(nullable=True))
     classic = None
     for _ in range(r.uvarint()):
@@ -269,13 +269,13 @@ def decode_member_metadata(data: bytes | memoryview) -> MemberMetadataValue:
         end = r.pos + size
         if tag == 0 and r.uvarint() > 0:
             session = r.int32()
-            protocols = []
+            protocols: list[tuple[str, bytes]] = []
             for _ in range(r.array_len()):
                 name = r.string()
                 protocols.append((name, r.bytes_()))
                 r.skip_tags()
             r.skip_tags()
-            classic = ClassicMemberMetadata(session, tuple(protocols))  # type: ignore[arg-type]
+            classic = ClassicMemberMetadata(session, tuple(protocols))
         if r.pos > end:
             raise RecordError("a tagged field overruns its size")
         r.pos = end

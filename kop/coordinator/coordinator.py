@@ -1,13 +1,16 @@
 """The group coordinator: Kafka's classic group protocol, with its state in __consumer_offsets.
 
-Split along Apache Kafka's own seam (its GroupMetadataManager and its GroupCoordinator):
+Split along Apache Kafka's own seams (its CoordinatorRuntime, GroupMetadataManager, OffsetMetadataManager):
 
-* this module's `GroupCoordinator` plays the group metadata manager - it owns the __consumer_offsets
-  partitions of this broker (loads and replays them, unloads them when cluster mode moves them, answers
-  COORDINATOR_LOAD_IN_PROGRESS meanwhile and retries a failed load), writes the records, and keeps the
-  committed offsets (commit, fetch, delete, expire); and it is the async shell around
-* `group_state.GroupStateMachine`, the sans-IO join/sync/heartbeat/leave state machine, which it feeds
-  requests and the loop's clock, and whose answers and records it delivers and writes.
+* `runtime.CoordinatorRuntime` (shared with the transaction coordinator) owns the __consumer_offsets
+  partitions of this broker: loads them (this module replays the records), unloads them when cluster mode
+  moves them, answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, retries a failed load, and makes the appends;
+* this module's `GroupCoordinator` plays the group metadata manager - groups and their records - and is the
+  async shell around `group_state.GroupStateMachine` (classic join/sync/heartbeat/leave) and
+  `consumer_group.ConsumerGroupMachine` (KIP-848), sans-IO machines it feeds requests and the loop's clock,
+  and whose answers and records it delivers and writes;
+* `offsets.OffsetManager` keeps the committed offsets (commit, fetch, delete, expire, transactional
+  commits); the coordinator checks membership (generation, member, group state) and delegates to it.
 
 Semantics follow Apache Kafka 4.x error code for error code, because clients and kafka-consumer-groups are
 written against it. Where KoP fell short we do not (research/kop.md §3.5, §6): besides what the state
@@ -29,18 +32,18 @@ it changes the in-memory group, issues its records as one batch (appends of a pa
 acknowledged in issue order), and answers when the batch is durable.
 
 Metrics hook: `committed_offsets()` gives {(group, topic, partition): offset} for consumer lag.
+`offsets` and `pending_txn_offsets` are the offset manager's (read-only views for callers and tests).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
@@ -63,51 +66,22 @@ from kop.coordinator.group_state import (
     SyncResult,
     member_fencing_error,
 )
-from kop.offset.api import PartitionLog
+from kop.coordinator.offsets import OffsetAndMetadata, OffsetManager, TopicPartition
+from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
+from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import (
-    NewRecord,
-    build_batch,
-    control_record_type,
     decode_records,
     parse_batch_header,
 )
-from kop.topics.manager import Topic, TopicError, TopicManager
+from kop.topics.manager import Topic, TopicManager
 from kop.topics.names import OFFSETS_TOPIC
 from kop.topics.scope import NameScope, explicit_id
-from kop.topics.topic_config import effective
 
 log = logging.getLogger(__name__)
 
-# The leader epoch stamped into our batches: the constant the broker reports (kop.kafka.apis.common).
-LEADER_EPOCH = 0
-LOAD_READ_BYTES = 1 << 20
-LOAD_CONCURRENCY = 16
-LOAD_RETRY_S = 2.0  # a failed load of a __consumer_offsets partition is tried again this long after
-
 S = GroupState
 E = ErrorCode
-
-class RecordTooLarge(Exception):
-    """A coordinator batch larger than __consumer_offsets' max.message.bytes (e.g. huge member metadata)."""
-
-
-def append_error(exc: BaseException) -> int:
-    """Kafka's mapping of a failed coordinator write to the error a client can act on."""
-    if isinstance(exc, RecordTooLarge):
-        return E.UNKNOWN_SERVER_ERROR
-    return E.NOT_COORDINATOR  # a storage failure: the client rediscovers the coordinator and retries
-
-
-@dataclass(slots=True)
-class OffsetAndMetadata:
-    offset: int
-    leader_epoch: int  # -1: none
-    metadata: str
-    commit_timestamp: int
-    expire_timestamp: int = -1  # only commits with a retention time (OffsetCommit v2-v4) have one
-    record_offset: int = -1  # its record's offset in __consumer_offsets: a transaction's commit keeps the newer
-
 
 
 @dataclass(slots=True)
@@ -139,12 +113,6 @@ class ListedGroup:
     group_type: str = "classic"
 
 
-class CoordinatorError(Exception):
-    def __init__(self, error: int, message: str = "") -> None:
-        super().__init__(message or ErrorCode(error).name)
-        self.error = error
-
-
 class GroupCoordinator:
     """Kafka's group coordinator for this broker's __consumer_offsets partitions (see the module
     docstring): the API modules of kop/kafka/apis/ call it, the broker service starts, loads and unloads it."""
@@ -160,23 +128,15 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.machine, wall_ms=self.now_ms,
                                              normalize=self.topic_key, scope=self.group_scope)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
-        self.offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-        # TxnOffsetCommit's offsets, per producer id, until its transaction's marker lands (KIP-98)
-        self.pending_txn_offsets: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
-        self.topic: Topic | None = None
-        self.num_partitions = config.offsetsTopicNumPartitions
-        self._logs: dict[int, PartitionLog] = {}
-        self._loaded: set[int] = set()
-        self._failed: set[int] = set()
-        self._failed_at: dict[int, float] = {}  # when each failed load failed (monotonic): retries are spaced
-        self._loading: set[int] = set()
-        self._gate = asyncio.Semaphore(LOAD_CONCURRENCY)
+        # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)
+        self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms)
+        # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
+        self.runtime = CoordinatorRuntime("group coordinator", config, topics, topics.offsets_topic,
+                                          config.offsetsTopicNumPartitions, "offsetsTopicNumPartitions", self)
         self._wakeup: asyncio.TimerHandle | None = None  # the loop timer for the machine's next deadline
         self._wakeup_at: int | None = None
-        self._tasks: list[asyncio.Task[Any]] = []
         self._expiration = PeriodicTask("coordinator-expiration", config.offsetsRetentionCheckIntervalMs / 1000,
                                         self.expire_offsets, log)
-        self._load_task: asyncio.Task[None] | None = None
         self._stopped = False
         self._loop: asyncio.AbstractEventLoop | None = None
         topics.deletion_listeners.append(self.on_topic_deleted)
@@ -191,40 +151,33 @@ class GroupCoordinator:
             self._loop = asyncio.get_running_loop()
         return self._loop
 
+    @property
+    def topic(self) -> Topic | None:
+        return self.runtime.topic
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.num_partitions
+
+    @property
+    def offsets(self) -> dict[str, dict[TopicPartition, OffsetAndMetadata]]:
+        """Committed offsets: group -> (topic, partition) -> offset (the offset manager's)."""
+        return self.offset_manager.offsets
+
+    @property
+    def pending_txn_offsets(self) -> dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]]:
+        """TxnOffsetCommit's offsets per producer id, until the transaction's marker (the offset manager's)."""
+        return self.offset_manager.pending
+
     async def start(self) -> None:
         """Create __consumer_offsets when missing (compacted, internal) and start loading it; requests
         are answered meanwhile (COORDINATOR_LOAD_IN_PROGRESS for groups of a partition not loaded yet)."""
         self._loop = asyncio.get_running_loop()
-        self.topic = await self._ensure_topic()
-        self.num_partitions = self.topic.partitions
-        owned = [p for p in range(self.num_partitions) if self.topics.owns(self.topic, p)]
-        self._loading.update(owned)
-        self._load_task = asyncio.create_task(self._load_all(owned), name="coordinator-load")
-        self._tasks.append(self._load_task)
+        await self.runtime.start()
         self._expiration.start()
 
     async def wait_loaded(self) -> None:
-        if self._load_task is not None:
-            await asyncio.shield(self._load_task)
-
-    async def _ensure_topic(self) -> Topic:
-        tn = self.topics.offsets_topic
-        topic = self.topics.get(tn)
-        if topic is None:
-            try:
-                topic = await self.topics.create(
-                    tn, self.config.offsetsTopicNumPartitions, {"cleanup.policy": "compact"}, internal=True)
-            except TopicError as e:
-                if e.error != "TOPIC_ALREADY_EXISTS":
-                    raise
-                topic = self.topics.get(tn)
-                assert topic is not None
-        elif topic.partitions != self.config.offsetsTopicNumPartitions:
-            # kop#795: changing the count would move groups to other partitions and lose their offsets.
-            log.warning("%s has %d partitions, offsetsTopicNumPartitions says %d: keeping %d (the group -> "
-                        "partition mapping must not change)", OFFSETS_TOPIC, topic.partitions,
-                        self.config.offsetsTopicNumPartitions, topic.partitions)
-        return topic
+        await self.runtime.wait_loaded()
 
     async def stop(self) -> None:
         """Answer parked JoinGroup/SyncGroup requests with NOT_COORDINATOR (as Kafka does when it unloads a
@@ -234,115 +187,38 @@ class GroupCoordinator:
         self.consumer.shutdown()
         self._run()
         await self._expiration.stop()
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
-        self._tasks.clear()
+        await self.runtime.stop()
 
-    # ================================================================== loading
-    async def _load_all(self, partitions: list[int]) -> None:
-        """Load the given partitions, LOAD_CONCURRENCY at a time (opening a partition's managed ledger waits
-        on the metadata store; partitions are independent, the records of one are replayed in order)."""
-        started = time.monotonic()
-        await asyncio.gather(*(self._load_one(p) for p in partitions))
-        log.info("group coordinator loaded %d groups and %d committed offsets from %d partitions of %s in %.0f ms",
-                 len(self.groups), sum(len(o) for o in self.offsets.values()), len(partitions),
-                 OFFSETS_TOPIC, (time.monotonic() - started) * 1000)
-
-    async def _load_one(self, p: int) -> None:
-        async with self._gate:
-            if self._stopped or p not in self._loading:
-                return
-            try:
-                await self._load_partition(p)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                if p in self._loading:
-                    log.exception("loading %s partition %d failed; its groups get COORDINATOR_NOT_AVAILABLE",
-                                  OFFSETS_TOPIC, p)
-                    self._loading.discard(p)
-                    self._failed.add(p)
-                    self._failed_at[p] = time.monotonic()
-
+    # ================================================================== loading (the runtime's Shard)
     def failed_partitions(self) -> list[int]:
         """__consumer_offsets partitions whose load failed (retried; /ready reports them)."""
-        return sorted(self._failed)
+        return self.runtime.failed_partitions()
 
     def load_partition(self, p: int) -> None:
         """This broker became the owner of __consumer_offsets partition `p` (cluster mode): load its
         groups in the background (their requests get COORDINATOR_LOAD_IN_PROGRESS until then)."""
-        if self.topic is None or self._stopped or p in self._loaded or p in self._loading:
-            return
-        self._failed.discard(p)
-        self._loading.add(p)
-        started = time.monotonic()
-        task = asyncio.create_task(self._load_one(p), name=f"coordinator-load-{p}")
-        self._tasks.append(task)
-
-        def done(t: asyncio.Task[None]) -> None:
-            with contextlib.suppress(ValueError):
-                self._tasks.remove(t)
-            if p in self._loaded:
-                log.info("group coordinator loaded %s partition %d in %.0f ms", OFFSETS_TOPIC, p,
-                         (time.monotonic() - started) * 1000)
-
-        task.add_done_callback(done)
+        self.runtime.load_partition(p)
 
     def unload_partition(self, p: int) -> None:
         """This broker no longer owns partition `p`: forget its groups (their state stays in the log for
         the next owner) and answer their parked requests NOT_COORDINATOR."""
-        self._loading.discard(p)
-        self._loaded.discard(p)
-        self._failed.discard(p)
-        self._logs.pop(p, None)
-        dropped = self._drop_groups_of(p)
-        log.info("group coordinator unloaded %s partition %d (%d groups)", OFFSETS_TOPIC, p, dropped)
+        self.runtime.unload_partition(p)
+
+    def begin_load(self, partition: int) -> _GroupLoad:
+        return _GroupLoad(self, partition)
+
+    def drop(self, partition: int) -> None:
+        dropped = self._drop_groups_of(partition)
+        log.debug("group coordinator dropped %d groups of %s partition %d", dropped, OFFSETS_TOPIC, partition)
 
     def _drop_groups_of(self, p: int) -> int:
         gids = [gid for gid in self.groups if self.partition_of(gid) == p]
         self.machine.drop_groups(gids)
         cgids = [gid for gid in self.consumer_groups if self.partition_of(gid) == p]
         self.consumer.drop_groups(cgids)
-        for gid in gids + cgids:
-            self.offsets.pop(gid, None)
-        for per_group in self.pending_txn_offsets.values():
-            for gid in [g for g in per_group if self.partition_of(g) == p]:
-                del per_group[gid]
+        self.offset_manager.drop_partition(p)
         self._run()
         return len(gids) + len(cgids)
-
-    async def _load_partition(self, p: int) -> None:
-        assert self.topic is not None
-        plog = await self.topics.partition_log(self.topic, p)
-        if p not in self._loading:
-            return  # unloaded while opening
-        self._logs[p] = plog
-        offset = plog.log_start_offset
-        end = plog.high_watermark
-        consumer = ConsumerGroupReplayer()
-        while offset < end:
-            res = await plog.read(offset, LOAD_READ_BYTES)
-            if not res.batches:
-                break
-            for fb in res.batches:
-                hdr = parse_batch_header(fb.batch)
-                if hdr.is_control or hdr.is_transactional:
-                    self._replay_transactional(p, hdr.producer_id, hdr.is_control, fb.batch, fb.base_offset)
-                    continue
-                for r in decode_records(fb.batch):
-                    if r.key is not None:
-                        self._replay(r.key, r.value, consumer, fb.base_offset + r.offset_delta)
-            offset = res.next_offset
-        if p not in self._loading:  # unloaded while loading: drop what was replayed
-            self._drop_groups_of(p)
-            return
-        self._loading.discard(p)
-        self._loaded.add(p)
-        self._on_loaded(p, consumer.result())
 
     def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None,
                 record_offset: int = -1) -> None:
@@ -350,15 +226,10 @@ class GroupCoordinator:
         try:
             k = rec.decode_key(key)
             if isinstance(k, rec.OffsetCommitKey):
-                if value is None:
-                    self._remove_offset(k.group, k.topic, k.partition)
-                    return
-                v = rec.decode_offset_commit_value(value)
-                if k.group not in self.groups:
+                self.offset_manager.replay(k, value, record_offset)
+                if value is not None and k.group not in self.groups:
                     # Offsets without group metadata: a "simple" group (commits outside group management).
                     self.groups[k.group] = ClassicGroup(k.group)
-                self.offsets.setdefault(k.group, {})[(k.topic, k.partition)] = OffsetAndMetadata(
-                    v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset)
             elif isinstance(k, rec.GroupMetadataKey):
                 if value is None:
                     old = self.groups.pop(k.group, None)
@@ -394,7 +265,7 @@ class GroupCoordinator:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup] = ()) -> None:  # type: ignore[assignment]
+    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup]) -> None:
         for cg in consumer_groups:
             # Its offset commits made a "simple" classic group of the same id on the way: the id is the
             # consumer group's.
@@ -416,31 +287,17 @@ class GroupCoordinator:
     def partition_error(self, group_id: str) -> int:
         """0 when this coordinator can serve `group_id` now, else the error to answer with. (An empty group
         id is valid for offsets, describe and delete, as in Kafka; the membership APIs refuse it.)"""
-        if self._stopped or self.topic is None:
+        if self._stopped:
             return E.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_of(group_id)
-        if p in self._loaded:
-            return E.NOT_COORDINATOR if self.topics.paused else 0
-        if not self.topics.owns(self.topic, p):
-            return E.NOT_COORDINATOR  # cluster mode: another broker coordinates this group
-        if p in self._failed:
-            # A load can fail for a passing reason (bookies briefly unavailable, the ZooKeeper connection
-            # suspended while the partition opened); the partition is still ours, so a request after
-            # LOAD_RETRY_S starts another load - without it the partition's groups stayed broken until a
-            # restart. Until then the group's clients are told to retry.
-            if time.monotonic() - self._failed_at.get(p, 0.0) >= LOAD_RETRY_S:
-                self.load_partition(p)
-                return E.COORDINATOR_LOAD_IN_PROGRESS
-            return E.COORDINATOR_NOT_AVAILABLE
-        return E.COORDINATOR_LOAD_IN_PROGRESS
+        return self.runtime.error(self.partition_of(group_id))
 
     @property
     def available(self) -> bool:
-        return not self._stopped and self.topic is not None
+        return not self._stopped and self.runtime.available
 
     @property
     def loading(self) -> bool:
-        return bool(self._loading)
+        return self.runtime.loading
 
     def topic_key(self, name: str) -> str:
         """The name offsets of topic `name` are stored under: its Kafka name (`t` in the default namespace,
@@ -462,7 +319,7 @@ class GroupCoordinator:
     def committed_offsets(self) -> dict[tuple[str, str, int], int]:
         """{(group, topic, partition): committed offset} for every durable commit (consumer lag metrics).
         Topics are Kafka names as kop.topics.manager.TopicManager.kafka_name gives them."""
-        return {(g, t, p): o.offset for g, offs in self.offsets.items() for (t, p), o in offs.items()}
+        return self.offset_manager.committed_offsets()
 
     # ================================================================== driving the state machine
     def _timer_ms(self) -> int:
@@ -479,7 +336,7 @@ class GroupCoordinator:
         for machine in (self.consumer, self.machine):
             for effect in machine.take_effects():
                 if isinstance(effect, (Answer, HeartbeatAnswer)):
-                    fut = cast("asyncio.Future[Any]", effect.token)
+                    fut = cast("asyncio.Future[object]", effect.token)
                     if not fut.done():
                         fut.set_result(effect.result)
                 else:
@@ -493,7 +350,8 @@ class GroupCoordinator:
         self._arm()
 
     def _written(self, machine: GroupStateMachine | ConsumerGroupMachine, write_id: int, group_id: str,
-                 f: asyncio.Future[Any]) -> None:
+                 f: asyncio.Future[int]) -> None:
+        error: int
         if f.cancelled():
             error = E.NOT_COORDINATOR
         elif (exc := f.exception()) is not None:
@@ -525,28 +383,12 @@ class GroupCoordinator:
 
     # ================================================================== writes
     def _write(self, group_id: str, records: list[tuple[bytes, bytes | None]],
-               producer: tuple[int, int] | None = None) -> asyncio.Future[Any]:
-        """Issue one batch to the group's __consumer_offsets partition now (appends of a partition are
-        stored and acknowledged in issue order); the future completes when it is durable."""
-        assert self.topic is not None
-        plog = self._logs.get(self.partition_of(group_id))
-        now = self.now_ms()
-        if plog is None:  # the partition was unloaded (cluster mode: its bundle moved)
-            lost: asyncio.Future[Any] = self.loop.create_future()
-            lost.set_exception(CoordinatorError(E.NOT_COORDINATOR, "the group's partition is not loaded here"))
-            return lost
-        # producer: (id, epoch) of a TxnOffsetCommit's transaction, whose offsets go in a transactional batch
-        txn = {} if producer is None else {"producer_id": producer[0], "producer_epoch": producer[1],
-                                            "base_sequence": 0, "is_transactional": True}
-        batch = build_batch([NewRecord(k, v, (), now) for k, v in records], partition_leader_epoch=LEADER_EPOCH,
-                            **txn)  # type: ignore[arg-type]
-        max_bytes = int(effective(self.topic.configs, "max.message.bytes", self.config))
-        if len(batch) > max_bytes:
-            fut: asyncio.Future[Any] = self.loop.create_future()
-            fut.set_exception(RecordTooLarge(
-                f"a {len(batch)}-byte batch for group {group_id} exceeds max.message.bytes={max_bytes}"))
-            return fut
-        return asyncio.ensure_future(plog.append(batch, len(records) - 1, now))
+               producer: tuple[int, int] | None = None) -> asyncio.Future[int]:
+        """Issue one batch to the group's __consumer_offsets partition now, through the runtime (appends of
+        a partition are stored and acknowledged in issue order); the future completes with the batch's base
+        offset when it is durable. producer: (id, epoch) of a TxnOffsetCommit's transaction, whose offsets go
+        in a transactional batch."""
+        return asyncio.ensure_future(self.runtime.write(self.partition_of(group_id), records, self.now_ms(), producer))
 
     # ================================================================== JoinGroup, SyncGroup, Heartbeat, LeaveGroup
     async def join_group(self, req: JoinRequest) -> JoinResult:
@@ -645,7 +487,7 @@ class GroupCoordinator:
         return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
 
     def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
-        def done(f: asyncio.Future[Any]) -> None:
+        def done(f: asyncio.Future[int]) -> None:
             if not f.cancelled() and f.exception() is not None:
                 log.warning("group %s: writing %s failed: %r", group_id, what, f.exception())
 
@@ -687,42 +529,14 @@ class GroupCoordinator:
             self._arm()  # a member's commit restarted its session timer
             if err:
                 return dict.fromkeys(keys, err)
-        now = self.now_ms()
-        expire = now + retention_ms if retention_ms >= 0 else -1
-        result: dict[tuple[str, int], int] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: list[tuple[str, int, OffsetAndMetadata]] = []
-        max_meta = self.config.offsetMetadataMaxSize
-        for topic, partition, offset, epoch, metadata in partitions:
-            if metadata is not None and len(metadata) > max_meta:
-                result[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            result[(topic, partition)] = 0
-            om = OffsetAndMetadata(offset, epoch, metadata or "", now, expire)
-            values.append((topic, partition, om))
-            records.append((rec.offset_commit_key(group_id, topic, partition), rec.encode_offset_commit_value(
-                rec.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
-                                      om.expire_timestamp))))
-        if not records:
-            return result
-        try:
-            base = await self._write(group_id, records)
-        except Exception as e:
-            log.warning("group %s: writing %d offset commits failed: %r", group_id, len(records), e)
-            error = append_error(e)
-            if created and group_id not in self.offsets and self.groups.get(group_id) is group:
-                del self.groups[group_id]
-            for topic, partition, _ in values:
-                result[(topic, partition)] = error
-            return result
-        offsets = self.offsets.setdefault(group_id, {})
-        for i, (topic, partition, om) in enumerate(values):
-            om.record_offset = base + i if isinstance(base, int) else -1
-            offsets[(topic, partition)] = om
-        if group_id not in self.groups and group_id not in self.consumer_groups:
-            # The group was deleted while the commit was being written: the offsets bring it back, as
-            # replaying the log would.
-            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)
+        result = await self.offset_manager.commit(group_id, partitions, retention_ms)
+        if self.offset_manager.has_offsets(group_id):
+            if group_id not in self.groups and group_id not in self.consumer_groups:
+                # The group was deleted while the commit was being written: the offsets bring it back, as
+                # replaying the log would.
+                self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
+        elif created and self.groups.get(group_id) is group:
+            del self.groups[group_id]  # nothing was committed: the simple group made for it goes
         return result
 
     # ================================================================== TxnOffsetCommit (KIP-98, KIP-447)
@@ -767,90 +581,22 @@ class GroupCoordinator:
             group_id, generation_id, member_id, instance_id)
         if err:
             return dict.fromkeys(keys, err)
-        now = self.now_ms()
+        self._ensure_group(group_id)  # a simple group, as Kafka makes
+        return await self.offset_manager.txn_commit(group_id, producer_id, producer_epoch, partitions)
+
+    def _ensure_group(self, group_id: str) -> None:
         if group_id not in self.groups and group_id not in self.consumer_groups:
-            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=now)  # a simple group, as Kafka makes
-        result: dict[tuple[str, int], int] = {}
-        records: list[tuple[bytes, bytes | None]] = []
-        values: list[tuple[str, int, OffsetAndMetadata]] = []
-        for topic, partition, offset, epoch, metadata in partitions:
-            if metadata is not None and len(metadata) > self.config.offsetMetadataMaxSize:
-                result[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
-                continue
-            result[(topic, partition)] = 0
-            om = OffsetAndMetadata(offset, epoch, metadata or "", now)
-            values.append((topic, partition, om))
-            records.append((rec.offset_commit_key(group_id, topic, partition), rec.encode_offset_commit_value(
-                rec.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp))))
-        if not records:
-            return result
-        try:
-            base = await self._write(group_id, records, producer=(producer_id, producer_epoch))
-        except Exception as e:
-            log.warning("group %s: writing %d transactional offset commits failed: %r", group_id, len(records), e)
-            code = getattr(e, "code", None)
-            error = code if isinstance(code, int) and code == E.INVALID_PRODUCER_EPOCH else append_error(e)
-            return {k: (error if v == 0 else v) for k, v in result.items()}
-        pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(group_id, {})
-        for i, (topic, partition, om) in enumerate(values):
-            om.record_offset = base + i if isinstance(base, int) else -1
-            pending[(topic, partition)] = om
-        return result
+            self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The transaction's marker landed in __consumer_offsets partition `partition`: its pending offsets
         for the groups of that partition become committed (COMMIT) or are dropped (ABORT)."""
-        per_group = self.pending_txn_offsets.get(producer_id)
-        if not per_group:
-            return
-        for gid in [g for g in per_group if self.partition_of(g) == partition]:
-            offsets = per_group.pop(gid)
-            if not commit:
-                continue
-            committed = self.offsets.setdefault(gid, {})
-            for tp, om in offsets.items():
-                # Kafka's rule: a plain commit written after the transactional one stays (compaction and
-                # mixed commits depend on it); an unknown record offset (-1) does not hold the commit back.
-                cur = committed.get(tp)
-                if cur is None or om.record_offset < 0 or om.record_offset > cur.record_offset:
-                    committed[tp] = om
-            if gid not in self.groups and gid not in self.consumer_groups:
-                self.groups[gid] = ClassicGroup(gid, state_timestamp=self.now_ms())
-        if not per_group:
-            del self.pending_txn_offsets[producer_id]
+        for gid in self.offset_manager.complete_transaction(partition, producer_id, commit):
+            self._ensure_group(gid)
 
     def has_pending_offset(self, group_id: str, topic: str, partition: int) -> bool:
         """Whether an open transaction holds an offset of this partition (OffsetFetch require_stable)."""
-        return any((topic, partition) in per_group.get(group_id, ())
-                   for per_group in self.pending_txn_offsets.values())
-
-    def _replay_transactional(self, p: int, producer_id: int, is_control: bool, batch: Any, base_offset: int) -> None:
-        """Load: a transactional batch's offset commits are pending for their producer; a marker
-        completes them, as when it was first written."""
-        if is_control:
-            for r in decode_records(batch):
-                if r.key is not None and len(r.key) >= 4:
-                    kind = control_record_type(r.key)
-                    if kind in (0, 1):
-                        self.complete_transaction(p, producer_id, kind == 1)
-            return
-        for r in decode_records(batch):
-            if r.key is None:
-                continue
-            try:
-                k = rec.decode_key(r.key)
-                if not isinstance(k, rec.OffsetCommitKey):
-                    continue
-                pending = self.pending_txn_offsets.setdefault(producer_id, {}).setdefault(k.group, {})
-                if r.value is None:
-                    pending.pop((k.topic, k.partition), None)
-                    continue
-                v = rec.decode_offset_commit_value(r.value)
-                pending[(k.topic, k.partition)] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
-                                                                    v.commit_timestamp, v.expire_timestamp,
-                                                                    base_offset + r.offset_delta)
-            except rec.RecordError as e:
-                log.warning("skipping an undecodable transactional record in %s: %s", OFFSETS_TOPIC, e)
+        return self.offset_manager.has_pending_offset(group_id, topic, partition)
 
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, topics: list[tuple[str, list[int]]] | None,
@@ -867,23 +613,11 @@ class GroupCoordinator:
             err = self.consumer.validate_offset_fetch(cg, member_id, member_epoch)
             if err:
                 return err, []
-            offsets = self.offsets.get(group_id, {})
         else:
             group = self.groups.get(group_id)
-            offsets = self.offsets.get(group_id, {}) if group is not None and not group.is_in(S.DEAD) else {}
-        out: list[tuple[str, int, int, int, str, int]] = []
-        if topics is None:
-            for (t, p), om in sorted(offsets.items()):
-                out.append((t, p, om.offset, om.leader_epoch, om.metadata, 0))
-            return 0, out
-        for t, parts in topics:
-            for p in parts:
-                om = offsets.get((t, p))
-                if om is None:
-                    out.append((t, p, -1, -1, "", 0))
-                else:
-                    out.append((t, p, om.offset, om.leader_epoch, om.metadata, 0))
-        return 0, out
+            if group is None or group.is_in(S.DEAD):
+                return 0, self.offset_manager.fetch(None, topics)  # no group: no commits
+        return 0, self.offset_manager.fetch(group_id, topics)
 
     # ================================================================== OffsetDelete
     async def delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
@@ -904,7 +638,7 @@ class GroupCoordinator:
             if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE) and not group.uses_consumer_protocol():
                 return E.NON_EMPTY_GROUP, {}
             is_subscribed = group.is_subscribed_to
-        offsets = self.offsets.get(group_id, {})
+        offsets = self.offset_manager.committed(group_id)
         result: dict[tuple[str, int], int] = {}
         tombstones: list[tuple[str, int]] = []
         for t, parts in topics:
@@ -916,27 +650,13 @@ class GroupCoordinator:
                 if (t, p) in offsets:
                     result[(t, p)] = 0
                     tombstones.append((t, p))
-        if tombstones:
-            try:
-                await self._write(group_id, [(rec.offset_commit_key(group_id, t, p), None) for t, p in tombstones])
-            except Exception as e:
-                log.warning("group %s: writing offset tombstones failed: %r", group_id, e)
-                return append_error(e), {}
-            for t, p in tombstones:
-                self._remove_offset(group_id, t, p)
-        return 0, result
-
-    def _remove_offset(self, group_id: str, topic: str, partition: int) -> None:
-        offs = self.offsets.get(group_id)
-        if offs is not None:
-            offs.pop((topic, partition), None)
-            if not offs:
-                del self.offsets[group_id]
+        err = await self.offset_manager.delete(group_id, tombstones)
+        return (err, {}) if err else (0, result)
 
     # ================================================================== DeleteGroups
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         result: dict[str, int] = {}
-        writes: list[tuple[str, asyncio.Future[Any], list[tuple[str, int]]]] = []
+        writes: list[tuple[str, asyncio.Future[int], list[TopicPartition]]] = []
         for gid in group_ids:
             err = self.partition_error(gid)
             if err:
@@ -947,8 +667,8 @@ class GroupCoordinator:
                 if cg.members:
                     result[gid] = E.NON_EMPTY_GROUP
                     continue
-                parts = list(self.offsets.get(gid, {}))
-                tombstones = [(rec.offset_commit_key(gid, t, p), None) for t, p in parts]
+                parts = list(self.offset_manager.committed(gid))
+                tombstones = OffsetManager.tombstones(gid, parts)
                 writes.append((gid, self._write(gid, tombstones + self.consumer.delete_group(gid)), parts))
                 continue
             group = self.groups.get(gid)
@@ -958,9 +678,8 @@ class GroupCoordinator:
             if group.is_in(S.STABLE, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE):
                 result[gid] = E.NON_EMPTY_GROUP
                 continue
-            parts = list(self.offsets.get(gid, {}))
-            records: list[tuple[bytes, bytes | None]] = [
-                (rec.offset_commit_key(gid, t, p), None) for t, p in parts]
+            parts = list(self.offset_manager.committed(gid))
+            records = OffsetManager.tombstones(gid, parts)
             records.append((rec.group_metadata_key(gid), None))
             self._remove_group(group)
             writes.append((gid, self._write(gid, records), parts))
@@ -971,8 +690,7 @@ class GroupCoordinator:
                 log.warning("group %s: writing its tombstones failed: %r", gid, e)
                 result[gid] = append_error(e)
                 continue
-            for t, p in parts:
-                self._remove_offset(gid, t, p)
+            self.offset_manager.forget(gid, parts)
             result[gid] = 0
         return {gid: result[gid] for gid in group_ids if gid in result}
 
@@ -1029,44 +747,36 @@ class GroupCoordinator:
         their commit). Returns how many tombstones were written."""
         retention_ms = self.config.offsetsRetentionMinutes * 60_000
         now = self.now_ms()
-        per_group: list[tuple[str, list[tuple[str, int]], bool]] = []
+        per_group: list[tuple[str, list[TopicPartition], bool]] = []
         for gid, group in list(self.groups.items()):
-            if self.partition_of(gid) not in self._loaded or group.is_in(S.DEAD):
+            if not self.runtime.is_loaded(self.partition_of(gid)) or group.is_in(S.DEAD):
                 continue
-            offsets = self.offsets.get(gid, {})
-            expired: list[tuple[str, int]] = []
-            all_expired = True
-            base = self._expiration_base(group)
-            if base is None:
-                all_expired = not offsets
-            else:
-                for (t, p), om in offsets.items():
-                    if group.is_subscribed_to(t):
-                        all_expired = False
-                        continue
-                    if om.expire_timestamp >= 0:
-                        gone = now >= om.expire_timestamp
-                    else:
-                        gone = now - base(om) >= retention_ms
-                    if gone:
-                        expired.append((t, p))
-                    else:
-                        all_expired = False
+            expired, all_expired = self.offset_manager.expired(gid, now, retention_ms, self._expiration_base(group),
+                                                               group.is_subscribed_to)
             delete_group = all_expired and group.is_in(S.EMPTY)
             if expired or delete_group:
                 per_group.append((gid, expired, delete_group))
-        per_group += self._expired_of_consumer_groups(now, retention_ms)
+        for gid, cg in self.consumer_groups.items():
+            # Kafka's rule for consumer groups: an offset of a topic no member subscribes to expires retention
+            # after its commit; a group without members whose offsets are all gone is deleted.
+            if not self.runtime.is_loaded(self.partition_of(gid)):
+                continue
+            expired, all_expired = self.offset_manager.expired(gid, now, retention_ms, _commit_time,
+                                                               self.consumer.subscribed_topics(cg).__contains__)
+            delete_group = all_expired and not cg.members
+            if expired or delete_group:
+                per_group.append((gid, expired, delete_group))
         total = 0
         waits = []
         for gid, expired, delete_group in per_group:
-            records: list[tuple[bytes, bytes | None]] = [(rec.offset_commit_key(gid, t, p), None) for t, p in expired]
+            records = OffsetManager.tombstones(gid, expired)
             if delete_group and gid in self.consumer_groups:
                 records += self.consumer.delete_group(gid)
             elif delete_group:
                 records.append((rec.group_metadata_key(gid), None))
-                group = self.groups.get(gid)
-                if group is not None:
-                    self._remove_group(group)
+                dead = self.groups.get(gid)
+                if dead is not None:
+                    self._remove_group(dead)
             waits.append((gid, expired, self._write(gid, records)))
             total += len(records)
         for gid, expired, fut in waits:
@@ -1075,33 +785,10 @@ class GroupCoordinator:
             except Exception as e:
                 log.warning("group %s: writing expiration tombstones failed: %r", gid, e)
                 continue
-            for t, p in expired:
-                self._remove_offset(gid, t, p)
+            self.offset_manager.forget(gid, expired)
         if total:
             log.info("offset expiration wrote %d tombstones", total)
         return total
-
-    def _expired_of_consumer_groups(self, now: int, retention_ms: int) -> list[tuple[str, list[tuple[str, int]], bool]]:
-        """Kafka's rule for consumer groups: an offset of a topic no member subscribes to expires
-        retention after its commit; a group without members whose offsets are all gone is deleted."""
-        out = []
-        for gid, cg in self.consumer_groups.items():
-            if self.partition_of(gid) not in self._loaded:
-                continue
-            subscribed = self.consumer.subscribed_topics(cg)
-            expired: list[tuple[str, int]] = []
-            all_expired = True
-            for (t, p), om in self.offsets.get(gid, {}).items():
-                gone = t not in subscribed and (
-                    now >= om.expire_timestamp if om.expire_timestamp >= 0 else now - om.commit_timestamp >= retention_ms)
-                if gone:
-                    expired.append((t, p))
-                else:
-                    all_expired = False
-            delete_group = all_expired and not cg.members
-            if expired or delete_group:
-                out.append((gid, expired, delete_group))
-        return out
 
     @staticmethod
     def _expiration_base(group: ClassicGroup) -> Callable[[OffsetAndMetadata], int] | None:
@@ -1118,22 +805,41 @@ class GroupCoordinator:
     # ================================================================== topic deletion
     async def on_topic_deleted(self, deleted: Topic) -> None:
         """A deleted topic's committed offsets go too (tombstones), as Kafka removes them."""
-        topic = self.topics.kafka_name(deleted.name)
-        waits = []
-        for gid, offs in list(self.offsets.items()):
-            parts = [(t, p) for t, p in offs if t == topic]
-            if not parts or self.partition_of(gid) not in self._loaded:
-                continue
-            waits.append((gid, parts, self._write(gid, [(rec.offset_commit_key(gid, t, p), None) for t, p in parts])))
-        for gid, parts, fut in waits:
-            try:
-                await fut
-            except Exception as e:
-                log.warning("group %s: writing tombstones for deleted topic %s failed: %r", gid, topic, e)
-                continue
-            for t, p in parts:
-                self._remove_offset(gid, t, p)
+        await self.offset_manager.delete_topic(self.topics.kafka_name(deleted.name),
+                                               lambda gid: self.runtime.is_loaded(self.partition_of(gid)))
 
+
+def _commit_time(om: OffsetAndMetadata) -> int:
+    return om.commit_timestamp
+
+
+class _GroupLoad:
+    """One load of a __consumer_offsets partition: its records replayed (KIP-848 consumer groups through
+    their replayer, applied once the partition is read), then the state machines told of its groups."""
+
+    def __init__(self, coordinator: GroupCoordinator, partition: int) -> None:
+        self.coordinator = coordinator
+        self.partition = partition
+        self.consumer = ConsumerGroupReplayer()
+
+    def replay(self, fb: FetchedBatch) -> None:
+        c = self.coordinator
+        hdr = parse_batch_header(fb.batch)
+        if hdr.is_control or hdr.is_transactional:
+            # a transactional batch's offsets are pending until its marker, replayed as when first written
+            for gid in c.offset_manager.replay_transactional(self.partition, hdr.producer_id, hdr.is_control,
+                                                             fb.batch, fb.base_offset):
+                c._ensure_group(gid)
+            return
+        for r in decode_records(fb.batch):
+            if r.key is not None:
+                c._replay(r.key, r.value, self.consumer, fb.base_offset + r.offset_delta)
+
+    def loaded(self) -> str:
+        c = self.coordinator
+        c._on_loaded(self.partition, self.consumer.result())
+        groups = sum(1 for gid in c.groups if c.partition_of(gid) == self.partition)
+        return f"{groups} groups"
 
 
 __all__ = [

@@ -124,7 +124,7 @@ def _inconsistent(requested: str | None, current: str | None) -> bool:
     return requested is not None and current is not None and requested != current
 
 
-class GroupStateMachine(SansIOMachine):
+class GroupStateMachine(SansIOMachine[Answer]):
     """Every classic group of this coordinator and the rules that move them. See the module docstring for
     how it is driven; `groups` is shared with the coordinator, which loads them and keeps their offsets."""
 

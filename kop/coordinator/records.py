@@ -30,6 +30,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal, overload
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -188,7 +189,14 @@ class _Reader:
                 return value
             shift += 7
 
+    @overload
+    def string(self, nullable: Literal[False] = False) -> str: ...
+
+    @overload
+    def string(self, nullable: bool) -> str | None: ...
+
     def string(self, nullable: bool = False) -> str | None:
+        """A string; null (a negative length) only when `nullable`, else RecordError."""
         n = self.uvarint() - 1 if self.flexible else self.int16()
         if n < 0:
             if not nullable:
@@ -242,9 +250,9 @@ def decode_key(data: bytes | memoryview) -> OffsetCommitKey | GroupMetadataKey |
     r = _Reader(data, 0, False)
     version = r.int16()
     if version in (0, 1):
-        key: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(r.string(), r.string(), r.int32())  # type: ignore[arg-type]
+        key: OffsetCommitKey | GroupMetadataKey = OffsetCommitKey(r.string(), r.string(), r.int32())
     elif version == 2:
-        key = GroupMetadataKey(r.string())  # type: ignore[arg-type]
+        key = GroupMetadataKey(r.string())
     else:
         return UnknownKey(version)
     if r.pos != len(data):
@@ -337,7 +345,7 @@ def decode_group_metadata_value(data: bytes | memoryview) -> GroupMetadataValue:
         subscription = r.bytes_()
         assignment = r.bytes_()
         r.skip_tags()
-        members.append(MemberMetadata(member_id, instance_id, client_id, client_host,  # type: ignore[arg-type]
+        members.append(MemberMetadata(member_id, instance_id, client_id, client_host,
                                       rebalance_timeout, session_timeout, subscription, assignment))
     r.skip_tags()
     return GroupMetadataValue(protocol_type or "", generation, protocol, leader, state_ts, members)

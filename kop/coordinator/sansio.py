@@ -10,11 +10,12 @@ caller's clock in ms (the loop's monotonic time); `timestamp()` is wall time for
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 from kop.protocol.errors import ErrorCode
 
@@ -32,22 +33,25 @@ class Write:
     records: list[Record]
 
 
-class SansIOMachine:
-    """Deadlines, effects and write outcomes; subclasses add the rules."""
+A = TypeVar("A")  # the answers a machine hands out beside its writes
+
+
+class SansIOMachine(Generic[A]):
+    """Deadlines, effects and write outcomes; subclasses add the rules (and say what their answers are)."""
 
     def __init__(self, wall_ms: Callable[[], int] | None = None) -> None:
         self._wall_ms = wall_ms
         self._now = 0  # the `now` of the call being served: timers set meanwhile count from it
-        # key -> (deadline, sequence number, function, arguments); the heap orders (deadline, sequence, key)
-        # and keeps entries of timers since re-set or cancelled until they surface (their sequence differs).
-        self._timers: dict[TimerKey, tuple[int, int, Callable[..., None], tuple[Any, ...]]] = {}
+        # key -> (deadline, sequence number, what to call); the heap orders (deadline, sequence, key) and
+        # keeps entries of timers since re-set or cancelled until they surface (their sequence differs).
+        self._timers: dict[TimerKey, tuple[int, int, Callable[[], None]]] = {}
         self._heap: list[tuple[int, int, TimerKey]] = []
         self._timer_seq = 0
         self._on_written: dict[int, Callable[[int], None]] = {}
         self._next_write_id = 0
-        self._effects: list[Any] = []
+        self._effects: list[A | Write] = []
 
-    def take_effects(self) -> list[Any]:
+    def take_effects(self) -> list[A | Write]:
         """The answers and writes produced since the last call, in the order they were made."""
         out, self._effects = self._effects, []
         return out
@@ -68,9 +72,9 @@ class SansIOMachine:
         self._now = now
         while (deadline := self.next_deadline()) is not None and deadline <= now:
             _, _, key = heapq.heappop(self._heap)
-            _, _, fn, args = self._timers.pop(key)
+            _, _, fire = self._timers.pop(key)
             try:
-                fn(*args)
+                fire()
             except Exception:
                 log.exception("group coordinator timer %s failed", key)
 
@@ -97,10 +101,10 @@ class SansIOMachine:
 
         self._write(group_id, records, done)
 
-    def _schedule(self, key: TimerKey, delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
+    def _schedule(self, key: TimerKey, delay_ms: int, fn: Callable[..., None], *args: object) -> None:
         self._timer_seq += 1
         deadline = self._now + max(delay_ms, 0)
-        self._timers[key] = (deadline, self._timer_seq, fn, args)
+        self._timers[key] = (deadline, self._timer_seq, functools.partial(fn, *args))
         heapq.heappush(self._heap, (deadline, self._timer_seq, key))
 
     def _cancel(self, key: TimerKey) -> None:

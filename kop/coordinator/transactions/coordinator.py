@@ -32,11 +32,12 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig
 from kop.coordinator.records import RecordError, partition_for
+from kop.coordinator.runtime import COORDINATOR_EPOCH, CoordinatorRuntime
 from kop.coordinator.transactions import records as trec
 from kop.coordinator.transactions.markers import MarkerChannel
 from kop.coordinator.transactions.state import (
@@ -48,9 +49,9 @@ from kop.coordinator.transactions.state import (
     TxnMetadata,
     TxnState,
 )
-from kop.offset.api import PartitionLog
+from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
-from kop.protocol.records import NewRecord, build_batch, decode_records, parse_batch_header
+from kop.protocol.records import decode_records, parse_batch_header
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kop.topics.write_rules import AppendRefused
@@ -62,9 +63,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 E = ErrorCode
-LEADER_EPOCH = 0
-COORDINATOR_EPOCH = 0
-LOAD_READ_BYTES = 1 << 20
 MARKER_RETRY_S = 0.5  # a marker that could not be written is tried again this long after
 
 
@@ -81,13 +79,10 @@ class TransactionCoordinator:
         self.groups = groups
         self.clock = clock
         self.machine = TransactionStateMachine(config.transactionMaxTimeoutMs)
-        self.topic: Topic | None = None
-        self.num_partitions = config.transactionStateLogNumPartitions
-        self._logs: dict[int, PartitionLog] = {}
-        self._loaded: set[int] = set()
-        self._loading: set[int] = set()
-        self._failed: set[int] = set()
-        self._tasks: set[asyncio.Task[Any]] = set()
+        # the life of the __transaction_state partitions here (kop/coordinator/runtime.py)
+        self.runtime = CoordinatorRuntime("transaction coordinator", config, topics, topics.transaction_state_topic,
+                                          config.transactionStateLogNumPartitions,
+                                          "transactionStateLogNumPartitions", self)
         self._markers: dict[str, asyncio.Task[None]] = {}  # transactional id -> its marker task
         self.channel = MarkerChannel()  # markers for partitions of other brokers (cluster mode)
         self._stopped = False
@@ -101,43 +96,29 @@ class TransactionCoordinator:
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
 
+    @property
+    def topic(self) -> Topic | None:
+        return self.runtime.topic
+
+    @property
+    def num_partitions(self) -> int:
+        return self.runtime.num_partitions
+
     # ================================================================== lifecycle
     async def start(self) -> None:
-        self.topic = await self._ensure_topic()
-        self.num_partitions = self.topic.partitions
-        for p in range(self.num_partitions):
-            if self.topics.owns(self.topic, p):
-                self.load_partition(p)
+        await self.runtime.start()
         self._aborter.start()
         self._expirer.start()
 
-    async def _ensure_topic(self) -> Topic:
-        tn = self.topics.transaction_state_topic
-        topic = self.topics.get(tn)
-        if topic is None:
-            try:
-                topic = await self.topics.create(tn, self.config.transactionStateLogNumPartitions,
-                                                 {"cleanup.policy": "compact"}, internal=True)
-            except TopicError as e:
-                if e.error != "TOPIC_ALREADY_EXISTS":
-                    raise
-                topic = self.topics.get(tn)
-                assert topic is not None
-        elif topic.partitions != self.config.transactionStateLogNumPartitions:
-            log.warning("%s has %d partitions, transactionStateLogNumPartitions says %d: keeping %d (the "
-                        "transactional id -> partition mapping must not change)", TRANSACTION_STATE_TOPIC,
-                        topic.partitions, self.config.transactionStateLogNumPartitions, topic.partitions)
-        return topic
-
     async def wait_loaded(self) -> None:
-        while self._loading and not self._stopped:
-            await asyncio.sleep(0.01)
+        await self.runtime.wait_loaded()
 
     async def stop(self) -> None:
         self._stopped = True
+        await self.runtime.stop()
         await self._aborter.stop()
         await self._expirer.stop()
-        tasks = list(self._tasks) + list(self._markers.values())
+        tasks = list(self._markers.values())
         for t in tasks:
             t.cancel()
         for t in tasks:
@@ -145,100 +126,45 @@ class TransactionCoordinator:
                 await t
         self.channel.close()
 
-    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
-        task = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    # ================================================================== loading
+    # ================================================================== loading (the runtime's Shard)
     def load_partition(self, p: int) -> None:
-        """This broker owns __transaction_state partition `p` (at start, or a bundle acquired in cluster
-        mode): read it in the background; its ids get COORDINATOR_LOAD_IN_PROGRESS until then."""
-        if self.topic is None or self._stopped or p in self._loaded or p in self._loading:
-            return
-        self._failed.discard(p)
-        self._loading.add(p)
-        self._spawn(self._load(p), f"txn-load-{p}")
+        """This broker owns __transaction_state partition `p` (a bundle acquired in cluster mode): read it
+        in the background; its ids get COORDINATOR_LOAD_IN_PROGRESS until then."""
+        self.runtime.load_partition(p)
 
     def unload_partition(self, p: int) -> None:
         """Another broker owns partition `p` now: forget its transactions (their state stays in the log)."""
-        self._loading.discard(p)
-        self._loaded.discard(p)
-        self._failed.discard(p)
-        self._logs.pop(p, None)
-        gone = [tid for tid in self.machine.txns if self.partition_of(tid) == p]
+        self.runtime.unload_partition(p)
+
+    def failed_partitions(self) -> list[int]:
+        """__transaction_state partitions whose load failed (retried on request)."""
+        return self.runtime.failed_partitions()
+
+    def begin_load(self, partition: int) -> _TxnLoad:
+        return _TxnLoad(self, partition)
+
+    def drop(self, partition: int) -> None:
+        """Forget the transactions of `partition` and stop driving their markers."""
+        gone = [tid for tid in self.machine.txns if self.partition_of(tid) == partition]
         for tid in gone:
             task = self._markers.pop(tid, None)
             if task is not None:
                 task.cancel()
         self.machine.drop(gone)
 
-    async def _load(self, p: int) -> None:
-        assert self.topic is not None
-        started = time.monotonic()
-        try:
-            plog = await self.topics.partition_log(self.topic, p)
-            if p not in self._loading:
-                return
-            offset, end = plog.log_start_offset, plog.high_watermark
-            while offset < end:
-                res = await plog.read(offset, LOAD_READ_BYTES)
-                if not res.batches:
-                    break
-                for fb in res.batches:
-                    if parse_batch_header(fb.batch).is_control:
-                        continue
-                    for r in decode_records(fb.batch):
-                        if r.key is None:
-                            continue
-                        try:
-                            tid = trec.decode_key(r.key)
-                            self.machine.replay(tid, None if r.value is None else trec.decode_value(r.value))
-                        except RecordError as e:
-                            log.warning("skipping an undecodable record in %s-%d: %s", TRANSACTION_STATE_TOPIC, p, e)
-                offset = res.next_offset
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("loading %s partition %d failed", TRANSACTION_STATE_TOPIC, p)
-            if p in self._loading:
-                self._loading.discard(p)
-                self._failed.add(p)
-            return
-        if p not in self._loading:
-            self.machine.drop([tid for tid in self.machine.txns if self.partition_of(tid) == p])
-            return
-        self._logs[p] = plog
-        self._loading.discard(p)
-        self._loaded.add(p)
-        mine = [t for tid, t in self.machine.txns.items() if self.partition_of(tid) == p]
-        for txn in mine:
-            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
-                self._start_markers(txn.transactional_id)
-        log.info("transaction coordinator loaded %d transactional ids from %s partition %d in %.0f ms", len(mine),
-                 TRANSACTION_STATE_TOPIC, p, (time.monotonic() - started) * 1000)
-
     # ================================================================== placement
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        return self.runtime.partition_of(transactional_id)
 
     def partition_error(self, transactional_id: str) -> int:
         """0 when this coordinator serves `transactional_id` now, else the error to answer with."""
-        if self._stopped or self.topic is None:
+        if self._stopped:
             return E.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_of(transactional_id)
-        if p in self._loaded:
-            return E.NOT_COORDINATOR if self.topics.paused else 0
-        if not self.topics.owns(self.topic, p):
-            return E.NOT_COORDINATOR
-        if p in self._failed:
-            self.load_partition(p)
-        return E.COORDINATOR_LOAD_IN_PROGRESS
+        return self.runtime.error(self.partition_of(transactional_id))
 
     @property
     def available(self) -> bool:
-        return not self._stopped and self.topic is not None
+        return not self._stopped and self.runtime.available
 
     def topic_key(self, name: str) -> str:
         """A topic as transactions store it: its Kafka name, whichever of KoP's spellings the client used."""
@@ -261,13 +187,9 @@ class TransactionCoordinator:
         return 0
 
     async def _append(self, transactional_id: str, value: bytes | None) -> None:
-        plog = self._logs.get(self.partition_of(transactional_id))
-        if plog is None:
-            raise TopicError("NOT_COORDINATOR", "the transactional id's partition is not loaded here")
-        now = self.now_ms()
-        batch = build_batch([NewRecord(trec.encode_key(transactional_id), value, (), now)],
-                            partition_leader_epoch=LEADER_EPOCH)
-        await plog.append(batch, 0, now)
+        """One record of `transactional_id` into its __transaction_state partition (through the runtime)."""
+        await self.runtime.write(self.partition_of(transactional_id), [(trec.encode_key(transactional_id), value)],
+                                 self.now_ms())
 
     # ================================================================== InitProducerId
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
@@ -439,7 +361,7 @@ class TransactionCoordinator:
         """Fence and abort every Ongoing transaction past its timeout; returns how many."""
         transits = []
         for t in self.machine.abort_timed_out(self.now_ms()):
-            if self.partition_of(t.transactional_id) in self._loaded:
+            if self.runtime.is_loaded(self.partition_of(t.transactional_id)):
                 transits.append(t)
             else:  # its partition is still loading: the next sweep sees it
                 self.machine.abandon(t.transactional_id)
@@ -477,8 +399,39 @@ class TransactionCoordinator:
              ) -> tuple[int, list[str], list[ListedTransaction]]:
         if not self.available:
             return E.COORDINATOR_NOT_AVAILABLE, [], []
-        if self._loading:
+        if self.runtime.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, [], []
-        ids = [tid for tid in self.machine.txns if self.partition_of(tid) in self._loaded]
+        ids = [tid for tid in self.machine.txns if self.runtime.is_loaded(self.partition_of(tid))]
         unknown, out = self.machine.list(ids, states, producer_ids, duration_ms, pattern, self.now_ms())
         return 0, unknown, out
+
+
+class _TxnLoad:
+    """One load of a __transaction_state partition: its records replayed into the state machine; once
+    loaded, PrepareCommit/PrepareAbort transactions drive their markers again (Ongoing ones wait for the
+    timeout sweep)."""
+
+    def __init__(self, coordinator: TransactionCoordinator, partition: int) -> None:
+        self.coordinator = coordinator
+        self.partition = partition
+
+    def replay(self, batch: FetchedBatch) -> None:
+        if parse_batch_header(batch.batch).is_control:
+            return
+        machine = self.coordinator.machine
+        for r in decode_records(batch.batch):
+            if r.key is None:
+                continue
+            try:
+                tid = trec.decode_key(r.key)
+                machine.replay(tid, None if r.value is None else trec.decode_value(r.value))
+            except RecordError as e:
+                log.warning("skipping an undecodable record in %s-%d: %s", TRANSACTION_STATE_TOPIC, self.partition, e)
+
+    def loaded(self) -> str:
+        c = self.coordinator
+        mine = [t for tid, t in c.machine.txns.items() if c.partition_of(tid) == self.partition]
+        for txn in mine:
+            if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
+                c._start_markers(txn.transactional_id)
+        return f"{len(mine)} transactional ids"

@@ -14,9 +14,12 @@ import asyncio
 import contextlib
 import logging
 import struct
+from collections.abc import Sequence
+from typing import Protocol, cast
 
 from kop.protocol import api_info, decode_response, encode_request
 from kop.protocol.errors import ErrorCode
+from kop.protocol.model import Struct
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +27,42 @@ API_KEY = 27
 VERSION = 1
 REQUEST_TIMEOUT_S = 30.0
 CLIENT_ID = "kop-transaction-coordinator"
+
+
+# The shape of kop.protocol's generated WriteTxnMarkers v1 classes, as this client uses them.
+class _MarkerTopicClass(Protocol):
+    def __call__(self, *, name: str, partition_indexes: list[int]) -> Struct: ...
+
+
+class _MarkerClass(Protocol):
+    WritableTxnMarkerTopic: _MarkerTopicClass
+
+    def __call__(self, *, producer_id: int, producer_epoch: int, transaction_result: bool, topics: list[Struct],
+                 coordinator_epoch: int) -> Struct: ...
+
+
+class _RequestClass(Protocol):
+    WritableTxnMarker: _MarkerClass
+
+    def __call__(self, *, markers: list[Struct]) -> Struct: ...
+
+
+class _PartitionResult(Protocol):
+    partition_index: int
+    error_code: int
+
+
+class _TopicResult(Protocol):
+    name: str
+    partitions: Sequence[_PartitionResult]
+
+
+class _MarkerResult(Protocol):
+    topics: Sequence[_TopicResult]
+
+
+class _Response(Protocol):
+    markers: Sequence[_MarkerResult]
 
 
 class _Connection:
@@ -34,13 +73,13 @@ class _Connection:
         self.lock = asyncio.Lock()
         self.correlation = 0
 
-    async def request(self, body: object) -> object:
+    async def request(self, body: Struct) -> Struct:
         async with self.lock:
             if self.writer is None or self.writer.is_closing():
                 self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
             assert self.reader is not None
             self.correlation += 1
-            self.writer.write(encode_request(API_KEY, VERSION, self.correlation, CLIENT_ID, body))  # type: ignore[arg-type]
+            self.writer.write(encode_request(API_KEY, VERSION, self.correlation, CLIENT_ID, body))
             await self.writer.drain()
             (size,) = struct.unpack(">i", await self.reader.readexactly(4))
             frame = await self.reader.readexactly(size)
@@ -64,7 +103,7 @@ class MarkerChannel:
     async def write_marker(self, host: str, port: int, topic: str, partition: int, producer_id: int,
                            producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """The owner's error code for the marker of one partition (0: written)."""
-        R = api_info(API_KEY).request_class
+        R = cast("_RequestClass", api_info(API_KEY).request_class)
         body = R(markers=[R.WritableTxnMarker(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[R.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
@@ -73,12 +112,12 @@ class MarkerChannel:
         if conn is None:
             conn = self._connections[(host, port)] = _Connection(host, port)
         try:
-            response = await asyncio.wait_for(conn.request(body), REQUEST_TIMEOUT_S)
+            response = cast("_Response", await asyncio.wait_for(conn.request(body), REQUEST_TIMEOUT_S))
         except Exception as e:  # noqa: BLE001 - refused, timed out, broken frame: the marker is retried
             log.warning("WriteTxnMarkers to %s:%d failed: %r", host, port, e)
             conn.close()
             return ErrorCode.NETWORK_EXCEPTION
-        for marker in response.markers:  # type: ignore[attr-defined]
+        for marker in response.markers:
             for t in marker.topics:
                 for p in t.partitions:
                     if t.name == topic and p.partition_index == partition:

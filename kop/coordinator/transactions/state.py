@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from typing import TypedDict, Unpack
 
 from kop.coordinator.transactions.records import TransactionLogValue
 from kop.protocol.errors import ErrorCode
@@ -132,6 +133,17 @@ class ListedTransaction:
     state: str
 
 
+class _TransitChanges(TypedDict, total=False):
+    """What a transit may change of the transaction it starts from (Transit's fields)."""
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    partitions: frozenset[TopicPartition]
+    start_ms: int
+    last_producer_id: int
+    last_producer_epoch: int
+
+
 class TransactionStateMachine:
     """The transactions of the __transaction_state partitions this broker has loaded (see the module
     docstring)."""
@@ -141,10 +153,10 @@ class TransactionStateMachine:
         self.txns: dict[str, TxnMetadata] = {}
 
     # ------------------------------------------------------------------ transits
-    def _prepare(self, txn: TxnMetadata, state: TxnState, now: int, **changes: object) -> Transit:
+    def _prepare(self, txn: TxnMetadata, state: TxnState, now: int, **changes: Unpack[_TransitChanges]) -> Transit:
         t = Transit(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms, state,
                     frozenset(txn.partitions), txn.start_ms, now, txn.last_producer_id, txn.last_producer_epoch)
-        t = replace(t, **changes)  # type: ignore[arg-type]
+        t = replace(t, **changes)
         txn.pending = state
         return t
 

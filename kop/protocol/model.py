@@ -101,7 +101,7 @@ def default_kind(f: FieldSpec) -> tuple[str, Any]:
             return ("const", raw.strip().lower() == "true")
         return ("const", bool(raw))
     if t == "float64":
-        return ("const", float(raw) if raw not in (None, "") else 0.0)
+        return ("const", 0.0 if raw is None or raw == "" else float(raw))
     if t == "string":
         if raw == "null":
             return ("const", None)

@@ -174,20 +174,20 @@ class FetchSessionCache:
         self.incremental_fetches += 1
         session.last_used = now
         self._sessions.move_to_end(session_id)
-        parts = session.parts
+        cached_parts = session.parts
         for name, indexes in forgotten:
             for index in indexes:
-                parts.pop((name, index), None)
+                cached_parts.pop((name, index), None)
         for name, listed_parts in listed:
             for index, offset, max_bytes, leader_epoch in listed_parts:
-                cached = parts.get((name, index))
+                cached = cached_parts.get((name, index))
                 if cached is None:
-                    parts[(name, index)] = CachedPartition(offset, max_bytes, leader_epoch)
+                    cached_parts[(name, index)] = CachedPartition(offset, max_bytes, leader_epoch)
                 else:
                     cached.fetch_offset = offset
                     cached.max_bytes = max_bytes
                     cached.leader_epoch = leader_epoch
-        return FetchContext(session.id, partitions=_grouped(parts), session=session, incremental=True)
+        return FetchContext(session.id, partitions=_grouped(cached_parts), session=session, incremental=True)
 
     def _create(self, now: float) -> FetchSession | None:
         if self.slots <= 0:

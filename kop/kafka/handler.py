@@ -40,6 +40,7 @@ from kop.net.acceptor import Acceptor, listen
 from kop.offset.api import PartitionLog
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import ApiVersionsResponse
 from kop.protocol_handler import ProtocolHandler
 from kop.services import BrokerServices
 
@@ -231,9 +232,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         except KeyError:
             return f"api#{key}"
 
-    def api_versions_body(self, error: str | None = None, sasl: bool = False) -> Any:
+    def api_versions_body(self, error: str | None = None, sasl: bool = False) -> ApiVersionsResponse:
         """The dispatch table; SaslHandshake and SaslAuthenticate only for a SASL listener (`sasl`)."""
-        R = api_info(18).response_class
+        R = ApiVersionsResponse
         return R(
             error_code=ErrorCode[error] if error else 0,
             api_keys=[

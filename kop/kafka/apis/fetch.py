@@ -44,8 +44,8 @@ from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
 from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import FetchResponse
 from kop.storage.api import StorageError
 
 API_KEY = 1
@@ -76,7 +76,7 @@ class _Part:
 
 async def handle(request: RequestContext, req: Any) -> Any:
     conn, h = request.conn, request.handler  # (`ctx` below is the fetch session's context)
-    R = api_info(API_KEY).response_class
+    R = FetchResponse
     if req.replica_id >= 0:
         return R(throttle_time_ms=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, session_id=0, responses=[])
     ctx = h.fetch_sessions.begin(

@@ -27,8 +27,8 @@ from typing import Any
 from kop.kafka import authorize
 from kop.kafka.apis.metadata import METADATA_OWNER_WAIT
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 API_KEY = 10
 VERSIONS = (0, 6)
@@ -36,8 +36,8 @@ VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    R = FindCoordinatorResponse
     h = ctx.handler
     node = h.node_for(ctx.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP

@@ -47,8 +47,9 @@ from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.authorize import NOT_REQUESTED, Op
 from kop.kafka.context import RequestContext
-from kop.protocol import Encoded, api_info, encode_struct
+from kop.protocol import Encoded, encode_struct
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import MetadataRequest, MetadataResponse
 from kop.topics.manager import TopicError
 
 API_KEY = 3
@@ -101,9 +102,9 @@ class TopicEntryCache:
         return len(self._entries)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     h = ctx.handler
-    R = api_info(API_KEY).response_class
+    R = MetadataResponse
     node = h.node_for(ctx.listener_name)
     topics_mgr = h.service.topics
     version = ctx.version

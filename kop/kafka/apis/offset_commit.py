@@ -22,19 +22,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 API_KEY = 8
 VERSIONS = (2, 9)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    R = OffsetCommitResponse
     v = ctx.version
     coordinator = ctx.coordinator
     topics_mgr = ctx.topics

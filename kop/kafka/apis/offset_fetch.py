@@ -21,8 +21,8 @@ from typing import Any
 
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
 API_KEY = 9
 VERSIONS = (1, 9)
@@ -74,8 +74,8 @@ def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any
     return 0, out
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    R = OffsetFetchResponse
     v = ctx.version
     if v >= 8:
         groups = []

@@ -19,13 +19,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.txn_common import transactions
 from kop.kafka.authorize import Op, denied_topics, txn_group_refused
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 API_KEY = 28
 VERSIONS = (0, 4)
@@ -34,7 +32,7 @@ _RETRIABLE = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT
               E.CONCURRENT_TRANSACTIONS)
 
 
-def _verify(ctx: RequestContext, req: Any, transactional_id: str, group_id: str) -> int:
+def _verify(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_id: str, group_id: str) -> int:
     """0 when the group's offsets partition is in the producer's open transaction (or the id is
     coordinated elsewhere), else the error of every partition. The ids are the coordinators' (global)."""
     txns = transactions(ctx)
@@ -55,8 +53,8 @@ def _verify(ctx: RequestContext, req: Any, transactional_id: str, group_id: str)
     return 0
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    R = TxnOffsetCommitResponse
     v = ctx.version
     refused = txn_group_refused(ctx, req.transactional_id, req.group_id)
     if refused is not None:

@@ -32,13 +32,14 @@ import logging
 import time
 from collections import deque
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kop.kafka.context import RequestContext
 from kop.kafka.framing import FrameError, FrameReader
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
+from kop.protocol.messages import FetchRequest
 from kop.security.acl.model import java_host_address
 from kop.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
 from kop.topics.scope import NameScope
@@ -121,7 +122,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
+        # a stream transport: uvloop's are not asyncio.Transport subclasses, but have its methods
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = java_host_address(str(peer[0])) if isinstance(peer, tuple) else ""
@@ -274,7 +276,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         pending = _Pending(header.correlation_id, header.api_key, version, None)
         pending.size = len(frame)
-        if header.api_key == FETCH_KEY:
+        if type(request) is FetchRequest:  # (header.api_key == FETCH_KEY)
             pending.allowance = max(request.max_wait_ms, 0) / 1000
         pending.task = self._loop.create_task(self._run(api.handle, header, request, pending))
         self._enqueue(pending)

@@ -38,7 +38,7 @@ from kop.protocol.model import Struct
 
 #: What a records field holds: a decoded request's zero-copy slice, or what an encoder sends (bytes, or
 #: buffers sent as they are).
-Records: TypeAlias = memoryview | bytes | bytearray | list[memoryview | bytes | bytearray]
+Records: TypeAlias = bytes | bytearray | memoryview | list[bytes | memoryview]
 '''
 
 

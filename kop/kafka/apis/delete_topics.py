@@ -63,12 +63,12 @@ async def _delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Delet
             name = ctx.names.kafka_name(topic.name)
             if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
                     not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
-                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29], topic_id))
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED], topic_id))
                 continue
         else:
             if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
                     not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
-                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29]))
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED]))
                 continue
             try:
                 topic = await ctx.lookup_topic(name, auto_create=False)

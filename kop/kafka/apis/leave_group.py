@@ -28,6 +28,7 @@ async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupRespo
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
+    members: list[tuple[str, str | None, str | None]]
     if v < 3:
         members = [(req.member_id, None, None)]
     else:

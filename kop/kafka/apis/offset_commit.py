@@ -36,7 +36,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
     v = ctx.version
     coordinator = ctx.coordinator
     topics_mgr = ctx.topics
-    plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
+    plan: list[tuple[str, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         denied = {t.name: ErrorCode.GROUP_AUTHORIZATION_FAILED for t in req.topics}
@@ -45,13 +45,13 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
                                ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for t in req.topics:
         topic = None if t.name in denied else await ctx.find_topic(t.name)
-        parts: list[tuple[int, int | None, str | None]] = []
+        parts: list[tuple[int, int | None, str]] = []
         for p in t.partitions:
             if t.name in denied:
-                parts.append((p.partition_index, denied[t.name], None))
+                parts.append((p.partition_index, denied[t.name], ""))
                 continue
             if topic is None or not 0 <= p.partition_index < topic.partitions:
-                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""))
                 continue
             key = topics_mgr.kafka_name(topic.name)
             parts.append((p.partition_index, None, key))
@@ -68,7 +68,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
         topics=[
             R.OffsetCommitResponseTopic(name=name, partitions=[
                 R.OffsetCommitResponsePartition(
-                    partition_index=index, error_code=err if err is not None else results[(key, index)])  # type: ignore[index]
+                    partition_index=index, error_code=err if err is not None else results[(key, index)])
                 for index, err, key in parts
             ])
             for name, parts in plan

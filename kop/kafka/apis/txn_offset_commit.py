@@ -62,17 +62,17 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetC
             R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=refused)
             for p in t.partitions]) for t in req.topics])
     denied = denied_topics(ctx, Op.READ, (t.name for t in req.topics))
-    plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
+    plan: list[tuple[str, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
     for t in req.topics:
         if t.name in denied:
-            plan.append((t.name, [(p.partition_index, E.TOPIC_AUTHORIZATION_FAILED, None) for p in t.partitions]))
+            plan.append((t.name, [(p.partition_index, E.TOPIC_AUTHORIZATION_FAILED, "") for p in t.partitions]))
             continue
         topic = await ctx.find_topic(t.name)
-        parts: list[tuple[int, int | None, str | None]] = []
+        parts: list[tuple[int, int | None, str]] = []
         for p in t.partitions:
             if topic is None or not 0 <= p.partition_index < topic.partitions:
-                parts.append((p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION, None))
+                parts.append((p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION, ""))
                 continue
             key = ctx.topics.kafka_name(topic.name)
             parts.append((p.partition_index, None, key))
@@ -95,6 +95,6 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetC
     return R(throttle_time_ms=0, topics=[
         R.TxnOffsetCommitResponseTopic(name=name, partitions=[
             R.TxnOffsetCommitResponsePartition(
-                partition_index=index, error_code=err if err is not None else results[(key, index)])  # type: ignore[index]
+                partition_index=index, error_code=err if err is not None else results[(key, index)])
             for index, err, key in parts])
         for name, parts in plan])

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
@@ -35,12 +35,13 @@ def is_batch(metadata: pb.MessageMetadata) -> bool:
     return metadata.HasField("num_messages_in_batch")
 
 
-def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata, memoryview]]:
-    """Split an uncompressed batch payload into ``count`` (metadata, payload slice) pairs."""
+def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata | None, memoryview]]:
+    """Split an uncompressed batch payload into ``count`` (metadata, payload slice) pairs (the shape of
+    ``messages``; the metadata is never None here)."""
     view = memoryview(data)
     end = len(view)
     pos = 0
-    out = []
+    out: list[tuple[pb.SingleMessageMetadata | None, memoryview]] = []
     new = pb.SingleMessageMetadata
     try:
         for _ in range(count):
@@ -50,7 +51,7 @@ def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata, 
             if stop > end:
                 raise BatchError("single message metadata runs past the batch")
             smm = new()
-            smm.MergeFromString(view[pos:stop])
+            smm.MergeFromString(cast(bytes, view[pos:stop]))  # protobuf reads any buffer, without a copy
             pos = stop
             stop = pos + smm.payload_size
             if smm.payload_size < 0 or stop > end:
@@ -106,7 +107,7 @@ def messages(metadata: pb.MessageMetadata, payload: Any, limit: int = DEFAULT_MA
 def compressed(codec: int, data: bytes, metadata: pb.MessageMetadata) -> bytes:
     """Compress ``data`` with ``codec`` and record the codec and uncompressed size in ``metadata``."""
     if codec:
-        metadata.compression = codec
+        metadata.compression = cast("pb.CompressionType.ValueType", codec)
         metadata.uncompressed_size = len(data)
         return compression.compress(codec, data)
     return data

@@ -35,7 +35,8 @@ def compress(codec: int, data: Any) -> bytes:
     if codec == NONE:
         return bytes(data)
     if codec == LZ4:
-        return lz4.block.compress(data, store_size=False)
+        packed: bytes = lz4.block.compress(data, store_size=False)
+        return packed
     if codec == ZLIB:
         return zlib.compress(data)
     if codec == ZSTD:
@@ -67,7 +68,8 @@ def decompress(codec: int, data: Any, uncompressed_size: int, limit: int) -> byt
 
 def _decompress(codec: int, data: Any, size: int) -> bytes:
     if codec == LZ4:
-        return lz4.block.decompress(data, uncompressed_size=size)
+        unpacked: bytes = lz4.block.decompress(data, uncompressed_size=size)
+        return unpacked
     if codec == ZLIB:
         return zlib.decompressobj().decompress(data, size + 1)  # +1: notices output beyond the size
     if codec == ZSTD:

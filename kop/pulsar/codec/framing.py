@@ -23,7 +23,7 @@ connection); every other ``FrameError`` means the stream is out of step, close t
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
@@ -111,12 +111,19 @@ class Frame:
         return c.inner(self.command)
 
     @property
+    def _hp(self) -> memoryview:
+        """headers_and_payload of a frame that has them (a payload command: SEND, MESSAGE)."""
+        hp = self.headers_and_payload
+        assert hp is not None, "a command without payload"
+        return hp
+
+    @property
     def metadata(self) -> pb.MessageMetadata:
         if self._metadata is None:
             start, end = self._metadata_span
             md = pb.MessageMetadata()
             try:
-                md.MergeFromString(self.headers_and_payload[start:end])
+                md.MergeFromString(cast(bytes, self._hp[start:end]))  # protobuf reads any buffer, without a copy
             except DecodeError as exc:
                 raise MalformedFrame(f"message metadata does not parse: {exc}") from None
             self._metadata = md
@@ -125,17 +132,17 @@ class Frame:
     @property
     def metadata_bytes(self) -> memoryview:
         start, end = self._metadata_span
-        return self.headers_and_payload[start:end]
+        return self._hp[start:end]
 
     @property
     def payload(self) -> memoryview:
         """The (possibly compressed, possibly batched) payload after the metadata."""
-        return self.headers_and_payload[self._payload_offset:]
+        return self._hp[self._payload_offset:]
 
     @property
     def stored_bytes(self) -> memoryview:
         """headers_and_payload without broker entry metadata: what a broker stores for a SEND."""
-        hp = self.headers_and_payload
+        hp = self._hp
         if hp[:2] == BROKER_ENTRY_METADATA_MAGIC:
             return hp[6 + _U32.unpack_from(hp, 2)[0]:]
         return hp
@@ -147,21 +154,23 @@ class Frame:
 def split_headers_and_payload(frame: Frame, verify: bool = True) -> None:
     """Locate broker entry metadata, checksum, metadata and payload in ``frame.headers_and_payload``
     (and check the CRC32C when ``verify``). Raises MalformedFrame / ChecksumMismatch."""
-    hp = frame.headers_and_payload
+    hp = frame._hp
     size = len(hp)
     pos = 0
+    checksum = 0
     try:
         if hp[0:2] == BROKER_ENTRY_METADATA_MAGIC:
             _, bem_size = _HEAD.unpack_from(hp, 0)
             if 6 + bem_size > size:
                 raise MalformedFrame("broker entry metadata runs past the frame")
             bem = pb.BrokerEntryMetadata()
-            bem.MergeFromString(hp[6:6 + bem_size])
+            bem.MergeFromString(cast(bytes, hp[6:6 + bem_size]))  # protobuf reads any buffer, without a copy
             frame.broker_entry_metadata = bem
             pos = 6 + bem_size
         crc_start = -1
         if hp[pos:pos + 2] == CHECKSUM_MAGIC:
-            _, frame.checksum = _HEAD.unpack_from(hp, pos)
+            _, checksum = _HEAD.unpack_from(hp, pos)
+            frame.checksum = checksum
             pos += 6
             crc_start = pos
         (md_size,) = _U32.unpack_from(hp, pos)
@@ -174,8 +183,8 @@ def split_headers_and_payload(frame: Frame, verify: bool = True) -> None:
     frame._payload_offset = pos + md_size
     if verify and crc_start >= 0:
         actual = crc32c(hp[crc_start:])
-        if actual != frame.checksum:
-            raise ChecksumMismatch(frame, frame.checksum, actual)
+        if actual != checksum:
+            raise ChecksumMismatch(frame, checksum, actual)
 
 
 class FrameReader:
@@ -207,7 +216,7 @@ class FrameReader:
         avail = len(self._buf) - self._pos
         if avail < 4:
             return 4 - avail
-        (total,) = _U32.unpack_from(self._buf, self._pos)
+        total: int = _U32.unpack_from(self._buf, self._pos)[0]
         return max(4 + total - avail, 1)
 
     def feed(self, data: Any) -> None:
@@ -255,7 +264,7 @@ class FrameReader:
         view = memoryview(frame_bytes)
         cmd = pb.BaseCommand()
         try:
-            cmd.MergeFromString(view[:cmd_size])
+            cmd.MergeFromString(cast(bytes, view[:cmd_size]))  # protobuf reads any buffer, without a copy
         except DecodeError as exc:
             raise self._fail(MalformedFrame(f"command does not parse: {exc}")) from None
         if not cmd.HasField("type") or cmd.type not in c.FIELD_BY_TYPE:

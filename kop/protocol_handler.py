@@ -85,7 +85,8 @@ class ProtocolHandler(abc.ABC):
 
 def _load_built_in(target: str) -> type[ProtocolHandler]:
     module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)  # type: ignore[no-any-return]
+    handler: type[ProtocolHandler] = getattr(importlib.import_module(module), attr)
+    return handler
 
 
 def load_handlers(config: BrokerConfig) -> list[ProtocolHandler]:

@@ -98,7 +98,7 @@ def _topics_in(service: BrokerServices, tenant: str, namespace: str) -> list[Top
 
 def topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
     """Pulsar's `topics list`: every partition of every topic (Kafka topics are partitioned topics)."""
-    out = []
+    out: list[str] = []
     for t in _topics_in(service, tenant, namespace):
         out.extend(f"{t.name.canonical}-partition-{p}" for p in range(t.partitions))
     return out

@@ -35,6 +35,7 @@ from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
 from kop.security.acl import Authorizer
 from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
+from kop.security.sasl.scram import ScramCredentialStore
 from kop.services import PulsarSchemas, PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
@@ -91,7 +92,7 @@ class BrokerService:
             self.ownership.on_acquired.append(self._bundle_acquired)
             self.ownership.on_released.append(self._bundle_released)
         # SCRAM users and ACLs live in the metadata store, so every broker of a cluster shares them.
-        self.scram_store = MetadataScramCredentialStore(storage.metadata_store)
+        self.scram_store: ScramCredentialStore = MetadataScramCredentialStore(storage.metadata_store)
         self.acl_store = MetadataAclStore(storage.metadata_store)
         self.authorizer: Authorizer | None = None  # None: authorizationEnabled=false, nothing is checked
         self._acl_version = -2

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -292,7 +293,7 @@ class TopicManager:
             self._marked[topic.topic_id] = asyncio.get_running_loop().create_future()
             task = asyncio.create_task(self._delete(topic), name=f"delete-topic {topic.name.canonical}")
             self._deletions[topic.topic_id] = task
-            task.add_done_callback(lambda t, tid=topic.topic_id: self._deletion_done(tid, t))
+            task.add_done_callback(functools.partial(self._deletion_done, topic.topic_id))
         return task
 
     async def deletion_recorded(self, topic: Topic) -> None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import struct
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, NamedTuple
 
-from .compression import CompressionError, compress, decompress
+from .compression import BytesLike, CompressionError, compress, decompress
 from .errors import ErrorCode
 
 try:
@@ -30,9 +30,6 @@ except ImportError:  # pragma: no cover - fastcrc is a declared dependency
     from crc32c import crc32c as _crc32c_fallback
 
     _crc32c_impl = _crc32c_fallback
-
-#: what the batch functions read: a batch's bytes, or a zero-copy view of them
-BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = BATCH_HEADER.size  # 61

@@ -31,14 +31,22 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from kop.kafka.context import RequestContext
 from kop.kafka.framing import FrameError, FrameReader
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
-from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
+from kop.protocol import (
+    DecodeError,
+    RequestHeader,
+    Struct,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
 from kop.protocol.messages import FetchRequest
 from kop.security.acl.model import java_host_address
 from kop.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
@@ -68,7 +76,8 @@ class _Pending:
     __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance", "held", "size",
                  "close_after")
 
-    def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Any] | None) -> None:
+    def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Struct | bytes | None] | None
+                 ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
@@ -288,7 +297,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending.task = self._loop.create_task(self._run_raw(bytes(frame), pending))
         self._enqueue(pending)
 
-    async def _run_raw(self, token: bytes, pending: _Pending) -> bytes | None:
+    async def _run_raw(self, token: bytes, pending: _Pending) -> Struct | bytes | None:
         _CURRENT.set(pending)
         assert self.sasl is not None
         answer, close = await self.sasl.raw_token(token)
@@ -335,7 +344,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if pending is not None:
             pending.close_after = True
 
-    async def _run(self, handle: Any, header: Any, request: Any, pending: _Pending) -> Any:
+    async def _run(self, handle: Callable[..., Awaitable[Struct | None]], header: RequestHeader, request: Struct,
+                   pending: _Pending) -> Struct | bytes | None:
         """Notes when the handler starts, for the request-queue-time metric (one frame per request)."""
         pending.dequeued = time.monotonic()
         _CURRENT.set(pending)
@@ -387,7 +397,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending.task.add_done_callback(self._on_done)
         self.update_reading()
 
-    def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+    def _on_done(self, _fut: asyncio.Future[Struct | bytes | None]) -> None:
         if self._queue and self._queue[0].task is not None and self._queue[0].task.done():
             self._wake_room()  # the next answer to be written changes
         while self._queue and self._queue[0].task is not None and self._queue[0].task.done():
@@ -410,13 +420,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             body = task.result()
             if p.api_key == RAW_SASL_TOKEN:  # v0 SASL token: a bare size-prefixed answer, or none
                 assert self.transport is not None
-                if body is not None:
+                if isinstance(body, bytes):
                     self.transport.writelines([len(body).to_bytes(4, "big"), body])
                 if p.close_after:
                     self._close_after_write()
                     return
                 continue
-            if body is None:  # acks=0 produce: no response at all
+            if not isinstance(body, Struct):  # None: acks=0 produce, no response at all
                 self.handler.record_request(self, p, time.monotonic())
                 continue
             try:

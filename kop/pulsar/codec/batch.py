@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import cast
 
 from google.protobuf.message import DecodeError
+
+from kop.protocol.compression import BytesLike
 
 from . import compression
 from .commands import pb
@@ -35,13 +37,13 @@ def is_batch(metadata: pb.MessageMetadata) -> bool:
     return metadata.HasField("num_messages_in_batch")
 
 
-def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata | None, memoryview]]:
+def decode_batch(data: BytesLike, count: int) -> list[tuple[pb.SingleMessageMetadata | None, BytesLike]]:
     """Split an uncompressed batch payload into ``count`` (metadata, payload slice) pairs (the shape of
     ``messages``; the metadata is never None here)."""
     view = memoryview(data)
     end = len(view)
     pos = 0
-    out: list[tuple[pb.SingleMessageMetadata | None, memoryview]] = []
+    out: list[tuple[pb.SingleMessageMetadata | None, BytesLike]] = []
     new = pb.SingleMessageMetadata
     try:
         for _ in range(count):
@@ -67,9 +69,9 @@ def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata |
     return out
 
 
-def encode_batch(items: Iterable[tuple[pb.SingleMessageMetadata, Any]]) -> bytes:
+def encode_batch(items: Iterable[tuple[pb.SingleMessageMetadata, BytesLike]]) -> bytes:
     """The uncompressed batch payload; each metadata's payload_size is set from its payload."""
-    parts = []
+    parts: list[BytesLike] = []
     pack = _U32.pack
     for smm, payload in items:
         smm.payload_size = len(payload)
@@ -80,8 +82,8 @@ def encode_batch(items: Iterable[tuple[pb.SingleMessageMetadata, Any]]) -> bytes
     return b"".join(parts)
 
 
-def decompress_payload(metadata: pb.MessageMetadata, payload: Any,
-                       limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> Any:
+def decompress_payload(metadata: pb.MessageMetadata, payload: BytesLike,
+                       limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> BytesLike:
     """The entry payload decompressed per its metadata (the input itself when not compressed)."""
     if not metadata.compression:
         return payload
@@ -91,8 +93,8 @@ def decompress_payload(metadata: pb.MessageMetadata, payload: Any,
         raise BatchError(str(exc)) from None
 
 
-def messages(metadata: pb.MessageMetadata, payload: Any, limit: int = DEFAULT_MAX_MESSAGE_SIZE
-             ) -> list[tuple[pb.SingleMessageMetadata | None, Any]]:
+def messages(metadata: pb.MessageMetadata, payload: BytesLike, limit: int = DEFAULT_MAX_MESSAGE_SIZE
+             ) -> list[tuple[pb.SingleMessageMetadata | None, BytesLike]]:
     """Every message of an entry: batches as (SingleMessageMetadata, payload) pairs, a single message
     as [(None, payload)] (its fields are the entry metadata's). ``limit`` bounds decompression."""
     data = decompress_payload(metadata, payload, limit)

@@ -27,6 +27,7 @@ from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
+from kop.protocol.compression import BytesLike
 from kop.protocol.records import crc32c
 from kop.storage.protobuf import VARINT, ProtobufError, iter_fields
 
@@ -219,7 +220,7 @@ class FrameReader:
         total: int = _U32.unpack_from(self._buf, self._pos)[0]
         return max(4 + total - avail, 1)
 
-    def feed(self, data: Any) -> None:
+    def feed(self, data: BytesLike) -> None:
         if self._failed is not None:
             raise self._failed
         buf = self._buf
@@ -229,7 +230,7 @@ class FrameReader:
             self._pos = 0
         buf += data
 
-    def frames(self, data: Any = b"") -> list[Frame]:
+    def frames(self, data: BytesLike = b"") -> list[Frame]:
         """Feed ``data`` and return every complete frame. Errors propagate (see the class doc); frames
         completed before the bad one are lost to the caller, so handlers wanting them call next_frame."""
         self.feed(data)
@@ -311,7 +312,7 @@ def encode_command(cmd: pb.BaseCommand) -> bytes:
     return _U32x2.pack(len(body) + 4, len(body)) + body
 
 
-def encode_headers_and_payload(metadata: pb.MessageMetadata | bytes, payload: Any, checksum: bool = True,
+def encode_headers_and_payload(metadata: pb.MessageMetadata | bytes, payload: BytesLike, checksum: bool = True,
                                broker_entry_metadata: pb.BrokerEntryMetadata | bytes | None = None) -> bytes:
     """The bytes after a SEND/MESSAGE command, also the stored form of an entry. ``checksum`` adds the
     0x0e01 CRC32C section every client since protocol v6 sends and verifies."""
@@ -328,14 +329,14 @@ def encode_headers_and_payload(metadata: pb.MessageMetadata | bytes, payload: An
     return b"".join(parts)
 
 
-def encode_payload_command(cmd: pb.BaseCommand, headers_and_payload: Any) -> bytes:
+def encode_payload_command(cmd: pb.BaseCommand, headers_and_payload: BytesLike) -> bytes:
     """A SEND or MESSAGE frame around ready-made headers_and_payload (e.g. a stored entry's bytes)."""
     body = cmd.SerializeToString()
     return b"".join((_U32x2.pack(4 + len(body) + len(headers_and_payload), len(body)), body,
                      headers_and_payload))
 
 
-def encode_message(cmd: pb.BaseCommand, metadata: pb.MessageMetadata | bytes, payload: Any,
+def encode_message(cmd: pb.BaseCommand, metadata: pb.MessageMetadata | bytes, payload: BytesLike,
                    checksum: bool = True) -> bytes:
     """A SEND or MESSAGE frame from metadata and payload."""
     return encode_payload_command(cmd, encode_headers_and_payload(metadata, payload, checksum))

@@ -23,7 +23,7 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,12 +121,12 @@ class TopicManager:
         self.log_release_listeners: list[Callable[[str], None]] = []
         self._watch_stops: dict[str, Callable[[], None]] = {}
         self._deleting: dict[str, bytes] = {}  # canonical name -> id of a topic this broker is deleting
-        self._background: set[asyncio.Task[Any]] = set()  # watch follow-ups (referenced until done)
+        self._background: set[asyncio.Future[object]] = set()  # watch follow-ups (referenced until done)
         # The default scope of Kafka names (kafkaTenant/kafkaNamespace); tenant logins get their own
         # (kop.topics.scope, kafkaEnableMultiTenantMetadata).
         self.names = NameScope(self, config.kafkaTenant, config.kafkaNamespace)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)

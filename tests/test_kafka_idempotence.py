@@ -70,25 +70,23 @@ def test_failed_append_is_forgotten_so_the_retry_is_not_a_duplicate():
 
 
 async def test_producer_ids_idle_for_the_expiration_are_forgotten(tmp_path):
-    """producerIdExpirationMs (Kafka's producer.id.expiration.ms): the handler forgets producers that wrote
-    nothing for that long, so their next non-zero sequence gets UNKNOWN_PRODUCER_ID; others are kept."""
-    from kop.config import BrokerConfig
-    from kop.kafka.handler import KafkaProtocolHandler
+    """producerIdExpirationMs (Kafka's producer.id.expiration.ms): the seam's producer tables forget producers that
+    wrote nothing for that long, so their next non-zero sequence gets UNKNOWN_PRODUCER_ID; others are kept."""
     from kop.offset import open_embedded_storage
+    from kop.topics.partition import ProducerTables
 
-    handler = KafkaProtocolHandler()
-    handler.initialize(BrokerConfig(producerIdExpirationMs=1000))
+    tables = ProducerTables()
     storage = await open_embedded_storage(tmp_path)
     try:
         plog = await storage.open_log("t/ns/persistent/p-partition-0")
-        table = await handler.producer_state(plog.name, plog)
+        table = await tables.of(plog)
         table.record(1, 0, 0, 3, 0)
         table.record(2, 0, 0, 3, 3)
         table.producers[1].last_seen_ms = 10_000
         table.producers[2].last_seen_ms = 10_500
-        handler.expire_producer_ids(now_ms=11_000)  # producer 1 idle for exactly the limit: kept
+        tables.expire(11_000 - 1000)  # producer 1 idle for exactly the limit: kept
         assert table.check(1, 0, 3, 1) is None
-        handler.expire_producer_ids(now_ms=11_001)
+        tables.expire(11_001 - 1000)
         with pytest.raises(SequenceError) as e:
             table.check(1, 0, 3, 1)
         assert e.value.error == "UNKNOWN_PRODUCER_ID"

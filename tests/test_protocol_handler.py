@@ -93,10 +93,11 @@ async def test_a_second_handler_serves_beside_kafka_and_hears_the_broker(tmp_pat
 
         ledgers = [topic.name.ledger_name(p) for p in range(2)]
         plog = await service.topics.partition_log(topic, 0)
-        await kafka.producer_state(ledgers[0], plog)  # the Kafka handler keeps per-partition state
+        tables = service.topics.producer_tables
+        await tables.of(plog)  # the partition seam keeps per-partition producer state
         await service.topics.delete(topic)
         assert line.deleted == ledgers  # every handler hears each partition's deletion
-        assert ledgers[0] not in kafka._producer_states  # and the Kafka one dropped its state
+        assert ledgers[0] not in tables._tables  # and the seam dropped the partition's state
     finally:
         await service.stop()
     assert line.stopped

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from kop.security.principal import KafkaPrincipal
     from kop.services import BrokerServices
     from kop.topics.manager import TopicManager
+    from kop.topics.partition import Partition
     from kop.topics.scope import NameScope
 
 
@@ -115,6 +116,14 @@ class RequestContext:
             return await lookup_topic(self.conn.handler, name, False, self.conn.names)
         except TopicError:
             return None
+
+    async def partition(self, topic: Topic, partition: int) -> Partition:
+        """The partition seam of `partition` (kop/topics/partition.py): what Produce and WriteTxnMarkers append
+        through. Raises PartitionError as partition_log() does."""
+        try:
+            return await self.conn.handler.service.topics.partition(topic, partition)
+        except TopicError as e:
+            raise PartitionError(ErrorCode[e.error], e.message) from None
 
     async def partition_log(self, topic: Topic | None, partition: int,
                             current_leader_epoch: int | None = None) -> PartitionLog:

@@ -1,7 +1,7 @@
 """KafkaProtocolHandler: the `kafka` protocol-handler plugin (listeners, connections, shared state).
 
 Holds what every Kafka connection shares: the dispatch table, the advertised nodes per listener, the
-partitions' producer states it expires (each kept by its partition log, kop/offset/producer_state.py), and
+producer-id expiration chore (over the partition seam's producer tables, kop/topics/partition.py), and
 request counters. `broker_nodes` and `leader_node` answer
 "which brokers exist" and "who leads this partition" for Metadata, FindCoordinator and DescribeCluster:
 this broker alone, or - in cluster mode - the live brokers and each partition's owner from
@@ -33,11 +33,9 @@ from kop.config import BrokerConfig, Listener
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
-from kop.kafka.idempotence import ProducerStateTable
 from kop.kafka.listeners import ListenerSecurity, SaslMechanisms, listener_security, principal_mapper
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor, listen
-from kop.offset.api import PartitionLog
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ApiVersionsResponse
@@ -79,7 +77,6 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.request_bytes = self.net.request_bytes
         # Replaced by the broker service's metrics in start(); a private one keeps a bare handler usable.
         self.metrics = BrokerMetrics()
-        self._producer_states: dict[str, ProducerStateTable] = {}
         self._bound: list[Listener] = []
         # Encoded Metadata topic entries (kop.kafka.apis.metadata: keyed by everything they depend on).
         self.metadata_cache = TopicEntryCache()
@@ -185,12 +182,6 @@ class KafkaProtocolHandler(ProtocolHandler):
     def bound_port(self, listener_name: str) -> int | None:
         return next((b.port for b in self._bound if b.name == listener_name), None)
 
-    def partition_log_released(self, ledger_name: str) -> None:
-        self._producer_states.pop(ledger_name, None)
-
-    def partition_log_deleted(self, ledger_name: str) -> None:
-        self._producer_states.pop(ledger_name, None)
-
     # ------------------------------------------------------------------ shared helpers
     def node_for(self, listener_name: str) -> Node:
         """This broker as clients on `listener_name` must reach it (its advertised listener)."""
@@ -251,23 +242,12 @@ class KafkaProtocolHandler(ProtocolHandler):
         metrics, and the slow-request log line."""
         self.metrics.request_done(conn, pending, now)
 
-    async def producer_state(self, ledger_name: str, plog: PartitionLog) -> ProducerStateTable:
-        """Producer state of one partition (kept by its partition log: kop/offset/producer_state.py);
-        remembered here for producer-id expiration."""
-        table = self._producer_states.get(ledger_name)
-        if table is not None:
-            return table
-        table = await plog.producer_state()
-        self._producer_states[ledger_name] = table
-        return table
-
     def expire_producer_ids(self, now_ms: int | None = None) -> None:
         """Forget the idempotence state of producers that wrote nothing for producerIdExpirationMs (Kafka's
         producer.id.expiration.ms): their next batch with a sequence other than 0 gets UNKNOWN_PRODUCER_ID,
         and memory follows the producers that are still writing."""
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        for table in self._producer_states.values():
-            table.expire(now - self.config.producerIdExpirationMs)
+        self.service.topics.producer_tables.expire(now - self.config.producerIdExpirationMs)
 
     async def _expire_producer_ids(self) -> None:
         self.expire_producer_ids()

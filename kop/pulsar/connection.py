@@ -112,6 +112,7 @@ class PulsarConnection(asyncio.BufferedProtocol):
         self.connected = False  # CONNECT seen
         self.principal: KafkaPrincipal = ANONYMOUS  # the token's role with authenticationEnabled
         self.protocol_version = 0
+        self.client_version = ""  # CONNECT's, e.g. "Pulsar-CPP-v3.7.0", "Pulsar-Java-v4.0.7"
         # MESSAGE payloads start with broker entry metadata (kop/pulsar/session.py: config and the client's flag)
         self.broker_entry_metadata = False
         self.producers: dict[int, Producer] = {}

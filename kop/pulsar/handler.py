@@ -193,9 +193,9 @@ class PulsarProtocolHandler(ProtocolHandler):
         state = self.partitions.get(ledger)
         if state is not None:
             return state
-        plog = await self.service.topics.partition_log(topic, partition)
+        seam = await self.service.topics.partition(topic, partition)
         state = self.partitions.get(ledger)
-        if state is None or state.plog is not plog:
-            state = PartitionState(self, ledger, partition, plog)
+        if state is None or state.plog is not seam.log:
+            state = PartitionState(self, ledger, seam)
             self.partitions[ledger] = state
         return state

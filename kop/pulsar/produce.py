@@ -6,17 +6,20 @@ properties -> headers; null value -> null) and appended like a Kafka produce: N 
 consumer of the same partition reads them with continuous offsets. The Pulsar compression codec becomes the Kafka
 one (LZ4 -> lz4, ZLIB -> gzip, ZSTD -> zstd, SNAPPY -> snappy), so a compressed batch stays compressed.
 SEND_RECEIPT carries the entry's id (ledger, entry, partition) and goes out in SEND order (appends complete in
-issue order).
+issue order). The batch is appended through the partition seam (kop/topics/partition.py), so the topic's write
+rules bind Pulsar producers as they bind Kafka's: `max.message.bytes` (+ Pulsar's 10 KiB frame slack), keys on
+compacted topics, `message.timestamp.*` bounds, LogAppendTime restamping and `compression.type`. A refused SEND
+gets a SEND_ERROR whose ServerError makes the client fail that message rather than reconnect and resend it forever
+(`refusal_code`: ChecksumError for the C++-based clients, NotAllowedError for the others).
 
 Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExclusive is answered ProducerBusy at
 once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
 strategy refuses it) and the version each SEND carries is kept with the stored batch (schema_registry.stamp_version);
-no chunking (chunked SENDs are refused with NotAllowedError); internal topics (__consumer_offsets) take no
-producers; a message over `maxMessageSize` gets SEND_ERROR
-NotAllowedError (Pulsar's client refuses it before sending; a frame far over the limit closes the connection, as in
-Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
+no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
+message over `maxMessageSize` is refused as above (Pulsar's client refuses it before sending; a frame far over the
+limit closes the connection, as in Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
 
 With `authorizationEnabled` a PRODUCER needs WRITE on the topic (kop/pulsar/authorize.py), else ERROR
 AuthorizationError "Client is not authorized to Produce"; SENDs of an open producer are not checked again (Pulsar's rule).
@@ -38,8 +41,11 @@ from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schema_registry import stamp_version
 from kop.pulsar.schemas import SchemaRefused, producer_version
+from kop.topics.partition import Writer
+from kop.topics.write_rules import AppendRefused
 
 if TYPE_CHECKING:
+    from kop.offset.api import Position
     from kop.pulsar.subscription import PartitionState
 
 log = logging.getLogger(__name__)
@@ -140,6 +146,21 @@ async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
     conn.send(c.command(c.SUCCESS, request_id=req.request_id))
 
 
+def refusal_code(conn: PulsarConnection) -> int:
+    """The ServerError of a SEND_ERROR that makes this client fail the message instead of reconnecting and
+    resending it forever. The C++ client (and so the Python, Node and C# ones built on it) fails a message only
+    on ChecksumError (ClientConnection::handleSendError -> ProducerImpl::removeCorruptMessage) and closes the
+    connection on any other error, which resends the message; the Java client fails it on NotAllowedError
+    (ProducerImpl.recoverNotAllowedError) and resends after a ChecksumError its local checksum disproves. The
+    message text says the real reason; the C++ client logs it."""
+    return c.ServerError.ChecksumError if conn.client_version.startswith("Pulsar-CPP") else \
+        c.ServerError.NotAllowedError
+
+
+def send_refused(conn: PulsarConnection, pid: int, seq: int, message: str) -> None:
+    conn.send(c.send_error(pid, seq, refusal_code(conn), message))
+
+
 @serves(c.SEND)
 async def send(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
@@ -153,8 +174,8 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         return
     limit = conn.handler.config.maxMessageSize
     if len(frame.headers_and_payload or b"") > limit:
-        conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError,
-                               f"message of {len(frame.headers_and_payload or b'')} bytes exceeds maxMessageSize {limit}"))
+        send_refused(conn, pid, seq, f"message of {len(frame.headers_and_payload or b'')} bytes exceeds "
+                     f"maxMessageSize {limit}")
         return
     try:
         md = frame.metadata
@@ -167,7 +188,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             batch = stamp_version(batch, md.schema_version)
         header = parse_batch_header(batch)
     except Exception as e:  # noqa: BLE001 - ConversionError, a metadata that does not parse, a codec error
-        conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"message refused: {e}"))
+        send_refused(conn, pid, seq, f"message refused: {e}")
         return
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
     dedup = p.state.dedup if conn.handler.config.brokerDeduplicationEnabled else None
@@ -179,17 +200,19 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             fields["highest_sequence_id"] = highest
         conn.send(c.command(c.SEND_RECEIPT, **fields))
         return
-    plog = p.state.plog
     try:
-        fut = plog.append_entry_nowait(batch, header.last_offset_delta, header.max_timestamp)
+        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header)
+    except AppendRefused as e:  # the topic's write rules, as a Kafka producer meets them
+        send_refused(conn, pid, seq, f"{e.error}: {e.message}")
+        return
     except Exception as e:  # noqa: BLE001
         conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, str(e)))
         return
     partition = p.partition
-
+    nbytes = len(batch)
     name = p.name
 
-    def done(f: asyncio.Future[tuple[object, int]]) -> None:
+    def done(f: asyncio.Future[tuple[Position, int]]) -> None:
         if f.cancelled() or f.exception() is not None:
             if dedup is not None:
                 dedup.failed(name)
@@ -198,11 +221,11 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             return
         position, _base = f.result()
         p.state.msg_in += header.records_count
-        p.state.bytes_in += len(batch)
+        p.state.bytes_in += nbytes
         if dedup is not None:
             dedup.persisted_up_to(name, top)
         fields = {"producer_id": pid, "sequence_id": seq,
-                  "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}  # type: ignore[attr-defined]
+                  "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}
         if highest is not None:
             fields["highest_sequence_id"] = highest
         conn.send(c.command(c.SEND_RECEIPT, **fields))

@@ -42,6 +42,7 @@ async def connect(conn: PulsarConnection, frame: Frame) -> None:
         return
     version = min(c.MAX_PROTOCOL_VERSION, req.protocol_version if req.HasField("protocol_version") else 0)
     conn.protocol_version = version
+    conn.client_version = req.client_version if req.HasField("client_version") else ""
     conn.broker_entry_metadata = conn.handler.config.exposingBrokerEntryMetadataToClientEnabled and \
         req.HasField("feature_flags") and req.feature_flags.supports_broker_entry_metadata
     conn.connected = True

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
     from kop.pulsar.handler import PulsarProtocolHandler
     from kop.pulsar.produce import Producer
+    from kop.topics.partition import Partition
 
 log = logging.getLogger(__name__)
 
@@ -71,11 +72,12 @@ class Entry:
 class PartitionState:
     """What the pulsar handler keeps per served partition: producers by name, subscriptions by name."""
 
-    def __init__(self, handler: PulsarProtocolHandler, ledger_name: str, partition: int, plog: PartitionLog) -> None:
+    def __init__(self, handler: PulsarProtocolHandler, ledger_name: str, seam: Partition) -> None:
         self.handler = handler
         self.ledger_name = ledger_name
-        self.partition = partition
-        self.plog = plog
+        self.seam = seam  # what SENDs append through (kop/topics/partition.py)
+        self.partition = seam.index
+        self.plog = seam.log
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()

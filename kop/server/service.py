@@ -205,6 +205,7 @@ class BrokerService:
 
     async def _topic_deleted(self, topic: Topic) -> None:
         for p in range(topic.partitions):
+            self.topics.producer_tables.forget(topic.name.ledger_name(p))
             for h in self.handlers:
                 h.partition_log_deleted(topic.name.ledger_name(p))
 

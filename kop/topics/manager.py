@@ -33,6 +33,7 @@ from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
 from kop.storage.api import NodeExistsError, StorageError
 from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicName, parse_topic_name
+from kop.topics.partition import Partition, ProducerTables
 from kop.topics.scope import NameScope
 from kop.topics.topic_config import ledger_config, validate_topic_configs
 
@@ -125,6 +126,9 @@ class TopicManager:
         # The default scope of Kafka names (kafkaTenant/kafkaNamespace); tenant logins get their own
         # (kop.topics.scope, kafkaEnableMultiTenantMetadata).
         self.names = NameScope(self, config.kafkaTenant, config.kafkaNamespace)
+        # The partitions' producer-state tables, for producer-id expiration; a released log's goes with it.
+        self.producer_tables = ProducerTables()
+        self.log_release_listeners.append(self.producer_tables.forget)
 
     def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(coro)
@@ -400,6 +404,12 @@ class TopicManager:
             raise TopicError("NOT_LEADER_OR_FOLLOWER",
                              f"This broker is not the owner of {self.kafka_name(topic.name)}-{partition}"
                              + (" (ZooKeeper connection lost)" if self.paused else ""))
+
+    async def partition(self, topic: Topic, partition: int) -> Partition:
+        """The partition seam (kop/topics/partition.py) over the open log of `partition`: every append goes
+        through it. Raises TopicError as partition_log() does."""
+        return Partition(topic, partition, await self.partition_log(topic, partition), self.config,
+                         self.producer_tables)
 
     async def partition_log(self, topic: Topic, partition: int) -> PartitionLog:
         plog = topic.logs.get(partition)

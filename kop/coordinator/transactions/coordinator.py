@@ -49,11 +49,11 @@ from kop.coordinator.transactions.state import (
     TxnState,
 )
 from kop.offset.api import PartitionLog
-from kop.offset.producer_state import SequenceError
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import NewRecord, build_batch, decode_records, parse_batch_header
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
+from kop.topics.write_rules import AppendRefused
 
 if TYPE_CHECKING:
     from kop.coordinator.coordinator import GroupCoordinator
@@ -420,12 +420,12 @@ class TransactionCoordinator:
             return await self.channel.write_marker(owner.host, owner.port, topic_name, partition, producer_id,
                                                    producer_epoch, commit, COORDINATOR_EPOCH)
         try:
-            plog = await self.topics.partition_log(topic, partition)
-            await plog.write_txn_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
+            seam = await self.topics.partition(topic, partition)
+            await seam.write_txn_marker(producer_id, producer_epoch, commit, COORDINATOR_EPOCH)
         except TopicError as e:
             return int(ErrorCode[e.error]) if e.error in ErrorCode.__members__ else E.UNKNOWN_SERVER_ERROR
-        except SequenceError as e:  # the partition refuses the marker: a newer producer epoch or coordinator
-            return int(e.code)
+        except AppendRefused as e:  # the partition refuses the marker: a newer producer epoch or coordinator
+            return int(ErrorCode[e.error])
         except Exception as e:
             log.warning("writing a %s marker for producer %d into %s-%d failed: %r",
                         "COMMIT" if commit else "ABORT", producer_id, topic_name, partition, e)

@@ -2,7 +2,7 @@
 
 The transaction coordinator's request to a partition leader: write the COMMIT or ABORT marker (a control
 batch) of a producer's transaction into each listed partition (kop/offset/partition_log.py
-`write_txn_marker`). In one process the coordinator calls the partition log directly; this API serves
+`write_txn_marker`, through the partition seam kop/topics/partition.py). In one process the coordinator calls the partition log directly; this API serves
 what arrives over the wire: a coordinator on another broker (cluster mode) and
 `kafka-transactions.sh abort` (KIP-664), which sends it straight to the partition leader.
 
@@ -26,11 +26,11 @@ import logging
 
 from kop.kafka.authorize import txn_marker_writer_allowed
 from kop.kafka.context import PartitionError, RequestContext
-from kop.offset.producer_state import SequenceError
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from kop.topics.manager import Topic
 from kop.topics.names import OFFSETS_TOPIC
+from kop.topics.write_rules import AppendRefused
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +65,14 @@ async def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMa
 async def _write(ctx: RequestContext, topic: Topic | None, name: str, partition: int, producer_id: int, epoch: int,
                  commit: bool, coordinator_epoch: int) -> int:
     try:
-        plog = await ctx.partition_log(topic, partition)
-        await plog.write_txn_marker(producer_id, epoch, commit, coordinator_epoch)
+        if topic is None or not 0 <= partition < topic.partitions:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        seam = await ctx.partition(topic, partition)
+        await seam.write_txn_marker(producer_id, epoch, commit, coordinator_epoch)
     except PartitionError as e:
         return int(e.code)
-    except SequenceError as e:
-        return int(e.code)
+    except AppendRefused as e:
+        return int(ErrorCode[e.error])
     except Exception as e:  # noqa: BLE001 - the append failed: the coordinator retries the marker
         log.warning("%s marker for producer %d into %s-%d failed: %r", "COMMIT" if commit else "ABORT",
                     producer_id, name, partition, e)

@@ -1,0 +1,126 @@
+"""The partition seam (kop/topics/partition.py) over real embedded storage: one write path for every writer.
+
+Each writer - a Kafka producer, a Pulsar SEND, a coordinator - hands a batch to Partition; the rules, the
+rewriting and the producer state apply once there, whoever asks."""
+
+from __future__ import annotations
+
+import pytest
+
+from kop.config import BrokerConfig
+from kop.offset import open_embedded_storage
+from kop.protocol.records import NewRecord, build_batch, iter_batches
+from kop.server.service import BrokerService
+from kop.topics.partition import Writer
+from kop.topics.write_rules import AppendRefused
+
+
+@pytest.fixture
+async def service(tmp_path):
+    storage = await open_embedded_storage(tmp_path, fsync="none")
+    svc = BrokerService(BrokerConfig.from_strings({}), storage)
+    await svc.topics.load()
+    yield svc
+    await svc.stop()
+
+
+async def _partition(svc: BrokerService, name: str, **configs: str):
+    topic = await svc.topics.create(svc.topics.parse(name), 1, dict(configs))
+    return await svc.topics.partition(topic, 0)
+
+
+def _batch(*records: NewRecord, **kw: object) -> bytearray:
+    return bytearray(build_batch(records, **kw))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("writer", [Writer.KAFKA, Writer.PULSAR])
+async def test_every_client_writer_meets_the_topics_rules(service, writer: Writer) -> None:
+    seam = await _partition(service, f"compacted-{writer.value}", **{"cleanup.policy": "compact"})
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue(_batch(NewRecord(None, b"v")), writer)
+    assert e.value.error == "INVALID_RECORD"
+    issued = await seam.issue(_batch(NewRecord(b"k", b"v")), writer)
+    assert await issued.base_offset() == 0
+    assert seam.log.high_watermark == 1
+
+
+async def test_a_pulsar_entry_gets_its_position_and_the_same_rules(service) -> None:
+    seam = await _partition(service, "sized", **{"max.message.bytes": "1000"})
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue_entry(build_batch([NewRecord(None, b"x" * 20_000)]), Writer.PULSAR)
+    assert e.value.error == "MESSAGE_TOO_LARGE"
+    position, base = await (await seam.issue_entry(build_batch([NewRecord(None, b"small")]), Writer.PULSAR))
+    assert base == 0
+    assert await seam.log.offset_of(position) == 0
+
+
+async def test_log_append_time_stamps_the_broker_time_on_every_writer(service) -> None:
+    seam = await _partition(service, "appendtime", **{"message.timestamp.type": "LogAppendTime"})
+    issued = await seam.issue(build_batch([NewRecord(None, b"v", (), 1000)]), Writer.PULSAR)
+    await issued.base_offset()
+    assert issued.log_append_time > 1000
+    got = await seam.log.read(0, 1 << 20)
+    ((hdr, _),) = list(iter_batches(got.batches[0].batch, fresh=False))
+    assert hdr.timestamp_type == 1 and hdr.max_timestamp == issued.log_append_time
+
+
+async def test_compression_type_recompresses_what_a_pulsar_producer_sent(service) -> None:
+    seam = await _partition(service, "gzipped", **{"compression.type": "gzip"})
+    fut = await seam.issue_entry(build_batch([NewRecord(None, b"v" * 500)], compression=3), Writer.PULSAR)
+    await fut
+    got = await seam.log.read(0, 1 << 20)
+    ((hdr, _),) = list(iter_batches(got.batches[0].batch, fresh=False))
+    assert hdr.compression == 1
+
+
+async def test_idempotent_retries_are_answered_with_the_first_offsets(service) -> None:
+    seam = await _partition(service, "idempotent")
+    first = _batch(NewRecord(None, b"a"), NewRecord(None, b"b"), producer_id=7, producer_epoch=0, base_sequence=0)
+    assert await (await seam.issue(bytearray(first), Writer.KAFKA)).base_offset() == 0
+    retry = await seam.issue(bytearray(first), Writer.KAFKA)
+    assert retry.durable is None and retry.duplicate is not None
+    assert await retry.base_offset() == 0
+    assert seam.log.high_watermark == 2
+    gap = _batch(NewRecord(None, b"c"), producer_id=7, producer_epoch=0, base_sequence=5)
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue(gap, Writer.KAFKA)
+    assert e.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+async def test_a_transactional_batch_needs_its_transactional_id(service) -> None:
+    seam = await _partition(service, "txn")
+    b = _batch(NewRecord(None, b"a"), producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue(b, Writer.KAFKA)
+    assert e.value.error == "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+    issued = await seam.issue(b, Writer.KAFKA, transactional_id="tx")
+    await issued.base_offset()
+    assert seam.log.last_stable_offset == 0  # the open transaction holds read_committed readers back
+    assert await seam.write_txn_marker(9, 0, True, 0) == 1
+    assert seam.log.last_stable_offset == 2
+
+
+async def test_clients_may_not_write_internal_topics_but_coordinators_do(service) -> None:
+    topic = await service.topics.create(service.topics.parse("__internal_like"), 1, {}, internal=True)
+    seam = await service.topics.partition(topic, 0)
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue(build_batch([NewRecord(b"k", b"v")]), Writer.KAFKA)
+    assert e.value.error == "INVALID_TOPIC_EXCEPTION"
+    assert await seam.append(build_batch([NewRecord(b"k", b"v")])) == 0
+
+
+async def test_a_coordinator_batch_over_the_size_limit_is_refused(service) -> None:
+    seam = await _partition(service, "coord", **{"max.message.bytes": "1000"})
+    with pytest.raises(AppendRefused) as e:
+        await seam.append(build_batch([NewRecord(b"k", b"x" * 2000)]))
+    assert e.value.error == "MESSAGE_TOO_LARGE"
+
+
+async def test_producer_tables_follow_the_open_logs(service) -> None:
+    seam = await _partition(service, "tables")
+    await seam.issue(_batch(NewRecord(None, b"a"), producer_id=3, producer_epoch=0, base_sequence=0), Writer.KAFKA)
+    tables = service.topics.producer_tables
+    table = await tables.of(seam.log)
+    assert 3 in table.producers
+    tables.expire(older_than_ms=1 << 62)
+    assert 3 not in table.producers

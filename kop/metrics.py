@@ -251,9 +251,7 @@ class BrokerMetrics:
         logs = self.open_logs()
         current: dict[str, int] = {}
         for name, plog in logs.items():
-            ml = getattr(plog, "ml", None)
-            if ml is not None:
-                current[name] = ml.rollovers
+            current[name] = plog.rollovers
         for name, n in self._rollovers_seen.items():
             if name not in current:
                 self._rollovers_retired += n

@@ -16,7 +16,8 @@ import pytest
 from kop.managed_ledger import ManagedLedgerConfig, ManagedLedgerError
 from kop.offset import OffsetOutOfRange, Position, open_embedded_storage
 from kop.offset.entry_format import encode_entry_header, parse_entry, parse_entry_full
-from kop.offset.partition_log import INDEX_PROPERTY, LOG_START_PROPERTY
+from kop.offset.interceptor import INDEX_PROPERTY
+from kop.offset.retention import LOG_START_PROPERTY
 from kop.protocol.records import NewRecord, build_batch
 from tests.support.storage import run, settled, storage_at
 

@@ -136,14 +136,14 @@ async def test_sequential_fetches_with_the_cursor_cache_never_search(tmp_path):
         await append(log, 2)
     cache = CursorCache()
     searches = 0
-    original = log.find_position
+    original = log.index.find_position  # the offset index's search (kop/offset/offset_index.py)
 
     async def counting(offset):
         nonlocal searches
         searches += 1
         return await original(offset)
 
-    log.find_position = counting
+    log.index.find_position = counting
     offset = 0
     while offset < log.high_watermark:
         result = await log.read(offset, 100, hint=cache.get(A, offset))

@@ -1,6 +1,7 @@
-"""Transactions in the partition log (kop/offset/partition_log.py + producer_state.py), on real files:
+"""Transactions in the partition log (kop/offset/transactions.py + producer_state.py), on real files:
 markers take an offset, the last stable offset, the aborted index, recovery after a clean restart and
-after a crash, and compaction never bringing aborted data back."""
+after a crash, and compaction never bringing aborted data back. The last section drives the producer
+state's I/O part (ProducerStateStore) on its own, over a bare managed ledger: load, replay, snapshots."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 
 from kop.managed_ledger import ManagedLedgerConfig
 from kop.offset import open_embedded_storage
-from kop.offset.partition_log import PRODUCER_STATE_PROPERTY
 from kop.offset.producer_state import AbortedTxn, SequenceError, control_type
+from kop.offset.transactions import PRODUCER_STATE_PROPERTY
 from kop.protocol.records import build_batch, decode_records, parse_batch_header
 from tests.support.storage import settled, storage_at
 
@@ -145,9 +146,9 @@ async def scenario_shifted(log, base: int) -> None:
 
 
 async def test_periodic_snapshots_bound_the_replay(tmp_path, monkeypatch):
-    from kop.offset import partition_log
+    from kop.offset import transactions
 
-    monkeypatch.setattr(partition_log, "SNAPSHOT_EVERY_OFFSETS", 4)
+    monkeypatch.setattr(transactions, "SNAPSHOT_EVERY_OFFSETS", 4)
     async with storage_at(tmp_path) as st:
         log = await st.open_log(NAME)
         await scenario(log)
@@ -246,9 +247,9 @@ async def test_damaged_entries_do_not_stop_the_rebuild(tmp_path, caplog):
 async def test_append_of_a_transactional_batch_tracks_its_transaction(tmp_path, monkeypatch):
     """append() (the group coordinator's TxnOffsetCommit path) loads and snapshots the producer state before
     a transactional batch: its transaction is known even past the bounded tail a snapshot-less load reads."""
-    from kop.offset import partition_log
+    from kop.offset import transactions
 
-    monkeypatch.setattr(partition_log, "PRODUCER_STATE_TAIL_ENTRIES", 2)
+    monkeypatch.setattr(transactions, "PRODUCER_STATE_TAIL_ENTRIES", 2)
     async with storage_at(tmp_path) as st:
         log = await st.open_log(NAME)
         await log.append(plain([b"a"]), 0, 0)
@@ -263,3 +264,134 @@ async def test_append_of_a_transactional_batch_tracks_its_transaction(tmp_path, 
         log = await st.open_log(NAME)
         await log.load_transactions()
         assert log.last_stable_offset == 1  # found through the snapshot + replay, not the 2-entry tail
+
+
+# ---- ProducerStateStore on its own ---------------------------------------------------------------------------
+
+
+async def bare_store(st):
+    """A ProducerStateStore over a bare managed ledger, wired as ManagedPartitionLog wires it."""
+    from kop.offset.bounds import LogBounds
+    from kop.offset.offset_index import OffsetIndex
+    from kop.offset.transactions import ProducerStateStore
+    from tests.support.storage import open_bare
+
+    ml, icpt = await open_bare(st, NAME)
+    bounds = LogBounds(icpt)
+    index = OffsetIndex(NAME, ml, bounds)
+    store = ProducerStateStore(NAME, ml, bounds, index, icpt)
+
+    def on_durable(position, context):
+        if store.table is not None:
+            store.on_durable(context[1])
+        index.note_durable(position, context)
+
+    icpt.on_durable = on_durable
+    await index.refresh_bounds()
+    return ml, store
+
+
+def idempotent(pid: int, seq: int, n: int) -> bytearray:
+    return bytearray(build_batch([(b"k", b"v")] * n, producer_id=pid, producer_epoch=0, base_sequence=seq))
+
+
+async def add(ml, b: bytearray) -> int:
+    """Append like the produce path would after its checks; the batch's base offset."""
+    h = parse_batch_header(b)
+    await ml.add_entry(b, h.last_offset_delta + 1)
+    await settled(ml)
+    return ml.interceptor.durable_index - h.last_offset_delta
+
+
+async def test_without_a_snapshot_the_load_replays_the_tail_for_idempotence(tmp_path, monkeypatch):
+    from kop.offset import transactions
+
+    monkeypatch.setattr(transactions, "PRODUCER_STATE_TAIL_ENTRIES", 2)
+    async with storage_at(tmp_path) as st:
+        ml, store = await bare_store(st)
+        for seq in (0, 2, 4):
+            await add(ml, idempotent(5, seq, 2))
+        table, again = await asyncio.gather(store.load(), store.load())  # concurrent loads share one
+        assert table is again is store.table
+        assert [(b.first_seq, b.base_offset) for b in table.producers[5].batches] == [(2, 2), (4, 4)]
+        assert store.interceptor.on_txn_issue == table.on_issue  # told of transactional adds from now on
+        assert PRODUCER_STATE_PROPERTY not in ml.properties
+
+
+async def test_readers_load_only_a_partition_that_ever_saw_a_transaction(tmp_path):
+    async with storage_at(tmp_path) as st:
+        ml, store = await bare_store(st)
+        await add(ml, idempotent(5, 0, 1))
+        await store.load_transactions()
+        assert store.table is None and store.last_stable_offset == 1
+        assert store.aborted_transactions(0, 1) == []
+        await ml.set_properties({PRODUCER_STATE_PROPERTY: '{"v":1,"offset":0,"producers":[],"ongoing":[],'
+                                                       '"aborted":[],"dropped_aborted":0}'})
+        await store.load_transactions()
+        assert store.table is not None
+
+
+async def test_a_snapshot_then_the_entries_after_it_rebuild_the_state(tmp_path):
+    async with storage_at(tmp_path) as st:
+        ml, store = await bare_store(st)
+        await add(ml, plain([b"p"]))
+        table = await store.ensure_snapshot()  # before the first transactional write
+        assert table.snapshot_offset == 1 and PRODUCER_STATE_PROPERTY in ml.properties
+        assert await add(ml, txn(7, 0, [b"t1", b"t2"])) == 1
+        assert store.last_stable_offset == 1  # the open transaction holds read_committed back
+        marker = await store.marker_batch(7, 0, False, 0)
+        assert parse_batch_header(marker).is_control
+        assert await add(ml, marker) == 3
+        assert store.last_stable_offset == 4 and store.aborted_transactions(0, 4) == [AbortedTxn(7, 1, 3, 4)]
+        two = (await ml.read_entries(ml.position_of(1), 1))[0]
+    async with storage_at(tmp_path) as st:  # a restart: snapshot at 1, then entries 1..3 replayed
+        ml, store = await bare_store(st)
+        await store.load_transactions()
+        assert store.table is not None and store.table.snapshot_offset == 1
+        assert store.aborted_transactions(0, 4) == [AbortedTxn(7, 1, 3, 4)]
+        from kop.offset.entry_format import parse_entry
+
+        batch = memoryview(two.data)[parse_entry(two.data)[2]:]
+        assert store.is_aborted_batch(batch, 1)  # data of the aborted transaction
+        assert not store.is_aborted_batch(plain([b"p"]), 0)
+        assert store.is_aborted_batch(marker, 3)  # markers are never data
+
+
+async def test_a_marker_from_an_older_coordinator_is_refused(tmp_path):
+    async with storage_at(tmp_path) as st:
+        ml, store = await bare_store(st)
+        await store.ensure_snapshot()
+        await add(ml, txn(7, 0, [b"t"]))
+        await add(ml, await store.marker_batch(7, 0, True, 3))
+        await add(ml, txn(7, 1, [b"t"]))
+        with pytest.raises(SequenceError):
+            await store.marker_batch(7, 0, True, 2)
+
+
+async def test_snapshots_follow_the_durable_end_and_close_writes_a_last_one(tmp_path, monkeypatch):
+    from kop.offset import transactions
+
+    monkeypatch.setattr(transactions, "SNAPSHOT_EVERY_OFFSETS", 4)
+    async with storage_at(tmp_path) as st:
+        ml, store = await bare_store(st)
+        table = await store.ensure_snapshot()
+        assert table.snapshot_offset == 0
+        for _ in range(5):
+            await add(ml, plain([b"p"]))
+        for _ in range(100):
+            await asyncio.sleep(0)
+            if table.snapshot_offset >= 4:
+                break
+        assert table.snapshot_offset >= 4  # taken in the background
+        await add(ml, plain([b"p"]))
+        await store.close()
+        assert table.snapshot_offset == 6 and store.closed
+
+
+async def test_close_writes_no_snapshot_for_a_partition_that_never_had_one(tmp_path):
+    async with storage_at(tmp_path) as st:
+        ml, store = await bare_store(st)
+        await add(ml, idempotent(5, 0, 1))
+        await store.load()
+        await store.close()
+        assert PRODUCER_STATE_PROPERTY not in ml.properties

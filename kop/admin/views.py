@@ -20,11 +20,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kop.managed_ledger import InvalidPositionError, Position
-from kop.offset.entry_format import EntryFormatError
+from kop.offset.api import NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.storage.api import NoSuchLedgerError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:
+    from kop.managed_ledger import ManagedLedger
     from kop.offset.partition_log import ManagedPartitionLog
     from kop.services import BrokerServices
     from kop.topics.manager import Topic
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 # Pulsar's MessageId.earliest (MessageIdImpl(-1, -1, -1)): the answer for an index retention already deleted.
 EARLIEST = {"ledgerId": -1, "entryId": -1, "partitionIndex": -1}
-_PREFIX_BYTES = 256  # broker entry metadata + kafka-format headers + the batch header fit in this
 
 
 class AdminError(Exception):
@@ -162,10 +162,7 @@ def partitioned_metadata(ref: TopicRef) -> dict[str, Any]:
 
 
 async def _plog(service: BrokerServices, topic: Topic, partition: int) -> ManagedPartitionLog:
-    plog = await service.topics.partition_log(topic, partition)
-    if not hasattr(plog, "ml"):
-        raise AdminError(500, f"partition log {plog.name} is not a managed-ledger log")
-    return plog  # type: ignore[return-value]
+    return await service.topics.partition_log(topic, partition)  # type: ignore[return-value]
 
 
 def _position(p: Position | None, fallback_ledger: int | None = None) -> str:
@@ -277,7 +274,7 @@ async def internal_stats(service: BrokerServices, topic: Topic, partition: int) 
     current_info = ledgers[-1] if ledgers and ledgers[-1].ledger_id == current else None
     cursors = {}
     for group, committed in sorted(committed_offsets(service, topic, partition).items()):
-        cursors[group] = await _cursor(plog, committed)
+        cursors[group] = await _cursor(plog, ml, committed)
     return {
         "numberOfEntries": ml.number_of_entries,
         "totalSize": ml.total_size,
@@ -320,7 +317,7 @@ def storage_status(service: BrokerServices) -> dict[str, Any]:
     return {
         "damage": store.damage_list() if hasattr(store, "damage_list") else [],
         "recovery": recovery,
-        "damagedReads": sum(getattr(pl, "damaged_reads", 0) for pl in logs.values()),
+        "damagedReads": sum(pl.damaged_reads for pl in logs.values()),
         "writeErrors": getattr(store, "write_errors", 0),
     }
 
@@ -359,29 +356,37 @@ async def not_ready_reasons(service: BrokerServices) -> list[str]:
     return reasons
 
 
-async def _cursor(plog: ManagedPartitionLog, committed: int) -> dict[str, Any]:
+async def _cursor(plog: PartitionLog, ml: ManagedLedger, committed: int) -> dict[str, Any]:
     """A consumer group's committed offset shown as a Pulsar cursor: readPosition = the entry holding the
     committed offset (the next to read), markDeletePosition = the entry before it (the last one entirely
     consumed), messagesConsumedCounter = the committed offset."""
-    ml = plog.ml
     read: Position | None = None
     if committed < plog.high_watermark and committed >= plog.log_start_offset:
         with contextlib.suppress(Exception):
-            read = await plog.find_position(committed)
-    if read is None:
+            read = await plog.position_of(committed)
+    if read is None:  # at the end: the position the next entry will take
         with contextlib.suppress(InvalidPositionError):
             read = ml.position_of(ml.number_of_entries)
-    mark: Position | None = None
-    if read is not None:
-        with contextlib.suppress(InvalidPositionError):
-            ordinal = ml.ordinal_of(read)
-            mark = ml.position_of(ordinal - 1) if ordinal > 0 else Position(read.ledger_id, read.entry_id - 1)
     return {
-        "markDeletePosition": _position(mark),
+        "markDeletePosition": _position(None if read is None else _entry_before(ml, read)),
         "readPosition": _position(read),
         "messagesConsumedCounter": committed,
         "msgBacklog": plog.high_watermark - committed,
     }
+
+
+def _entry_before(ml: ManagedLedger, read: Position) -> Position:
+    """The entry before `read` in the log: the one before it in its ledger, else the last entry of the
+    previous non-empty ledger, else (ledger, -1) as Pulsar writes "before the first entry"."""
+    if read.entry_id > 0:
+        return Position(read.ledger_id, read.entry_id - 1)
+    previous: Position | None = None
+    for li in ml.ledgers():
+        if li.ledger_id == read.ledger_id:
+            break
+        if li.entries:
+            previous = Position(li.ledger_id, li.entries - 1)
+    return previous if previous is not None else Position(read.ledger_id, read.entry_id - 1)
 
 
 async def partitioned_internal_stats(service: BrokerServices, ref: TopicRef,
@@ -437,40 +442,23 @@ async def message_id_by_index(service: BrokerServices, ref: TopicRef, index: int
     if index < 0 or index > plog.interceptor.durable_index:
         raise AdminError(404, f"Invalid index {index}: the latest index of {ref.name} is "
                               f"{plog.interceptor.durable_index}")
-    from kop.offset.api import OffsetOutOfRange
-
-    ml = plog.ml
     for _ in range(3):  # retention or compaction may swap ledgers between the search and the read: again
         if index < plog.log_start_offset:
             return dict(EARLIEST)
         try:
-            position = await plog.find_position(index)
-            if ml.ordinal_of(position) >= ml.number_of_entries:
+            position = await plog.position_of(index)
+            if await plog.entries_from(index) == 0:
                 raise AdminError(404, f"No entry holds index {index} of {ref.name}: compaction removed it "
                                       "and every later record")
-            await _entry_meta(plog, position)  # the entry is still there (and carries an index)
-        except (OffsetOutOfRange, InvalidPositionError, NoSuchLedgerError):
+            await plog.entry_offsets(position)  # the entry is still there (and carries an index)
+        except (OffsetOutOfRange, NoSuchEntry, InvalidPositionError, NoSuchLedgerError):
             continue
-        except EntryFormatError:
-            raise AdminError(412, f"Entries of {ref.name} carry no broker entry metadata index") from None
         if index < plog.log_start_offset:  # trimmed while we looked
             return dict(EARLIEST)
         return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
     if index < plog.log_start_offset:
         return dict(EARLIEST)
     raise AdminError(500, f"could not locate index {index} in {ref.name} (the log kept changing)")
-
-
-async def _entry_meta(plog: ManagedPartitionLog, position: Position) -> Any:
-    from kop.offset.partition_log import entry_meta
-
-    data = await plog.ml.read_entry_prefix(position, _PREFIX_BYTES)
-    try:
-        return entry_meta(data)
-    except EntryFormatError:
-        if len(data) < _PREFIX_BYTES:
-            raise
-    return entry_meta(await plog.ml.read_entry(position))
 
 
 async def index_by_message_id(service: BrokerServices, ref: TopicRef, ledger_id: int, entry_id: int,
@@ -483,22 +471,20 @@ async def index_by_message_id(service: BrokerServices, ref: TopicRef, ledger_id:
     _check_index_lookups(service)
     partition = need_partition(ref, "getIndexByMessageId")
     plog = await _plog(service, ref.topic, partition)
+    position = Position(ledger_id, entry_id)
     try:
-        data = await plog.ml.read_entry(Position(ledger_id, entry_id))
-    except (InvalidPositionError, NoSuchLedgerError):
-        raise AdminError(404, f"Message not found: no entry {ledger_id}:{entry_id} in {ref.name}") from None
-    from kop.offset.entry_format import parse_entry
+        offsets = await plog.entry_offsets(position)
+        got = await plog.read(offsets.base_offset, 1)
+    except (NoSuchEntry, OffsetOutOfRange):
+        got = None
+    fb = None if got is None else next((b for b in got.batches if b.position == position), None)
+    if fb is None:
+        raise AdminError(404, f"Message not found: no entry {ledger_id}:{entry_id} in {ref.name}")
     from kop.protocol.records import CorruptRecordError, decode_records, parse_batch_header
 
-    try:
-        _, last, start = parse_entry(data)
-    except EntryFormatError:
-        last = -1
-    if last < 0:
-        raise AdminError(412, f"Entry {ledger_id}:{entry_id} of {ref.name} has no broker entry metadata")
-    batch = memoryview(data)[start:]
+    batch = fb.batch
     header = parse_batch_header(batch)
-    first = last - header.last_offset_delta
+    first, last = offsets.base_offset, offsets.last_offset
     index = last
     if batch_index >= 0:
         if batch_index >= header.records_count:

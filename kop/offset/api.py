@@ -13,9 +13,11 @@ import abc
 import asyncio
 from collections.abc import Container
 from dataclasses import dataclass
+from typing import TypedDict
 
 # One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
-from kop.managed_ledger import Position
+from kop.managed_ledger import ManagedLedger, Position
+from kop.offset.compaction import DEFAULT_DELETE_RETENTION_MS, CleaningState, CompactionResult
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
 
 Buffer = bytes | bytearray | memoryview
@@ -56,10 +58,29 @@ class EntryOffsets:
     append_time: int  # broker entry timestamp (ms), -1 when the entry has none
 
 
+class DamageReport(TypedDict):
+    """One damaged range of a partition's storage, as a read met it (kop/offset/damage.py): the ledger's
+    entries and bytes, why, and the Kafka offsets they held. Admin internal stats show it as is."""
+
+    ledgerId: int
+    firstEntry: int
+    lastEntry: int
+    byteStart: int
+    byteEnd: int
+    reason: str
+    firstOffset: int
+    lastOffset: int
+
+
 class PartitionLog(abc.ABC):
     """One Kafka partition = one managed ledger."""
 
     name: str  # managed-ledger name
+    # The managed ledger beneath, for what is about storage and not offsets: its ledger list and sizes
+    # (admin internal stats, backlog sizes), its config (segment.bytes / segment.ms apply to an open log).
+    # Offsets are never computed from its positions outside kop/offset/ (use the offset <-> position
+    # methods below).
+    ml: ManagedLedger
 
     @property
     @abc.abstractmethod
@@ -160,6 +181,45 @@ class PartitionLog(abc.ABC):
         the current ledger nor the one holding `keep_offset` or any later one (what a Pulsar subscription has
         not acknowledged); returns how many ledgers were deleted. Advances log_start_offset."""
 
+    @property
+    @abc.abstractmethod
+    def delete_offset(self) -> int:
+        """The log start offset DeleteRecords set (0 when never used); records below it are gone."""
+
+    @property
+    @abc.abstractmethod
+    def retained_start(self) -> int | None:
+        """Where the retained data starts: min(base offset of the first entry, the log start a compaction
+        kept); None for a log without entries. (log_start_offset is this, raised to delete_offset.)"""
+
+    @abc.abstractmethod
+    async def compact(self, delete_retention_ms: int = DEFAULT_DELETE_RETENTION_MS, *, roll_current: bool = False,
+                      now_ms: int | None = None) -> CompactionResult:
+        """One Kafka log compaction pass over the closed ledgers (kop/offset/compaction.py): the latest
+        record of each key is kept, tombstones until delete.retention.ms after the pass that first kept
+        them; offsets never change. roll_current: roll the current ledger first, so that everything
+        written so far is cleaned. One pass at a time per log."""
+
+    @abc.abstractmethod
+    async def cleaning_state(self) -> CleaningState:
+        """What the log cleaner decides from: dirty and clean bytes, the pending tombstone horizon, the age
+        of the current ledger."""
+
+    @property
+    @abc.abstractmethod
+    def rollovers(self) -> int:
+        """Ledger rollovers of this log since it was opened (a metric)."""
+
+    @property
+    @abc.abstractmethod
+    def damaged_ranges(self) -> dict[tuple[int, int], DamageReport]:
+        """Damaged ranges reads met, by (ledger id, first entry); each reported once."""
+
+    @property
+    @abc.abstractmethod
+    def damaged_reads(self) -> int:
+        """Reads answered with a storage error (KAFKA_STORAGE_ERROR) since the log was opened."""
+
     @abc.abstractmethod
     async def tail_batches(self, max_entries: int) -> list[FetchedBatch]:
         """Up to the last `max_entries` batches, oldest first (to rebuild idempotent-producer state)."""
@@ -222,6 +282,11 @@ class PartitionLog(abc.ABC):
 
     @abc.abstractmethod
     async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def abandon(self) -> None:
+        """Let go without writing anything (the broker lost its ZooKeeper session: another broker may
+        already own the partition); waiters are released as by close()."""
 
     @abc.abstractmethod
     async def delete(self) -> None:

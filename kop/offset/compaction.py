@@ -1,6 +1,6 @@
 """Log compaction of one partition log (cleanup.policy=compact), Kafka's semantics over managed ledgers.
 
-``ManagedPartitionLog.compact()`` runs ``compact_log`` below (one pass at a time per log); the broker's
+``ManagedPartitionLog.compact()`` (kop/offset/retention.py) runs ``compact_log`` below (one pass at a time per log); the broker's
 log cleaner (kop/topics/chores.py) decides when, from ``cleaning_state``. Both see the log through
 ``CompactableLog``, the few public things they read of it. One pass:
 
@@ -61,7 +61,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.entry_format import encode_entry_header, parse_entry
@@ -71,7 +71,7 @@ from kop.storage.api import NoSuchLedgerError
 
 if TYPE_CHECKING:
     from kop.managed_ledger import ManagedLedger
-    from kop.offset.partition_log import EntryMeta
+    from kop.offset.entry_format import Buffer, EntryMeta
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ _SLICE_S = 0.002  # yield to the event loop after this much work
 
 
 class CompactableLog(Protocol):
-    """What compaction reads of a partition log (kop/offset/partition_log.py implements it)."""
+    """What compaction reads of a partition log (kop/offset/retention.py's Retention implements it)."""
 
     name: str
     ml: ManagedLedger
@@ -120,7 +120,7 @@ class CompactableLog(Protocol):
         """Records at or past it belong to transactions still open: not cleaned, not in the key map."""
         ...
 
-    def is_aborted_batch(self, batch: Any, base_offset: int) -> bool:
+    def is_aborted_batch(self, batch: Buffer, base_offset: int) -> bool:
         """A control batch or a batch of an aborted transaction."""
         ...
 

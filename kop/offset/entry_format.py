@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from kop.protocol.records import TIMESTAMP_TYPE_BIT
 from kop.storage.protobuf import (
     LEN,
     VARINT,
@@ -123,6 +124,37 @@ def parse_entry(data: Buffer) -> tuple[int, int, int]:
     if start > len(data):
         raise EntryFormatError("entry headers are truncated")
     return ts, index, start
+
+
+# Record batch header fields read without decoding the batch (byte offsets within the batch).
+BATCH_TAIL = struct.Struct(">hiqq")  # attributes, lastOffsetDelta, baseTimestamp, maxTimestamp at byte 21
+LAST_OFFSET_DELTA = struct.Struct(">i")  # lastOffsetDelta at byte 23
+
+
+@dataclass(frozen=True, slots=True)
+class EntryMeta:
+    """What offset and time searches need from one entry's headers."""
+
+    index: int  # offset of the last record
+    last_offset_delta: int
+    timestamp: int  # batch max timestamp; the broker timestamp for LogAppendTime batches
+    broker_timestamp: int
+
+    @property
+    def base_offset(self) -> int:
+        return self.index - self.last_offset_delta
+
+
+def entry_meta(data: Buffer) -> EntryMeta:
+    """The EntryMeta of a stored entry (a prefix holding the headers and the batch header is enough)."""
+    ts, index, start = parse_entry(data)
+    if index < 0:
+        raise EntryFormatError("entry has no broker entry metadata index")
+    try:
+        attributes, lod, _, max_ts = BATCH_TAIL.unpack_from(data, start + 21)
+    except struct.error:
+        raise EntryFormatError("record batch header is truncated") from None
+    return EntryMeta(index, lod, ts if attributes & TIMESTAMP_TYPE_BIT else max_ts, ts)
 
 
 @dataclass(slots=True)

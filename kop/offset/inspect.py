@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 
 from kop.managed_ledger.ledger import ML_ROOT
 from kop.managed_ledger.protobuf import ManagedLedgerInfo
-from kop.offset.partition_log import INDEX_PROPERTY, LOG_START_PROPERTY
+from kop.offset.interceptor import INDEX_PROPERTY
+from kop.offset.retention import LOG_START_PROPERTY
 from kop.offset.storage import LEDGERS_DIR, METADATA_FILE
 from kop.storage.local.ledgers import read_index_file, scan_frames
 

@@ -34,9 +34,11 @@ import struct
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypedDict
 
 from kop.protocol.errors import ErrorCode
+
+Buffer = bytes | bytearray | memoryview
 
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = 2**31 - 1
@@ -49,6 +51,22 @@ ABORT, COMMIT = 0, 1
 _PID_EPOCH_SEQ = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence at byte 43
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21
 _TRANSACTIONAL, _CONTROL = 0x10, 0x20
+
+
+# One producer in a snapshot: producer id, epoch, coordinator epoch, last timestamp, in transaction (0/1),
+# last seen (ms), and its last batches as [first sequence, last sequence, base offset].
+SnapshotProducer = tuple[int, int, int, int, int, int, list[list[int]]]
+
+
+class ProducerStateSnapshot(TypedDict):
+    """The JSON a partition's producer state is stored as (the managed-ledger property kop.producerState)."""
+
+    v: int  # SNAPSHOT_VERSION
+    offset: int  # the state is as of this offset: replay from it on rebuilds the rest
+    producers: list[SnapshotProducer]
+    ongoing: list[list[int]]  # [producer id, first offset] of the open transactions
+    aborted: list[list[int]]  # AbortedTxn rows, oldest first
+    dropped_aborted: int  # older aborted transactions that did not fit
 
 
 class SequenceError(Exception):
@@ -113,7 +131,7 @@ def _varint(view: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("varint too long")
 
 
-def control_marker(batch: Any) -> tuple[int, int]:
+def control_marker(batch: Buffer) -> tuple[int, int]:
     """(control type, coordinator epoch) of a control batch's single record: ABORT 0 / COMMIT 1 (others
     are KRaft's), and the EndTransactionMarker value's coordinator epoch (-1 when the value is too short).
     The record: length, attributes (int8), timestampDelta, offsetDelta, key length, key = int16 version +
@@ -139,7 +157,7 @@ def control_marker(batch: Any) -> tuple[int, int]:
         raise ValueError("control record is truncated") from None
 
 
-def control_type(batch: Any) -> int:
+def control_type(batch: Buffer) -> int:
     """The control type of a control batch (see control_marker)."""
     return control_marker(batch)[0]
 
@@ -274,7 +292,7 @@ class ProducerStateTable:
 
     # ------------------------------------------------------------------ log side
 
-    def on_issue(self, base_offset: int, last_offset: int, batch: Any) -> None:
+    def on_issue(self, base_offset: int, last_offset: int, batch: Buffer) -> None:
         """The entry holding `batch` takes offsets base..last (called in log order for transactional and
         control batches, from the index interceptor or from replay)."""
         (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
@@ -299,7 +317,7 @@ class ProducerStateTable:
             lso = min(others) if others else offset + 1
             self._add_aborted(AbortedTxn(producer_id, first, offset, lso))
 
-    def unissue(self, base_offset: int, batch: Any) -> None:
+    def unissue(self, base_offset: int, batch: Buffer) -> None:
         """The add that took `base_offset` failed: undo what on_issue did for it."""
         (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
         pid = _PID_EPOCH_SEQ.unpack_from(batch, 43)[0]
@@ -364,7 +382,7 @@ class ProducerStateTable:
 
     # ------------------------------------------------------------------ rebuild
 
-    def replay(self, base_offset: int, batch: Any) -> None:
+    def replay(self, base_offset: int, batch: Buffer) -> None:
         """Apply one stored batch (header fields only, plus a control record's type) while rebuilding."""
         (attributes,) = _ATTRIBUTES.unpack_from(batch, 21)
         pid, epoch, seq = _PID_EPOCH_SEQ.unpack_from(batch, 43)
@@ -388,7 +406,7 @@ class ProducerStateTable:
             self.on_issue(base_offset, base_offset + lod, batch)
 
     def to_snapshot(self, offset: int, max_producers: int = SNAPSHOT_MAX_PRODUCERS,
-                    max_aborted: int = SNAPSHOT_MAX_ABORTED) -> dict[str, Any]:
+                    max_aborted: int = SNAPSHOT_MAX_ABORTED) -> ProducerStateSnapshot:
         """The state as of `offset` (the durable end: every entry below it is durable) as a JSON-able
         dict; replay from `offset` on rebuilds the rest. What belongs to entries at or past `offset`
         (appends in flight) is left out - replay will meet them - and transactions whose marker is still in
@@ -401,10 +419,10 @@ class ProducerStateTable:
         `dropped_aborted` in the result says how many older ones did not fit."""
         kept_pids = sorted(self.producers, key=lambda pid: (not (self.producers[pid].in_txn or pid in self.ongoing),
                                                             -self.producers[pid].last_seen_ms))[:max_producers]
-        producers = []
+        producers: list[SnapshotProducer] = []
         for pid in kept_pids:
             e = self.producers[pid]
-            batches = []
+            batches: list[list[int]] = []
             for b in e.batches:
                 off = b.base_offset
                 if not isinstance(off, int):
@@ -413,8 +431,8 @@ class ProducerStateTable:
                     off = off.result()
                 if off < offset:
                     batches.append([b.first_seq, b.last_seq, off])
-            producers.append([pid, e.epoch, e.coordinator_epoch, e.last_timestamp, int(e.in_txn), e.last_seen_ms,
-                              batches])
+            producers.append((pid, e.epoch, e.coordinator_epoch, e.last_timestamp, int(e.in_txn), e.last_seen_ms,
+                              batches))
         ongoing = {pid: first for pid, first in self.ongoing.items() if first < offset}
         for marker, (pid, first) in self.completing.items():
             if marker >= offset:
@@ -426,7 +444,7 @@ class ProducerStateTable:
                 "aborted": aborted[dropped:], "dropped_aborted": dropped}
 
     @classmethod
-    def from_snapshot(cls, snap: dict[str, Any]) -> ProducerStateTable:
+    def from_snapshot(cls, snap: ProducerStateSnapshot) -> ProducerStateTable:
         if snap.get("v") != SNAPSHOT_VERSION:
             raise ValueError(f"unknown producer-state snapshot version {snap.get('v')}")
         t = cls()

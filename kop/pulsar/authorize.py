@@ -42,12 +42,13 @@ import logging
 import re
 import urllib.parse
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType, java_host_address
 from kop.topics.names import TopicName
 
 if TYPE_CHECKING:
+    from kop.pulsar.connection import PulsarConnection
     from kop.security.acl import Authorizer
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ _LEDGER = re.compile(r"^(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/persistent/(?P<lo
 _PARTITION_SUFFIX = re.compile(r"-partition-(0|[1-9][0-9]*)$")
 
 
-def authorizer(conn: Any) -> Authorizer | None:
+def authorizer(conn: PulsarConnection) -> Authorizer | None:
     return getattr(conn.handler.service, "authorizer", None)
 
 
@@ -75,7 +76,7 @@ def _java_host(ip: str) -> str:
     return java_host_address(ip)
 
 
-def client_host(conn: Any) -> str:
+def client_host(conn: PulsarConnection) -> str:
     """The peer's IP for ACL hosts: the acceptor's normalized address, else the address part of `peer`."""
     ip = getattr(conn, "ip", "") or ""
     if not ip:
@@ -84,36 +85,36 @@ def client_host(conn: Any) -> str:
     return _java_host(ip)
 
 
-def kafka_name(conn: Any, name: TopicName) -> str:
+def kafka_name(conn: PulsarConnection, name: TopicName) -> str:
     return conn.handler.service.topics.kafka_name(name)
 
 
-def allowed(conn: Any, op: AclOperation, rtype: ResourceType, name: str) -> bool:
+def allowed(conn: PulsarConnection, op: AclOperation, rtype: ResourceType, name: str) -> bool:
     authz = authorizer(conn)
     if authz is None:
         return True
     return authz.authorize(conn.principal, client_host(conn), op, rtype, name)
 
 
-def topic_allowed(conn: Any, op: AclOperation, name: TopicName) -> bool:
+def topic_allowed(conn: PulsarConnection, op: AclOperation, name: TopicName) -> bool:
     if authorizer(conn) is None:
         return True
     return allowed(conn, op, TOPIC, kafka_name(conn, name))
 
 
-def _refused(conn: Any, message: str, what: str) -> str:
+def _refused(conn: PulsarConnection, message: str, what: str) -> str:
     log.warning("pulsar %s: %s with role %s on %s", conn.peer, message, conn.principal, what)
     return message
 
 
-def produce_refusal(conn: Any, name: TopicName) -> str | None:
+def produce_refusal(conn: PulsarConnection, name: TopicName) -> str | None:
     """PRODUCER: WRITE on the topic; Pulsar's message when refused."""
     if topic_allowed(conn, Op.WRITE, name):
         return None
     return _refused(conn, PRODUCE, f"topic {name.canonical}")
 
 
-def subscribe_refusal(conn: Any, name: TopicName, subscription: str, durable: bool) -> str | None:
+def subscribe_refusal(conn: PulsarConnection, name: TopicName, subscription: str, durable: bool) -> str | None:
     """SUBSCRIBE: READ on the topic, and READ on the group of a durable subscription (module docstring)."""
     if authorizer(conn) is None:
         return None
@@ -124,19 +125,19 @@ def subscribe_refusal(conn: Any, name: TopicName, subscription: str, durable: bo
     return None
 
 
-def describe_refusal(conn: Any, name: TopicName, message: str) -> str | None:
+def describe_refusal(conn: PulsarConnection, name: TopicName, message: str) -> str | None:
     """LOOKUP, PARTITIONED_METADATA, GET_LAST_MESSAGE_ID: DESCRIBE on the topic."""
     if topic_allowed(conn, Op.DESCRIBE, name):
         return None
     return _refused(conn, message, f"topic {name.canonical}")
 
 
-def may_describe(conn: Any, name: TopicName) -> bool:
+def may_describe(conn: PulsarConnection, name: TopicName) -> bool:
     """GET_TOPICS_OF_NAMESPACE's filter (no log line: hiding a topic is not a refusal)."""
     return topic_allowed(conn, Op.DESCRIBE, name)
 
 
-def may_auto_create(conn: Any, name: TopicName) -> bool:
+def may_auto_create(conn: PulsarConnection, name: TopicName) -> bool:
     """CREATE on the cluster or on the topic, Kafka's rule for auto-creation."""
     if authorizer(conn) is None:
         return True

@@ -4,8 +4,9 @@ Retention keeps every ledger a durable subscription has not acknowledged (kop/pu
 `backlog_floor`, used by kop/topics/chores.py), so a stalled subscription would keep data forever; the quota
 bounds it, with Pulsar's broker keys and policies:
 
-* ``backlogQuotaDefaultLimitBytes`` - the estimated size of a subscription's backlog (bytes of the entries after
-  its mark-delete position; the ledger holding it is counted pro rata by entries, as Pulsar's estimate does),
+* ``backlogQuotaDefaultLimitBytes`` - the estimated size of a subscription's backlog: the entries after its
+  mark-delete position times the partition's average stored entry size (Pulsar sums the ledgers after it and
+  counts the ledger holding it pro rata by entries; the two agree when entries are of similar sizes),
 * ``backlogQuotaDefaultLimitSecond`` - the age of its oldest unacknowledged entry since it was stored (the broker
   entry timestamp of its append: the publish time of a Pulsar producer's message; a Kafka record's own timestamp
   may be anything the producer chose),
@@ -25,10 +26,11 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
-from kop.pulsar.subscriptions import appended_since, backlog_entries, move_forward, nth_unacked
+from kop.pulsar.subscriptions import backlog_entries, move_forward, nth_unacked
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
@@ -45,28 +47,30 @@ def enabled(cfg: BrokerConfig) -> bool:
 
 
 async def backlog_bytes(sub: Subscription) -> int:
-    plog: Any = sub.plog
+    """Estimated bytes of the entries after the mark-delete position (acknowledged ones included, as Pulsar's
+    estimate): their count times the average size of the entries the partition holds."""
+    plog = sub.plog
     if sub.next_offset >= plog.high_watermark:
         return 0
-    start = await plog.find_position(max(sub.next_offset, plog.log_start_offset))
-    total = 0
-    for li in plog.ml.ledgers():
-        if li.ledger_id < start.ledger_id:
-            continue
-        size, entries = li.size or 0, li.entries or 0
-        if li.ledger_id == start.ledger_id and entries:
-            size = size * max(entries - start.entry_id, 0) // entries
-        total += size
-    return total
+    entries = await plog.entries_from(sub.next_offset)
+    stored = await plog.entries_from(plog.log_start_offset)
+    if not entries or not stored:
+        return 0
+    return plog.size_bytes * min(entries, stored) // stored
 
 
 async def oldest_age_ms(sub: Subscription, now_ms: int) -> int:
-    plog: Any = sub.plog
+    """Age of the oldest unacknowledged entry: since its broker append time (the batch's own max timestamp
+    for an entry stored without one)."""
+    plog = sub.plog
     if sub.next_offset >= plog.high_watermark:
         return 0
-    pos = await plog.find_position(max(sub.next_offset, plog.log_start_offset))
-    meta = await plog.probe(pos.ledger_id, pos.entry_id)
-    return max(0, now_ms - int(meta.broker_timestamp or meta.timestamp))
+    offset = max(sub.next_offset, plog.log_start_offset)
+    appended = (await plog.entry_offsets(await plog.position_of(offset))).append_time
+    if appended <= 0:
+        got = await plog.read(offset, 1)
+        appended = parse_batch_header(got.batches[0].batch).max_timestamp if got.batches else now_ms
+    return max(0, now_ms - appended)
 
 
 async def exceeded(cfg: BrokerConfig, sub: Subscription, now_ms: int) -> tuple[bool, bool]:
@@ -100,18 +104,17 @@ async def refusal(cfg: BrokerConfig, state: PartitionState) -> tuple[int, str] |
 
 async def evict(cfg: BrokerConfig, sub: Subscription, size_over: bool, age_over: bool) -> None:
     """consumer_backlog_eviction: skip the oldest entries until the subscription is within the quota."""
-    plog: Any = sub.plog
+    plog = sub.plog
     if age_over:
-        await move_forward(sub, await appended_since(plog, int(time.time() * 1000)
-                                                       - cfg.backlogQuotaDefaultLimitSecond * 1000))
+        await move_forward(sub, await plog.offset_appended_since(int(time.time() * 1000)
+                                                                 - cfg.backlogQuotaDefaultLimitSecond * 1000))
     if size_over:
         size = await backlog_bytes(sub)
         entries = await backlog_entries(sub)
         if size > cfg.backlogQuotaDefaultLimitBytes and entries:
             skip = min(entries, math.ceil((size - cfg.backlogQuotaDefaultLimitBytes) / (size / entries)))
             pos = await nth_unacked(sub, skip)
-            target = plog.high_watermark if pos is None else int((await plog.probe(pos.ledger_id,
-                                                                                  pos.entry_id)).index) + 1
+            target = plog.high_watermark if pos is None else await plog.offset_after(pos)
             await move_forward(sub, target)
 
 

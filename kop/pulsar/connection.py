@@ -26,7 +26,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import (
@@ -126,7 +126,9 @@ class PulsarConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        # A stream server hands its protocols a read-write transport (asyncio.Transport); the base type is
+        # what asyncio.BaseProtocol declares.
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.handler.connections.add(self)

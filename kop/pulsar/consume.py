@@ -38,7 +38,6 @@ from typing import Any
 
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET
-from kop.offset.api import PartitionLog
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
@@ -68,22 +67,6 @@ def _signed(v: int) -> int:
 
 def _position(mid: c.MessageIdData) -> Position:
     return Position(_signed(mid.ledgerId), _signed(mid.entryId))
-
-
-async def offset_of(plog: PartitionLog, pos: Position) -> int:
-    """The first offset of the entry at `pos`: earliest for ids before the log, the end for ids after it."""
-    if pos.ledger_id < 0:
-        return plog.log_start_offset
-    if pos.ledger_id >= INT64_MAX or pos.entry_id >= INT64_MAX:
-        return plog.high_watermark
-    try:
-        meta = await plog.probe(pos.ledger_id, max(pos.entry_id, 0))  # type: ignore[attr-defined]
-    except Exception:  # noqa: BLE001 - no such entry: before the first retained one, or after the last
-        last = await last_position(plog)
-        if last is None or pos > last[0]:
-            return plog.high_watermark
-        return plog.log_start_offset
-    return max(meta.base_offset, plog.log_start_offset)
 
 
 def _consumer(conn: PulsarConnection, consumer_id: int) -> Consumer | None:
@@ -180,7 +163,7 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
             info, version = got
             offset = info.properties.get(NEXT_OFFSET)
             if offset is None:  # a cursor written by someone else: resume after its mark-delete entry
-                offset = start if info.mark_delete is None else await _after(plog, info.mark_delete)
+                offset = start if info.mark_delete is None else await plog.offset_after(info.mark_delete)
             return Subscription(state, req.subscription, req.subType, True, max(offset, plog.log_start_offset),
                                 info, version)
         sub = Subscription(state, req.subscription, req.subType, True, start)
@@ -188,21 +171,11 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
         return sub
     if req.HasField("start_message_id"):
         pos = _position(req.start_message_id)
-        if pos.ledger_id >= INT64_MAX:
+        if pos.ledger_id >= INT64_MAX:  # MessageId.latest: the last stable offset (see above)
             start = latest if initial == LATEST else start
-        elif pos.ledger_id >= 0:
-            start = await offset_of(plog, pos)
-        else:
-            start = plog.log_start_offset
+        else:  # MessageId.earliest (-1:-1) and ids before the log give its start, ids after it the end
+            start = await plog.offset_of(pos)
     return Subscription(state, req.subscription, req.subType, False, start)
-
-
-async def _after(plog: PartitionLog, pos: Position) -> int:
-    try:
-        meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-        return meta.index + 1
-    except Exception:  # noqa: BLE001 - the entry is gone (retention): from the start of the log
-        return plog.log_start_offset
 
 
 @serves(c.FLOW)
@@ -256,7 +229,7 @@ async def seek(conn: PulsarConnection, frame: Frame) -> None:
     sub = k.subscription
     plog = sub.plog
     if req.HasField("message_id"):
-        offset = await offset_of(plog, _position(req.message_id))
+        offset = await plog.offset_of(_position(req.message_id))
     elif req.HasField("message_publish_time"):
         found = await plog.offset_for_timestamp(req.message_publish_time)
         offset = found[0] if found is not None else plog.high_watermark

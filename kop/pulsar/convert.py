@@ -57,7 +57,7 @@ import binascii
 import logging
 import struct
 import time
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from kop.protocol import compression as kafka_compression
 from kop.protocol.records import (
@@ -74,8 +74,25 @@ from .codec import batch as pbatch
 from .codec.commands import pb
 from .codec.framing import DEFAULT_MAX_MESSAGE_SIZE
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
+
+
+class _NativeLoops(Protocol):
+    """kop/pulsar/_native.c (typed in _native.pyi): each loop returns None when it declines a batch."""
+
+    def records_to_batch(self, data: ReadableBuffer, count: int, fixed_ts: int | None, base_ts: int, base_seq: int,
+                         /) -> tuple[bytes, bytes | None, bool] | None: ...
+
+    def batch_to_records(self, data: ReadableBuffer, count: int, publish_time: int,
+                         /) -> tuple[bytes, int, int, int] | None: ...
+
+
+_native: _NativeLoops | None
 try:
-    from . import _native
+    from . import _native as _built
+
+    _native = _built
 except ImportError as _exc:  # not built (no compiler at install, or a checkout without build_ext --inplace)
     _native = None
     logging.getLogger(__name__).warning(

@@ -75,7 +75,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.authentication = config.authenticationEnabled
         # brokerServicePortTls: read the certificate and key now, so that a bad file stops start-up early.
         self._tls_context = server_context(config, client_certs=True) if config.brokerServicePortTls >= 0 else None
-        self.token_validator: PulsarTokenValidator | None = None
+        self.token_validator = None
         if config.authenticationEnabled and config.token_auth_enabled:
             self.token_validator = PulsarTokenValidator.from_config(config)
 

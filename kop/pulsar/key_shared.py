@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import base64
 import bisect
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 RANGE = 65536
 POINTS_PER_CONSUMER = 100
@@ -77,15 +77,23 @@ def key_hash(key: bytes) -> int:
     return (murmur3_32(key) & 0x7FFFFFFF) % RANGE
 
 
-class Selector:
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+C = TypeVar("C", bound=Named)
+
+
+class Selector(Generic[C]):
     """The consumer (any object with a ``name``) that owns a hash."""
 
     def __init__(self) -> None:
-        self._ring: list[tuple[int, int, Any]] = []  # (point, tie-break, consumer), sorted
-        self._ranges: list[tuple[int, int, Any]] = []  # STICKY: (start, end inclusive, consumer)
+        self._ring: list[tuple[int, int, C]] = []  # (point, tie-break, consumer), sorted
+        self._ranges: list[tuple[int, int, C]] = []  # STICKY: (start, end inclusive, consumer)
         self._seq = 0
 
-    def add(self, consumer: Any, ranges: list[tuple[int, int]] | None) -> str | None:
+    def add(self, consumer: C, ranges: list[tuple[int, int]] | None) -> str | None:
         """Place a consumer; for STICKY (`ranges` given) an error text when a range is invalid or taken."""
         if ranges is not None:
             for start, end in ranges:
@@ -101,11 +109,11 @@ class Selector:
             bisect.insort(self._ring, (key_hash(f"{consumer.name}{i}".encode()), self._seq, consumer))
         return None
 
-    def remove(self, consumer: Any) -> None:
+    def remove(self, consumer: C) -> None:
         self._ring = [p for p in self._ring if p[2] is not consumer]
         self._ranges = [r for r in self._ranges if r[2] is not consumer]
 
-    def select(self, h: int) -> Any | None:
+    def select(self, h: int) -> C | None:
         for s, e, consumer in self._ranges:
             if s <= h <= e:
                 return consumer

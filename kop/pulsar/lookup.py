@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
@@ -38,6 +38,9 @@ from kop.pulsar.connection import PulsarConnection, serves
 from kop.pulsar.handler import LISTENER, LISTENER_TLS
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName
+
+if TYPE_CHECKING:
+    from kop.pulsar.subscription import PartitionState
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 PARTITIONED_RESPONSE = c.pb.CommandPartitionedTopicMetadataResponse
@@ -100,7 +103,7 @@ async def resolve_partition(conn: PulsarConnection, topic_name: str, create: boo
 
 
 async def open_partition(conn: PulsarConnection, request_id: int, topic_name: str,
-                         check: Check | None = None) -> tuple[Topic, int, Any] | None:
+                         check: Check | None = None) -> tuple[Topic, int, PartitionState] | None:
     """The topic, partition and partition state a PRODUCER or SUBSCRIBE names, or None once the client has
     been answered with the ERROR that says why (not authorized; unknown topic or partition; storage not ready)."""
     try:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
-from kop.offset.api import FetchedBatch, OffsetOutOfRange, PartitionLog
+from kop.offset.api import FetchedBatch, NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
@@ -89,10 +89,13 @@ class PartitionState:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),
         None for a control batch."""
         key = fb.position
-        got = self._converted.get(key, False)
-        if got is not False:
+        try:
+            got = self._converted[key]
+        except KeyError:
+            pass
+        else:
             self._converted.move_to_end(key)
-            return got  # type: ignore[return-value]
+            return got
         try:
             # A compressed batch goes out compressed with the same codec (as Pulsar hands consumers what producers
             # compressed): a consumer then receives, checksums and copies the stored size, not the inflated one.
@@ -151,6 +154,16 @@ class Consumer:
         self.epoch = epoch
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
         self.connected_since = int(time.time() * 1000)  # CONSUMER_STATS, admin stats
+
+
+class HashHolder:
+    """Key_Shared: the consumer holding unacknowledged entries of one hash, and how many."""
+
+    __slots__ = ("consumer", "count")
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+        self.count = 0
 
 
 _BEM_HEAD = struct.Struct(">HI")  # magic 0x0e02, size
@@ -217,8 +230,8 @@ class Subscription:
         self._task: asyncio.Task[None] | None = None
         self._dirty = False
         self._saver: asyncio.Task[None] | None = None
-        self.selector = Selector()  # Key_Shared
-        self.hash_holders: dict[int, list[Any]] = {}  # Key_Shared: hash -> [consumer, unacked entries]
+        self.selector: Selector[Consumer] = Selector()  # Key_Shared
+        self.hash_holders: dict[int, HashHolder] = {}  # Key_Shared: hash -> its consumer and unacked entries
         self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
         self.bytes_out = 0
         self._txn_loaded = False  # the partition's producer state (last stable offset, aborted index)
@@ -427,15 +440,15 @@ class Subscription:
         if k is None or k.permits <= 0 or k.conn.backlogged:
             return None
         holder = self.hash_holders.get(hash_)
-        if holder is not None and holder[0] is not k:
+        if holder is not None and holder.consumer is not k:
             return None
-        return k  # type: ignore[no-any-return]
+        return k
 
     def _release_hash(self, entry: Entry) -> None:
         holder = self.hash_holders.get(entry.hash)
         if holder is not None:
-            holder[1] -= 1
-            if holder[1] <= 0:
+            holder.count -= 1
+            if holder.count <= 0:
                 del self.hash_holders[entry.hash]
 
     def _send(self, consumer: Consumer, fb: FetchedBatch, entry: Entry, redelivery: int) -> None:
@@ -444,8 +457,10 @@ class Subscription:
             return
         data, n, _ = conv
         if self.sub_type == KEY_SHARED:
-            holder = self.hash_holders.setdefault(entry.hash, [consumer, 0])
-            holder[1] += 1
+            holder = self.hash_holders.get(entry.hash)
+            if holder is None:
+                holder = self.hash_holders[entry.hash] = HashHolder(consumer)
+            holder.count += 1
         pos = fb.position
         fields: dict[str, Any] = {
             "consumer_id": consumer.consumer_id,
@@ -631,7 +646,7 @@ class Subscription:
             return self.mark_delete
         plog = self.plog
         if self.next_offset < plog.high_watermark and self.next_offset >= plog.log_start_offset:
-            pos = await plog.find_position(self.next_offset)  # type: ignore[attr-defined]
+            pos = await plog.position_of(self.next_offset)
             return Position(pos.ledger_id, pos.entry_id - 1)
         last = await last_position(plog)
         return last[0] if last else Position(-1, -1)
@@ -648,14 +663,17 @@ async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:
     for _ in range(_LAST_WALK):
         if end <= plog.log_start_offset:
             return None
-        pos = await plog.find_position(end - 1)  # type: ignore[attr-defined]
-        meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-        if meta.base_offset >= end:  # compaction left a gap at the end
+        pos = await plog.position_of(end - 1)
+        try:
+            entry = await plog.entry_offsets(pos)
+        except NoSuchEntry:  # compaction left a gap at the end: no entry holds it
             return None
-        got = await plog.read(meta.base_offset, 1)
+        if entry.base_offset >= end:  # compaction left a gap at the end
+            return None
+        got = await plog.read(entry.base_offset, 1)
         if got.batches and plog.is_aborted_batch(got.batches[0].batch, got.batches[0].base_offset):
-            end = meta.base_offset  # a marker or an aborted batch: never delivered, look before it
+            end = entry.base_offset  # a marker or an aborted batch: never delivered, look before it
             continue
-        last = meta.index - meta.base_offset
+        last = entry.last_offset - entry.base_offset  # the batch index of its last record
         return pos, last if last > 0 else -1
     return None

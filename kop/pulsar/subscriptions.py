@@ -33,11 +33,19 @@ from typing import TYPE_CHECKING, Any
 
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET
-from kop.offset.api import OffsetOutOfRange
+from kop.offset.api import NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.pulsar.codec.batch import decompress_payload
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
-from kop.pulsar.subscription import EXCLUSIVE, FAILOVER, KEY_SHARED, SHARED, PartitionState, Subscription
+from kop.pulsar.subscription import (
+    EXCLUSIVE,
+    FAILOVER,
+    KEY_SHARED,
+    SHARED,
+    Consumer,
+    PartitionState,
+    Subscription,
+)
 from kop.services import SubscriptionError
 from kop.topics.manager import Topic
 
@@ -45,7 +53,6 @@ if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
 
 TYPE_NAMES = {EXCLUSIVE: "Exclusive", SHARED: "Shared", FAILOVER: "Failover", KEY_SHARED: "Key_Shared"}
-INT64_MAX = (1 << 63) - 1
 
 
 def _iso(ms: int) -> str:
@@ -75,7 +82,7 @@ class SubscriptionsAdmin:
         plog = state.plog
         offset = info.properties.get(NEXT_OFFSET)
         if offset is None:
-            offset = plog.log_start_offset if info.mark_delete is None else await _after(state, info.mark_delete)
+            offset = plog.log_start_offset if info.mark_delete is None else await plog.offset_after(info.mark_delete)
         sub = state.subscriptions.get(name)  # loaded meanwhile by a SUBSCRIBE
         if sub is None:
             sub = Subscription(state, name, EXCLUSIVE, True, max(offset, plog.log_start_offset), info, version)
@@ -120,7 +127,7 @@ class SubscriptionsAdmin:
         state = await self._state(topic, partition)
         if await self._get(state, name) is not None:
             raise SubscriptionError(409, "Subscription already exists for topic")
-        offset = await _offset_of(state, ledger_id, entry_id)
+        offset = await state.plog.offset_of(Position(ledger_id, entry_id))
         sub = Subscription(state, name, EXCLUSIVE, True, offset)
         state.subscriptions[name] = sub
         sub.save()
@@ -140,9 +147,10 @@ class SubscriptionsAdmin:
     async def reset_to_position(self, topic: Topic, partition: int, name: str, ledger_id: int, entry_id: int,
                                 excluded: bool) -> None:
         sub = await self._need(topic, partition, name)
-        offset = await _offset_of(sub.state, ledger_id, entry_id)
-        if excluded and offset < sub.plog.high_watermark:
-            offset = await _after(sub.state, await sub.plog.find_position(offset))  # type: ignore[attr-defined]
+        plog = sub.plog
+        offset = await plog.offset_of(Position(ledger_id, entry_id))
+        if excluded and offset < plog.high_watermark:
+            offset = await plog.offset_after(await plog.position_of(offset))
         await _reset(sub, offset)
 
     async def skip(self, topic: Topic, partition: int, name: str, count: int) -> None:
@@ -152,7 +160,7 @@ class SubscriptionsAdmin:
         if count == 0:
             return
         pos = await nth_unacked(sub, count)
-        target = sub.plog.high_watermark if pos is None else await _after(sub.state, pos)
+        target = sub.plog.high_watermark if pos is None else await sub.plog.offset_after(pos)
         await move_forward(sub, target)
 
     async def skip_all(self, topic: Topic, partition: int, name: str) -> None:
@@ -239,7 +247,7 @@ async def move_forward(sub: Subscription, offset: int) -> None:
         sub.ack(below, cumulative=False)
     if not sub.outstanding and sub.next_offset < offset:
         try:
-            sub.mark_delete = await plog.find_position(offset - 1)  # type: ignore[attr-defined]
+            sub.mark_delete = await plog.position_of(offset - 1)
         except OffsetOutOfRange:
             sub.mark_delete = None
         sub.acked.clear()
@@ -250,84 +258,35 @@ async def move_forward(sub: Subscription, offset: int) -> None:
     await sub.flush()
 
 
-async def published_since(plog: Any, timestamp_ms: int) -> int:
+async def published_since(plog: PartitionLog, timestamp_ms: int) -> int:
     """The first offset of the first entry whose publish time - as our consumers see it: the Kafka timestamp,
     which is the Pulsar event time when the producer set one (kop/pulsar/convert.py) - is at or after
     `timestamp_ms`; the end of the log when there is none. Pulsar's reset-cursor by time and expire-messages
     go by publish time; this is the time a client of ours reads as publish time, so a reset to a message's
     publish time lands on that message."""
     found = await plog.offset_for_timestamp(timestamp_ms)
-    return int(found[0]) if found is not None else int(plog.high_watermark)
-
-
-async def appended_since(plog: Any, timestamp_ms: int) -> int:
-    """Like published_since, by the entries' append time (broker entry timestamp, growing with the log)."""
-    ml = plog.ml
-    lo, hi = 0, ml.number_of_entries
-    while lo < hi:
-        mid = (lo + hi) // 2
-        pos = ml.position_of(mid)
-        meta = await plog.probe(pos.ledger_id, pos.entry_id)
-        if meta.broker_timestamp >= timestamp_ms:
-            hi = mid
-        else:
-            lo = mid + 1
-    if lo >= ml.number_of_entries:
-        return int(plog.high_watermark)
-    pos = ml.position_of(lo)
-    return max(int((await plog.probe(pos.ledger_id, pos.entry_id)).base_offset), int(plog.log_start_offset))
-
-
-async def _after(state: PartitionState, pos: Position) -> int:
-    try:
-        meta = await state.plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-        return int(meta.index) + 1
-    except Exception:  # noqa: BLE001 - the entry is gone (retention): from the start of the log
-        return state.plog.log_start_offset
-
-
-async def _offset_of(state: PartitionState, ledger_id: int, entry_id: int) -> int:
-    """The first offset of the entry at (ledger_id, entry_id): Pulsar's MessageId.earliest (-1:-1) = the log
-    start, MessageId.latest (Long.MAX_VALUE) = the end."""
-    from kop.pulsar.consume import offset_of
-
-    if ledger_id >= INT64_MAX or entry_id >= INT64_MAX:
-        return state.plog.high_watermark
-    return await offset_of(state.plog, Position(ledger_id, entry_id))
+    return found[0] if found is not None else plog.high_watermark
 
 
 async def nth_unacked(sub: Subscription, n: int) -> Position | None:
     """The position of the n-th (1-based) entry after the mark-delete position not acknowledged
     individually; None when the backlog holds fewer."""
-    plog = sub.plog
-    if sub.next_offset >= plog.high_watermark:
-        return None
-    ml = plog.ml  # type: ignore[attr-defined]
-    start = await plog.find_position(max(sub.next_offset, plog.log_start_offset))  # type: ignore[attr-defined]
-    ordinal = ml.ordinal_of(start)
-    while ordinal < ml.number_of_entries:
-        pos = ml.position_of(ordinal)
-        if pos not in sub.acked:
-            n -= 1
-            if n == 0:
-                return pos  # type: ignore[no-any-return]
-        ordinal += 1
-    return None
+    return await sub.plog.nth_position_from(sub.next_offset, n, sub.acked)
 
 
 async def backlog_entries(sub: Subscription) -> int:
+    """Entries after the mark-delete position not acknowledged individually (Pulsar's msgBacklog)."""
     plog = sub.plog
     if sub.next_offset >= plog.high_watermark:
         return 0
-    ml = plog.ml  # type: ignore[attr-defined]
     try:
-        start = await plog.find_position(max(sub.next_offset, plog.log_start_offset))  # type: ignore[attr-defined]
-        return max(0, int(ml.number_of_entries - ml.ordinal_of(start)) - len(sub.acked))
+        entries = await plog.entries_from(sub.next_offset)
     except Exception:  # noqa: BLE001 - the log changed under us (retention): count what it holds
-        return max(0, int(ml.number_of_entries) - len(sub.acked))
+        entries = await plog.entries_from(plog.log_start_offset)
+    return max(0, entries - len(sub.acked))
 
 
-def unacked_messages(sub: Subscription, consumer: Any = None) -> int:
+def unacked_messages(sub: Subscription, consumer: Consumer | None = None) -> int:
     positions = sub.pending if consumer is None else consumer.pending
     total = 0
     for pos in positions:
@@ -371,16 +330,20 @@ async def subscription_stats(sub: Subscription) -> dict[str, Any]:
     }
 
 
-def _address(k: Any) -> str:
-    peer = k.conn.transport.get_extra_info("peername") if getattr(k.conn, "transport", None) else None
+def _address(k: Consumer) -> str:
+    transport = k.conn.transport
+    peer = transport.get_extra_info("peername") if transport is not None else None
     return f"/{peer[0]}:{peer[1]}" if peer else ""
 
 
 async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str], bytes]:
     """One entry as Pulsar's peek answers it: X-Pulsar-* headers and the (uncompressed) payload."""
     plog = state.plog
-    meta = await plog.probe(pos.ledger_id, pos.entry_id)  # type: ignore[attr-defined]
-    got = await plog.read(meta.base_offset, 1)
+    try:
+        offsets = await plog.entry_offsets(pos)
+        got = await plog.read(offsets.base_offset, 1)
+    except (NoSuchEntry, OffsetOutOfRange):
+        raise SubscriptionError(404, f"Message not found: entry {pos} is gone") from None
     fb = next((b for b in got.batches if b.position == pos), None)
     if fb is None:
         raise SubscriptionError(404, f"Message not found: entry {pos} is gone")
@@ -400,9 +363,9 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
     if md.producer_name:
         h["X-Pulsar-producer-name"] = md.producer_name
     h["X-Pulsar-sequence-id"] = str(md.sequence_id)
-    h["X-Pulsar-Broker-Entry-METADATA-index"] = str(meta.index)  # the entry's last index, Pulsar's convention
-    if meta.broker_timestamp > 0:
-        h["X-Pulsar-Broker-Entry-METADATA-timestamp"] = _iso(meta.broker_timestamp)
+    h["X-Pulsar-Broker-Entry-METADATA-index"] = str(offsets.last_offset)  # the entry's last index, as Pulsar's
+    if offsets.append_time > 0:
+        h["X-Pulsar-Broker-Entry-METADATA-timestamp"] = _iso(offsets.append_time)
     if md.HasField("partition_key"):
         h["X-Pulsar-partition-key"] = md.partition_key
         if md.partition_key_b64_encoded:

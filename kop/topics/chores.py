@@ -11,7 +11,9 @@ import logging
 import time
 
 from kop.config import BrokerConfig
-from kop.offset.compaction import CompactableLog, CompactionResult
+from kop.managed_ledger import Position
+from kop.offset.api import PartitionLog
+from kop.offset.compaction import CompactionResult
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.topic_config import effective
 
@@ -98,8 +100,6 @@ class LogCleaner:
                 if not self.topics.owns(topic, p):
                     continue  # cluster mode: its owner cleans it
                 plog = await self.topics.partition_log(topic, p)
-                if not hasattr(plog, "cleaning_state"):
-                    continue
                 now = int(time.time() * 1000) if now_ms is None else now_ms
                 state = await plog.cleaning_state()
                 first = state.current_first_timestamp
@@ -109,8 +109,9 @@ class LogCleaner:
                     # min.compaction.lag.ms: a pass cleans every closed ledger at once, so it waits until the
                     # newest record it would clean is that old (the current ledger is left out while its
                     # newest record is younger).
-                    if roll and now - await _newest_entry_time(plog, current=True) < min_lag:
-                        roll = False
+                    if roll:
+                        newest_all = await _newest_entry_time(plog, current=True)
+                        roll = newest_all is None or now - newest_all >= min_lag
                     newest = await _newest_entry_time(plog, current=roll)
                     if newest is not None and now - newest < min_lag:
                         continue
@@ -140,7 +141,7 @@ class LogCleaner:
         return results
 
 
-async def _newest_entry_time(plog: CompactableLog, current: bool) -> int | None:
+async def _newest_entry_time(plog: PartitionLog, current: bool) -> int | None:
     """Broker time of the newest entry a cleaner pass would compact (of the current ledger too when it is
     to be rolled first); None when there is none."""
     ml = plog.ml
@@ -148,5 +149,5 @@ async def _newest_entry_time(plog: CompactableLog, current: bool) -> int | None:
     for li in reversed(ml.ledgers()):
         if not li.entries or (li.ledger_id == cur and not current):
             continue
-        return (await plog.probe(li.ledger_id, li.entries - 1)).broker_timestamp
+        return (await plog.entry_offsets(Position(li.ledger_id, li.entries - 1))).append_time
     return None

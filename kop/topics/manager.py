@@ -267,9 +267,8 @@ class TopicManager:
             await self._update(topic, configs=dict(configs))
             new = ledger_config(topic.configs, self.storage.managed_ledger_config)
             for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
-                ml = getattr(plog, "ml", None)
-                if ml is not None and ml.config != new:
-                    ml.reconfigure(new)
+                if plog.ml.config != new:
+                    plog.ml.reconfigure(new)
 
     async def _update(self, topic: Topic, **changes: Any) -> None:
         async with self._lock:
@@ -442,7 +441,7 @@ class TopicManager:
         for listener in list(self.log_release_listeners):
             listener(plog.name)
         try:
-            if abandon and hasattr(plog, "abandon"):
+            if abandon:
                 plog.abandon()
             else:
                 await plog.close()

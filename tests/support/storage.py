@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 
 import uvloop
 
-from kop.managed_ledger import ManagedLedgerConfig
+from kop.managed_ledger import ManagedLedger, ManagedLedgerConfig
 from kop.offset import open_embedded_storage
+from kop.offset.interceptor import IndexInterceptor
 from kop.offset.storage import LogStorage
 
 T = TypeVar("T")
@@ -50,3 +51,12 @@ async def settled(log: Any) -> Any:
     while ml.rolling_over:
         await asyncio.sleep(0.001)
     return log
+
+
+async def open_bare(storage: LogStorage, name: str) -> tuple[ManagedLedger, IndexInterceptor]:
+    """A managed ledger with the index interceptor and no partition log around it: what the parts of
+    ManagedPartitionLog (kop/offset/offset_index.py, transactions.py, retention.py) are tested over.
+    Append with `await ml.add_entry(batch, last_offset_delta + 1)`."""
+    interceptor = IndexInterceptor()
+    ml = await storage.factory.open(name, None, interceptor)
+    return ml, interceptor

@@ -1,0 +1,10 @@
+"""Types of kop/pulsar/_native.c: the conversion loops of kop/pulsar/convert.py in C. Each returns None when it
+declines a batch (convert.py then runs the Python loop)."""
+
+from _typeshed import ReadableBuffer
+
+def records_to_batch(data: ReadableBuffer, count: int, fixed_ts: int | None, base_ts: int, base_seq: int,
+                     /) -> tuple[bytes, bytes | None, bool] | None: ...
+
+def batch_to_records(data: ReadableBuffer, count: int, publish_time: int,
+                     /) -> tuple[bytes, int, int, int] | None: ...

@@ -1,0 +1,88 @@
+"""The index interceptor (kop/offset/interceptor.py), driven as the managed ledger drives it, no ledger.
+
+Issue order assigns offsets (`index` = offset of the batch's last record), acknowledgements move
+`durable_index`, a failed run of adds gives its offsets back, and recovery takes the larger of the stored
+property and the last entry's index. Transactional and control batches are told to the producer state when
+issued, and untold when their add fails.
+"""
+
+from __future__ import annotations
+
+from kop.managed_ledger import Position
+from kop.offset.entry_format import encode_entry_header, parse_entry
+from kop.offset.interceptor import INDEX_PROPERTY, IndexInterceptor
+from kop.protocol.records import build_batch
+
+
+def batch(n: int, ts: int = 1_000, *, log_append: bool = False, transactional: bool = False) -> bytes:
+    return build_batch([(b"k", b"v", (), ts + i) for i in range(n)], timestamp_type=1 if log_append else 0,
+                       producer_id=7 if transactional else -1, producer_epoch=0 if transactional else -1,
+                       base_sequence=0 if transactional else -1, is_transactional=transactional)
+
+
+def test_issue_assigns_offsets_and_acknowledgement_makes_them_durable() -> None:
+    icpt = IndexInterceptor()
+    durable: list[tuple[Position, tuple[int, int, int]]] = []
+    icpt.on_durable = lambda p, c: durable.append((p, c))
+    (header, data), ctx1 = icpt.before_add_entry(batch(3, ts=500), 3)
+    _, ctx2 = icpt.before_add_entry(batch(2, ts=600), 2)
+    assert (icpt.index, icpt.durable_index) == (4, -1)  # issued, not acknowledged
+    assert ctx1 == (-1, 2, 502) and ctx2 == (2, 4, 601)  # (index before, index, batch max timestamp)
+    ts, index, start = parse_entry(header + data)
+    assert index == 2 and bytes((header + data)[start:]) == batch(3, ts=500)
+    icpt.after_add_entry(Position(1, 0), ctx1)
+    assert icpt.durable_index == 2 and durable == [(Position(1, 0), ctx1)]
+    icpt.after_add_entry(Position(1, 1), ctx2)
+    assert icpt.durable_index == 4
+    assert icpt.properties() == {INDEX_PROPERTY: "4"}
+
+
+def test_log_append_time_batches_are_indexed_by_the_broker_time() -> None:
+    icpt = IndexInterceptor()
+    (header, _), (_, _, ts) = icpt.before_add_entry(batch(1, ts=5, log_append=True), 1)
+    broker_ts, _, _ = parse_entry(header + batch(1))
+    assert ts == broker_ts and ts > 1_000_000_000_000
+
+
+def test_failed_adds_give_their_offsets_back() -> None:
+    icpt = IndexInterceptor()
+    _, ok = icpt.before_add_entry(batch(2), 2)
+    _, failed = icpt.before_add_entry(batch(3), 3)
+    icpt.before_add_entry(batch(1), 1)
+    icpt.after_add_entry(Position(1, 0), ok)
+    icpt.on_adds_failed(failed)  # this add and every later one failed
+    assert (icpt.index, icpt.durable_index) == (1, 1)
+    _, again = icpt.before_add_entry(batch(1), 1)
+    assert again[:2] == (1, 2)  # no gap
+
+
+def test_recovery_takes_the_larger_of_the_property_and_the_last_entry() -> None:
+    icpt = IndexInterceptor()
+    icpt.on_properties_initialize({INDEX_PROPERTY: "9"})
+    assert (icpt.index, icpt.durable_index) == (9, 9)
+    icpt.on_open(encode_entry_header(1, 14, 2) + batch(2))  # the last entry was written after the property
+    assert (icpt.index, icpt.durable_index) == (14, 14)
+    other = IndexInterceptor()
+    other.on_properties_initialize({INDEX_PROPERTY: "20"})
+    other.on_open(encode_entry_header(1, 14, 2) + batch(2))  # the last ledger is empty: the property wins
+    assert other.index == 20
+    fresh = IndexInterceptor()
+    fresh.on_properties_initialize({})
+    fresh.on_open(None)
+    assert (fresh.index, fresh.durable_index) == (-1, -1)
+
+
+def test_transactional_batches_are_told_on_issue_and_untold_when_their_add_fails() -> None:
+    icpt = IndexInterceptor()
+    issued: list[tuple[int, int]] = []
+    unissued: list[int] = []
+    icpt.on_txn_issue = lambda base, last, data: issued.append((base, last))
+    icpt.on_txn_unissue = lambda base, data: unissued.append(base)
+    _, plain = icpt.before_add_entry(batch(2), 2)
+    _, txn1 = icpt.before_add_entry(batch(3, transactional=True), 3)
+    _, txn2 = icpt.before_add_entry(batch(1, transactional=True), 1)
+    assert issued == [(2, 4), (5, 5)]  # not the plain batch
+    icpt.after_add_entry(Position(1, 0), plain)
+    icpt.after_add_entry(Position(1, 1), txn1)  # durable: no longer undoable
+    icpt.on_adds_failed(txn2)
+    assert unissued == [5]

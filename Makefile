@@ -9,7 +9,7 @@ PYTEST_ARGS ?=
 BENCH_ARGS ?=
 FUZZ_ARGS ?= --frames 1000000
 
-.PHONY: setup test bench lint fuzz
+.PHONY: setup test bench lint fuzz typecheck
 
 setup:
 	PYTHON=$(PYTHON) bash scripts/setup
@@ -29,3 +29,6 @@ fuzz: setup
 
 lint:
 	$(PYTHON) -m ruff check .
+
+typecheck:
+	$(PYTHON) -m mypy

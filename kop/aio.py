@@ -68,7 +68,7 @@ class PeriodicTask:
     A run that raises is logged and the next one runs on schedule: a background chore (retention, the log
     cleaner, offset expiration, idle connections) must not die of one bad pass."""
 
-    def __init__(self, name: str, interval: float, action: Callable[[], Awaitable[Any]],
+    def __init__(self, name: str, interval: float, action: Callable[[], Awaitable[object]],
                  logger: logging.Logger | None = None) -> None:
         self.name = name
         self.interval = interval

@@ -31,7 +31,9 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from kop.config import BrokerConfig, ConfigError, parse_overrides
 from kop.pipeline.cli import add_pipeline_parser, run_pipeline
@@ -214,7 +216,7 @@ def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     try:
         import uvloop
 
-        runner = uvloop.run
+        runner: Callable[[Coroutine[Any, Any, int]], int] = uvloop.run
     except ImportError:  # uvloop is a dependency; this only keeps odd platforms running
         runner = asyncio.run
     from kop.storage.api import StorageError

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -569,7 +570,7 @@ class BrokerConfig:
         return -1 if self.defaultRetentionSizeInMB < 0 else self.defaultRetentionSizeInMB * 1024 * 1024
 
 
-def _convert(type_name: Any, text: str) -> Any:
+def _convert(type_name: object, text: str) -> int | bool | str:
     t = type_name if isinstance(type_name, str) else getattr(type_name, "__name__", str(type_name))
     text = text.strip()
     if t == "int":
@@ -584,7 +585,7 @@ def _convert(type_name: Any, text: str) -> Any:
     raise ValueError(f"unsupported type {t}")
 
 
-def _closest(key: str, known: dict[str, Any]) -> str | None:
+def _closest(key: str, known: Mapping[str, object]) -> str | None:
     import difflib
 
     m = difflib.get_close_matches(key, list(known), n=1, cutoff=0.75)

@@ -376,10 +376,10 @@ class _Collector(Collector):
             ("kop_server_records_out", "Records in the batches sent in Fetch responses (whole batches)"),
             ("kop_server_batches_out", "Record batches sent in Fetch responses"),
         )):
-            fam = CounterMetricFamily(name, doc, labels=["topic"])
+            counter = CounterMetricFamily(name, doc, labels=["topic"])
             for label, acc in sorted(per_topic.items()):
-                fam.add_metric([label], acc[i])
-            yield fam
+                counter.add_metric([label], acc[i])
+            yield counter
 
         yield GaugeMetricFamily("kop_server_waiting_fetches", "Fetch requests waiting for data (long poll)",
                                 value=m.waiting_fetches)
@@ -421,10 +421,10 @@ class _Collector(Collector):
         labels = m.group_labels(s.group for s in m.lag)
         sums: dict[tuple[str, str, str], int] = {}
         for s in m.lag:
-            key = (labels[s.group], m.topic_label(s.topic), str(s.partition))
-            sums[key] = sums.get(key, 0) + s.lag
-        for key, v in sorted(sums.items()):
-            lag.add_metric(list(key), v)
+            lag_key = (labels[s.group], m.topic_label(s.topic), str(s.partition))
+            sums[lag_key] = sums.get(lag_key, 0) + s.lag
+        for lag_labels, total in sorted(sums.items()):
+            lag.add_metric(list(lag_labels), total)
         yield lag
         yield from _pulsar_families(m)
 

@@ -84,6 +84,14 @@ def test_committed_generated_module_matches_the_proto(tmp_path: Path) -> None:
     assert descriptor(fresh) == descriptor(committed), "run: python -m kop.pulsar.codec.regenerate"
 
 
+def test_committed_stub_matches_the_proto(tmp_path: Path) -> None:
+    """pulsar_api_pb2.pyi (mypy-protobuf's stub, what the type check reads) is regenerated with the module."""
+    pytest.importorskip("mypy_protobuf", reason="mypy-protobuf is in the test extra")
+    fresh = regenerate.compile_to(tmp_path).with_suffix(".pyi").read_text()
+    committed = (Path(regenerate.__file__).parent / "pulsar_api_pb2.pyi").read_text()
+    assert fresh == committed, "run: python -m kop.pulsar.codec.regenerate"
+
+
 # ---- frame reader ------------------------------------------------------------------------------------
 
 

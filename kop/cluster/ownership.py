@@ -424,9 +424,13 @@ class ZooKeeperOwnership(Ownership):
             self._owners.setdefault(ns, {})
             for b in bundles_of(ns, self.bundle_count):
                 await self.store.watch_data_async(
-                    self._bundle_path(b), lambda value, stat, b=b: self._on_owner(b, value))
+                    self._bundle_path(b), self._owner_watcher(b))
             self._namespaces.add(ns)
         self._kick.set()
+
+    def _owner_watcher(self, b: Bundle) -> Callable[[bytes | None, object], None]:
+        """The data watcher of bundle `b`'s owner node."""
+        return lambda value, stat: self._on_owner(b, value)
 
     def _on_owner(self, b: Bundle, value: bytes | None) -> None:
         """A bundle's owner node changed (on the event loop, in ZooKeeper's order for that node)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.protocol.errors import ErrorCode
 from kop.security.acl import authorized_operations
@@ -31,6 +31,7 @@ from kop.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType, jav
 
 if TYPE_CHECKING:
     from kop.kafka.context import RequestContext
+    from kop.protocol.messages import ProduceRequest
     from kop.security.acl import Authorizer
 
 Op = AclOperation
@@ -64,7 +65,7 @@ def _java_host(ip: str) -> str:
     return java_host_address(ip)
 
 
-def client_host(conn: Any) -> str:
+def client_host(conn: object) -> str:
     """The peer's address for ACL hosts: the acceptor's normalized IP, else the address part of `peer`."""
     ip = getattr(conn, "ip", "") or ""
     if not ip:
@@ -117,7 +118,7 @@ def denied_topics(ctx: RequestContext, op: AclOperation, names: Iterable[str | N
     return out
 
 
-def produce_denied(ctx: RequestContext, req: Any) -> dict[str, str]:
+def produce_denied(ctx: RequestContext, req: ProduceRequest) -> dict[str, str]:
     """Produce's refusals, {topic name: error}: every topic when a transactional id is given that the
     principal may not WRITE (Kafka refuses the whole request), else the topics it may not WRITE."""
     if authorizer(ctx) is None:

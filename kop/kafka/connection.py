@@ -31,14 +31,23 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from kop.kafka.context import RequestContext
 from kop.kafka.framing import FrameError, FrameReader
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
-from kop.protocol import DecodeError, decode_request, decode_request_header, encode_response
+from kop.protocol import (
+    DecodeError,
+    RequestHeader,
+    Struct,
+    decode_request,
+    decode_request_header,
+    encode_response,
+)
+from kop.protocol.messages import FetchRequest
 from kop.security.acl.model import java_host_address
 from kop.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
 from kop.topics.scope import NameScope
@@ -67,7 +76,8 @@ class _Pending:
     __slots__ = ("correlation_id", "api_key", "version", "task", "started", "dequeued", "allowance", "held", "size",
                  "close_after")
 
-    def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Any] | None) -> None:
+    def __init__(self, correlation_id: int, api_key: int, version: int, task: asyncio.Future[Struct | bytes | None] | None
+                 ) -> None:
         self.correlation_id = correlation_id
         self.api_key = api_key
         self.version = version
@@ -121,7 +131,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
+        # a stream transport: uvloop's are not asyncio.Transport subclasses, but have its methods
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.client_host = java_host_address(str(peer[0])) if isinstance(peer, tuple) else ""
@@ -274,7 +285,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         pending = _Pending(header.correlation_id, header.api_key, version, None)
         pending.size = len(frame)
-        if header.api_key == FETCH_KEY:
+        if type(request) is FetchRequest:  # (header.api_key == FETCH_KEY)
             pending.allowance = max(request.max_wait_ms, 0) / 1000
         pending.task = self._loop.create_task(self._run(api.handle, header, request, pending))
         self._enqueue(pending)
@@ -286,7 +297,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending.task = self._loop.create_task(self._run_raw(bytes(frame), pending))
         self._enqueue(pending)
 
-    async def _run_raw(self, token: bytes, pending: _Pending) -> bytes | None:
+    async def _run_raw(self, token: bytes, pending: _Pending) -> Struct | bytes | None:
         _CURRENT.set(pending)
         assert self.sasl is not None
         answer, close = await self.sasl.raw_token(token)
@@ -333,7 +344,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if pending is not None:
             pending.close_after = True
 
-    async def _run(self, handle: Any, header: Any, request: Any, pending: _Pending) -> Any:
+    async def _run(self, handle: Callable[..., Awaitable[Struct | None]], header: RequestHeader, request: Struct,
+                   pending: _Pending) -> Struct | bytes | None:
         """Notes when the handler starts, for the request-queue-time metric (one frame per request)."""
         pending.dequeued = time.monotonic()
         _CURRENT.set(pending)
@@ -385,7 +397,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending.task.add_done_callback(self._on_done)
         self.update_reading()
 
-    def _on_done(self, _fut: asyncio.Future[Any]) -> None:
+    def _on_done(self, _fut: asyncio.Future[Struct | bytes | None]) -> None:
         if self._queue and self._queue[0].task is not None and self._queue[0].task.done():
             self._wake_room()  # the next answer to be written changes
         while self._queue and self._queue[0].task is not None and self._queue[0].task.done():
@@ -408,13 +420,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
             body = task.result()
             if p.api_key == RAW_SASL_TOKEN:  # v0 SASL token: a bare size-prefixed answer, or none
                 assert self.transport is not None
-                if body is not None:
+                if isinstance(body, bytes):
                     self.transport.writelines([len(body).to_bytes(4, "big"), body])
                 if p.close_after:
                     self._close_after_write()
                     return
                 continue
-            if body is None:  # acks=0 produce: no response at all
+            if not isinstance(body, Struct):  # None: acks=0 produce, no response at all
                 self.handler.record_request(self, p, time.monotonic())
                 continue
             try:

@@ -38,7 +38,7 @@ import random
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TypeVar
 
 from kop.protocol.errors import ErrorCode
 
@@ -48,6 +48,9 @@ EVICTION_IDLE_S = 120.0  # Kafka's min.incremental.fetch.session.eviction.ms
 _MAX_EPOCH = 2**31 - 1
 
 Key = tuple[str, int]  # (topic name as the client writes it, partition)
+
+
+_R = TypeVar("_R")  # a partition result of an answer
 
 
 class CachedPartition:
@@ -96,8 +99,8 @@ class FetchContext:
         """What the session's client was last told of a partition (None outside a session)."""
         return None if self._session is None else self._session.parts.get((topic, partition))
 
-    def answer(self, results: list[tuple[str, list[Any]]], *, partition_of: Callable[[Any], int],
-               must_answer: Callable[[Any, CachedPartition], bool]) -> list[tuple[str, list[Any]]]:
+    def answer(self, results: list[tuple[str, list[_R]]], *, partition_of: Callable[[_R], int],
+               must_answer: Callable[[_R, CachedPartition], bool]) -> list[tuple[str, list[_R]]]:
         """The partition results this answer carries (all of them unless incremental), remembering in the
         session what each carried one told the client. `must_answer(result, cached)` says whether a
         result differs from what the client knows, and updates `cached` to what it now knows."""
@@ -105,7 +108,7 @@ class FetchContext:
         if session is None:
             return results
         parts = session.parts
-        out: list[tuple[str, list[Any]]] = []
+        out: list[tuple[str, list[_R]]] = []
         moved: list[Key] = []
         for topic, presults in results:
             kept = []
@@ -174,20 +177,20 @@ class FetchSessionCache:
         self.incremental_fetches += 1
         session.last_used = now
         self._sessions.move_to_end(session_id)
-        parts = session.parts
+        cached_parts = session.parts
         for name, indexes in forgotten:
             for index in indexes:
-                parts.pop((name, index), None)
+                cached_parts.pop((name, index), None)
         for name, listed_parts in listed:
             for index, offset, max_bytes, leader_epoch in listed_parts:
-                cached = parts.get((name, index))
+                cached = cached_parts.get((name, index))
                 if cached is None:
-                    parts[(name, index)] = CachedPartition(offset, max_bytes, leader_epoch)
+                    cached_parts[(name, index)] = CachedPartition(offset, max_bytes, leader_epoch)
                 else:
                     cached.fetch_offset = offset
                     cached.max_bytes = max_bytes
                     cached.leader_epoch = leader_epoch
-        return FetchContext(session.id, partitions=_grouped(parts), session=session, incremental=True)
+        return FetchContext(session.id, partitions=_grouped(cached_parts), session=session, incremental=True)
 
     def _create(self, now: float) -> FetchSession | None:
         if self.slots <= 0:

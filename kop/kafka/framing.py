@@ -68,27 +68,29 @@ class FrameReader:
             return memoryview(self._size_buf)[self._size_got :]
         frame = self._frame
         if frame is None:
-            self._grow(min(self._frame_size, FIRST_STEP))
+            frame = self._grow(min(self._frame_size, FIRST_STEP))
         elif self._frame_got == len(frame):
             cap = len(frame)
-            self._grow(min(self._frame_size, cap * GROWTH_FACTOR, cap + MAX_STEP))
-        return memoryview(self._frame)[self._frame_got :]  # type: ignore[arg-type]
+            frame = self._grow(min(self._frame_size, cap * GROWTH_FACTOR, cap + MAX_STEP))
+        return memoryview(frame)[self._frame_got :]
 
-    def _grow(self, new_len: int) -> None:
+    def _grow(self, new_len: int) -> bytearray:
+        """Grow the frame buffer to `new_len` bytes (in place when no view of it is alive); the buffer."""
         frame = self._frame
         old = 0 if frame is None else len(frame)
         if frame is None:
-            self._frame = bytearray(new_len)
+            frame = self._frame = bytearray(new_len)
         else:
             try:
                 frame += _ZEROS_VIEW[: new_len - old]
             except BufferError:  # a view of it is still alive somewhere: grow a copy instead
                 grown = bytearray(new_len)
                 grown[:old] = frame
-                self._frame = grown
+                frame = self._frame = grown
         self.allocated += new_len - old
         if self.on_alloc is not None:
             self.on_alloc(new_len - old)
+        return frame
 
     def buffer_updated(self, n: int) -> None:
         """`n` bytes were written into the last buffer handed out."""

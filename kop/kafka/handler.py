@@ -26,7 +26,7 @@ import logging
 import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig, Listener
@@ -38,12 +38,14 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor, listen
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import ApiVersionsResponse
 from kop.protocol_handler import ProtocolHandler
 from kop.services import BrokerServices
 
 if TYPE_CHECKING:
-    from kop.kafka.connection import KafkaConnection
+    from kop.kafka.connection import KafkaConnection, _Pending
     from kop.kafka.sasl import SaslSession
+    from kop.topics.names import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +205,7 @@ class KafkaProtocolHandler(ProtocolHandler):
                 nodes[b.broker_id] = Node(b.broker_id, host, port)
         return [nodes[k] for k in sorted(nodes)]
 
-    def leader_node(self, topic_name: Any, partition: int, listener_name: str) -> Node | None:
+    def leader_node(self, topic_name: TopicName, partition: int, listener_name: str) -> Node | None:
         """The broker serving one partition (its owner), None while it has none."""
         own = self.service.ownership
         if not own.clustered:
@@ -222,9 +224,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         except KeyError:
             return f"api#{key}"
 
-    def api_versions_body(self, error: str | None = None, sasl: bool = False) -> Any:
+    def api_versions_body(self, error: str | None = None, sasl: bool = False) -> ApiVersionsResponse:
         """The dispatch table; SaslHandshake and SaslAuthenticate only for a SASL listener (`sasl`)."""
-        R = api_info(18).response_class
+        R = ApiVersionsResponse
         return R(
             error_code=ErrorCode[error] if error else 0,
             api_keys=[
@@ -235,7 +237,7 @@ class KafkaProtocolHandler(ProtocolHandler):
             throttle_time_ms=0,
         )
 
-    def record_request(self, conn: KafkaConnection, pending: Any, now: float) -> None:
+    def record_request(self, conn: KafkaConnection, pending: _Pending, now: float) -> None:
         """A request was answered (`now`: its response was handed to the socket): latency and queue-time
         metrics, and the slow-request log line."""
         self.metrics.request_done(conn, pending, now)

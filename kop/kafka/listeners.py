@@ -104,12 +104,11 @@ class _Plain(PlainServer):
 
     async def _evaluate(self, response: bytes) -> Step:
         fields = response.split(b"\0")
-        token = self._tokens is not None and (
-            self._users is None or (len(fields) == 3 and fields[2].startswith(b"token:")))
-        if token:
-            self.credentials, self.check_authzid = self._tokens, False  # type: ignore[assignment]
-        else:
-            self.credentials, self.check_authzid = self._users, True  # type: ignore[assignment]
+        tokens, users = self._tokens, self._users
+        if tokens is not None and (users is None or (len(fields) == 3 and fields[2].startswith(b"token:"))):
+            self.credentials, self.check_authzid = tokens, False
+        elif users is not None:  # (always: one of the two is configured)
+            self.credentials, self.check_authzid = users, True
         return await super()._evaluate(response)
 
 

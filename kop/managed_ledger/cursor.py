@@ -56,24 +56,23 @@ class CursorInfo:
         info = cls()
         ml, me = None, None
         for number, wire, value, _fs, fe in iter_fields(buf):
-            if wire == LEN:
-                value = buf[value:fe]
+            payload = buf[value:fe] if wire == LEN else b""
             if wire == VARINT and number == 2:
                 ml = as_int64(value)
             elif wire == VARINT and number == 3:
                 me = as_int64(value)
             elif wire == LEN and number == 4:
                 ends: dict[int, Position] = {}
-                for n, w, v, _s, e in iter_fields(value):
+                for n, w, v, _s, e in iter_fields(payload):
                     if w == LEN and n in (1, 2):
-                        ends[n] = _decode_pos(value[v:e])
+                        ends[n] = _decode_pos(payload[v:e])
                 if 1 in ends and 2 in ends:
                     info.ranges.append((ends[1], ends[2]))
             elif wire == LEN and number == 5:
                 name, val = "", 0
-                for n, w, v, _s, e in iter_fields(value):
+                for n, w, v, _s, e in iter_fields(payload):
                     if n == 1 and w == LEN:
-                        name = bytes(value[v:e]).decode()
+                        name = bytes(payload[v:e]).decode()
                     elif n == 2 and w == VARINT:
                         val = as_int64(v)
                 info.properties[name] = val

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import functools
 import logging
 import random
 import time
@@ -415,7 +416,7 @@ class ManagedLedger:
         self._issued_entries += 1
         self._issued_size += op.size
         self._inflight.append(op)
-        current.append_nowait(data).add_done_callback(lambda f, op=op: self._on_stored(op, f))
+        current.append_nowait(data).add_done_callback(functools.partial(self._on_stored, op))
 
     def _on_stored(self, op: _AddOp, f: asyncio.Future[int]) -> None:
         if op.done:

@@ -137,9 +137,9 @@ class Acceptor:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if tls is None:
-                await loop.connect_accepted_socket(lambda p=protocol: p, conn)
+                await loop.connect_accepted_socket(lambda: protocol, conn)
             else:
-                await loop.connect_accepted_socket(lambda p=protocol: p, conn, ssl=tls,
+                await loop.connect_accepted_socket(lambda: protocol, conn, ssl=tls,
                                                    ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)
         except (OSError, RuntimeError, TimeoutError, asyncio.CancelledError) as e:
             # The peer went away between accept and set-up, or its TLS handshake failed.

@@ -303,13 +303,12 @@ class _Conn:
 
 def _leaders(bootstrap: str, topic: str) -> dict[int, tuple[str, int]]:
     """partition -> (host, port) of its leader, from a Metadata v12 request."""
-    from kop.protocol import api_info
+    from kop.protocol.messages import MetadataRequest
 
     host, port = bootstrap.split(",")[0].strip().rsplit(":", 1)
     conn = _Conn(host, int(port))
     try:
-        req = api_info(3).request_class
-        meta = conn.call(3, 12, topics=[req.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+        meta = conn.call(3, 12, topics=[MetadataRequest.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
                          include_topic_authorized_operations=False)
     finally:
         conn.close()
@@ -321,9 +320,9 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, tuple[str, int]]:
 
 
 def _fetch(conn: _Conn, topic: str, partition: int, offset: int, committed: bool) -> Any:
-    from kop.protocol import api_info
+    from kop.protocol.messages import FetchRequest
 
-    req = api_info(1).request_class
+    req = FetchRequest
     resp = conn.call(1, _FETCH_VERSION, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=_FETCH_MAX_BYTES,
                      isolation_level=1 if committed else 0, session_id=0, session_epoch=-1, topics=[
                          req.FetchTopic(topic=topic, partitions=[req.FetchTopic.FetchPartition(

@@ -8,10 +8,19 @@ only pays for the versions its clients actually speak.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
-from .codegen import Encoded, make_decoder, make_encoder, make_struct_encoder, skip_tag_buffer
+from .codegen import (
+    Decoder,
+    Encoded,
+    Encoder,
+    make_decoder,
+    make_encoder,
+    make_struct_encoder,
+    skip_tag_buffer,
+)
+from .compression import BytesLike
 from .errors import DecodeError, EncodeError, UnsupportedVersionError
 from .model import MessageModel, Struct
 from .schema import MessageSpec, load_all
@@ -98,10 +107,10 @@ def message_class(name: str) -> type[Struct]:
 # Lazily generated per-version functions
 
 
-_DECODERS: dict[tuple[str, int], Any] = {}
-_ENCODERS: dict[tuple[str, int], Any] = {}
-_REQUEST_DECODERS: dict[tuple[int, int], Any] = {}
-_RESPONSE_ENCODERS: dict[tuple[int, int], Any] = {}
+_DECODERS: dict[tuple[str, int], Decoder] = {}
+_ENCODERS: dict[tuple[str, int], Encoder] = {}
+_REQUEST_DECODERS: dict[tuple[int, int], Decoder] = {}
+_RESPONSE_ENCODERS: dict[tuple[int, int], Encoder] = {}
 
 
 def _check_version(model: MessageModel, version: int) -> None:
@@ -111,7 +120,7 @@ def _check_version(model: MessageModel, version: int) -> None:
             f"{model.spec.valid_versions.low}-{model.spec.valid_versions.high}")
 
 
-def decoder(name: str, version: int) -> Any:
+def decoder(name: str, version: int) -> Decoder:
     """``decode(data: memoryview, pos: int) -> (obj, pos)`` for a schema name and version."""
     fn = _DECODERS.get((name, version))
     if fn is None:
@@ -121,7 +130,7 @@ def decoder(name: str, version: int) -> Any:
     return fn
 
 
-def encoder(name: str, version: int) -> Any:
+def encoder(name: str, version: int) -> Encoder:
     """``encode(obj, cur: list, parts: list) -> None`` for a schema name and version."""
     fn = _ENCODERS.get((name, version))
     if fn is None:
@@ -131,7 +140,7 @@ def encoder(name: str, version: int) -> Any:
     return fn
 
 
-_STRUCT_ENCODERS: dict[tuple[str, str, int], Any] = {}
+_STRUCT_ENCODERS: dict[tuple[str, str, int], Encoder] = {}
 
 
 def encode_struct(obj: Struct, version: int) -> Encoded:
@@ -146,8 +155,8 @@ def encode_struct(obj: Struct, version: int) -> Encoded:
         if name not in model.fields_of or name == obj._MESSAGE:
             raise ValueError(f"{name} is not a nested struct of {obj._MESSAGE}")
         fn = _STRUCT_ENCODERS[key] = make_struct_encoder(model, version, name)
-    cur: list = []
-    parts: list = []
+    cur: list[bytes] = []
+    parts: list[BytesLike] = []
     try:
         fn(obj, cur, parts)
     except _ENCODE_ERRORS as exc:
@@ -156,7 +165,7 @@ def encode_struct(obj: Struct, version: int) -> Encoded:
     return Encoded(b"".join(parts))
 
 
-def _request_decoder(api_key: int, version: int) -> Any:
+def _request_decoder(api_key: int, version: int) -> Decoder:
     info = API_KEYS.get(api_key)
     if info is None:
         raise UnsupportedVersionError(f"unknown api key {api_key}")
@@ -164,7 +173,7 @@ def _request_decoder(api_key: int, version: int) -> Any:
     return fn
 
 
-def _response_encoder(api_key: int, version: int) -> Any:
+def _response_encoder(api_key: int, version: int) -> Encoder:
     info = API_KEYS.get(api_key)
     if info is None:
         raise UnsupportedVersionError(f"unknown api key {api_key}")
@@ -172,7 +181,7 @@ def _response_encoder(api_key: int, version: int) -> Any:
     return fn
 
 
-def _as_view(data: Any) -> memoryview:
+def _as_view(data: BytesLike) -> memoryview:
     view = data if type(data) is memoryview else memoryview(data)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
@@ -188,7 +197,7 @@ def _encode_error(name: str, version: int, body: object, exc: Exception) -> Enco
     return EncodeError(f"{name} v{version}: a field has a value of the wrong type or range: {exc}")
 
 
-def precompile(api_keys: Any = None) -> int:
+def precompile(api_keys: Iterable[int] | None = None) -> int:
     """Generate the request decoders and response encoders of every valid version up front.
 
     Optional: codecs are otherwise generated on first use (~0.3 ms each). Returns how many.
@@ -205,8 +214,8 @@ def precompile(api_keys: Any = None) -> int:
 
 def encode_message(obj: Struct, version: int) -> bytes:
     """Encode one message body (no size prefix, no header) to bytes."""
-    cur: list = []
-    parts: list = []
+    cur: list[bytes] = []
+    parts: list[BytesLike] = []
     try:
         encoder(obj._MESSAGE, version)(obj, cur, parts)
     except _ENCODE_ERRORS as exc:
@@ -215,7 +224,7 @@ def encode_message(obj: Struct, version: int) -> bytes:
     return b"".join(parts)
 
 
-def decode_message(name: str, version: int, data: Any, offset: int = 0) -> Struct:
+def decode_message(name: str, version: int, data: BytesLike, offset: int = 0) -> Struct:
     """Decode one message body by schema name (e.g. "MetadataResponse") starting at ``offset``."""
     obj, _pos = decoder(name, version)(_as_view(data), offset)
     return obj
@@ -233,7 +242,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def decode_request_header(frame: Any) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: BytesLike) -> tuple[RequestHeader, int]:
     """Parse the request header at the start of ``frame`` (the bytes after the size prefix).
 
     Returns the header and the offset where the body starts. Header v2 (with a tag buffer) is
@@ -289,7 +298,7 @@ def _decode_request_header_slow(view: memoryview) -> tuple[RequestHeader, int]:
     return RequestHeader(api_key, api_version, correlation_id, client_id), pos
 
 
-def decode_request(api_key: int, version: int, frame: Any, offset: int) -> Struct:
+def decode_request(api_key: int, version: int, frame: BytesLike, offset: int) -> Struct:
     """Decode a request body that starts at ``offset`` of ``frame``.
 
     Raises UnsupportedVersionError (a DecodeError) for an unknown api key or a version outside
@@ -305,7 +314,7 @@ def decode_request(api_key: int, version: int, frame: Any, offset: int) -> Struc
 _PREFIX_COPY_LIMIT = 64 * 1024
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Struct) -> list[Any]:
+def encode_response(api_key: int, version: int, correlation_id: int, body: Struct) -> list[BytesLike]:
     """The complete response frame as a list of buffers for ``transport.writelines``.
 
     Includes the 4-byte size prefix and the response header (v1 with an empty tag buffer when the
@@ -317,8 +326,8 @@ def encode_response(api_key: int, version: int, correlation_id: int, body: Struc
         head = _I32.pack(correlation_id) + b"\x00"
     else:
         head = _I32.pack(correlation_id)
-    cur: list = [head]
-    parts: list = []
+    cur: list[bytes] = [head]
+    parts: list[BytesLike] = []
     try:
         fn(body, cur, parts)
     except _ENCODE_ERRORS as exc:
@@ -349,8 +358,8 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     head = struct.pack(">hhi", api_key, version, correlation_id) + cid
     if info.flexible(version):
         head += b"\x00"
-    cur: list = [head]
-    parts: list = []
+    cur: list[bytes] = [head]
+    parts: list[BytesLike] = []
     try:
         encoder(info.request_spec.name, version)(body, cur, parts)
     except _ENCODE_ERRORS as exc:
@@ -360,7 +369,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return _I32.pack(len(payload)) + payload
 
 
-def decode_response(api_key: int, version: int, frame: Any) -> tuple[int, Struct]:
+def decode_response(api_key: int, version: int, frame: BytesLike) -> tuple[int, Struct]:
     """Decode a response frame (without its size prefix): ``(correlation_id, body)``.
 
     Like Kafka clients, an ApiVersions response whose error code is non-zero is decoded as v0,

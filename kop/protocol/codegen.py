@@ -25,11 +25,18 @@ produces those bytes with the same generated code as the inline path, so they ca
 from __future__ import annotations
 
 import struct
-from typing import Any
+from collections.abc import Callable
+from typing import TypeAlias, cast
 
+from .compression import BytesLike
 from .errors import DecodeError
-from .model import ZERO_UUID, MessageModel, default_kind
+from .model import ZERO_UUID, MessageModel, Struct, default_kind
 from .schema import FIXED_TYPES, FieldSpec
+
+#: ``decode(data, pos) -> (obj, pos)``
+Decoder: TypeAlias = Callable[[memoryview, int], tuple[Struct, int]]
+#: ``encode(obj, cur, parts)``: small pieces into ``cur``, records by reference into ``parts``
+Encoder: TypeAlias = Callable[[Struct, list[bytes], list[BytesLike]], None]
 
 #: record blobs at least this large are appended to ``parts`` by reference instead of being copied.
 RECORDS_BY_REFERENCE = 1024
@@ -140,7 +147,7 @@ class _Emitter:
         self.version = version
         self.flexible = flexible
         self.lines: list[str] = []
-        self.globs: dict[str, Any] = {
+        self.globs: dict[str, object] = {
             "DecodeError": DecodeError,
             "_uvc": uvarint_continue,
             "_uvr": uvarint_read,
@@ -158,7 +165,7 @@ class _Emitter:
             "_ENC": Encoded,
         }
         self._counter = 0
-        self._consts: dict[Any, str] = {}
+        self._consts: dict[tuple[str, object], str] = {}
         self.run_fmt: list[str] = []
         self.run_items: list[str] = []
         self.run_indent = ""
@@ -167,7 +174,7 @@ class _Emitter:
         self._counter += 1
         return f"{prefix}{self._counter}"
 
-    def glob(self, value: Any, prefix: str) -> str:
+    def glob(self, value: object, prefix: str) -> str:
         key = (prefix, id(value)) if not isinstance(value, (int, str, bytes, float)) else (prefix, value)
         name = self._consts.get(key)
         if name is None:
@@ -215,7 +222,7 @@ class DecoderGen(_Emitter):
             self.emit(ind, f"pos += {struct.calcsize('>' + fmt)}")
         self.run_fmt, self.run_items = [], []
 
-    def generate(self) -> Any:
+    def generate(self) -> Decoder:
         root = self.model.spec.name
         ind = "        "
         self.lines.append("def decode(data, pos):")
@@ -227,7 +234,7 @@ class DecoderGen(_Emitter):
         self.lines.append("    except _ERRS as exc:")
         self.lines.append(f"        raise DecodeError(f'{root} v{self.version}: {{exc!r}}') from None")
         self.lines.append("    return o, pos")
-        return _compile(self, f"decode {root} v{self.version}", "decode")
+        return cast(Decoder, _compile(self, f"decode {root} v{self.version}", "decode"))
 
     def default_assign(self, f: FieldSpec, target: str, ind: str) -> None:
         kind, value = default_kind(f)
@@ -384,22 +391,22 @@ class EncoderGen(_Emitter):
             self.emit(self.run_indent, f"{self.app}({self.struct_const(fmt)}.pack({args}))")
         self.run_fmt, self.run_items = [], []
 
-    def generate(self) -> Any:
+    def generate(self) -> Encoder:
         root = self.model.spec.name
         ind = "    "
         self.lines.append("def encode(o, cur, parts):")
         self.emit(ind, "a = cur.append")
         self.fields(self.model.fields_of[root], "o", ind)
         self.flush()
-        return _compile(self, f"encode {root} v{self.version}", "encode")
+        return cast(Encoder, _compile(self, f"encode {root} v{self.version}", "encode"))
 
-    def generate_struct(self, struct_name: str) -> Any:
+    def generate_struct(self, struct_name: str) -> Encoder:
         """``encode(obj, cur, parts)`` for one nested struct type alone (its bytes as an array element)."""
         self.lines.append("def encode(o, cur, parts):")
         self.emit("    ", "a = cur.append")
         self.fields(self.model.fields_of[struct_name], "o", "    ")
         self.flush()
-        return _compile(self, f"encode {self.model.spec.name}.{struct_name} v{self.version}", "encode")
+        return cast(Encoder, _compile(self, f"encode {self.model.spec.name}.{struct_name} v{self.version}", "encode"))
 
     def fields(self, fields: list[FieldSpec], obj: str, ind: str) -> None:
         v = self.version
@@ -598,22 +605,22 @@ class EncoderGen(_Emitter):
         raise ValueError(f"unsupported type {t!r} in {f.name}")
 
 
-def _compile(gen: _Emitter, label: str, name: str) -> Any:
+def _compile(gen: _Emitter, label: str, name: str) -> object:
     src = "\n".join(gen.lines) + "\n"
     code = compile(src, f"<kop.protocol {label}>", "exec")
     exec(code, gen.globs)
     fn = gen.globs[name]
-    fn.__source__ = src  # kept for debugging generated code
+    vars(fn)["__source__"] = src  # kept for debugging generated code
     return fn
 
 
-def make_decoder(model: MessageModel, version: int) -> Any:
+def make_decoder(model: MessageModel, version: int) -> Decoder:
     return DecoderGen(model, version, model.spec.flexible(version)).generate()
 
 
-def make_encoder(model: MessageModel, version: int) -> Any:
+def make_encoder(model: MessageModel, version: int) -> Encoder:
     return EncoderGen(model, version, model.spec.flexible(version)).generate()
 
 
-def make_struct_encoder(model: MessageModel, version: int, struct_name: str) -> Any:
+def make_struct_encoder(model: MessageModel, version: int, struct_name: str) -> Encoder:
     return EncoderGen(model, version, model.spec.flexible(version)).generate_struct(struct_name)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from .compression import CompressionError, compress, decompress
+from .compression import BytesLike, CompressionError, compress, decompress
 from .records import (
     BATCH_HEADER,
     COMPRESSION_MASK,
@@ -78,7 +78,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
             raise CorruptRecordError("varint longer than 10 bytes")
 
 
-def payload_of(batch: Any) -> tuple[BatchHeader, bytes]:
+def payload_of(batch: BytesLike) -> tuple[BatchHeader, bytes]:
     """(header, decompressed records payload) of one batch."""
     view = batch if type(batch) is memoryview else memoryview(batch)
     if len(view) < HEADER_SIZE:
@@ -127,7 +127,7 @@ def record_spans(data: bytes, count: int) -> list[RecordSpan]:
     return out
 
 
-def has_null_key(batch: Any) -> bool:
+def has_null_key(batch: BytesLike) -> bool:
     """Whether any record of the (possibly compressed) batch has a null key: Kafka refuses such records
     for topics with cleanup.policy=compact (INVALID_RECORD, "Compacted topic cannot accept message
     without key in topic partition t-0."). Control batches carry keys of their own and are not checked.
@@ -138,7 +138,7 @@ def has_null_key(batch: Any) -> bool:
     return any(span.key is None for span in record_spans(data, header.records_count))
 
 
-def batch_keys(batch: Any) -> tuple[BatchHeader, list[RecordSpan]]:
+def batch_keys(batch: BytesLike) -> tuple[BatchHeader, list[RecordSpan]]:
     """The header and record spans of one batch (compaction's key-map pass)."""
     header, data = payload_of(batch)
     return header, record_spans(data, header.records_count)
@@ -159,7 +159,7 @@ class FilterOutcome(NamedTuple):
         return self.batch is None and self.kept > 0
 
 
-def filter_batch(batch: Any, base_offset: int, keep: Callable[[int, bytes], bool], now_ms: int,
+def filter_batch(batch: BytesLike, base_offset: int, keep: Callable[[int, bytes], bool], now_ms: int,
                  delete_retention_ms: int) -> FilterOutcome:
     """Apply compaction to one batch whose first offset is `base_offset` (stored batches do not carry
     a meaningful baseOffset field: the log knows it). `keep(offset, key)` says whether the record at

@@ -13,11 +13,14 @@ from __future__ import annotations
 import struct
 import zlib
 from enum import IntEnum
-from typing import Any
+from typing import TypeAlias
 
 import cramjam
 import lz4.frame
 import zstandard
+
+#: the bytes the codec functions read: bytes, or a zero-copy view of them
+BytesLike: TypeAlias = bytes | bytearray | memoryview
 
 
 class Compression(IntEnum):
@@ -38,7 +41,7 @@ _XERIAL_BLOCK = 32 * 1024  # Java's default xerial block size
 _I32 = struct.Struct(">i")
 
 
-def compress(codec: int, data: Any, level: int | None = None) -> bytes:
+def compress(codec: int, data: BytesLike, level: int | None = None) -> bytes:
     """Compress ``data`` (any bytes-like) with Kafka codec ``codec``; ``level`` is the Kafka topic config's
     (compression.gzip/lz4/zstd.level; None or gzip's -1 = the codec's default)."""
     if codec == Compression.NONE:
@@ -60,7 +63,7 @@ def compress(codec: int, data: Any, level: int | None = None) -> bytes:
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def decompress(codec: int, data: Any) -> bytes:
+def decompress(codec: int, data: BytesLike) -> bytes:
     """Decompress a batch payload; raises CompressionError for corrupt data or unknown codecs."""
     try:
         if codec == Compression.NONE:
@@ -80,7 +83,7 @@ def decompress(codec: int, data: Any) -> bytes:
     raise CompressionError(f"unknown compression codec {codec}")
 
 
-def _zstd_decompress(data: Any) -> bytes:
+def _zstd_decompress(data: BytesLike) -> bytes:
     # Streaming decompression: Java's zstd-jni output frames may not record the content size.
     out = []
     view = memoryview(data)
@@ -93,7 +96,7 @@ def _zstd_decompress(data: Any) -> bytes:
     return b"".join(out)
 
 
-def snappy_xerial_compress(data: Any) -> bytes:
+def snappy_xerial_compress(data: BytesLike) -> bytes:
     view = memoryview(data)
     out = [_XERIAL_HEADER]
     for start in range(0, len(view), _XERIAL_BLOCK):
@@ -103,7 +106,7 @@ def snappy_xerial_compress(data: Any) -> bytes:
     return b"".join(out)
 
 
-def snappy_decompress(data: Any) -> bytes:
+def snappy_decompress(data: BytesLike) -> bytes:
     """Raw snappy, or the xerial framing Java producers write (detected by its magic header)."""
     view = memoryview(data)
     if bytes(view[:8]) != XERIAL_MAGIC:

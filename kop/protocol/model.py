@@ -16,7 +16,9 @@ uuids sixteen zero bytes, arrays [], ``"null"`` defaults None, records None. Two
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from types import FunctionType
+from typing import ClassVar, cast
 
 from .schema import FieldSpec, MessageSpec
 
@@ -47,15 +49,15 @@ class Struct:
         body = ", ".join(f"{name}={getattr(self, name, '<unset>')!r}" for name in self._FIELDS)
         return f"{type(self).__qualname__}({body})"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """A plain nested dict, for logging and debugging (records shown as their byte length)."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name in self._FIELDS:
             out[name] = _plain(getattr(self, name))
         return out
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if isinstance(value, Struct):
         return value.to_dict()
     if isinstance(value, list):
@@ -72,10 +74,10 @@ class _Missing:
         return "MISSING"
 
 
-MISSING: Any = _Missing()
+MISSING = _Missing()
 
 
-def default_kind(f: FieldSpec) -> tuple[str, Any]:
+def default_kind(f: FieldSpec) -> tuple[str, object]:
     """How to produce a field's default: ("const", value), ("list", None) or ("struct", None).
 
     "list" and "struct" defaults are mutable, so a fresh object is made per instance.
@@ -101,7 +103,7 @@ def default_kind(f: FieldSpec) -> tuple[str, Any]:
             return ("const", raw.strip().lower() == "true")
         return ("const", bool(raw))
     if t == "float64":
-        return ("const", float(raw) if raw not in (None, "") else 0.0)
+        return ("const", 0.0 if raw is None or raw == "" else float(raw))
     if t == "string":
         if raw == "null":
             return ("const", None)
@@ -150,9 +152,9 @@ class MessageModel:
         cls.__doc__ = f"{self.spec.name} struct {name}: fields {', '.join(attrs)}."
         return cls
 
-    def _make_init(self, cls: type[Struct], fields: list[FieldSpec]) -> Any:
+    def _make_init(self, cls: type[Struct], fields: list[FieldSpec]) -> Callable[..., None]:
         """A keyword-only ``__init__`` whose missing arguments take the schema defaults."""
-        globs: dict[str, Any] = {"_M": MISSING}
+        globs: dict[str, object] = {"_M": MISSING}
         params: list[str] = []
         body: list[str] = []
         for i, f in enumerate(fields):
@@ -175,6 +177,6 @@ class MessageModel:
         sig = ", ".join(["self", "*", *params]) if params else "self"
         src = f"def __init__({sig}) -> None:\n" + "\n".join(body) + "\n"
         exec(compile(src, f"<kop.protocol init {cls.__qualname__}>", "exec"), globs)
-        init = globs["__init__"]
+        init = cast(FunctionType, globs["__init__"])
         init.__qualname__ = f"{cls.__qualname__}.__init__"
         return init

@@ -21,13 +21,15 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
-from .compression import CompressionError, compress, decompress
+from .compression import BytesLike, CompressionError, compress, decompress
 from .errors import ErrorCode
 
 try:
     from fastcrc.crc32 import iscsi as _crc32c_impl
 except ImportError:  # pragma: no cover - fastcrc is a declared dependency
-    from crc32c import crc32c as _crc32c_impl
+    from crc32c import crc32c as _crc32c_fallback
+
+    _crc32c_impl = _crc32c_fallback
 
 BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = BATCH_HEADER.size  # 61
@@ -48,7 +50,7 @@ _I = struct.Struct(">i")
 _CRC = struct.Struct(">I")
 
 
-def crc32c(data: Any) -> int:
+def crc32c(data: BytesLike) -> int:
     """CRC-32C (Castagnoli) of any bytes-like object, without copying memoryview slices."""
     return _crc32c_impl(data)
 
@@ -122,12 +124,12 @@ class BatchHeader(NamedTuple):
         return self.base_offset + self.last_offset_delta
 
 
-def parse_batch_header(batch: Any, offset: int = 0) -> BatchHeader:
+def parse_batch_header(batch: BytesLike, offset: int = 0) -> BatchHeader:
     """Parse the header at ``offset`` without any validation (struct.error if too short)."""
     return tuple.__new__(BatchHeader, BATCH_HEADER.unpack_from(batch, offset))
 
 
-def iter_batches(blob: Any, *, check_crc: bool = True, fresh: bool = True
+def iter_batches(blob: BytesLike, *, check_crc: bool = True, fresh: bool = True
                  ) -> Iterator[tuple[BatchHeader, memoryview]]:
     """Walk a records blob batch by batch, yielding ``(header, zero-copy slice of the batch)``.
 
@@ -173,7 +175,7 @@ def iter_batches(blob: Any, *, check_crc: bool = True, fresh: bool = True
         pos = stop
 
 
-def validate_crc(batch: Any) -> bool:
+def validate_crc(batch: BytesLike) -> bool:
     """Whether the stored CRC-32C matches bytes 21..end of the batch."""
     view = batch if type(batch) is memoryview else memoryview(batch)
     if len(view) < HEADER_SIZE:
@@ -182,18 +184,18 @@ def validate_crc(batch: Any) -> bool:
     return _crc32c_impl(view[ATTRIBUTES_OFFSET:]) == stored
 
 
-def update_crc(batch: Any) -> None:
+def update_crc(batch: BytesLike) -> None:
     """Recompute and store the CRC after editing CRC-covered fields (attributes, timestamps, ...)."""
     view = batch if type(batch) is memoryview else memoryview(batch)
     _CRC.pack_into(view, CRC_OFFSET, _crc32c_impl(view[ATTRIBUTES_OFFSET:]))
 
 
-def stamp_base_offset(batch: Any, offset: int) -> None:
+def stamp_base_offset(batch: BytesLike, offset: int) -> None:
     """Write baseOffset (bytes 0..7) in place; the CRC does not cover it."""
     _Q.pack_into(batch, 0, offset)
 
 
-def stamp_partition_leader_epoch(batch: Any, epoch: int) -> None:
+def stamp_partition_leader_epoch(batch: BytesLike, epoch: int) -> None:
     """Write partitionLeaderEpoch (bytes 12..15) in place; the CRC does not cover it."""
     _I.pack_into(batch, 12, epoch)
 
@@ -258,7 +260,7 @@ def _read_blob(data: bytes, pos: int) -> tuple[bytes | None, int]:
     return data[pos:stop], stop
 
 
-def decode_records(batch: Any) -> list[Record]:
+def decode_records(batch: BytesLike) -> list[Record]:
     """Decompress (if needed) and parse every record of one batch.
 
     Raises CorruptRecordError for malformed record data, a bad codec, or a record count that
@@ -311,7 +313,7 @@ def decode_records(batch: Any) -> list[Record]:
     return records
 
 
-def decode_records_absolute(batch: Any) -> list[AbsoluteRecord]:
+def decode_records_absolute(batch: BytesLike) -> list[AbsoluteRecord]:
     """Records with absolute offsets and timestamps (LogAppendTime batches use maxTimestamp)."""
     view = batch if type(batch) is memoryview else memoryview(batch)
     header = parse_batch_header(view)
@@ -325,11 +327,12 @@ def decode_records_absolute(batch: Any) -> list[AbsoluteRecord]:
     ]
 
 
-def control_record_type(key: bytes) -> int:
+def control_record_type(key: bytes | None) -> int:
     """The type of a control record from its key (version int16, type int16): 0 abort, 1 commit."""
     if key is None or len(key) < 4:
         raise CorruptRecordError("control record key is too short")
-    return struct.unpack_from(">hh", key)[1]
+    kind: int = struct.unpack_from(">hh", key)[1]
+    return kind
 
 
 class NewRecord(NamedTuple):

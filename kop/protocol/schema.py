@@ -86,7 +86,7 @@ class FieldSpec:
     nullable_versions: Versions
     tagged_versions: Versions
     tag: int | None
-    default: object  # raw schema default (string/number/bool) or None when absent
+    default: str | int | float | bool | None  # raw schema default (string/number/bool) or None when absent
     ignorable: bool
     #: field-level override of compactness (only RequestHeader.ClientId uses it: "none").
     flexible_versions: Versions | None

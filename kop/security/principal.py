@@ -201,8 +201,8 @@ class SslPrincipalMapper:
     """``ssl.principal.mapping.rules``: the first rule whose regex matches the whole DN names the user."""
 
     def __init__(self, rules: str | None = "DEFAULT") -> None:
-        self.rules = [self._parse(r) for r in self._split(rules if rules is not None else "DEFAULT")]
-        self.rules = [r for r in self.rules if r is not None]
+        parsed = [self._parse(r) for r in self._split(rules if rules is not None else "DEFAULT")]
+        self.rules = [r for r in parsed if r is not None]
 
     @staticmethod
     def _split(rules: str) -> list[str]:

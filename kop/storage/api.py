@@ -131,6 +131,11 @@ class WriteHandle(ReadHandle):
 
 
 class LedgerStore(abc.ABC):
+    #: readiness (/ready): the monotonic time of a write failure no write has followed, and its error (a
+    #: store that knows of none keeps None)
+    write_failed_at: float | None = None
+    last_write_error: str | None = None
+
     @abc.abstractmethod
     async def create_ledger(self) -> WriteHandle:
         """A new, empty ledger with a fresh, never-reused id."""

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,7 +122,7 @@ class TopicManager:
         self.log_release_listeners: list[Callable[[str], None]] = []
         self._watch_stops: dict[str, Callable[[], None]] = {}
         self._deleting: dict[str, bytes] = {}  # canonical name -> id of a topic this broker is deleting
-        self._background: set[asyncio.Task[Any]] = set()  # watch follow-ups (referenced until done)
+        self._background: set[asyncio.Future[object]] = set()  # watch follow-ups (referenced until done)
         # The default scope of Kafka names (kafkaTenant/kafkaNamespace); tenant logins get their own
         # (kop.topics.scope, kafkaEnableMultiTenantMetadata).
         self.names = NameScope(self, config.kafkaTenant, config.kafkaNamespace)
@@ -129,7 +130,7 @@ class TopicManager:
         self.producer_tables = ProducerTables()
         self.log_release_listeners.append(self.producer_tables.forget)
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -294,7 +295,7 @@ class TopicManager:
             self._marked[topic.topic_id] = asyncio.get_running_loop().create_future()
             task = asyncio.create_task(self._delete(topic), name=f"delete-topic {topic.name.canonical}")
             self._deletions[topic.topic_id] = task
-            task.add_done_callback(lambda t, tid=topic.topic_id: self._deletion_done(tid, t))
+            task.add_done_callback(functools.partial(self._deletion_done, topic.topic_id))
         return task
 
     async def deletion_recorded(self, topic: Topic) -> None:

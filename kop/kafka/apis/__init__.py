@@ -7,9 +7,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
 
-from kop.protocol import api_info
+from kop.protocol import Struct, api_info
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +18,7 @@ class Api:
     min_version: int  # advertised range
     max_version: int
     request_floor: int  # lowest version actually served (Produce advertises 0 but serves 3+, KAFKA-18659)
-    handle: Callable[..., Awaitable[Any]]
+    handle: Callable[..., Awaitable[Struct | None]]  # (RequestContext, its request) -> its response
 
 
 def _modules() -> list[ModuleType]:

@@ -10,20 +10,18 @@ WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then READ
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.txn_common import fenced_for, transactions
 from kop.kafka.authorize import txn_group_refused
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 API_KEY = 25
 VERSIONS = (0, 4)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> AddOffsetsToTxnResponse:
+    R = AddOffsetsToTxnResponse
     refused = txn_group_refused(ctx, req.transactional_id, req.group_id)
     if refused is not None:
         return R(throttle_time_ms=0, error_code=refused)

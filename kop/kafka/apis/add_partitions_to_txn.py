@@ -20,20 +20,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.txn_common import fenced_for, transactions
 from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed, cluster_allowed, txn_topics_refused
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 API_KEY = 24
 VERSIONS = (0, 5)
 E = ErrorCode
 
 
-async def _resolve(ctx: RequestContext, topics: Any) -> tuple[list[tuple[str, int]], dict[tuple[str, int], int]]:
+async def _resolve(ctx: RequestContext, topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic]) -> tuple[list[tuple[str, int]], dict[tuple[str, int], int]]:
     """([(topic key, partition)] to add, {(name as asked, partition): UNKNOWN_TOPIC_OR_PARTITION})."""
     good: list[tuple[str, int]] = []
     bad: dict[tuple[str, int], int] = {}
@@ -47,7 +45,7 @@ async def _resolve(ctx: RequestContext, topics: Any) -> tuple[list[tuple[str, in
     return good, bad
 
 
-async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any, verify_only: bool
+async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list[AddPartitionsToTxnRequest.AddPartitionsToTxnTopic], verify_only: bool
                ) -> dict[tuple[str, int], int]:
     """{(topic name as asked, partition): error} for one transaction."""
     txns = transactions(ctx)
@@ -78,16 +76,17 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: Any,
     return dict.fromkeys(asked, fenced_for(err, ctx.version, 2))
 
 
-def _topic_results(R: Any, results: dict[tuple[str, int], int]) -> list[Any]:
-    by_topic: dict[str, list[Any]] = {}
+def _topic_results(R: type[AddPartitionsToTxnResponse], results: dict[tuple[str, int], int]
+                   ) -> list[AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult]:
+    by_topic: dict[str, list[AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult]] = {}
     for (name, p), err in results.items():
         by_topic.setdefault(name, []).append(R.AddPartitionsToTxnPartitionResult(
             partition_index=p, partition_error_code=err))
     return [R.AddPartitionsToTxnTopicResult(name=name, results_by_partition=parts) for name, parts in by_topic.items()]
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> AddPartitionsToTxnResponse:
+    R = AddPartitionsToTxnResponse
     if ctx.version <= 3:
         results = await _one(ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                              req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)

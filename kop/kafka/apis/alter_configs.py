@@ -8,19 +8,17 @@ here (set in the config file): altering them gets INVALID_REQUEST.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import AlterConfigsRequest, AlterConfigsResponse
 from kop.topics.manager import Topic
 
 API_KEY = 33
 VERSIONS = (0, 2)
 
 
-def _whole_set(topic: Topic, res: Any) -> dict[str, str]:
+def _whole_set(topic: Topic, res: AlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
     """The named configs are the topic's complete set (legacy semantics)."""
     configs = {}
     for c in res.configs:
@@ -30,5 +28,5 @@ def _whole_set(topic: Topic, res: Any) -> dict[str, str]:
     return configs
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    return await alter_topic_resources(ctx, req, api_info(API_KEY).response_class, _whole_set)
+async def handle(ctx: RequestContext, req: AlterConfigsRequest) -> AlterConfigsResponse:
+    return await alter_topic_resources(ctx, req, AlterConfigsResponse, _whole_set)

@@ -10,20 +10,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse
 from kop.security.scram_admin import ScramDeletion, ScramUpsertion, alter_user_scram_credentials
 
 API_KEY = 51
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> AlterUserScramCredentialsResponse:
+    R = AlterUserScramCredentialsResponse
     if not authorize.cluster_allowed(ctx, authorize.Op.ALTER):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         users = sorted({d.name for d in req.deletions} | {u.name for u in req.upsertions})

@@ -13,13 +13,12 @@ client to try).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.context import RequestContext
+from kop.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = 18
 VERSIONS = (0, 4)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
     return ctx.handler.api_versions_body(sasl=ctx.conn.sasl is not None)

@@ -4,12 +4,18 @@ read-only config view (Kafka names for KoP keys), and topic config entries with 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kop.config import BrokerConfig
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from kop.topics.manager import Topic, TopicError
 from kop.topics.topic_config import (
     SOURCE_DEFAULT,
@@ -124,31 +130,31 @@ class ConfigRequestError(Exception):
         self.message = message
 
 
+_Response = TypeVar("_Response", AlterConfigsResponse, IncrementalAlterConfigsResponse)
+
+
 async def alter_topic_resources(
-    ctx: RequestContext, req: Any, response_class: Any, new_configs: Callable[[Topic, Any], dict[str, str]],
-) -> Any:
+    ctx: RequestContext, req: AlterConfigsRequest | IncrementalAlterConfigsRequest, response_class: type[_Response],
+    new_configs: Callable[[Topic, Any], dict[str, str]],
+) -> _Response:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in how a resource's
     entries turn into the topic's complete new config set (`new_configs`, which raises ConfigRequestError to
     refuse one resource). Broker configs are static here (the config file), so altering them is
     INVALID_REQUEST; each resource is answered on its own, as Kafka does."""
     h = ctx.handler
     R = response_class
-    out = []
+    answers: list[tuple[int, str | None]] = []  # (error, message) per resource, in the request's order
+    answer = answers.append
     for res in req.resources:
-        def answer(err: int, msg: str | None = None, res: Any = res) -> Any:
-            return R.AlterConfigsResourceResponse(
-                error_code=err, error_message=msg, resource_type=res.resource_type, resource_name=res.resource_name,
-            )
-
         refused = authorize.configs_refused(ctx, authorize.Op.ALTER_CONFIGS, res.resource_type, res.resource_name)
         if refused is not None:
-            out.append(answer(refused, authorize.MESSAGES[refused]))
+            answer((refused, authorize.MESSAGES[refused]))
             continue
         if res.resource_type == RESOURCE_BROKER:
-            out.append(answer(ErrorCode.INVALID_REQUEST, "Broker configs are static here; set them in the config file"))
+            answer((ErrorCode.INVALID_REQUEST, "Broker configs are static here; set them in the config file"))
             continue
         if res.resource_type != RESOURCE_TOPIC:
-            out.append(answer(ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))
+            answer((ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))
             continue
         try:
             topic = await ctx.lookup_topic(res.resource_name, auto_create=False)
@@ -158,9 +164,12 @@ async def alter_topic_resources(
             configs = new_configs(topic, res)
             await h.service.topics.set_configs(topic, configs, validate_only=req.validate_only)
         except TopicError as e:
-            out.append(answer(ErrorCode[e.error], e.message))
+            answer((ErrorCode[e.error], e.message))
         except ConfigRequestError as e:
-            out.append(answer(e.error, e.message))
+            answer((e.error, e.message))
         else:
-            out.append(answer(0))
-    return R(throttle_time_ms=0, responses=out)
+            answer((0, None))
+    keys = [(res.resource_type, res.resource_name) for res in req.resources]
+    return R(throttle_time_ms=0, responses=[
+        R.AlterConfigsResourceResponse(error_code=err, error_message=msg, resource_type=rtype, resource_name=rname)
+        for (rtype, rname), (err, msg) in zip(keys, answers, strict=True)])

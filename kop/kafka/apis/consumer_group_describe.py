@@ -13,18 +13,17 @@ message (Kafka).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse
 
 API_KEY = 69
 VERSIONS = (0, 1)
 
 
-def _assignment(R: Any, ctx: RequestContext, parts: dict[bytes, frozenset[int]]) -> Any:
+def _assignment(R: type[ConsumerGroupDescribeResponse], ctx: RequestContext, parts: dict[bytes, frozenset[int]]
+                ) -> ConsumerGroupDescribeResponse.Assignment:
     out = []
     for tid, ps in sorted(parts.items()):
         topic = ctx.topics.get_by_id(tid)
@@ -33,8 +32,8 @@ def _assignment(R: Any, ctx: RequestContext, parts: dict[bytes, frozenset[int]])
     return R.Assignment(topic_partitions=out)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> ConsumerGroupDescribeResponse:
+    R = ConsumerGroupDescribeResponse
     coordinator = ctx.coordinator
     out = []
     for gid in req.group_ids:

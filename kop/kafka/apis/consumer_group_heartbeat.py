@@ -14,20 +14,18 @@ spellings are stored as their Kafka names, so they match the topics the assignme
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.coordinator.consumer_group import HeartbeatRequest
 from kop.kafka import authorize
 from kop.kafka.apis.join_group import client_host
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
+from kop.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 API_KEY = 68
 VERSIONS = (0, 1)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> ConsumerGroupHeartbeatResponse:
+    R = ConsumerGroupHeartbeatResponse
     v = ctx.version
     coordinator = ctx.coordinator
     names = req.subscribed_topic_names

@@ -18,13 +18,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.apis.describe_acls import enum_of
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import CreateAclsRequest, CreateAclsResponse
 from kop.security.acl import AclBinding, AclOperation, AclPermissionType, PatternType, ResourceType
 
 API_KEY = 30
@@ -32,16 +30,16 @@ VERSIONS = (1, 3)
 NO_AUTHORIZER = "No Authorizer is configured."  # Kafka's controller words it so (DescribeAcls differs)
 
 
-def _binding(c: Any) -> AclBinding:
+def _binding(c: CreateAclsRequest.AclCreation) -> AclBinding:
     return AclBinding.of(enum_of(ResourceType, c.resource_type), c.resource_name,
                          enum_of(PatternType, c.resource_pattern_type), c.principal, c.host,
                          enum_of(AclOperation, c.operation), enum_of(AclPermissionType, c.permission_type))
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: CreateAclsRequest) -> CreateAclsResponse | None:
+    R = CreateAclsResponse
 
-    def every(code: ErrorCode, message: str) -> Any:
+    def every(code: ErrorCode, message: str) -> CreateAclsResponse:
         return R(throttle_time_ms=0, results=[R.AclCreationResult(error_code=code, error_message=message)
                                               for _ in req.creations])
 

@@ -6,23 +6,22 @@ assignments may only name this broker. validate_only checks without changing any
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 from kop.topics.manager import TopicError
 
 API_KEY = 37
 VERSIONS = (0, 3)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: CreatePartitionsRequest) -> CreatePartitionsResponse:
+    R = CreatePartitionsResponse
     out = []
     for t in req.topics:
-        def res(err: int, msg: str | None = None, t: Any = t) -> Any:
+        def res(err: int, msg: str | None = None, t: CreatePartitionsRequest.CreatePartitionsTopic = t
+                ) -> CreatePartitionsResponse.CreatePartitionsTopicResult:
             return R.CreatePartitionsTopicResult(name=t.name, error_code=err, error_message=msg)
 
         if not authorize.topic_allowed(ctx, authorize.Op.ALTER, t.name):

@@ -15,13 +15,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from kop.config import BrokerConfig
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
-from kop.topics.manager import TopicError
+from kop.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
+from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName
 from kop.topics.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
 
@@ -30,9 +29,9 @@ VERSIONS = (2, 7)
 ZERO_UUID = b"\0" * 16
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: CreateTopicsRequest) -> CreateTopicsResponse:
     h = ctx.handler
-    R = api_info(API_KEY).response_class
+    R = CreateTopicsResponse
     topics_mgr = h.service.topics
     results = []
     seen: dict[str, int] = {}
@@ -40,7 +39,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         seen[t.name] = seen.get(t.name, 0) + 1
     may_create = authorize.cluster_allowed(ctx, authorize.Op.CREATE)  # else CREATE per topic
     for t in req.topics:
-        def fail(error: str, message: str, t: Any = t) -> Any:
+        def fail(error: str, message: str, t: CreateTopicsRequest.CreatableTopic = t
+                 ) -> CreateTopicsResponse.CreatableTopicResult:
             return R.CreatableTopicResult(
                 name=t.name, topic_id=ZERO_UUID, error_code=ErrorCode[error], error_message=message,
                 num_partitions=-1, replication_factor=-1, configs=[],
@@ -101,7 +101,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return R(throttle_time_ms=0, topics=results)
 
 
-def _created(R: Any, name: str, topic: Any, cfg: Any, show_configs: bool) -> Any:
+def _created(R: type[CreateTopicsResponse], name: str, topic: Topic, cfg: BrokerConfig, show_configs: bool
+             ) -> CreateTopicsResponse.CreatableTopicResult:
     """A created topic's answer; without DESCRIBE_CONFIGS on it, its configs are withheld and
     topic_config_error_code says why (Kafka's controller does the same)."""
     return R.CreatableTopicResult(

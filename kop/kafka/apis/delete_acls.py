@@ -10,23 +10,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.apis.create_acls import NO_AUTHORIZER
 from kop.kafka.apis.describe_acls import binding_filter
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DeleteAclsRequest, DeleteAclsResponse
 
 API_KEY = 31
 VERSIONS = (1, 3)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DeleteAclsRequest) -> DeleteAclsResponse | None:
+    R = DeleteAclsResponse
 
-    def every(code: ErrorCode, message: str) -> Any:
+    def every(code: ErrorCode, message: str) -> DeleteAclsResponse:
         return R(throttle_time_ms=0, filter_results=[
             R.DeleteAclsFilterResult(error_code=code, error_message=message, matching_acls=[]) for _ in req.filters])
 

@@ -9,19 +9,17 @@ deleted the same way, all its records tombstoned in Kafka's order (the group epo
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
 API_KEY = 42
 VERSIONS = (0, 2)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    R = DeleteGroupsResponse
     coordinator = ctx.coordinator
     denied = {g for g in req.groups_names if not authorize.group_allowed(ctx, authorize.Op.DELETE, g)}
     names = ctx.names  # the coordinator knows groups by their global ids; answered as asked

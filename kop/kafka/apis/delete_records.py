@@ -7,26 +7,25 @@ low watermark (log start offset). A fetch below it then gets OFFSET_OUT_OF_RANGE
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
 API_KEY = 21
 VERSIONS = (0, 2)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DeleteRecordsRequest) -> DeleteRecordsResponse:
+    R = DeleteRecordsResponse
     out = []
     denied = authorize.denied_topics(ctx, authorize.Op.DELETE, (t.name for t in req.topics))
     for t in req.topics:
         topic = await ctx.find_topic(t.name) if t.name not in denied else None
         parts = []
         for p in t.partitions:
-            def res(err: int, low: int = -1, p: Any = p) -> Any:
+            def res(err: int, low: int = -1, p: DeleteRecordsRequest.DeleteRecordsPartition = p
+                    ) -> DeleteRecordsResponse.DeleteRecordsPartitionResult:
                 return R.DeleteRecordsPartitionResult(partition_index=p.partition_index, low_watermark=low, error_code=err)
 
             if t.name in denied:

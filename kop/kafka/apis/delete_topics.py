@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
-from kop.topics.manager import TopicError
+from kop.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
+from kop.topics.manager import Topic, TopicError
 
 API_KEY = 20
 VERSIONS = (1, 6)
@@ -30,25 +29,26 @@ ZERO_UUID = b"\0" * 16
 DEFAULT_WAIT_SECONDS = 30.0  # timeout_ms <= 0: wait as long as a Kafka client waits for any request
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     # A request the broker has read is carried out even if its connection closes meanwhile (the connection
     # cancels its requests' tasks): the shielded task still looks the topics up and starts their deletions.
     return await asyncio.shield(asyncio.ensure_future(_delete_topics(ctx, req)))
 
 
-async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def _delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
+    R = DeleteTopicsResponse
     mgr = ctx.topics
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names]
     out = []
-    started: list[tuple[int, Any, asyncio.Task[None]]] = []  # (index in out, topic, its deletion)
+    started: list[tuple[int, Topic, asyncio.Task[None]]] = []  # (index in out, topic, its deletion)
     names = Counter(n for n, _ in wanted if n is not None)
     ids = Counter(t for n, t in wanted if n is None)
     for name, topic_id in wanted:
-        def res(err: int, msg: str | None = None, tid: bytes = ZERO_UUID, name: Any = name) -> Any:
+        def res(err: int, msg: str | None = None, tid: bytes = ZERO_UUID, name: str | None = name
+                ) -> DeleteTopicsResponse.DeletableTopicResult:
             return R.DeletableTopicResult(name=name, topic_id=tid, error_code=err, error_message=msg)
 
         if (names[name] if name is not None else ids[topic_id]) > 1:  # Kafka answers each copy so
@@ -63,12 +63,12 @@ async def _delete_topics(ctx: RequestContext, req: Any) -> Any:
             name = ctx.names.kafka_name(topic.name)
             if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
                     not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
-                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29], topic_id))
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED], topic_id))
                 continue
         else:
             if not authorize.topic_allowed(ctx, authorize.Op.DESCRIBE, name) or \
                     not authorize.topic_allowed(ctx, authorize.Op.DELETE, name):
-                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[29]))
+                out.append(res(ErrorCode.TOPIC_AUTHORIZATION_FAILED, authorize.MESSAGES[ErrorCode.TOPIC_AUTHORIZATION_FAILED]))
                 continue
             try:
                 topic = await ctx.lookup_topic(name, auto_create=False)

@@ -14,12 +14,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from enum import IntEnum
+from typing import TypeVar
 
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DeleteAclsRequest, DescribeAclsRequest, DescribeAclsResponse
 from kop.security.acl import (
     AccessControlEntryFilter,
     AclBindingFilter,
@@ -36,15 +37,18 @@ VERSIONS = (1, 3)
 NO_AUTHORIZER = "No Authorizer is configured on the broker"  # Kafka's words
 
 
-def enum_of(cls: Any, code: int) -> Any:
+_Enum = TypeVar("_Enum", bound=IntEnum)
+
+
+def enum_of(cls: type[_Enum], code: int) -> _Enum:
     """Kafka's fromCode: a code it does not know is UNKNOWN."""
     try:
         return cls(code)
     except ValueError:
-        return cls.UNKNOWN
+        return cls["UNKNOWN"]
 
 
-def binding_filter(f: Any) -> AclBindingFilter:
+def binding_filter(f: DescribeAclsRequest | DeleteAclsRequest.DeleteAclsFilter) -> AclBindingFilter:
     """A DescribeAcls request or a DeleteAcls filter as the authorizer's filter."""
     return AclBindingFilter(
         ResourcePatternFilter(enum_of(ResourceType, f.resource_type_filter), f.resource_name_filter,
@@ -53,10 +57,10 @@ def binding_filter(f: Any) -> AclBindingFilter:
                                  enum_of(AclPermissionType, f.permission_type)))
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeAclsRequest) -> DescribeAclsResponse | None:
+    R = DescribeAclsResponse
 
-    def error(code: ErrorCode, message: str) -> Any:
+    def error(code: ErrorCode, message: str) -> DescribeAclsResponse:
         return R(throttle_time_ms=0, error_code=code, error_message=message, resources=[])
 
     if not authorize.cluster_allowed(ctx, authorize.Op.DESCRIBE):

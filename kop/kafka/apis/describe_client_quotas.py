@@ -12,20 +12,18 @@ asks for a user's quotas before its SCRAM credentials and fails on a broker with
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeClientQuotasRequest, DescribeClientQuotasResponse
 
 API_KEY = 48
 VERSIONS = (0, 1)
 ENTITY_TYPES = ("user", "client-id", "ip")
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeClientQuotasRequest) -> DescribeClientQuotasResponse:
+    R = DescribeClientQuotasResponse
     if not authorize.cluster_allowed(ctx, authorize.Op.DESCRIBE_CONFIGS):
         return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None,
                  entries=None)

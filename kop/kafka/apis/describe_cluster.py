@@ -11,19 +11,17 @@ ACLs the allowed ones, or 0 without DESCRIBE on the cluster (never an error), as
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
 API_KEY = 60
 VERSIONS = (0, 1)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
+    R = DescribeClusterResponse
     h = ctx.handler
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type != 1:

@@ -10,8 +10,6 @@ configs need the truth. BROKER_LOGGER and other resource types get INVALID_REQUE
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.apis.configs_common import (
     BROKER_SOURCE,
@@ -22,21 +20,22 @@ from kop.kafka.apis.configs_common import (
     topic_entries,
 )
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeConfigsRequest, DescribeConfigsResponse
 from kop.topics.manager import TopicError
 
 API_KEY = 32
 VERSIONS = (1, 4)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
     h = ctx.handler
-    R = api_info(API_KEY).response_class
+    R = DescribeConfigsResponse
     cfg = h.config
     results = []
     for res in req.resources:
-        def result(err: int, msg: str | None, configs: list[Any], res: Any = res) -> Any:
+        def result(err: int, msg: str | None, configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult],
+                   res: DescribeConfigsRequest.DescribeConfigsResource = res) -> DescribeConfigsResponse.DescribeConfigsResult:
             return R.DescribeConfigsResult(
                 error_code=err, error_message=msg, resource_type=res.resource_type,
                 resource_name=res.resource_name, configs=configs,

@@ -12,12 +12,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 API_KEY = 15
 VERSIONS = (0, 6)
@@ -25,8 +23,8 @@ VERSIONS = (0, 6)
 NOT_REQUESTED = -2147483648
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    R = DescribeGroupsResponse
     v = ctx.version
     coordinator = ctx.coordinator
     asked = v >= 3 and bool(req.include_authorized_operations)

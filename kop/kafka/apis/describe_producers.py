@@ -13,19 +13,18 @@ coordinator epoch, and the first offset of the producer's open transaction (-1 w
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.authorize import MESSAGES, Op, denied_topics
 from kop.kafka.context import PartitionError, RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
+from kop.topics.manager import Topic
 
 API_KEY = 61
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeProducersRequest) -> DescribeProducersResponse:
+    R = DescribeProducersResponse
     topics = []
     denied = denied_topics(ctx, Op.READ, (t.name for t in req.topics))
     for t in req.topics:
@@ -42,7 +41,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def _partition(ctx: RequestContext, R: Any, topic: Any, index: int) -> Any:
+async def _partition(ctx: RequestContext, R: type[DescribeProducersResponse], topic: Topic | None, index: int
+                     ) -> DescribeProducersResponse.PartitionResponse:
     P = R.TopicResponse.PartitionResponse
     try:
         plog = await ctx.partition_log(topic, index)

@@ -12,20 +12,18 @@ left out of the answer.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.txn_common import transactions
 from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed, denied_topics
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 API_KEY = 65
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeTransactionsRequest) -> DescribeTransactionsResponse:
+    R = DescribeTransactionsResponse
     txns = transactions(ctx)
     out = []
     for tid in req.transactional_ids:

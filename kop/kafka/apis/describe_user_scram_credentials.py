@@ -9,20 +9,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse
 from kop.security.scram_admin import describe_user_scram_credentials
 
 API_KEY = 50
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: DescribeUserScramCredentialsRequest) -> DescribeUserScramCredentialsResponse:
+    R = DescribeUserScramCredentialsResponse
     if not authorize.cluster_allowed(ctx, authorize.Op.DESCRIBE):
         # Kafka's answer: the error at the top and once per requested user, its name left empty
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED

@@ -15,20 +15,18 @@ Authorization: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATIO
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.txn_common import fenced_for, transactions
 from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import EndTxnRequest, EndTxnResponse
 
 API_KEY = 26
 VERSIONS = (0, 4)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
+    R = EndTxnResponse
     if not allowed(ctx, Op.WRITE, TRANSACTIONAL_ID, req.transactional_id):
         return R(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     txns = transactions(ctx)

@@ -38,18 +38,30 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
-from kop.kafka.fetch_sessions import FINAL_EPOCH, CachedPartition, FetchContext
+from kop.kafka.fetch_sessions import CachedPartition, FetchContext
 from kop.offset.api import OffsetOutOfRange
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import FetchRequest, FetchResponse
 from kop.storage.api import StorageError
+
+if TYPE_CHECKING:
+    from kop.kafka.connection import KafkaConnection
+    from kop.metrics import BrokerMetrics, PartitionCounters
+    from kop.offset.api import PartitionLog
+    from kop.offset.cursor_cache import CursorCache
+    from kop.protocol.messages import Records
+    from kop.topics.manager import Topic
 
 API_KEY = 1
 VERSIONS = (4, 12)
+
+_PartitionData = FetchResponse.PartitionData
+#: bytes, records and batches a pass sent for one partition's counters
+_Sent = tuple["PartitionCounters | None", int, int, int]
 
 _OFFSET = struct.Struct(">q")
 _RECORDS_COUNT = struct.Struct(">i")  # at byte 57 of a v2 batch
@@ -64,30 +76,30 @@ class _Part:
         self.fetch_offset = fetch_offset
         self.max_bytes = max_bytes
         self.epoch = epoch
-        self.topic: Any = None
-        self.plog: Any = None
+        self.topic: Topic | None = None
+        self.plog: PartitionLog | None = None
         self.ledger = ""
         self.error = 0
         self.message: str | None = None
-        self.counters: Any = None  # kop.metrics.PartitionCounters
+        self.counters: PartitionCounters | None = None
         self.seen_hw = -1  # the high watermark when the last pass read this partition
         self.known: CachedPartition | None = None  # incremental fetch: what the session's client was told
 
 
-async def handle(request: RequestContext, req: Any) -> Any:
+async def handle(request: RequestContext, req: FetchRequest) -> FetchResponse:
     conn, h = request.conn, request.handler  # (`ctx` below is the fetch session's context)
-    R = api_info(API_KEY).response_class
+    R = FetchResponse
     if req.replica_id >= 0:
         return R(throttle_time_ms=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, session_id=0, responses=[])
     ctx = h.fetch_sessions.begin(
-        request.version, getattr(req, "session_id", 0), getattr(req, "session_epoch", FINAL_EPOCH),
+        request.version, req.session_id, req.session_epoch,
         ((ft.topic, ((fp.partition, fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch)
                      for fp in ft.partitions)) for ft in req.topics),
-        ((ft.topic, ft.partitions) for ft in (getattr(req, "forgotten_topics_data", None) or ())),
+        ((ft.topic, ft.partitions) for ft in req.forgotten_topics_data),
     )
     if ctx.error:
         return R(throttle_time_ms=0, error_code=ctx.error, session_id=0, responses=[])
-    committed = getattr(req, "isolation_level", 0) == 1
+    committed = req.isolation_level == 1
     plan = await _plan(request, ctx, committed)
 
     max_wait = min(max(req.max_wait_ms, 0), h.config.fetchMaxWaitCapMs) / 1000
@@ -98,7 +110,7 @@ async def handle(request: RequestContext, req: Any) -> Any:
         total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics,
                                                  [] if committed else None)
         remaining = deadline - loop.time()
-        live = [p for _, parts in plan for p in parts if p.plog is not None and not p.error]
+        live = [(p, plog) for _, parts in plan for p in parts if (plog := p.plog) is not None and not p.error]
         if total >= req.min_bytes or remaining <= 0 or not live or h.draining:
             _count_sent(sent)
             conn.hold(total)
@@ -110,14 +122,14 @@ async def handle(request: RequestContext, req: Any) -> Any:
         # while the pass was reading would be missed, so: register, then compare each high watermark with
         # the one the pass saw - any move means read again now, as a woken wait would.
         wake: asyncio.Future[None] = loop.create_future()
-        for p in live:
-            p.plog.add_append_waiter(wake)
+        for _, plog in live:
+            plog.add_append_waiter(wake)
         try:
-            if wake.done() or any(p.plog.high_watermark != p.seen_hw for p in live):
+            if wake.done() or any(plog.high_watermark != p.seen_hw for p, plog in live):
                 continue
             # This pass is discarded: hold nothing while the long poll waits (a waiting fetch that kept its
             # batches referenced would pin up to max_bytes each, and a client may pipeline many).
-            responses = sent = None  # type: ignore[assignment]
+            del responses, sent
             conn.hold(0)
             metrics.waiting_fetches += 1
             timer = loop.call_later(remaining, _wake, wake)
@@ -127,16 +139,16 @@ async def handle(request: RequestContext, req: Any) -> Any:
                 timer.cancel()
                 metrics.waiting_fetches -= 1
         finally:
-            for p in live:
-                p.plog.discard_append_waiter(wake)
+            for _, plog in live:
+                plog.discard_append_waiter(wake)
 
 
-async def _plan(request: RequestContext, ctx: Any, committed: bool) -> list[tuple[str, list[_Part]]]:
+async def _plan(request: RequestContext, ctx: FetchContext, committed: bool) -> list[tuple[str, list[_Part]]]:
     """Each asked partition resolved once per fetch: READ authorized, topic and log found (their errors kept
     per partition), and, for read_committed, the LSO and aborted index loaded."""
     h = request.handler
     plan: list[tuple[str, list[_Part]]] = []
-    topics: dict[str, Any] = {}  # a session's order may list a topic more than once
+    topics: dict[str, Topic | None] = {}  # a session's order may list a topic more than once
     denied = authorize.denied_topics(request, authorize.Op.READ, (name for name, _ in ctx.partitions))
     for name, listed in ctx.partitions:
         parts = [_Part(*fp) for fp in listed]
@@ -154,14 +166,15 @@ async def _plan(request: RequestContext, ctx: Any, committed: bool) -> list[tupl
             topic = topics[name] = await request.find_topic(name)
         for p in parts:
             try:
-                p.plog = await request.partition_log(topic, p.index, p.epoch)
+                plog = p.plog = await request.partition_log(topic, p.index, p.epoch)
                 if committed:
-                    await p.plog.load_transactions()  # the LSO and the aborted index
+                    await plog.load_transactions()  # the LSO and the aborted index
             except PartitionError as e:
                 p.error = e.code
                 continue
+            assert topic is not None  # partition_log refuses a missing topic
             p.topic = topic
-            p.ledger = p.plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
+            p.ledger = plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((name, parts))
     return plan
@@ -172,18 +185,19 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def _answer(R: Any, ctx: FetchContext, results: list[tuple[str, list[Any]]]) -> Any:
+def _answer(R: type[FetchResponse], ctx: FetchContext, results: list[tuple[str, list[_PartitionData]]]
+            ) -> FetchResponse:
     if ctx.session_id:
         results = ctx.answer(results, partition_of=_partition_of, must_answer=_must_answer)
     return R(throttle_time_ms=0, error_code=0, session_id=ctx.session_id,
              responses=[R.FetchableTopicResponse(topic=name, partitions=presps) for name, presps in results])
 
 
-def _partition_of(r: Any) -> int:
+def _partition_of(r: _PartitionData) -> int:
     return r.partition_index
 
 
-def _must_answer(r: Any, cached: CachedPartition) -> bool:
+def _must_answer(r: _PartitionData, cached: CachedPartition) -> bool:
     """KIP-227: whether a session's client must hear about this partition (and what it now knows)."""
     changed = (r.error_code != 0 or bool(r.records) or r.high_watermark != cached.high_watermark
                or r.log_start_offset != cached.log_start_offset)
@@ -192,22 +206,24 @@ def _must_answer(r: Any, cached: CachedPartition) -> bool:
     return changed
 
 
-def _count_sent(sent: list[tuple[Any, int, int, int]]) -> None:
+def _count_sent(sent: list[_Sent]) -> None:
     """Bytes/records out are counted for the pass that is answered, not for passes a long poll discarded."""
     for counters, nbytes, nrecords, nbatches in sent:
+        if counters is None:  # never: a partition that was read has its counters
+            continue
         counters.bytes_out += nbytes
         counters.records_out += nrecords
         counters.batches_out += nbatches
 
 
-async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], response_max: int,
-                    metrics: Any, aborted: list[Any] | None,
-                    ) -> tuple[int, list[tuple[str, list[Any]]], list[tuple[Any, int, int, int]]]:
+async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tuple[str, list[_Part]]],
+                    response_max: int, metrics: BrokerMetrics, aborted: list[FetchResponse.AbortedTransaction] | None,
+                    ) -> tuple[int, list[tuple[str, list[_PartitionData]]], list[_Sent]]:
     await conn.fetch_room(response_max)  # back-pressure: a client that does not read its answers gets no more data read
     started = time.monotonic()
     total = 0
     responses = []
-    sent: list[tuple[Any, int, int, int]] = []
+    sent: list[_Sent] = []
     cache = conn.cursor_cache
     for topic_name, parts in plan:
         presps = []
@@ -216,6 +232,7 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 presps.append(_error(R, p.index, p.error))
                 continue
             plog = p.plog
+            assert plog is not None  # a partition without an error has its log
             hw = p.seen_hw = plog.high_watermark
             if aborted is not None and p.fetch_offset < hw:
                 presp, size = await _read_committed(R, p, plog, hw, max(response_max - total, 0), total == 0,
@@ -237,7 +254,7 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
                 ))
                 continue
             budget = min(p.max_bytes, max(response_max - total, 0))
-            records: list[Any] = []
+            records: list[bytes | memoryview] = []
             try:
                 hint = cache.get(p.ledger, p.fetch_offset)
                 res = await plog.read(p.fetch_offset, budget, hint=hint, min_one=(total == 0))
@@ -274,14 +291,14 @@ async def _read_all(conn: Any, R: Any, plan: list[tuple[str, list[_Part]]], resp
     return total, responses, sent
 
 
-async def _read_committed(R: Any, p: _Part, plog: Any, hw: int, response_left: int, first: bool, cache: Any,
-                          sent: list[tuple[Any, int, int, int]]) -> tuple[Any, int]:
+async def _read_committed(R: type[FetchResponse], p: _Part, plog: PartitionLog, hw: int, response_left: int,
+                          first: bool, cache: CursorCache, sent: list[_Sent]) -> tuple[_PartitionData, int]:
     """One partition of a READ_COMMITTED fetch below the high watermark: the batches below the last
     stable offset and the aborted transactions among them; (partition data, bytes returned)."""
     lso = plog.last_stable_offset
     log_start = plog.log_start_offset
 
-    def answer(records: Any, aborted: list[Any]) -> Any:
+    def answer(records: Records, aborted: list[FetchResponse.AbortedTransaction]) -> _PartitionData:
         return R.PartitionData(
             partition_index=p.index, error_code=0, high_watermark=hw, last_stable_offset=lso,
             log_start_offset=log_start, aborted_transactions=aborted, preferred_read_replica=-1, records=records)
@@ -307,7 +324,7 @@ async def _read_committed(R: Any, p: _Part, plog: Any, hw: int, response_left: i
         cache.put(p.ledger, res.next_offset, res.next_position)
     if not batches:
         return answer(b"", []), 0
-    records: list[Any] = []
+    records: list[bytes | memoryview] = []
     size = count = 0
     for fb in batches:
         records.append(_OFFSET.pack(fb.base_offset))
@@ -320,7 +337,7 @@ async def _read_committed(R: Any, p: _Part, plog: Any, hw: int, response_left: i
     return answer(records, aborted), size
 
 
-def _out_of_range(R: Any, index: int) -> Any:
+def _out_of_range(R: type[FetchResponse], index: int) -> _PartitionData:
     return R.PartitionData(
         partition_index=index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1,
         last_stable_offset=-1, log_start_offset=-1, aborted_transactions=None,
@@ -328,7 +345,7 @@ def _out_of_range(R: Any, index: int) -> Any:
     )
 
 
-def _error(R: Any, index: int, code: int) -> Any:
+def _error(R: type[FetchResponse], index: int, code: int) -> _PartitionData:
     return R.PartitionData(
         partition_index=index, error_code=code, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
         aborted_transactions=[], preferred_read_replica=-1, records=b"",

@@ -22,13 +22,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Protocol
 
 from kop.kafka import authorize
 from kop.kafka.apis.metadata import METADATA_OWNER_WAIT
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
+
+if TYPE_CHECKING:
+    from kop.kafka.handler import Node
+    from kop.topics.manager import Topic
 
 API_KEY = 10
 VERSIONS = (0, 6)
@@ -36,14 +40,25 @@ VERSIONS = (0, 6)
 GROUP, TRANSACTION, SHARE = 0, 1, 2
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+class _Coordinator(Protocol):
+    """What this API asks of the group and the transaction coordinator."""
+
+    topic: Topic | None  # its internal topic, once loaded
+
+    @property
+    def available(self) -> bool: ...
+
+    def partition_of(self, key: str) -> int: ...
+
+
+async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    R = FindCoordinatorResponse
     h = ctx.handler
     node = h.node_for(ctx.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP
-    coordinator: Any = ctx.coordinator if key_type == GROUP else ctx.services.transactions
+    coordinator: _Coordinator | None = ctx.coordinator if key_type == GROUP else ctx.services.transactions
     keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
-    owners: dict[str, Any] = {}  # key -> coordinator node (cluster mode)
+    owners: dict[str, Node | None] = {}  # key -> coordinator node (cluster mode)
     own = ctx.services.ownership
     if key_type in (GROUP, TRANSACTION) and own.clustered and coordinator is not None and coordinator.topic is not None:
         topic = coordinator.topic
@@ -61,7 +76,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                  METADATA_OWNER_WAIT)
             locate()
 
-    def answer(key: str) -> tuple[int, str, Any]:
+    def answer(key: str) -> tuple[int, str, Node | None]:
         """(error, message, coordinator node) for one key."""
         refused = authorize.coordinator_refused(ctx, key_type, key)
         if refused is not None:

@@ -11,19 +11,17 @@ released; a consumer-protocol member's id is UNKNOWN_MEMBER_ID here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import HeartbeatRequest, HeartbeatResponse
 
 API_KEY = 12
 VERSIONS = (0, 4)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
+    R = HeartbeatResponse
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED)

@@ -8,13 +8,12 @@ Broker configs are static here: altering them gets INVALID_REQUEST.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from kop.config import BrokerConfig
 from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
 from kop.topics.manager import Topic
 from kop.topics.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective
 
@@ -23,7 +22,8 @@ VERSIONS = (0, 1)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply_operations(broker_config: BrokerConfig, topic: Topic, res: Any) -> dict[str, str]:
+def _apply_operations(broker_config: BrokerConfig, topic: Topic,
+                      res: IncrementalAlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
     """The topic's configs after the resource's operations, applied in request order."""
     configs = dict(topic.configs)
     for c in res.configs:
@@ -53,6 +53,6 @@ def _apply_operations(broker_config: BrokerConfig, topic: Topic, res: Any) -> di
     return configs
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    return await alter_topic_resources(ctx, req, api_info(API_KEY).response_class,
+async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
+    return await alter_topic_resources(ctx, req, IncrementalAlterConfigsResponse,
                                        partial(_apply_operations, ctx.config))

@@ -14,21 +14,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.apis.txn_common import fenced_for, transactions
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 API_KEY = 22
 VERSIONS = (0, 5)
 MAX_EPOCH = 32767
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: InitProducerIdRequest) -> InitProducerIdResponse:
+    R = InitProducerIdResponse
     refused = authorize.init_producer_id_refused(ctx, req.transactional_id)
     if refused is not None:
         return R(throttle_time_ms=0, error_code=refused, producer_id=-1, producer_epoch=-1)

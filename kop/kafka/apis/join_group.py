@@ -17,13 +17,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.coordinator.coordinator import JoinRequest
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 API_KEY = 11
 VERSIONS = (0, 9)
@@ -35,8 +33,8 @@ def client_host(peer: str) -> str:
     return "/" + host.strip("[]")
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: JoinGroupRequest) -> JoinGroupResponse:
+    R = JoinGroupResponse
     v = ctx.version
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):

@@ -13,23 +13,22 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
 API_KEY = 13
 VERSIONS = (0, 5)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    R = LeaveGroupResponse
     v = ctx.version
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, members=[])
+    members: list[tuple[str, str | None, str | None]]
     if v < 3:
         members = [(req.member_id, None, None)]
     else:

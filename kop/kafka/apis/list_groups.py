@@ -15,18 +15,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
+from kop.protocol.messages import ListGroupsRequest, ListGroupsResponse
 
 API_KEY = 16
 VERSIONS = (0, 5)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
+    R = ListGroupsResponse
     v = ctx.version
     coordinator = ctx.coordinator
     error, groups = coordinator.list_groups(req.states_filter if v >= 4 else (), req.types_filter if v >= 5 else ())

@@ -14,13 +14,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.context import PartitionError, RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from kop.topics.manager import Topic
 
 API_KEY = 2
@@ -29,8 +27,8 @@ VERSIONS = (1, 8)
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    R = ListOffsetsResponse
     committed = getattr(req, "isolation_level", 0) == 1
     topics = []
     denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.name for t in req.topics))
@@ -48,8 +46,10 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def _one(ctx: RequestContext, R: Any, topic: Topic | None, p: Any, committed: bool) -> Any:
-    def answer(error: int, offset: int = -1, timestamp: int = -1, epoch: int = -1) -> Any:
+async def _one(ctx: RequestContext, R: type[ListOffsetsResponse], topic: Topic | None,
+               p: ListOffsetsRequest.ListOffsetsPartition, committed: bool) -> ListOffsetsResponse.ListOffsetsPartitionResponse:
+    def answer(error: int, offset: int = -1, timestamp: int = -1, epoch: int = -1
+               ) -> ListOffsetsResponse.ListOffsetsPartitionResponse:
         return R.ListOffsetsPartitionResponse(
             partition_index=p.partition_index, error_code=error, timestamp=timestamp, offset=offset,
             leader_epoch=epoch,

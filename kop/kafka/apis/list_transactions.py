@@ -13,20 +13,19 @@ DESCRIBE are listed; the others are left out silently (Kafka's rule, never an er
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from kop.kafka.apis.txn_common import transactions
 from kop.kafka.authorize import TRANSACTIONAL_ID, Op, allowed
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 
 API_KEY = 66
 VERSIONS = (0, 2)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: ListTransactionsRequest) -> ListTransactionsResponse:
+    R = ListTransactionsResponse
     txns = transactions(ctx)
     if txns is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown_state_filters=[],

@@ -41,15 +41,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.authorize import NOT_REQUESTED, Op
 from kop.kafka.context import RequestContext
-from kop.protocol import Encoded, api_info, encode_struct
+from kop.protocol import Encoded, encode_struct
 from kop.protocol.errors import ErrorCode
-from kop.topics.manager import TopicError
+from kop.protocol.messages import MetadataRequest, MetadataResponse
+from kop.topics.manager import Topic, TopicError
+
+if TYPE_CHECKING:
+    from kop.kafka.handler import Node
+    from kop.topics.names import TopicName
+
+_ResponseTopic = MetadataResponse.MetadataResponseTopic
 
 API_KEY = 3
 VERSIONS = (0, 12)
@@ -67,14 +74,14 @@ class TopicEntryCache:
     MAX_BYTES = 64 << 20
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[Any, ...], Encoded] = {}
+        self._entries: dict[tuple[object, ...], Encoded] = {}
         self._bytes = 0
         self._generation = -1
         self.hits = 0
         self.misses = 0
 
-    def entry(self, generation: int, version: int, name: str, topic: Any, leaders: Any, R: Any,
-              leader_of: Any, ops: int = NOT_REQUESTED) -> Encoded:
+    def entry(self, generation: int, version: int, name: str, topic: Topic, leaders: Node | tuple[Node | None, ...],
+              R: type[MetadataResponse], leader_of: Callable[[int], Node | None], ops: int = NOT_REQUESTED) -> Encoded:
         """The entry of `topic` answered as `name`; `leaders` (a Node, or one Node-or-None per partition)
         is the key's view of what `leader_of(partition)` gives."""
         if generation != self._generation:
@@ -101,15 +108,14 @@ class TopicEntryCache:
         return len(self._entries)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
+async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     h = ctx.handler
-    R = api_info(API_KEY).response_class
+    R = MetadataResponse
     node = h.node_for(ctx.listener_name)
     topics_mgr = h.service.topics
     version = ctx.version
-    want_topic_ops = version >= 8 and bool(getattr(req, "include_topic_authorized_operations", False))
-    cluster_ops = authorize.cluster_operations(
-        ctx, 8 <= version <= 10 and bool(getattr(req, "include_cluster_authorized_operations", False)))
+    want_topic_ops = version >= 8 and req.include_topic_authorized_operations
+    cluster_ops = authorize.cluster_operations(ctx, 8 <= version <= 10 and req.include_cluster_authorized_operations)
 
     def ops(name: str | None) -> int:
         return authorize.requested_operations(ctx, want_topic_ops, authorize.TOPIC, name or "")
@@ -120,7 +126,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     cache = h.metadata_cache
     generation = topics_mgr.generation
     if not own.clustered:
-        def only(p: int) -> Any:
+        def only(p: int) -> Node | None:
             return node
 
         return R(
@@ -128,8 +134,8 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             brokers=[R.MetadataResponseBroker(node_id=node.node_id, host=node.host, port=node.port, rack=None)],
             cluster_id=h.service.cluster_id,
             controller_id=node.node_id,
-            topics=[cache.entry(generation, version, x[0], x[1], node, R, only, ops(x[0])) if isinstance(x, tuple)
-                    else x for x in out],
+            topics=_entries([cache.entry(generation, version, x[0], x[1], node, R, only, ops(x[0]))
+                             if isinstance(x, tuple) else x for x in out]),
             cluster_authorized_operations=cluster_ops,
         )
     listener = ctx.listener_name
@@ -137,7 +143,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     if any(h.leader_node(tn, p, listener) is None for tn, p in keys):
         await own.wait_owned(keys, METADATA_OWNER_WAIT)
     brokers = {n.node_id: n for n in h.broker_nodes(listener)}
-    leaders: dict[tuple[Any, int], Any] = {}
+    leaders: dict[tuple[TopicName, int], Node | None] = {}
     for tn, p in keys:
         leader = leaders[(tn, p)] = h.leader_node(tn, p, listener)
         if leader is not None:
@@ -148,27 +154,33 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                  for n in sorted(brokers.values(), key=lambda n: n.node_id)],
         cluster_id=h.service.cluster_id,
         controller_id=own.controller_id,
-        topics=[_cached_entry(cache, generation, version, R, x, leaders, ops(x[0])) if isinstance(x, tuple) else x
-                for x in out],
+        topics=_entries([_cached_entry(cache, generation, version, R, x, leaders, ops(x[0]))
+                         if isinstance(x, tuple) else x for x in out]),
         cluster_authorized_operations=cluster_ops,
     )
 
 
-async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[str | None], int]) -> list[Any]:
+def _entries(topics: list[Encoded | _ResponseTopic]) -> list[_ResponseTopic]:
+    """The answer's topics: an element already encoded goes out as it is (kop/protocol/codegen.py)."""
+    return cast("list[MetadataResponse.MetadataResponseTopic]", topics)
+
+
+async def _resolve_topics(ctx: RequestContext, req: MetadataRequest, R: type[MetadataResponse],
+                          ops: Callable[[str | None], int]) -> list[_ResponseTopic | tuple[str, Topic]]:
     """In request order: error answers, and (name as asked, topic) for topics answered with partitions."""
     h = ctx.handler
     topics_mgr = h.service.topics
-    out: list[Any] = []
+    out: list[_ResponseTopic | tuple[str, Topic]] = []
     secured = authorize.authorizer(ctx) is not None
     names = ctx.names
     if req.topics is None or (ctx.version == 0 and not req.topics):
         listed = topics_mgr.all() if names.default else \
             [t for t in topics_mgr.all() if t.internal or names.owns(t.name)]
-        for name, topic in sorted((names.kafka_name(t.name), t) for t in listed):
-            if not secured or authorize.topic_allowed(ctx, Op.DESCRIBE, name):  # others are silently left out
-                out.append((name, topic))
+        for kafka_name, listed_topic in sorted((names.kafka_name(t.name), t) for t in listed):
+            if not secured or authorize.topic_allowed(ctx, Op.DESCRIBE, kafka_name):  # others are silently left out
+                out.append((kafka_name, listed_topic))
     else:
-        allow = getattr(req, "allow_auto_topic_creation", True) if ctx.version >= 4 else True
+        allow = req.allow_auto_topic_creation if ctx.version >= 4 else True
         for rt in req.topics:
             name = rt.name
             if name is None and ctx.version < 12:
@@ -218,7 +230,7 @@ async def _resolve_topics(ctx: RequestContext, req: Any, R: Any, ops: Callable[[
     return out
 
 
-def _denied(R: Any, name: str | None, topic_id: bytes) -> Any:
+def _denied(R: type[MetadataResponse], name: str | None, topic_id: bytes) -> _ResponseTopic:
     """A topic the principal may not describe (or auto-create): Kafka answers no authorized operations."""
     return R.MetadataResponseTopic(
         error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, topic_id=topic_id, is_internal=False,
@@ -226,14 +238,15 @@ def _denied(R: Any, name: str | None, topic_id: bytes) -> Any:
     )
 
 
-def _cached_entry(cache: TopicEntryCache, generation: int, version: int, R: Any, x: tuple[str, Any],
-                  leaders: dict[tuple[Any, int], Any], ops: int) -> Encoded:
+def _cached_entry(cache: TopicEntryCache, generation: int, version: int, R: type[MetadataResponse],
+                  x: tuple[str, Topic], leaders: dict[tuple[TopicName, int], Node | None], ops: int) -> Encoded:
     name, topic = x
     per_partition = tuple(leaders[(topic.name, p)] for p in range(topic.partitions))
     return cache.entry(generation, version, name, topic, per_partition, R, per_partition.__getitem__, ops)
 
 
-def _topic(R: Any, name: str, topic: Any, leader_of: Any, ops: int = NOT_REQUESTED) -> Any:
+def _topic(R: type[MetadataResponse], name: str, topic: Topic, leader_of: Callable[[int], Node | None],
+           ops: int = NOT_REQUESTED) -> _ResponseTopic:
     parts = []
     for i in range(topic.partitions):
         leader = leader_of(i)

@@ -22,23 +22,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 API_KEY = 8
 VERSIONS = (2, 9)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    R = OffsetCommitResponse
     v = ctx.version
     coordinator = ctx.coordinator
     topics_mgr = ctx.topics
-    plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
+    plan: list[tuple[str, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         denied = {t.name: ErrorCode.GROUP_AUTHORIZATION_FAILED for t in req.topics}
@@ -47,13 +45,13 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
                                ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     for t in req.topics:
         topic = None if t.name in denied else await ctx.find_topic(t.name)
-        parts: list[tuple[int, int | None, str | None]] = []
+        parts: list[tuple[int, int | None, str]] = []
         for p in t.partitions:
             if t.name in denied:
-                parts.append((p.partition_index, denied[t.name], None))
+                parts.append((p.partition_index, denied[t.name], ""))
                 continue
             if topic is None or not 0 <= p.partition_index < topic.partitions:
-                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None))
+                parts.append((p.partition_index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ""))
                 continue
             key = topics_mgr.kafka_name(topic.name)
             parts.append((p.partition_index, None, key))
@@ -70,7 +68,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
         topics=[
             R.OffsetCommitResponseTopic(name=name, partitions=[
                 R.OffsetCommitResponsePartition(
-                    partition_index=index, error_code=err if err is not None else results[(key, index)])  # type: ignore[index]
+                    partition_index=index, error_code=err if err is not None else results[(key, index)])
                 for index, err, key in parts
             ])
             for name, parts in plan

@@ -11,19 +11,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 
 API_KEY = 47
 VERSIONS = (0, 0)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: OffsetDeleteRequest) -> OffsetDeleteResponse:
+    R = OffsetDeleteResponse
     coordinator = ctx.coordinator
     topics_mgr = ctx.topics
     if not authorize.group_allowed(ctx, authorize.Op.DELETE, req.group_id):
@@ -49,12 +47,12 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     error, results = await coordinator.delete_offsets(ctx.names.global_id(req.group_id), [(key, parts) for _, key, parts in wanted])
     if error:
         return R(error_code=error, throttle_time_ms=0, topics=[])
-    topics: dict[str, list[Any]] = {}
+    topics: dict[str, list[OffsetDeleteResponse.OffsetDeleteResponsePartition]] = {}
     for name, key, parts in wanted:
-        for p in parts:
-            if (key, p) in results:
+        for index in parts:
+            if (key, index) in results:
                 topics.setdefault(name, []).append(
-                    R.OffsetDeleteResponsePartition(partition_index=p, error_code=results[(key, p)]))
+                    R.OffsetDeleteResponsePartition(partition_index=index, error_code=results[(key, index)]))
     for name, parts in unknown.items():
         code = ErrorCode.TOPIC_AUTHORIZATION_FAILED if name in denied else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         topics.setdefault(name, []).extend(R.OffsetDeleteResponsePartition(partition_index=p, error_code=code)

@@ -17,19 +17,27 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
+
+if TYPE_CHECKING:
+    from kop.coordinator import GroupCoordinator
 
 API_KEY = 9
 VERSIONS = (1, 9)
 
+#: the topics asked (v0-v7 at the top, v8+ per group), None for all
+_Topics = list[OffsetFetchRequest.OffsetFetchRequestTopic] | list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
+#: (topic name as asked, [(partition, offset, leader epoch, metadata, error)])
+_Rows = list[tuple[str, list[tuple[int, int, int, str, int]]]]
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | None = None, member_epoch: int = -1,
-           require_stable: bool = False) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+
+def _fetch(ctx: RequestContext, group_id: str, topics: _Topics, member_id: str | None = None, member_epoch: int = -1,
+           require_stable: bool = False) -> tuple[int, _Rows]:
     """(group error, [(topic name as asked, [(partition, offset, epoch, metadata, error)])]). With ACLs:
     DESCRIBE on the group, else GROUP_AUTHORIZATION_FAILED; a named topic without DESCRIBE answers its
     partitions TOPIC_AUTHORIZATION_FAILED, and "all topics" leaves such topics out (Kafka). require_stable:
@@ -47,8 +55,8 @@ def _fetch(ctx: RequestContext, group_id: str, topics: Any, member_id: str | Non
     return err, out
 
 
-def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any, member_id: str | None,
-               member_epoch: int) -> tuple[int, list[tuple[str, list[tuple[int, int, int, str, int]]]]]:
+def _fetch_all(ctx: RequestContext, coordinator: GroupCoordinator, group_id: str, topics: _Topics,
+               member_id: str | None, member_epoch: int) -> tuple[int, _Rows]:
     if topics is None:
         err, rows = coordinator.fetch_offsets(group_id, None, member_id, member_epoch)
         by_topic: dict[str, list[tuple[int, int, int, str, int]]] = {}
@@ -56,11 +64,11 @@ def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any
         if not names.default:
             rows = [(names.client_name(r[0]), *r[1:]) for r in rows]
         hidden = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (row[0] for row in rows))
-        for t, p, off, epoch, meta, e in rows:
-            if t not in hidden:
-                by_topic.setdefault(t, []).append((p, off, epoch, meta, e))
+        for tname, p, off, epoch, meta, e in rows:
+            if tname not in hidden:
+                by_topic.setdefault(tname, []).append((p, off, epoch, meta, e))
         return err, list(by_topic.items())
-    out = []
+    out: _Rows = []
     denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.name for t in topics))
     for t in topics:
         if t.name in denied:
@@ -74,8 +82,8 @@ def _fetch_all(ctx: RequestContext, coordinator: Any, group_id: str, topics: Any
     return 0, out
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    R = OffsetFetchResponse
     v = ctx.version
     if v >= 8:
         groups = []

@@ -8,27 +8,26 @@ does in Kafka, and an earlier epoch (none exists) gets epoch -1 / offset -1 (und
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.context import PartitionError, RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 API_KEY = 23
 VERSIONS = (2, 4)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> OffsetForLeaderEpochResponse:
+    R = OffsetForLeaderEpochResponse
     out = []
     denied = authorize.denied_topics(ctx, authorize.Op.DESCRIBE, (t.topic for t in req.topics))
     for t in req.topics:
         topic = None if t.topic in denied else await ctx.find_topic(t.topic)
         parts = []
         for p in t.partitions:
-            def res(err: int, epoch: int = -1, end: int = -1, p: Any = p) -> Any:
+            def res(err: int, epoch: int = -1, end: int = -1, p: OffsetForLeaderEpochRequest.OffsetForLeaderPartition = p
+                    ) -> OffsetForLeaderEpochResponse.EpochEndOffset:
                 return R.EpochEndOffset(error_code=err, partition=p.partition, leader_epoch=epoch, end_offset=end)
 
             if t.topic in denied:

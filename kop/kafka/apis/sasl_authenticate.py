@@ -10,18 +10,16 @@ ILLEGAL_SASL_STATE (and a close before authentication).
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse
 
 API_KEY = 36
 VERSIONS = (0, 2)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, request: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+    R = SaslAuthenticateResponse
     sasl = ctx.conn.sasl
     if sasl is None:
         return R(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message="SASL is not enabled on this listener",

@@ -11,18 +11,16 @@ On a listener without SASL: ILLEGAL_SASL_STATE, as Kafka answers (and ApiVersion
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import SaslHandshakeRequest, SaslHandshakeResponse
 
 API_KEY = 17
 VERSIONS = (0, 1)
 
 
-async def handle(ctx: RequestContext, request: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
+    R = SaslHandshakeResponse
     sasl = ctx.conn.sasl
     if sasl is None:
         return R(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])

@@ -18,19 +18,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import SyncGroupRequest, SyncGroupResponse
 
 API_KEY = 14
 VERSIONS = (0, 5)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: SyncGroupRequest) -> SyncGroupResponse:
+    R = SyncGroupResponse
     v = ctx.version
     coordinator = ctx.coordinator
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):

@@ -19,13 +19,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from kop.kafka.apis.txn_common import transactions
 from kop.kafka.authorize import Op, denied_topics, txn_group_refused
 from kop.kafka.context import RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 API_KEY = 28
 VERSIONS = (0, 4)
@@ -34,7 +32,7 @@ _RETRIABLE = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT
               E.CONCURRENT_TRANSACTIONS)
 
 
-def _verify(ctx: RequestContext, req: Any, transactional_id: str, group_id: str) -> int:
+def _verify(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_id: str, group_id: str) -> int:
     """0 when the group's offsets partition is in the producer's open transaction (or the id is
     coordinated elsewhere), else the error of every partition. The ids are the coordinators' (global)."""
     txns = transactions(ctx)
@@ -55,8 +53,8 @@ def _verify(ctx: RequestContext, req: Any, transactional_id: str, group_id: str)
     return 0
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
+    R = TxnOffsetCommitResponse
     v = ctx.version
     refused = txn_group_refused(ctx, req.transactional_id, req.group_id)
     if refused is not None:
@@ -64,17 +62,17 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
             R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=refused)
             for p in t.partitions]) for t in req.topics])
     denied = denied_topics(ctx, Op.READ, (t.name for t in req.topics))
-    plan: list[tuple[str, list[tuple[int, int | None, str | None]]]] = []
+    plan: list[tuple[str, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
     for t in req.topics:
         if t.name in denied:
-            plan.append((t.name, [(p.partition_index, E.TOPIC_AUTHORIZATION_FAILED, None) for p in t.partitions]))
+            plan.append((t.name, [(p.partition_index, E.TOPIC_AUTHORIZATION_FAILED, "") for p in t.partitions]))
             continue
         topic = await ctx.find_topic(t.name)
-        parts: list[tuple[int, int | None, str | None]] = []
+        parts: list[tuple[int, int | None, str]] = []
         for p in t.partitions:
             if topic is None or not 0 <= p.partition_index < topic.partitions:
-                parts.append((p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION, None))
+                parts.append((p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION, ""))
                 continue
             key = ctx.topics.kafka_name(topic.name)
             parts.append((p.partition_index, None, key))
@@ -97,6 +95,6 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return R(throttle_time_ms=0, topics=[
         R.TxnOffsetCommitResponseTopic(name=name, partitions=[
             R.TxnOffsetCommitResponsePartition(
-                partition_index=index, error_code=err if err is not None else results[(key, index)])  # type: ignore[index]
+                partition_index=index, error_code=err if err is not None else results[(key, index)])
             for index, err, key in parts])
         for name, parts in plan])

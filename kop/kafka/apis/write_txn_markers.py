@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from kop.kafka.authorize import txn_marker_writer_allowed
 from kop.kafka.context import PartitionError, RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from kop.topics.manager import Topic
 from kop.topics.names import OFFSETS_TOPIC
 from kop.topics.write_rules import AppendRefused
 
@@ -38,8 +38,8 @@ API_KEY = 27
 VERSIONS = (1, 1)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+    R = WriteTxnMarkersResponse
     results = []
     may_write = txn_marker_writer_allowed(ctx)
     for m in req.markers:
@@ -62,7 +62,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return R(markers=results)
 
 
-async def _write(ctx: RequestContext, topic: Any, name: str, partition: int, producer_id: int, epoch: int,
+async def _write(ctx: RequestContext, topic: Topic | None, name: str, partition: int, producer_id: int, epoch: int,
                  commit: bool, coordinator_epoch: int) -> int:
     try:
         if topic is None or not 0 <= partition < topic.partitions:

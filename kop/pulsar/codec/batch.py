@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import Any
+from typing import cast
 
 from google.protobuf.message import DecodeError
+
+from kop.protocol.compression import BytesLike
 
 from . import compression
 from .commands import pb
@@ -35,12 +37,13 @@ def is_batch(metadata: pb.MessageMetadata) -> bool:
     return metadata.HasField("num_messages_in_batch")
 
 
-def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata, memoryview]]:
-    """Split an uncompressed batch payload into ``count`` (metadata, payload slice) pairs."""
+def decode_batch(data: BytesLike, count: int) -> list[tuple[pb.SingleMessageMetadata | None, BytesLike]]:
+    """Split an uncompressed batch payload into ``count`` (metadata, payload slice) pairs (the shape of
+    ``messages``; the metadata is never None here)."""
     view = memoryview(data)
     end = len(view)
     pos = 0
-    out = []
+    out: list[tuple[pb.SingleMessageMetadata | None, BytesLike]] = []
     new = pb.SingleMessageMetadata
     try:
         for _ in range(count):
@@ -50,7 +53,7 @@ def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata, 
             if stop > end:
                 raise BatchError("single message metadata runs past the batch")
             smm = new()
-            smm.MergeFromString(view[pos:stop])
+            smm.MergeFromString(cast(bytes, view[pos:stop]))  # protobuf reads any buffer, without a copy
             pos = stop
             stop = pos + smm.payload_size
             if smm.payload_size < 0 or stop > end:
@@ -66,9 +69,9 @@ def decode_batch(data: Any, count: int) -> list[tuple[pb.SingleMessageMetadata, 
     return out
 
 
-def encode_batch(items: Iterable[tuple[pb.SingleMessageMetadata, Any]]) -> bytes:
+def encode_batch(items: Iterable[tuple[pb.SingleMessageMetadata, BytesLike]]) -> bytes:
     """The uncompressed batch payload; each metadata's payload_size is set from its payload."""
-    parts = []
+    parts: list[BytesLike] = []
     pack = _U32.pack
     for smm, payload in items:
         smm.payload_size = len(payload)
@@ -79,8 +82,8 @@ def encode_batch(items: Iterable[tuple[pb.SingleMessageMetadata, Any]]) -> bytes
     return b"".join(parts)
 
 
-def decompress_payload(metadata: pb.MessageMetadata, payload: Any,
-                       limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> Any:
+def decompress_payload(metadata: pb.MessageMetadata, payload: BytesLike,
+                       limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> BytesLike:
     """The entry payload decompressed per its metadata (the input itself when not compressed)."""
     if not metadata.compression:
         return payload
@@ -90,8 +93,8 @@ def decompress_payload(metadata: pb.MessageMetadata, payload: Any,
         raise BatchError(str(exc)) from None
 
 
-def messages(metadata: pb.MessageMetadata, payload: Any, limit: int = DEFAULT_MAX_MESSAGE_SIZE
-             ) -> list[tuple[pb.SingleMessageMetadata | None, Any]]:
+def messages(metadata: pb.MessageMetadata, payload: BytesLike, limit: int = DEFAULT_MAX_MESSAGE_SIZE
+             ) -> list[tuple[pb.SingleMessageMetadata | None, BytesLike]]:
     """Every message of an entry: batches as (SingleMessageMetadata, payload) pairs, a single message
     as [(None, payload)] (its fields are the entry metadata's). ``limit`` bounds decompression."""
     data = decompress_payload(metadata, payload, limit)
@@ -106,7 +109,7 @@ def messages(metadata: pb.MessageMetadata, payload: Any, limit: int = DEFAULT_MA
 def compressed(codec: int, data: bytes, metadata: pb.MessageMetadata) -> bytes:
     """Compress ``data`` with ``codec`` and record the codec and uncompressed size in ``metadata``."""
     if codec:
-        metadata.compression = codec
+        metadata.compression = cast("pb.CompressionType.ValueType", codec)
         metadata.uncompressed_size = len(data)
         return compression.compress(codec, data)
     return data

@@ -13,7 +13,7 @@ still parse: protobuf keeps their bytes as unknown fields and ``type`` tells the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from . import pulsar_api_pb2 as pb
 
@@ -80,7 +80,7 @@ MAX_PROTOCOL_VERSION = 21
 def type_name(type_: int) -> str:
     """The enum name of a command type, or ``UNKNOWN(<n>)`` for types outside our subset."""
     try:
-        return BaseCommand.Type.Name(type_)
+        return BaseCommand.Type.Name(cast("pb.BaseCommand.Type.ValueType", type_))
     except ValueError:
         return f"UNKNOWN({type_})"
 
@@ -88,7 +88,7 @@ def type_name(type_: int) -> str:
 def command(type_: int, /, **fields: Any) -> pb.BaseCommand:
     """A BaseCommand of ``type_`` whose command message gets ``fields`` (nested messages as objects
     or dicts). ``command(PONG)`` builds an empty PONG."""
-    cmd = BaseCommand(type=type_)
+    cmd = BaseCommand(type=cast("pb.BaseCommand.Type.ValueType", type_))
     inner = getattr(cmd, FIELD_BY_TYPE[type_])
     if fields:
         inner.MergeFrom(type(inner)(**fields))

@@ -13,13 +13,13 @@ must have exactly that size, so a small hostile payload cannot inflate into giga
 from __future__ import annotations
 
 import zlib
-from typing import Any
 
 import cramjam
 import lz4.block
 import zstandard
 
 from kop.protocol import compression as kafka_compression
+from kop.protocol.compression import BytesLike
 from kop.storage.protobuf import ProtobufError, decode_varint
 
 NONE, LZ4, ZLIB, ZSTD, SNAPPY = 0, 1, 2, 3, 4
@@ -30,12 +30,13 @@ class CompressionError(ValueError):
     """A payload that does not decompress to its announced size, or an unknown codec."""
 
 
-def compress(codec: int, data: Any) -> bytes:
+def compress(codec: int, data: BytesLike) -> bytes:
     """Compress ``data``; the caller records ``len(data)`` as uncompressed_size."""
     if codec == NONE:
         return bytes(data)
     if codec == LZ4:
-        return lz4.block.compress(data, store_size=False)
+        packed: bytes = lz4.block.compress(data, store_size=False)
+        return packed
     if codec == ZLIB:
         return zlib.compress(data)
     if codec == ZSTD:
@@ -45,7 +46,7 @@ def compress(codec: int, data: Any) -> bytes:
     raise CompressionError(f"unknown compression type {codec}")
 
 
-def decompress(codec: int, data: Any, uncompressed_size: int, limit: int) -> bytes:
+def decompress(codec: int, data: BytesLike, uncompressed_size: int, limit: int) -> bytes:
     """Decompress a payload to exactly ``uncompressed_size`` bytes (which must be <= ``limit``)."""
     if codec == NONE:
         return bytes(data)
@@ -65,9 +66,10 @@ def decompress(codec: int, data: Any, uncompressed_size: int, limit: int) -> byt
     return out
 
 
-def _decompress(codec: int, data: Any, size: int) -> bytes:
+def _decompress(codec: int, data: BytesLike, size: int) -> bytes:
     if codec == LZ4:
-        return lz4.block.decompress(data, uncompressed_size=size)
+        unpacked: bytes = lz4.block.decompress(data, uncompressed_size=size)
+        return unpacked
     if codec == ZLIB:
         return zlib.decompressobj().decompress(data, size + 1)  # +1: notices output beyond the size
     if codec == ZSTD:

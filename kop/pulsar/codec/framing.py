@@ -23,10 +23,11 @@ connection); every other ``FrameError`` means the stream is out of step, close t
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import DecodeError
 
+from kop.protocol.compression import BytesLike
 from kop.protocol.records import crc32c
 from kop.storage.protobuf import VARINT, ProtobufError, iter_fields
 
@@ -111,12 +112,19 @@ class Frame:
         return c.inner(self.command)
 
     @property
+    def _hp(self) -> memoryview:
+        """headers_and_payload of a frame that has them (a payload command: SEND, MESSAGE)."""
+        hp = self.headers_and_payload
+        assert hp is not None, "a command without payload"
+        return hp
+
+    @property
     def metadata(self) -> pb.MessageMetadata:
         if self._metadata is None:
             start, end = self._metadata_span
             md = pb.MessageMetadata()
             try:
-                md.MergeFromString(self.headers_and_payload[start:end])
+                md.MergeFromString(cast(bytes, self._hp[start:end]))  # protobuf reads any buffer, without a copy
             except DecodeError as exc:
                 raise MalformedFrame(f"message metadata does not parse: {exc}") from None
             self._metadata = md
@@ -125,17 +133,17 @@ class Frame:
     @property
     def metadata_bytes(self) -> memoryview:
         start, end = self._metadata_span
-        return self.headers_and_payload[start:end]
+        return self._hp[start:end]
 
     @property
     def payload(self) -> memoryview:
         """The (possibly compressed, possibly batched) payload after the metadata."""
-        return self.headers_and_payload[self._payload_offset:]
+        return self._hp[self._payload_offset:]
 
     @property
     def stored_bytes(self) -> memoryview:
         """headers_and_payload without broker entry metadata: what a broker stores for a SEND."""
-        hp = self.headers_and_payload
+        hp = self._hp
         if hp[:2] == BROKER_ENTRY_METADATA_MAGIC:
             return hp[6 + _U32.unpack_from(hp, 2)[0]:]
         return hp
@@ -147,21 +155,23 @@ class Frame:
 def split_headers_and_payload(frame: Frame, verify: bool = True) -> None:
     """Locate broker entry metadata, checksum, metadata and payload in ``frame.headers_and_payload``
     (and check the CRC32C when ``verify``). Raises MalformedFrame / ChecksumMismatch."""
-    hp = frame.headers_and_payload
+    hp = frame._hp
     size = len(hp)
     pos = 0
+    checksum = 0
     try:
         if hp[0:2] == BROKER_ENTRY_METADATA_MAGIC:
             _, bem_size = _HEAD.unpack_from(hp, 0)
             if 6 + bem_size > size:
                 raise MalformedFrame("broker entry metadata runs past the frame")
             bem = pb.BrokerEntryMetadata()
-            bem.MergeFromString(hp[6:6 + bem_size])
+            bem.MergeFromString(cast(bytes, hp[6:6 + bem_size]))  # protobuf reads any buffer, without a copy
             frame.broker_entry_metadata = bem
             pos = 6 + bem_size
         crc_start = -1
         if hp[pos:pos + 2] == CHECKSUM_MAGIC:
-            _, frame.checksum = _HEAD.unpack_from(hp, pos)
+            _, checksum = _HEAD.unpack_from(hp, pos)
+            frame.checksum = checksum
             pos += 6
             crc_start = pos
         (md_size,) = _U32.unpack_from(hp, pos)
@@ -174,8 +184,8 @@ def split_headers_and_payload(frame: Frame, verify: bool = True) -> None:
     frame._payload_offset = pos + md_size
     if verify and crc_start >= 0:
         actual = crc32c(hp[crc_start:])
-        if actual != frame.checksum:
-            raise ChecksumMismatch(frame, frame.checksum, actual)
+        if actual != checksum:
+            raise ChecksumMismatch(frame, checksum, actual)
 
 
 class FrameReader:
@@ -207,10 +217,10 @@ class FrameReader:
         avail = len(self._buf) - self._pos
         if avail < 4:
             return 4 - avail
-        (total,) = _U32.unpack_from(self._buf, self._pos)
+        total: int = _U32.unpack_from(self._buf, self._pos)[0]
         return max(4 + total - avail, 1)
 
-    def feed(self, data: Any) -> None:
+    def feed(self, data: BytesLike) -> None:
         if self._failed is not None:
             raise self._failed
         buf = self._buf
@@ -220,7 +230,7 @@ class FrameReader:
             self._pos = 0
         buf += data
 
-    def frames(self, data: Any = b"") -> list[Frame]:
+    def frames(self, data: BytesLike = b"") -> list[Frame]:
         """Feed ``data`` and return every complete frame. Errors propagate (see the class doc); frames
         completed before the bad one are lost to the caller, so handlers wanting them call next_frame."""
         self.feed(data)
@@ -255,7 +265,7 @@ class FrameReader:
         view = memoryview(frame_bytes)
         cmd = pb.BaseCommand()
         try:
-            cmd.MergeFromString(view[:cmd_size])
+            cmd.MergeFromString(cast(bytes, view[:cmd_size]))  # protobuf reads any buffer, without a copy
         except DecodeError as exc:
             raise self._fail(MalformedFrame(f"command does not parse: {exc}")) from None
         if not cmd.HasField("type") or cmd.type not in c.FIELD_BY_TYPE:
@@ -302,7 +312,7 @@ def encode_command(cmd: pb.BaseCommand) -> bytes:
     return _U32x2.pack(len(body) + 4, len(body)) + body
 
 
-def encode_headers_and_payload(metadata: pb.MessageMetadata | bytes, payload: Any, checksum: bool = True,
+def encode_headers_and_payload(metadata: pb.MessageMetadata | bytes, payload: BytesLike, checksum: bool = True,
                                broker_entry_metadata: pb.BrokerEntryMetadata | bytes | None = None) -> bytes:
     """The bytes after a SEND/MESSAGE command, also the stored form of an entry. ``checksum`` adds the
     0x0e01 CRC32C section every client since protocol v6 sends and verifies."""
@@ -319,14 +329,14 @@ def encode_headers_and_payload(metadata: pb.MessageMetadata | bytes, payload: An
     return b"".join(parts)
 
 
-def encode_payload_command(cmd: pb.BaseCommand, headers_and_payload: Any) -> bytes:
+def encode_payload_command(cmd: pb.BaseCommand, headers_and_payload: BytesLike) -> bytes:
     """A SEND or MESSAGE frame around ready-made headers_and_payload (e.g. a stored entry's bytes)."""
     body = cmd.SerializeToString()
     return b"".join((_U32x2.pack(4 + len(body) + len(headers_and_payload), len(body)), body,
                      headers_and_payload))
 
 
-def encode_message(cmd: pb.BaseCommand, metadata: pb.MessageMetadata | bytes, payload: Any,
+def encode_message(cmd: pb.BaseCommand, metadata: pb.MessageMetadata | bytes, payload: BytesLike,
                    checksum: bool = True) -> bytes:
     """A SEND or MESSAGE frame from metadata and payload."""
     return encode_payload_command(cmd, encode_headers_and_payload(metadata, payload, checksum))

@@ -59,7 +59,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from fastcrc import crc32 as _crc32
 
@@ -96,6 +96,9 @@ _ID_BLOCK = 1000  # ledger ids reserved per persisted counter write
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 
 _OPEN, _CLOSING, _FENCED, _FAILED, _CLOSED = range(5)
+
+
+_T = TypeVar("_T")
 
 
 def _fsync_dir(path: str) -> None:
@@ -393,7 +396,7 @@ class _LedgerFile:
         offs = starts[first : last + 2]
         if len(offs) == last - first + 1:
             offs.append(stop)
-        out = []
+        out: list[memoryview] = []
         prev = offs[0] - begin
         eid = first
         for nxt in offs[1:]:
@@ -839,7 +842,7 @@ class LocalLedgerStore(LedgerStore):
         if self._closed:
             raise StorageError("ledger store is closed")
 
-    async def _run(self, fn, *args):  # type: ignore[no-untyped-def]
+    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
         """Run blocking disk work off the loop when it includes an fsync; inline when it cannot block long."""
         if self.fsync == "none":
             return fn(*args)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -356,7 +357,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             check_path(path)
             parent = path.rpartition("/")[0]
             if parent:
-                await self._call(lambda parent=parent: self.client.ensure_path_async(parent))
+                await self._call(functools.partial(self.client.ensure_path_async, parent))
 
         def start() -> Any:
             tx = self.client.transaction()

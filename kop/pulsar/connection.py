@@ -72,7 +72,7 @@ def non_utf8_field(msg: Any) -> str | None:
     for f, v in msg.ListFields():
         if f.type == f.TYPE_STRING:
             if any(isinstance(x, bytes) for x in (v if f.is_repeated else (v,))):
-                return f.name
+                return str(f.name)
         elif f.type == f.TYPE_MESSAGE:
             for sub in v if f.is_repeated else (v,):
                 bad = non_utf8_field(sub)

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import base64
 import bisect
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from kop.pulsar.codec.pulsar_api_pb2 import MessageMetadata
 
 RANGE = 65536
 POINTS_PER_CONSUMER = 100
@@ -60,7 +63,7 @@ def murmur3_32(data: bytes, seed: int = 0) -> int:
     return h
 
 
-def sticky_key(metadata: Any) -> bytes:
+def sticky_key(metadata: MessageMetadata) -> bytes:
     if metadata.HasField("ordering_key") and metadata.ordering_key:
         return bytes(metadata.ordering_key)
     if metadata.HasField("partition_key") and metadata.partition_key:

@@ -58,7 +58,7 @@ class SchemaRefused(Exception):
 
 def wire_schema(name: TopicName, schema: SchemaData) -> Any:
     """The wire Schema of a stored version (its name is the topic's, as Pulsar's SchemaInfo is named)."""
-    return c.pb.Schema(name=name.local, schema_data=schema.data, type=schema.type,
+    return c.pb.Schema(name=name.local, schema_data=schema.data, type=c.pb.Schema.Type.ValueType(schema.type),
                        properties=[c.pb.KeyValue(key=k, value=v) for k, v in schema.properties.items()])
 
 

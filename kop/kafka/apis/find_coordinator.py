@@ -43,7 +43,9 @@ GROUP, TRANSACTION, SHARE = 0, 1, 2
 class _Coordinator(Protocol):
     """What this API asks of the group and the transaction coordinator."""
 
-    topic: Topic | None  # its internal topic, once loaded
+    @property
+    def topic(self) -> Topic | None:
+        """Its internal topic, once loaded."""
 
     @property
     def available(self) -> bool: ...

@@ -26,12 +26,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
-from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import ProduceRequest, ProduceResponse
 from kop.protocol.records import CorruptRecordError, iter_batches
 from kop.topics.manager import TopicError
 from kop.topics.partition import Issued, Partition, Writer
@@ -65,8 +65,8 @@ class _Started(NamedTuple):
     started: float  # monotonic time the append was issued (produce_publish latency)
 
 
-async def handle(ctx: RequestContext, req: Any) -> Any:
-    R = api_info(API_KEY).response_class
+async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | None:
+    R = ProduceResponse
     acks = req.acks
     # Appends of pipelined produce requests on one connection must be issued in arrival order; each request
     # waits until the previous one has issued its appends (not until they are durable).
@@ -77,13 +77,13 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     try:
         if prev is not None and not prev.done():
             await prev
-        results: list[tuple[Any, list[tuple[int, Any]]]] = []
+        results: list[tuple[str, list[tuple[int, _Started | _PartitionError]]]] = []
         for td in req.topic_data:
-            parts: list[tuple[int, Any]] = []
+            parts: list[tuple[int, _Started | _PartitionError]] = []
             for pd in td.partition_data:
                 parts.append((pd.index, _PartitionError(denied[td.name]) if td.name in denied
                               else await _issue(ctx, td.name, pd.index, pd.records, acks,
-                                                getattr(req, "transactional_id", None))))
+                                                req.transactional_id)))
             results.append((td.name, parts))
     finally:
         if not issued.done():
@@ -101,7 +101,7 @@ async def handle(ctx: RequestContext, req: Any) -> Any:
     return R(responses=responses, throttle_time_ms=0)
 
 
-async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: Any,
+async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: memoryview | None,
                  acks: int, transactional_id: str | None) -> _Started | _PartitionError:
     """Decode, and hand the batch to the partition seam, which applies the rules and starts the append;
     returns the started append or the partition's error. Nothing here waits for durability."""
@@ -150,7 +150,8 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         return _PartitionError(e.code.name, e.message)
 
 
-async def _finish(R: Any, index: int, outcome: _Started | _PartitionError, metrics: BrokerMetrics) -> Any:
+async def _finish(R: type[ProduceResponse], index: int, outcome: _Started | _PartitionError,
+                  metrics: BrokerMetrics) -> ProduceResponse.PartitionProduceResponse:
     if isinstance(outcome, _PartitionError):
         return R.PartitionProduceResponse(
             index=index, error_code=ErrorCode[outcome.error], base_offset=-1, log_append_time_ms=-1,

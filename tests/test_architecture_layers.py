@@ -13,6 +13,8 @@ import ast
 import re
 from pathlib import Path
 
+from tests.support.graphs import cycles
+
 ROOT = Path(__file__).resolve().parent.parent
 KOP = ROOT / "kop"
 DOC = ROOT / "docs" / "architecture.md"
@@ -90,23 +92,8 @@ def test_imports_run_downward_only():
 
 
 def test_no_cycles_between_packages():
-    graph = {src: set(deps) for src, deps in import_graph().items()}
-    state: dict[str, int] = {}  # 1: on the stack, 2: done
-    cycles: list[list[str]] = []
-
-    def visit(u: str, stack: list[str]) -> None:
-        state[u] = 1
-        for v in sorted(graph.get(u, ())):
-            if state.get(v) == 1:
-                cycles.append(stack[stack.index(v):] + [v])
-            elif v not in state:
-                visit(v, stack + [v])
-        state[u] = 2
-
-    for u in sorted(graph):
-        if u not in state:
-            visit(u, [u])
-    assert not cycles, f"import cycles between packages: {cycles}"
+    found = cycles({src: set(deps) for src, deps in import_graph().items()})
+    assert not found, f"import cycles between packages: {found}"
 
 
 def test_the_graph_is_derived_from_real_imports():

@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support.graphs import cycles
+
 ROOT = Path(__file__).resolve().parent.parent
 PULSAR = ROOT / "kop" / "pulsar"
 
@@ -86,25 +88,6 @@ def import_graph(package_dir: Path, root: Path) -> dict[str, dict[str, int]]:
                 if target != mod and not mod.startswith(target + "."):
                     graph[mod].setdefault(target, node.lineno)
     return graph
-
-
-def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
-    state: dict[str, int] = {}  # 1: on the stack, 2: done
-    found: list[list[str]] = []
-
-    def visit(u: str, stack: list[str]) -> None:
-        state[u] = 1
-        for v in sorted(graph.get(u, {})):
-            if state.get(v) == 1:
-                found.append(stack[stack.index(v):] + [v])
-            elif v not in state:
-                visit(v, stack + [v])
-        state[u] = 2
-
-    for u in sorted(graph):
-        if u not in state:
-            visit(u, [u])
-    return found
 
 
 def function_local_imports(package_dir: Path, root: Path) -> list[str]:

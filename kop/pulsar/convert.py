@@ -683,7 +683,7 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
 
 
 def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int, *,
-                    compression: int = 0, limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> bytes | None:
+                    compression: int = 0, limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> bytearray | None:
     """One Pulsar entry (metadata + payload as stored or sent) -> one Kafka magic-v2 batch whose records
     sit at base_offset .. base_offset + N - 1 (N = messages in the entry). Messages a compaction marked
     ``compacted_out`` keep their offset but have no record (a gap, as in a compacted Kafka log); an
@@ -716,4 +716,4 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
         last_delta, base_ts, max_ts, -1, -1, -1, written)
     out += data
     update_crc(out)
-    return bytes(out)
+    return out  # mutable: the partition seam stamps the leader epoch (and LogAppendTime) in place, no copy

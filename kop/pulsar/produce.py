@@ -178,11 +178,11 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         md = frame.metadata
         if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:
             raise ConversionError("chunked messages are not supported")
-        batch = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0), limit=limit)
-        if batch is None:
+        converted = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0),
+                                    limit=limit)
+        if converted is None:
             raise ConversionError("the entry holds no message")
-        if md.schema_version:
-            batch = stamp_version(batch, md.schema_version)
+        batch = stamp_version(converted, md.schema_version) if md.schema_version else converted
         header = parse_batch_header(batch)
     except Exception as e:  # noqa: BLE001 - ConversionError, a metadata that does not parse, a codec error
         send_refused(conn, pid, seq, f"message refused: {e}")

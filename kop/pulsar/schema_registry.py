@@ -123,7 +123,7 @@ _VERSION_BYTE = 21  # the attributes' high byte (attributes: int16 at byte 21 of
 MAX_CARRIED_VERSION = 254
 
 
-def stamp_version(batch: bytes, raw_version: bytes) -> bytes:
+def stamp_version(batch: bytes | bytearray, raw_version: bytes) -> bytes | bytearray:
     """The Kafka batch carrying a SEND's schema version (unchanged without a carriable one)."""
     version = version_of(raw_version)
     if version is None or not 0 <= version <= MAX_CARRIED_VERSION:
@@ -131,7 +131,7 @@ def stamp_version(batch: bytes, raw_version: bytes) -> bytes:
     out = bytearray(batch)
     out[_VERSION_BYTE] = version + 1
     update_crc(out)
-    return bytes(out)
+    return out
 
 
 def carried_version(batch: Any) -> bytes | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import socket
 import subprocess
 import time
@@ -9,11 +10,33 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+_PICK_LOW = 10000
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A TCP port on 127.0.0.1 that is free right now, below the kernel's ephemeral range. Why not let the kernel
+    pick (bind to 0): the port is released before the broker binds it, and meanwhile any port-0 bind or outgoing
+    connection may be handed the same port - a broker's own admin HTTP on webServicePort=0 took its Kafka port
+    once ("Address already in use", CI). Ports below the ephemeral range are never handed out that way."""
+    high = _ephemeral_low() - 1
+    for _ in range(200):
+        port = random.randint(_PICK_LOW, high)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the low range is full: the kernel's pick
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def port_open(host: str, port: int) -> bool:

@@ -24,6 +24,7 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol.errors import ErrorCode
+from kop.schemas.api import TopicSchemaIds
 from kop.security.acl import Authorizer
 from kop.security.sasl.scram import ScramCredentialStore
 from kop.topics.manager import Topic, TopicManager
@@ -163,3 +164,5 @@ class BrokerServices(Protocol):
     pulsar_schemas: PulsarSchemas | None
     authorizer: Authorizer | None  # Kafka's ACLs (authorizationEnabled); None: nothing is checked
     scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)
+    # the Confluent ids of topics' schemas (kop/schemas/): the Pulsar handler adds and strips Confluent's prefix
+    schema_ids: TopicSchemaIds

@@ -113,6 +113,19 @@ def test_requests_at_the_new_versions_round_trip_through_our_codec(name: str, ve
     assert encode_message(ours, version) == theirs
 
 
+def test_a_fetch_session_keys_partitions_as_its_requests_name_topics() -> None:
+    """Sans-IO (kop/kafka/fetch_sessions.py): v13+ requests name topics by id, and so does their session."""
+    from kop.kafka.fetch_sessions import INITIAL_EPOCH, FetchSessionCache
+
+    cache = FetchSessionCache(10)
+    tid = uuid.uuid4().bytes
+    ctx = cache.begin(18, 0, INITIAL_EPOCH, [(tid, [(0, 5, 100, -1), (1, 7, 100, -1)])], [])
+    sid = ctx.session_id
+    assert ctx.known(tid, 0) is not None and ctx.known("t", 0) is None
+    ctx = cache.begin(18, sid, 1, [], [(tid, [1])])
+    assert ctx.incremental and ctx.partitions == [(tid, [(0, 5, 100, -1)])]
+
+
 # ---- wire ----------------------------------------------------------------------------------------------------
 
 

@@ -177,16 +177,17 @@ async def _plan(request: RequestContext, ctx: FetchContext, committed: bool
         else:
             names[key] = key
     topics: dict[TopicKey, Topic | None] = {}  # a session's order may list a topic more than once
-    denied = authorize.denied_topics(request, authorize.Op.READ, (names[k] for k, _ in ctx.partitions if names[k]))
+    denied = authorize.denied_topics(request, authorize.Op.READ, (names[k] for k, _ in ctx.partitions))
     for key, listed in ctx.partitions:
         name = names[key]
         parts = [_Part(*fp) for fp in listed]
         if ctx.incremental:
             for p in parts:
                 p.known = ctx.known(key, p.index)
-        if not name or name in denied:
+        unknown_id = isinstance(key, bytes) and not name
+        if unknown_id or name in denied:
             for p in parts:
-                p.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED if name else ErrorCode.UNKNOWN_TOPIC_ID
+                p.error = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.TOPIC_AUTHORIZATION_FAILED
             plan.append((key, parts))
             continue
         if key in topics:

@@ -22,7 +22,6 @@ from kop.topics.topic_config import (
 )
 from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_TOPIC_CONFIGS
 
-
 SCHEMA_VALIDATION = {"confluent.value.schema.validation", "confluent.key.schema.validation"}
 
 

@@ -12,8 +12,9 @@ and LogAppendTime). Here a batch meets, once and in this order:
    kop/schemas/, set by the composition root; this layer sits below it and knows only the protocol). A Pulsar
    SEND skips that rule: its payload never carries Confluent's prefix - the conversion (kop/pulsar/) writes the
    prefix itself from the producer's schema version, which the Pulsar schema registry has already checked -
-   so there is nothing of the producer's to refuse. Without `schema_ids` (a TopicManager outside a broker),
-   such topics refuse Kafka batches rather than store records unchecked;
+   so there is nothing of the producer's to refuse (a producer without a schema writes its bytes as Pulsar
+   would let it). Without `schema_ids` (a TopicManager outside a broker), such topics refuse Kafka batches
+   rather than store records unchecked;
 2. `compression.type` recompression and LogAppendTime restamping (every writer but markers);
 3. the partition leader epoch stamped into the batch (outside the CRC), so consumers see one epoch;
 4. the producer state: idempotent sequence checks and de-duplication, the transaction a transactional batch

@@ -202,6 +202,19 @@ def test_other_topics_and_producers_are_unaffected_and_the_configs_alter(broker:
     assert _send_each(broker, validated, [(None, b"raw")]) == [None]
     assert _send_each(broker, plain, [(None, b"raw")])[0].code() == 87
 
+    # asked for by name, an unset extension is described with its default (kafka-python's filtered describe)
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        asked = {"confluent.key.schema.validation": None, "confluent.value.schema.validation": None}
+        got = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, validated, configs=asked)],
+                                     config_filter="all")
+    finally:
+        admin.close()
+    entries = got["topic"][validated]
+    assert {n: (e["value"], e["config_source"], e["config_type"]) for n, e in entries.items()} == {
+        n: ("false", "DEFAULT_CONFIG", "BOOLEAN") for n in asked}  # value validation was DELETEd above
     from confluent_kafka import KafkaException
 
     with pytest.raises(KafkaException) as e:

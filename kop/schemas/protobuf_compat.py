@@ -667,16 +667,15 @@ def _compare_files(ctx: _Ctx) -> None:
 
 
 def _compare_types(ctx: _Ctx, o_msgs: list[Any], o_enums: list[Any], u_msgs: list[Any], u_enums: list[Any]) -> None:
-    om = {m.name: (i, m) for i, m in enumerate(o_msgs)}
-    um = {m.name: (i, m) for i, m in enumerate(u_msgs)}
+    # a map's entry message is the map field itself in Confluent's model (as in .proto text): not a type here
+    om = {m.name: (i, m) for i, m in enumerate(m for m in o_msgs if not m.options.map_entry)}
+    um = {m.name: (i, m) for i, m in enumerate(m for m in u_msgs if not m.options.map_entry)}
     for name in sorted(set(om) | set(um)):
         with ctx.at(name):
             if name not in um:
-                if not om[name][1].options.map_entry:
-                    ctx.add("MESSAGE_REMOVED")
+                ctx.add("MESSAGE_REMOVED")
             elif name not in om:
-                if not um[name][1].options.map_entry:
-                    ctx.add("MESSAGE_ADDED")
+                ctx.add("MESSAGE_ADDED")
             else:
                 _compare_messages(ctx, om[name][1], um[name][1])
                 if om[name][0] != um[name][0]:

@@ -215,6 +215,15 @@ def test_well_known_types_need_no_references() -> None:
     assert protobuf_invalid(protobuf_serialized(text)) is None
 
 
+def test_googleapis_common_types_need_no_references() -> None:
+    # confluent-kafka's serializer skips google/type/* imports as builtins: the registry must know them
+    text = 'syntax = "proto3";\nimport "google/type/date.proto";\nimport "google/type/money.proto";\n' \
+           "message A { google.type.Date d = 1; google.type.Money m = 2; }\n"
+    assert protobuf_invalid(text) is None
+    assert protobuf_invalid(protobuf_serialized(text)) is None
+    assert protobuf_differences(text, protobuf_serialized(text)) == []
+
+
 # --------------------------------------------------------------------------------------------------------------
 # Differences and verdicts
 

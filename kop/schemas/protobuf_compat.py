@@ -7,7 +7,9 @@ the REST API's users register, and what Confluent answers by default) or a base6
 base64 of the generated message's `DESCRIPTOR.file.serialized_pb`; and what its `ProtobufDeserializer` asks
 back with `GET /schemas/ids/{id}?format=serialized`). A schema's references (`refs`: import path -> that
 file's schema text, in either form) are the files it imports; `google/protobuf/*.proto` (the well-known
-types) resolve without them.
+types) and `google/type/*.proto` (googleapis' common types, from googleapis-common-protos) resolve without
+them, as confluent-kafka's serializer registers neither. Its other builtins (`confluent/meta.proto`,
+`confluent/types/decimal.proto`) are not known here: a schema importing them needs them as references.
 
 Why protoc (grpcio-tools, in-process) for `.proto` text: the registry must accept exactly what protoc
 accepts and build the same descriptors a client's generated code holds, with protoc's own error messages.
@@ -46,6 +48,8 @@ from __future__ import annotations
 import base64
 import binascii
 import functools
+import importlib
+import importlib.util
 import os
 import re
 import tempfile
@@ -117,9 +121,32 @@ class _Parsed:
     serialized_form: bool  # the schema was given as a base64 FileDescriptorProto
 
 
+def _google_type_folder() -> str | None:
+    """googleapis-common-protos' google/type folder (its .proto files beside their generated modules)."""
+    try:
+        spec = importlib.util.find_spec("google.type")
+    except (ImportError, ValueError):
+        return None
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        if os.path.isfile(os.path.join(folder, "date.proto")):
+            return str(folder)
+    return None
+
+
 def _well_known() -> dict[str, descriptor_pb2.FileDescriptorProto]:
+    """The files a schema imports without references: protobuf's well-known types (google/protobuf/*), and the
+    common types of googleapis (google/type/*), which confluent-kafka's serializer never registers either."""
+    modules: list[Any] = list(_WELL_KNOWN)
+    folder = _google_type_folder()
+    if folder is not None:
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".proto"):
+                try:
+                    modules.append(importlib.import_module(f"google.type.{name[:-len('.proto')]}_pb2"))
+                except ImportError:
+                    continue
     out = {}
-    for module in _WELL_KNOWN:
+    for module in modules:
         fdp = FDP()
         module.DESCRIPTOR.CopyToProto(fdp)
         out[fdp.name] = fdp
@@ -127,6 +154,7 @@ def _well_known() -> dict[str, descriptor_pb2.FileDescriptorProto]:
 
 
 _WELL_KNOWN_FILES = _well_known()
+_GOOGLE_TYPE_FOLDER = _google_type_folder()
 
 
 def _decode_serialized(text: str) -> descriptor_pb2.FileDescriptorProto | None:
@@ -188,6 +216,9 @@ def _parse_cached(key: tuple[str, tuple[tuple[str, str], ...]]) -> _Parsed:
     main_fdp = _decode_serialized(text)
     files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
     with tempfile.TemporaryDirectory(prefix="kop-proto-") as folder:
+        if _GOOGLE_TYPE_FOLDER is not None and not any(name.startswith("google/type/") for name in refs):
+            os.makedirs(os.path.join(folder, "google"))
+            os.symlink(_GOOGLE_TYPE_FOLDER, os.path.join(folder, "google", "type"))
         # every reference as a .proto file, so protoc finds what a text schema (or text reference) imports
         for name, ref_text in refs.items():
             path = os.path.join(folder, _safe_path(name))

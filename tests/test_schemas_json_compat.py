@@ -67,6 +67,12 @@ def test_usable_documents(doc: object) -> None:
     assert json_invalid(_j(doc)) is None
 
 
+def test_a_document_nested_past_the_interpreters_depth_is_refused_not_crashed_on() -> None:
+    deep = '{"properties": {"a": ' * 400 + "{}" + "}}" * 400
+    assert json_invalid(deep) == "Invalid schema: nested too deeply"
+    assert json_incompatibilities(deep, deep) == ["Invalid schema: nested too deeply to compare"]
+
+
 def test_a_ref_into_a_referenced_document_resolves_through_refs() -> None:
     text = _j({"type": "object", "properties": {"a": {"$ref": "address.json#/definitions/street"}}})
     refs = {"address.json": _j({"definitions": {"street": {"type": "string"}}})}

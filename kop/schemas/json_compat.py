@@ -110,7 +110,10 @@ def json_invalid(text: str, refs: dict[str, str] | None = None) -> str | None:
         return "Invalid schema: a JSON Schema is an object or a boolean"
     if isinstance(doc, bool):
         return None
-    problem = _metaschema_problem(doc)
+    try:
+        problem = _metaschema_problem(doc)
+    except RecursionError:
+        return "Invalid schema: nested too deeply"
     if problem is not None:
         return problem
     try:
@@ -118,6 +121,8 @@ def json_invalid(text: str, refs: dict[str, str] | None = None) -> str | None:
         _walk_refs(docs)
     except _SchemaError as e:
         return f"Invalid schema: {e}"
+    except RecursionError:
+        return "Invalid schema: nested too deeply"
     return None
 
 
@@ -983,6 +988,8 @@ def json_incompatibilities(reader_text: str, writer_text: str, *, reader_refs: d
     ctx = _Context(compatible, {}, set())
     try:
         _compare(ctx, _root(writer_text, writer_refs), _root(reader_text, reader_refs))
-    except _SchemaError as e:
+    except (_SchemaError, ValueError) as e:
         return [f"Invalid schema: {e}"]
+    except RecursionError:
+        return ["Invalid schema: nested too deeply to compare"]
     return [_message(d, reader_name, writer_name) for d in ctx.diffs if d.type not in compatible]

@@ -616,7 +616,10 @@ class _Printer:
 
 
 def _print_file(fdp: descriptor_pb2.FileDescriptorProto) -> str:
-    return _Printer(fdp).file()
+    try:
+        return _Printer(fdp).file()
+    except (KeyError, IndexError, AttributeError) as e:  # a malformed descriptor (not yet checked by a pool)
+        raise ProtobufSchemaError(f"{fdp.name}: malformed descriptor ({e!r})") from None
 
 
 # --------------------------------------------------------------------------------------------------------------

@@ -135,6 +135,38 @@ def test_list_config_resources_as_kafka_44(broker):
     assert list_config_resources(broker.bootstrap, 1, [TOPIC, 99]) == (UNSUPPORTED_VERSION, [])
 
 
+def test_both_need_their_cluster_permission_as_in_kafka(tmp_path):
+    """DescribeLogDirs needs DESCRIBE on the cluster (refused: no results, and CLUSTER_AUTHORIZATION_FAILED from
+    v3), ListConfigResources DESCRIBE_CONFIGS on it (refused: CLUSTER_AUTHORIZATION_FAILED, nothing listed)."""
+    from kop.protocol import api_info
+    from tests.support.acl_brokers import ADMIN_HOST, PRINCIPAL, SUBJECT_HOST, RawClient, create_acls
+    from tests.support.broker import KopBroker
+
+    b = KopBroker(tmp_path, {"authorizationEnabled": "true", "allowEveryoneIfNoAclFound": "true"}).start()
+    try:
+        create_topic(b.bootstrap, "acl-logdirs", 1)
+        # On the cluster: DENY DESCRIBE and DESCRIBE_CONFIGS to the subject's host, ALLOW ALL to the admin's
+        # (with ACLs on a resource, no ACL found no longer means allowed).
+        with RawClient(b.bootstrap, ADMIN_HOST) as c:
+            resp = create_acls(c, [(4, "kafka-cluster", 3, PRINCIPAL, SUBJECT_HOST, 8, 2),
+                                   (4, "kafka-cluster", 3, PRINCIPAL, SUBJECT_HOST, 10, 2),
+                                   (4, "kafka-cluster", 3, PRINCIPAL, ADMIN_HOST, 2, 3)])
+        assert [r.error_code for r in resp.results] == [0, 0, 0]
+        LD, LC = api_info(35).request_class, api_info(74).request_class
+        with RawClient(b.bootstrap, SUBJECT_HOST) as c:
+            refused = c.call(35, 5, LD(topics=None))
+            assert (refused.error_code, refused.results) == (31, [])
+            assert c.call(35, 2, LD(topics=None)).results == []  # no error field before v3
+            listed = c.call(74, 1, LC(resource_types=[]))
+            assert (listed.error_code, listed.config_resources) == (31, [])
+        with RawClient(b.bootstrap, ADMIN_HOST) as c:
+            allowed = c.call(35, 5, LD(topics=None))
+            assert allowed.error_code == 0 and allowed.results[0].topics
+            assert c.call(74, 1, LC(resource_types=[4])).error_code == 0
+    finally:
+        b.stop()
+
+
 # --------------------------------------------------------------------------------------------- broker configs
 
 

@@ -13,7 +13,7 @@ As Kafka: DESCRIBE on the cluster is required (without it, no results and, v3+, 
 `topics` null describes every partition log this broker holds (internal topics included), otherwise only the
 named partitions this broker serves - unknown topics and partitions are left out, not errors, and topics
 without a listed partition are omitted (a partition whose log was never opened is listed with size 0: Kafka
-creates every partition's empty log with its topic). A directory that cannot be read is answered KAFKA_STORAGE_ERROR.
+creates every partition's empty log with its topic). A directory whose volume or stored infos cannot be read is answered KAFKA_STORAGE_ERROR.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
-from kop.topics.manager import Topic
+from kop.storage.api import StorageError
+from kop.topics.manager import Topic, TopicManager
 
 API_KEY = 35
 VERSIONS = (1, 5)
@@ -63,12 +64,20 @@ async def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLo
     log_dir = data_dir if data_dir is not None else (
         cfg.bookkeeperMetadataServiceUri or f"bookkeeper:{cfg.metadataStoreUrl or cfg.zookeeperServers}")
     total = usable = -1
-    if data_dir is not None:
-        try:
+    try:
+        if data_dir is not None:
             total, usable = _volume_bytes(data_dir)
-        except OSError:
-            return R(throttle_time_ms=0, error_code=0, results=[R.DescribeLogDirsResult(
-                error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[])])
+        described = await _describe(topics, wanted)
+    except (OSError, StorageError):  # the volume or the metadata store cannot be read
+        return R(throttle_time_ms=0, error_code=0, results=[R.DescribeLogDirsResult(
+            error_code=ErrorCode.KAFKA_STORAGE_ERROR, log_dir=log_dir, topics=[])])
+    return R(throttle_time_ms=0, error_code=0, results=[R.DescribeLogDirsResult(
+        error_code=0, log_dir=log_dir, topics=described, total_bytes=total, usable_bytes=usable,
+        is_cordoned=False)])
+
+
+async def _describe(topics: TopicManager, wanted: list[tuple[str, Topic, list[int]]],
+                    ) -> list[DescribeLogDirsResponse.DescribeLogDirsTopic]:
     described = []
     for name, topic, parts in sorted(wanted, key=lambda w: w[0]):
         partitions = []
@@ -77,11 +86,9 @@ async def handle(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLo
                 continue  # another broker's log (cluster mode), or going away
             # A partition never opened has no managed ledger yet; Kafka creates every partition's (empty) log
             # with the topic, so it is listed, empty.
-            size = await storage.stored_size(topic.name.ledger_name(p)) or 0
+            size = await topics.storage.stored_size(topic.name.ledger_name(p)) or 0
             partitions.append(R.DescribeLogDirsPartition(partition_index=p, partition_size=size, offset_lag=0,
                                                          is_future_key=False))
         if partitions:
             described.append(R.DescribeLogDirsTopic(name=name, partitions=partitions))
-    return R(throttle_time_ms=0, error_code=0, results=[R.DescribeLogDirsResult(
-        error_code=0, log_dir=log_dir, topics=described, total_bytes=total, usable_bytes=usable,
-        is_cordoned=False)])
+    return described

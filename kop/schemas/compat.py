@@ -1,0 +1,117 @@
+"""Schema definitions checked per type: valid at all, and readable one by the other - for both protocols.
+
+Pulsar's compatibility strategies (kop/schemas/versions.py) and Confluent's compatibility levels
+(kop/schemas/registry.py) ask the same two questions of a definition; this module answers them per type so that
+the two sides cannot disagree:
+
+- AVRO (and Pulsar JSON schemas whose definition is an Avro record, as Pulsar's clients write them): Apache
+  Avro's own schema-resolution checker (the `avro` package), named types of references resolved first.
+- JSON (a JSON Schema document, as Confluent's JSON serializer registers) and PROTOBUF: helper h2's checkers
+  (kop/schemas/json_compat.py, kop/schemas/protobuf_compat.py), reached through `_json_checks` and
+  `_protobuf_checks` below, the only two places that name them.
+
+`refs` everywhere is the resolved references of a definition: import name -> referenced definition text, in the
+order they must be read (an Avro reference names the types a later one may use).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import avro.compatibility
+import avro.name
+import avro.schema
+
+Refs = Mapping[str, str]
+NO_REFS: Refs = {}
+
+
+def avro_parse(text: str, refs: Refs = NO_REFS) -> avro.schema.Schema:
+    """The Avro schema `text` defines, with the named types of `refs` known (ValueError and avro's
+    SchemaParseException for what is not one)."""
+    names = avro.name.Names()
+    for ref_text in refs.values():
+        avro.schema.make_avsc_object(json.loads(ref_text), names)
+    return avro.schema.make_avsc_object(json.loads(text), names)
+
+
+def avro_or_none(text: str, refs: Refs = NO_REFS) -> avro.schema.Schema | None:
+    try:
+        return avro_parse(text, refs)
+    except Exception:  # noqa: BLE001 - not JSON, or not a valid Avro schema
+        return None
+
+
+def avro_incompatibilities(reader: Any, writer: Any) -> list[str]:
+    """Why data written with the Avro schema `writer` cannot be read with `reader` ([]: it can)."""
+    result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+    if result.compatibility is avro.compatibility.SchemaCompatibilityType.compatible:
+        return []
+    return sorted(str(m) for m in result.messages) or ["not compatible"]
+
+
+def _json_checks() -> Any:
+    """kop/schemas/json_compat.py (helper h2), None until it exists in this tree."""
+    try:
+        from kop.schemas import json_compat  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    return json_compat
+
+
+def _protobuf_checks() -> Any:
+    """kop/schemas/protobuf_compat.py (helper h2), None until it exists in this tree."""
+    try:
+        from kop.schemas import protobuf_compat  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return None
+    return protobuf_compat
+
+
+def invalid(type_name: str, text: str, refs: Refs = NO_REFS) -> str | None:
+    """Why a definition of Confluent type `type_name` (AVRO, JSON, PROTOBUF) is unusable; None when it is fine."""
+    if type_name == "AVRO":
+        try:
+            avro_parse(text, refs)
+        except Exception as e:  # noqa: BLE001 - the parser's reason is the answer
+            return f"Invalid schema: {e}"
+        return None
+    if type_name == "JSON":
+        try:
+            json.loads(text)
+        except ValueError as e:
+            return f"Invalid schema: not JSON: {e}"
+        checks = _json_checks()
+        return None if checks is None else checks.json_invalid(text)
+    if type_name == "PROTOBUF":
+        checks = _protobuf_checks()
+        return None if checks is None else checks.protobuf_invalid(text, dict(refs))
+    return f"Invalid schema type {type_name}"
+
+
+def incompatibilities(type_name: str, reader: str, writer: str, reader_refs: Refs = NO_REFS,
+                      writer_refs: Refs = NO_REFS) -> list[str]:
+    """Why data written with definition `writer` cannot be read with `reader`, both of type `type_name` ([]: it
+    can, or the definitions cannot be checked - a JSON definition that is neither Avro nor JSON Schema)."""
+    if type_name in ("AVRO", "JSON"):
+        r, w = avro_or_none(reader, reader_refs), avro_or_none(writer, writer_refs)
+        if r is not None and w is not None:
+            return avro_incompatibilities(r, w)
+        if type_name == "AVRO":
+            return []
+        checks = _json_checks()
+        return [] if checks is None else list(checks.json_incompatibilities(reader, writer))
+    if type_name == "PROTOBUF":
+        checks = _protobuf_checks()
+        if checks is None:
+            return []
+        return list(checks.protobuf_incompatibilities(reader, writer, dict(reader_refs), dict(writer_refs)))
+    return []
+
+
+def protobuf_serialized(text: str, refs: Refs = NO_REFS) -> str | None:
+    """The base64 FileDescriptorProto of a PROTOBUF definition (`?format=serialized`), None when unavailable."""
+    checks = _protobuf_checks()
+    return None if checks is None else str(checks.protobuf_serialized(text, dict(refs)))

@@ -25,6 +25,7 @@ from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol.errors import ErrorCode
 from kop.schemas.api import TopicSchemaIds
+from kop.schemas.registry import ConfluentRegistry
 from kop.schemas.versions import SchemaRegistry
 from kop.security.acl import Authorizer
 from kop.security.sasl.scram import ScramCredentialStore
@@ -163,3 +164,5 @@ class BrokerServices(Protocol):
     # the topics' Pulsar schema versions (kop/schemas/versions.py): the one store behind both protocols' schemas,
     # built by the composition root; the pulsar handler serves and provides it
     schema_versions: SchemaRegistry
+    # Confluent Schema Registry's model over it (subjects, ids, levels, modes): the admin REST's /subjects, ...
+    schema_registry: ConfluentRegistry

@@ -37,9 +37,9 @@ from kop.pulsar import backlog_quota
 from kop.pulsar.commands_table import COMMANDS
 from kop.pulsar.connection import CommandHandler, PulsarConnection
 from kop.pulsar.lookup import LISTENER, LISTENER_TLS
-from kop.schemas.versions import SchemaRegistry
 from kop.pulsar.subscription import PartitionState
 from kop.pulsar.subscriptions import SubscriptionsAdmin
+from kop.schemas.versions import SchemaRegistry
 from kop.security.tokens import PulsarTokenValidator
 from kop.services import BrokerServices, ProvidedServices
 from kop.topics.manager import Topic

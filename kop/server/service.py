@@ -33,12 +33,12 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
-from kop.security.acl import Authorizer
-from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
+from kop.schemas.api import TopicSchemaIds
 from kop.schemas.registry import ConfluentRegistry
 from kop.schemas.versions import SchemaRegistry
+from kop.security.acl import Authorizer
+from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
 from kop.security.sasl.scram import ScramCredentialStore
-from kop.schemas.api import TopicSchemaIds
 from kop.services import PulsarSchemas, PulsarSubscriptions
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager

@@ -455,8 +455,9 @@ class ConfluentRegistry:
                                                       "to delete permanently")
         for v in live:
             await self._refuse_if_referenced(subject, v.version)
-        for v in vs if permanent else live:
-            await self._mark(subject, v, "hard" if permanent else "soft", last=permanent)
+        doomed = vs if permanent else live
+        for i, v in enumerate(doomed):  # permanent: one tombstone, with the last
+            await self._mark(subject, v, "hard" if permanent else "soft", last=permanent and i == len(doomed) - 1)
         if permanent:
             await self.store.delete_recursive(f"{ROOT}/config/{_q(subject)}")
             await self.store.delete_recursive(f"{ROOT}/mode/{_q(subject)}")

@@ -156,18 +156,19 @@ def topic_path(name: TopicName) -> str:
     return f"{ROOT}/{name.tenant}/{name.namespace}/{urllib.parse.quote(name.local, safe='')}"
 
 
-def invalid(schema: SchemaData) -> str | None:
-    """Why a new schema's definition is unusable (Pulsar's SchemaDataValidator refuses AVRO that does not parse)."""
-    if schema.type == AVRO and compat.avro_or_none(schema.data.decode("utf-8", "replace")) is None:
-        return "Invalid schema definition data for AVRO schema"
-    return None
-
-
 Resolver = Callable[[SchemaData], compat.Refs]  # a version's resolved references (kop/schemas/compat.py)
 
 
 def _no_refs(_schema: SchemaData) -> compat.Refs:
     return compat.NO_REFS
+
+
+def invalid(schema: SchemaData, refs: Resolver = _no_refs) -> str | None:
+    """Why a new schema's definition is unusable (Pulsar's SchemaDataValidator refuses AVRO that does not parse;
+    named types of its references, if it has any, are known)."""
+    if schema.type == AVRO and compat.avro_or_none(schema.data.decode("utf-8", "replace"), refs(schema)) is None:
+        return "Invalid schema definition data for AVRO schema"
+    return None
 
 
 def first_live(versions: list[SchemaData]) -> int:
@@ -276,7 +277,7 @@ class SchemaRegistry:
             for v, old in enumerate(versions[start:], start):
                 if old.same_as(schema):
                     return v
-            bad = invalid(schema)
+            bad = invalid(schema, resolve)
             if bad is not None:
                 raise InvalidSchema(bad)
             why = incompatibility(versions[start:], schema, strategy, resolve)

@@ -17,6 +17,7 @@ from kop.schemas.versions import (
     IncompatibleSchema,
     SchemaData,
     SchemaRegistry,
+    SchemaRestError,
     carried_version,
     incompatibility,
     stamp_version,
@@ -24,7 +25,6 @@ from kop.schemas.versions import (
     version_bytes,
     version_of,
 )
-from kop.schemas.versions import SchemaRestError
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.topics.names import TopicName
 

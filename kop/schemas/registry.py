@@ -47,6 +47,7 @@ from kop.schemas.definitions import (
     LEVELS,
     MODES,
     NO_SUBJECT_CONFIG,
+    NO_SUBJECT_MODE,
     NOT_PERMITTED,
     PULSAR_TYPE,
     REFERENCE_EXISTS,
@@ -547,7 +548,7 @@ class ConfluentRegistry:
         if own is not None:
             return own
         if subject is not None and not default_to_global:
-            raise RegistryError(SUBJECT_NOT_FOUND, f"Subject '{subject}' does not have a mode configured")
+            raise RegistryError(NO_SUBJECT_MODE, f"Subject '{subject}' does not have subject-level mode configured")
         return await self._setting("mode", None) or "READWRITE"
 
     async def set_mode(self, subject: str | None, mode: Any) -> str:

@@ -268,6 +268,8 @@ def test_config_and_mode_endpoints(url: str) -> None:
     assert body["schemaCompatibilityStrategy"] == "ALWAYS_COMPATIBLE"
     # modes
     assert call(url, "GET", "/mode")[1] == {"mode": "READWRITE"}
+    assert refused(url, "GET", f"/mode/{subject}") == 40409
+    assert call(url, "GET", f"/mode/{subject}?defaultToGlobal=true")[1] == {"mode": "READWRITE"}
     assert call(url, "PUT", f"/mode/{subject}", {"mode": "READONLY"})[1] == {"mode": "READONLY"}
     assert call(url, "GET", f"/mode/{subject}")[1] == {"mode": "READONLY"}
     assert refused(url, "POST", f"/subjects/{subject}/versions", {"schema": V1}) == 42205

@@ -5,7 +5,7 @@ kop only: no reference Confluent Schema Registry can run here (no Java registry 
 a Kafka of its own), so the expected bodies and error codes are Confluent's documented API (and Karapace's, which
 follows it) - what confluent-kafka's SchemaRegistryClient parses. One broker (`messagingProtocols=kafka,pulsar`)
 serves the whole module; every test uses subjects of its own. A second broker with admin authentication checks
-the one auth case (401 without a token, 200 with one).
+the one auth case (401 without a token, 200 with one, and a role without ACLs refused by the registry's ACL check).
 """
 
 from __future__ import annotations
@@ -134,6 +134,39 @@ def test_avro_serializers_through_our_registry(broker: KopBroker, url: str) -> N
     assert got == [{"a": 3, "b": "x"}]
     assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[1]["version"] == 1
     assert sr.get_versions(f"{topic}-value") == [1, 2]
+
+
+def test_pulsar_producers_schema_is_the_value_subject(broker: KopBroker, url: str) -> None:
+    """One store, one rule: a Pulsar producer's schema is Confluent version 1 of `<topic>-value` (with an id),
+    and the level set through /config on that subject is the strategy the Pulsar side applies."""
+    import pulsar
+    from pulsar.schema import AvroSchema, Integer, Record, String
+
+    class Reading(Record):
+        _sorted_fields = True
+        sensor = String()
+        value = Integer()
+
+    class Renamed(Record):  # a required field of another type under the same name: incompatible both ways
+        _sorted_fields = True
+        sensor = Integer()
+
+    Renamed.__name__ = "Reading"
+    topic = unique("pulsar")
+    client = pulsar.Client(broker.pulsar_service_url, operation_timeout_seconds=60)
+    try:
+        client.create_producer(f"persistent://public/default/{topic}", schema=AvroSchema(Reading)).close()
+        v1 = call(url, "GET", f"/subjects/{topic}-value/versions/1")[1]
+        pulsar_text = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[1]["data"]
+        assert v1["subject"] == f"{topic}-value" and v1["schema"] == pulsar_text
+        assert call(url, "GET", f"/schemas/ids/{v1['id']}")[1] == {"schema": pulsar_text}
+        with pytest.raises(pulsar.IncompatibleSchema):  # FULL, the broker's default
+            client.create_producer(f"persistent://public/default/{topic}", schema=AvroSchema(Renamed))
+        assert call(url, "PUT", f"/config/{topic}-value", {"compatibility": "NONE"})[0] == 200
+        client.create_producer(f"persistent://public/default/{topic}", schema=AvroSchema(Renamed)).close()
+        assert call(url, "GET", f"/subjects/{topic}-value/versions")[1] == [1, 2]
+    finally:
+        client.close()
 
 
 def test_json_serializers_through_our_registry(broker: KopBroker, url: str) -> None:
@@ -266,6 +299,11 @@ def test_config_and_mode_endpoints(url: str) -> None:
     status, body, _ = call(url, "POST", f"/admin/v2/schemas/public/default/{topic}/compatibility",
                            {"type": "AVRO", "schema": V1, "properties": {}}, content_type="application/json")
     assert body["schemaCompatibilityStrategy"] == "ALWAYS_COMPATIBLE"
+    # the global level
+    assert call(url, "PUT", "/config", {"compatibility": "backward"})[1] == {"compatibility": "BACKWARD"}
+    assert call(url, "GET", f"/config/{subject}?defaultToGlobal=true")[1] == {"compatibilityLevel": "BACKWARD"}
+    assert call(url, "DELETE", "/config")[1] == {"compatibilityLevel": "BACKWARD"}
+    assert call(url, "GET", "/config")[1] == {"compatibilityLevel": "FULL"}
     # modes
     assert call(url, "GET", "/mode")[1] == {"mode": "READWRITE"}
     assert refused(url, "GET", f"/mode/{subject}") == 40409
@@ -329,7 +367,7 @@ def test_admin_authentication_guards_the_registry(tmp_path: Path) -> None:
         "messagingProtocols": "kafka", "authenticationEnabled": "true",
         "authenticationProviders": "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
         "tokenSecretKey": f"file://{tmp_path / 'token.key'}", "superUserRoles": "admin",
-        "saslAllowedMechanisms": "PLAIN"}).start()
+        "authorizationEnabled": "true", "saslAllowedMechanisms": "PLAIN"}).start()
     try:
         url = b.admin_url
         status, body, _ = call(url, "GET", "/subjects")
@@ -338,5 +376,11 @@ def test_admin_authentication_guards_the_registry(tmp_path: Path) -> None:
         auth = {"Authorization": f"Bearer {token}"}
         assert call(url, "GET", "/subjects", headers=auth)[:2] == (200, [])
         assert call(url, "POST", "/subjects/s-value/versions", {"schema": V1}, headers=auth)[:2] == (200, {"id": 1})
+        # another role is authorized by the Kafka ACLs (none here: refused), not refused as a non-super user
+        bob = {"Authorization": f"Bearer {jwt.encode({'sub': 'bob'}, TOKEN_SECRET, algorithm='HS256')}"}
+        assert call(url, "GET", "/subjects", headers=bob)[:2] == (200, [])  # s-value is left out
+        status, body, _ = call(url, "GET", "/subjects/s-value/versions", headers=bob)
+        assert (status, body["error_code"]) == (403, 40301)
+        assert call(url, "GET", "/schemas/ids/1", headers=bob)[:2] == (200, {"schema": V1})
     finally:
         b.stop()

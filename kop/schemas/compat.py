@@ -84,7 +84,7 @@ def invalid(type_name: str, text: str, refs: Refs = NO_REFS) -> str | None:
         except ValueError as e:
             return f"Invalid schema: not JSON: {e}"
         checks = _json_checks()
-        return None if checks is None else checks.json_invalid(text)
+        return None if checks is None else checks.json_invalid(text, dict(refs))
     if type_name == "PROTOBUF":
         checks = _protobuf_checks()
         return None if checks is None else checks.protobuf_invalid(text, dict(refs))
@@ -92,9 +92,11 @@ def invalid(type_name: str, text: str, refs: Refs = NO_REFS) -> str | None:
 
 
 def incompatibilities(type_name: str, reader: str, writer: str, reader_refs: Refs = NO_REFS,
-                      writer_refs: Refs = NO_REFS) -> list[str]:
+                      writer_refs: Refs = NO_REFS, names: tuple[str, str] = ("new", "old")) -> list[str]:
     """Why data written with definition `writer` cannot be read with `reader`, both of type `type_name` ([]: it
-    can, or the definitions cannot be checked - a JSON definition that is neither Avro nor JSON Schema)."""
+    can, or the definitions cannot be checked - a JSON definition that is neither Avro nor JSON Schema).
+    `names`: what the messages call the reader and the writer (("new", "old") for BACKWARD, the reverse for
+    FORWARD, as Confluent's messages name them)."""
     if type_name in ("AVRO", "JSON"):
         r, w = avro_or_none(reader, reader_refs), avro_or_none(writer, writer_refs)
         if r is not None and w is not None:
@@ -102,12 +104,17 @@ def incompatibilities(type_name: str, reader: str, writer: str, reader_refs: Ref
         if type_name == "AVRO":
             return []
         checks = _json_checks()
-        return [] if checks is None else list(checks.json_incompatibilities(reader, writer))
+        if checks is None:
+            return []
+        return list(checks.json_incompatibilities(reader, writer, reader_refs=dict(reader_refs),
+                                                  writer_refs=dict(writer_refs), reader_name=names[0],
+                                                  writer_name=names[1]))
     if type_name == "PROTOBUF":
         checks = _protobuf_checks()
         if checks is None:
             return []
-        return list(checks.protobuf_incompatibilities(reader, writer, dict(reader_refs), dict(writer_refs)))
+        return list(checks.protobuf_incompatibilities(reader, writer, dict(reader_refs), dict(writer_refs),
+                                                      reader_name=names[0], writer_name=names[1]))
     return []
 
 

@@ -363,7 +363,7 @@ class ConfluentRegistry:
                         compat.incompatibilities(t, d.text, old.definition.text, refs, old_refs)]
             if base in ("FORWARD", "FULL"):
                 out += [f"version {old.version}: {m}" for m in
-                        compat.incompatibilities(t, old.definition.text, d.text, old_refs, refs)]
+                        compat.incompatibilities(t, old.definition.text, d.text, old_refs, refs, ("old", "new"))]
         return out
 
     async def check(self, subject: str, d: Definition, version: str | int | None = None) -> list[str]:

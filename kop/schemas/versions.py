@@ -201,7 +201,7 @@ def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str,
         if base in ("BACKWARD", "FULL"):
             why = compat.incompatibilities(name, new_text, old_text, refs(new), refs(old))
         if not why and base in ("FORWARD", "FULL"):
-            why = compat.incompatibilities(name, old_text, new_text, refs(old), refs(new))
+            why = compat.incompatibilities(name, old_text, new_text, refs(old), refs(new), ("old", "new"))
         if why:
             return f"Incompatible schema ({strategy}): {'; '.join(why)}"
     return None

@@ -22,7 +22,7 @@ from typing import Any
 
 import jwt
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
@@ -102,8 +102,8 @@ def roundtrip(broker: KopBroker, topic: str, serialize: Any, deserialize: Any, v
     for v in values:
         p.produce(topic, value=serialize(v, SerializationContext(topic, MessageField.VALUE)))
     assert p.flush(POLL_SECONDS) == 0
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "auto.offset.reset": "earliest"})
-    c.subscribe([topic])
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # no group join: nothing but the fetch to wait for
     out: list[Any] = []
     deadline = time.monotonic() + POLL_SECONDS
     try:

@@ -14,13 +14,15 @@ created with "must not exist yet", so two brokers (cluster mode) racing for the 
 the loser reads again and retries. Deleting a topic deletes its schemas, as Pulsar does.
 
 Compatibility (`schemaCompatibilityStrategy`, Pulsar's key and default FULL, broker-wide, unless the Confluent
-registry's /config levels say otherwise - Pulsar's namespace and topic policies are not served): a new schema must be compatible with the latest version (with every version for
-the *_TRANSITIVE strategies). A different type is incompatible (Pulsar's rule, except ALWAYS_COMPATIBLE). Avro and
-JSON schemas (both Avro definitions on the wire) are checked with Apache Avro's own schema-resolution checker (the
-`avro` package: the reader/writer rules Pulsar's validator applies through Avro's Java library): BACKWARD = the new
-schema reads data of the old, FORWARD = the old reads the new, FULL = both. Other types (STRING, primitives,
-PROTOBUF, KEY_VALUE, ...) of the same type are compatible without a look at the definition - a difference from
-Pulsar, which compares PROTOBUF root messages and KEY_VALUE halves.
+registry's /config levels say otherwise - Pulsar's namespace and topic policies are not served): a new schema must
+be compatible with the latest version (with every version for the *_TRANSITIVE strategies). A different type is
+incompatible (Pulsar's rule, except ALWAYS_COMPATIBLE). The definitions are compared by kop/schemas/compat.py, the
+checks the Confluent registry uses too: AVRO and JSON schemas that are Avro definitions (what Pulsar's clients
+send) with Apache Avro's own schema-resolution checker (the `avro` package: the reader/writer rules Pulsar's
+validator applies through Avro's Java library), JSON Schema documents (what Confluent's JSON serializer sends)
+and PROTOBUF with Confluent's rules. BACKWARD = the new schema reads data of the old, FORWARD = the old reads the
+new, FULL = both. Other types (STRING, primitives, KEY_VALUE, ...) of the same type are compatible without a look
+at the definition - a difference from Pulsar, which compares KEY_VALUE halves.
 
 Deleting a schema (the admin REST's `DELETE .../schema`) stores a tombstone as the next version, as Pulsar's
 deleteSchema does: the versions up to the last tombstone are then gone for every reader (GET answers nothing for

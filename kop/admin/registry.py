@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kop.schemas import compat
 from kop.schemas.definitions import (
     INVALID_SCHEMA,
     SCHEMA_NOT_FOUND,
@@ -38,6 +39,7 @@ from kop.schemas.definitions import (
     TYPES,
     Definition,
     RegistryError,
+    canonical_text,
     parse_references,
 )
 from kop.schemas.registry import ConfluentRegistry, Version, parse_version
@@ -205,8 +207,6 @@ class RegistryRoutes:
         schema_id, d = await self._schema_id(request)
         body = d.body()
         if request.query.get("format") == "serialized" and d.schema_type == "PROTOBUF":
-            from kop.schemas import compat
-
             serialized = compat.protobuf_serialized(d.text, await self.registry.resolve(d.references))
             if serialized is not None:
                 body["schema"] = serialized
@@ -276,8 +276,6 @@ class RegistryRoutes:
         subject = self._subject(request, Op.DESCRIBE)
         d = _definition(await _body(request))
         if _flag(request, "normalize"):
-            from kop.schemas.definitions import canonical_text
-
             d = Definition(d.schema_type, canonical_text(d.schema_type, d.text), d.references)
         return (await self.registry.lookup(subject, d, _flag(request, "deleted"))).body()
 

@@ -79,7 +79,9 @@ _RETRIES = 20
 
 
 def _q(subject: str) -> str:
-    return urllib.parse.quote(subject, safe="")
+    """A subject as one node name (ZooKeeper refuses the names "." and "..": their dots are quoted too)."""
+    quoted = urllib.parse.quote(subject, safe="")
+    return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,11 +205,7 @@ class RegistryRoutes:
 
     async def by_id(self, request: web.Request) -> Any:
         schema_id, d = await self._schema_id(request)
-        body = d.body()
-        if request.query.get("format") == "serialized" and d.schema_type == "PROTOBUF":
-            serialized = compat.protobuf_serialized(d.text, await self.registry.resolve(d.references))
-            if serialized is not None:
-                body["schema"] = serialized
+        body = await self._formatted(request, d.body(), d)
         subject = request.query.get("subject")
         if subject and not any(v.id == schema_id for v in await self.registry.all_versions(subject)):
             raise RegistryError(SCHEMA_NOT_FOUND, f"Schema {schema_id} not found under subject {subject}")
@@ -252,7 +248,15 @@ class RegistryRoutes:
         return await self.registry.get_version(subject, request.match_info["version"], _flag(request, "deleted"))
 
     async def version(self, request: web.Request) -> Any:
-        return (await self._version(request)).body()
+        v = await self._version(request)
+        return await self._formatted(request, v.body(), v.definition)
+
+    async def _formatted(self, request: web.Request, body: dict[str, Any], d: Definition) -> dict[str, Any]:
+        """`?format=serialized`: a PROTOBUF schema as base64 FileDescriptorProto (what confluent-kafka's Protobuf
+        serializer asks for its references); other formats and types answer the text as registered."""
+        if request.query.get("format") == "serialized" and d.schema_type == "PROTOBUF":
+            body["schema"] = compat.protobuf_serialized(d.text, await self.registry.resolve(d.references))
+        return body
 
     async def version_text(self, request: web.Request) -> Any:
         return web.Response(text=(await self._version(request)).definition.text, content_type=CONTENT_TYPE)

@@ -6,9 +6,8 @@ the two sides cannot disagree:
 
 - AVRO (and Pulsar JSON schemas whose definition is an Avro record, as Pulsar's clients write them): Apache
   Avro's own schema-resolution checker (the `avro` package), named types of references resolved first.
-- JSON (a JSON Schema document, as Confluent's JSON serializer registers) and PROTOBUF: helper h2's checkers
-  (kop/schemas/json_compat.py, kop/schemas/protobuf_compat.py), reached through `_json_checks` and
-  `_protobuf_checks` below, the only two places that name them.
+- JSON (a JSON Schema document, as Confluent's JSON serializer registers) and PROTOBUF: Confluent's rules, in
+  kop/schemas/json_compat.py and kop/schemas/protobuf_compat.py.
 
 `refs` everywhere is the resolved references of a definition: import name -> referenced definition text, in the
 order they must be read (an Avro reference names the types a later one may use).
@@ -23,6 +22,8 @@ from typing import Any
 import avro.compatibility
 import avro.name
 import avro.schema
+
+from kop.schemas import json_compat, protobuf_compat
 
 Refs = Mapping[str, str]
 NO_REFS: Refs = {}
@@ -52,24 +53,6 @@ def avro_incompatibilities(reader: Any, writer: Any) -> list[str]:
     return sorted(str(m) for m in result.messages) or ["not compatible"]
 
 
-def _json_checks() -> Any:
-    """kop/schemas/json_compat.py (helper h2), None until it exists in this tree."""
-    try:
-        from kop.schemas import json_compat  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    return json_compat
-
-
-def _protobuf_checks() -> Any:
-    """kop/schemas/protobuf_compat.py (helper h2), None until it exists in this tree."""
-    try:
-        from kop.schemas import protobuf_compat  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return None
-    return protobuf_compat
-
-
 def invalid(type_name: str, text: str, refs: Refs = NO_REFS) -> str | None:
     """Why a definition of Confluent type `type_name` (AVRO, JSON, PROTOBUF) is unusable; None when it is fine."""
     if type_name == "AVRO":
@@ -83,11 +66,9 @@ def invalid(type_name: str, text: str, refs: Refs = NO_REFS) -> str | None:
             json.loads(text)
         except ValueError as e:
             return f"Invalid schema: not JSON: {e}"
-        checks = _json_checks()
-        return None if checks is None else checks.json_invalid(text, dict(refs))
+        return json_compat.json_invalid(text, dict(refs))
     if type_name == "PROTOBUF":
-        checks = _protobuf_checks()
-        return None if checks is None else checks.protobuf_invalid(text, dict(refs))
+        return protobuf_compat.protobuf_invalid(text, dict(refs))
     return f"Invalid schema type {type_name}"
 
 
@@ -103,22 +84,15 @@ def incompatibilities(type_name: str, reader: str, writer: str, reader_refs: Ref
             return avro_incompatibilities(r, w)
         if type_name == "AVRO":
             return []
-        checks = _json_checks()
-        if checks is None:
-            return []
-        return list(checks.json_incompatibilities(reader, writer, reader_refs=dict(reader_refs),
+        return json_compat.json_incompatibilities(reader, writer, reader_refs=dict(reader_refs),
                                                   writer_refs=dict(writer_refs), reader_name=names[0],
-                                                  writer_name=names[1]))
+                                                  writer_name=names[1])
     if type_name == "PROTOBUF":
-        checks = _protobuf_checks()
-        if checks is None:
-            return []
-        return list(checks.protobuf_incompatibilities(reader, writer, dict(reader_refs), dict(writer_refs),
-                                                      reader_name=names[0], writer_name=names[1]))
+        return protobuf_compat.protobuf_incompatibilities(reader, writer, dict(reader_refs), dict(writer_refs),
+                                                          reader_name=names[0], writer_name=names[1])
     return []
 
 
-def protobuf_serialized(text: str, refs: Refs = NO_REFS) -> str | None:
-    """The base64 FileDescriptorProto of a PROTOBUF definition (`?format=serialized`), None when unavailable."""
-    checks = _protobuf_checks()
-    return None if checks is None else str(checks.protobuf_serialized(text, dict(refs)))
+def protobuf_serialized(text: str, refs: Refs = NO_REFS) -> str:
+    """The base64 FileDescriptorProto of a PROTOBUF definition (`?format=serialized`)."""
+    return protobuf_compat.protobuf_serialized(text, dict(refs))

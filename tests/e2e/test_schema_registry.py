@@ -10,6 +10,7 @@ the one auth case (401 without a token, 200 with one, and a role without ACLs re
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import time
@@ -228,6 +229,41 @@ def test_evolution_per_level(url: str, level: str, accepted: str, refused_schema
                     {"schema": refused_schema})[1] == {"is_compatible": False}
     sr.register_schema(subject, Schema(accepted, "AVRO"))
     assert sr.get_versions(subject) == [1, 2]
+
+
+def _json_doc(id_type: str) -> str:
+    return json.dumps({"type": "object", "properties": {"id": {"type": id_type}}, "additionalProperties": False})
+
+
+def _proto(id_type: str) -> str:
+    return f'syntax = "proto3";\npackage kop.test;\n\nmessage Order {{\n  {id_type} id = 1;\n}}\n'
+
+
+@pytest.mark.parametrize(("schema_type", "v1", "v2_ok", "v2_refused"), [
+    ("JSON", _json_doc("integer"), json.dumps({"type": "object", "properties": {"id": {"type": "integer"}, "note": {
+        "type": "string"}}, "additionalProperties": False}), _json_doc("string")),
+    ("PROTOBUF", _proto("int64"), _proto("int64").replace("}\n", "  string note = 2;\n}\n"), _proto("string")),
+], ids=["JSON", "PROTOBUF"])
+def test_json_and_protobuf_evolution(url: str, schema_type: str, v1: str, v2_ok: str, v2_refused: str) -> None:
+    subject = unique(schema_type.lower()) + "-value"
+    call(url, "PUT", f"/config/{subject}", {"compatibility": "BACKWARD"})
+    assert call(url, "POST", f"/subjects/{subject}/versions", {"schema": v1, "schemaType": schema_type})[0] == 200
+    assert refused(url, "POST", f"/subjects/{subject}/versions", {"schema": v2_refused,
+                                                                   "schemaType": schema_type}) == 409
+    status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
+                           {"schema": v2_refused, "schemaType": schema_type})
+    assert status == 200 and body["is_compatible"] is False and body["messages"]
+    status, body, _ = call(url, "POST", f"/subjects/{subject}/versions", {"schema": v2_ok, "schemaType": schema_type})
+    assert status == 200
+    if schema_type == "PROTOBUF":  # confluent-kafka asks for references in Protobuf's binary descriptor form
+        from google.protobuf import descriptor_pb2
+
+        for path in (f"/schemas/ids/{body['id']}", f"/subjects/{subject}/versions/2"):
+            got = call(url, "GET", path + "?format=serialized")[1]
+            fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(got["schema"]))
+            assert [m.name for m in fd.message_type] == ["Order"] and got["schemaType"] == "PROTOBUF"
+    assert refused(url, "POST", f"/subjects/{unique('bad')}/versions", {"schema": "message {",
+                                                                         "schemaType": schema_type}) == 42201
 
 
 def test_transitive_level_compares_every_version(url: str) -> None:

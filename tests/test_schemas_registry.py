@@ -225,3 +225,25 @@ def test_invalid_definitions(tmp_path: Path) -> None:
         assert await code_of(reg.lookup("x", avro(V2))) == 40403
 
     run(tmp_path, body)
+
+
+def test_protobuf_imports_are_references(tmp_path: Path) -> None:
+    common = 'syntax = "proto3";\npackage kop.test;\n\nmessage Money {\n  int64 cents = 1;\n}\n'
+    order = ('syntax = "proto3";\npackage kop.test;\n\nimport "common.proto";\n\nmessage Order {\n'
+             '  kop.test.Money total = 1;\n}\n')
+    ref = (Reference("common.proto", "common", 1),)
+
+    async def body(reg: ConfluentRegistry, versions: SchemaRegistry) -> None:
+        await reg.register("common", Definition("PROTOBUF", common))
+        assert await code_of(reg.register("order-value", Definition("PROTOBUF", order))) == 42201  # import unknown
+        order_id = await reg.register("order-value", Definition("PROTOBUF", order, ref))
+        assert await reg.referenced_by("common", 1) == [order_id]
+        # the Pulsar version of order keeps them: a consumer's check resolves the import
+        await versions.check_for_consumer(TopicName("public", "default", "order"),
+                                          SchemaData(3, order.encode(), {"confluent.references": json.dumps(
+                                              [r.json() for r in ref])}))
+        # a changed field type is refused under BACKWARD, with the import resolved on both sides
+        changed = order.replace("kop.test.Money total", "string total")
+        assert await code_of(reg.register("order-value", Definition("PROTOBUF", changed, ref))) == 409
+
+    run(tmp_path, body)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -56,10 +56,10 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 PREFIXES = ("/subjects", "/schemas", "/config", "/mode", "/compatibility")
 ROLE_KEY = "kop.role"  # where kop/admin/auth.py leaves an authenticated role (absent: authentication is off)
 Op = AclOperation
-Route = Callable[[web.Request], Awaitable[Any]]
+Route = Callable[[web.Request], Awaitable[object]]
 
 
-def _answer(data: Any, status: int = 200) -> web.Response:
+def _answer(data: object, status: int = 200) -> web.Response:
     return web.Response(text=json.dumps(data), status=status, content_type=CONTENT_TYPE)
 
 
@@ -72,7 +72,7 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
-async def _body(request: web.Request) -> dict[str, Any]:
+async def _body(request: web.Request) -> dict[str, object]:
     raw = await request.read()
     try:
         body = json.loads(raw or b"null")
@@ -84,7 +84,7 @@ async def _body(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def _definition(body: dict[str, Any]) -> Definition:
+def _definition(body: dict[str, object]) -> Definition:
     text = body.get("schema")
     if not isinstance(text, str) or not text:
         raise RegistryError(INVALID_SCHEMA, "Empty schema")
@@ -94,7 +94,7 @@ def _definition(body: dict[str, Any]) -> Definition:
     return Definition(schema_type.upper(), text, parse_references(body.get("references")))
 
 
-def _int(value: Any, code: int, what: str) -> int | None:
+def _int(value: object, code: int, what: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
@@ -176,16 +176,16 @@ class RegistryRoutes:
             r.add_put(path, route(self.put_mode))
         r.add_delete("/mode/{subject}", route(self.delete_mode))
 
-    async def root(self, request: web.Request) -> Any:
+    async def root(self, request: web.Request) -> object:
         return {}
 
-    async def types(self, request: web.Request) -> Any:
+    async def types(self, request: web.Request) -> object:
         return sorted(TYPES)
 
     async def _visible_subjects(self, request: web.Request, deleted: bool, prefix: str) -> list[str]:
         return [s for s in await self.registry.subjects(deleted, prefix) if self._allowed(request, Op.DESCRIBE, s)]
 
-    async def schemas(self, request: web.Request) -> Any:
+    async def schemas(self, request: web.Request) -> object:
         deleted, latest_only = _flag(request, "deleted"), _flag(request, "latestOnly")
         out = []
         for s in await self._visible_subjects(request, deleted, request.query.get("subjectPrefix", "")):
@@ -203,7 +203,7 @@ class RegistryRoutes:
             raise RegistryError(SCHEMA_NOT_FOUND, f"Schema {schema_id} not found")
         return schema_id, d
 
-    async def by_id(self, request: web.Request) -> Any:
+    async def by_id(self, request: web.Request) -> object:
         schema_id, d = await self._schema_id(request)
         body = await self._formatted(request, d.body(), d)
         subject = request.query.get("subject")
@@ -211,22 +211,22 @@ class RegistryRoutes:
             raise RegistryError(SCHEMA_NOT_FOUND, f"Schema {schema_id} not found under subject {subject}")
         return body
 
-    async def by_id_text(self, request: web.Request) -> Any:
+    async def by_id_text(self, request: web.Request) -> object:
         _, d = await self._schema_id(request)
         return web.Response(text=d.text, content_type=CONTENT_TYPE)
 
-    async def id_subjects(self, request: web.Request) -> Any:
+    async def id_subjects(self, request: web.Request) -> object:
         schema_id, _ = await self._schema_id(request)
         found = await self.registry.where_is(schema_id, _flag(request, "deleted"))
         return sorted({v.subject for v in found if self._allowed(request, Op.DESCRIBE, v.subject)})
 
-    async def id_versions(self, request: web.Request) -> Any:
+    async def id_versions(self, request: web.Request) -> object:
         schema_id, _ = await self._schema_id(request)
         found = await self.registry.where_is(schema_id, _flag(request, "deleted"))
         return [{"subject": v.subject, "version": v.version} for v in found
                 if self._allowed(request, Op.DESCRIBE, v.subject)]
 
-    async def subjects(self, request: web.Request) -> Any:
+    async def subjects(self, request: web.Request) -> object:
         return await self._visible_subjects(request, _flag(request, "deleted"),
                                             request.query.get("subjectPrefix", ""))
 
@@ -235,7 +235,7 @@ class RegistryRoutes:
         self._authorize(request, op, subject)
         return subject
 
-    async def versions(self, request: web.Request) -> Any:
+    async def versions(self, request: web.Request) -> object:
         subject = self._subject(request, Op.DESCRIBE)
         deleted = _flag(request, "deleted")
         vs = [v.version for v in await self.registry.all_versions(subject) if deleted or not v.deleted]
@@ -247,25 +247,25 @@ class RegistryRoutes:
         subject = self._subject(request, Op.DESCRIBE)
         return await self.registry.get_version(subject, request.match_info["version"], _flag(request, "deleted"))
 
-    async def version(self, request: web.Request) -> Any:
+    async def version(self, request: web.Request) -> object:
         v = await self._version(request)
         return await self._formatted(request, v.body(), v.definition)
 
-    async def _formatted(self, request: web.Request, body: dict[str, Any], d: Definition) -> dict[str, Any]:
+    async def _formatted(self, request: web.Request, body: dict[str, object], d: Definition) -> dict[str, object]:
         """`?format=serialized`: a PROTOBUF schema as base64 FileDescriptorProto (what confluent-kafka's Protobuf
         serializer asks for its references); other formats and types answer the text as registered."""
         if request.query.get("format") == "serialized" and d.schema_type == "PROTOBUF":
             body["schema"] = compat.protobuf_serialized(d.text, await self.registry.resolve(d.references))
         return body
 
-    async def version_text(self, request: web.Request) -> Any:
+    async def version_text(self, request: web.Request) -> object:
         return web.Response(text=(await self._version(request)).definition.text, content_type=CONTENT_TYPE)
 
-    async def referenced_by(self, request: web.Request) -> Any:
+    async def referenced_by(self, request: web.Request) -> object:
         v = await self._version(request)
         return await self.registry.referenced_by(v.subject, v.version)
 
-    async def register(self, request: web.Request) -> Any:
+    async def register(self, request: web.Request) -> object:
         subject = self._subject(request, Op.WRITE)
         body = await _body(request)
         d = _definition(body)
@@ -276,22 +276,22 @@ class RegistryRoutes:
                                            normalize=_flag(request, "normalize"))
         return {"id": got}
 
-    async def lookup(self, request: web.Request) -> Any:
+    async def lookup(self, request: web.Request) -> object:
         subject = self._subject(request, Op.DESCRIBE)
         d = _definition(await _body(request))
         if _flag(request, "normalize"):
             d = Definition(d.schema_type, canonical_text(d.schema_type, d.text), d.references)
         return (await self.registry.lookup(subject, d, _flag(request, "deleted"))).body()
 
-    async def delete_subject(self, request: web.Request) -> Any:
+    async def delete_subject(self, request: web.Request) -> object:
         subject = self._subject(request, Op.DELETE)
         return await self.registry.delete_subject(subject, _flag(request, "permanent"))
 
-    async def delete_version(self, request: web.Request) -> Any:
+    async def delete_version(self, request: web.Request) -> object:
         subject = self._subject(request, Op.DELETE)
         return await self.registry.delete_version(subject, request.match_info["version"], _flag(request, "permanent"))
 
-    async def compatibility(self, request: web.Request) -> Any:
+    async def compatibility(self, request: web.Request) -> object:
         subject = self._subject(request, Op.DESCRIBE)
         d = _definition(await _body(request))
         version = request.match_info.get("version")
@@ -300,39 +300,39 @@ class RegistryRoutes:
         elif not await self.registry.live_versions(subject):
             return {"is_compatible": True, **({"messages": []} if _flag(request, "verbose") else {})}
         why = await self.registry.check(subject, d, version)
-        out: dict[str, Any] = {"is_compatible": not why}
+        out: dict[str, object] = {"is_compatible": not why}
         if _flag(request, "verbose"):
             out["messages"] = why
         return out
 
-    async def get_config(self, request: web.Request) -> Any:
+    async def get_config(self, request: web.Request) -> object:
         subject = request.match_info.get("subject")
         self._authorize(request, Op.DESCRIBE_CONFIGS, subject)
         return {"compatibilityLevel": await self.registry.level(subject, _flag(request, "defaultToGlobal"))}
 
-    async def put_config(self, request: web.Request) -> Any:
+    async def put_config(self, request: web.Request) -> object:
         subject = request.match_info.get("subject")
         self._authorize(request, Op.ALTER_CONFIGS, subject)
         body = await _body(request)
         return {"compatibility": await self.registry.set_level(subject, body.get("compatibility"))}
 
-    async def delete_config(self, request: web.Request) -> Any:
+    async def delete_config(self, request: web.Request) -> object:
         subject = request.match_info.get("subject")
         self._authorize(request, Op.ALTER_CONFIGS, subject)
         return {"compatibilityLevel": await self.registry.delete_level(subject)}
 
-    async def get_mode(self, request: web.Request) -> Any:
+    async def get_mode(self, request: web.Request) -> object:
         subject = request.match_info.get("subject")
         self._authorize(request, Op.DESCRIBE_CONFIGS, subject)
         return {"mode": await self.registry.mode(subject, _flag(request, "defaultToGlobal") or subject is None)}
 
-    async def put_mode(self, request: web.Request) -> Any:
+    async def put_mode(self, request: web.Request) -> object:
         subject = request.match_info.get("subject")
         self._authorize(request, Op.ALTER_CONFIGS, subject)
         body = await _body(request)
         return {"mode": await self.registry.set_mode(subject, body.get("mode"))}
 
-    async def delete_mode(self, request: web.Request) -> Any:
+    async def delete_mode(self, request: web.Request) -> object:
         subject = self._subject(request, Op.ALTER_CONFIGS)
         return {"mode": await self.registry.delete_mode(subject)}
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import avro.compatibility
 import avro.name
@@ -45,7 +44,7 @@ def avro_or_none(text: str, refs: Refs = NO_REFS) -> avro.schema.Schema | None:
         return None
 
 
-def avro_incompatibilities(reader: Any, writer: Any) -> list[str]:
+def avro_incompatibilities(reader: avro.schema.Schema, writer: avro.schema.Schema) -> list[str]:
     """Why data written with the Avro schema `writer` cannot be read with `reader` ([]: it can)."""
     result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
     if result.compatibility is avro.compatibility.SchemaCompatibilityType.compatible:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Any
 
 TYPES = ("AVRO", "JSON", "PROTOBUF")  # what /schemas/types answers; AVRO is the default schemaType
 # Confluent type <-> Pulsar's Schema.Type number (kop/schemas/versions.py TYPE_NAMES)
@@ -55,11 +54,11 @@ class Reference:
     subject: str
     version: int
 
-    def json(self) -> dict[str, Any]:
+    def json(self) -> dict[str, object]:
         return {"name": self.name, "subject": self.subject, "version": self.version}
 
 
-def parse_references(raw: Any) -> tuple[Reference, ...]:
+def parse_references(raw: object) -> tuple[Reference, ...]:
     """`references` of a request body (RegistryError 42201 for a malformed one)."""
     if raw is None:
         return ()
@@ -105,9 +104,9 @@ class Definition:
         d = json.loads(raw)
         return cls(d["schemaType"], d["schema"], parse_references(d.get("references")))
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         """The fields Confluent's answers carry for a schema: schemaType left out for AVRO, references when any."""
-        out: dict[str, Any] = {"schema": self.text}
+        out: dict[str, object] = {"schema": self.text}
         if self.schema_type != "AVRO":
             out["schemaType"] = self.schema_type
         if self.references:

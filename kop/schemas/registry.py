@@ -33,7 +33,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from kop.schemas import compat
 from kop.schemas.api import Part
@@ -72,6 +72,7 @@ from kop.schemas.versions import IncompatibleSchema, InvalidSchema, SchemaData, 
 from kop.storage.api import BadVersionError, MetadataStore, NodeExistsError
 from kop.topics.names import TopicName
 
+T = TypeVar("T")
 ROOT = "/schema-registry"
 COUNTER = f"{ROOT}/id-counter"
 CACHE_SECONDS = 2.0  # how stale a cached id set may be for writes made through another broker
@@ -94,7 +95,7 @@ class Version:
     definition: Definition
     deleted: bool = False
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, object]:
         return {"subject": self.subject, "version": self.version, "id": self.id, **self.definition.body()}
 
 
@@ -112,10 +113,14 @@ class ConfluentRegistry:
         self.default_level = strategy_to_level(default_strategy)
         self._defs: dict[int, Definition] = {}  # ids never change their definition
         self._fp_ids: dict[str, int] = {}  # nor a fingerprint its id
-        self._cache: dict[Any, tuple[float, Any]] = {}
+        # TopicSchemaIds' answers, with the time each was read: (topic, version) -> id, (topic, id) -> version
+        # (-1: none), (topic, part) -> ids
+        self._ids: dict[tuple[TopicName, int], tuple[float, int]] = {}
+        self._versions: dict[tuple[TopicName, int], tuple[float, int]] = {}
+        self._registered: dict[tuple[TopicName, str], tuple[float, frozenset[int]]] = {}
         versions.strategy_of = self.topic_strategy
         versions.refs_of = self._pulsar_refs
-        versions.changed.append(lambda _name: self._cache.clear())
+        versions.changed.append(lambda _name: self._forget())
 
     # ------------------------------------------------------------------ subjects <-> topics
     def topic_of(self, subject: str) -> TopicName | None:
@@ -410,7 +415,7 @@ class ConfluentRegistry:
             await self._append_to_topic(topic, d, version)
         else:
             await self._append_own(subject, new_id, version)
-        self._cache.clear()
+        self._forget()
         return new_id
 
     async def _append_to_topic(self, topic: TopicName, d: Definition, version: int | None) -> None:
@@ -464,7 +469,7 @@ class ConfluentRegistry:
         if permanent:
             await self.store.delete_recursive(f"{ROOT}/config/{_q(subject)}")
             await self.store.delete_recursive(f"{ROOT}/mode/{_q(subject)}")
-        self._cache.clear()
+        self._forget()
         return [v.version for v in (vs if permanent else live)]
 
     async def delete_version(self, subject: str, version: str | int, permanent: bool = False) -> int:
@@ -480,7 +485,7 @@ class ConfluentRegistry:
         await self._refuse_if_referenced(subject, v.version)
         remaining = [o for o in await self.all_versions(subject) if o.version != v.version]
         await self._mark(subject, v, "hard" if permanent else "soft", last=permanent and not remaining)
-        self._cache.clear()
+        self._forget()
         return v.version
 
     async def _refuse_if_referenced(self, subject: str, version: int) -> None:
@@ -522,7 +527,7 @@ class ConfluentRegistry:
             return own
         return await self._setting("config", None) or self.default_level
 
-    async def set_level(self, subject: str | None, level: Any) -> str:
+    async def set_level(self, subject: str | None, level: object) -> str:
         if not isinstance(level, str) or level.upper() not in LEVELS:
             raise RegistryError(INVALID_LEVEL, f"Invalid compatibility level. Valid values are none, backward, "
                                                f"forward, full, backward_transitive, forward_transitive, and "
@@ -553,7 +558,7 @@ class ConfluentRegistry:
             raise RegistryError(NO_SUBJECT_MODE, f"Subject '{subject}' does not have subject-level mode configured")
         return await self._setting("mode", None) or "READWRITE"
 
-    async def set_mode(self, subject: str | None, mode: Any) -> str:
+    async def set_mode(self, subject: str | None, mode: object) -> str:
         if not isinstance(mode, str) or mode.upper() not in MODES:
             raise RegistryError(INVALID_MODE, f"Invalid mode. Valid values are READWRITE, READONLY, IMPORT: "
                                               f"{mode!r}")
@@ -572,31 +577,32 @@ class ConfluentRegistry:
             raise RegistryError(NOT_PERMITTED, f"Subject {subject} is in read-only mode")
 
     # ------------------------------------------------------------------ TopicSchemaIds (kop/schemas/api.py)
-    def _cached(self, key: Any) -> Any:
-        got = self._cache.get(key)
-        if got is not None and time.monotonic() - got[0] < CACHE_SECONDS:
-            return got[1]
-        return None
+    def _forget(self) -> None:
+        self._ids.clear()
+        self._versions.clear()
+        self._registered.clear()
+
+    @staticmethod
+    def _fresh(entry: tuple[float, T] | None) -> T | None:
+        return entry[1] if entry is not None and time.monotonic() - entry[0] < CACHE_SECONDS else None
 
     async def confluent_id(self, topic: TopicName, version: int) -> int | None:
-        key = ("id", topic, version)
-        got = self._cached(key)
+        got = self._fresh(self._ids.get((topic, version)))
         if got is not None:
-            return int(got)
+            return got
         found = await self.versions.get(topic, version)
         if found is None or found[1].type not in CONFLUENT_TYPE:
             return None
         sd = found[1]
         schema_id = await self.id_of(Definition(CONFLUENT_TYPE[sd.type], sd.data.decode("utf-8", "replace"),
                                                 refs_from_properties(sd.properties)))
-        self._cache[key] = (time.monotonic(), schema_id)
+        self._ids[(topic, version)] = (time.monotonic(), schema_id)
         return schema_id
 
     async def pulsar_version(self, topic: TopicName, schema_id: int) -> int | None:
-        key = ("version", topic, schema_id)
-        got = self._cached(key)
+        got = self._fresh(self._versions.get((topic, schema_id)))
         if got is not None:
-            return int(got) if got >= 0 else None
+            return got if got >= 0 else None
         d = await self.definition(schema_id)
         out = -1
         if d is not None:
@@ -607,16 +613,15 @@ class ConfluentRegistry:
                 if name is not None and Definition(name, sd.data.decode("utf-8", "replace"),
                                                    refs_from_properties(sd.properties)).fingerprint == fp:
                     out = v
-        self._cache[key] = (time.monotonic(), out)
+        self._versions[(topic, schema_id)] = (time.monotonic(), out)
         return out if out >= 0 else None
 
     async def registered_ids(self, topic: TopicName, part: Part) -> frozenset[int]:
-        key = ("ids", topic, part)
-        got = self._cached(key)
+        got = self._fresh(self._registered.get((topic, part)))
         if got is not None:
-            return frozenset(got)
+            return got
         ids = frozenset(v.id for v in await self.live_versions(self.subject_of(topic, part)))
-        self._cache[key] = (time.monotonic(), ids)
+        self._registered[(topic, part)] = (time.monotonic(), ids)
         return ids
 
     async def _pulsar_refs(self, versions: list[SchemaData]) -> Callable[[SchemaData], compat.Refs]:

@@ -160,6 +160,9 @@ def test_soft_then_permanent_deletes(tmp_path: Path) -> None:
         # deletes the Pulsar schema (a tombstone)
         await reg.register("orders-value", avro(V1))
         await reg.register("orders-value", avro(V2))
+        assert await reg.delete_version("orders-value", 1) == 1
+        assert await reg.register("orders-value", avro(V1)) == first  # Pulsar's version 0 again, live again
+        assert [v.version for v in await reg.live_versions("orders-value")] == [1, 2]
         assert await reg.delete_subject("orders-value") == [1, 2]
         assert len((await versions.live(T))[1]) == 2
         assert await reg.registered_ids(T, "value") == frozenset()

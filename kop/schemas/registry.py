@@ -426,11 +426,13 @@ class ConfluentRegistry:
                                                      f"topic's next version is {len(all_versions) + 1}")
         schema = SchemaData(PULSAR_TYPE[d.schema_type], d.text.encode(), refs_property(d.references))
         try:  # checked above (soft-deleted versions left out, as Confluent does): Pulsar stores it as it is
-            await self.versions.put_if_absent(topic, schema, strategy="ALWAYS_COMPATIBLE")
+            v = await self.versions.put_if_absent(topic, schema, strategy="ALWAYS_COMPATIBLE")
         except InvalidSchema as e:
             raise RegistryError(INVALID_SCHEMA, str(e)) from None
         except IncompatibleSchema as e:
             raise RegistryError(STORE_ERROR, str(e)) from None
+        # Pulsar gives an equal definition its existing version back, a deleted one's too: it is live again
+        await self.store.delete_recursive(f"{self._marks_path(topic)}/{v:010d}")
 
     async def _append_own(self, subject: str, schema_id: int, version: int | None) -> None:
         path = f"{ROOT}/subjects/{_q(subject)}"

@@ -20,13 +20,14 @@ from kop.topics.topic_config import (
     split_list,
     validate_topic_configs,
 )
-from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_TOPIC_CONFIGS
+from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_44_TOPIC_CONFIGS, KAFKA_TOPIC_CONFIGS
 
 SCHEMA_VALIDATION = {"confluent.value.schema.validation", "confluent.key.schema.validation"}
+KAFKAS = KAFKA_TOPIC_CONFIGS | KAFKA_44_TOPIC_CONFIGS
 
 
 def test_the_names_are_kafkas_and_confluents_two_extensions() -> None:
-    assert {n for n, d in TOPIC_CONFIGS.items() if not d.extension} == KAFKA_TOPIC_CONFIGS
+    assert {n for n, d in TOPIC_CONFIGS.items() if not d.extension} == KAFKAS
     assert {n for n, d in TOPIC_CONFIGS.items() if d.extension} == SCHEMA_VALIDATION
 
 
@@ -43,12 +44,12 @@ def test_schema_validation_configs_are_booleans_defaulting_to_false(name: str) -
 
 def test_extensions_are_described_only_when_set_or_asked_for() -> None:
     """A plain topic describes exactly Kafka's configs (the differential tests compare them with Apache Kafka)."""
-    assert {n for n, _ in described({})} == KAFKA_TOPIC_CONFIGS
+    assert {n for n, _ in described({})} == KAFKAS
     assert {n for n, _ in described({"confluent.key.schema.validation": "true"})} == \
-        KAFKA_TOPIC_CONFIGS | {"confluent.key.schema.validation"}
+        KAFKAS | {"confluent.key.schema.validation"}
     assert {n for n, _ in described({}, {"confluent.value.schema.validation"})} == \
-        KAFKA_TOPIC_CONFIGS | {"confluent.value.schema.validation"}
-    assert [n for n, _ in described({})] == sorted(KAFKA_TOPIC_CONFIGS)
+        KAFKAS | {"confluent.value.schema.validation"}
+    assert [n for n, _ in described({})] == sorted(KAFKAS)
 
 
 @pytest.mark.parametrize("name,value,expected", CASES)

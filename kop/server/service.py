@@ -114,6 +114,7 @@ class BrokerService:
         self.schema_registry = ConfluentRegistry(storage.metadata_store, self.schema_versions, self.topics.parse,
                                                  self.topics.kafka_name, config.schemaCompatibilityStrategy)
         self.schema_ids: TopicSchemaIds = self.schema_registry
+        self.topics.schema_ids = self.schema_ids  # what confluent.*.schema.validation checks Kafka records against
         self.topics.deletion_listeners.append(lambda topic: self.schema_versions.delete(topic.name))
 
     @property

@@ -28,6 +28,7 @@ from kop.topics.topic_config import (
     TYPE_LIST,
     TYPE_LONG,
     TYPE_STRING,
+    described,
     effective,
 )
 
@@ -115,11 +116,12 @@ def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int, int]]:
 
 
 def topic_entries(
-    topic_configs: dict[str, str], cfg: BrokerConfig
+    topic_configs: dict[str, str], cfg: BrokerConfig, asked: set[str] | None = None
 ) -> list[tuple[str, str, bool, int, int, str, list[tuple[str, str, int]]]]:
-    """(name, value, read_only, source, type, doc, synonyms) for every topic config."""
+    """(name, value, read_only, source, type, doc, synonyms) for every topic config described (extensions
+    only when set or `asked` for: topic_config.described)."""
     out = []
-    for name, d in sorted(TOPIC_CONFIGS.items()):
+    for name, d in described(topic_configs, asked):
         value = effective(topic_configs, name, cfg)
         default = d.default(cfg)
         synonyms: list[tuple[str, str, int]] = []

@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                                       f"Topic {res.resource_name} does not exist", []))
                 continue
             entries = []
-            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg):
+            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg, keys):
                 if keys is not None and name not in keys:
                     continue
                 entries.append(R.DescribeConfigsResourceResult(

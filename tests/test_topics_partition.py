@@ -131,14 +131,17 @@ class _Registered:
     """A RegisteredSchemaIds over a fixed table (the real one is kop/schemas/'s store, tested end to end in
     tests/e2e/test_schema_validation.py); `asked` records the subjects looked up."""
 
-    def __init__(self, ids: dict[str, frozenset[int]], fail: bool = False) -> None:
+    def __init__(self, ids: dict[str, frozenset[int]], fail: bool = False,
+                 cached: dict[str, frozenset[int]] | None = None) -> None:
         self.ids, self.fail, self.asked = ids, fail, []
+        self.cached = cached  # what a cache answers (`fresh` reads `ids`): another broker registered since
 
-    async def registered_ids(self, topic, part) -> frozenset[int]:
-        self.asked.append(f"{topic.local}-{part}")
+    async def registered_ids(self, topic, part, fresh: bool = False) -> frozenset[int]:
+        self.asked.append(f"{topic.local}-{part}" + (" (fresh)" if fresh else ""))
         if self.fail:
             raise OSError("metadata store unreachable")
-        return self.ids.get(f"{topic.local}-{part}", frozenset())
+        table = self.ids if fresh or self.cached is None else self.cached
+        return table.get(f"{topic.local}-{part}", frozenset())
 
 
 def _framed(schema_id: int) -> bytes:
@@ -160,11 +163,23 @@ async def test_schema_validation_binds_kafka_producers_only(service) -> None:
                                          "subject sv-value (confluent.value.schema.validation=true)")]
     assert await (await seam.issue(_batch(NewRecord(None, _framed(5)), NewRecord(b"k", None)),
                                    Writer.KAFKA)).base_offset() == 0
-    assert registered.asked == ["sv-value", "sv-value"]  # the key subject is not asked: key validation is off
+    # the refusal was decided on a fresh read; the key subject is not asked: key validation is off
+    assert registered.asked == ["sv-value", "sv-value (fresh)", "sv-value"]
     # a Pulsar SEND's payload is the converter's to prefix: not checked, nothing asked
     await (await seam.issue_entry(build_batch([NewRecord(None, b"pulsar payload")]), Writer.PULSAR))
-    assert len(registered.asked) == 2
+    assert len(registered.asked) == 3
     assert seam.log.high_watermark == 3
+
+
+async def test_an_id_the_cache_does_not_know_yet_is_asked_again_before_a_refusal(service) -> None:
+    """A schema registered through another broker a moment ago: the cached ids lack it, the store has it."""
+    registered = _Registered({"fresh-value": frozenset({5, 7})}, cached={"fresh-value": frozenset({5})})
+    service.topics.schema_ids = registered
+    seam = await _partition(service, "fresh", **VALIDATED)
+    assert await (await seam.issue(_batch(NewRecord(None, _framed(7))), Writer.KAFKA)).base_offset() == 0
+    assert registered.asked == ["fresh-value", "fresh-value (fresh)"]
+    with pytest.raises(AppendRefused):  # an id the store does not know either is refused
+        await seam.issue(_batch(NewRecord(None, _framed(8))), Writer.KAFKA)
 
 
 async def test_other_topics_never_ask_the_schema_store(service) -> None:

@@ -618,8 +618,8 @@ class ConfluentRegistry:
         self._versions[(topic, schema_id)] = (time.monotonic(), out)
         return out if out >= 0 else None
 
-    async def registered_ids(self, topic: TopicName, part: Part) -> frozenset[int]:
-        got = self._fresh(self._registered.get((topic, part)))
+    async def registered_ids(self, topic: TopicName, part: Part, fresh: bool = False) -> frozenset[int]:
+        got = None if fresh else self._fresh(self._registered.get((topic, part)))
         if got is not None:
             return got
         ids = frozenset(v.id for v in await self.live_versions(self.subject_of(topic, part)))

@@ -83,7 +83,8 @@ class RegisteredSchemaIds(Protocol):
     """The schema store's answer to the schema-id rule (kop/schemas/api.py's TopicSchemaIds is one): every id
     registered, and not deleted, under the subject `<topic>-<part>`."""
 
-    async def registered_ids(self, topic: TopicName, part: Literal["key", "value"]) -> frozenset[int]: ...
+    async def registered_ids(self, topic: TopicName, part: Literal["key", "value"], fresh: bool = False
+                             ) -> frozenset[int]: ...
 
 
 @dataclass(slots=True)
@@ -221,9 +222,20 @@ class Partition:
         else:
             label = self.label if client_name is None else f"{client_name}-{self.index}"
             ids = None
+            slack = PULSAR_SIZE_SLACK if writer is Writer.PULSAR else 0
             if writer is Writer.KAFKA and rules.validates_schemas:
                 ids = await self._schema_id_sets(rules, client_name)
-            rules.check(header, batch, label, PULSAR_SIZE_SLACK if writer is Writer.PULSAR else 0, schema_ids=ids)
+                try:
+                    rules.check(header, batch, label, slack, schema_ids=ids)
+                except AppendRefused as e:
+                    if e.error != "INVALID_RECORD":
+                        raise
+                    # the ids were cached: a schema registered a moment ago (through another broker of the
+                    # cluster) is not refused for that - the store is asked again, and its answer decides
+                    ids = await self._schema_id_sets(rules, client_name, fresh=True)
+                    rules.check(header, batch, label, slack, schema_ids=ids)
+            else:
+                rules.check(header, batch, label, slack)
         if rules.needs_recompression(header):
             assert rules.codec is not None
             if len(batch) >= THREAD_RECOMPRESS_BYTES:  # lz4 level 9 / gzip run at ~13-30 MB/s: off the loop
@@ -242,15 +254,16 @@ class Partition:
             batch = out
         return batch, header, max_ts, append_time
 
-    async def _schema_id_sets(self, rules: TopicRules, client_name: str | None) -> SchemaIdSets:
+    async def _schema_id_sets(self, rules: TopicRules, client_name: str | None, fresh: bool = False) -> SchemaIdSets:
         """The registered ids the records of a validating topic may name (write_rules.SchemaIdSets)."""
         topic = client_name or self.topic.name.canonical
         if self._schema_ids is None:
             raise AppendRefused("INVALID_RECORD", f"Topic {topic} validates schema ids (confluent.*.schema.validation)"
                                 " but this broker has no schema registry to check them against")
         try:
-            key = await self._schema_ids.registered_ids(self.topic.name, "key") if rules.validate_keys else None
-            value = await self._schema_ids.registered_ids(self.topic.name, "value") if rules.validate_values else None
+            ids = self._schema_ids
+            key = await ids.registered_ids(self.topic.name, "key", fresh) if rules.validate_keys else None
+            value = await ids.registered_ids(self.topic.name, "value", fresh) if rules.validate_values else None
         except Exception as e:  # noqa: BLE001 - the store could not answer: retriable for the producer
             log.warning("reading the registered schema ids of %s failed: %r", topic, e)
             raise AppendRefused("KAFKA_STORAGE_ERROR", f"The schema ids registered for topic {topic} could not be "

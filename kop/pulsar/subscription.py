@@ -20,10 +20,10 @@ Confluent's prefix (issue #25, docs/pulsar.md "Schema ids"): a record value that
 of a version of this topic's schema goes out without those 5 bytes, and its entry names that version
 (MessageMetadata.schema_version; kop/pulsar/convert.py says what a batch mixing ids gives). A Pulsar producer's
 batch, which carries its version (stamp_version), loses only prefixes naming that very version. The partition keeps
-the topic's id -> version map (``PartitionState.schema_versions``), filled on demand: a conversion reports the ids it
-did not know, the dispatcher asks the schema store for them (``learn_schema_ids``: each id at most once per
-``SCHEMA_ID_RETRY_S``, at most ``SCHEMA_ID_LOOKUPS`` per round, so values that merely look prefixed cost little) and
-converts again when it learnt one. Values without a 0x00 first byte cost one byte compare.
+the topic's id -> version map (``PartitionState.schema_ids``, kop/pulsar/schema_ids.py), filled on demand: a
+conversion reports the ids it did not know, the dispatcher asks the schema store for them (each id at most once per
+interval, a few per round, so values that merely look prefixed cost little) and converts again when it learnt one.
+Values without a 0x00 first byte cost one byte compare.
 
 Key_Shared sends an entry only to its key's consumer (kop/pulsar/key_shared.py says how keys are hashed and
 placed, and how a key's order is kept while consumers come and go).
@@ -51,6 +51,7 @@ from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
+from kop.pulsar.schema_ids import SchemaIdMap
 from kop.pulsar.schema_registry import carried_version
 
 if TYPE_CHECKING:
@@ -64,9 +65,6 @@ log = logging.getLogger(__name__)
 EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = 0, 1, 2, 3
 READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBytes is 5 MiB)
 CONVERTED_CACHE = 512  # converted entries kept per partition
-SCHEMA_ID_RETRY_S = 30.0  # an id the schema store did not know is asked again after this long
-SCHEMA_ID_LOOKUPS = 8  # ids asked per learn_schema_ids call
-SCHEMA_ID_TRIED = 4096  # unknown ids remembered (then forgotten at once, and asked again when seen)
 # Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4) -> Pulsar CompressionType
 PULSAR_CODEC = {0: 0, 1: 2, 2: 4, 3: 1, 4: 3}
 # a converted entry: (headers and payload, messages, Key_Shared hash, Confluent ids its values named unknown)
@@ -95,17 +93,15 @@ class PartitionState:
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, Converted | None] = OrderedDict()
-        self.schema_versions: dict[int, int] = {}  # Confluent id -> this topic's Pulsar schema version
-        self._versions_of: dict[int, dict[int, int]] = {}  # version -> its part of schema_versions
-        self._ids_tried: dict[int, float] = {}  # unknown id -> when the store was last asked
-        self._ids_lock = asyncio.Lock()  # one lookup at a time: another subscription waits for its answer
+        # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it
+        self.schema_ids = SchemaIdMap(handler.service.schema_ids, seam.topic.name, on_learnt=self._converted.clear)
         self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
         self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
         self.bytes_in = 0
 
     def converted(self, fb: FetchedBatch) -> Converted | None:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key, Confluent
-        ids its values named that ``schema_versions`` lacks), None for a control batch."""
+        ids its values named that the partition's map lacks), None for a control batch."""
         key = fb.position
         try:
             got = self._converted[key]
@@ -121,7 +117,7 @@ class PartitionState:
             header = parse_batch_header(fb.batch)
             codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
             version = carried_version(fb.batch)  # the producer's schema version (kop/pulsar/schema_registry.py)
-            entry = kafka_to_pulsar(fb.batch, compression=codec, schema_ids=self._ids_for(version))
+            entry = kafka_to_pulsar(fb.batch, compression=codec, schema_ids=self.schema_ids.for_version(version))
             if entry is not None:
                 if version is not None and not entry.metadata.schema_version:
                     entry.metadata.schema_version = version
@@ -129,62 +125,18 @@ class PartitionState:
         except ConversionError as e:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
             entry = None
-        unknown = entry.unknown_ids if entry is not None else ()
-        if unknown:  # a Pulsar producer's batch may name ids of other versions: those are known, not to be asked
-            unknown = tuple(i for i in unknown if i not in self.schema_versions)
         value = None if entry is None else (encode_headers_and_payload(entry.metadata, entry.payload),
-                                            entry.num_messages, key_hash(sticky_key(entry.metadata)), unknown)
+                                            entry.num_messages, key_hash(sticky_key(entry.metadata)),
+                                            self.schema_ids.unknown(entry.unknown_ids))
         self._converted[key] = value
         if len(self._converted) > CONVERTED_CACHE:
             self._converted.popitem(last=False)
         return value
 
-    def _ids_for(self, carried: bytes | None) -> dict[int, int]:
-        """The ids whose prefixes a batch loses: all the topic's, or for a Pulsar producer's batch (``carried``
-        version) only that version's, so a payload of another schema that happens to look prefixed stays whole."""
-        if carried is None:
-            return self.schema_versions
-        version = int.from_bytes(carried, "big", signed=True)
-        part = self._versions_of.get(version)
-        if part is None:
-            part = self._versions_of[version] = {i: v for i, v in self.schema_versions.items() if v == version}
-        return part
-
     async def learn_schema_ids(self, unknown: tuple[int, ...]) -> bool:
-        """Ask the schema store for the versions of ``unknown`` ids (each at most once per SCHEMA_ID_RETRY_S);
-        True when one of them is known now (learnt here or by another subscription meanwhile): the caller converts
-        its entry again (the converted entries were dropped when it was learnt, so the next conversion strips it)."""
-        async with self._ids_lock:
-            if any(i in self.schema_versions for i in unknown):
-                return True
-            return await self._ask_versions(unknown)
-
-    async def _ask_versions(self, unknown: tuple[int, ...]) -> bool:
-        now = time.monotonic()
-        tried = self._ids_tried
-        due = [i for i in unknown if now - tried.get(i, -SCHEMA_ID_RETRY_S) >= SCHEMA_ID_RETRY_S][:SCHEMA_ID_LOOKUPS]
-        if not due:
-            return False
-        if len(tried) + len(due) > SCHEMA_ID_TRIED:
-            tried.clear()
-        ids = self.handler.service.schema_ids
-        topic = self.seam.topic.name
-        learnt = False
-        for schema_id in due:
-            tried[schema_id] = now
-            try:
-                version = await ids.pulsar_version(topic, schema_id)
-            except Exception as e:  # noqa: BLE001 - the store failed: the entry goes out as stored; asked later
-                log.warning("%s: the version of schema id %d is not known (%s)", self.ledger_name, schema_id, e)
-                continue
-            if version is not None:
-                self.schema_versions[schema_id] = version
-                tried.pop(schema_id, None)
-                learnt = True
-        if learnt:
-            self._versions_of.clear()
-            self._converted.clear()
-        return learnt
+        """Ask the schema store about ids a conversion did not know (kop/pulsar/schema_ids.py); True when one is
+        known now and the entry is to be converted again."""
+        return await self.schema_ids.learn(unknown)
 
     async def close(self) -> None:
         for sub in list(self.subscriptions.values()):

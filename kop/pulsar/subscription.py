@@ -371,6 +371,8 @@ class Subscription:
                 k.conn.consumers.pop(k.consumer_id, None)
             self.consumers.clear()
 
+    # long: the dispatcher's whole decision per round (replay, read, convert - asking about unknown schema ids -,
+    # pick a consumer, send), kept in one place so that its early returns read in order.
     async def _step(self) -> None:
         """One round: replay one entry, or read a chunk of new entries and send what consumers can take.
         Long because it is the dispatcher's whole decision; each branch says why it returns."""

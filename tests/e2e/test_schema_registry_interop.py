@@ -9,6 +9,7 @@ one broker for the module speaking both protocols, its registry at the admin URL
 * pulsar-client's Avro producer (batched) -> confluent-kafka's AvroDeserializer: the records decode field by field;
   a Kafka consumer without a deserializer sees 0x00 + the id the registry gives `<topic>-value` + the Pulsar
   payload, and a Pulsar Avro consumer of the same topic still reads the records (the prefix goes both ways);
+* confluent-kafka's JSONSerializer -> a Pulsar consumer: the JSON document without the prefix;
 * a Kafka topic written without a registry: Pulsar consumers get the values unchanged, also values that look
   prefixed (an unknown id, and the id of another topic's schema).
 """
@@ -22,6 +23,7 @@ import pulsar
 from confluent_kafka import Producer
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.json_schema import JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 from pulsar.schema import Array, AvroSchema, Double, Integer, Record, String
 
@@ -126,6 +128,26 @@ def test_pulsar_avro_records_read_by_confluent_avro_deserializer(pulsar_broker):
     assert [g.value for g in got] == [b"\x00" + schema_id.to_bytes(4, "big") + encode(User(**u)) for u in want]
     deserialize = AvroDeserializer(registry)
     assert [deserialize(g.value, SerializationContext(topic, MessageField.VALUE)) for g in got] == want
+
+
+def test_confluent_json_records_reach_pulsar_as_json(pulsar_broker):
+    bootstrap = pulsar_broker.handle.bootstrap
+    topic = f"sr-json-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=1)
+    registry = SchemaRegistryClient({"url": pulsar_broker.admin_url})
+    schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Point", "type": "object",
+                         "properties": {"x": {"type": "integer"}, "label": {"type": "string"}}})
+    serialize = JSONSerializer(schema, registry)
+    want = [{"x": i, "label": f"p{i}"} for i in range(6)]
+    values = [serialize(p, SerializationContext(topic, MessageField.VALUE)) for p in want]
+    assert all(v[0] == 0 for v in values)
+    kafka_produce(bootstrap, topic, values)
+    client = pulsar_client(pulsar_broker.service_url)
+    try:
+        raw = client.subscribe(topic, "raw", initial_position=pulsar.InitialPosition.Earliest)
+        assert [json.loads(m.data()) for m in receive(raw, len(want))] == want
+    finally:
+        client.close()
 
 
 def test_a_topic_written_without_a_registry_reaches_pulsar_unchanged(pulsar_broker):

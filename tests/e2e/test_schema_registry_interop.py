@@ -9,6 +9,8 @@ one broker for the module speaking both protocols, its registry at the admin URL
 * pulsar-client's Avro producer (batched) -> confluent-kafka's AvroDeserializer: the records decode field by field;
   a Kafka consumer without a deserializer sees 0x00 + the id the registry gives `<topic>-value` + the Pulsar
   payload, and a Pulsar Avro consumer of the same topic still reads the records (the prefix goes both ways);
+* the schema evolves through the registry (Confluent versions 1 and 2 = Pulsar versions 0 and 1): each entry names
+  its records' version, and a Pulsar consumer of the new schema reads the old records through their writer schema;
 * confluent-kafka's JSONSerializer -> a Pulsar consumer: the JSON document without the prefix;
 * a Kafka topic written without a registry: Pulsar consumers get the values unchanged, also values that look
   prefixed (an unknown id, and the id of another topic's schema).
@@ -41,6 +43,17 @@ class User(Record):
     score = Double()
     tags = Array(String())
 
+
+class UserV2(Record):  # + an optional field: compatible both ways with User
+    _sorted_fields = True
+    name = String(required=True)
+    age = Integer(required=True)
+    score = Double()
+    tags = Array(String())
+    email = String(default=None, required_default=True)
+
+
+UserV2.__name__ = "User"  # one record name, so that Avro reads them as versions of one schema
 
 FIELDS = ("name", "age", "score", "tags")
 USER_AVRO = json.dumps(User.schema())  # the Avro schema both sides use (Pulsar's text is the same, indented)
@@ -100,6 +113,28 @@ def test_confluent_avro_records_read_by_pulsar_avro_consumers(pulsar_broker):
         client.close()
     # Kafka consumers still read what the serializer wrote, prefix included
     assert [g.value for g in consume_confluent(bootstrap, topic, {0: len(values)})] == values
+
+
+def test_evolved_confluent_records_name_their_pulsar_versions(pulsar_broker):
+    bootstrap = pulsar_broker.handle.bootstrap
+    topic = f"sr-evolve-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, partitions=1)
+    registry = SchemaRegistryClient({"url": pulsar_broker.admin_url})
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    old, new = users(3, "v1"), [{**u, "email": f"{u['name']}@example.org"} for u in users(3, "v2")]
+    kafka_produce(bootstrap, topic, [AvroSerializer(registry, USER_AVRO)(u, ctx) for u in old])
+    kafka_produce(bootstrap, topic, [AvroSerializer(registry, json.dumps(UserV2.schema()))(u, ctx) for u in new])
+    assert registry.get_versions(f"{topic}-value") == [1, 2]
+    client = pulsar_client(pulsar_broker.service_url)
+    try:
+        typed = client.subscribe(topic, "avro", schema=AvroSchema(UserV2),
+                                 initial_position=pulsar.InitialPosition.Earliest)
+        got = receive(typed, len(old) + len(new))
+        assert [m._message.int_schema_version() for m in got] == [0] * len(old) + [1] * len(new)
+        assert [{**fields(m.value()), "email": m.value().email} for m in got] == [
+            {**u, "email": None} for u in old] + new
+    finally:
+        client.close()
 
 
 def test_pulsar_avro_records_read_by_confluent_avro_deserializer(pulsar_broker):

@@ -94,6 +94,21 @@ async def test_a_call_asks_a_bounded_number_and_the_tried_ids_are_bounded() -> N
     assert store.asked == [1, 2, 3, 4, 5, 6, 1]
 
 
+async def test_lookups_have_a_budget_per_interval() -> None:
+    """Random values name a new id each: past the budget nothing is asked until the interval has passed."""
+    store = Store({})
+    clock = Clock()
+    m, _ = _map(store, clock, per_call=4, budget=6)
+    assert await m.learn((1, 2, 3, 4, 5)) is False
+    assert await m.learn((5, 6, 7, 8)) is False
+    assert store.asked == [1, 2, 3, 4, 5, 6]
+    store.versions[9] = 2
+    clock.now += 29.0
+    assert await m.learn((9,)) is False and store.asked == [1, 2, 3, 4, 5, 6]  # spent
+    clock.now += 1.0
+    assert await m.learn((9,)) is True and store.asked[-1] == 9
+
+
 async def test_a_failed_lookup_is_retried_after_the_interval() -> None:
     store = Store({4: 1})
     store.fail = True

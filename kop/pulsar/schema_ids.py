@@ -7,9 +7,11 @@ an await on every message. The conversion instead reports the ids it met and the
 store for them here and converts the entry again when one turned out to be a version of this topic. What a topic
 without registry-written records pays: nothing but the conversion's first-byte compare, until a value starts with
 0x00 and four bytes that could be an id (1 .. 2^31 - 1). Such look-alikes (binary values of a topic without a
-registry) are asked about at most once per id per ``retry_s`` and at most ``per_call`` per call, and the ids tried
-are forgotten all at once past ``remember`` of them, so garbage values cost a bounded number of lookups, never one
-per message. Ids never leave the map (a global id names one definition for good; a deleted version keeps its id).
+registry) are asked about at most once per id per ``retry_s``, at most ``per_call`` per call and ``budget`` per
+``retry_s`` in all (random bytes name a new id each time), and the ids tried are forgotten all at once past
+``remember`` of them, so garbage values cost a bounded number of lookups, never one per message. The price of the
+budget: on a partition whose values flood it with look-alikes, a newly registered id may wait up to ``retry_s``
+before its records lose their prefix (they go out as stored meanwhile). Ids never leave the map (a global id names one definition for good; a deleted version keeps its id).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ class SchemaIdMap:
     """Confluent id -> the topic's Pulsar schema version, learnt from the schema store as ids turn up."""
 
     def __init__(self, store: TopicSchemaIds, topic: TopicName, *, on_learnt: Callable[[], None] = lambda: None,
-                 retry_s: float = 30.0, per_call: int = 8, remember: int = 4096,
+                 retry_s: float = 30.0, per_call: int = 8, budget: int = 64, remember: int = 4096,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.topic = topic
@@ -40,7 +42,9 @@ class SchemaIdMap:
         self._on_learnt = on_learnt  # the partition drops the entries it converted without the new ids
         self.retry_s = retry_s
         self.per_call = per_call
+        self.budget = budget
         self.remember = remember
+        self._window = (-retry_s, 0)  # (start, lookups spent in the window that began then)
         self._clock = clock
 
     def for_version(self, carried: bytes | None) -> dict[int, int]:
@@ -66,8 +70,13 @@ class SchemaIdMap:
             if any(i in self.versions for i in ids):
                 return True
             now = self._clock()
+            start, spent = self._window
+            if now - start >= self.retry_s:
+                start, spent = now, 0
             tried = self._tried
-            due = [i for i in ids if i not in tried or now - tried[i] >= self.retry_s][:self.per_call]
+            due = [i for i in ids if i not in tried or now - tried[i] >= self.retry_s][:min(self.per_call,
+                                                                                          self.budget - spent)]
+            self._window = (start, spent + len(due))
             if len(tried) + len(due) > self.remember:
                 tried.clear()
             learnt = False

@@ -127,6 +127,14 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     except SchemaRefused as e:
         conn.send(c.error(rid, e.code, str(e)))
         return
+    schema_id: int | None = _UNRESOLVED
+    if len(schema_version) == 8:  # its SENDs carry this version: their prefix is known before the first one
+        try:
+            schema_id = await conn.handler.service.schema_ids.confluent_id(
+                topic.name, int.from_bytes(schema_version, "big", signed=True))
+        except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
+            conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"schema id not loaded: {e}"))
+            return
     exclusive = mode != SHARED
     if any(p.exclusive for p in state.producers.values()) or (exclusive and state.producers):
         conn.send(c.error(rid, c.ServerError.ProducerBusy,
@@ -153,16 +161,8 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
     p = Producer(conn, req.producer_id, name, state, exclusive, schema_version)
-    if schema_version:  # its SENDs carry this version: their prefix is known before the first one
-        try:
-            await p.confluent_id(schema_version)
-        except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
-            conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"schema id not loaded: {e}"))
-            return
-        if name in state.producers:  # taken while the id was asked
-            conn.send(c.error(rid, c.ServerError.ProducerBusy,
-                              f"Producer with name '{name}' is already connected to topic {req.topic}"))
-            return
+    if schema_id != _UNRESOLVED:
+        p.schema_ids[schema_version] = schema_id
     state.producers[name] = p
     conn.producers[req.producer_id] = p
     # schema_version is always set, as Pulsar's broker does (empty: no schema): the Java client reads it

@@ -16,8 +16,8 @@ Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExcl
 once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
-strategy refuses it) and the version each SEND carries is kept with the stored batch (schema_registry.stamp_version);
-no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
+strategy refuses it) and the version each SEND carries is kept with the stored batch (kop/schemas/versions.py
+stamp_version); no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
 message over `maxMessageSize` is refused as above (Pulsar's client refuses it before sending; a frame far over the
 limit closes the connection, as in Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
 
@@ -46,8 +46,8 @@ from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
-from kop.pulsar.schema_registry import stamp_version
 from kop.pulsar.schemas import SchemaRefused, producer_version
+from kop.schemas.versions import stamp_version
 from kop.topics.partition import Writer
 from kop.topics.write_rules import AppendRefused
 

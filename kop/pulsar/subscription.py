@@ -52,7 +52,7 @@ from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
 from kop.pulsar.schema_ids import SchemaIdMap
-from kop.pulsar.schema_registry import carried_version
+from kop.schemas.versions import carried_version
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
@@ -116,7 +116,7 @@ class PartitionState:
             # One record goes out plain and unbatched (see unbatched).
             header = parse_batch_header(fb.batch)
             codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
-            version = carried_version(fb.batch)  # the producer's schema version (kop/pulsar/schema_registry.py)
+            version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
             entry = kafka_to_pulsar(fb.batch, compression=codec, schema_ids=self.schema_ids.for_version(version))
             if entry is not None:
                 if version is not None and not entry.metadata.schema_version:

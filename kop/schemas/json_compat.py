@@ -777,6 +777,25 @@ def _compare_object(ctx: _Context, original: _Schema, update: _Schema) -> None:
                         ctx.add("OPTIONAL_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
                 else:
                     _compare(ctx, o, u)
+    _compare_dependencies(ctx, original, update)
+    with ctx.at("additionalProperties"):
+        if original.permits_additional_properties() != update.permits_additional_properties():
+            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if update.permits_additional_properties()
+                    else "ADDITIONAL_PROPERTIES_REMOVED")
+        else:
+            oa, ua = original.additional_properties_schema(), update.additional_properties_schema()
+            if oa is None and ua is not None:
+                ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
+            elif ua is None and oa is not None:
+                ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
+            else:
+                _compare(ctx, oa, ua)
+    _bounded(ctx, "maxProperties", original.get("maxProperties"), update.get("maxProperties"), "MAX_PROPERTIES")
+    _bounded(ctx, "minProperties", original.get("minProperties"), update.get("minProperties"), "MIN_PROPERTIES")
+
+
+def _compare_dependencies(ctx: _Context, original: _Schema, update: _Schema) -> None:
+    """`dependencies`: property dependencies (arrays) and schema dependencies, one name at a time."""
     with ctx.at("dependencies"):
         odeps, udeps = original.property_dependencies(), update.property_dependencies()
         for name in sorted(set(odeps) | set(udeps)):
@@ -799,20 +818,6 @@ def _compare_object(ctx: _Context, original: _Schema, update: _Schema) -> None:
                     ctx.add("DEPENDENCY_SCHEMA_ADDED")
                 else:
                     _compare(ctx, os_, us_)
-    with ctx.at("additionalProperties"):
-        if original.permits_additional_properties() != update.permits_additional_properties():
-            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if update.permits_additional_properties()
-                    else "ADDITIONAL_PROPERTIES_REMOVED")
-        else:
-            oa, ua = original.additional_properties_schema(), update.additional_properties_schema()
-            if oa is None and ua is not None:
-                ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
-            elif ua is None and oa is not None:
-                ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
-            else:
-                _compare(ctx, oa, ua)
-    _bounded(ctx, "maxProperties", original.get("maxProperties"), update.get("maxProperties"), "MAX_PROPERTIES")
-    _bounded(ctx, "minProperties", original.get("minProperties"), update.get("minProperties"), "MIN_PROPERTIES")
 
 
 def _is_open_array(s: _Schema) -> bool:

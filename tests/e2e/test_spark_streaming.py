@@ -353,7 +353,7 @@ def test_stream_command_avro_values_with_the_brokers_registry(broker: KopBroker,
     topic, out = "spark-avro", "spark-avro-out"
     create_topic(broker.bootstrap, topic, 2)
     create_topic(broker.bootstrap, out, 1)
-    registry_url = broker.admin_url()
+    registry_url = broker.admin_url
     registry = SchemaRegistryClient({"url": registry_url})
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 50})
     delivered: list[Event] = []

@@ -112,6 +112,10 @@ def test_reader_schema_checks() -> None:
         (schema([KEY, {"name": "amount", "type": "long"}], schema_type="JSON"), "is JSON, not AVRO"),
         (RegisteredSchema(7, '"string"', "AVRO", "t-value"), "not an Avro record"),
         (RegisteredSchema(7, "{oops", "AVRO", "t-value"), "not JSON"),
+        (schema([KEY, {"name": "amount", "type": {"type": "long", "logicalType": "timestamp-millis"}}]),
+         "not an int or long"),
+        (RegisteredSchema(7, schema([KEY, {"name": "amount", "type": "long"}]).schema, "AVRO", "t-value",
+                          references=True), "has schema references"),
     ]
     for bad, why in refused:
         with pytest.raises(PipelineError, match=why):

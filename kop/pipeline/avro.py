@@ -22,8 +22,8 @@ Avro topic costs what a JSON topic costs. Only the schema look-ups happen in Pyt
   reached then fails the query (exit status 1) rather than miscount: the restarted job re-runs the batch.
 * A record that cannot be decoded is not dropped and does not stop the job: it counts as a record of its
   (Kafka) key with `invalid` = 1 and no amount, exactly as a JSON value that does not parse. That covers a
-  value without the Confluent prefix, an id the registry does not know (404) or that is not an Avro schema,
-  a body that does not decode, and a writer schema that Avro resolution cannot map to the reader schema
+  value without the Confluent prefix, an id the registry does not know (404) or that is not an Avro schema
+  (or has schema references, which the job does not resolve), a body that does not decode, and a writer schema that Avro resolution cannot map to the reader schema
   (`from_avro` runs in PERMISSIVE mode). So `records` still counts every input record once and the
   checksums still prove exactly-once; the `invalid` column tells how many amounts are missing.
 
@@ -94,7 +94,7 @@ class RegistryClient:
                                 f"topic's value schema first (or use --value-format json)")
         try:
             return RegisteredSchema(int(doc["id"]), str(doc["schema"]), str(doc.get("schemaType") or "AVRO"),
-                                    subject, int(doc.get("version", 0)))
+                                    subject, int(doc.get("version", 0)), bool(doc.get("references")))
         except (KeyError, TypeError, ValueError) as e:
             raise PipelineError(f"schema registry: unexpected answer for subject {subject!r}: {doc!r:.300}") from e
 
@@ -104,7 +104,8 @@ class RegistryClient:
         if doc is None:
             return None
         try:
-            return RegisteredSchema(schema_id, str(doc["schema"]), str(doc.get("schemaType") or "AVRO"))
+            return RegisteredSchema(schema_id, str(doc["schema"]), str(doc.get("schemaType") or "AVRO"),
+                                    references=bool(doc.get("references")))
         except (KeyError, TypeError) as e:
             raise PipelineError(f"schema registry: unexpected answer for id {schema_id}: {doc!r:.300}") from e
 
@@ -116,6 +117,7 @@ class RegisteredSchema:
     schema_type: str = "AVRO"
     subject: str | None = None
     version: int = 0
+    references: bool = False  # names types of other subjects: from_avro needs one self-contained schema
 
 
 def split_registry_url(url: str) -> tuple[str, str | None]:
@@ -154,7 +156,9 @@ def _error_message(e: urllib.error.HTTPError) -> str:
 def _avro_type_names(t: Any) -> list[Any]:
     """The branch type names of an Avro field type: "long" -> ["long"], ["null", "long"] -> ["null", "long"]."""
     branches = t if isinstance(t, list) else [t]
-    return [b.get("type") if isinstance(b, dict) else b for b in branches]
+    # A logical type (timestamp-millis on a long, ...) is not a plain integer to Spark: named apart.
+    return [(f"{b.get('type')}/{b['logicalType']}" if "logicalType" in b else b.get("type")) if isinstance(b, dict)
+            else b for b in branches]
 
 
 def check_reader_schema(schema: RegisteredSchema, key_field: str, amount_field: str) -> bool:
@@ -162,6 +166,9 @@ def check_reader_schema(schema: RegisteredSchema, key_field: str, amount_field: 
     where = f"the latest schema of subject {schema.subject!r} (id {schema.id})"
     if schema.schema_type.upper() != "AVRO":
         raise PipelineError(f"{where} is {schema.schema_type}, not AVRO: use --value-format json for JSON values")
+    if schema.references:
+        raise PipelineError(f"{where} has schema references, which the job does not resolve: from_avro needs "
+                            f"one self-contained schema")
     try:
         doc = json.loads(schema.schema)
     except ValueError as e:
@@ -221,8 +228,14 @@ class AvroValues:
         new = False
         for schema_id in sorted(set(ids) - set(self.writers)):
             found = self.registry.schema_by_id(schema_id)
-            if found is None or found.schema_type.upper() != "AVRO":
-                why = "unknown to the registry" if found is None else f"a {found.schema_type} schema"
+            why = None
+            if found is None:
+                why = "unknown to the registry"
+            elif found.schema_type.upper() != "AVRO":
+                why = f"a {found.schema_type} schema"
+            elif found.references:
+                why = "an Avro schema with references"
+            if found is None or why is not None:
                 log.warning("schema id %d is %s: its records are counted as invalid", schema_id, why)
                 self.writers[schema_id] = None
             else:

@@ -34,7 +34,8 @@ the reader schema changed in a way that changes the key or amount of old records
 the amount field, for instance), which a compatible evolution of these two fields does not do.
 
 The registry URL may carry basic-auth credentials (`http://user:secret@host:port`); they are sent as an
-`Authorization: Basic` header and never printed.
+`Authorization: Basic` header and never printed. No Bearer token is sent: KoP's registry behind an admin
+REST with `authenticationEnabled` (tokens only, kop/admin/auth.py) is out of this job's reach for now.
 """
 
 from __future__ import annotations

@@ -93,6 +93,21 @@ async def test_retention_by_size_spares_the_ledger_a_reader_still_needs(tmp_path
         assert retention.bounds.log_start_offset == 12 and retention.bounds.first_offset == 12
 
 
+async def test_a_trimmed_entry_is_no_entry_any_more_even_when_its_headers_were_cached(tmp_path):
+    """A reader that looked at an entry before retention took its ledger must not get its old offsets back
+    (a Pulsar cursor's mark-delete position in a trimmed ledger maps to the log start)."""
+    async with storage_at(tmp_path, max_entries_per_ledger=2) as st:
+        ml, retention = await parts(st)
+        await fill(ml, 5)  # [0..3] [4..7] and the current [8..9]
+        first = ml.first_position()
+        assert first is not None
+        assert await retention.index.offset_after(first) == 2  # cached now
+        assert await retention.apply_retention(-1, 0) == 2
+        assert retention.bounds.log_start_offset == 8
+        assert await retention.index.offset_after(first) == 8
+        assert await retention.index.offset_of(first) == 8
+
+
 async def test_retention_by_age_never_takes_the_current_ledger(tmp_path):
     async with storage_at(tmp_path, max_entries_per_ledger=2) as st:
         ml, retention = await parts(st)

@@ -190,9 +190,6 @@ def test_a_consumer_offsets_partition_that_fails_to_load_is_not_ready(tmp_path):
     says so instead of 200, while the data topics are served."""
     from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 
-    from kop.offset.inspect import inspect_managed_ledger, list_managed_ledgers
-    from kop.storage.local.ledgers import HEADER_SIZE
-
     broker = KopBroker(tmp_path / "kop", {"offsetsTopicNumPartitions": 1, "allowAutoTopicCreation": "false"})
     broker.start()
     try:
@@ -209,14 +206,7 @@ def test_a_consumer_offsets_partition_that_fails_to_load_is_not_ready(tmp_path):
         _wait_ready(broker, 200)
     finally:
         broker.stop()
-    (name,) = [n for n in list_managed_ledgers(broker.data_dir) if "__consumer_offsets" in n]
-    view = inspect_managed_ledger(broker.data_dir, name)
-    first = next(lv.ledger_id for lv in view.ledgers if lv.entries)
-    with open(broker.data_dir / "ledgers" / f"{first}.log", "r+b") as f:
-        f.seek(HEADER_SIZE + 30)  # inside the first entry
-        b = f.read(1)
-        f.seek(HEADER_SIZE + 30)
-        f.write(bytes([b[0] ^ 0xFF]))
+    _flip_a_byte_of_the_first_entry(broker, "__consumer_offsets")
     broker.start()
     try:
         body = _wait_ready(broker, 503)
@@ -225,3 +215,43 @@ def test_a_consumer_offsets_partition_that_fails_to_load_is_not_ready(tmp_path):
             assert c.fetch(TOPIC, 0, 0).error_code == 0
     finally:
         broker.stop()
+
+
+def test_a_transaction_state_partition_that_fails_to_load_is_not_ready(tmp_path):
+    """The same for __transaction_state: a damaged entry makes its partition's load fail, and /ready names it."""
+    from confluent_kafka import Producer
+
+    broker = KopBroker(tmp_path / "kop", {"transactionStateLogNumPartitions": 1, "allowAutoTopicCreation": "false"})
+    broker.start()
+    try:
+        create_topic(broker.bootstrap, TOPIC, 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "tx-ready"})
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        producer.produce(TOPIC, b"v", partition=0)
+        producer.commit_transaction(30)
+        _wait_ready(broker, 200)
+    finally:
+        broker.stop()
+    _flip_a_byte_of_the_first_entry(broker, "__transaction_state")
+    broker.start()
+    try:
+        body = _wait_ready(broker, 503)
+        assert "__transaction_state partition(s) [0] failed to load" in body, body
+    finally:
+        broker.stop()
+
+
+def _flip_a_byte_of_the_first_entry(broker: KopBroker, internal_topic: str) -> None:
+    """A real flipped byte inside the first entry of the internal topic's (only) partition."""
+    from kop.offset.inspect import inspect_managed_ledger, list_managed_ledgers
+    from kop.storage.local.ledgers import HEADER_SIZE
+
+    (name,) = [n for n in list_managed_ledgers(broker.data_dir) if internal_topic in n]
+    view = inspect_managed_ledger(broker.data_dir, name)
+    first = next(lv.ledger_id for lv in view.ledgers if lv.entries)
+    with open(broker.data_dir / "ledgers" / f"{first}.log", "r+b") as f:
+        f.seek(HEADER_SIZE + 30)
+        b = f.read(1)
+        f.seek(HEADER_SIZE + 30)
+        f.write(bytes([b[0] ^ 0xFF]))

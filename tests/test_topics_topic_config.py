@@ -18,11 +18,11 @@ from kop.topics.topic_config import (
     split_list,
     validate_topic_configs,
 )
-from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_TOPIC_CONFIGS
+from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_44_TOPIC_CONFIGS, KAFKA_TOPIC_CONFIGS
 
 
 def test_the_names_are_kafkas() -> None:
-    assert set(TOPIC_CONFIGS) == KAFKA_TOPIC_CONFIGS
+    assert set(TOPIC_CONFIGS) == KAFKA_TOPIC_CONFIGS | KAFKA_44_TOPIC_CONFIGS
 
 
 @pytest.mark.parametrize("name,value,expected", CASES)

@@ -352,6 +352,9 @@ async def not_ready_reasons(service: BrokerServices) -> list[str]:
     if parts := service.coordinator.failed_partitions():
         reasons.append(f"__consumer_offsets partition(s) {parts} failed to load (their groups get "
                        "COORDINATOR_NOT_AVAILABLE)")
+    if parts := service.transactions.failed_partitions():
+        reasons.append(f"__transaction_state partition(s) {parts} failed to load (their transactional ids get "
+                       "COORDINATOR_NOT_AVAILABLE)")
     return reasons
 
 

@@ -90,6 +90,16 @@ class OffsetIndex:
         for key in [k for k in self._probes if k[0] in ledger_ids]:
             del self._probes[key]
 
+    def forget_trimmed(self) -> None:
+        """Whole ledgers left the front (retention, DeleteRecords): forget what was cached of them, so that a
+        position in one of them is no entry any more (offset_of/offset_after answer the log start) instead of
+        the offsets it had before the trim."""
+        live = {lid for lid, _ in self.ml.ledger_counts()}
+        cached = set(self._ledger_last_index) | set(self._ledger_max) | {k[0] for k in self._probes}
+        gone = cached - live
+        if gone:
+            self.forget_ledgers(gone)
+
     async def refresh_bounds(self) -> None:
         """Re-learn where the log starts from the managed ledger: its first entry's base offset and the
         start a compaction kept (property kop.compactionStart)."""

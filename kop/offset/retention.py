@@ -102,7 +102,9 @@ class Retention:
         return deleted
 
     async def after_trim(self) -> None:
-        """Whole ledgers left the front: the log start compaction kept (if any) no longer holds."""
+        """Whole ledgers left the front: the log start compaction kept (if any) no longer holds, nor do the
+        index's cached headers of those ledgers."""
+        self.index.forget_trimmed()
         if COMPACTION_START_PROPERTY in self.ml.properties:
             await self.ml.set_properties({}, remove=[COMPACTION_START_PROPERTY])
 

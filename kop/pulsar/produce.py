@@ -39,8 +39,8 @@ from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
-from kop.pulsar.schema_registry import stamp_version
 from kop.pulsar.schemas import SchemaRefused, producer_version
+from kop.schemas.versions import stamp_version
 from kop.topics.partition import Writer
 from kop.topics.write_rules import AppendRefused
 

@@ -42,7 +42,7 @@ from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
-from kop.pulsar.schema_registry import carried_version
+from kop.schemas.versions import carried_version
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection

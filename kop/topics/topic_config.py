@@ -33,6 +33,8 @@ TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_SHORT, TYPE_LONG, TYPE_DOUBLE, TYPE_LI
 
 INT_MAX = 2**31 - 1
 LONG_MAX = 2**63 - 1
+# Kafka's default and upper bound of max.decompressed.message.bytes: the largest array a JVM allocates.
+MAX_DECOMPRESSED_MESSAGE_BYTES = INT_MAX - 8
 _TYPE_NAMES = {TYPE_INT: "INT", TYPE_LONG: "LONG", TYPE_DOUBLE: "DOUBLE"}
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
@@ -212,6 +214,21 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
            _NO_EFFECT + "no tiered storage.", False),
         _d("remote.log.delete.on.disable", TYPE_BOOLEAN, _const("false"), _boolean,
            _NO_EFFECT + "no tiered storage.", False),
+        # -- added in Apache Kafka 4.3 / 4.4 (LogConfig's definitions: types, defaults, ranges) ----------------
+        # Kafka refuses a compressed batch holding a record whose decompressed body is larger (INVALID_RECORD,
+        # "Invalid record size: N exceeds the configured maximum record size of M."); the write rules
+        # (kop/topics/write_rules.py) do not enforce it yet, so it is declared without effect for now.
+        _d("max.decompressed.message.bytes", TYPE_INT, _const(str(MAX_DECOMPRESSED_MESSAGE_BYTES)),
+           _number(1, MAX_DECOMPRESSED_MESSAGE_BYTES),
+           _NO_EFFECT + "the largest decompressed record body a compressed batch may hold (Kafka refuses "
+           "larger records with INVALID_RECORD); not enforced here yet.", False),
+        # The cross-checks against local.retention.* that Kafka makes apply only with remote.storage.enable=true,
+        # which is refused here; what remains is the range.
+        _d("remote.copy.lag.ms", TYPE_LONG, _const("0"), _number(-1), _NO_EFFECT + "no tiered storage.", False),
+        _d("remote.copy.lag.bytes", TYPE_LONG, _const("-1"), _number(-1), _NO_EFFECT + "no tiered storage.", False),
+        _d("errors.deadletterqueue.group.enable", TYPE_BOOLEAN, _const("false"), _boolean,
+           _NO_EFFECT + "whether share groups may use this topic as their dead-letter queue; this broker has no "
+           "share groups yet.", False),
     ]
 }
 

@@ -42,6 +42,7 @@ def _modules() -> list[ModuleType]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_log_dirs,
         describe_producers,
         describe_transactions,
         describe_user_scram_credentials,
@@ -53,6 +54,7 @@ def _modules() -> list[ModuleType]:
         init_producer_id,
         join_group,
         leave_group,
+        list_config_resources,
         list_groups,
         list_offsets,
         list_transactions,
@@ -73,6 +75,7 @@ def _modules() -> list[ModuleType]:
         produce, fetch, list_offsets, metadata, api_versions, init_producer_id, offset_for_leader_epoch,
         create_topics, delete_topics, create_partitions, describe_configs, alter_configs,
         incremental_alter_configs, delete_records, describe_cluster,
+        describe_log_dirs, list_config_resources,  # kafka-log-dirs, kafka-client-metrics (Kafka 4.4's admin)
         # group coordinator (kop/coordinator)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,

@@ -117,7 +117,7 @@ SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 TLS_VERSIONS = ("TLSv1.2", "TLSv1.3")
 FSYNC_POLICIES = ("always", "interval", "none")
-# Pulsar's SchemaCompatibilityStrategy names (kop/pulsar/schema_registry.py applies them)
+# Pulsar's SchemaCompatibilityStrategy names (kop/schemas/versions.py applies them)
 SCHEMA_COMPATIBILITY_STRATEGIES = ("ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
                                    "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 
@@ -235,7 +235,7 @@ class BrokerConfig:
     # Pulsar consumers' acks of single messages of a batch entry count (Pulsar's key and default: off = ignored until
     # the whole entry is acknowledged); kept in memory, not in the cursor (kop/pulsar/subscription.py)
     acknowledgmentAtBatchIndexLevelEnabled: bool = False
-    # Pulsar's schema compatibility strategy for every topic (kop/pulsar/schema_registry.py): ALWAYS_INCOMPATIBLE,
+    # Pulsar's schema compatibility strategy for every topic (kop/schemas/versions.py): ALWAYS_INCOMPATIBLE,
     # ALWAYS_COMPATIBLE, BACKWARD, FORWARD, FULL, BACKWARD_TRANSITIVE, FORWARD_TRANSITIVE or FULL_TRANSITIVE
     schemaCompatibilityStrategy: str = "FULL"
     # --- admin HTTP: /metrics, admin v2 REST, health (kop/admin; docs/operability.md)

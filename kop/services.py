@@ -25,6 +25,8 @@ from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol.errors import ErrorCode
 from kop.schemas.api import TopicSchemaIds
+from kop.schemas.registry import ConfluentRegistry
+from kop.schemas.versions import SchemaRegistry
 from kop.security.acl import Authorizer
 from kop.security.sasl.scram import ScramCredentialStore
 from kop.topics.manager import Topic, TopicManager
@@ -34,15 +36,6 @@ from kop.topics.producer_ids import ProducerIdAllocator
 
 class SubscriptionError(Exception):
     """A subscription operation refused: the HTTP status Pulsar's admin answers and its reason."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-class SchemaRestError(Exception):
-    """A schema REST call refused (kop/admin/schemas.py): the HTTP status Pulsar's admin answers and its reason."""
 
     def __init__(self, status: int, reason: str) -> None:
         super().__init__(reason)
@@ -89,7 +82,9 @@ class PulsarSubscriptions(Protocol):
 
 
 class PulsarSchemas(Protocol):
-    """The Pulsar schema registry as the admin REST reads it (kop/pulsar/schema_registry.py implements it)."""
+    """The Pulsar schema versions as the admin REST reads them (kop/schemas/versions.py implements it; its methods
+    raise kop.schemas.versions.SchemaRestError for what Pulsar refuses). The broker's one store, the one the
+    Confluent registry (kop/schemas/registry.py) reads `<topic>-value` subjects from."""
 
     async def rest_schema(self, name: TopicName, version: int | None) -> dict[str, Any] | None:
         """Pulsar's GetSchemaResponse body (version, type, timestamp, data, properties) of a version (None: the
@@ -166,3 +161,8 @@ class BrokerServices(Protocol):
     scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)
     # the Confluent ids of topics' schemas (kop/schemas/): the Pulsar handler adds and strips Confluent's prefix
     schema_ids: TopicSchemaIds
+    # the topics' Pulsar schema versions (kop/schemas/versions.py): the one store behind both protocols' schemas,
+    # built by the composition root; the pulsar handler serves and provides it
+    schema_versions: SchemaRegistry
+    # Confluent Schema Registry's model over it (subjects, ids, levels, modes): the admin REST's /subjects, ...
+    schema_registry: ConfluentRegistry

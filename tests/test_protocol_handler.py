@@ -17,7 +17,7 @@ from kop.cluster.bundles import Bundle
 from kop.config import BrokerConfig, ConfigError
 from kop.kafka.handler import KafkaProtocolHandler
 from kop.protocol_handler import ProtocolHandler, load_handlers
-from kop.pulsar.schema_registry import SchemaRegistry
+from kop.schemas.versions import SchemaRegistry
 from kop.server.service import BrokerService
 from kop.server.storage import open_embedded_storage
 from kop.services import BrokerServices, ProvidedServices

@@ -378,3 +378,92 @@ def test_pulsar_batch_fast_path_writes_what_the_general_path_writes(seed: int, l
             continue
         assert fast == convert._messages_to_records(md, pbatch.messages(md, bytes(damaged)))
     assert declined  # some damage is always caught (sizes that no longer add up)
+
+
+# ---- Confluent's 5-byte prefix (issue #25) ------------------------------------------------------------
+
+
+def _prefixed(schema_id: int, payload: bytes) -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big") + payload
+
+
+def test_known_prefixes_are_removed_and_the_entry_names_the_version(loops: str) -> None:
+    kafka = build_batch([
+        (b"k", _prefixed(7, b"avro-1"), [], T0),
+        (None, None, [], T0 + 1),  # null stays null
+        (None, b"\x00\x00\x00", [], T0 + 2),  # shorter than a prefix: as stored
+        (None, b"\x01" + b"\x00\x00\x00\x07rest", [], T0 + 3),  # no magic byte: as stored
+        (None, _prefixed(7, b""), [], T0 + 4),  # an empty payload behind a prefix
+        (None, _prefixed(9, b"other"), [], T0 + 5),  # an id this topic's map lacks: as stored, reported
+    ])
+    entry = kafka_to_pulsar(kafka, schema_ids={7: 2})
+    assert entry.metadata.schema_version == (2).to_bytes(8, "big")
+    values = [bytes(p) for _, p in _messages(entry)]
+    assert values == [b"avro-1", b"", b"\x00\x00\x00", b"\x01\x00\x00\x00\x07rest", b"",
+                      _prefixed(9, b"other")]
+    assert [m.payload_size for m, _ in _messages(entry)] == [len(v) for v in values]
+    assert entry.unknown_ids == (9,)
+
+
+def test_without_a_map_nothing_is_read(loops: str) -> None:
+    kafka = build_batch([(None, _prefixed(7, b"x"), [], T0)] * 2)
+    entry = kafka_to_pulsar(kafka)
+    assert [bytes(p) for _, p in _messages(entry)] == [_prefixed(7, b"x")] * 2
+    assert not entry.metadata.HasField("schema_version") and entry.unknown_ids == ()
+
+
+def test_a_batch_mixing_ids_names_the_first_records_version(loops: str) -> None:
+    kafka = build_batch([(None, _prefixed(11, b"a"), [], T0), (None, _prefixed(7, b"b"), [], T0),
+                         (None, _prefixed(11, b"c"), [], T0)])
+    entry = kafka_to_pulsar(kafka, schema_ids={7: 0, 11: 1})
+    assert entry.metadata.schema_version == (1).to_bytes(8, "big")
+    assert [bytes(p) for _, p in _messages(entry)] == [b"a", b"b", b"c"]
+
+
+def test_unknown_ids_are_distinct_bounded_and_plausible(loops: str) -> None:
+    ids = [3, 3, 0, 0x80000000, 0xFFFFFFFF] + list(range(100, 140))
+    kafka = build_batch([(None, _prefixed(i, b"p"), [], T0) for i in ids])
+    entry = kafka_to_pulsar(kafka, schema_ids={})
+    # 0 and ids past int32 are no Confluent ids; the list stops at MAX_UNKNOWN_IDS
+    assert entry.unknown_ids == (3, *range(100, 100 + convert.MAX_UNKNOWN_IDS - 1))
+    assert not entry.metadata.HasField("schema_version")
+
+
+def test_a_one_record_batch_keeps_its_version_unbatched(loops: str) -> None:
+    entry = unbatched(kafka_to_pulsar(build_batch([(b"k", _prefixed(5, b"rec"), [], T0)]), schema_ids={5: 0}))
+    assert not pbatch.is_batch(entry.metadata)
+    assert entry.payload == b"rec" and entry.metadata.schema_version == bytes(8)
+
+
+def test_a_compressed_batch_is_stripped_too(loops: str) -> None:
+    kafka = build_batch([(None, _prefixed(4, b"z" * 100), [], T0)] * 3, compression=1)
+    entry = kafka_to_pulsar(kafka, compression=pz.LZ4, schema_ids={4: 3})
+    assert [bytes(p) for _, p in _messages(entry)] == [b"z" * 100] * 3
+
+
+def test_a_pulsar_senders_values_get_the_prefix(loops: str) -> None:
+    md, payload = _batch_md([({}, b"m0"), ({"null_value": True}, b""), ({}, b"")])
+    records = decode_records_absolute(pulsar_to_kafka(md, payload, 0, schema_id=0x01020304))
+    assert [r.value for r in records] == [b"\x00\x01\x02\x03\x04m0", None, b"\x00\x01\x02\x03\x04"]
+    # a non-batched message (the general path)
+    assert _single_prefixed(_entry_md(), b"one", 42) == b"\x00\x00\x00\x00\x2aone"
+    assert decode_records_absolute(pulsar_to_kafka(_entry_md(null_value=True), b"", 0, schema_id=42))[0].value \
+        is None
+
+
+def _single_prefixed(md: c.MessageMetadata, payload: bytes, schema_id: int) -> bytes | None:
+    [rec] = decode_records_absolute(pulsar_to_kafka(md, payload, 0, schema_id=schema_id))
+    return rec.value
+
+
+def test_the_prefix_goes_there_and_back(loops: str) -> None:
+    """A Pulsar producer's batch stored with its id's prefix and dispatched with the topic's map: the payloads
+    and the version come back."""
+    rnd = random.Random(5)
+    md, payload = _random_pulsar_batch(rnd, 30)
+    kafka = pulsar_to_kafka(md, payload, 0, schema_id=77)
+    entry = kafka_to_pulsar(kafka, schema_ids={77: 4})
+    sent = [(m.null_value, bytes(p)) for m, p in pbatch.messages(md, payload) if not m.compacted_out]
+    back = [(m.null_value, bytes(p)) for m, p in _messages(entry)]
+    assert back == sent
+    assert entry.metadata.schema_version == (4).to_bytes(8, "big") or all(null for null, _ in sent)

@@ -17,6 +17,7 @@ import os
 import random
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,12 +80,15 @@ def _zz(value: int, overlong: int = 0) -> bytes:
     return bytes(out[:10]) if len(out) > 10 else bytes(out)
 
 
-def _record(rnd: random.Random, i: int, key: bytes | None, odd: bool) -> bytes:
-    """One Kafka record's bytes (without its length), fields drawn at random; ``odd`` adds the rare forms."""
+def _record(rnd: random.Random, i: int, key: bytes | None, odd: bool, prefixes: list[bytes] | None = None) -> bytes:
+    """One Kafka record's bytes (without its length), fields drawn at random; ``odd`` adds the rare forms;
+    ``prefixes``: most values start with one of them (Confluent's magic byte and id, or look-alikes)."""
     def ov() -> int:
         return rnd.choice([0, 0, 0, 1, 2]) if odd else 0
 
     value = None if rnd.random() < 0.15 else rnd.randbytes(rnd.choice([0, 1, 100, 1000, 9000]))
+    if prefixes and value is not None and rnd.random() < 0.8:
+        value = rnd.choice(prefixes) + value
     body = bytearray(b"\x00")
     body += _zz(rnd.choice([0, 1, -1, 5000, -70000, 2**40]), ov())
     body += _zz(i, ov())
@@ -105,7 +109,7 @@ def _record(rnd: random.Random, i: int, key: bytes | None, odd: bool) -> bytes:
     return bytes(body)
 
 
-def _random_records(rnd: random.Random, odd: bool) -> tuple[bytes, int]:
+def _random_records(rnd: random.Random, odd: bool, prefixes: list[bytes] | None = None) -> tuple[bytes, int]:
     count = rnd.choice([1, 2, 10, 130])
     shared = rnd.random() < 0.3
     key0 = None
@@ -118,7 +122,7 @@ def _random_records(rnd: random.Random, odd: bool) -> tuple[bytes, int]:
         else:
             key = rnd.choice([b"", b"k", "ké".encode(), b"\xff\x00raw", rnd.randbytes(200), b"x" * 20000])
         key0 = key if i == 0 else key0
-        rec = _record(rnd, i, key, odd)
+        rec = _record(rnd, i, key, odd, prefixes)
         out += _zz(len(rec)) + rec
     return bytes(out), count
 
@@ -130,7 +134,7 @@ def _k2p_args(rnd: random.Random) -> tuple:
     return fixed, base_ts, base_seq
 
 
-def _py_k2p(data: bytes, count: int, *args: object) -> object:
+def _py_k2p(data: bytes, count: int, *args: Any) -> object:
     try:
         return convert._records_to_batch_py(data, count, *args)
     except Exception as exc:  # noqa: BLE001 - the reference refusing is an outcome to compare against
@@ -171,6 +175,68 @@ def test_kafka_to_pulsar_damaged_input_is_declined_or_read_the_same(native, seed
                     continue
                 assert got == _py_k2p(variant, n, *args)
     assert declined
+
+
+def _prefix(schema_id: int) -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big")
+
+
+# ids a map may know, ids it may lack, and look-alikes: no id (0, past int32), a cut-short prefix, another magic
+_IDS = [1, 7, 300, 70000, 2**31 - 1]
+_PREFIXES = [_prefix(i) for i in _IDS + [0, 2**31, 2**32 - 1, 12, 13]] + [b"\x00", b"\x00\x00\x00", b"\x01\x00\x00\x00\x07"]
+
+
+def _ids_map(rnd: random.Random) -> dict[int, int] | None:
+    return rnd.choice([None, {}, {i: rnd.randrange(5) for i in rnd.sample(_IDS, rnd.randrange(1, len(_IDS) + 1))}])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kafka_to_pulsar_prefixes_native_is_the_python_loop(native, seed: int) -> None:  # noqa: ANN001
+    """Values behind known, unknown and look-alike prefixes, with and without a map: the same payload, version
+    and unknown ids from C and Python (and a map that names something does get used)."""
+    rnd = random.Random(300 + seed)
+    stripped = 0
+    for round_ in range(50):
+        odd = round_ % 2 == 1
+        data, count = _random_records(rnd, odd, _PREFIXES)
+        args = _k2p_args(rnd)
+        ids = _ids_map(rnd)
+        expected = _py_k2p(data, count, *args, ids)
+        got = native.records_to_batch(data, count, *args, ids)
+        if got is None:
+            assert odd, "a clean batch was declined"
+            continue
+        assert got == expected
+        if ids is None:
+            assert got[3:] == (-1, ())
+            assert got == native.records_to_batch(data, count, *args)  # None is the default: nothing is read
+        stripped += got[3] >= 0
+    assert stripped
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_kafka_to_pulsar_prefixes_damaged_input_is_declined_or_read_the_same(native, seed: int) -> None:  # noqa: ANN001
+    rnd = random.Random(400 + seed)
+    for _ in range(30):
+        data, count = _random_records(rnd, odd=rnd.random() < 0.5, prefixes=_PREFIXES)
+        if len(data) > 3000:
+            continue
+        args = _k2p_args(rnd)
+        ids = _ids_map(rnd)
+        for variant in _damaged(rnd, data, inserts=(1, 5)):
+            got = native.records_to_batch(variant, count, *args, ids)
+            if got is not None:
+                assert got == _py_k2p(variant, count, *args, ids)
+
+
+def test_kafka_to_pulsar_ids_that_are_not_versions_are_declined(native) -> None:  # noqa: ANN001
+    rec = b"\x00" + _zz(0) + _zz(0) + _zz(-1) + _zz(6) + _prefix(7) + b"v" + _zz(0)
+    data = _zz(len(rec)) + rec
+    assert native.records_to_batch(data, 1, None, T0, -1, {7: 3})[3] == 3
+    assert native.records_to_batch(data, 1, None, T0, -1, {7: -1}) is None  # a negative version: Python decides
+    assert native.records_to_batch(data, 1, None, T0, -1, {7: "x"}) is None  # not an int either
+    with pytest.raises(TypeError):
+        native.records_to_batch(data, 1, None, T0, -1, [7])
 
 
 def test_kafka_to_pulsar_hostile_sizes(native) -> None:  # noqa: ANN001
@@ -265,13 +331,15 @@ def _random_pulsar_batch(rnd: random.Random, odd: bool) -> tuple[bytes, int]:
 
 @pytest.mark.parametrize("seed", range(6))
 def test_pulsar_to_kafka_native_is_the_python_loop(native, seed: int) -> None:  # noqa: ANN001
+    """With and without Confluent's prefix before the values."""
     rnd = random.Random(seed)
     for round_ in range(60):
         odd = round_ % 2 == 1
         data, count = _random_pulsar_batch(rnd, odd)
         publish = rnd.choice([T0, 0, 5])
-        expected = convert._batch_to_records_py(data, count, publish)
-        got = native.batch_to_records(data, count, publish)
+        prefix = rnd.choice([None, None, b"", _prefix(1), _prefix(2**31 - 1)])
+        expected = convert._batch_to_records_py(data, count, publish, prefix)
+        got = native.batch_to_records(data, count, publish, prefix)
         if got is None:
             assert odd, "a clean batch was declined"  # only odd forms: non-canonical base64, past 63 bits
             continue
@@ -304,6 +372,10 @@ def test_pulsar_to_kafka_agrees_with_protobuf_on_clean_batches(native) -> None: 
         assert got is not None
         ref = convert._messages_to_records(md, pbatch.messages(md, payload))
         assert got == (bytes(ref[0]),) + ref[1:]
+        prefix = _prefix(rnd.randrange(1, 2**31))
+        got = native.batch_to_records(payload, len(items), T0, prefix)
+        ref = convert._messages_to_records(md, pbatch.messages(md, payload), prefix)
+        assert got == (bytes(ref[0]),) + ref[1:]
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -316,12 +388,13 @@ def test_pulsar_to_kafka_damaged_input_is_declined_or_read_the_same(native, seed
             continue
         variants = _damaged(rnd, data, inserts=(1, 4))
         for variant in variants:
+            prefix = rnd.choice([None, _prefix(9)])
             for n in (count, count + 1, max(count - 1, 0)):
-                got = native.batch_to_records(variant, n, T0)
+                got = native.batch_to_records(variant, n, T0, prefix)
                 if got is None:
                     declined += 1
                     continue
-                expected = convert._batch_to_records_py(variant, n, T0)
+                expected = convert._batch_to_records_py(variant, n, T0, prefix)
                 assert expected is not None and (bytes(expected[0]),) + expected[1:] == got
     assert declined
 
@@ -343,3 +416,5 @@ def test_pulsar_to_kafka_hostile_sizes(native) -> None:  # noqa: ANN001
         for count in (0, 1, 2, -1, 2**31 - 1):
             assert native.batch_to_records(data, count, T0) is None
     assert native.batch_to_records(struct.pack(">I", 2) + smm + b"x", 1, 2**63) is None  # publish time past 63 bits
+    with pytest.raises(TypeError):
+        native.batch_to_records(struct.pack(">I", 2) + smm + b"x", 1, T0, "not bytes")

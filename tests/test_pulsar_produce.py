@@ -129,7 +129,7 @@ def test_exclusive_access_mode(client: pulsar.Client) -> None:
 def test_string_and_json_schemas_are_accepted(broker: KopBroker, client: pulsar.Client) -> None:
     """Schemas travel in PRODUCER/SUBSCRIBE and are registered (tests/e2e/test_pulsar_schemas.py has the rest); the
     payloads are the schema's bytes, which Kafka consumers read - the batch carrying the schema version in its
-    attributes' high byte (kop/pulsar/schema_registry.py) included: kafka-python, librdkafka, aiokafka and the Java
+    attributes' high byte (kop/schemas/versions.py) included: kafka-python, librdkafka, aiokafka and the Java
     consumer (what Spark reads with) ignore it."""
     from pulsar.schema import Integer, JsonSchema, Record, String, StringSchema
 

@@ -1,4 +1,4 @@
-"""kop/pulsar/schema_registry.py: versions in a real metadata store (sqlite), Pulsar's compatibility strategies
+"""kop/schemas/versions.py: versions in a real metadata store (sqlite), Pulsar's compatibility strategies
 with Avro's resolution rules, and the schema version carried in a stored Kafka batch. End to end with the real
 client (and against Apache Pulsar): tests/e2e/test_pulsar_schemas.py."""
 
@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from kop.protocol.records import build_batch, parse_batch_header, validate_crc
-from kop.pulsar.schema_registry import (
+from kop.schemas.versions import (
     AVRO,
     JSON,
     IncompatibleSchema,
     SchemaData,
     SchemaRegistry,
+    SchemaRestError,
     carried_version,
     incompatibility,
     stamp_version,
@@ -24,7 +25,6 @@ from kop.pulsar.schema_registry import (
     version_bytes,
     version_of,
 )
-from kop.services import SchemaRestError
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.topics.names import TopicName
 

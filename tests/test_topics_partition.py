@@ -11,6 +11,7 @@ from kop.config import BrokerConfig
 from kop.offset import open_embedded_storage
 from kop.protocol.records import NewRecord, build_batch, iter_batches
 from kop.server.service import BrokerService
+from kop.topics.manager import TopicError
 from kop.topics.partition import Writer
 from kop.topics.write_rules import AppendRefused
 
@@ -124,3 +125,93 @@ async def test_producer_tables_follow_the_open_logs(service) -> None:
     assert 3 in table.producers
     tables.expire(older_than_ms=1 << 62)
     assert 3 not in table.producers
+
+
+class _Registered:
+    """A RegisteredSchemaIds over a fixed table (the real one is kop/schemas/'s store, tested end to end in
+    tests/e2e/test_schema_validation.py); `asked` records the subjects looked up."""
+
+    def __init__(self, ids: dict[str, frozenset[int]], fail: bool = False,
+                 cached: dict[str, frozenset[int]] | None = None) -> None:
+        self.ids, self.fail, self.asked = ids, fail, []
+        self.cached = cached  # what a cache answers (`fresh` reads `ids`): another broker registered since
+
+    async def registered_ids(self, topic, part, fresh: bool = False) -> frozenset[int]:
+        self.asked.append(f"{topic.local}-{part}" + (" (fresh)" if fresh else ""))
+        if self.fail:
+            raise OSError("metadata store unreachable")
+        table = self.ids if fresh or self.cached is None else self.cached
+        return table.get(f"{topic.local}-{part}", frozenset())
+
+
+def _framed(schema_id: int) -> bytes:
+    return b"\0" + schema_id.to_bytes(4, "big") + b"data"
+
+
+VALIDATED = {"confluent.value.schema.validation": "true"}
+
+
+async def test_schema_validation_binds_kafka_producers_only(service) -> None:
+    registered = _Registered({"sv-value": frozenset({5})})
+    service.topics.schema_ids = registered
+    seam = await _partition(service, "sv", **VALIDATED)
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue(_batch(NewRecord(None, _framed(5)), NewRecord(None, _framed(6))), Writer.KAFKA,
+                         client_name="sv")
+    assert e.value.error == "INVALID_RECORD"
+    assert e.value.record_errors == [(1, "The record's value names schema id 6, which is not registered under the "
+                                         "subject sv-value (confluent.value.schema.validation=true)")]
+    assert await (await seam.issue(_batch(NewRecord(None, _framed(5)), NewRecord(b"k", None)),
+                                   Writer.KAFKA)).base_offset() == 0
+    # the refusal was decided on a fresh read; the key subject is not asked: key validation is off
+    assert registered.asked == ["sv-value", "sv-value (fresh)", "sv-value"]
+    # a Pulsar SEND's payload is the converter's to prefix: not checked, nothing asked
+    await (await seam.issue_entry(build_batch([NewRecord(None, b"pulsar payload")]), Writer.PULSAR))
+    assert len(registered.asked) == 3
+    assert seam.log.high_watermark == 3
+
+
+async def test_an_id_the_cache_does_not_know_yet_is_asked_again_before_a_refusal(service) -> None:
+    """A schema registered through another broker a moment ago: the cached ids lack it, the store has it."""
+    registered = _Registered({"fresh-value": frozenset({5, 7})}, cached={"fresh-value": frozenset({5})})
+    service.topics.schema_ids = registered
+    seam = await _partition(service, "fresh", **VALIDATED)
+    assert await (await seam.issue(_batch(NewRecord(None, _framed(7))), Writer.KAFKA)).base_offset() == 0
+    assert registered.asked == ["fresh-value", "fresh-value (fresh)"]
+    with pytest.raises(AppendRefused):  # an id the store does not know either is refused
+        await seam.issue(_batch(NewRecord(None, _framed(8))), Writer.KAFKA)
+
+
+async def test_other_topics_never_ask_the_schema_store(service) -> None:
+    registered = _Registered({})
+    service.topics.schema_ids = registered
+    seam = await _partition(service, "plain")
+    assert await (await seam.issue(_batch(NewRecord(None, b"no prefix")), Writer.KAFKA)).base_offset() == 0
+    assert registered.asked == []
+
+
+async def test_schema_validation_needs_a_schema_store(service) -> None:
+    topics = service.topics
+    topics.schema_ids = None
+    with pytest.raises(TopicError) as e:
+        await topics.create(topics.parse("nostore"), 1, {"confluent.key.schema.validation": "true"})
+    assert e.value.error == "INVALID_CONFIG" and "needs a schema registry" in e.value.message
+    topic = await topics.create(topics.parse("nostore"), 1, {"confluent.key.schema.validation": "false"})
+    with pytest.raises(TopicError):
+        await topics.set_configs(topic, {"confluent.value.schema.validation": "true"})
+    # a record stored with validation on (another broker's) while this one has no store: refused, not unchecked
+    topics.schema_ids = _Registered({})
+    await topics.set_configs(topic, VALIDATED)
+    topics.schema_ids = None
+    seam = await topics.partition(topic, 0)
+    with pytest.raises(AppendRefused) as r:
+        await seam.issue(_batch(NewRecord(None, _framed(1))), Writer.KAFKA)
+    assert r.value.error == "INVALID_RECORD" and "no schema registry" in r.value.message
+
+
+async def test_an_unreadable_schema_store_is_a_retriable_refusal(service) -> None:
+    service.topics.schema_ids = _Registered({}, fail=True)
+    seam = await _partition(service, "flaky", **VALIDATED)
+    with pytest.raises(AppendRefused) as e:
+        await seam.issue(_batch(NewRecord(None, _framed(1))), Writer.KAFKA)
+    assert e.value.error == "KAFKA_STORAGE_ERROR" and "metadata store unreachable" in e.value.message

@@ -12,17 +12,44 @@ from kop.security.acl import ResourceType, authorized_operations
 from kop.security.principal import ANONYMOUS
 from kop.topics.topic_config import (
     TOPIC_CONFIGS,
+    TYPE_BOOLEAN,
     InvalidConfig,
+    described,
     effective,
     ledger_config,
     split_list,
     validate_topic_configs,
 )
-from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_TOPIC_CONFIGS
+from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_44_TOPIC_CONFIGS, KAFKA_TOPIC_CONFIGS
+
+SCHEMA_VALIDATION = {"confluent.value.schema.validation", "confluent.key.schema.validation"}
+KAFKAS = KAFKA_TOPIC_CONFIGS | KAFKA_44_TOPIC_CONFIGS
 
 
-def test_the_names_are_kafkas() -> None:
-    assert set(TOPIC_CONFIGS) == KAFKA_TOPIC_CONFIGS
+def test_the_names_are_kafkas_and_confluents_two_extensions() -> None:
+    assert {n for n, d in TOPIC_CONFIGS.items() if not d.extension} == KAFKAS
+    assert {n for n, d in TOPIC_CONFIGS.items() if d.extension} == SCHEMA_VALIDATION
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMA_VALIDATION))
+def test_schema_validation_configs_are_booleans_defaulting_to_false(name: str) -> None:
+    d = TOPIC_CONFIGS[name]
+    assert (d.type, d.default(BrokerConfig()), d.honoured, d.read_only) == (TYPE_BOOLEAN, "false", True, False)
+    validate_topic_configs({name: "true"})
+    validate_topic_configs({name: " False "})
+    with pytest.raises(InvalidConfig) as e:
+        validate_topic_configs({name: "yes"})
+    assert str(e.value) == f"Invalid value yes for configuration {name}: Expected value to be either true or false"
+
+
+def test_extensions_are_described_only_when_set_or_asked_for() -> None:
+    """A plain topic describes exactly Kafka's configs (the differential tests compare them with Apache Kafka)."""
+    assert {n for n, _ in described({})} == KAFKAS
+    assert {n for n, _ in described({"confluent.key.schema.validation": "true"})} == \
+        KAFKAS | {"confluent.key.schema.validation"}
+    assert {n for n, _ in described({}, {"confluent.value.schema.validation"})} == \
+        KAFKAS | {"confluent.value.schema.validation"}
+    assert [n for n, _ in described({})] == sorted(KAFKAS)
 
 
 @pytest.mark.parametrize("name,value,expected", CASES)

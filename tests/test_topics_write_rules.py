@@ -10,6 +10,7 @@ from kop.protocol.records import NewRecord, build_batch, decode_records, iter_ba
 from kop.topics.write_rules import (
     PULSAR_SIZE_SLACK,
     AppendRefused,
+    SchemaIdSets,
     TopicRules,
     recompress_batch,
     restamp_log_append_time,
@@ -26,8 +27,8 @@ def batch(*records: NewRecord, **kw: object) -> bytearray:
     return bytearray(build_batch(records, **kw))  # type: ignore[arg-type]
 
 
-def check(r: TopicRules, b: bytearray, slack: int = 0) -> None:
-    r.check(parse_batch_header(b), b, "t-0", slack, now_ms=NOW)
+def check(r: TopicRules, b: bytearray, slack: int = 0, ids: SchemaIdSets | None = None) -> None:
+    r.check(parse_batch_header(b), b, "t-0", slack, now_ms=NOW, schema_ids=ids)
 
 
 def test_defaults_refuse_nothing_ordinary() -> None:
@@ -103,3 +104,112 @@ def test_compression_type_producer_keeps_what_was_sent() -> None:
     r = rules(**{"compression.type": "producer"})
     assert r.codec is None
     assert not r.needs_recompression(parse_batch_header(batch(NewRecord(None, b"v", (), NOW), compression=1)))
+
+
+# ---------------------------------------------------------------- schema-id validation (confluent.*.schema.validation)
+
+VALIDATE_VALUES = {"confluent.value.schema.validation": "true"}
+VALIDATE_KEYS = {"confluent.key.schema.validation": "true"}
+VALUE_IDS = SchemaIdSets("orders", None, frozenset({1, 7}))
+KEY_IDS = SchemaIdSets("orders", frozenset({3}), None)
+
+
+def framed(schema_id: int, payload: bytes = b"\x02\x06abc") -> bytes:
+    """A value as Confluent's serializers write it: magic byte 0, the id (big-endian int32), the data."""
+    return b"\x00" + schema_id.to_bytes(4, "big", signed=True) + payload
+
+
+def refusal(r: TopicRules, b: bytearray, ids: SchemaIdSets) -> AppendRefused:
+    with pytest.raises(AppendRefused) as e:
+        check(r, b, ids=ids)
+    return e.value
+
+
+def test_the_configs_turn_the_rule_on_per_part() -> None:
+    assert not rules().validates_schemas
+    assert not rules(**{"confluent.value.schema.validation": "false"}).validates_schemas
+    r = rules(**{"confluent.value.schema.validation": " TRUE "})
+    assert (r.validate_values, r.validate_keys, r.validates_schemas) == (True, False, True)
+    r = rules(**VALIDATE_KEYS)
+    assert (r.validate_values, r.validate_keys) == (False, True)
+
+
+@pytest.mark.parametrize("codec", [0, int(Compression.GZIP), int(Compression.LZ4), int(Compression.ZSTD),
+                                   int(Compression.SNAPPY)])
+def test_values_naming_registered_ids_pass_and_tombstones_need_no_prefix(codec: int) -> None:
+    check(rules(**VALIDATE_VALUES), batch(NewRecord(b"k", framed(1), (), NOW), NewRecord(b"plain key", framed(7), (), NOW),
+                                          NewRecord(b"gone", None, (), NOW), compression=codec), ids=VALUE_IDS)
+
+
+@pytest.mark.parametrize("codec", [0, int(Compression.GZIP), int(Compression.LZ4), int(Compression.ZSTD),
+                                   int(Compression.SNAPPY)])
+def test_each_value_without_a_registered_id_is_named_with_why(codec: int) -> None:
+    b = batch(NewRecord(None, framed(1), (), NOW),  # registered
+              NewRecord(None, framed(99), (), NOW),  # id not registered for the subject
+              NewRecord(None, b'{"json": 1}', (), NOW),  # no prefix at all
+              NewRecord(None, None, (), NOW),  # tombstone
+              NewRecord(None, b"\x00\x00\x01", (), NOW),  # magic byte, then too short for an id
+              NewRecord(None, b"", (), NOW),
+              compression=codec)
+    e = refusal(rules(**VALIDATE_VALUES), b, VALUE_IDS)
+    assert e.error == "INVALID_RECORD"
+    assert [i for i, _ in e.record_errors] == [1, 2, 4, 5]
+    by_index = dict(e.record_errors)
+    assert "schema id 99" in by_index[1] and "not registered under the subject orders-value" in by_index[1]
+    assert "unknown magic byte 123" in by_index[2]
+    assert "3 bytes, too short" in by_index[4] and "0 bytes, too short" in by_index[5]
+    assert all("confluent.value.schema.validation" in m for m in by_index.values())
+    # the partition's message names the first three records and the count, as Kafka's does
+    assert e.message.startswith("One or more records have been rejected due to 4 record errors in total")
+    assert "RecordError(batchIndex=1, message='The record's value names schema id 99" in e.message
+    assert "batchIndex=5" not in e.message
+
+
+def test_the_prefix_id_is_a_signed_int32() -> None:
+    e = refusal(rules(**VALIDATE_VALUES), batch(NewRecord(None, b"\xff" * 3 + b"\x00" * 2, (), NOW)), VALUE_IDS)
+    assert "unknown magic byte 255" in e.record_errors[0][1]
+    e = refusal(rules(**VALIDATE_VALUES), batch(NewRecord(None, framed(-2), (), NOW)), VALUE_IDS)
+    assert "schema id -2" in e.record_errors[0][1]
+
+
+def test_keys_are_checked_against_the_key_subject_and_null_keys_pass() -> None:
+    r = rules(**VALIDATE_KEYS)
+    check(r, batch(NewRecord(framed(3), b"anything", (), NOW), NewRecord(None, b"anything", (), NOW),
+                   compression=int(Compression.LZ4)), ids=KEY_IDS)
+    e = refusal(r, batch(NewRecord(framed(3), b"v", (), NOW), NewRecord(framed(1), b"v", (), NOW),
+                         NewRecord(b"plain", framed(3), (), NOW)), KEY_IDS)
+    assert [i for i, _ in e.record_errors] == [1, 2]
+    assert "schema id 1, which is not registered under the subject orders-key" in e.record_errors[0][1]
+    assert "confluent.key.schema.validation=true" in e.record_errors[1][1]
+
+
+def test_key_and_value_together_one_error_per_record() -> None:
+    r = rules(**VALIDATE_KEYS, **VALIDATE_VALUES)
+    ids = SchemaIdSets("orders", frozenset({3}), frozenset({1}))
+    check(r, batch(NewRecord(framed(3), framed(1), (), NOW)), ids=ids)
+    e = refusal(r, batch(NewRecord(b"no", b"no", (), NOW), NewRecord(framed(3), framed(3), (), NOW)), ids)
+    assert [(i, m.split()[2]) for i, m in e.record_errors] == [(0, "key"), (1, "value")]
+
+
+def test_nothing_is_registered_refuses_every_framed_value() -> None:
+    e = refusal(rules(**VALIDATE_VALUES), batch(NewRecord(None, framed(1), (), NOW)),
+                SchemaIdSets("orders", None, frozenset()))
+    assert e.error == "INVALID_RECORD" and "orders-value" in e.record_errors[0][1]
+
+
+def test_without_ids_handed_in_the_rule_checks_nothing() -> None:
+    """The rule is the caller's to apply (kop/topics/partition.py hands ids in for Kafka producers only)."""
+    check(rules(**VALIDATE_VALUES), batch(NewRecord(None, b"no prefix", (), NOW)))
+
+
+def test_schema_errors_share_the_walk_with_the_other_record_rules() -> None:
+    r = rules(**VALIDATE_VALUES, **{"cleanup.policy": "compact", "message.timestamp.before.max.ms": "60000"})
+    b = batch(NewRecord(None, framed(1), (), NOW), NewRecord(b"k", b"bare", (), NOW), NewRecord(b"k", framed(1), (), NOW))
+    e = refusal(r, b, VALUE_IDS)
+    assert e.error == "INVALID_RECORD"
+    assert [i for i, _ in e.record_errors] == [0, 1]
+    assert "without key" in e.record_errors[0][1] and "magic byte" in e.record_errors[1][1]
+    old = batch(NewRecord(b"k", b"bare", (), NOW), NewRecord(b"k", framed(1), (), 1000))
+    e = refusal(r, old, VALUE_IDS)
+    assert e.error == "INVALID_TIMESTAMP"  # as Kafka: a timestamp error among the records decides the code
+    assert [i for i, _ in e.record_errors] == [0, 1]

@@ -37,8 +37,11 @@ def _refuse(status: int, reason: str) -> web.Response:
     return web.Response(text=json.dumps({"reason": reason}), status=status, content_type="application/json")
 
 
-def middleware(cfg: BrokerConfig) -> Callable[..., Awaitable[web.StreamResponse]] | None:
-    """The aiohttp middleware enforcing the module docstring's rules; None when authentication is off."""
+def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (),
+               role_key: str = "kop.role") -> Callable[..., Awaitable[web.StreamResponse]] | None:
+    """The aiohttp middleware enforcing the module docstring's rules; None when authentication is off. Paths
+    under a `delegated` prefix (the schema registry's, kop/admin/registry.py) need a valid token but no super
+    user: the token's role is left in `request[role_key]` for the route to authorize."""
     if not cfg.authenticationEnabled:
         return None
     validator: PulsarTokenValidator | None = None
@@ -65,6 +68,11 @@ def middleware(cfg: BrokerConfig) -> Callable[..., Awaitable[web.StreamResponse]
         except InvalidToken as e:
             log.info("admin request %s %s refused: %s", request.method, request.path, e)
             return _refuse(401, f"Authentication failed: {e}")
+        if f"User:{role}" in super_users:
+            return await handler(request)
+        if request.path == "/" or request.path.startswith(delegated):
+            request[role_key] = role
+            return await handler(request)
         if f"User:{role}" not in super_users:
             return _refuse(403, REQUIRES_SUPER_USER)
         return await handler(request)

@@ -21,7 +21,7 @@ e.g. a STRING definition "x" with 422: the registry's producer path would have t
 definitions are stored as given (Pulsar re-encodes the JSON key/value pair into its binary layout); BYTES and
 AUTO* (client-side pseudo types) are refused 422 (Pulsar stores a BYTES schema); the strategy is broker-wide (no
 namespace or topic policies). A partition's name stands for its
-topic (schemas are per topic, as in Pulsar). The schemas are the pulsar handler's (kop/pulsar/schema_registry.py,
+topic (schemas are per topic, as in Pulsar). The schemas are the pulsar handler's (kop/schemas/versions.py,
 behind kop/services.py's `PulsarSchemas`); without the pulsar handler every call answers 404.
 """
 
@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiohttp import web
 
 from kop.admin.views import AdminError
-from kop.services import SchemaRestError
+from kop.schemas.versions import SchemaRestError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:

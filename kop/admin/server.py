@@ -1,4 +1,5 @@
-"""The admin HTTP server: /metrics, Pulsar admin-v2-shaped REST (with PIP-415), health and readiness.
+"""The admin HTTP server: /metrics, Pulsar admin-v2-shaped REST (with PIP-415), health and readiness, and
+Confluent Schema Registry's REST API at the root (/subjects, /schemas, /config, /mode, /compatibility).
 
 It runs in the broker's process and event loop, beside the Kafka listeners, on webServicePort (Pulsar's
 key; 8080 by default, 0 = an ephemeral port, -1 = off) and, with webServicePortTls (-1 = off), the same
@@ -24,7 +25,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, schemas, subscriptions, views
+from kop.admin import auth, lag, registry, schemas, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     def _build(self) -> web.Application:
-        authenticate = auth.middleware(self.service.config)  # None: authenticationEnabled is false
+        authenticate = auth.middleware(self.service.config, registry.PREFIXES, registry.ROLE_KEY)  # None: authenticationEnabled is false
         app = web.Application(middlewares=[_errors] if authenticate is None else [authenticate, _errors])
         r = app.router
         r.add_get("/metrics", self.metrics)
@@ -104,6 +105,7 @@ class AdminServer:
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
         subscriptions.add_routes(self, r, TOPIC)
         schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
+        registry.add_routes(self, r)  # Confluent Schema Registry's API, at the root (kop/admin/registry.py)
         return app
 
     # ------------------------------------------------------------------ lifecycle

@@ -87,6 +87,26 @@ class LogStorage:
         """Names of every stored partition log (managed ledger), open or not."""
         return await self.factory.list()
 
+    @property
+    def data_dir(self) -> str | None:
+        """The embedded backend's data directory (absolute), None on BookKeeper: the "log dir" Kafka's
+        DescribeLogDirs names, whose volume's total and usable bytes it reports."""
+        if isinstance(self.ledger_store, LocalLedgerStore):
+            return os.path.dirname(os.path.abspath(self.ledger_store.directory))
+        return None
+
+    async def stored_size(self, name: str) -> int | None:
+        """The retained bytes of partition log `name` (DescribeLogDirs' partition size): the open log's, else
+        what its stored info records, without opening it (opening a log starts a ledger). A ledger left
+        unclosed by a crash has no recorded size and counts 0 until the log is opened. None: no such log."""
+        plog = self._logs.get(name)
+        if plog is not None:
+            return plog.size_bytes
+        info = await self.factory.get_info(name)
+        if info is None:
+            return None
+        return sum(li.size or 0 for li in info.ledgers)
+
     async def collect_garbage(self) -> list[int]:
         """Delete ledgers no managed ledger references (left by a crash between creating a ledger and
         recording it, or by a compaction pass killed before or after its swap - kop/offset/compaction.py).

@@ -6,6 +6,7 @@
                         --parquet DIR --checkpoint DIR [--starting-offsets earliest|latest|JSON]
                         [--starting-timestamp MS] [--max-offsets-per-trigger N] [--fail-on-data-loss true|false]
                         [--trigger-interval '5 seconds' | --available-now]
+                        [--value-format json | --value-format avro --schema-registry URL]
 
 Exit status: 0 success (audit: no data loss, no duplicates), 1 the audit found problems or the streaming
 query failed, 2 a usage or set-up problem (bad arguments, unknown topic, missing pyspark or jars).
@@ -20,6 +21,7 @@ import sys
 from typing import Any
 
 from kop.pipeline.kafka_meta import ISOLATION_LEVELS, READ_COMMITTED, PipelineError
+from kop.pipeline.stream import VALUE_FORMATS  # stream.py imports pyspark only when a job runs
 
 COMMON_HELP = "Spark master (default local[2]: the jobs run inside this process' JVM on two cores)"
 
@@ -58,7 +60,7 @@ def add_pipeline_parser(sub: Any) -> None:
                         "end, aborted records are read and counted")
     a.add_argument("--max-gap-ranges", type=int, default=1000, help="list at most this many gaps (all are counted)")
 
-    s = jobs.add_parser("stream", help="per-key aggregates of JSON events to a topic and to Parquet",
+    s = jobs.add_parser("stream", help="per-key aggregates of JSON or Avro events to a topic and to Parquet",
                         description="Structured Streaming from --topic(s) to --output-topic and --parquet, with "
                                     "a checkpoint. Runs until SIGINT/SIGTERM (then stops cleanly), or until the "
                                     "available data is processed with --available-now. See docs/spark.md.")
@@ -80,8 +82,16 @@ def add_pipeline_parser(sub: Any) -> None:
                       help="micro-batch interval, e.g. '10 seconds' (default: back to back)")
     trig.add_argument("--available-now", action="store_true",
                       help="process what is available now (in --max-offsets-per-trigger steps), then exit")
-    s.add_argument("--key-field", default="key", help="JSON field with the event key (default: key)")
-    s.add_argument("--amount-field", default="amount", help="JSON field with the integer amount (default: amount)")
+    s.add_argument("--key-field", default="key", help="JSON/Avro field with the event key (default: key)")
+    s.add_argument("--amount-field", default="amount",
+                   help="JSON/Avro field with the integer amount (default: amount)")
+    s.add_argument("--value-format", choices=VALUE_FORMATS, default="json",
+                   help="json (default): JSON objects; avro: Confluent-serialized Avro records (magic byte, "
+                        "schema id, body), decoded with the schemas of --schema-registry")
+    s.add_argument("--schema-registry", metavar="URL",
+                   help="with --value-format avro (required there): a Confluent-compatible schema registry, e.g. "
+                        "KoP's admin URL http://HOST:ADMINPORT; http://USER:PASSWORD@HOST:PORT for basic auth. "
+                        "Each topic's latest <topic>-value schema is read at start")
     s.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a Kafka sink option, e.g. kafka.linger.ms=5 (repeatable)")
     s.add_argument("--query-name", help="name of the streaming query (shown in Spark's logs)")
@@ -121,8 +131,11 @@ def run_pipeline(args: argparse.Namespace) -> int:
             spark = build_session("kop-pipeline-audit", args.master, args.jars_dir, conf)
             return _audit(spark, args, from_offsets, to_offsets, options)
         cfg = _stream_config(args, options)
+        from kop.pipeline.stream import BatchWriter
+
+        writer = BatchWriter(cfg)  # with avro: the registry's schemas, checked before a JVM starts
         spark = build_session("kop-pipeline-stream", args.master, args.jars_dir, conf)
-        return _stream(spark, cfg)
+        return _stream(spark, cfg, writer)
     except (PipelineError, SparkSetupError) as e:
         print(f"kop pipeline: {e}", file=sys.stderr)
         return 2
@@ -150,6 +163,11 @@ def _audit(spark: Any, args: argparse.Namespace, from_offsets: dict[int, int], t
 def _stream_config(args: argparse.Namespace, options: dict[str, str]) -> Any:
     from kop.pipeline.stream import StreamConfig
 
+    if args.value_format == "avro" and not args.schema_registry:
+        raise PipelineError("--value-format avro needs --schema-registry URL (KoP: the broker's admin URL)")
+    if args.value_format != "avro" and args.schema_registry:
+        raise PipelineError("--schema-registry is only used with --value-format avro")
+
     return StreamConfig(
         bootstrap=args.bootstrap_server,
         topics=[t for spec in args.topics for t in spec.split(",") if t],
@@ -167,16 +185,18 @@ def _stream_config(args: argparse.Namespace, options: dict[str, str]) -> Any:
         query_name=args.query_name,
         source_options=options,
         sink_options=_pairs(args.sink_option, "--sink-option"),
+        value_format=args.value_format,
+        schema_registry=args.schema_registry,
     )
 
 
-def _stream(spark: Any, cfg: Any) -> int:
+def _stream(spark: Any, cfg: Any, writer: Any) -> int:
     from pyspark.errors import StreamingQueryException
 
     from kop.pipeline.stream import run_stream
 
     try:
-        run_stream(spark, cfg)
+        run_stream(spark, cfg, writer)
     except StreamingQueryException as e:
         print(f"kop pipeline stream: the query failed: {e}", file=sys.stderr)
         return 1

@@ -1,9 +1,13 @@
 """A SparkSession that can read and write Kafka (on KoP or anywhere else), built without Ivy.
 
-pyspark's wheel carries Spark but not its Kafka connector. The connector and the three jars it needs beside
-what pyspark already bundles (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10, kafka-clients,
-commons-pool2) are fetched from Maven Central by the project's set-up (scripts/setup, through
-tools/java/spark-kafka/pom.xml) into `.cache/spark-jars/`, and handed to Spark with `spark.jars`.
+pyspark's wheel carries Spark but not its Kafka connector, nor spark-avro (`from_avro`, which
+`kop pipeline stream --value-format avro` decodes with). The connector, the three jars it needs beside what
+pyspark already bundles, and spark-avro (spark-sql-kafka-0-10, spark-token-provider-kafka-0-10,
+kafka-clients, commons-pool2, spark-avro; its own dependencies, the avro jars, are in pyspark) are fetched
+from Maven Central by the project's set-up (scripts/setup, through tools/java/spark-kafka/pom.xml) into
+`.cache/spark-jars/`, and handed to Spark with `spark.jars`. spark-avro is always required, not only for
+Avro jobs: a process' classpath is fixed by its first session, and a set-up that lacks it should fail at
+once, not at the first Avro topic.
 `spark.jars.packages` is never used: it resolves through Ivy at session start, which ignores Maven's
 settings, needs the network every time the cache is cold, and makes a job's start depend on a repository.
 
@@ -11,7 +15,8 @@ Where the jars are looked for, first match wins:
   1. the `jars_dir` argument (`kop pipeline ... --jars-dir DIR`);
   2. the environment variable KOP_SPARK_JARS (a folder);
   3. `<repository>/.cache/spark-jars`, next to this package in a source checkout (`pip install -e .`).
-A missing jar, or a connector built for another Spark version than the installed pyspark, is an error that
+A missing jar, or a connector or spark-avro built for another Spark version than the installed pyspark, is an
+error that
 says what to run - a silently different classpath would fail later with a far less readable
 ClassNotFoundException or NoSuchMethodError inside a task.
 """
@@ -27,13 +32,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-# The artifacts pyspark lacks. Everything else the connector depends on is inside pyspark already.
+# The artifacts pyspark lacks. Everything else the connector and spark-avro depend on is inside pyspark already.
 CONNECTOR_ARTIFACTS: tuple[str, ...] = (
     "spark-sql-kafka-0-10_2.13",
     "spark-token-provider-kafka-0-10_2.13",
     "kafka-clients",
     "commons-pool2",
+    "spark-avro_2.13",
 )
+# The ones built by Spark itself, whose version must be the installed pyspark's.
+SPARK_BUILT_ARTIFACTS: tuple[str, ...] = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
+                                          "spark-avro_2.13")
 
 _LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
@@ -50,7 +59,7 @@ def default_jars_dir() -> Path:
 
 
 def connector_jars(jars_dir: str | Path | None = None) -> list[str]:
-    """Absolute paths of the four connector jars, checked against the installed pyspark's version."""
+    """Absolute paths of the connector jars and spark-avro, checked against the installed pyspark's version."""
     try:
         import pyspark
     except ImportError as e:
@@ -73,14 +82,15 @@ def connector_jars(jars_dir: str | Path | None = None) -> list[str]:
     missing = [a for a in CONNECTOR_ARTIFACTS if a not in found]
     if missing:
         raise SparkSetupError(f"{folder} lacks {', '.join(missing)}; {hint}")
-    connector = found["spark-sql-kafka-0-10_2.13"].name
-    version = connector[len("spark-sql-kafka-0-10_2.13-"):-len(".jar")]
-    if version != pyspark.__version__:
-        raise SparkSetupError(
-            f"{connector} does not match the installed pyspark {pyspark.__version__}: the connector must be built "
-            f"for the same Spark version (tools/java/spark-kafka/pom.xml and the pyspark pin in pyproject.toml "
-            f"move together); {hint}"
-        )
+    for artifact in SPARK_BUILT_ARTIFACTS:
+        jar = found[artifact].name
+        version = jar[len(artifact) + 1:-len(".jar")]
+        if version != pyspark.__version__:
+            raise SparkSetupError(
+                f"{jar} does not match the installed pyspark {pyspark.__version__}: the connector and spark-avro "
+                f"must be built for the same Spark version (tools/java/spark-kafka/pom.xml and the pyspark pin in "
+                f"pyproject.toml move together); {hint}"
+            )
     return [str(found[a]) for a in CONNECTOR_ARTIFACTS]
 
 
@@ -90,7 +100,7 @@ def build_session(
     jars_dir: str | Path | None = None,
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession with the Kafka connector on its classpath, sized for one machine.
+    """A SparkSession with the Kafka connector and spark-avro on its classpath, sized for one machine.
 
     The defaults keep a local job lean: two cores, as many shuffle partitions as cores (Spark's default of
     200 turns a per-key aggregate over a few thousand keys into 200 tiny tasks per micro-batch), no web UI,

@@ -4,7 +4,9 @@ Input: one or more topics read with Spark's Kafka source (startingOffsets earlie
 startingTimestamp; maxOffsetsPerTrigger; failOnDataLoss). Record values are JSON events such as
 `{"key": "user-7", "amount": 250}`: `key` is a string (the Kafka record key when the field is absent) and
 `amount` an integer (e.g. cents - integers keep every sum exact). A value that is not such an object still
-counts as a record of its key, with `invalid` = 1 and no amount.
+counts as a record of its key, with `invalid` = 1 and no amount. With value_format "avro" the values are
+Confluent-serialized Avro records with the same two fields, decoded in the JVM with the schemas of a schema
+registry (kop.pipeline.avro says how, and what happens to records of other schema versions).
 
 Output, per micro-batch and key (one row per (batch_id, key)):
 
@@ -40,11 +42,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from kop.pipeline.kafka_meta import PipelineError
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
+    from kop.pipeline.avro import AvroValues
+
 log = logging.getLogger("kop.pipeline.stream")
+
+VALUE_FORMATS = ("json", "avro")
 
 OUTPUT_COLUMNS = ("batch_id", "key", "records", "amount", "invalid", "checksum", "first_timestamp", "last_timestamp")
 
@@ -69,6 +77,8 @@ class StreamConfig:
     query_name: str | None = None
     source_options: dict[str, str] = field(default_factory=dict)  # extra Kafka source options (kafka.* ...)
     sink_options: dict[str, str] = field(default_factory=dict)  # extra Kafka sink options
+    value_format: str = "json"  # json | avro (Confluent wire format, schemas from schema_registry)
+    schema_registry: str | None = None  # Confluent-compatible registry URL (KoP: the broker's admin URL)
 
 
 def record_checksum(topic: Column | str = "topic", partition: Column | str = "partition",
@@ -89,17 +99,27 @@ def aggregate_events(df: DataFrame, batch_id: int, key_field: str = "key", amoun
     events = df.select(
         F.coalesce(parsed[key_field], F.col("key").cast("string")).alias("key"),
         parsed[amount_field].alias("amount"),
-        record_checksum().alias("record_hash"),
-        F.col("timestamp"),
+        "topic", "partition", "offset", "timestamp",
     )
+    return aggregate_decoded(events, batch_id)
+
+
+def aggregate_decoded(events: DataFrame, batch_id: int) -> DataFrame:
+    """The per-key aggregate of decoded events (key, amount - null when invalid - topic, partition, offset,
+    timestamp): OUTPUT_COLUMNS, and `unknown_ids` (the set of the group's schema ids not fetched yet) when the
+    events have an `unknown_id` column (the Avro path, kop.pipeline.avro)."""
+    from pyspark.sql import functions as F
+
+    extra = [F.collect_set("unknown_id").alias("unknown_ids")] if "unknown_id" in events.columns else []
     return events.groupBy("key").agg(
         F.count(F.lit(1)).alias("records"),
         F.coalesce(F.sum("amount"), F.lit(0).cast("long")).alias("amount"),
         F.sum(F.when(F.col("amount").isNull(), 1).otherwise(0)).cast("long").alias("invalid"),
-        F.bit_xor("record_hash").alias("checksum"),
+        F.bit_xor(record_checksum()).alias("checksum"),
         F.min("timestamp").alias("first_timestamp"),
         F.max("timestamp").alias("last_timestamp"),
-    ).select(F.lit(batch_id).cast("long").alias("batch_id"), *OUTPUT_COLUMNS[1:])
+        *extra,
+    ).select(F.lit(batch_id).cast("long").alias("batch_id"), *OUTPUT_COLUMNS[1:], *(["unknown_ids"] if extra else []))
 
 
 # What Spark looks for in a foreachBatch error to tell "interrupted by stop()" from a failure
@@ -124,9 +144,26 @@ class BatchWriter:
     classifies the batch as interrupted by stop, and the batch is re-run from the checkpoint at restart.
     """
 
-    def __init__(self, cfg: StreamConfig) -> None:
+    def __init__(self, cfg: StreamConfig, avro: AvroValues | None = None) -> None:
+        """With cfg.value_format "avro", `avro` is the decoding state; None fetches it from the registry now
+        (kop.pipeline.avro.AvroValues.fetch: PipelineError when a topic has no usable schema)."""
         self.cfg = cfg
         self.stopping = False
+        self.avro = avro
+        if cfg.value_format not in VALUE_FORMATS:
+            raise PipelineError(f"value format {cfg.value_format!r}: expected one of {', '.join(VALUE_FORMATS)}")
+        if cfg.value_format == "avro" and avro is None:
+            from kop.pipeline.avro import AvroValues
+
+            if not cfg.schema_registry:
+                raise PipelineError("--value-format avro needs --schema-registry URL")
+            self.avro = AvroValues.fetch(cfg.schema_registry, cfg.topics, cfg.key_field, cfg.amount_field)
+
+    def aggregate(self, batch_df: DataFrame, batch_id: int) -> DataFrame:
+        """The batch's per-key rows (OUTPUT_COLUMNS; Avro: and unknown_ids)."""
+        if self.avro is None:
+            return aggregate_events(batch_df, batch_id, self.cfg.key_field, self.cfg.amount_field)
+        return aggregate_decoded(self.avro.events(batch_df), batch_id)
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         from py4j.protocol import Py4JJavaError
@@ -141,13 +178,14 @@ class BatchWriter:
             raise BatchInterrupted(f"batch {batch_id}: {_PROXY_ERROR_PREFIX} (stopping): {hit}") from None
 
     def _write(self, batch_df: DataFrame, batch_id: int) -> None:
-        from pyspark import StorageLevel
         from pyspark.sql import functions as F
 
         cfg = self.cfg
-        agg = aggregate_events(batch_df, batch_id, cfg.key_field, cfg.amount_field).persist(StorageLevel.MEMORY_AND_DISK)
+        cached = self._aggregate_known(batch_df, batch_id)
         try:
-            summary = agg.agg(F.count(F.lit(1)).alias("keys"), F.sum("records").alias("records")).first()
+            agg = cached.select(*OUTPUT_COLUMNS)
+            summary = agg.agg(F.count(F.lit(1)).alias("keys"), F.sum("records").alias("records"),
+                              F.sum("invalid").alias("invalid")).first()
             if summary is None or not summary["keys"]:
                 log.info("batch %d: no records", batch_id)
                 return
@@ -166,10 +204,27 @@ class BatchWriter:
             for k, v in cfg.sink_options.items():
                 writer = writer.option(k, v)
             writer.save()
-            log.info("batch %d: %d records, %d keys -> %s and topic %s", batch_id, summary["records"],
-                     summary["keys"], cfg.parquet_path, cfg.output_topic)
+            log.info("batch %d: %d records (%d invalid), %d keys -> %s and topic %s", batch_id, summary["records"],
+                     summary["invalid"], summary["keys"], cfg.parquet_path, cfg.output_topic)
         finally:
-            agg.unpersist()
+            cached.unpersist()
+
+    def _aggregate_known(self, batch_df: DataFrame, batch_id: int) -> DataFrame:
+        """The batch's aggregate, persisted. Avro: schema ids met for the first time are fetched first, and the
+        batch aggregated again with their decoders - once per id, as an id the registry lacks is remembered
+        as undecodable, so the loop ends."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        while True:
+            cached = self.aggregate(batch_df, batch_id).persist(StorageLevel.MEMORY_AND_DISK)
+            if self.avro is None:
+                return cached
+            row = cached.agg(F.array_distinct(F.flatten(F.collect_list("unknown_ids"))).alias("ids")).first()
+            ids = list(row["ids"] or []) if row is not None else []
+            if not ids or not self.avro.learn(ids):
+                return cached
+            cached.unpersist()
 
 
 def start_stream(spark: SparkSession, cfg: StreamConfig, writer: BatchWriter | None = None) -> StreamingQuery:
@@ -199,10 +254,10 @@ def start_stream(spark: SparkSession, cfg: StreamConfig, writer: BatchWriter | N
     return stream.start()
 
 
-def run_stream(spark: SparkSession, cfg: StreamConfig) -> None:
+def run_stream(spark: SparkSession, cfg: StreamConfig, writer: BatchWriter | None = None) -> None:
     """Run until the query ends (available-now), fails (raises StreamingQueryException), or SIGINT/SIGTERM
     asks it to stop - then stop it cleanly, so the checkpoint is consistent for the next start."""
-    writer = BatchWriter(cfg)
+    writer = writer or BatchWriter(cfg)
     query = start_stream(spark, cfg, writer)
     stop = threading.Event()
     previous: dict[signal.Signals, Any] = {}

@@ -113,12 +113,22 @@ def tag_buffer(tagged: list[tuple[int, bytes]]) -> bytes:
     return b"".join(out)
 
 
+#: Kafka's decoder limits (its generated message readers, 4.3+): a collection longer than this, or a tag buffer
+#: with more tagged fields than that, is refused when its length is read, before anything is allocated. Lengths
+#: are also bounded by the bytes left in the frame, but a 100 MB request (socket.request.max.bytes) could still
+#: announce 100 million one-byte elements; Kafka refuses such requests (closing the connection), and so do we.
+MAX_COLLECTION_SIZE = 1_000_000
+MAX_TAGGED_FIELDS = 10_000
+
+
 def skip_tag_buffer(data: memoryview, pos: int) -> int:
     """Skip a whole tag buffer (used for headers, whose tags we do not interpret)."""
     end = len(data)
     count, pos = uvarint_read(data, pos)
     if count > end - pos:
-        raise DecodeError("tag count larger than the remaining bytes")
+        _raise_tags_truncated("tag buffer", count, end - pos)
+    if count > MAX_TAGGED_FIELDS:
+        _raise_too_many_tags("tag buffer", count)
     for _ in range(count):
         _tag, pos = uvarint_read(data, pos)
         size, pos = uvarint_read(data, pos)
@@ -139,6 +149,22 @@ def _raise_null(what: str) -> None:
     raise DecodeError(f"{what}: null in a non-nullable field")
 
 
+# The limit errors use Kafka's messages (after where in the message it happened).
+def _raise_too_large(what: str, count: int) -> None:
+    raise DecodeError(f"{what}: Tried to read a collection of size {count}, which exceeds the maximum allowed "
+                      f"size of {MAX_COLLECTION_SIZE}.")
+
+
+def _raise_tags_truncated(what: str, count: int, remaining: int) -> None:
+    raise DecodeError(f"{what}: Tried to read {count} tagged fields, but there are only {remaining} bytes "
+                      "remaining.")
+
+
+def _raise_too_many_tags(what: str, count: int) -> None:
+    raise DecodeError(f"{what}: Tried to read {count} tagged fields, which exceeds the maximum allowed count of "
+                      f"{MAX_TAGGED_FIELDS}.")
+
+
 class _Emitter:
     """Shared machinery: source lines, unique names and the pending fixed-width run."""
 
@@ -157,6 +183,11 @@ class _Emitter:
             "_new": object.__new__,
             "_trunc": _raise_truncated,
             "_null": _raise_null,
+            "_big": _raise_too_large,
+            "_ttrunc": _raise_tags_truncated,
+            "_tmany": _raise_too_many_tags,
+            "_MAXN": MAX_COLLECTION_SIZE,
+            "_MAXT": MAX_TAGGED_FIELDS,
             "_tagbuf": tag_buffer,
             "_BYREF": RECORDS_BY_REFERENCE,
             "_join": b"".join,
@@ -268,7 +299,8 @@ class DecoderGen(_Emitter):
         self.emit(ind, f"if {t}:")
         i2 = ind + "    "
         self.emit(i2, f"if {t} > 127: {t}, pos = _uvc(data, pos, {t})")
-        self.emit(i2, f"if {t} > end - pos: _trunc({where!r})")
+        self.emit(i2, f"if {t} > end - pos: _ttrunc({where!r}, {t}, end - pos)")
+        self.emit(i2, f"if {t} > _MAXT: _tmany({where!r}, {t})")
         self.emit(i2, f"for _ in range({t}):")
         i3 = i2 + "    "
         tag, size, tend = self.var("tag"), self.var("sz"), self.var("te")
@@ -330,6 +362,7 @@ class DecoderGen(_Emitter):
             self.emit(i2, f"{target} = None" if nullable else f"_null({where!r})")
             self.emit(ind, "else:")
             self.emit(i2, f"if {n} > end - pos: _trunc({where!r})")
+            self.emit(i2, f"if {n} > _MAXN: _big({where!r}, {n})")
             et = f.element_type
             if et in FIXED_TYPES and et != "uuid":
                 c = FIXED_TYPES[et]

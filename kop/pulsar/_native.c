@@ -9,10 +9,13 @@ varint, sizes that do not add up), text that is not UTF-8, values past 64 bits, 
 so that the Python path decides, converting it or raising the precise error. Every read is checked against
 the end of the input (or of the record/metadata being parsed) before it happens.
 
-records_to_batch(data, count, fixed_ts, base_ts, base_seq) -> (payload, first_key, same_key) | None
-    = convert._records_to_batch_py: a Kafka batch's uncompressed records -> a Pulsar batch payload.
-batch_to_records(data, count, publish_time) -> (body, written, base_ts, max_ts) | None
-    = convert._batch_to_records_py: an uncompressed Pulsar batch payload -> Kafka records.
+records_to_batch(data, count, fixed_ts, base_ts, base_seq[, ids])
+        -> (payload, first_key, same_key, version, unknown_ids) | None
+    = convert._records_to_batch_py: a Kafka batch's uncompressed records -> a Pulsar batch payload; with ids (a
+    dict Confluent id -> schema version) a value that starts with 0x00 + a known id loses those 5 bytes.
+batch_to_records(data, count, publish_time[, prefix]) -> (body, written, base_ts, max_ts) | None
+    = convert._batch_to_records_py: an uncompressed Pulsar batch payload -> Kafka records; prefix (bytes) goes
+    before every non-null value.
 */
 
 #define PY_SSIZE_T_CLEAN
@@ -168,6 +171,7 @@ static void put_b64(Out *o, const uint8_t *p, Py_ssize_t n)
 }
 
 #define FALLBACK goto fallback
+#define MAX_UNKNOWN_IDS 16  /* = convert.MAX_UNKNOWN_IDS */
 
 /* long: one flat loop over the records, each field read and checked in order (see convert._records_to_batch_py,
    which it mirrors step for step), then the message's SingleMessageMetadata written field by field. */
@@ -175,10 +179,24 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t count;
-    PyObject *fixed_obj;
+    PyObject *fixed_obj, *ids = Py_None;
     long long base_ts, base_seq;
-    if (!PyArg_ParseTuple(args, "y*nOLL", &view, &count, &fixed_obj, &base_ts, &base_seq))
+    if (!PyArg_ParseTuple(args, "y*nOLL|O", &view, &count, &fixed_obj, &base_ts, &base_seq, &ids))
         return NULL;
+    if (ids == Py_None) {
+        ids = NULL;
+    } else if (!PyDict_Check(ids)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_TypeError, "ids must be a dict (Confluent id -> schema version) or None");
+        return NULL;
+    }
+    /* Confluent prefixes: the version of the first record stripped, the ids the dict lacks, the last id read */
+    long long version = -1;
+    uint32_t unknown[MAX_UNKNOWN_IDS];
+    int n_unknown = 0;
+    uint32_t last_sid = 0;
+    long long last_known = -1;
+    int have_last = 0;
     int has_fixed = fixed_obj != Py_None;
     long long fixed_ts = 0;
     if (has_fixed) {
@@ -256,6 +274,42 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
         } else if (same_key) {
             if (klen != first_klen || (klen > 0 && memcmp(key, first_key, (size_t)klen) != 0))
                 same_key = 0;
+        }
+        if (ids != NULL && vlen >= 5 && value[0] == 0) {  /* Confluent's prefix: magic 0, id (big-endian) */
+            uint32_t sid = ((uint32_t)value[1] << 24) | ((uint32_t)value[2] << 16) | ((uint32_t)value[3] << 8) | value[4];
+            if (!have_last || sid != last_sid) {  /* a batch's records mostly name one id: one lookup */
+                PyObject *k = PyLong_FromUnsignedLong(sid);
+                if (k == NULL)
+                    goto error;
+                PyObject *v = PyDict_GetItemWithError(ids, k);  /* borrowed */
+                Py_DECREF(k);
+                if (v == NULL) {
+                    if (PyErr_Occurred())
+                        goto error;
+                    last_known = -1;
+                    if (sid > 0 && sid < 0x80000000u && n_unknown < MAX_UNKNOWN_IDS) {
+                        int seen = 0;
+                        for (int u = 0; u < n_unknown; u++)
+                            seen |= unknown[u] == sid;
+                        if (!seen)
+                            unknown[n_unknown++] = sid;
+                    }
+                } else {
+                    last_known = PyLong_AsLongLong(v);
+                    if (last_known < 0) {  /* not a version: the Python path decides what it means */
+                        PyErr_Clear();
+                        FALLBACK;
+                    }
+                }
+                last_sid = sid;
+                have_last = 1;
+            }
+            if (last_known >= 0) {
+                value += 5;
+                vlen -= 5;
+                if (version < 0)
+                    version = last_known;
+            }
         }
         int64_t ts = fixed_ts, seq = -1;
         if (!has_fixed && __builtin_add_overflow((int64_t)base_ts, tsd, &ts))
@@ -339,14 +393,23 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
         FALLBACK;
     PyObject *payload = PyBytes_FromStringAndSize((const char *)o.buf, o.len);
     PyObject *fk = first_key == NULL ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize((const char *)first_key, first_klen);
+    PyObject *unk = PyTuple_New(n_unknown);
+    for (int u = 0; unk != NULL && u < n_unknown; u++) {
+        PyObject *id = PyLong_FromUnsignedLong(unknown[u]);
+        if (id == NULL)
+            Py_CLEAR(unk);
+        else
+            PyTuple_SET_ITEM(unk, u, id);
+    }
     PyMem_Free(o.buf);
     PyBuffer_Release(&view);
-    if (payload == NULL || fk == NULL) {
+    if (payload == NULL || fk == NULL || unk == NULL) {
         Py_XDECREF(payload);
         Py_XDECREF(fk);
+        Py_XDECREF(unk);
         return NULL;
     }
-    return Py_BuildValue("(NNO)", payload, fk, same_key ? Py_True : Py_False);
+    return Py_BuildValue("(NNOLN)", payload, fk, same_key ? Py_True : Py_False, version, unk);
 fallback:
     PyMem_Free(o.buf);
     PyBuffer_Release(&view);
@@ -442,9 +505,20 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t count;
-    PyObject *publish_obj;
-    if (!PyArg_ParseTuple(args, "y*nO", &view, &count, &publish_obj))
+    PyObject *publish_obj, *prefix_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*nO|O", &view, &count, &publish_obj, &prefix_obj))
         return NULL;
+    const uint8_t *pre = NULL;  /* Confluent's prefix, before every non-null value */
+    Py_ssize_t plen = 0;
+    if (prefix_obj != Py_None) {
+        if (!PyBytes_Check(prefix_obj)) {
+            PyBuffer_Release(&view);
+            PyErr_SetString(PyExc_TypeError, "prefix must be bytes or None");
+            return NULL;
+        }
+        pre = (const uint8_t *)PyBytes_AS_STRING(prefix_obj);
+        plen = PyBytes_GET_SIZE(prefix_obj);
+    }
     const uint8_t *d = view.buf;
     const Py_ssize_t end = view.len;
     Py_ssize_t pos = 0;
@@ -559,7 +633,7 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
         int64_t dts = ts - base_ts;  /* both in [0, 2^63): no overflow */
         uint64_t rec = 1 + zigzag_len(dts) + zigzag_len(delta);
         rec += key == NULL ? 1 : zigzag_len(kn) + (uint64_t)kn;
-        rec += null ? 1 : zigzag_len((int64_t)payload_size) + payload_size;
+        rec += null ? 1 : zigzag_len((int64_t)(payload_size + (uint64_t)plen)) + payload_size + (uint64_t)plen;
         if (nprops) {
             rec += zigzag_len(nprops);
             for (Py_ssize_t h = 0; h < nprops; h++)
@@ -588,7 +662,8 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
         if (null) {
             put_byte(&o, 0x01);
         } else {
-            put_zigzag(&o, (int64_t)payload_size);
+            put_zigzag(&o, (int64_t)(payload_size + (uint64_t)plen));
+            put_bytes(&o, pre, plen);
             put_bytes(&o, d + pos, (Py_ssize_t)payload_size);
         }
         if (nprops) {
@@ -628,9 +703,10 @@ error:
 
 static PyMethodDef methods[] = {
     {"records_to_batch", records_to_batch, METH_VARARGS,
-     "records_to_batch(data, count, fixed_ts, base_ts, base_seq) -> (payload, first_key, same_key) or None"},
+     "records_to_batch(data, count, fixed_ts, base_ts, base_seq[, ids]) -> "
+     "(payload, first_key, same_key, version, unknown_ids) or None"},
     {"batch_to_records", batch_to_records, METH_VARARGS,
-     "batch_to_records(data, count, publish_time) -> (body, written, base_ts, max_ts) or None"},
+     "batch_to_records(data, count, publish_time[, prefix]) -> (body, written, base_ts, max_ts) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -40,6 +40,20 @@ Where we differ from KoP, and why:
   consumer is sent is decided by the dispatcher (kop/pulsar/subscription.py): only batches below the
   partition's last stable offset, never those of aborted transactions.
 
+Confluent's 5-byte prefix (issue #25; docs/pulsar.md "Schema ids"): a Kafka record written by a Confluent
+serializer starts with the magic byte 0 and its schema's global id (big-endian int32); a Pulsar message has no
+such prefix, its entry names the writer schema by version (MessageMetadata.schema_version). The conversion turns
+one into the other when the caller knows the topic's ids (kop/schemas/api.py ``TopicSchemaIds``):
+- ``pulsar_to_kafka(..., schema_id=N)`` writes 0x00 + N before every non-null value (the producer's version has
+  Confluent id N), so a Kafka consumer's Confluent deserializer reads a Pulsar producer's messages;
+- ``kafka_to_pulsar(..., schema_ids={id: version})`` removes the 5 bytes from every value that starts with 0x00 +
+  an id of the map and sets the entry's schema_version to the version of the *first* such record. A batch whose
+  records name different ids (a producer that changed schema within one batch) still goes out as one entry: every
+  known prefix is removed and the entry names the first record's version, so the records of the other versions
+  are decoded with that one's writer schema. Values that do not start with 0x00 + a known id go out as stored;
+  ids (1 .. 2^31 - 1) the map lacks are reported in ``PulsarEntry.unknown_ids`` (at most ``MAX_UNKNOWN_IDS``
+  distinct ones) so that the caller can look them up and convert again. With ``schema_ids=None`` nothing is read.
+
 Cost: the conversion is per record, both ways on a flat loop that reads and writes the bytes itself (no decoded
 Record or protobuf object per message; protobuf objects only for the entry's metadata, and for entries the fast
 paths leave to the general code: non-batched messages, unknown fields). Those two loops run in C
@@ -78,13 +92,19 @@ if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
 
+# (Pulsar batch payload, the first record's key, whether every record has it, the schema version of the first
+# record whose Confluent prefix was removed (-1: none), ids of prefixes the map lacked)
+Converted = tuple[bytes, bytes | None, bool, int, tuple[int, ...]]
+MAX_UNKNOWN_IDS = 16  # distinct unknown ids reported per batch: garbage values cannot make a long list
+
+
 class _NativeLoops(Protocol):
     """kop/pulsar/_native.c (typed in _native.pyi): each loop returns None when it declines a batch."""
 
     def records_to_batch(self, data: ReadableBuffer, count: int, fixed_ts: int | None, base_ts: int, base_seq: int,
-                         /) -> tuple[bytes, bytes | None, bool] | None: ...
+                         ids: dict[int, int] | None = None, /) -> Converted | None: ...
 
-    def batch_to_records(self, data: ReadableBuffer, count: int, publish_time: int,
+    def batch_to_records(self, data: ReadableBuffer, count: int, publish_time: int, prefix: bytes | None = None,
                          /) -> tuple[bytes, int, int, int] | None: ...
 
 
@@ -99,7 +119,8 @@ except ImportError as _exc:  # not built (no compiler at install, or a checkout 
         "kop.pulsar._native is not built (%s): the Kafka <-> Pulsar conversion runs in Python (several times the "
         "CPU per message); `pip install -e .` builds it", _exc)
 
-__all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched"]
+__all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched",
+           "confluent_prefix"]
 
 
 class ConversionError(ValueError):
@@ -113,6 +134,7 @@ class PulsarEntry(NamedTuple):
     metadata: pb.MessageMetadata
     payload: bytes
     num_messages: int
+    unknown_ids: tuple[int, ...] = ()  # Confluent ids in value prefixes that ``schema_ids`` did not have
 
 
 # ---- Kafka -> Pulsar ---------------------------------------------------------------------------------
@@ -127,10 +149,12 @@ def _partition_key(key: bytes) -> tuple[str, bool]:
 
 
 def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: int = 0,
-                    now_ms: int | None = None) -> PulsarEntry | None:
+                    now_ms: int | None = None, schema_ids: dict[int, int] | None = None) -> PulsarEntry | None:
     """One Kafka magic-v2 batch (as stored) -> one Pulsar batch entry, or None for a control batch.
 
     ``compression`` is the Pulsar codec for the batch payload (the Kafka compression is undone).
+    ``schema_ids`` (Confluent id -> the topic's Pulsar schema version): values with a prefix naming one of them go
+    out without it, and the entry's schema_version is the first such record's (see the module docstring).
     Raises ConversionError for a corrupt batch.
     """
     view = memoryview(kafka_batch)
@@ -142,9 +166,9 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
             raise ValueError(f"record batch magic {header.magic} is not supported")
         data = kafka_compression.decompress(header.compression, view[HEADER_SIZE:12 + header.batch_length])
         log_append = header.timestamp_type == 1
-        payload, first_key, same_key = _records_to_batch(
+        payload, first_key, same_key, version, unknown = _records_to_batch(
             data, header.records_count, header.max_timestamp if log_append else None,
-            header.base_timestamp, header.base_sequence)
+            header.base_timestamp, header.base_sequence, schema_ids)
     except ConversionError:
         raise
     except Exception as exc:  # struct.error, IndexError (truncated), a codec error, a header key not UTF-8
@@ -168,8 +192,10 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         # KoP's convention: the Kafka producer id/epoch stand in for the Pulsar transaction id.
         md.txnid_most_bits = header.producer_id
         md.txnid_least_bits = max(header.producer_epoch, 0)
+    if version >= 0:
+        md.schema_version = version.to_bytes(8, "big", signed=True)  # Pulsar's LongSchemaVersion
     payload = pbatch.compressed(compression, payload, md)
-    return PulsarEntry(md, payload, header.records_count)
+    return PulsarEntry(md, payload, header.records_count, unknown)
 
 
 # The hot loop of dispatch: Kafka records -> Pulsar batch messages without protobuf objects. Each message is
@@ -261,23 +287,26 @@ def _key_fields(key: bytes, head: bytes, tail: bytes) -> bytes:
         return b"".join((_text_field(b"\x12", base64.b64encode(key)), head, b"\x30\x01\x3a", n, key, tail))
 
 
-def _records_to_batch(data: Any, count: int, fixed_ts: int | None, base_ts: int, base_seq: int
-                      ) -> tuple[bytes, bytes | None, bool]:
-    """(Pulsar batch payload, the first record's key, whether every record has that key) from a Kafka batch's
-    uncompressed records: the C loop, else (not built, or it declined the batch) the Python one."""
+def _records_to_batch(data: Any, count: int, fixed_ts: int | None, base_ts: int, base_seq: int,
+                      ids: dict[int, int] | None = None) -> Converted:
+    """(Pulsar batch payload, the first record's key, whether every record has that key, the version of the first
+    record whose Confluent prefix went, unknown ids) from a Kafka batch's uncompressed records: the C loop, else
+    (not built, or it declined the batch) the Python one."""
     if _native is not None:
-        done = _native.records_to_batch(data, count, fixed_ts, base_ts, base_seq)
+        done = _native.records_to_batch(data, count, fixed_ts, base_ts, base_seq, ids)
         if done is not None:
             return done
-    return _records_to_batch_py(bytes(data), count, fixed_ts, base_ts, base_seq)
+    return _records_to_batch_py(bytes(data), count, fixed_ts, base_ts, base_seq, ids)
 
 
 # long: the per-record loop of every Pulsar dispatch, kept flat (inlined varint reads, no helper call per
 # field) because each call costs as much as the field it reads; each step names its field. The reference of
 # _native.records_to_batch.
-def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts: int, base_seq: int
-                         ) -> tuple[bytes, bytes | None, bool]:
+def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts: int, base_seq: int,
+                         ids: dict[int, int] | None = None) -> Converted:
     parts: list[bytes] = []
+    version = -1
+    unknown: list[int] = []
     add = parts.append
     pack = _U32.pack
     end = len(data)
@@ -355,6 +384,16 @@ def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts:
             first_key = key
         elif key != first_key:
             same_key = False
+        if ids is not None and vlen >= 5 and value[0] == 0:  # Confluent's prefix: magic 0, id (big-endian)
+            sid = (value[1] << 24) | (value[2] << 16) | (value[3] << 8) | value[4]
+            known = ids.get(sid)
+            if known is not None:
+                value = value[5:]
+                vlen -= 5
+                if version < 0:
+                    version = known
+            elif 0 < sid < 0x80000000 and sid not in unknown and len(unknown) < MAX_UNKNOWN_IDS:
+                unknown.append(sid)
         ts = fixed_ts if fixed_ts is not None else base_ts + tsd
         seq = base_seq + delta if base_seq >= 0 else -1
         if key is None and not hcount and seq < 0:  # the common record: framed metadata of (size, time) only
@@ -376,7 +415,7 @@ def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts:
         add(value)
     if pos != end:
         raise ConversionError(f"Kafka batch does not decode: {end - pos} bytes after the last of {count} records")
-    return b"".join(parts), first_key, same_key
+    return b"".join(parts), first_key, same_key, version, tuple(unknown)
 
 
 def unbatched(entry: PulsarEntry) -> PulsarEntry:
@@ -402,7 +441,7 @@ def unbatched(entry: PulsarEntry) -> PulsarEntry:
                 setattr(out, name, getattr(smm, name))
         if smm.properties:
             out.properties.extend(smm.properties)
-    return PulsarEntry(out, bytes(value), 1)
+    return PulsarEntry(out, bytes(value), 1, entry.unknown_ids)
 
 
 # ---- Pulsar -> Kafka ---------------------------------------------------------------------------------
@@ -443,10 +482,11 @@ def _varint(out: bytearray, value: int) -> None:
     out.append(raw)
 
 
-def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any]]
+def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any]], prefix: bytes | None = None
                          ) -> tuple[bytearray, int, int, int]:
     """(Kafka records, how many, base timestamp, max timestamp) from an entry's messages as protobuf objects:
-    the general path (a non-batched message, or a batch the fast path declined)."""
+    the general path (a non-batched message, or a batch the fast path declined). ``prefix`` goes before every
+    non-null value (Confluent's magic byte and schema id)."""
     entry_props = metadata.properties
     entry_time = metadata.event_time or metadata.publish_time  # of a non-batched message
     body = bytearray()
@@ -484,6 +524,10 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
             rec += key
         if null:
             rec.append(1)
+        elif prefix:
+            _varint(rec, len(prefix) + len(value))
+            rec += prefix
+            rec += value
         else:
             _varint(rec, len(value))
             rec += value
@@ -553,27 +597,30 @@ def _key_value(data: bytes, pos: int, end: int) -> tuple[bytes, bytes] | None:
     return (key, value) if pos == end else None
 
 
-def _batch_to_records(data: Any, count: int, publish_time: int) -> tuple[Any, int, int, int] | None:
+def _batch_to_records(data: Any, count: int, publish_time: int, prefix: bytes | None = None
+                      ) -> tuple[Any, int, int, int] | None:
     """(Kafka records, how many, base timestamp, max timestamp) of an uncompressed Pulsar batch payload, or
-    None to leave the entry to the general path: the C loop, else (not built, or it declined) the Python one."""
+    None to leave the entry to the general path: the C loop, else (not built, or it declined) the Python one.
+    ``prefix`` goes before every non-null value."""
     if _native is not None:
-        done = _native.batch_to_records(data, count, publish_time)
+        done = _native.batch_to_records(data, count, publish_time, prefix)
         if done is not None:
             return done
-    return _batch_to_records_py(bytes(data), count, publish_time)
+    return _batch_to_records_py(bytes(data), count, publish_time, prefix)
 
 
-def _batch_to_records_py(data: bytes, count: int, publish_time: int) -> tuple[bytearray, int, int, int] | None:
+def _batch_to_records_py(data: bytes, count: int, publish_time: int, prefix: bytes | None = None
+                         ) -> tuple[bytearray, int, int, int] | None:
     """The reference of _native.batch_to_records."""
     try:
-        return _batch_to_records_unchecked(data, count, publish_time)
+        return _batch_to_records_unchecked(data, count, publish_time, prefix or b"")
     except (IndexError, ValueError, struct.error):  # UnicodeDecodeError is a ValueError
         return None
 
 
 # long: the per-message loop of every Pulsar SEND, kept flat for the same reason as _records_to_batch: one
 # branch per SingleMessageMetadata field, varints inlined, then the Kafka record written at once.
-def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
+def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int, prefix: bytes
                                 ) -> tuple[bytearray, int, int, int] | None:
     body = bytearray()
     end = len(data)
@@ -663,6 +710,9 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
             rec += (_zz(len(key)), key)
         if null:
             rec.append(b"\x01")
+        elif prefix:
+            vsize = payload_size + len(prefix)
+            rec += (zigzag[vsize] if vsize < 8192 else _zz(vsize), prefix, data[pos:stop])
         else:
             rec += (zigzag[payload_size] if payload_size < 8192 else _zz(payload_size), data[pos:stop])
         if props:
@@ -682,15 +732,24 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int
     return body, written, base_ts or 0, max_ts
 
 
+def confluent_prefix(schema_id: int) -> bytes:
+    """Confluent's wire-format prefix: the magic byte 0 and the schema's global id (big-endian int32)."""
+    return b"\x00" + schema_id.to_bytes(4, "big", signed=True)
+
+
 def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int, *,
-                    compression: int = 0, limit: int = DEFAULT_MAX_MESSAGE_SIZE) -> bytearray | None:
+                    compression: int = 0, limit: int = DEFAULT_MAX_MESSAGE_SIZE,
+                    schema_id: int | None = None) -> bytearray | None:
     """One Pulsar entry (metadata + payload as stored or sent) -> one Kafka magic-v2 batch whose records
     sit at base_offset .. base_offset + N - 1 (N = messages in the entry). Messages a compaction marked
     ``compacted_out`` keep their offset but have no record (a gap, as in a compacted Kafka log); an
     entry with nothing left gives None.
 
-    ``compression`` is the Kafka codec of the result. Raises ConversionError.
+    ``compression`` is the Kafka codec of the result. ``schema_id``: the Confluent id of the entry's schema
+    version; every non-null value is then stored behind Confluent's prefix (``confluent_prefix``), for Kafka
+    consumers' deserializers. Raises ConversionError.
     """
+    prefix = None if schema_id is None else confluent_prefix(schema_id)
     converted = None
     count = metadata.num_messages_in_batch if pbatch.is_batch(metadata) else 0
     if count >= 1:
@@ -698,13 +757,13 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
             data = pbatch.decompress_payload(metadata, payload, limit)
         except pbatch.BatchError as exc:
             raise ConversionError(str(exc)) from None
-        converted = _batch_to_records(data, count, metadata.publish_time)
+        converted = _batch_to_records(data, count, metadata.publish_time, prefix)
     if converted is None:  # not a batch, or one the fast path leaves to protobuf (it raises what is wrong)
         try:
             msgs = pbatch.messages(metadata, payload, limit)
         except pbatch.BatchError as exc:
             raise ConversionError(str(exc)) from None
-        converted = _messages_to_records(metadata, msgs)
+        converted = _messages_to_records(metadata, msgs, prefix)
     body, written, base_ts, max_ts = converted
     last_delta = (count or 1) - 1
     if not written:

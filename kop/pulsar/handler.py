@@ -14,8 +14,8 @@ table of kop/pulsar/commands_table.py. Accepting, the connection limits and the 
 broker's, shared with the Kafka handler (kop/net/acceptor.py: one count over both protocols).
 
 As a plugin (kop/protocol_handler.py) it uses the broker's services through BrokerServices (kop/services.py) and
-provides two of its own, which the admin REST drives: the subscriptions of its partitions and the schema registry
-(`provides()`). This module is the top of kop/pulsar/: it imports the rest, and nothing there imports it at run
+provides two, which the admin REST drives: the subscriptions of its partitions and the Pulsar schema versions
+(`provides()`: the broker's one schema store, kop/schemas/versions.py, which the Confluent registry shares). This module is the top of kop/pulsar/: it imports the rest, and nothing there imports it at run
 time (tests/test_pulsar_imports.py keeps kop/pulsar/ free of import cycles).
 """
 
@@ -37,9 +37,9 @@ from kop.pulsar import backlog_quota
 from kop.pulsar.commands_table import COMMANDS
 from kop.pulsar.connection import CommandHandler, PulsarConnection
 from kop.pulsar.lookup import LISTENER, LISTENER_TLS
-from kop.pulsar.schema_registry import SchemaRegistry
 from kop.pulsar.subscription import PartitionState
 from kop.pulsar.subscriptions import SubscriptionsAdmin
+from kop.schemas.versions import SchemaRegistry
 from kop.security.tokens import PulsarTokenValidator
 from kop.services import BrokerServices, ProvidedServices
 from kop.topics.manager import Topic
@@ -66,7 +66,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
         self.cursors: CursorStore
-        self.schemas: SchemaRegistry  # start() makes these two, which it provides (provides())
+        self.schemas: SchemaRegistry  # the broker's (start()); provided with the subscriptions (provides())
         self.subscriptions: SubscriptionsAdmin
         self.commands: Mapping[int, CommandHandler] = COMMANDS  # what serves each command type
         self._quota: PeriodicTask | None = None  # backlogQuotaCheckIntervalInSeconds, while started
@@ -92,8 +92,7 @@ class PulsarProtocolHandler(ProtocolHandler):
     async def start(self, services: BrokerServices) -> None:
         self.service = services
         self.cursors = CursorStore(services.topics.store)
-        self.schemas = SchemaRegistry(services.topics.store, self.config.schemaCompatibilityStrategy)
-        services.topics.deletion_listeners.append(lambda topic: self.schemas.delete(topic.name))  # as Pulsar does
+        self.schemas = services.schema_versions  # the broker's one store (kop/schemas/versions.py)
         self.subscriptions = SubscriptionsAdmin(self)
         # unacknowledged entries outlive retention
         services.topics.retention_floors.append(self.subscriptions.backlog_floor)

@@ -16,10 +16,17 @@ Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExcl
 once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
-strategy refuses it) and the version each SEND carries is kept with the stored batch (schema_registry.stamp_version);
-no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
+strategy refuses it) and the version each SEND carries is kept with the stored batch (kop/schemas/versions.py
+stamp_version); no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
 message over `maxMessageSize` is refused as above (Pulsar's client refuses it before sending; a frame far over the
 limit closes the connection, as in Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
+
+Confluent's prefix (issue #25, docs/pulsar.md "Schema ids"): when the version a SEND carries has a Confluent id
+(`services.schema_ids.confluent_id`: its type is AVRO, JSON or PROTOBUF), every non-null value is stored as 0x00 +
+id (big-endian int32) + payload, so a Kafka consumer's Confluent deserializer reads it (a Pulsar consumer gets the
+prefix removed again, kop/pulsar/subscription.py). The id is asked once per producer and version - at PRODUCER for
+the producer's own version, at the first SEND for any other - and kept on the Producer, so a SEND awaits nothing
+more; a lookup that fails answers that SEND PersistenceError (the client resends) and is asked again next time.
 
 With `authorizationEnabled` a PRODUCER needs WRITE on the topic (kop/pulsar/authorize.py), else ERROR
 AuthorizationError "Client is not authorized to Produce"; SENDs of an open producer are not checked again (Pulsar's rule).
@@ -39,8 +46,8 @@ from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka
 from kop.pulsar.lookup import open_partition
-from kop.pulsar.schema_registry import stamp_version
 from kop.pulsar.schemas import SchemaRefused, producer_version
+from kop.schemas.versions import stamp_version
 from kop.topics.partition import Writer
 from kop.topics.write_rules import AppendRefused
 
@@ -54,14 +61,18 @@ log = logging.getLogger(__name__)
 KAFKA_CODEC = {0: 0, 1: 3, 2: 1, 3: 4, 4: 2}
 SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE = 0, 1, 2
 _names = itertools.count()
+_UNRESOLVED = -1  # a schema version whose Confluent id was not asked yet (ids are positive)
+MAX_SCHEMA_IDS = 64  # versions whose ids a producer keeps (a client naming random versions is asked each time)
 
 
 class Producer:
-    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive", "schema_version")
+    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive", "schema_version", "schema_ids")
 
     def __init__(self, conn: PulsarConnection, producer_id: int, name: str, state: PartitionState,
                  exclusive: bool, schema_version: bytes = b"") -> None:
         self.schema_version = schema_version
+        # schema version (wire bytes) -> its Confluent id, None for none: what the values are prefixed with
+        self.schema_ids: dict[bytes, int | None] = {}
         self.conn = conn
         self.producer_id = producer_id
         self.name = name
@@ -72,6 +83,20 @@ class Producer:
     def close(self) -> None:
         if self.state.producers.get(self.name) is self:
             del self.state.producers[self.name]
+
+    async def confluent_id(self, raw_version: bytes) -> int | None:
+        """The Confluent id of the topic's schema version ``raw_version`` (8 bytes, big-endian), None for none;
+        asked of the schema store once and kept. Raises what the store raises (nothing is kept then)."""
+        known = self.schema_ids.get(raw_version, _UNRESOLVED)
+        if known != _UNRESOLVED:
+            return known
+        schema_id = None
+        if len(raw_version) == 8:  # another length names no version (Pulsar reads it as 'latest' or fails)
+            version = int.from_bytes(raw_version, "big", signed=True)
+            schema_id = await self.conn.handler.service.schema_ids.confluent_id(self.state.seam.topic.name, version)
+        if len(self.schema_ids) < MAX_SCHEMA_IDS:
+            self.schema_ids[raw_version] = schema_id
+        return schema_id
 
 
 async def producer(conn: PulsarConnection, frame: Frame) -> None:
@@ -102,6 +127,14 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     except SchemaRefused as e:
         conn.send(c.error(rid, e.code, str(e)))
         return
+    schema_id: int | None = _UNRESOLVED
+    if len(schema_version) == 8:  # its SENDs carry this version: their prefix is known before the first one
+        try:
+            schema_id = await conn.handler.service.schema_ids.confluent_id(
+                topic.name, int.from_bytes(schema_version, "big", signed=True))
+        except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
+            conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"schema id not loaded: {e}"))
+            return
     exclusive = mode != SHARED
     if any(p.exclusive for p in state.producers.values()) or (exclusive and state.producers):
         conn.send(c.error(rid, c.ServerError.ProducerBusy,
@@ -128,6 +161,8 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
     p = Producer(conn, req.producer_id, name, state, exclusive, schema_version)
+    if schema_id != _UNRESOLVED:
+        p.schema_ids[schema_version] = schema_id
     state.producers[name] = p
     conn.producers[req.producer_id] = p
     # schema_version is always set, as Pulsar's broker does (empty: no schema): the Java client reads it
@@ -178,8 +213,16 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         md = frame.metadata
         if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:
             raise ConversionError("chunked messages are not supported")
+        raw_version = md.schema_version
+        schema_id = p.schema_ids.get(raw_version, _UNRESOLVED) if raw_version else None
+        if schema_id == _UNRESOLVED:  # a version this producer has not sent before: asked once
+            try:
+                schema_id = await p.confluent_id(raw_version)
+            except Exception as e:  # noqa: BLE001 - the metadata store failed: the client resends
+                conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"schema id not loaded: {e}"))
+                return
         converted = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0),
-                                    limit=limit)
+                                    limit=limit, schema_id=schema_id)
         if converted is None:
             raise ConversionError("the entry holds no message")
         batch = stamp_version(converted, md.schema_version) if md.schema_version else converted

@@ -1,4 +1,4 @@
-"""GET_SCHEMA and GET_OR_CREATE_SCHEMA, and the schema steps of PRODUCER and SUBSCRIBE (kop/pulsar/schema_registry.py
+"""GET_SCHEMA and GET_OR_CREATE_SCHEMA, and the schema steps of PRODUCER and SUBSCRIBE (kop/schemas/versions.py
 keeps the versions).
 
 As Pulsar's ServerCnx answers them:
@@ -35,7 +35,7 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.lookup import NameError_, split_name
-from kop.pulsar.schema_registry import (
+from kop.schemas.versions import (
     AUTO_CONSUME,
     NONE,
     IncompatibleSchema,

@@ -16,6 +16,15 @@ rewinding to M + 1 so the new one gets what was not acknowledged; Shared round-r
 permits, and a consumer's unacknowledged entries go back for replay (before new ones) when it leaves or asks for
 redelivery, with the redelivery count raised in the latter case. Exclusive/Failover redelivery rewinds to M + 1.
 
+Confluent's prefix (issue #25, docs/pulsar.md "Schema ids"): a record value that starts with 0x00 + a Confluent id
+of a version of this topic's schema goes out without those 5 bytes, and its entry names that version
+(MessageMetadata.schema_version; kop/pulsar/convert.py says what a batch mixing ids gives). A Pulsar producer's
+batch, which carries its version (stamp_version), loses only prefixes naming that very version. The partition keeps
+the topic's id -> version map (``PartitionState.schema_ids``, kop/pulsar/schema_ids.py), filled on demand: a
+conversion reports the ids it did not know, the dispatcher asks the schema store for them (each id at most once per
+interval, a few per round, so values that merely look prefixed cost little) and converts again when it learnt one.
+Values without a 0x00 first byte cost one byte compare.
+
 Key_Shared sends an entry only to its key's consumer (kop/pulsar/key_shared.py says how keys are hashed and
 placed, and how a key's order is kept while consumers come and go).
 
@@ -42,7 +51,8 @@ from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
-from kop.pulsar.schema_registry import carried_version
+from kop.pulsar.schema_ids import SchemaIdMap
+from kop.schemas.versions import carried_version
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
@@ -57,6 +67,8 @@ READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBy
 CONVERTED_CACHE = 512  # converted entries kept per partition
 # Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4) -> Pulsar CompressionType
 PULSAR_CODEC = {0: 0, 1: 2, 2: 4, 3: 1, 4: 3}
+# a converted entry: (headers and payload, messages, Key_Shared hash, Confluent ids its values named unknown)
+Converted = tuple[bytes, int, int, tuple[int, ...]]
 
 
 class Entry:
@@ -80,14 +92,16 @@ class PartitionState:
         self.plog = seam.log
         self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, Subscription] = {}
-        self._converted: OrderedDict[Position, tuple[bytes, int, int] | None] = OrderedDict()
+        self._converted: OrderedDict[Position, Converted | None] = OrderedDict()
+        # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it
+        self.schema_ids = SchemaIdMap(handler.service.schema_ids, seam.topic.name, on_learnt=self._converted.clear)
         self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
         self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
         self.bytes_in = 0
 
-    def converted(self, fb: FetchedBatch) -> tuple[bytes, int, int] | None:
-        """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key),
-        None for a control batch."""
+    def converted(self, fb: FetchedBatch) -> Converted | None:
+        """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key, Confluent
+        ids its values named that the partition's map lacks), None for a control batch."""
         key = fb.position
         try:
             got = self._converted[key]
@@ -102,21 +116,27 @@ class PartitionState:
             # One record goes out plain and unbatched (see unbatched).
             header = parse_batch_header(fb.batch)
             codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
-            entry = kafka_to_pulsar(fb.batch, compression=codec)
+            version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
+            entry = kafka_to_pulsar(fb.batch, compression=codec, schema_ids=self.schema_ids.for_version(version))
             if entry is not None:
-                version = carried_version(fb.batch)  # the producer's schema version (kop/pulsar/schema_registry.py)
-                if version is not None:
+                if version is not None and not entry.metadata.schema_version:
                     entry.metadata.schema_version = version
                 entry = unbatched(entry)
         except ConversionError as e:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
             entry = None
         value = None if entry is None else (encode_headers_and_payload(entry.metadata, entry.payload),
-                                            entry.num_messages, key_hash(sticky_key(entry.metadata)))
+                                            entry.num_messages, key_hash(sticky_key(entry.metadata)),
+                                            self.schema_ids.unknown(entry.unknown_ids))
         self._converted[key] = value
         if len(self._converted) > CONVERTED_CACHE:
             self._converted.popitem(last=False)
         return value
+
+    async def learn_schema_ids(self, unknown: tuple[int, ...]) -> bool:
+        """Ask the schema store about ids a conversion did not know (kop/pulsar/schema_ids.py); True when one is
+        known now and the entry is to be converted again."""
+        return await self.schema_ids.learn(unknown)
 
     async def close(self) -> None:
         for sub in list(self.subscriptions.values()):
@@ -351,6 +371,8 @@ class Subscription:
                 k.conn.consumers.pop(k.consumer_id, None)
             self.consumers.clear()
 
+    # long: the dispatcher's whole decision per round (replay, read, convert - asking about unknown schema ids -,
+    # pick a consumer, send), kept in one place so that its early returns read in order.
     async def _step(self) -> None:
         """One round: replay one entry, or read a chunk of new entries and send what consumers can take.
         Long because it is the dispatcher's whole decision; each branch says why it returns."""
@@ -414,6 +436,10 @@ class Subscription:
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
             conv = None if plog.is_aborted_batch(fb.batch, fb.base_offset) else self.state.converted(fb)
+            if conv is not None and conv[3] and await self.state.learn_schema_ids(conv[3]):
+                if epoch != self.epoch:
+                    return  # a rewind or seek happened while asking
+                conv = self.state.converted(fb)  # again, with the ids learnt
             if conv is None:  # a control batch or an aborted one: no Pulsar message, nothing to ack
                 self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
                 self.acked.add(pos)
@@ -455,7 +481,7 @@ class Subscription:
         conv = self.state.converted(fb)
         if conv is None:
             return
-        data, n, _ = conv
+        data, n = conv[0], conv[1]
         if self.sub_type == KEY_SHARED:
             holder = self.hash_holders.get(entry.hash)
             if holder is None:

@@ -29,7 +29,8 @@ class TopicSchemaIds(Protocol):
         the topic has it."""
         ...
 
-    async def registered_ids(self, topic: TopicName, part: Part) -> frozenset[int]:
+    async def registered_ids(self, topic: TopicName, part: Part, fresh: bool = False) -> frozenset[int]:
         """Every id registered (and not deleted) under the subject `<topic>-<part>`: the ids a record's prefix may
-        name when the topic validates schemas."""
+        name when the topic validates schemas. The answer may be a few seconds old (other brokers' registrations);
+        `fresh` reads the store (the write rule asks so before it refuses a record)."""
         ...

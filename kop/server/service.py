@@ -33,6 +33,9 @@ from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
 from kop.offset.storage import LogStorage
 from kop.protocol_handler import ProtocolHandler, load_handlers
+from kop.schemas.api import TopicSchemaIds
+from kop.schemas.registry import ConfluentRegistry
+from kop.schemas.versions import SchemaRegistry
 from kop.security.acl import Authorizer
 from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
 from kop.security.sasl.scram import ScramCredentialStore
@@ -104,6 +107,15 @@ class BrokerService:
             self._chores.append(PeriodicTask("acl-reload", ACL_RELOAD_INTERVAL, self.reload_acls, log))
         self.topics.log_release_listeners.append(self._partition_log_released)
         self.topics.deletion_listeners.append(self._topic_deleted)
+        # The one schema store of both protocols (kop/schemas/): Pulsar's per-topic versions, and Confluent's
+        # registry over them (subjects, global ids, levels) - what the pulsar handler, the admin REST and the
+        # prefix code all use. A deleted topic's schemas go with it, as in Pulsar.
+        self.schema_versions = SchemaRegistry(storage.metadata_store, config.schemaCompatibilityStrategy)
+        self.schema_registry = ConfluentRegistry(storage.metadata_store, self.schema_versions, self.topics.parse,
+                                                 self.topics.kafka_name, config.schemaCompatibilityStrategy)
+        self.schema_ids: TopicSchemaIds = self.schema_registry
+        self.topics.schema_ids = self.schema_ids  # what confluent.*.schema.validation checks Kafka records against
+        self.topics.deletion_listeners.append(lambda topic: self.schema_versions.delete(topic.name))
 
     @property
     def clustered(self) -> bool:

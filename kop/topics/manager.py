@@ -33,9 +33,10 @@ from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
 from kop.storage.api import NodeExistsError, StorageError
 from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicName, parse_topic_name
-from kop.topics.partition import Partition, ProducerTables
+from kop.topics.partition import Partition, ProducerTables, RegisteredSchemaIds
 from kop.topics.scope import NameScope
 from kop.topics.topic_config import ledger_config, validate_topic_configs
+from kop.topics.write_rules import KEY_VALIDATION, VALUE_VALIDATION
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +130,9 @@ class TopicManager:
         # The partitions' producer-state tables, for producer-id expiration; a released log's goes with it.
         self.producer_tables = ProducerTables()
         self.log_release_listeners.append(self.producer_tables.forget)
+        # The schema store (kop/schemas/, set by the composition root): the ids a Kafka record may name on a
+        # topic with confluent.*.schema.validation. None: such configs are refused (_validate_configs).
+        self.schema_ids: RegisteredSchemaIds | None = None
 
     def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(coro)
@@ -216,10 +220,7 @@ class TopicManager:
             raise TopicError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
         if partitions > 100000:
             raise TopicError("INVALID_PARTITIONS", "Number of partitions must not exceed 100000.")
-        try:
-            validate_topic_configs(configs)
-        except ValueError as e:
-            raise TopicError("INVALID_CONFIG", str(e)) from None
+        self._validate_configs(configs)
         async with self._lock:
             if name.canonical in self._topics:
                 raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{self.kafka_name(name)}' already exists.")
@@ -259,15 +260,25 @@ class TopicManager:
         await self._update(topic, partitions=count)
 
     async def set_configs(self, topic: Topic, configs: dict[str, str], validate_only: bool = False) -> None:
-        try:
-            validate_topic_configs(configs)
-        except ValueError as e:
-            raise TopicError("INVALID_CONFIG", str(e)) from None
+        self._validate_configs(configs)
         if not validate_only:
             await self._update(topic, configs=dict(configs))
             new = ledger_config(topic.configs, self.storage.managed_ledger_config)
             for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
                 plog.reconfigure(new)
+
+    def _validate_configs(self, configs: dict[str, str]) -> None:
+        """Kafka's checks (topic_config.py), then this broker's: schema-id validation needs a schema store to
+        read ids from, so without one it is refused when set rather than by every later Produce."""
+        try:
+            validate_topic_configs(configs)
+        except ValueError as e:
+            raise TopicError("INVALID_CONFIG", str(e)) from None
+        if self.schema_ids is None:
+            for name in (KEY_VALIDATION, VALUE_VALIDATION):
+                if configs.get(name, "").strip().lower() == "true":
+                    raise TopicError("INVALID_CONFIG", f"{name}=true needs a schema registry, and this broker has "
+                                     "none")
 
     async def _update(self, topic: Topic, **changes: Any) -> None:
         async with self._lock:
@@ -407,7 +418,7 @@ class TopicManager:
         """The partition seam (kop/topics/partition.py) over the open log of `partition`: every append goes
         through it. Raises TopicError as partition_log() does."""
         return Partition(topic, partition, await self.partition_log(topic, partition), self.config,
-                         self.producer_tables)
+                         self.producer_tables, self.schema_ids)
 
     async def partition_log(self, topic: Topic, partition: int) -> PartitionLog:
         plog = topic.logs.get(partition)

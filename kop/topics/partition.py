@@ -6,7 +6,15 @@ and LogAppendTime). Here a batch meets, once and in this order:
 
 1. the topic's write rules (kop/topics/write_rules.py): size, control batches, keys on compacted topics,
    timestamp bounds - for client writers (Kafka Produce, Pulsar SEND); a coordinator's own records meet the
-   size rule only (its records are keyed and stamped by it);
+   size rule only (its records are keyed and stamped by it). On a topic with `confluent.value.schema.validation`
+   / `confluent.key.schema.validation`, a Kafka producer's records must name schema ids registered under
+   `<topic>-value` / `<topic>-key`: the ids come from `schema_ids` (RegisteredSchemaIds, the schema store of
+   kop/schemas/, set by the composition root; this layer sits below it and knows only the protocol). A Pulsar
+   SEND skips that rule: its payload never carries Confluent's prefix - the conversion (kop/pulsar/) writes the
+   prefix itself from the producer's schema version, which the Pulsar schema registry has already checked -
+   so there is nothing of the producer's to refuse (a producer without a schema writes its bytes as Pulsar
+   would let it). Without `schema_ids` (a TopicManager outside a broker), such topics refuse Kafka batches
+   rather than store records unchecked;
 2. `compression.type` recompression and LogAppendTime restamping (every writer but markers);
 3. the partition leader epoch stamped into the batch (outside the CRC), so consumers see one epoch;
 4. the producer state: idempotent sequence checks and de-duplication, the transaction a transactional batch
@@ -26,7 +34,7 @@ import logging
 import struct
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from kop.offset.producer_state import BatchRecord, ProducerStateTable, SequenceError
 from kop.protocol.errors import ErrorCode
@@ -35,6 +43,7 @@ from kop.topics.write_rules import (
     PULSAR_SIZE_SLACK,
     THREAD_RECOMPRESS_BYTES,
     AppendRefused,
+    SchemaIdSets,
     TopicRules,
     recompress_batch,
     restamp_log_append_time,
@@ -45,6 +54,7 @@ if TYPE_CHECKING:
     from kop.managed_ledger import Position
     from kop.offset.api import PartitionLog
     from kop.topics.manager import Topic
+    from kop.topics.names import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +77,14 @@ class TxnVerifier(Protocol):
 
     async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                topic: str, partition: int) -> int: ...
+
+
+class RegisteredSchemaIds(Protocol):
+    """The schema store's answer to the schema-id rule (kop/schemas/api.py's TopicSchemaIds is one): every id
+    registered, and not deleted, under the subject `<topic>-<part>`."""
+
+    async def registered_ids(self, topic: TopicName, part: Literal["key", "value"], fresh: bool = False
+                             ) -> frozenset[int]: ...
 
 
 @dataclass(slots=True)
@@ -113,15 +131,16 @@ class Partition:
     """One partition of one topic, as every writer and reader sees it. Cheap to make: the open log is the
     state; a Partition adds the topic's rules and the broker's producer tables."""
 
-    __slots__ = ("topic", "index", "log", "_broker", "_tables")
+    __slots__ = ("topic", "index", "log", "_broker", "_tables", "_schema_ids")
 
     def __init__(self, topic: Topic, index: int, log: PartitionLog, broker: BrokerConfig,
-                 tables: ProducerTables) -> None:
+                 tables: ProducerTables, schema_ids: RegisteredSchemaIds | None = None) -> None:
         self.topic = topic
         self.index = index
         self.log = log
         self._broker = broker
         self._tables = tables
+        self._schema_ids = schema_ids
 
     @property
     def label(self) -> str:
@@ -202,7 +221,21 @@ class Partition:
                                     f"max.message.bytes={rules.max_bytes} of {self.label}")
         else:
             label = self.label if client_name is None else f"{client_name}-{self.index}"
-            rules.check(header, batch, label, PULSAR_SIZE_SLACK if writer is Writer.PULSAR else 0)
+            ids = None
+            slack = PULSAR_SIZE_SLACK if writer is Writer.PULSAR else 0
+            if writer is Writer.KAFKA and rules.validates_schemas:
+                ids = await self._schema_id_sets(rules, client_name)
+                try:
+                    rules.check(header, batch, label, slack, schema_ids=ids)
+                except AppendRefused as e:
+                    if e.error != "INVALID_RECORD":
+                        raise
+                    # the ids were cached: a schema registered a moment ago (through another broker of the
+                    # cluster) is not refused for that - the store is asked again, and its answer decides
+                    ids = await self._schema_id_sets(rules, client_name, fresh=True)
+                    rules.check(header, batch, label, slack, schema_ids=ids)
+            else:
+                rules.check(header, batch, label, slack)
         if rules.needs_recompression(header):
             assert rules.codec is not None
             if len(batch) >= THREAD_RECOMPRESS_BYTES:  # lz4 level 9 / gzip run at ~13-30 MB/s: off the loop
@@ -220,6 +253,22 @@ class Partition:
                 max_ts = append_time
             batch = out
         return batch, header, max_ts, append_time
+
+    async def _schema_id_sets(self, rules: TopicRules, client_name: str | None, fresh: bool = False) -> SchemaIdSets:
+        """The registered ids the records of a validating topic may name (write_rules.SchemaIdSets)."""
+        topic = client_name or self.topic.name.canonical
+        if self._schema_ids is None:
+            raise AppendRefused("INVALID_RECORD", f"Topic {topic} validates schema ids (confluent.*.schema.validation)"
+                                " but this broker has no schema registry to check them against")
+        try:
+            ids = self._schema_ids
+            key = await ids.registered_ids(self.topic.name, "key", fresh) if rules.validate_keys else None
+            value = await ids.registered_ids(self.topic.name, "value", fresh) if rules.validate_values else None
+        except Exception as e:  # noqa: BLE001 - the store could not answer: retriable for the producer
+            log.warning("reading the registered schema ids of %s failed: %r", topic, e)
+            raise AppendRefused("KAFKA_STORAGE_ERROR", f"The schema ids registered for topic {topic} could not be "
+                                f"read: {e}") from None
+        return SchemaIdSets(topic, key, value)
 
     async def _check_transactional(self, table: ProducerStateTable, header: BatchHeader,
                                    transactional_id: str | None, verifier: TxnVerifier | None,

@@ -18,6 +18,14 @@ Pulsar SEND alike), so a rule written here binds both protocols. They follow Kaf
   `compression.*.level`. Measured per 118 KB batch of 1000 100-byte records (one core): lz4 at Kafka's default
   level 9 4.3 ms, zstd 3 0.9 ms, gzip 9.3 ms, snappy 0.4 ms; batches from 64 KB up are recompressed in a worker
   thread (`THREAD_RECOMPRESS_BYTES`) by the caller, so the event loop keeps serving.
+- `confluent.value.schema.validation` / `confluent.key.schema.validation` (Confluent Server's topic configs,
+  issue #25): every record's value (key) must start with Confluent's wire-format prefix - magic byte 0, then a
+  big-endian int32 schema id - naming an id registered under the subject `<topic>-value` (`<topic>-key`);
+  otherwise INVALID_RECORD, per record. Null values (tombstones) and null keys pass: they carry no
+  serialized data. Like Confluent Server, only the prefix is checked, not the data against the schema. The
+  rule is sans-IO: the caller (kop/topics/partition.py) looks the registered ids up and hands them in
+  (`SchemaIdSets`); only a Kafka producer's batches meet it (see there why Pulsar writes skip it). It shares
+  the one walk over the decompressed records with the checks above.
 """
 
 from __future__ import annotations
@@ -27,9 +35,16 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kop.protocol.compaction import payload_of, record_spans
+from kop.protocol.compaction import RecordSpan, payload_of, record_spans
 from kop.protocol.compression import Compression, compress
-from kop.protocol.records import COMPRESSION_MASK, HEADER_SIZE, BatchHeader, CorruptRecordError, crc32c
+from kop.protocol.records import (
+    COMPRESSION_MASK,
+    HEADER_SIZE,
+    BatchHeader,
+    CorruptRecordError,
+    _read_varint,
+    crc32c,
+)
 from kop.topics.topic_config import LONG_MAX, effective
 
 if TYPE_CHECKING:
@@ -48,6 +63,10 @@ _ATTR = struct.Struct(">h")
 _TS = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _LOG_APPEND_TIME_BIT = 0x08
+KEY_VALIDATION = "confluent.key.schema.validation"
+VALUE_VALIDATION = "confluent.value.schema.validation"
+CONFLUENT_MAGIC = 0  # the first byte of Confluent's wire format; the schema id follows as a big-endian int32
+_PREFIX = 5
 
 
 class AppendRefused(Exception):
@@ -62,6 +81,17 @@ class AppendRefused(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class SchemaIdSets:
+    """What the schema-id rule checks records against: the ids registered under `<topic>-key` and
+    `<topic>-value` (None: that part is not validated on this topic). `topic` is the topic as the writer's
+    client spells it, for the subjects named in refusals."""
+
+    topic: str
+    key: frozenset[int] | None
+    value: frozenset[int] | None
+
+
+@dataclass(frozen=True, slots=True)
 class TopicRules:
     """The write rules of one topic, resolved from its configs and the broker's defaults."""
 
@@ -72,6 +102,8 @@ class TopicRules:
     after_max_ms: int
     codec: int | None  # recompress into this codec; None keeps the producer's
     level: int | None
+    validate_keys: bool = False  # confluent.key.schema.validation
+    validate_values: bool = False  # confluent.value.schema.validation
 
     @classmethod
     def of(cls, configs: dict[str, str], broker: BrokerConfig) -> TopicRules:
@@ -85,11 +117,19 @@ class TopicRules:
             after_max_ms=int(effective(configs, "message.timestamp.after.max.ms", broker)),
             codec=codec,
             level=None if level_key is None else int(effective(configs, level_key, broker)),
+            validate_keys=_is_true(configs.get(KEY_VALIDATION)),
+            validate_values=_is_true(configs.get(VALUE_VALIDATION)),
         )
 
+    @property
+    def validates_schemas(self) -> bool:
+        """Whether a Kafka producer's records must carry registered schema ids (keys, values or both)."""
+        return self.validate_keys or self.validate_values
+
     def check(self, header: BatchHeader, batch: Buffer, tp: str, size_slack: int = 0,
-              now_ms: int | None = None) -> None:
-        """Raise AppendRefused when the batch breaks a rule that refuses it (size, control, keys, timestamps)."""
+              now_ms: int | None = None, schema_ids: SchemaIdSets | None = None) -> None:
+        """Raise AppendRefused when the batch breaks a rule that refuses it (size, control, keys, timestamps,
+        and with `schema_ids` the records' Confluent schema ids)."""
         limit = self.max_bytes + size_slack
         if len(batch) > limit:
             raise AppendRefused("MESSAGE_TOO_LARGE",
@@ -97,17 +137,23 @@ class TopicRules:
                                 + (f" (+{size_slack} bytes of frame slack)" if size_slack else ""))
         if header.attributes & 0x20:
             raise AppendRefused("INVALID_RECORD", "Clients may not write control batches")
-        self._check_records(header, batch, tp, int(time.time() * 1000) if now_ms is None else now_ms)
+        self._check_records(header, batch, tp, int(time.time() * 1000) if now_ms is None else now_ms, schema_ids)
 
     def needs_recompression(self, header: BatchHeader) -> bool:
         return self.codec is not None and self.codec != header.attributes & COMPRESSION_MASK
 
-    def _check_records(self, hdr: BatchHeader, batch: Buffer, tp: str, now: int) -> None:
+    def _check_records(self, hdr: BatchHeader, batch: Buffer, tp: str, now: int,
+                       schema_ids: SchemaIdSets | None) -> None:
         check_ts = not self.log_append_time
         before, after = self.before_max_ms, self.after_max_ms
         lo = now - before if before < LONG_MAX else None
         hi = now + after
-        if not (self.compacted or (check_ts and (lo is not None or hdr.max_timestamp > hi))):
+        key_ids = value_ids = None
+        topic = ""
+        if schema_ids is not None:
+            key_ids, value_ids, topic = schema_ids.key, schema_ids.value, schema_ids.topic
+        if not (self.compacted or (check_ts and (lo is not None or hdr.max_timestamp > hi))
+                or key_ids is not None or value_ids is not None):
             return
         try:
             header, data = payload_of(batch)
@@ -125,6 +171,17 @@ class TopicRules:
                 bad_ts = True
                 errors.append((i, f"Timestamp {ts} of message with offset {header.base_offset + span.offset_delta}"
                                   f" is out of range. The timestamp should be within [{now - before}, {hi}]"))
+                continue
+            if key_ids is not None and span.key is not None:
+                why = _prefix_error(span.key[:_PREFIX], len(span.key), key_ids, "key", topic)
+                if why is not None:
+                    errors.append((i, why))
+                    continue
+            if value_ids is not None and not span.is_tombstone:
+                head, size = _value_head(data, span)
+                why = _prefix_error(head, size, value_ids, "value", topic)
+                if why is not None:
+                    errors.append((i, why))
         if not errors:
             return
         if bad_ts:
@@ -133,6 +190,37 @@ class TopicRules:
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
         raise AppendRefused("INVALID_RECORD", f"One or more records have been rejected due to {len(errors)} record "
                             f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() == "true"
+
+
+def _value_head(data: bytes, span: RecordSpan) -> tuple[bytes, int]:
+    """The first bytes (up to the prefix's 5) of a non-null record value, and the value's size. record_spans
+    has bounds-checked the fields already: after the timestamp delta come the offset delta, the key and the
+    value, each a varint (then bytes)."""
+    _, pos = _read_varint(data, span.rest)  # offset delta
+    klen, pos = _read_varint(data, pos)
+    vlen, pos = _read_varint(data, pos + max(klen, 0))
+    return data[pos:pos + min(vlen, _PREFIX)], vlen
+
+
+def _prefix_error(head: bytes, size: int, ids: frozenset[int], part: str, topic: str) -> str | None:
+    """Why a record's key or value (its first bytes `head`, `size` bytes long) fails the schema-id rule, or
+    None when its prefix names an id registered under `<topic>-<part>`."""
+    config = KEY_VALIDATION if part == "key" else VALUE_VALIDATION
+    if size < _PREFIX:
+        return (f"The record's {part} is {size} bytes, too short for a Confluent schema id prefix (magic byte 0 and "
+                f"a 4-byte schema id), which {config}=true on topic {topic} requires")
+    if head[0] != CONFLUENT_MAGIC:
+        return (f"The record's {part} does not start with a Confluent schema id prefix: unknown magic byte "
+                f"{head[0]} (0 expected), which {config}=true on topic {topic} requires")
+    (schema_id,) = _LEN.unpack_from(head, 1)
+    if schema_id not in ids:
+        return (f"The record's {part} names schema id {schema_id}, which is not registered under the subject "
+                f"{topic}-{part} ({config}=true)")
+    return None
 
 
 def recompress_batch(batch: Buffer, codec: int, level: int | None) -> bytearray:

@@ -1,4 +1,4 @@
-"""Pulsar admin v2's schema write and listing endpoints (kop/admin/schemas.py over kop/pulsar/schema_registry.py):
+"""Pulsar admin v2's schema write and listing endpoints (kop/admin/schemas.py over kop/schemas/versions.py):
 `POST`/`DELETE .../schema`, `GET .../schemas`, `POST .../compatibility`, `POST .../version`.
 
 A Pulsar-side module (tests/e2e/conftest.py): every test runs on Apache Pulsar 4.0.x standalone (`pulsar`), which

@@ -15,6 +15,10 @@
   its sinks gain nothing.
 * The audit job reports no gaps and no duplicates on these topics (and, from offset 0, exactly the offsets
   below the log start as missing after retention).
+* Avro values (issue 25): records written by confluent-kafka's AvroSerializer in two schema versions,
+  registered with its SchemaRegistryClient at the broker's own registry (its admin URL), plus values that
+  cannot be decoded, summed by `kop pipeline stream --value-format avro`: exact per-key sums, the old
+  version resolved to the latest, the undecodable values counted as invalid, and a clean audit.
 
 One broker and one SparkSession serve the module; the queries use `availableNow` where a test needs a
 query to end by itself, and liveness deadlines (never durations) everywhere else.
@@ -324,3 +328,91 @@ def test_stream_command_from_json_offsets_and_a_query_from_a_timestamp(broker: K
     kept = [e for e in producer.delivered if e.timestamp >= at]
     assert {(e.partition, min(k.offset for k in kept if k.partition == e.partition)) for e in kept} == {(0, 334), (1, 333)}
     assert_sinks_hold_exactly(spark, broker.bootstrap, cfg, kept)
+
+
+ORDER_V1 = {"type": "record", "name": "Order", "namespace": "kop.test",
+            "fields": [{"name": "key", "type": "string"}, {"name": "amount", "type": "long"}]}
+# v2 adds a field with a default (BACKWARD compatible): v1 records are resolved to it by the job.
+ORDER_V2 = {**ORDER_V1, "fields": [*ORDER_V1["fields"], {"name": "note", "type": "string", "default": ""}]}
+
+
+def test_stream_command_avro_values_with_the_brokers_registry(broker: KopBroker, spark, tmp_path: Path) -> None:
+    """`kop pipeline stream --value-format avro --schema-registry <admin URL>`: v1 and v2 records from
+    confluent-kafka's AvroSerializer (the job starts with v2 as the latest and fetches v1 by id when a batch
+    meets it), and three values it cannot decode (no prefix, an id the registry lacks, a truncated body)."""
+    import subprocess
+    import sys
+
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kop.pipeline.audit import audit_topic
+
+    topic, out = "spark-avro", "spark-avro-out"
+    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap, out, 1)
+    registry_url = broker.admin_url
+    registry = SchemaRegistryClient({"url": registry_url})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 50})
+    delivered: list[Event] = []
+    errors: list[str] = []
+
+    def produce(partition: int, key: str, amount: int, value: bytes) -> None:
+        ts = int(time.time() * 1000)
+
+        def on_delivery(err, msg) -> None:
+            if err is not None:
+                errors.append(str(err))
+            else:
+                delivered.append(Event(msg.topic(), msg.partition(), msg.offset(), key, amount, ts, value))
+
+        producer.produce(topic, value=value, key=key.encode(), partition=partition, timestamp=ts, on_delivery=on_delivery)
+        producer.poll(0)
+
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    n = 0
+    for schema, extra in ((ORDER_V1, {}), (ORDER_V2, {"note": "v2"})):
+        serialize = AvroSerializer(registry, json.dumps(schema))
+        for _ in range(120):
+            key, amount = f"user-{n % KEYS}", (n * 7919) % 1000 + 1
+            produce(n % 2, key, amount, serialize({"key": key, "amount": amount, **extra}, ctx))
+            n += 1
+        assert producer.flush(STALL_TIMEOUT) == 0
+    v1_id = registry.get_version(f"{topic}-value", 1).schema_id
+    latest = registry.get_latest_version(f"{topic}-value")
+    assert latest.version == 2 and latest.schema_id != v1_id
+    good = list(delivered)
+    assert {e.value[1:5] for e in good} == {v1_id.to_bytes(4, "big"), latest.schema_id.to_bytes(4, "big")}
+    # Undecodable: counted as records of their Kafka key with invalid = 1.
+    for value in (b"not avro at all", b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[0].value[5:], good[-1].value[:7]):
+        produce(0, "bad", 0, value)
+    assert producer.flush(STALL_TIMEOUT) == 0 and not errors, errors
+
+    cfg = StreamConfig(bootstrap=broker.bootstrap, topics=[topic], output_topic=out,
+                       parquet_path=str(tmp_path / "parquet"), checkpoint=str(tmp_path / "checkpoint"))
+    base = [sys.executable, "-m", "kop.cli", "pipeline", "stream", "--bootstrap-server", broker.bootstrap,
+            "--output-topic", out, "--parquet", cfg.parquet_path, "--checkpoint", cfg.checkpoint,
+            "--value-format", "avro", "--schema-registry", registry_url]
+    # A topic without a registered value schema: a usage error before Spark starts.
+    create_topic(broker.bootstrap, "spark-avro-unregistered", 1)
+    proc = subprocess.run([*base, "--topic", "spark-avro-unregistered"], capture_output=True, text=True,
+                          timeout=QUERY_DEADLINE)
+    assert proc.returncode == 2 and "has no subject 'spark-avro-unregistered-value'" in proc.stderr, proc.stderr[-3000:]
+
+    proc = subprocess.run([*base, "--topic", topic, "--starting-offsets", "earliest", "--max-offsets-per-trigger",
+                           "100", "--available-now"], capture_output=True, text=True, timeout=QUERY_DEADLINE)
+    assert proc.returncode == 0, f"kop pipeline stream exited {proc.returncode}\n{proc.stderr[-4000:]}"
+    assert f"schema id {v1_id}: fetched from the registry" in proc.stderr, proc.stderr[-4000:]
+    assert "batch 2: " in proc.stderr, proc.stderr[-4000:]  # 243 records / 100 per trigger
+    bad = [e for e in delivered if e.key == "bad"]
+    want = expected_totals(spark, delivered)
+    want["bad"]["invalid"] = len(bad)
+    assert totals_by_key(parquet_rows(spark, cfg.parquet_path)) == want
+    _, sink = sink_rows(spark, broker.bootstrap, out)
+    assert totals_by_key(sink.values()) == want
+    assert sum(e.amount for e in good) == sum(t["amount"] for t in want.values())
+
+    report = audit_topic(spark, broker.bootstrap, topic)
+    assert report.ok and report.gaps_total == 0 and report.totals()["records"] == len(delivered), report.format_table()

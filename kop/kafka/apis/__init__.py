@@ -42,6 +42,7 @@ def _modules() -> list[ModuleType]:
         describe_cluster,
         describe_configs,
         describe_groups,
+        describe_log_dirs,
         describe_producers,
         describe_topic_partitions,
         describe_transactions,
@@ -54,6 +55,7 @@ def _modules() -> list[ModuleType]:
         init_producer_id,
         join_group,
         leave_group,
+        list_config_resources,
         list_groups,
         list_offsets,
         list_transactions,
@@ -75,6 +77,7 @@ def _modules() -> list[ModuleType]:
         create_topics, delete_topics, create_partitions, describe_configs, alter_configs,
         incremental_alter_configs, delete_records, describe_cluster,
         describe_topic_partitions,  # Kafka 4.x's kafka-topics --describe and Admin.describeTopics
+        describe_log_dirs, list_config_resources,  # kafka-log-dirs, kafka-client-metrics (Kafka 4.4's admin)
         # group coordinator (kop/coordinator)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,

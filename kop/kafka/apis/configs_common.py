@@ -25,8 +25,10 @@ from kop.topics.topic_config import (
     TYPE_BOOLEAN,
     TYPE_DOUBLE,
     TYPE_INT,
+    TYPE_LIST,
     TYPE_LONG,
     TYPE_STRING,
+    described,
     effective,
 )
 
@@ -63,16 +65,26 @@ BROKER_SYNONYM = {
     "unclean.leader.election.enable": "unclean.leader.election.enable",
     "local.retention.ms": "log.local.retention.ms",
     "local.retention.bytes": "log.local.retention.bytes",
+    # Kafka 4.3 / 4.4 (ServerTopicConfigSynonyms); errors.deadletterqueue.group.enable has none.
+    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
+    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
+    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
 }
 
 
-def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int]]:
-    """(Kafka name, value, type) of the broker settings a Kafka tool may ask for; all static here."""
-    return [
+def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int, int]]:
+    """(Kafka name, value, type, source) of the broker settings a Kafka tool may ask for; all static here.
+
+    First the settings this broker's config file gives (STATIC_BROKER_CONFIG), under Kafka's names and with
+    the types of Kafka 4.4's broker ConfigDef (listeners and log.cleanup.policy are LISTs; an INT is never
+    described past 2^31-1: log.segment.bytes is the ledger rollover size, capped as the topic's segment.bytes
+    is). Then the broker-level synonym of every other topic config, whose value is the topic default
+    (DEFAULT_CONFIG: nothing here sets it), so each synonym a topic's description names is a broker config."""
+    static = [
         ("broker.id", str(cfg.kafkaBrokerId), TYPE_INT),
         ("node.id", str(cfg.kafkaBrokerId), TYPE_INT),
-        ("listeners", ",".join(str(x) for x in cfg.listeners), TYPE_STRING),
-        ("advertised.listeners", ",".join(str(x) for x in cfg.advertised_listeners), TYPE_STRING),
+        ("listeners", ",".join(str(x) for x in cfg.listeners), TYPE_LIST),
+        ("advertised.listeners", ",".join(str(x) for x in cfg.advertised_listeners), TYPE_LIST),
         ("auto.create.topics.enable", str(cfg.allowAutoTopicCreation).lower(), TYPE_BOOLEAN),
         ("num.partitions", str(cfg.defaultNumPartitions), TYPE_INT),
         ("default.replication.factor", "1", TYPE_INT),
@@ -82,9 +94,9 @@ def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int]]:
         ("connections.max.idle.ms", str(cfg.connectionMaxIdleMs), TYPE_LONG),
         ("log.retention.ms", str(cfg.default_retention_ms), TYPE_LONG),
         ("log.retention.bytes", str(cfg.default_retention_bytes), TYPE_LONG),
-        ("log.cleanup.policy", "delete", TYPE_STRING),
+        ("log.cleanup.policy", "delete", TYPE_LIST),
         ("log.message.timestamp.type", "CreateTime", TYPE_STRING),
-        ("log.segment.bytes", str(cfg.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024), TYPE_INT),
+        ("log.segment.bytes", TOPIC_CONFIGS["segment.bytes"].default(cfg), TYPE_INT),
         ("log.roll.ms", str(cfg.managedLedgerMaxLedgerRolloverTimeMinutes * 60000), TYPE_LONG),
         ("min.insync.replicas", "1", TYPE_INT),
         ("log.cleaner.enable", str(cfg.logCleanerEnabled).lower(), TYPE_BOOLEAN),
@@ -93,14 +105,23 @@ def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int]]:
         ("log.cleaner.min.cleanable.ratio", "0.5", TYPE_DOUBLE),
         ("log.cleaner.max.compaction.lag.ms", "9223372036854775807", TYPE_LONG),
     ]
+    out = [(name, value, ctype, SOURCE_STATIC_BROKER) for name, value, ctype in static]
+    listed = {name for name, _, _ in static}
+    for topic_name, broker_name in sorted(BROKER_SYNONYM.items(), key=lambda kv: kv[1]):
+        if broker_name not in listed:
+            d = TOPIC_CONFIGS[topic_name]
+            out.append((broker_name, d.default(cfg), d.type, SOURCE_DEFAULT))
+            listed.add(broker_name)
+    return out
 
 
 def topic_entries(
-    topic_configs: dict[str, str], cfg: BrokerConfig
+    topic_configs: dict[str, str], cfg: BrokerConfig, asked: set[str] | None = None
 ) -> list[tuple[str, str, bool, int, int, str, list[tuple[str, str, int]]]]:
-    """(name, value, read_only, source, type, doc, synonyms) for every topic config."""
+    """(name, value, read_only, source, type, doc, synonyms) for every topic config described (extensions
+    only when set or `asked` for: topic_config.described)."""
     out = []
-    for name, d in sorted(TOPIC_CONFIGS.items()):
+    for name, d in described(topic_configs, asked):
         value = effective(topic_configs, name, cfg)
         default = d.default(cfg)
         synonyms: list[tuple[str, str, int]] = []
@@ -115,9 +136,6 @@ def topic_entries(
 
 def is_this_broker(resource_name: str, cfg: BrokerConfig) -> bool:
     return resource_name in ("", str(cfg.kafkaBrokerId))
-
-
-BROKER_SOURCE = SOURCE_STATIC_BROKER
 
 
 

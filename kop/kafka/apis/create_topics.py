@@ -22,7 +22,7 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName
-from kop.topics.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, TOPIC_CONFIGS, effective
+from kop.topics.topic_config import SOURCE_DEFAULT, SOURCE_DYNAMIC_TOPIC, described, effective
 
 API_KEY = 19
 VERSIONS = (2, 7)
@@ -115,6 +115,6 @@ def _created(R: type[CreateTopicsResponse], name: str, topic: Topic, cfg: Broker
                 config_source=SOURCE_DYNAMIC_TOPIC if key in topic.configs else SOURCE_DEFAULT,
                 is_sensitive=False,
             )
-            for key, d in sorted(TOPIC_CONFIGS.items())
+            for key, d in described(topic.configs)
         ] if show_configs else [],
     )

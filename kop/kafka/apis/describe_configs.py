@@ -3,16 +3,16 @@
 Topic resources list every per-topic config the broker honours, with the source (DYNAMIC_TOPIC_CONFIG when
 set on the topic, DEFAULT_CONFIG otherwise), synonyms on request (the topic value, then the broker default
 under Kafka's broker-level name), types and documentation (v3+). Broker resources (this broker's id, or ""
-for cluster defaults) describe the static settings, under Kafka's names, as STATIC_BROKER_CONFIG and
-read-only. KoP answered topics with a fixed list and brokers with dummies; tools that read-modify-write
-configs need the truth. BROKER_LOGGER and other resource types get INVALID_REQUEST.
+for cluster defaults) describe the static settings, under Kafka's names and Kafka 4.4's types, as
+STATIC_BROKER_CONFIG and read-only, then the broker-level synonyms of the other topic configs at their
+defaults (DEFAULT_CONFIG; configs_common.broker_configs). KoP answered topics with a fixed list and brokers
+with dummies; tools that read-modify-write configs need the truth. BROKER_LOGGER and other resource types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
 from kop.kafka import authorize
 from kop.kafka.apis.configs_common import (
-    BROKER_SOURCE,
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
     broker_configs,
@@ -57,7 +57,7 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                                       f"Topic {res.resource_name} does not exist", []))
                 continue
             entries = []
-            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg):
+            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg, keys):
                 if keys is not None and name not in keys:
                     continue
                 entries.append(R.DescribeConfigsResourceResult(
@@ -74,13 +74,13 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                                       f"Broker {res.resource_name} is not this broker ({cfg.kafkaBrokerId})", []))
                 continue
             entries = []
-            for name, value, ctype in broker_configs(cfg):
+            for name, value, ctype, source in broker_configs(cfg):
                 if keys is not None and name not in keys:
                     continue
                 entries.append(R.DescribeConfigsResourceResult(
-                    name=name, value=value, read_only=True, config_source=BROKER_SOURCE, is_default=False,
+                    name=name, value=value, read_only=True, config_source=source, is_default=source == 5,
                     is_sensitive=False,
-                    synonyms=[R.DescribeConfigsSynonym(name=name, value=value, source=BROKER_SOURCE)]
+                    synonyms=[R.DescribeConfigsSynonym(name=name, value=value, source=source)]
                     if req.include_synonyms else [],
                     config_type=ctype, documentation=None,
                 ))

@@ -1,4 +1,9 @@
-"""Per-topic schemas for the Pulsar handler: versioned, in the metadata store, with Pulsar's compatibility rules.
+"""Per-topic schemas, as Pulsar keeps them: versioned, in the metadata store, with Pulsar's compatibility rules.
+
+The broker's one schema store (built by the composition root, kop/server/service.py): the pulsar handler serves
+it on the binary protocol and the Pulsar admin REST, and the Confluent registry (kop/schemas/registry.py) reads
+the subject `<topic>-value` from it, tells it each topic's strategy (`strategy_of`: the subject's compatibility
+level) and the references of definitions registered with them (`refs_of`).
 
 Pulsar's schema registry keys schemas by the topic (a partitioned topic's partitions share one schema) and gives
 each new schema the next version, 0, 1, 2, ...; a schema equal to one already stored (same type and same
@@ -8,14 +13,16 @@ holding JSON (`type` = the wire Schema.Type number, `data` base64, `properties`,
 created with "must not exist yet", so two brokers (cluster mode) racing for the same next version cannot both win:
 the loser reads again and retries. Deleting a topic deletes its schemas, as Pulsar does.
 
-Compatibility (`schemaCompatibilityStrategy`, Pulsar's key and default FULL, broker-wide - Pulsar's namespace and
-topic policies are not served): a new schema must be compatible with the latest version (with every version for
-the *_TRANSITIVE strategies). A different type is incompatible (Pulsar's rule, except ALWAYS_COMPATIBLE). Avro and
-JSON schemas (both Avro definitions on the wire) are checked with Apache Avro's own schema-resolution checker (the
-`avro` package: the reader/writer rules Pulsar's validator applies through Avro's Java library): BACKWARD = the new
-schema reads data of the old, FORWARD = the old reads the new, FULL = both. Other types (STRING, primitives,
-PROTOBUF, KEY_VALUE, ...) of the same type are compatible without a look at the definition - a difference from
-Pulsar, which compares PROTOBUF root messages and KEY_VALUE halves.
+Compatibility (`schemaCompatibilityStrategy`, Pulsar's key and default FULL, broker-wide, unless the Confluent
+registry's /config levels say otherwise - Pulsar's namespace and topic policies are not served): a new schema must
+be compatible with the latest version (with every version for the *_TRANSITIVE strategies). A different type is
+incompatible (Pulsar's rule, except ALWAYS_COMPATIBLE). The definitions are compared by kop/schemas/compat.py, the
+checks the Confluent registry uses too: AVRO and JSON schemas that are Avro definitions (what Pulsar's clients
+send) with Apache Avro's own schema-resolution checker (the `avro` package: the reader/writer rules Pulsar's
+validator applies through Avro's Java library), JSON Schema documents (what Confluent's JSON serializer sends)
+and PROTOBUF with Confluent's rules. BACKWARD = the new schema reads data of the old, FORWARD = the old reads the
+new, FULL = both. Other types (STRING, primitives, KEY_VALUE, ...) of the same type are compatible without a look
+at the definition - a difference from Pulsar, which compares KEY_VALUE halves.
 
 Deleting a schema (the admin REST's `DELETE .../schema`) stores a tombstone as the next version, as Pulsar's
 deleteSchema does: the versions up to the last tombstone are then gone for every reader (GET answers nothing for
@@ -31,15 +38,12 @@ import base64
 import json
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import avro.compatibility
-import avro.schema
-
 from kop.protocol.records import update_crc
-from kop.services import SchemaRestError
+from kop.schemas import compat
 from kop.storage.api import MetadataStore, NodeExistsError
 from kop.topics.names import TopicName
 
@@ -50,11 +54,21 @@ TYPE_NAMES = {0: "NONE", 1: "STRING", 2: "JSON", 3: "PROTOBUF", 4: "AVRO", 5: "B
               15: "KEY_VALUE", 16: "INSTANT", 17: "LOCAL_DATE", 18: "LOCAL_TIME", 19: "LOCAL_DATE_TIME",
               20: "PROTOBUF_NATIVE", 21: "AUTO_CONSUME", 22: "EXTERNAL"}
 NONE, JSON, AVRO, AUTO_CONSUME = 0, 2, 4, 21
-_AVRO_BASED = (JSON, AVRO)
+PROTOBUF = 3
+_CHECKED = (JSON, PROTOBUF, AVRO)  # the types whose definitions are compared
 _BY_NAME = {n: t for t, n in TYPE_NAMES.items() if n != "AUTO_CONSUME"}
 # SchemaType names Pulsar's REST knows but that describe no stored schema (client-side pseudo types)
 _NOT_STORED = ("BYTES", "AUTO", "AUTO_CONSUME", "AUTO_PUBLISH")
 _RETRIES = 5  # lost races for the next version before giving up (each loss means another broker progressed)
+
+
+class SchemaRestError(Exception):
+    """A schema REST call refused (kop/admin/schemas.py): the HTTP status Pulsar's admin answers and its reason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
 
 
 class IncompatibleSchema(Exception):
@@ -144,32 +158,19 @@ def topic_path(name: TopicName) -> str:
     return f"{ROOT}/{name.tenant}/{name.namespace}/{urllib.parse.quote(name.local, safe='')}"
 
 
-def _parsed(schema: SchemaData) -> Any:
-    """The Avro definition of an Avro-based schema, None when it is not one (a JSON schema may be an old-style JSON
-    Schema document, which Pulsar's JSON check also accepts)."""
-    try:
-        return avro.schema.parse(schema.data.decode("utf-8"))
-    except Exception:  # noqa: BLE001 - not UTF-8, not JSON, not a valid Avro schema
-        return None
+Resolver = Callable[[SchemaData], compat.Refs]  # a version's resolved references (kop/schemas/compat.py)
 
 
-def invalid(schema: SchemaData) -> str | None:
-    """Why a new schema's definition is unusable (Pulsar's SchemaDataValidator refuses AVRO that does not parse)."""
-    if schema.type == AVRO and _parsed(schema) is None:
+def _no_refs(_schema: SchemaData) -> compat.Refs:
+    return compat.NO_REFS
+
+
+def invalid(schema: SchemaData, refs: Resolver = _no_refs) -> str | None:
+    """Why a new schema's definition is unusable (Pulsar's SchemaDataValidator refuses AVRO that does not parse;
+    named types of its references, if it has any, are known)."""
+    if schema.type == AVRO and compat.avro_or_none(schema.data.decode("utf-8", "replace"), refs(schema)) is None:
         return "Invalid schema definition data for AVRO schema"
     return None
-
-
-def _avro_incompatibility(reader: SchemaData, writer: SchemaData) -> str | None:
-    """Why data written with `writer` cannot be read with `reader` (None: it can, or one of them is not an Avro
-    definition, which can then not be checked), by Avro's resolution rules."""
-    r, w = _parsed(reader), _parsed(writer)
-    if r is None or w is None:
-        return None
-    result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(r, w)
-    if result.compatibility is avro.compatibility.SchemaCompatibilityType.compatible:
-        return None
-    return "; ".join(sorted(str(m) for m in result.messages)) or "not compatible"
 
 
 def first_live(versions: list[SchemaData]) -> int:
@@ -180,8 +181,11 @@ def first_live(versions: list[SchemaData]) -> int:
     return 0
 
 
-def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str) -> str | None:
-    """Why `new` may not follow `existing` (oldest first) under `strategy`; None when it may."""
+def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str,
+                    refs: Resolver = _no_refs) -> str | None:
+    """Why `new` may not follow `existing` (oldest first) under `strategy`; None when it may. AVRO and JSON
+    definitions that are Avro records are checked by Avro's rules; JSON Schema documents and PROTOBUF by
+    kop/schemas/compat.py's checkers; other types of the same type are compatible."""
     if not existing or strategy == "ALWAYS_COMPATIBLE":
         return None
     if strategy == "ALWAYS_INCOMPATIBLE":
@@ -191,15 +195,17 @@ def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str) 
     for old in reversed(against):
         if old.type != new.type:
             return f"Incompatible schema: exists schema type {old.type_name}, new schema type {new.type_name}"
-        if new.type not in _AVRO_BASED:
+        if new.type not in _CHECKED:
             continue
-        why = None
+        why: list[str] = []
+        name = TYPE_NAMES[new.type]
+        new_text, old_text = new.data.decode("utf-8", "replace"), old.data.decode("utf-8", "replace")
         if base in ("BACKWARD", "FULL"):
-            why = _avro_incompatibility(new, old)
-        if why is None and base in ("FORWARD", "FULL"):
-            why = _avro_incompatibility(old, new)
-        if why is not None:
-            return f"Incompatible schema ({strategy}): {why}"
+            why = compat.incompatibilities(name, new_text, old_text, refs(new), refs(old))
+        if not why and base in ("FORWARD", "FULL"):
+            why = compat.incompatibilities(name, old_text, new_text, refs(old), refs(new), ("old", "new"))
+        if why:
+            return f"Incompatible schema ({strategy}): {'; '.join(why)}"
     return None
 
 
@@ -209,9 +215,22 @@ class SchemaRegistry:
 
     def __init__(self, store: MetadataStore, strategy: str = "FULL") -> None:
         self.store = store
-        self.strategy = strategy
+        self.strategy = strategy  # the broker's default, when no registry answers strategy_of
+        # The topic's strategy (the Confluent registry's compatibility level of `<topic>-value`, else its global
+        # level: kop/schemas/registry.py sets it); None: `strategy` for every topic.
+        self.strategy_of: Callable[[TopicName], Awaitable[str]] | None = None
+        # A version's resolved references (the registry's, for definitions registered with references).
+        self.refs_of: Callable[[list[SchemaData]], Awaitable[Resolver]] | None = None
+        self.changed: list[Callable[[TopicName], None]] = []  # told after this broker writes a topic's versions
         self._cache: dict[str, list[SchemaData]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+
+    async def strategy_for(self, name: TopicName) -> str:
+        """The compatibility strategy the topic's schemas follow."""
+        return self.strategy if self.strategy_of is None else await self.strategy_of(name)
+
+    async def _resolver(self, versions: list[SchemaData]) -> Resolver:
+        return _no_refs if self.refs_of is None else await self.refs_of(versions)
 
     async def versions(self, name: TopicName) -> list[SchemaData]:
         """Every version of the topic's schema, version i at index i ([] without a schema)."""
@@ -244,19 +263,26 @@ class SchemaRegistry:
         v = len(versions) - 1 if version is None else version
         return (v, versions[v]) if first_live(versions) <= v < len(versions) else None
 
-    async def put_if_absent(self, name: TopicName, schema: SchemaData) -> int:
+    async def put_if_absent(self, name: TopicName, schema: SchemaData, strategy: str | None = None,
+                            refs: Resolver | None = None) -> int:
         """The version of `schema`: an equal stored one's, else a new version if the strategy allows it
-        (IncompatibleSchema otherwise). Pulsar's putSchemaIfAbsent."""
+        (IncompatibleSchema otherwise). Pulsar's putSchemaIfAbsent. `strategy` and `refs`: the registry's, when
+        it registers (it has read them already); by default the topic's strategy and no references."""
+        if strategy is None:
+            strategy = await self.strategy_for(name)
+        if refs is None:
+            refs = await self._resolver(await self.versions(name) + [schema])
+        resolve = refs
 
         def decide(versions: list[SchemaData]) -> int | SchemaData:
             start = first_live(versions)
             for v, old in enumerate(versions[start:], start):
                 if old.same_as(schema):
                     return v
-            bad = invalid(schema)
+            bad = invalid(schema, resolve)
             if bad is not None:
                 raise InvalidSchema(bad)
-            why = incompatibility(versions[start:], schema, self.strategy)
+            why = incompatibility(versions[start:], schema, strategy, resolve)
             if why is not None:
                 raise IncompatibleSchema(why)
             return SchemaData(schema.type, schema.data, schema.properties, int(time.time() * 1000))
@@ -281,6 +307,8 @@ class SchemaRegistry:
                 except NodeExistsError:
                     continue
                 self._cache[path] = [*versions, decided]
+                for listener in self.changed:
+                    listener(name)
                 return v
         raise IncompatibleSchema(f"could not {what} for {name.canonical}: concurrent registrations")
 
@@ -293,7 +321,8 @@ class SchemaRegistry:
                                      f"new schema type {schema.type_name}")
         if any(old.same_as(schema) for old in versions):
             return
-        why = incompatibility(versions, schema, self.strategy)
+        why = incompatibility(versions, schema, await self.strategy_for(name),
+                              await self._resolver([*versions, schema]))
         if why is not None:
             raise IncompatibleSchema(why)
 
@@ -320,7 +349,8 @@ class SchemaRegistry:
         """IncompatibleSchema unless `schema` may follow the live versions under the strategy (Pulsar's
         checkCompatible behind `POST .../compatibility`); nothing is stored."""
         _, versions = await self.live(name)
-        why = incompatibility(versions, schema, self.strategy)
+        why = incompatibility(versions, schema, await self.strategy_for(name),
+                              await self._resolver([*versions, schema]))
         if why is not None:
             raise IncompatibleSchema(why)
 
@@ -358,7 +388,7 @@ class SchemaRegistry:
             await self.check_compatible(name, schema)
         except IncompatibleSchema as e:
             raise SchemaRestError(500, str(e)) from None
-        return {"schemaCompatibilityStrategy": self.strategy, "compatibility": True}
+        return {"schemaCompatibilityStrategy": await self.strategy_for(name), "compatibility": True}
 
     async def rest_version(self, name: TopicName, payload: Any) -> int:
         return await self.version_of_schema(name, _from_payload(payload))
@@ -367,6 +397,8 @@ class SchemaRegistry:
         path = topic_path(name)
         await self.store.delete_recursive(path)
         self._cache.pop(path, None)
+        for listener in self.changed:
+            listener(name)
 
 
 def _from_payload(payload: Any) -> SchemaData:

@@ -1,0 +1,167 @@
+"""Issue 23, the admin failures of "Why": `kafka-log-dirs --describe`, `kafka-client-metrics --list`,
+`kafka-configs --describe --all --entity-type brokers` and the topic configs Kafka 4.3/4.4 added, through Kafka's
+own tools (tests/support/java.py), on our broker and on Apache Kafka with the same assertions.
+
+The tools are the suite's (Kafka 4.2, .cache/kafka-libs): they show each behaviour, as the 4.4 tools do -
+LogDirsCommand sends DescribeLogDirs, ClientMetricsCommand ListConfigResources v1 (KIP-1142) since 4.1. The
+four topic configs are Kafka 4.3/4.4's: a 4.2 broker refuses them as unknown, so on a Kafka target older than
+4.3 that test checks only that refusal (with KOP_KAFKA_LIBS pointing at Kafka 4.4.0's jars, the whole module
+passes on both brokers). The protocol details (every version, error codes, decoder limits) are unit
+tests: tests/test_kafka_admin_44.py, tests/test_protocol_limits.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from tests.support.clients import create_topic
+
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
+CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
+INT_MAX = 2**31 - 1
+NEW_TOPIC_CONFIGS = {  # Kafka 4.4's types and defaults (LogConfig)
+    "max.decompressed.message.bytes": "2147483639",
+    "remote.copy.lag.ms": "0",
+    "remote.copy.lag.bytes": "-1",
+    "errors.deadletterqueue.group.enable": "false",
+}
+
+
+def _version(java_tools) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", java_tools.version)[:2])
+
+
+def _configs_tool(java_tools) -> str:
+    # kafka-configs moved from core (kafka.admin) to the tools jar in 4.3.
+    return "org.apache.kafka.tools.ConfigCommand" if _version(java_tools) >= (4, 3) else "kafka-configs"
+
+
+def _entries(stdout: str) -> dict[str, str]:
+    """kafka-configs --describe's `  name=value sensitive=... synonyms={...}` lines as {name: value}."""
+    out = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^  ([^=\s]+)=(.*?) sensitive=(true|false) synonyms=\{.*\}$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def _produce(bootstrap: str, topic: str, partition: int, values: list[bytes]) -> None:
+    from confluent_kafka import Producer
+
+    errors: list[object] = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, value=v, partition=partition, on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(60) == 0 and not errors, errors
+
+
+def _log_dirs(java_tools, bootstrap: str, topic: str) -> dict:
+    r = java_tools.run(LOG_DIRS, "--bootstrap-server", bootstrap, "--describe", "--topic-list", topic, check=True)
+    lines = r.lines
+    assert lines[0] == "Querying brokers for log directories information", r.stdout
+    assert lines[1].startswith("Received log directory information from brokers "), r.stdout
+    return json.loads(lines[2])
+
+
+def test_log_dirs_client_metrics_and_broker_configs_as_kafka(target, java_tools) -> None:
+    b = target.broker()
+    topic = target.topic("logdirs")
+    create_topic(b.bootstrap, topic, 2)
+
+    # kafka-log-dirs --describe: one broker, one log dir (ours: the data dir), the topic's two partitions with
+    # their real sizes; a partition without records is empty, and the size grows with what is written.
+    _produce(b.bootstrap, topic, 0, [b"v" * 1000] * 5)
+    described = _log_dirs(java_tools, b.bootstrap, topic)
+    assert described["version"] == 1
+    (broker,) = described["brokers"]
+    assert broker["broker"] == 1
+    (log_dir,) = broker["logDirs"]
+    assert log_dir["error"] is None
+    if target.is_bookkeeper:  # no local directory: the result is named after the BookKeeper metadata service
+        assert log_dir["logDir"].startswith("zk"), log_dir["logDir"]
+    else:
+        assert os.path.isabs(log_dir["logDir"]) and os.path.isdir(log_dir["logDir"])
+    sizes = {p["partition"]: p["size"] for p in log_dir["partitions"]}
+    assert set(sizes) == {f"{topic}-0", f"{topic}-1"}
+    assert sizes[f"{topic}-1"] == 0
+    assert sizes[f"{topic}-0"] >= 5000
+    assert all(p["offsetLag"] == 0 and p["isFuture"] is False for p in log_dir["partitions"])
+    _produce(b.bootstrap, topic, 0, [b"w" * 4000])
+    grown = {p["partition"]: p["size"] for p in _log_dirs(java_tools, b.bootstrap, topic)["brokers"][0]["logDirs"][0]
+             ["partitions"]}
+    assert grown[f"{topic}-0"] >= sizes[f"{topic}-0"] + 4000
+
+    # kafka-client-metrics --list: no client-metrics subscription exists, nothing is listed.
+    r = java_tools.run(CLIENT_METRICS, "--bootstrap-server", b.bootstrap, "--list", check=True)
+    assert r.stdout.strip() == "", r.stdout
+
+    # kafka-configs --describe --all for the broker: every broker-level synonym of a topic config is there,
+    # each INT within an INT (log.segment.bytes is one), the listeners among them.
+    r = java_tools.run(_configs_tool(java_tools), "--bootstrap-server", b.bootstrap, "--describe", "--all",
+                       "--entity-type", "brokers", "--entity-name", "1", check=True)
+    assert r.lines[0] == "All configs for broker 1 are:", r.stdout
+    configs = _entries(r.stdout)
+    for name in ("log.segment.bytes", "log.retention.ms", "log.cleanup.policy", "message.max.bytes", "listeners",
+                 "num.partitions", "log.roll.ms", "compression.type", "log.cleaner.min.compaction.lag.ms",
+                 "log.message.timestamp.after.max.ms", "log.local.retention.ms", "unclean.leader.election.enable"):
+        assert name in configs, name
+    assert 1 << 20 <= int(configs["log.segment.bytes"]) <= INT_MAX
+
+
+def test_the_43_44_topic_configs_through_kafka_configs(target, java_tools) -> None:
+    b = target.broker()
+    topic = target.topic("cfg44")
+    create_topic(b.bootstrap, topic, 1)
+    tool = _configs_tool(java_tools)
+    if target.kind == "kafka" and _version(java_tools) < (4, 3):
+        # The reference predates them (the suite's Kafka is 4.2): it refuses each as unknown, which is what
+        # ours answered before; run with Kafka 4.3+ jars (KOP_KAFKA_LIBS) to check the rest against Kafka.
+        for name, value in NEW_TOPIC_CONFIGS.items():
+            r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "topics",
+                               "--entity-name", topic, "--add-config", f"{name}={value}")
+            assert r.rc != 0 and f"Unknown topic config name: {name}" in r.stdout + r.stderr, (r.stdout, r.stderr)
+        return
+
+    def configs(*extra: str) -> dict[str, str]:
+        r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--describe", *extra, "--entity-type", "topics",
+                           "--entity-name", topic, check=True)
+        return _entries(r.stdout)
+
+    # Described with Kafka's defaults before anything is set.
+    every = configs("--all")
+    assert {n: every[n] for n in NEW_TOPIC_CONFIGS} == NEW_TOPIC_CONFIGS
+    # Set, stored, described as the topic's own with the broker-level synonyms below them.
+    r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "topics",
+                       "--entity-name", topic, "--add-config",
+                       "max.decompressed.message.bytes=1048576,remote.copy.lag.ms=-1,remote.copy.lag.bytes=0,"
+                       "errors.deadletterqueue.group.enable=true", check=True)
+    assert r.stdout.strip() == f"Completed updating config for topic {topic}."
+    r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--describe", "--entity-type", "topics",
+                       "--entity-name", topic, check=True)
+    assert sorted(r.lines[1:]) == [
+        "  errors.deadletterqueue.group.enable=true sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:errors.deadletterqueue.group.enable=true}",
+        "  max.decompressed.message.bytes=1048576 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:max.decompressed.message.bytes=1048576, "
+        "DEFAULT_CONFIG:max.decompressed.message.bytes=2147483639}",
+        "  remote.copy.lag.bytes=0 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:remote.copy.lag.bytes=0, DEFAULT_CONFIG:log.remote.copy.lag.bytes=-1}",
+        "  remote.copy.lag.ms=-1 sensitive=false "
+        "synonyms={DYNAMIC_TOPIC_CONFIG:remote.copy.lag.ms=-1, DEFAULT_CONFIG:log.remote.copy.lag.ms=0}",
+    ], r.stdout
+    # Validated with Kafka's rules and messages; a refused change leaves the topic as it was.
+    for config, message in [
+        ("max.decompressed.message.bytes=0",
+         "Invalid value 0 for configuration max.decompressed.message.bytes: Value must be at least 1"),
+        ("remote.copy.lag.ms=-2", "Invalid value -2 for configuration remote.copy.lag.ms: Value must be at least -1"),
+        ("errors.deadletterqueue.group.enable=yes",
+         "Invalid value yes for configuration errors.deadletterqueue.group.enable: Expected value to be either "
+         "true or false"),
+    ]:
+        r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "topics",
+                           "--entity-name", topic, "--add-config", config)
+        assert r.rc != 0 and message in r.stdout + r.stderr, (config, r.stdout, r.stderr)
+    assert configs()["max.decompressed.message.bytes"] == "1048576"

@@ -167,7 +167,7 @@ def test_newer_api_versions_request_gets_v0_answer_with_our_ranges(broker):
     assert correlation_id == 7
     assert error_code == UNSUPPORTED_VERSION
     keys = {struct.unpack_from(">hhh", body, 10 + 6 * i)[0]: struct.unpack_from(">hhh", body, 10 + 6 * i)[1:] for i in range(n)}
-    assert keys[18] == (0, 4)
+    assert keys[18] == (0, 5)
     assert keys[0][0] == 0  # Produce advertised from v0 (KAFKA-18659)
     s.close()
     with WireClient(broker.bootstrap) as c:

@@ -47,7 +47,11 @@ INITIAL_EPOCH = 0
 EVICTION_IDLE_S = 120.0  # Kafka's min.incremental.fetch.session.eviction.ms
 _MAX_EPOCH = 2**31 - 1
 
-Key = tuple[str, int]  # (topic name as the client writes it, partition)
+#: how a request names a topic: its name as the client writes it (Fetch v7-v12), or its 16-byte topic id
+#: (v13+; KIP-516). A session is keyed the way the request that created it names topics, as Kafka's
+#: sessions are (TopicIdPartition): a v13+ session never confuses a topic with one created again under its name.
+TopicKey = str | bytes
+Key = tuple[TopicKey, int]  # (topic, partition)
 
 
 _R = TypeVar("_R")  # a partition result of an answer
@@ -81,8 +85,8 @@ class FetchContext:
 
     __slots__ = ("session_id", "error", "partitions", "_session", "_incremental")
 
-    def __init__(self, session_id: int = 0, error: int = 0, partitions: list[tuple[str, list[tuple[int, int, int, int]]]]
-                 | None = None, session: FetchSession | None = None, incremental: bool = False) -> None:
+    def __init__(self, session_id: int = 0, error: int = 0,
+                 partitions: list[tuple[TopicKey, list[tuple[int, int, int, int]]]] | None = None, session: FetchSession | None = None, incremental: bool = False) -> None:
         self.session_id = session_id
         self.error = error
         #: [(topic, [(partition, fetch_offset, partition_max_bytes, current_leader_epoch)])], consecutive
@@ -95,12 +99,12 @@ class FetchContext:
     def incremental(self) -> bool:
         return self._incremental
 
-    def known(self, topic: str, partition: int) -> CachedPartition | None:
+    def known(self, topic: TopicKey, partition: int) -> CachedPartition | None:
         """What the session's client was last told of a partition (None outside a session)."""
         return None if self._session is None else self._session.parts.get((topic, partition))
 
-    def answer(self, results: list[tuple[str, list[_R]]], *, partition_of: Callable[[_R], int],
-               must_answer: Callable[[_R, CachedPartition], bool]) -> list[tuple[str, list[_R]]]:
+    def answer(self, results: list[tuple[TopicKey, list[_R]]], *, partition_of: Callable[[_R], int],
+               must_answer: Callable[[_R, CachedPartition], bool]) -> list[tuple[TopicKey, list[_R]]]:
         """The partition results this answer carries (all of them unless incremental), remembering in the
         session what each carried one told the client. `must_answer(result, cached)` says whether a
         result differs from what the client knows, and updates `cached` to what it now knows."""
@@ -108,7 +112,7 @@ class FetchContext:
         if session is None:
             return results
         parts = session.parts
-        out: list[tuple[str, list[_R]]] = []
+        out: list[tuple[TopicKey, list[_R]]] = []
         moved: list[Key] = []
         for topic, presults in results:
             kept = []
@@ -147,10 +151,11 @@ class FetchSessionCache:
         return self._sessions.get(session_id)
 
     def begin(self, version: int, session_id: int, epoch: int,
-              topics: Iterable[tuple[str, Iterable[tuple[int, int, int, int]]]],
-              forgotten: Iterable[tuple[str, Iterable[int]]]) -> FetchContext:
-        """The context of one Fetch request: `topics` as [(name, [(partition, fetch_offset, max_bytes,
-        current_leader_epoch)])], `forgotten` as [(name, [partition])]."""
+              topics: Iterable[tuple[TopicKey, Iterable[tuple[int, int, int, int]]]],
+              forgotten: Iterable[tuple[TopicKey, Iterable[int]]]) -> FetchContext:
+        """The context of one Fetch request: `topics` as [(topic, [(partition, fetch_offset, max_bytes,
+        current_leader_epoch)])], `forgotten` as [(topic, [partition])]; a topic is its name below v13, its
+        id from v13 (TopicKey)."""
         listed = [(name, list(parts)) for name, parts in topics]
         if version < 7 or (session_id == 0 and epoch == FINAL_EPOCH):
             return FetchContext(partitions=listed)
@@ -210,8 +215,8 @@ class FetchSessionCache:
         return session
 
 
-def _grouped(parts: OrderedDict[Key, CachedPartition]) -> list[tuple[str, list[tuple[int, int, int, int]]]]:
-    out: list[tuple[str, list[tuple[int, int, int, int]]]] = []
+def _grouped(parts: OrderedDict[Key, CachedPartition]) -> list[tuple[TopicKey, list[tuple[int, int, int, int]]]]:
+    out: list[tuple[TopicKey, list[tuple[int, int, int, int]]]] = []
     last = None
     group: list[tuple[int, int, int, int]] = []
     for (name, index), c in parts.items():

@@ -1,5 +1,7 @@
 """Wire layouts of the APIs kafka-python's schema files do not ship: KIP-848's ConsumerGroupHeartbeat (68)
-and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions.
+and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions; and ApiVersions (18) at Kafka 4.4's v0-v5
+(KIP-1242's ClusterId and NodeId, v5), which replaces kafka-python 3.0's v0-v4 file (an extra schema wins
+only when it reaches a higher version: kop/protocol/schema.py).
 
 kop.protocol generates its codec from the JSON schemas bundled with kafka-python (kop/protocol/schema.py),
 whose 3.0 release has no consumer-group-protocol APIs. These are the same facts (field names, types,
@@ -13,8 +15,11 @@ from typing import Any
 
 
 def _f(name: str, type_: str, versions: str = "0+", nullable: str | None = None, default: Any = None,
-       fields: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+       fields: list[dict[str, Any]] | None = None, tag: int | None = None) -> dict[str, Any]:
     raw: dict[str, Any] = {"name": name, "type": type_, "versions": versions}
+    if tag is not None:  # a tagged field, tagged in every version that has it
+        raw["tag"] = tag
+        raw["taggedVersions"] = versions
     if nullable is not None:
         raw["nullableVersions"] = nullable
     if default is not None:
@@ -25,8 +30,8 @@ def _f(name: str, type_: str, versions: str = "0+", nullable: str | None = None,
 
 
 def _message(name: str, kind: str, key: int, valid: str, fields: list[dict[str, Any]],
-             common: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {"name": name, "type": kind, "apiKey": key, "validVersions": valid, "flexibleVersions": "0+",
+             common: list[dict[str, Any]] | None = None, flexible: str = "0+") -> dict[str, Any]:
+    return {"name": name, "type": kind, "apiKey": key, "validVersions": valid, "flexibleVersions": flexible,
             "fields": fields, "commonStructs": common or []}
 
 
@@ -87,4 +92,24 @@ SCHEMAS: list[dict[str, Any]] = [
         ]),
     ], common=[{"name": "TopicPartitions", "versions": "0+", "fields": _DESCRIBED_PARTITIONS},
                {"name": "Assignment", "versions": "0+", "fields": [_f("TopicPartitions", "[]TopicPartitions")]}]),
+    # Kafka 4.4's ApiVersions: v5 adds ClusterId and NodeId (KIP-1242): the cluster and node the client means
+    # to reach, both or neither; a mismatch is REBOOTSTRAP_REQUIRED (kop/kafka/apis/api_versions.py).
+    _message("ApiVersionsRequest", "request", 18, "0-5", [
+        _f("ClientSoftwareName", "string", "3+"),
+        _f("ClientSoftwareVersion", "string", "3+"),
+        _f("ClusterId", "string", "5+", nullable="5+", default="null"),
+        _f("NodeId", "int32", "5+", default=-1),
+    ], flexible="3+"),
+    _message("ApiVersionsResponse", "response", 18, "0-5", [
+        _f("ErrorCode", "int16"),
+        _f("ApiKeys", "[]ApiVersion", fields=[
+            _f("ApiKey", "int16"), _f("MinVersion", "int16"), _f("MaxVersion", "int16")]),
+        _f("ThrottleTimeMs", "int32", "1+"),
+        _f("SupportedFeatures", "[]SupportedFeatureKey", "3+", tag=0, fields=[
+            _f("Name", "string", "3+"), _f("MinVersion", "int16", "3+"), _f("MaxVersion", "int16", "3+")]),
+        _f("FinalizedFeaturesEpoch", "int64", "3+", default="-1", tag=1),
+        _f("FinalizedFeatures", "[]FinalizedFeatureKey", "3+", tag=2, fields=[
+            _f("Name", "string", "3+"), _f("MaxVersionLevel", "int16", "3+"), _f("MinVersionLevel", "int16", "3+")]),
+        _f("ZkMigrationReady", "bool", "3+", default="false", tag=3),
+    ], flexible="3+"),
 ]

@@ -215,7 +215,9 @@ class AlterUserScramCredentialsResponse(Struct):
 class ApiVersionsRequest(Struct):
     client_software_name: str
     client_software_version: str
-    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ...) -> None: ...
+    cluster_id: str | None
+    node_id: int
+    def __init__(self, *, client_software_name: str = ..., client_software_version: str = ..., cluster_id: str | None = ..., node_id: int = ...) -> None: ...
 
 class ApiVersionsResponse(Struct):
     class ApiVersion(Struct):

@@ -184,7 +184,9 @@ def parse_schema_data(data: dict) -> MessageSpec:
 @cache
 def load_all() -> dict[str, MessageSpec]:
     """Every schema shipped with kafka-python, keyed by message name (e.g. ``"ProduceRequest"``), plus
-    those it lacks from kop/protocol/extra_schemas.py (a kafka-python that ships one wins)."""
+    those it lacks or ships at older versions from kop/protocol/extra_schemas.py: an extra schema replaces
+    the shipped one only when it reaches a higher version (ApiVersions v5 is newer than kafka-python 3.0's
+    files), so a kafka-python that catches up wins again."""
     from kop.protocol.extra_schemas import SCHEMAS
 
     specs: dict[str, MessageSpec] = {}
@@ -192,7 +194,10 @@ def load_all() -> dict[str, MessageSpec]:
         spec = parse_schema(entry.read_text(encoding="utf-8"))
         specs[spec.name] = spec
     for data in SCHEMAS:
-        specs.setdefault(data["name"], parse_schema_data(data))
+        extra = parse_schema_data(data)
+        shipped = specs.get(extra.name)
+        if shipped is None or extra.valid_versions.high > shipped.valid_versions.high:
+            specs[extra.name] = extra
     return specs
 
 

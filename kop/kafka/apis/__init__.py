@@ -44,6 +44,7 @@ def _modules() -> list[ModuleType]:
         describe_groups,
         describe_log_dirs,
         describe_producers,
+        describe_topic_partitions,
         describe_transactions,
         describe_user_scram_credentials,
         end_txn,
@@ -75,6 +76,7 @@ def _modules() -> list[ModuleType]:
         produce, fetch, list_offsets, metadata, api_versions, init_producer_id, offset_for_leader_epoch,
         create_topics, delete_topics, create_partitions, describe_configs, alter_configs,
         incremental_alter_configs, delete_records, describe_cluster,
+        describe_topic_partitions,  # Kafka 4.x's kafka-topics --describe and Admin.describeTopics
         describe_log_dirs, list_config_resources,  # kafka-log-dirs, kafka-client-metrics (Kafka 4.4's admin)
         # group coordinator (kop/coordinator)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,

@@ -1,10 +1,17 @@
-"""ApiVersions (key 18), v0-v4.
+"""ApiVersions (key 18), v0-v5.
 
-Advertises exactly the dispatch table. A request newer than v4 is answered (by the connection) in the v0
+Advertises exactly the dispatch table. A request newer than v5 is answered (by the connection) in the v0
 shape with UNSUPPORTED_VERSION plus our ranges, so the client retries at a version we serve; the response
-header is always v0, whatever the body version. No features are advertised: in particular no
-`transaction.version`, so Kafka 4.x transactional producers stay on the classic ("TV1") path: explicit
-AddPartitionsToTxn, one epoch per session (KIP-890 part 2 is not implemented; docs/transactions.md).
+header is always v0, whatever the body version. Kafka 4.4 clients open every connection at v5: serving it
+saves them that extra round trip (they sent v5, got UNSUPPORTED_VERSION and retried at v4).
+v5 (KIP-1242): the request may name the cluster and node the client means to reach (ClusterId, NodeId;
+both or neither, else INVALID_REQUEST). When it names them and either differs from this broker's cluster
+id or node id (kafkaBrokerId), the answer is REBOOTSTRAP_REQUIRED with no API list, as Kafka's
+KafkaApis.handleApiVersionsRequest: the client's metadata points at a broker that is not the one it
+reached (an address reused by another cluster or node), and it must bootstrap again.
+No features are advertised: in particular no `transaction.version`, so Kafka 4.x transactional producers
+stay on the classic ("TV1") path: explicit AddPartitionsToTxn, one epoch per session (KIP-890 part 2 is not
+implemented; docs/transactions.md).
 Deviation: the client software name/version (v3+) is accepted without Kafka's pattern check.
 SaslHandshake and SaslAuthenticate are listed only on SASL listeners, where they work (Kafka lists them
 everywhere and answers ILLEGAL_SASL_STATE on other listeners; listing them where they fail invites a
@@ -14,11 +21,27 @@ client to try).
 from __future__ import annotations
 
 from kop.kafka.context import RequestContext
+from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 API_KEY = 18
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
 async def handle(ctx: RequestContext, request: ApiVersionsRequest) -> ApiVersionsResponse:
+    if ctx.version >= 5:
+        refused = target_error(request, ctx.handler.service.cluster_id, ctx.config.kafkaBrokerId)
+        if refused:
+            return ApiVersionsResponse(error_code=refused, api_keys=[], throttle_time_ms=0)
     return ctx.handler.api_versions_body(sasl=ctx.conn.sasl is not None)
+
+
+def target_error(request: ApiVersionsRequest, cluster_id: str, node_id: int) -> int:
+    """v5's check of the cluster and node the client meant (KIP-1242): 0, INVALID_REQUEST when only one of
+    them is given, REBOOTSTRAP_REQUIRED when they are given and are not this broker's."""
+    named_cluster = request.cluster_id is not None
+    if named_cluster != (request.node_id != -1):
+        return ErrorCode.INVALID_REQUEST
+    if named_cluster and (request.cluster_id != cluster_id or request.node_id != node_id):
+        return ErrorCode.REBOOTSTRAP_REQUIRED
+    return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kop.protocol import ZERO_UUID
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName
 
@@ -51,3 +52,18 @@ async def lookup_topic(handler: KafkaProtocolHandler, name: str | None, auto_cre
         if e.error == "TOPIC_ALREADY_EXISTS":
             return topics.get(tn)
         raise
+
+
+
+def topic_by_id(handler: KafkaProtocolHandler, topic_id: bytes, names: NameScope) -> tuple[str, Topic] | None:
+    """The topic a request names by id (Produce v13, Fetch v13+, OffsetCommit/OffsetFetch v10) and the name
+    this connection knows it by (`names`: the connection's scope, kop/topics/scope.py), or None: the
+    caller answers UNKNOWN_TOPIC_ID, as Kafka does for an id it does not know. Ids are looked up in this
+    broker's topic cache only (a topic created by another broker a moment ago may not be there yet; the
+    client retries after its next Metadata)."""
+    if topic_id == ZERO_UUID:
+        return None
+    topic = handler.service.topics.get_by_id(topic_id)
+    if topic is None:
+        return None
+    return names.kafka_name(topic.name), topic

@@ -8,7 +8,9 @@ below v2), INVALID_TXN_STATE without an open transaction or for the other direct
 CONCURRENT_TRANSACTIONS for a retry while markers are written, NONE for a retry after they were.
 
 v5 (KIP-890 part 2: an epoch bump with every transaction, returned in the answer) is not advertised: this
-broker finalizes no `transaction.version`, so Kafka 4.x clients stay on the v4 path.
+broker finalizes no `transaction.version`, so Kafka 4.x clients stay on the v4 path. Kafka 4.4 clients ask
+v5 of Apache Kafka only with transaction.version 2 finalized; v5 is that semantics (the coordinator bumps
+the epoch at every EndTxn and answers the new one), so it waits for KIP-890 part 2, not for a schema.
 
 Authorization: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's).
 """

@@ -1,6 +1,16 @@
-"""Fetch (key 1): v4-v12.
+"""Fetch (key 1): v4-v18.
 
-- v13+ (topic ids) is not advertised; Java clients then stay on v12 with topic names.
+- v13+ (KIP-516) names topics by id, in the request, its forgotten topics and the answer: each id is
+  resolved to the topic (and the name this connection knows it by) once per fetch; an id this broker does
+  not know answers UNKNOWN_TOPIC_ID on each of its partitions (retriable: the client refreshes its
+  metadata). Fetch sessions of v13+ requests are keyed by topic id, as Kafka's (TopicIdPartition), so a
+  topic deleted and created again under the same name is a different partition of the session.
+- v14-v18 change nothing a consumer sends or gets here: v14's OFFSET_MOVED_TO_TIERED_STORAGE never happens
+  (no tiered storage), v15's ReplicaState carries the replica id that v0-v14 sent at the top (follower
+  fetches are refused either way), v16's NodeEndpoints go with NOT_LEADER_OR_FOLLOWER answers Kafka
+  gives with a new leader (none here: partitions do not move while a client fetches them), v17's
+  ReplicaDirectoryId and v18's HighWatermark are for follower fetches only. Kafka 4.4 consumers fetch at
+  v18.
 - Batches are sent as stored, with the base offset (from broker entry metadata) sent as its own 8-byte part
   in front of the rest of the stored batch: no copy of the payload (writelines of memoryviews).
 - A fetch at an offset inside a batch returns the whole containing batch (clients skip the leading records).
@@ -41,9 +51,11 @@ import time
 from typing import TYPE_CHECKING
 
 from kop.kafka import authorize
+from kop.kafka.apis.common import topic_by_id
 from kop.kafka.context import PartitionError, RequestContext
-from kop.kafka.fetch_sessions import CachedPartition, FetchContext
+from kop.kafka.fetch_sessions import CachedPartition, FetchContext, TopicKey
 from kop.offset.api import OffsetOutOfRange
+from kop.protocol import ZERO_UUID
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import FetchRequest, FetchResponse
 from kop.storage.api import StorageError
@@ -57,7 +69,7 @@ if TYPE_CHECKING:
     from kop.topics.manager import Topic
 
 API_KEY = 1
-VERSIONS = (4, 12)
+VERSIONS = (4, 18)
 
 _PartitionData = FetchResponse.PartitionData
 #: bytes, records and batches a pass sent for one partition's counters
@@ -89,18 +101,22 @@ class _Part:
 async def handle(request: RequestContext, req: FetchRequest) -> FetchResponse:
     conn, h = request.conn, request.handler  # (`ctx` below is the fetch session's context)
     R = FetchResponse
-    if req.replica_id >= 0:
+    by_id = request.version >= 13
+    replica_id = req.replica_id if request.version < 15 else \
+        (req.replica_state.replica_id if req.replica_state is not None else -1)
+    if replica_id >= 0:
         return R(throttle_time_ms=0, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER, session_id=0, responses=[])
     ctx = h.fetch_sessions.begin(
         request.version, req.session_id, req.session_epoch,
-        ((ft.topic, ((fp.partition, fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch)
-                     for fp in ft.partitions)) for ft in req.topics),
-        ((ft.topic, ft.partitions) for ft in req.forgotten_topics_data),
+        ((ft.topic_id if by_id else ft.topic,
+          ((fp.partition, fp.fetch_offset, fp.partition_max_bytes, fp.current_leader_epoch) for fp in ft.partitions))
+         for ft in req.topics),
+        ((ft.topic_id if by_id else ft.topic, ft.partitions) for ft in req.forgotten_topics_data),
     )
     if ctx.error:
         return R(throttle_time_ms=0, error_code=ctx.error, session_id=0, responses=[])
     committed = req.isolation_level == 1
-    plan = await _plan(request, ctx, committed)
+    plan, names = await _plan(request, ctx, committed)
 
     max_wait = min(max(req.max_wait_ms, 0), h.config.fetchMaxWaitCapMs) / 1000
     loop = asyncio.get_running_loop()
@@ -114,7 +130,7 @@ async def handle(request: RequestContext, req: FetchRequest) -> FetchResponse:
         if total >= req.min_bytes or remaining <= 0 or not live or h.draining:
             _count_sent(sent)
             conn.hold(total)
-            return _answer(R, ctx, responses)
+            return _answer(R, ctx, responses, names)
         # Interest is registered only when the fetch is going to wait (an answer with data needs none). One
         # future for the whole fetch, registered with every live partition and unregistered after the wait
         # (a future per partition and asyncio.wait over them cost ~25% of a 1 000-partition consumer's
@@ -143,27 +159,41 @@ async def handle(request: RequestContext, req: FetchRequest) -> FetchResponse:
                 plog.discard_append_waiter(wake)
 
 
-async def _plan(request: RequestContext, ctx: FetchContext, committed: bool) -> list[tuple[str, list[_Part]]]:
+async def _plan(request: RequestContext, ctx: FetchContext, committed: bool
+                ) -> tuple[list[tuple[TopicKey, list[_Part]]], dict[TopicKey, str]]:
     """Each asked partition resolved once per fetch: READ authorized, topic and log found (their errors kept
-    per partition), and, for read_committed, the LSO and aborted index loaded."""
+    per partition), and, for read_committed, the LSO and aborted index loaded. Also the name of each topic
+    the request names (by name, or by id from v13: the name this connection knows it by, "" when unknown)."""
     h = request.handler
-    plan: list[tuple[str, list[_Part]]] = []
-    topics: dict[str, Topic | None] = {}  # a session's order may list a topic more than once
-    denied = authorize.denied_topics(request, authorize.Op.READ, (name for name, _ in ctx.partitions))
-    for name, listed in ctx.partitions:
+    plan: list[tuple[TopicKey, list[_Part]]] = []
+    names: dict[TopicKey, str] = {}
+    by_id: dict[bytes, Topic | None] = {}
+    for key, _ in ctx.partitions:
+        if key in names:
+            continue
+        if isinstance(key, bytes):
+            found = topic_by_id(h, key, request.names)
+            names[key], by_id[key] = found if found is not None else ("", None)
+        else:
+            names[key] = key
+    topics: dict[TopicKey, Topic | None] = {}  # a session's order may list a topic more than once
+    denied = authorize.denied_topics(request, authorize.Op.READ, (names[k] for k, _ in ctx.partitions))
+    for key, listed in ctx.partitions:
+        name = names[key]
         parts = [_Part(*fp) for fp in listed]
         if ctx.incremental:
             for p in parts:
-                p.known = ctx.known(name, p.index)
-        if name in denied:
+                p.known = ctx.known(key, p.index)
+        unknown_id = isinstance(key, bytes) and not name
+        if unknown_id or name in denied:
             for p in parts:
-                p.error = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            plan.append((name, parts))
+                p.error = ErrorCode.UNKNOWN_TOPIC_ID if unknown_id else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            plan.append((key, parts))
             continue
-        if name in topics:
-            topic = topics[name]
+        if key in topics:
+            topic = topics[key]
         else:
-            topic = topics[name] = await request.find_topic(name)
+            topic = topics[key] = by_id[key] if isinstance(key, bytes) else await request.find_topic(name)
         for p in parts:
             try:
                 plog = p.plog = await request.partition_log(topic, p.index, p.epoch)
@@ -176,8 +206,8 @@ async def _plan(request: RequestContext, ctx: FetchContext, committed: bool) -> 
             p.topic = topic
             p.ledger = plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
-        plan.append((name, parts))
-    return plan
+        plan.append((key, parts))
+    return plan, names
 
 
 def _wake(fut: asyncio.Future[None]) -> None:
@@ -185,12 +215,13 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def _answer(R: type[FetchResponse], ctx: FetchContext, results: list[tuple[str, list[_PartitionData]]]
-            ) -> FetchResponse:
+def _answer(R: type[FetchResponse], ctx: FetchContext, results: list[tuple[TopicKey, list[_PartitionData]]],
+            names: dict[TopicKey, str]) -> FetchResponse:
     if ctx.session_id:
         results = ctx.answer(results, partition_of=_partition_of, must_answer=_must_answer)
     return R(throttle_time_ms=0, error_code=0, session_id=ctx.session_id,
-             responses=[R.FetchableTopicResponse(topic=name, partitions=presps) for name, presps in results])
+             responses=[R.FetchableTopicResponse(topic=names[key], topic_id=key if isinstance(key, bytes) else ZERO_UUID,
+                                                 partitions=presps) for key, presps in results])
 
 
 def _partition_of(r: _PartitionData) -> int:
@@ -216,16 +247,16 @@ def _count_sent(sent: list[_Sent]) -> None:
         counters.batches_out += nbatches
 
 
-async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tuple[str, list[_Part]]],
+async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tuple[TopicKey, list[_Part]]],
                     response_max: int, metrics: BrokerMetrics, aborted: list[FetchResponse.AbortedTransaction] | None,
-                    ) -> tuple[int, list[tuple[str, list[_PartitionData]]], list[_Sent]]:
+                    ) -> tuple[int, list[tuple[TopicKey, list[_PartitionData]]], list[_Sent]]:
     await conn.fetch_room(response_max)  # back-pressure: a client that does not read its answers gets no more data read
     started = time.monotonic()
     total = 0
     responses = []
     sent: list[_Sent] = []
     cache = conn.cursor_cache
-    for topic_name, parts in plan:
+    for key, parts in plan:
         presps = []
         for p in parts:
             if p.error:
@@ -286,7 +317,7 @@ async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tu
                 log_start_offset=plog.log_start_offset, aborted_transactions=aborted, preferred_read_replica=-1,
                 records=records if records else b"",
             ))
-        responses.append((topic_name, presps))
+        responses.append((key, presps))
     metrics.fetch_read.observe(time.monotonic() - started)
     return total, responses, sent
 

@@ -8,8 +8,12 @@
 - isolation_level read_committed (v2+): -1 latest = the last stable offset (first offset of the oldest
   open transaction, or the high watermark); a timestamp lookup, like Kafka's, only finds records below
   it (offset -1 otherwise), and so does -3 max timestamp (Kafka's Partition.fetchOffsetForTimestamp).
-- v0 (and its max_num_offsets) is gone since Kafka 4.0 and not served; v9+ (-5 latest-tiered and later)
-  are not advertised.
+- v0 (and its max_num_offsets) is gone since Kafka 4.0 and not served.
+- v9-v11 name topics by name as before; what they add is about tiered storage, which this broker does not
+  have (every offset is local): v9's -5 latest-tiered (KIP-1005) and v11's -6 earliest-pending-upload
+  (KIP-1023) answer offset -1, timestamp -1, leader epoch -1, as Kafka answers them for a topic without
+  remote storage; v10's timeout_ms (KIP-1075) bounds remote reads and is not needed. Kafka 4.4 clients ask
+  at v11.
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from kop.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from kop.topics.manager import Topic
 
 API_KEY = 2
-VERSIONS = (1, 8)
+VERSIONS = (1, 11)
 
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -5, -6  # v9+, v11+: remote storage only
 
 
 async def handle(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
@@ -66,6 +71,8 @@ async def _one(ctx: RequestContext, R: type[ListOffsetsResponse], topic: Topic |
         return answer(0, plog.last_stable_offset if committed else plog.high_watermark, -1, LEADER_EPOCH)
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return answer(0, plog.log_start_offset, -1, LEADER_EPOCH)
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD) and ctx.version >= (9 if ts == LATEST_TIERED else 11):
+        return answer(0, -1, -1, -1)  # nothing is tiered here (Kafka's answer without remote storage)
     if ts == MAX_TIMESTAMP:
         found = await plog.max_timestamp()
         if found is None or (committed and found[0] >= plog.last_stable_offset):

@@ -1,4 +1,4 @@
-"""Metadata (key 3): v0-v12.
+"""Metadata (key 3): v0-v13.
 
 - Alone (embedded storage), this broker is the only broker, the controller, and the leader of every
   partition (replicas = ISR = [self]); it advertises the endpoint of the listener the request arrived on
@@ -9,8 +9,8 @@
   and the answer waits up to METADATA_OWNER_WAIT seconds for it; still none: LEADER_NOT_AVAILABLE with
   leader -1 for that partition, as Kafka answers while a leader is being elected.
 - Topic names are echoed exactly as the client wrote them (any of KoP's three spellings).
-- Topic ids are real (random per topic, kept in the topic record), but the id-only versions of Fetch,
-  Produce and OffsetCommit are not advertised, so clients keep using names.
+- Topic ids are real (random per topic, kept in the topic record); Kafka 4.4 clients use them in
+  Produce v13, Fetch v13+ and OffsetCommit/OffsetFetch v10 (kop/kafka/apis/common.py: topic_by_id).
 - Auto-creation follows allowAutoTopicCreation and, from v4, the request's allow_auto_topic_creation.
 - Names are the connection's (kop/topics/scope.py): a tenant login (kafkaEnableMultiTenantMetadata, PLAIN
   with a token) has its short names in its own tenant/namespace, every other login in the default one.
@@ -27,8 +27,9 @@
   may not DESCRIBE; a named one it may not DESCRIBE is TOPIC_AUTHORIZATION_FAILED with a zero topic id
   whether or not it exists; auto-creation needs CREATE on the cluster or the topic, else
   TOPIC_AUTHORIZATION_FAILED (Kafka's KafkaApis.handleTopicMetadataRequest).
-- Leader epoch is the constant LEADER_EPOCH (see kop.kafka.apis.common). v13's top-level error is not
-  advertised.
+- Leader epoch is the constant LEADER_EPOCH (see kop.kafka.apis.common). v13 (what Kafka 4.4 clients
+  send) only adds a top-level error code (KIP-1102), for REBOOTSTRAP_REQUIRED; this broker never needs
+  its clients to bootstrap again (it answers its whole cluster's brokers), so it is always 0, as Kafka's.
 - Each answered topic goes out pre-encoded from TopicEntryCache (issue 5): building and encoding 10 000
   partition structs was ~90% of a 10 000-partition answer's time (py-spy). The cache key holds everything
   an entry's bytes depend on (version, the name as answered, topic id, internal flag, partition count and
@@ -47,7 +48,7 @@ from kop.kafka import authorize
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.kafka.authorize import NOT_REQUESTED, Op
 from kop.kafka.context import RequestContext
-from kop.protocol import Encoded, encode_struct
+from kop.protocol import ZERO_UUID, Encoded, encode_struct
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import MetadataRequest, MetadataResponse
 from kop.topics.manager import Topic, TopicError
@@ -59,8 +60,7 @@ if TYPE_CHECKING:
 _ResponseTopic = MetadataResponse.MetadataResponseTopic
 
 API_KEY = 3
-VERSIONS = (0, 12)
-ZERO_UUID = b"\0" * 16
+VERSIONS = (0, 13)
 METADATA_OWNER_WAIT = 2.0  # seconds a Metadata answer waits for unowned partitions to get an owner
 
 
@@ -137,6 +137,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
             topics=_entries([cache.entry(generation, version, x[0], x[1], node, R, only, ops(x[0]))
                              if isinstance(x, tuple) else x for x in out]),
             cluster_authorized_operations=cluster_ops,
+            error_code=0,
         )
     listener = ctx.listener_name
     keys = [(topic.name, p) for _, topic in found for p in range(topic.partitions)]
@@ -157,6 +158,7 @@ async def handle(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
         topics=_entries([_cached_entry(cache, generation, version, R, x, leaders, ops(x[0]))
                          if isinstance(x, tuple) else x for x in out]),
         cluster_authorized_operations=cluster_ops,
+        error_code=0,
     )
 
 

@@ -1,7 +1,9 @@
-"""OffsetCommit (key 8): v2-v9.
+"""OffsetCommit (key 8): v2-v10.
 
-- v10 (topic ids only, KAFKA-14690) is not advertised: Metadata's topic ids are real, but clients commit by
-  name up to v9 and every tool still does.
+- v10 (KIP-848; what Kafka 4.4 consumers send) names topics by id instead of name, in the request and the
+  answer. Each id is resolved to its topic and the offsets are stored under the topic's Kafka name, as
+  for v2-v9, so a v10 commit and a v9 fetch (or the other way round) see the same offsets. An unknown id
+  answers UNKNOWN_TOPIC_ID on each of its partitions and stores nothing for them (Kafka's v10 error).
 - Each commit is acknowledged only once its record is durable in __consumer_offsets (kop#1041: KoP's commits
   could be silently lost); the committed leader epoch (v6+) and metadata are stored and echoed by
   OffsetFetch.
@@ -23,12 +25,13 @@
 from __future__ import annotations
 
 from kop.kafka import authorize
+from kop.kafka.apis.common import topic_by_id
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 API_KEY = 8
-VERSIONS = (2, 9)
+VERSIONS = (2, 10)
 
 
 async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitResponse:
@@ -36,14 +39,25 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
     v = ctx.version
     coordinator = ctx.coordinator
     topics_mgr = ctx.topics
-    plan: list[tuple[str, list[tuple[int, int | None, str]]]] = []
+    plan: list[tuple[OffsetCommitRequest.OffsetCommitRequestTopic, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
+    unknown_ids = set()
+    if v >= 10:  # topics by id: each entry gets the name this connection knows its topic by
+        for i, t in enumerate(req.topics):
+            found = topic_by_id(ctx.handler, t.topic_id, ctx.names)
+            if found is None:
+                unknown_ids.add(i)
+            else:
+                t.name = found[0]
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         denied = {t.name: ErrorCode.GROUP_AUTHORIZATION_FAILED for t in req.topics}
     else:
         denied = dict.fromkeys(authorize.denied_topics(ctx, authorize.Op.READ, (t.name for t in req.topics)),
                                ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-    for t in req.topics:
+    for i, t in enumerate(req.topics):
+        if i in unknown_ids:
+            plan.append((t, [(p.partition_index, ErrorCode.UNKNOWN_TOPIC_ID, "") for p in t.partitions]))
+            continue
         topic = None if t.name in denied else await ctx.find_topic(t.name)
         parts: list[tuple[int, int | None, str]] = []
         for p in t.partitions:
@@ -57,7 +71,7 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
             parts.append((p.partition_index, None, key))
             valid.append((key, p.partition_index, p.committed_offset,
                           p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata))
-        plan.append((t.name, parts))
+        plan.append((t, parts))
     results: dict[tuple[str, int], int] = {}
     if valid:
         results = await coordinator.commit_offsets(
@@ -66,11 +80,11 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
     return R(
         throttle_time_ms=0,
         topics=[
-            R.OffsetCommitResponseTopic(name=name, partitions=[
+            R.OffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
                 R.OffsetCommitResponsePartition(
                     partition_index=index, error_code=err if err is not None else results[(key, index)])
                 for index, err, key in parts
             ])
-            for name, parts in plan
+            for t, parts in plan
         ],
     )

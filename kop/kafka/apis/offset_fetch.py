@@ -1,11 +1,14 @@
-"""OffsetFetch (key 9): v1-v9, including v8+'s several groups per request.
+"""OffsetFetch (key 9): v1-v10, including v8+'s several groups per request.
 
 - A partition without a committed offset answers -1 (offset), -1 (leader epoch) and "" (metadata), as
   Kafka; asking for no topic list (v2+) returns every committed partition of the group.
 - require_stable (v7+): a partition with a transactional offset still pending (TxnOffsetCommit whose
   transaction has not ended) gets UNSTABLE_OFFSET_COMMIT (retriable), as in Kafka; without it the last
   committed offset is answered.
-- v10 (topic ids only) is not advertised, as for OffsetCommit.
+- v10 (KIP-848; what Kafka 4.4 consumers send) names topics by id, in the request and the answer: each id
+  is resolved to its topic, whose offsets are read under its Kafka name as below v10; an unknown id answers
+  UNKNOWN_TOPIC_ID on each asked partition. Asking for all topics answers each committed topic with its
+  id; a topic that no longer exists has none and is left out (a v10 client could not name it).
 - Topic names are answered as the client wrote them; offsets are looked up under the topic's Kafka name
   (see offset_commit), so all of KoP's spellings of a topic see the same offsets.
 - Group-level errors (COORDINATOR_LOAD_IN_PROGRESS while the group's partition loads, INVALID_GROUP_ID
@@ -20,7 +23,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kop.kafka import authorize
+from kop.kafka.apis.common import topic_by_id
 from kop.kafka.context import RequestContext
+from kop.protocol import ZERO_UUID
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
@@ -28,7 +33,7 @@ if TYPE_CHECKING:
     from kop.coordinator import GroupCoordinator
 
 API_KEY = 9
-VERSIONS = (1, 9)
+VERSIONS = (1, 10)
 
 #: the topics asked (v0-v7 at the top, v8+ per group), None for all
 _Topics = list[OffsetFetchRequest.OffsetFetchRequestTopic] | list[OffsetFetchRequest.OffsetFetchRequestTopics] | None
@@ -88,14 +93,28 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
     if v >= 8:
         groups = []
         for g in req.groups:
-            err, topics = _fetch(ctx, g.group_id, g.topics, *((g.member_id, g.member_epoch) if v >= 9 else (None, -1)),
+            ids: dict[str, bytes] = {}
+            asked = g.topics
+            if v >= 10 and g.topics is not None:
+                asked = []
+                for t in g.topics:
+                    found = topic_by_id(ctx.handler, t.topic_id, ctx.names)
+                    if found is not None:
+                        t.name = found[0]  # the name its offsets are read under, as below v10
+                        ids[t.name] = t.topic_id
+                        asked.append(t)
+            err, topics = _fetch(ctx, g.group_id, asked, *((g.member_id, g.member_epoch) if v >= 9 else (None, -1)),
                                  require_stable=req.require_stable)
+            answered: list[tuple[str, bytes, list[tuple[int, int, int, str, int]]]]
+            answered = [(name, ZERO_UUID, parts) for name, parts in topics]
+            if v >= 10:
+                answered = await _by_id(ctx, g.topics, err, topics, ids)
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
-                topics=[R.OffsetFetchResponseTopics(name=name, partitions=[
+                topics=[R.OffsetFetchResponseTopics(name=name, topic_id=topic_id, partitions=[
                     R.OffsetFetchResponsePartitions(partition_index=p, committed_offset=off,
                                                     committed_leader_epoch=epoch, metadata=meta, error_code=e)
-                    for p, off, epoch, meta, e in parts]) for name, parts in topics],
+                    for p, off, epoch, meta, e in parts]) for name, topic_id, parts in answered],
             ))
         return R(throttle_time_ms=0, groups=groups)
     err, topics = _fetch(ctx, req.group_id, req.topics, require_stable=v >= 7 and req.require_stable)
@@ -111,3 +130,27 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
                                            metadata=meta, error_code=e)
             for p, off, epoch, meta, e in parts]) for name, parts in topics],
     )
+
+
+async def _by_id(ctx: RequestContext, asked: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None, err: int,
+                 rows: _Rows, ids: dict[str, bytes]) -> list[tuple[str, bytes, list[tuple[int, int, int, str, int]]]]:
+    """v10's topics of one group: each with its id, in request order, those asked by an unknown id with
+    UNKNOWN_TOPIC_ID on every partition; for all topics (`asked` None), the topics that still exist."""
+    if asked is None:
+        out = []
+        for name, parts in rows:
+            topic = await ctx.find_topic(name)
+            if topic is not None:
+                out.append((name, topic.topic_id, parts))
+        return out
+    if err:
+        return []
+    known = iter(rows)
+    answered = []
+    for t in asked:
+        if t.name in ids and ids[t.name] == t.topic_id:
+            name, parts = next(known)
+            answered.append((name, t.topic_id, parts))
+        else:
+            answered.append(("", t.topic_id, [(p, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
+    return answered

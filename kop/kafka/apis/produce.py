@@ -1,8 +1,11 @@
-"""Produce (key 0): v3-v12 served; v0-v12 advertised.
+"""Produce (key 0): v3-v13 served; v0-v13 advertised.
 
 - v0-v2 stay in the advertised range because older librdkafka decides which compression codecs a broker
-  supports from it (KAFKA-18659), but such requests are refused, as in Kafka 4.x. v13 (topic ids) is not
-  advertised, so clients keep naming topics.
+  supports from it (KAFKA-18659), but such requests are refused, as in Kafka 4.x.
+- v13 (KIP-516, what Kafka 4.4 clients send) names each topic by its id instead of its name (the ids
+  Metadata answers: Topic.topic_id) and the answer echoes the id. An id this broker does not know gets
+  UNKNOWN_TOPIC_ID on each of its partitions (retriable: the client refreshes its metadata); an id is
+  never auto-created. Everything else is v12's.
 - acks 0, 1 and -1 (all). With one ledger store there are no followers: acks=1 and acks=all both answer
   when the entry is durable under the store's policy (KoP did the same with BookKeeper's ack quorum).
   acks=0 gets no response at all.
@@ -29,6 +32,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from kop.kafka import authorize
+from kop.kafka.apis.common import topic_by_id
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ProduceRequest, ProduceResponse
@@ -43,7 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 API_KEY = 0
-VERSIONS = (0, 12)
+VERSIONS = (0, 13)
 REQUEST_FLOOR = 3
 
 
@@ -73,32 +77,50 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
     prev = ctx.conn.produce_chain
     issued: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     ctx.conn.produce_chain = issued
+    unknown_ids = _names_from_ids(ctx, req) if ctx.version >= 13 else set()
     denied = authorize.produce_denied(ctx, req)  # {name: error} of topics this principal may not write to
     try:
         if prev is not None and not prev.done():
             await prev
-        results: list[tuple[str, list[tuple[int, _Started | _PartitionError]]]] = []
-        for td in req.topic_data:
+        results: list[tuple[ProduceRequest.TopicProduceData, list[tuple[int, _Started | _PartitionError]]]] = []
+        for i, td in enumerate(req.topic_data):
             parts: list[tuple[int, _Started | _PartitionError]] = []
             for pd in td.partition_data:
+                if i in unknown_ids:
+                    parts.append((pd.index, _PartitionError("UNKNOWN_TOPIC_ID")))
+                    continue
                 parts.append((pd.index, _PartitionError(denied[td.name]) if td.name in denied
                               else await _issue(ctx, td.name, pd.index, pd.records, acks,
                                                 req.transactional_id)))
-            results.append((td.name, parts))
+            results.append((td, parts))
     finally:
         if not issued.done():
             issued.set_result(None)
     if acks not in (-1, 0, 1):
         pass  # every partition already carries INVALID_REQUIRED_ACKS
     responses = []
-    for name, parts in results:
+    for td, parts in results:
         presps = []
         for index, outcome in parts:
             presps.append(await _finish(R, index, outcome, ctx.metrics))
-        responses.append(R.TopicProduceResponse(name=name, partition_responses=presps))
+        responses.append(R.TopicProduceResponse(name=td.name, topic_id=td.topic_id, partition_responses=presps))
     if acks == 0:
         return None
     return R(responses=responses, throttle_time_ms=0)
+
+
+def _names_from_ids(ctx: RequestContext, req: ProduceRequest) -> set[int]:
+    """v13: writes each topic's name (as this connection knows it) into its entry, so that the rest of
+    Produce - authorization, lookup, the partition seam - works on names as below v13; returns the
+    positions of the entries whose id is unknown (their name stays "")."""
+    unknown = set()
+    for i, td in enumerate(req.topic_data):
+        found = topic_by_id(ctx.handler, td.topic_id, ctx.names)
+        if found is None:
+            unknown.add(i)
+        else:
+            td.name = found[0]
+    return unknown
 
 
 async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: memoryview | None,

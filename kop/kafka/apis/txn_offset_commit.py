@@ -11,7 +11,11 @@
   to the transaction first (AddOffsetsToTxn; KIP-890 part 1's check): else INVALID_TXN_STATE
   (TRANSACTION_ABORTABLE from v4), and INVALID_PRODUCER_EPOCH for a fenced producer.
 - Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest of the request is committed.
-- v5 (KIP-890 part 2, implicit AddOffsetsToTxn) is not advertised.
+- v5 (KIP-890 part 2, implicit AddOffsetsToTxn) is not advertised, nor v6 (topic ids, KIP-1319; Kafka 4.4's
+  schema, not in kafka-python 3.0's): a client may send a version above v4 inside a transaction only with
+  transaction.version 2 (Kafka's schema note), which makes the commit add the offsets partition to the
+  transaction implicitly - KIP-890 part 2 semantics this broker does not have. Kafka 4.4 clients therefore
+  stay on v4 here, as they do against an Apache Kafka without transaction.version 2.
 - Authorization (Kafka's order): WRITE on the transactional id, then READ on the group - a refusal is every
   partition's error (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED) - then READ on each topic
   (TOPIC_AUTHORIZATION_FAILED for its partitions, before existence; the others are committed).

@@ -291,6 +291,10 @@ class BrokerConfig:
     adminOpenPaths: str = "/metrics,/health"  # admin HTTP paths served without a token when authenticating
 
     _derived: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The dynamic overlay (not a config key): topic config name -> the default a dynamic broker config sets for
+    # it (log.retention.ms for retention.ms, ...), kept by kop/topics/broker_configs.py from the metadata store
+    # and read by topic_config.effective before this file's defaults. The rules of the file stay above.
+    _dynamic_topic_defaults: dict[str, str] = field(default_factory=dict, repr=False)
 
     # ------------------------------------------------------------------ loading
     @classmethod
@@ -560,6 +564,14 @@ class BrokerConfig:
         """groupConsumerMigrationPolicy lets a consumer group whose members all use the classic protocol
         become a classic group again."""
         return self.groupConsumerMigrationPolicy.strip().lower() in ("bidirectional", "downgrade")
+
+    @property
+    def dynamic_topic_defaults(self) -> dict[str, str]:
+        """Topic-config defaults set at runtime by dynamic broker configs (empty: the file's defaults hold)."""
+        return self._dynamic_topic_defaults
+
+    def set_dynamic_topic_defaults(self, defaults: dict[str, str]) -> None:
+        self._dynamic_topic_defaults = dict(defaults)
 
     @property
     def default_retention_ms(self) -> int:

@@ -1,9 +1,9 @@
 """AlterConfigs (legacy, whole-set) and IncrementalAlterConfigs on topic configs, through the wire with
 kafka-python's request classes, read back with DescribeConfigs.
 
-What the two APIs share (kop/kafka/apis/configs_common.py alter_topic_resources): each resource answered on
-its own, broker resources refused (static config), unknown topics UNKNOWN_TOPIC_OR_PARTITION, validate_only
-changes nothing. What differs: the legacy API replaces the topic's whole set, the incremental one applies
+What the two APIs share (kop/kafka/apis/configs_common.py alter_resources): each resource answered on
+its own, a broker id that is not this broker's refused (dynamic broker configs: tests/test_kafka_broker_configs.py),
+unknown topics UNKNOWN_TOPIC_OR_PARTITION, validate_only changes nothing. What differs: the legacy API replaces the topic's whole set, the incremental one applies
 SET/DELETE/APPEND/SUBTRACT to what is there.
 """
 

@@ -40,6 +40,7 @@ from kop.security.acl import Authorizer
 from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
 from kop.security.sasl.scram import ScramCredentialStore
 from kop.services import PulsarSchemas, PulsarSubscriptions
+from kop.topics.broker_configs import BrokerConfigs
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -57,6 +58,7 @@ class BrokerService:
         self.config = config
         self.storage = storage
         self.topics = TopicManager(config, storage)
+        self.broker_configs = BrokerConfigs(config, storage.metadata_store)  # dynamic broker configs, re-read 1/s
         self.producer_ids = ProducerIdAllocator(storage.metadata_store, config.kafkaBrokerId)
         # The group coordinator: a client of the topics, keeping its state in __consumer_offsets.
         self.coordinator = GroupCoordinator(config, self.topics)
@@ -69,6 +71,7 @@ class BrokerService:
         self._chores = [PeriodicTask("retention", config.retentionCheckIntervalMs / 1000, self.apply_retention, log)]
         if config.logCleanerEnabled:
             self._chores.append(PeriodicTask("log-cleaner", config.logCleanerIntervalMs / 1000, self.cleaner.run, log))
+        self._chores.append(PeriodicTask("broker-configs", 1.0, self.broker_configs.reload, log))
         self._stopping = False
         self.on_stop: list[Callable[[], Any]] = []
         self.metrics = BrokerMetrics(config.metricsMaxTopicLabels, config.metricsMaxGroupLabels,
@@ -135,6 +138,7 @@ class BrokerService:
         self.cluster_id = await self._cluster_id()
         if self.authorizer is not None:
             await self.reload_acls()  # before any listener: no request is answered without the ACLs
+        await self.broker_configs.reload()  # the dynamic defaults apply from the first request
         await self.topics.load()
         self.handlers = handlers if handlers is not None else load_handlers(self.config)
         if self.clustered:

@@ -279,7 +279,10 @@ def split_list(v: str) -> list[str]:
 
 
 def effective(configs: dict[str, str], name: str, broker: BrokerConfig) -> str:
+    """The topic's value, else the dynamic broker default (kop/topics/broker_configs.py), else the static one."""
     v = configs.get(name)
+    if v is None:
+        v = broker.dynamic_topic_defaults.get(name)
     return v.strip() if v is not None else TOPIC_CONFIGS[name].default(broker)
 
 

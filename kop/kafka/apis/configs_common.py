@@ -1,5 +1,6 @@
 """What DescribeConfigs / AlterConfigs / IncrementalAlterConfigs share: resource resolution, the broker's
-read-only config view (Kafka names for KoP keys), and topic config entries with their synonyms."""
+config view (Kafka names for KoP keys, with the dynamic broker configs of kop/topics/broker_configs.py over
+them), and topic config entries with their synonyms in Kafka's order."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kop.protocol.messages import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from kop.topics.broker_configs import BROKER_SYNONYM, DYNAMIC, BrokerConfigError, BrokerConfigs, is_dynamic
 from kop.topics.manager import Topic, TopicError
 from kop.topics.topic_config import (
     SOURCE_DEFAULT,
@@ -36,40 +38,6 @@ RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
 
-# Broker-level synonym of each topic config, as Kafka names them (the configs without one have none on
-# Kafka either: their broker default is only the topic default).
-BROKER_SYNONYM = {
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "cleanup.policy": "log.cleanup.policy",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "min.insync.replicas": "min.insync.replicas",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "compression.type": "compression.type",
-    "compression.gzip.level": "compression.gzip.level",
-    "compression.lz4.level": "compression.lz4.level",
-    "compression.zstd.level": "compression.zstd.level",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "preallocate": "log.preallocate",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "local.retention.ms": "log.local.retention.ms",
-    "local.retention.bytes": "log.local.retention.bytes",
-    # Kafka 4.3 / 4.4 (ServerTopicConfigSynonyms); errors.deadletterqueue.group.enable has none.
-    "max.decompressed.message.bytes": "max.decompressed.message.bytes",
-    "remote.copy.lag.ms": "log.remote.copy.lag.ms",
-    "remote.copy.lag.bytes": "log.remote.copy.lag.bytes",
-}
 
 
 def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int, int]]:
@@ -115,28 +83,79 @@ def broker_configs(cfg: BrokerConfig) -> list[tuple[str, str, int, int]]:
     return out
 
 
-def topic_entries(
-    topic_configs: dict[str, str], cfg: BrokerConfig, asked: set[str] | None = None
-) -> list[tuple[str, str, bool, int, int, str, list[tuple[str, str, int]]]]:
-    """(name, value, read_only, source, type, doc, synonyms) for every topic config described (extensions
-    only when set or `asked` for: topic_config.described)."""
-    out = []
-    for name, d in described(topic_configs, asked):
-        value = effective(topic_configs, name, cfg)
-        default = d.default(cfg)
-        synonyms: list[tuple[str, str, int]] = []
-        if name in topic_configs:
-            synonyms.append((name, topic_configs[name], SOURCE_DYNAMIC_TOPIC))
-        if name in BROKER_SYNONYM:
-            synonyms.append((BROKER_SYNONYM[name], default, SOURCE_DEFAULT))
-        source = SOURCE_DYNAMIC_TOPIC if name in topic_configs else SOURCE_DEFAULT
-        out.append((name, value, d.read_only, source, d.type, d.doc, synonyms))
+SOURCE_DYNAMIC_BROKER = 2  # Kafka's DYNAMIC_BROKER_CONFIG: set for this broker
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3  # DYNAMIC_DEFAULT_BROKER_CONFIG: the cluster-wide dynamic default
+_TYPE_IDS = {"BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6, "LIST": 7, "CLASS": 8,
+             "PASSWORD": 9}
+
+Synonyms = list[tuple[str, str | None, int]]
+# (name, value, read_only, source, type, sensitive, synonyms) of one broker config entry
+BrokerEntry = tuple[str, str | None, bool, int, int, bool, Synonyms]
+
+
+def _dynamic_synonyms(name: str, dyn: BrokerConfigs | None, per_broker: bool = True) -> Synonyms:
+    """The dynamic layers of a broker config, highest precedence first (Kafka's ConfigHelper.configSynonyms)."""
+    out: Synonyms = []
+    if dyn is not None:
+        if per_broker and name in dyn.own:
+            out.append((name, dyn.own[name], SOURCE_DYNAMIC_BROKER))
+        if name in dyn.default:
+            out.append((name, dyn.default[name], SOURCE_DYNAMIC_DEFAULT_BROKER))
     return out
 
 
-def is_this_broker(resource_name: str, cfg: BrokerConfig) -> bool:
-    return resource_name in ("", str(cfg.kafkaBrokerId))
+def broker_entries(cfg: BrokerConfig, dyn: BrokerConfigs, resource_name: str) -> list[BrokerEntry]:
+    """A BROKER resource's description, as Kafka's ConfigHelper builds it. This broker's id: every config of
+    broker_configs plus the dynamic ones set, each valued by its highest layer (per-broker dynamic, cluster
+    dynamic default, the config file, the default) with those layers as synonyms in that order. "": only the
+    cluster-wide dynamic defaults (DYNAMIC_DEFAULT_BROKER_CONFIG). Read-only = not dynamic on Kafka; a PASSWORD
+    (or a custom name, whose type nobody knows) is sensitive: no value, as Kafka answers."""
+    out: list[BrokerEntry] = []
 
+    def entry(name: str, ctype: int, syns: Synonyms) -> None:
+        sensitive = ctype in (0, 9)
+        if sensitive:
+            syns = [(n, None, src) for n, _, src in syns]
+        out.append((name, syns[0][1], not is_dynamic(name), syns[0][2], ctype, sensitive, syns))
+
+    def type_of(name: str) -> int:
+        kind = DYNAMIC.get(name)
+        return _TYPE_IDS[kind[0]] if kind else 0
+
+    if resource_name == "":
+        for name in sorted(dyn.default):
+            entry(name, type_of(name), _dynamic_synonyms(name, dyn, per_broker=False))
+        return out
+    listed = set()
+    for name, value, ctype, source in broker_configs(cfg):
+        entry(name, ctype, [*_dynamic_synonyms(name, dyn), (name, value, source)])
+        listed.add(name)
+    for name in sorted({**dyn.default, **dyn.own}):
+        if name not in listed and name in DYNAMIC:
+            entry(name, type_of(name), _dynamic_synonyms(name, dyn))
+    return out
+
+
+def topic_entries(
+    topic_configs: dict[str, str], cfg: BrokerConfig, asked: set[str] | None = None,
+    dyn: BrokerConfigs | None = None,
+) -> list[tuple[str, str, bool, int, int, str, Synonyms]]:
+    """(name, value, read_only, source, type, doc, synonyms) for every topic config described (extensions
+    only when set or `asked` for: topic_config.described): synonyms in Kafka's order (the topic's value, then
+    its broker-level synonym's dynamic per-broker, dynamic default and default values); the source is the
+    first synonym's."""
+    out = []
+    for name, d in described(topic_configs, asked):
+        value = effective(topic_configs, name, cfg)
+        synonyms: Synonyms = []
+        if name in topic_configs:
+            synonyms.append((name, topic_configs[name], SOURCE_DYNAMIC_TOPIC))
+        if name in BROKER_SYNONYM:
+            synonyms += _dynamic_synonyms(BROKER_SYNONYM[name], dyn)
+            synonyms.append((BROKER_SYNONYM[name], d.default(cfg), SOURCE_DEFAULT))
+        source = synonyms[0][2] if synonyms else SOURCE_DEFAULT
+        out.append((name, value, d.read_only, source, d.type, d.doc, synonyms))
+    return out
 
 
 class ConfigRequestError(Exception):
@@ -148,17 +167,28 @@ class ConfigRequestError(Exception):
         self.message = message
 
 
+def broker_request_checks(names: list[str], null_values: list[str]) -> None:
+    """Kafka's ConfigAdminManager.preprocess checks of a BROKER resource's entries."""
+    if len(set(names)) != len(names):
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+    if null_values:
+        raise ConfigRequestError(ErrorCode.INVALID_REQUEST,
+                                 "Null value not supported for : " + ", ".join(null_values))
+
+
 _Response = TypeVar("_Response", AlterConfigsResponse, IncrementalAlterConfigsResponse)
 
 
-async def alter_topic_resources(
+async def alter_resources(
     ctx: RequestContext, req: AlterConfigsRequest | IncrementalAlterConfigsRequest, response_class: type[_Response],
     new_configs: Callable[[Topic, Any], dict[str, str]],
+    new_broker_configs: Callable[[dict[str, str], Any], dict[str, str]],
 ) -> _Response:
     """The resource loop AlterConfigs and IncrementalAlterConfigs share; they differ only in how a resource's
-    entries turn into the topic's complete new config set (`new_configs`, which raises ConfigRequestError to
-    refuse one resource). Broker configs are static here (the config file), so altering them is
-    INVALID_REQUEST; each resource is answered on its own, as Kafka does."""
+    entries turn into its complete new config set (`new_configs` for a topic, `new_broker_configs` from a
+    BROKER resource's current dynamic configs), which raise ConfigRequestError to refuse one resource. A
+    BROKER resource is this broker's id or "" (every broker's default; kop/topics/broker_configs.py validates,
+    stores and applies); each resource is answered on its own, as Kafka does."""
     h = ctx.handler
     R = response_class
     answers: list[tuple[int, str | None]] = []  # (error, message) per resource, in the request's order
@@ -168,13 +198,19 @@ async def alter_topic_resources(
         if refused is not None:
             answer((refused, authorize.MESSAGES[refused]))
             continue
-        if res.resource_type == RESOURCE_BROKER:
-            answer((ErrorCode.INVALID_REQUEST, "Broker configs are static here; set them in the config file"))
-            continue
-        if res.resource_type != RESOURCE_TOPIC:
+        if res.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
             answer((ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))
             continue
         try:
+            if res.resource_type == RESOURCE_BROKER:
+                entries: Any = res
+
+                def change(current: dict[str, str], entries: Any = entries) -> dict[str, str]:
+                    return new_broker_configs(current, entries)
+
+                await h.service.broker_configs.alter(res.resource_name, change, validate_only=req.validate_only)
+                answer((0, None))
+                continue
             topic = await ctx.lookup_topic(res.resource_name, auto_create=False)
             if topic is None:
                 raise ConfigRequestError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -182,6 +218,8 @@ async def alter_topic_resources(
             configs = new_configs(topic, res)
             await h.service.topics.set_configs(topic, configs, validate_only=req.validate_only)
         except TopicError as e:
+            answer((ErrorCode[e.error], e.message))
+        except BrokerConfigError as e:
             answer((ErrorCode[e.error], e.message))
         except ConfigRequestError as e:
             answer((e.error, e.message))

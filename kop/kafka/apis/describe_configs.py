@@ -1,12 +1,15 @@
-"""DescribeConfigs (key 32): v1-v4, for topics and for this broker.
+"""DescribeConfigs (key 32): v1-v4, for topics and for brokers.
 
 Topic resources list every per-topic config the broker honours, with the source (DYNAMIC_TOPIC_CONFIG when
-set on the topic, DEFAULT_CONFIG otherwise), synonyms on request (the topic value, then the broker default
-under Kafka's broker-level name), types and documentation (v3+). Broker resources (this broker's id, or ""
-for cluster defaults) describe the static settings, under Kafka's names and Kafka 4.4's types, as
-STATIC_BROKER_CONFIG and read-only, then the broker-level synonyms of the other topic configs at their
-defaults (DEFAULT_CONFIG; configs_common.broker_configs). KoP answered topics with a fixed list and brokers
-with dummies; tools that read-modify-write configs need the truth. BROKER_LOGGER and other resource types get INVALID_REQUEST.
+set on the topic, else that of its broker-level synonym: DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG
+or DEFAULT_CONFIG), synonyms on request in Kafka's order, types and documentation (v3+). A broker resource
+named by this broker's id describes its settings under Kafka's names and Kafka 4.4's types
+(configs_common.broker_entries): the config file's (STATIC_BROKER_CONFIG), the broker-level synonyms of the
+other topic configs (DEFAULT_CONFIG), each under the dynamic values set for this broker or for every broker
+(kop/topics/broker_configs.py), read-only unless Kafka lets it be set dynamically. The resource "" lists the
+cluster-wide dynamic defaults only, and another broker id gets Kafka's INVALID_REQUEST, as on Kafka. KoP
+answered topics with a fixed list and brokers with dummies; tools that read-modify-write configs need the
+truth. BROKER_LOGGER and other resource types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
@@ -15,8 +18,7 @@ from kop.kafka import authorize
 from kop.kafka.apis.configs_common import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
-    broker_configs,
-    is_this_broker,
+    broker_entries,
     topic_entries,
 )
 from kop.kafka.context import RequestContext
@@ -32,6 +34,9 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
     h = ctx.handler
     R = DescribeConfigsResponse
     cfg = h.config
+    dyn = h.service.broker_configs
+    if any(res.resource_type == RESOURCE_BROKER for res in req.resources):
+        await dyn.reload()  # what another broker of the cluster set a moment ago is described too
     results = []
     for res in req.resources:
         def result(err: int, msg: str | None, configs: list[DescribeConfigsResponse.DescribeConfigsResourceResult],
@@ -41,7 +46,7 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                 resource_name=res.resource_name, configs=configs,
             )
 
-        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        keys = set(res.configuration_keys) if res.configuration_keys else None  # none or []: all, as Kafka
         refused = authorize.configs_refused(ctx, authorize.Op.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
         if refused is not None:
             results.append(result(refused, authorize.MESSAGES[refused], []))
@@ -57,7 +62,7 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                                       f"Topic {res.resource_name} does not exist", []))
                 continue
             entries = []
-            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg, keys):
+            for name, value, ro, source, ctype, doc, syns in topic_entries(topic.configs, cfg, keys, dyn):
                 if keys is not None and name not in keys:
                     continue
                 entries.append(R.DescribeConfigsResourceResult(
@@ -69,18 +74,23 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                 ))
             results.append(result(0, "", entries))
         elif res.resource_type == RESOURCE_BROKER:
-            if not is_this_broker(res.resource_name, cfg):
-                results.append(result(ErrorCode.INVALID_REQUEST,
-                                      f"Broker {res.resource_name} is not this broker ({cfg.kafkaBrokerId})", []))
+            if res.resource_name != "" and res.resource_name != str(cfg.kafkaBrokerId):
+                try:
+                    int(res.resource_name)
+                    msg = (f"Unexpected broker id, expected {cfg.kafkaBrokerId} or empty string, but received "
+                           f"{res.resource_name}")
+                except ValueError:
+                    msg = f"Broker id must be an integer, but it is: {res.resource_name}"
+                results.append(result(ErrorCode.INVALID_REQUEST, msg, []))
                 continue
             entries = []
-            for name, value, ctype, source in broker_configs(cfg):
+            for name, shown, ro, source, ctype, sensitive, syns in broker_entries(cfg, dyn, res.resource_name):
                 if keys is not None and name not in keys:
                     continue
                 entries.append(R.DescribeConfigsResourceResult(
-                    name=name, value=value, read_only=True, config_source=source, is_default=source == 5,
-                    is_sensitive=False,
-                    synonyms=[R.DescribeConfigsSynonym(name=name, value=value, source=source)]
+                    name=name, value=shown, read_only=ro, config_source=source, is_default=source == 5,
+                    is_sensitive=sensitive,
+                    synonyms=[R.DescribeConfigsSynonym(name=n, value=v, source=s) for n, v, s in syns]
                     if req.include_synonyms else [],
                     config_type=ctype, documentation=None,
                 ))

@@ -2,7 +2,9 @@
 
 Operations SET (0), DELETE (1: back to the default), APPEND (2) and SUBTRACT (3) on list configs
 (cleanup.policy). Topic configs are validated, stored and honoured; KoP answered UNSUPPORTED_VERSION.
-Broker configs are static here: altering them gets INVALID_REQUEST.
+BROKER resources (this broker's id, or "" for every broker's default: kafka-configs --alter --broker N /
+--broker-defaults) change the dynamic broker configs, validated, stored and applied as
+kop/topics/broker_configs.py says; the operations are Kafka's (APPEND / SUBTRACT on LIST configs only).
 """
 
 from __future__ import annotations
@@ -10,12 +12,13 @@ from __future__ import annotations
 from functools import partial
 
 from kop.config import BrokerConfig
-from kop.kafka.apis.configs_common import ConfigRequestError, alter_topic_resources
+from kop.kafka.apis.configs_common import ConfigRequestError, alter_resources, broker_request_checks
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse
+from kop.topics.broker_configs import TOPIC_OF, kafka_type
 from kop.topics.manager import Topic
-from kop.topics.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective
+from kop.topics.topic_config import TOPIC_CONFIGS, TYPE_LIST, effective, split_list
 
 API_KEY = 44
 VERSIONS = (0, 1)
@@ -53,6 +56,39 @@ def _apply_operations(broker_config: BrokerConfig, topic: Topic,
     return configs
 
 
+def _apply_broker_operations(broker_config: BrokerConfig, current: dict[str, str],
+                             res: IncrementalAlterConfigsRequest.AlterConfigsResource) -> dict[str, str]:
+    """A BROKER resource's dynamic configs after its operations (Kafka's ConfigAdminManager.preprocess and
+    prepareIncrementalConfigs: duplicate names and null values refused first, APPEND / SUBTRACT on a LIST from
+    its stored value, else its default)."""
+    broker_request_checks([c.name for c in res.configs],
+                          [c.name for c in res.configs if c.config_operation != DELETE and c.value is None])
+    for c in res.configs:
+        op = c.config_operation
+        if op == SET:
+            current[c.name] = c.value or ""
+        elif op == DELETE:
+            current.pop(c.name, None)
+        elif op in (APPEND, SUBTRACT):
+            if kafka_type(c.name) != "LIST":
+                verb = "append" if op == APPEND else "subtract"
+                raise ConfigRequestError(ErrorCode.INVALID_CONFIG,
+                                         f"Config value {verb} is not allowed for config key: {c.name}")
+            old = current.get(c.name)
+            if old is None:
+                topic_name = TOPIC_OF.get(c.name)
+                old = TOPIC_CONFIGS[topic_name].default(broker_config) if topic_name else ""
+            items, given = split_list(old), split_list(c.value or "")
+            if op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            current[c.name] = ",".join(items)
+        else:
+            raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
+    return current
+
+
 async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:
-    return await alter_topic_resources(ctx, req, IncrementalAlterConfigsResponse,
-                                       partial(_apply_operations, ctx.config))
+    return await alter_resources(ctx, req, IncrementalAlterConfigsResponse, partial(_apply_operations, ctx.config),
+                                 partial(_apply_broker_operations, ctx.config))

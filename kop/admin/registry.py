@@ -37,6 +37,7 @@ from kop.schemas.definitions import (
     STORE_ERROR,
     SUBJECT_NOT_FOUND,
     TYPES,
+    VERSION_NOT_FOUND,
     Definition,
     RegistryError,
     canonical_text,
@@ -197,7 +198,8 @@ class RegistryRoutes:
         try:
             schema_id = int(request.match_info["id"])
         except ValueError:
-            raise RegistryError(SCHEMA_NOT_FOUND, f"Schema {request.match_info['id']} not found") from None
+            # what Confluent's JAX-RS answers when the path's {id} is no integer (no route matches)
+            raise RegistryError(404, "HTTP 404 Not Found") from None
         d = await self.registry.definition(schema_id)
         if d is None:
             raise RegistryError(SCHEMA_NOT_FOUND, f"Schema {schema_id} not found")
@@ -295,9 +297,12 @@ class RegistryRoutes:
         subject = self._subject(request, Op.DESCRIBE)
         d = _definition(await _body(request))
         version = request.match_info.get("version")
-        if version is not None:
-            parse_version(version)
-        elif not await self.registry.live_versions(subject):
+        number = None if version is None else parse_version(version)
+        if not await self.registry.live_versions(subject):
+            # Confluent: nothing to compare with is compatible, also against `latest` of a subject with no live
+            # version (a client's test_compatibility before the first registration); a numbered one is 40402
+            if number is not None and number != -1:
+                raise RegistryError(VERSION_NOT_FOUND, f"Version {version} not found.")
             return {"is_compatible": True, **({"messages": []} if _flag(request, "verbose") else {})}
         why = await self.registry.check(subject, d, version)
         out: dict[str, object] = {"is_compatible": not why}

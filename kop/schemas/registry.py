@@ -406,9 +406,9 @@ class ConfluentRegistry:
                                                    "in IMPORT mode")
         if not importing:
             why = await self.incompatibilities(d, live, await self.level(subject))
-            if why:
+            if why:  # the details as Confluent prints its list of messages (Java's List.toString())
                 raise RegistryError(INCOMPATIBLE, "Schema being registered is incompatible with an earlier schema "
-                                                  f"for subject \"{subject}\", details: {why}")
+                                                  f"for subject \"{subject}\", details: [{', '.join(why)}]")
         new_id = await self.id_of(d, schema_id if importing else None)
         topic = self.topic_of(subject)
         if topic is not None:

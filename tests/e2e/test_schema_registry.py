@@ -6,6 +6,12 @@ a Kafka of its own), so the expected bodies and error codes are Confluent's docu
 follows it) - what confluent-kafka's SchemaRegistryClient parses. One broker (`messagingProtocols=kafka,pulsar`)
 serves the whole module; every test uses subjects of its own. A second broker with admin authentication checks
 the one auth case (401 without a token, 200 with one, and a role without ACLs refused by the registry's ACL check).
+
+The same assertions run against a reference registry when one is started by hand (Karapace over Apache Kafka,
+docs/schema-registry.md "Checked against Karapace"): `KOP_SCHEMA_REGISTRY_URL` (its REST URL) with
+`KOP_SCHEMA_REGISTRY_KAFKA` (its Kafka's bootstrap, for the serializer round trips) replace our broker, and what
+only our broker has (Pulsar clients, Pulsar's admin REST, admin authentication) is left out. The reference
+registry must start with the global level FULL, our broker's default (Karapace: `KARAPACE_COMPATIBILITY=FULL`).
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ from tests.support.broker import KopBroker
 pytestmark = pytest.mark.skipif("kop" not in os.environ.get("KOP_E2E_TARGET", "kop").split(","),
                                 reason="kop only: the registry is ours (module docstring)")
 
+# A reference registry instead of our broker (module docstring); both or neither.
+EXTERNAL_URL = os.environ.get("KOP_SCHEMA_REGISTRY_URL", "").rstrip("/")
+EXTERNAL_KAFKA = os.environ.get("KOP_SCHEMA_REGISTRY_KAFKA", "")
+if bool(EXTERNAL_URL) != bool(EXTERNAL_KAFKA):
+    raise RuntimeError("set KOP_SCHEMA_REGISTRY_URL and KOP_SCHEMA_REGISTRY_KAFKA together")
+OURS = not EXTERNAL_URL
+ours_only = pytest.mark.skipif(not OURS, reason="our broker only: Pulsar's side of the one store")
+
 CT = "application/vnd.schemaregistry.v1+json"
 TOKEN_SECRET = b"0123456789abcdef0123456789abcdef"
 POLL_SECONDS = 60  # a generous bound to see one record under load; never a measured quantity
@@ -52,6 +66,7 @@ V1, V2, BROKEN = record("R", A), record("R", A, B_DEFAULT), record("R", A, B_REQ
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
+    assert OURS, "the tests that need our broker are ours_only"
     b = KopBroker(tmp_path_factory.mktemp("registry"), {"messagingProtocols": "kafka,pulsar",
                                                         "groupInitialRebalanceDelayMs": "0"}).start()
     yield b
@@ -59,8 +74,13 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
 
 
 @pytest.fixture(scope="module")
-def url(broker: KopBroker) -> str:
-    return broker.admin_url
+def url(request: pytest.FixtureRequest) -> str:
+    return EXTERNAL_URL or str(request.getfixturevalue("broker").admin_url)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(request: pytest.FixtureRequest) -> str:
+    return EXTERNAL_KAFKA or str(request.getfixturevalue("broker").bootstrap)
 
 
 def unique(hint: str) -> str:
@@ -86,6 +106,17 @@ def call(url: str, method: str, path: str, body: Any = None, headers: dict[str, 
     return status, parsed, ctype
 
 
+def parsed(body: Any) -> Any:
+    """A body with its Avro/JSON definitions parsed: registries may return the text re-serialized (Confluent
+    gives Avro's compact form, Karapace sorts the keys, ours keeps the text as registered, which is the Pulsar
+    schema's), so definitions are compared as JSON."""
+    if isinstance(body, list):
+        return [parsed(b) for b in body]
+    if isinstance(body, dict) and isinstance(body.get("schema"), str) and body.get("schemaType") != "PROTOBUF":
+        return {**body, "schema": json.loads(body["schema"])}
+    return body
+
+
 def refused(url: str, method: str, path: str, body: Any = None) -> int:
     """The error_code of a refusal, after checking its HTTP status is the code's first three digits."""
     status, got, _ = call(url, method, path, body)
@@ -95,15 +126,15 @@ def refused(url: str, method: str, path: str, body: Any = None) -> int:
     return int(code)
 
 
-def roundtrip(broker: KopBroker, topic: str, serialize: Any, deserialize: Any, values: list[Any],
+def roundtrip(bootstrap: str, topic: str, serialize: Any, deserialize: Any, values: list[Any],
               before: int = 0) -> list[Any]:
     """Produce `values`, then read the topic from the start (`before` records are there already): the values read
     after those."""
-    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p = Producer({"bootstrap.servers": bootstrap})
     for v in values:
         p.produce(topic, value=serialize(v, SerializationContext(topic, MessageField.VALUE)))
     assert p.flush(POLL_SECONDS) == 0
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("g"), "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])  # no group join: nothing but the fetch to wait for
     out: list[Any] = []
     deadline = time.monotonic() + POLL_SECONDS
@@ -118,25 +149,28 @@ def roundtrip(broker: KopBroker, topic: str, serialize: Any, deserialize: Any, v
     return out[before:]
 
 
-def test_avro_serializers_through_our_registry(broker: KopBroker, url: str) -> None:
+def test_avro_serializers_through_our_registry(bootstrap: str, url: str) -> None:
     topic = unique("avro")
     sr = SchemaRegistryClient({"url": url})
-    got = roundtrip(broker, topic, AvroSerializer(sr, V1), AvroDeserializer(sr), [{"a": 1}, {"a": 2}])
+    got = roundtrip(bootstrap, topic, AvroSerializer(sr, V1), AvroDeserializer(sr), [{"a": 1}, {"a": 2}])
     assert got == [{"a": 1}, {"a": 2}]
     # the subject is the topic's Pulsar schema: Confluent version 1 = Pulsar version 0, the same definition
     latest = sr.get_latest_version(f"{topic}-value")
     assert latest.version == 1 and json.loads(latest.schema.schema_str) == json.loads(V1)
-    status, pulsar, _ = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")
-    assert status == 200 and pulsar["version"] == 0 and pulsar["type"] == "AVRO"
-    assert json.loads(pulsar["data"]) == json.loads(V1)
+    if OURS:
+        status, pulsar, _ = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")
+        assert status == 200 and pulsar["version"] == 0 and pulsar["type"] == "AVRO"
+        assert json.loads(pulsar["data"]) == json.loads(V1)
     # an evolution through the serializer is Pulsar's version 1
-    got = roundtrip(broker, topic, AvroSerializer(sr, V2), AvroDeserializer(sr), [{"a": 3, "b": "x"}],
+    got = roundtrip(bootstrap, topic, AvroSerializer(sr, V2), AvroDeserializer(sr), [{"a": 3, "b": "x"}],
                     before=2)
     assert got == [{"a": 3, "b": "x"}]
-    assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[1]["version"] == 1
+    if OURS:
+        assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[1]["version"] == 1
     assert sr.get_versions(f"{topic}-value") == [1, 2]
 
 
+@ours_only
 def test_pulsar_producers_schema_is_the_value_subject(broker: KopBroker, url: str) -> None:
     """One store, one rule: a Pulsar producer's schema is Confluent version 1 of `<topic>-value` (with an id),
     and the level set through /config on that subject is the strategy the Pulsar side applies."""
@@ -170,21 +204,22 @@ def test_pulsar_producers_schema_is_the_value_subject(broker: KopBroker, url: st
         client.close()
 
 
-def test_json_serializers_through_our_registry(broker: KopBroker, url: str) -> None:
+def test_json_serializers_through_our_registry(bootstrap: str, url: str) -> None:
     topic = unique("json")
     schema = json.dumps({"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
                          "properties": {"id": {"type": "integer"}}, "required": ["id"]})
     sr = SchemaRegistryClient({"url": url})
-    got = roundtrip(broker, topic, JSONSerializer(schema, sr), JSONDeserializer(schema, schema_registry_client=sr),
+    got = roundtrip(bootstrap, topic, JSONSerializer(schema, sr), JSONDeserializer(schema, schema_registry_client=sr),
                     [{"id": 7}])
     assert got == [{"id": 7}]
     v = sr.get_latest_version(f"{topic}-value")
     assert v.schema.schema_type == "JSON"
-    status, pulsar, _ = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")
-    assert status == 200 and pulsar["type"] == "JSON" and json.loads(pulsar["data"]) == json.loads(schema)
+    if OURS:
+        status, pulsar, _ = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")
+        assert status == 200 and pulsar["type"] == "JSON" and json.loads(pulsar["data"]) == json.loads(schema)
 
 
-def test_protobuf_serializers_through_our_registry(broker: KopBroker, url: str) -> None:
+def test_protobuf_serializers_through_our_registry(bootstrap: str, url: str) -> None:
     pytest.importorskip("google.type", reason="confluent-kafka's ProtobufSerializer needs googleapis-common-protos")
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -200,11 +235,12 @@ def test_protobuf_serializers_through_our_registry(broker: KopBroker, url: str) 
     sr = SchemaRegistryClient({"url": url})
     ser = ProtobufSerializer(order, sr, {"use.deprecated.format": False})
     de = ProtobufDeserializer(order, {"use.deprecated.format": False})
-    got = roundtrip(broker, topic, ser, de, [order(id=42)])
+    got = roundtrip(bootstrap, topic, ser, de, [order(id=42)])
     assert [g.id for g in got] == [42]
     assert sr.get_latest_version(f"{topic}-value").schema.schema_type == "PROTOBUF"
-    status, pulsar, _ = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")
-    assert status == 200 and pulsar["type"] == "PROTOBUF"
+    if OURS:
+        status, pulsar, _ = call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")
+        assert status == 200 and pulsar["type"] == "PROTOBUF"
 
 
 @pytest.mark.parametrize(("level", "accepted", "refused_schema"), [
@@ -223,10 +259,13 @@ def test_evolution_per_level(url: str, level: str, accepted: str, refused_schema
             sr.register_schema(subject, Schema(refused_schema, "AVRO"))
         assert e.value.http_status_code == 409 and e.value.error_code == 409
         status, body, ctype = call(url, "POST", f"/subjects/{subject}/versions", {"schema": refused_schema})
-        assert status == 409 and body["error_code"] == 409 and "incompatible" in body["message"]
+        assert status == 409 and body["error_code"] == 409 and "incompatible" in body["message"].lower()
         assert ctype.startswith(CT)
-        assert call(url, "POST", f"/compatibility/subjects/{subject}/versions/latest",
-                    {"schema": refused_schema})[1] == {"is_compatible": False}
+        status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions/latest",
+                               {"schema": refused_schema})
+        assert status == 200 and body["is_compatible"] is False
+        if OURS:  # Confluent: messages only with verbose=true (Karapace always sends them)
+            assert body == {"is_compatible": False}
     sr.register_schema(subject, Schema(accepted, "AVRO"))
     assert sr.get_versions(subject) == [1, 2]
 
@@ -258,7 +297,8 @@ def test_json_and_protobuf_evolution(url: str, schema_type: str, v1: str, v2_ok:
     if schema_type == "PROTOBUF":  # confluent-kafka asks for references in Protobuf's binary descriptor form
         from google.protobuf import descriptor_pb2
 
-        for path in (f"/schemas/ids/{body['id']}", f"/subjects/{subject}/versions/2"):
+        # Confluent documents `format` on both; Karapace has it on /schemas/ids only
+        for path in (f"/schemas/ids/{body['id']}", f"/subjects/{subject}/versions/2")[:2 if OURS else 1]:
             got = call(url, "GET", path + "?format=serialized")[1]
             fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(got["schema"]))
             assert [m.name for m in fd.message_type] == ["Order"] and got["schemaType"] == "PROTOBUF"
@@ -272,13 +312,20 @@ def test_transitive_level_compares_every_version(url: str) -> None:
     for s in (V1, record("R", A, {"name": "c", "type": "int", "default": 0})):
         assert call(url, "POST", f"/subjects/{subject}/versions", {"schema": s})[0] == 200
     call(url, "PUT", f"/config/{subject}", {"compatibility": "BACKWARD"})
-    status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions?verbose=true",
+    status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions/latest?verbose=true",
                            {"schema": needs_c})
-    assert (status, body) == (200, {"is_compatible": True, "messages": []})
+    assert status == 200 and body["is_compatible"] is True
+    if OURS:  # Confluent: verbose=true always carries messages (Karapace leaves them out when compatible)
+        assert body == {"is_compatible": True, "messages": []}
+    if OURS:  # Confluent's check against the versions the level names (Karapace has only /versions/<version>)
+        status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions?verbose=true",
+                               {"schema": needs_c})
+        assert (status, body) == (200, {"is_compatible": True, "messages": []})
     call(url, "PUT", f"/config/{subject}", {"compatibility": "BACKWARD_TRANSITIVE"})
-    status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions?verbose=true",
-                           {"schema": needs_c})
-    assert status == 200 and body["is_compatible"] is False and body["messages"]
+    if OURS:
+        status, body, _ = call(url, "POST", f"/compatibility/subjects/{subject}/versions?verbose=true",
+                               {"schema": needs_c})
+        assert status == 200 and body["is_compatible"] is False and body["messages"]
     assert refused(url, "POST", f"/subjects/{subject}/versions", {"schema": needs_c}) == 409
 
 
@@ -291,57 +338,76 @@ def test_read_endpoints(url: str) -> None:
     assert status == 200
     sid = body["id"]
     assert call(url, "POST", f"/subjects/{s2}/versions", {"schema": V1, "schemaType": "AVRO"})[1] == {"id": sid}
-    assert call(url, "GET", f"/schemas/ids/{sid}")[1] == {"schema": V1}
-    assert json.loads(call(url, "GET", f"/schemas/ids/{sid}/schema")[1] and V1) == json.loads(V1)
-    assert {s1, s2} <= set(call(url, "GET", f"/schemas/ids/{sid}/subjects")[1])
+    assert parsed(call(url, "GET", f"/schemas/ids/{sid}")[1]) == parsed({"schema": V1})
+    if OURS:  # Confluent documents both; Karapace has neither
+        assert call(url, "GET", f"/schemas/ids/{sid}/schema")[1] == json.loads(V1)  # the bare definition
+        assert {s1, s2} <= set(call(url, "GET", f"/schemas/ids/{sid}/subjects")[1])
     assert {"subject": s1, "version": 1} in call(url, "GET", f"/schemas/ids/{sid}/versions")[1]
     assert call(url, "GET", f"/schemas/ids/{sid}?subject={s1}")[0] == 200
     assert refused(url, "GET", "/schemas/ids/999999") == 40403
-    assert call(url, "GET", f"/subjects?subjectPrefix={s1}")[1] == [s1]
+    if OURS:  # Confluent's subjectPrefix (Karapace ignores it)
+        assert call(url, "GET", f"/subjects?subjectPrefix={s1}")[1] == [s1]
     assert s2 in call(url, "GET", "/subjects")[1]
-    listed = call(url, "GET", f"/schemas?subjectPrefix={s1}&latestOnly=true")[1]
-    assert listed == [{"subject": s1, "version": 1, "id": sid, "schema": V1}]
+    if OURS:  # Confluent's subjectPrefix (Karapace lists every subject)
+        listed = call(url, "GET", f"/schemas?subjectPrefix={s1}&latestOnly=true")[1]
+        assert parsed(listed) == parsed([{"subject": s1, "version": 1, "id": sid, "schema": V1}])
     assert call(url, "GET", f"/subjects/{s1}/versions")[1] == [1]
-    one = {"subject": s1, "version": 1, "id": sid, "schema": V1}
+    one = parsed({"subject": s1, "version": 1, "id": sid, "schema": V1})
     for v in ("1", "latest", "-1"):
-        assert call(url, "GET", f"/subjects/{s1}/versions/{v}")[1] == one
-    assert json.loads(call(url, "GET", f"/subjects/{s1}/versions/1/schema")[1] and V1) == json.loads(V1)
+        assert parsed(call(url, "GET", f"/subjects/{s1}/versions/{v}")[1]) == one
+    assert call(url, "GET", f"/subjects/{s1}/versions/1/schema")[1] == json.loads(V1)
     assert call(url, "GET", f"/subjects/{s1}/versions/1/referencedby")[1] == []
-    assert call(url, "POST", f"/subjects/{s1}", {"schema": V1})[1] == one  # lookup
+    assert parsed(call(url, "POST", f"/subjects/{s1}", {"schema": V1})[1]) == one  # lookup
     assert refused(url, "POST", f"/subjects/{s1}", {"schema": V2}) == 40403
     assert refused(url, "POST", "/subjects/nobody-here", {"schema": V1}) == 40401
     assert refused(url, "GET", "/subjects/nobody-here/versions") == 40401
     assert refused(url, "GET", f"/subjects/{s1}/versions/7") == 40402
     assert refused(url, "GET", f"/subjects/{s1}/versions/zero") == 42202
     assert refused(url, "POST", f"/subjects/{s1}/versions", {"schema": '{"type": "record"}'}) == 42201
-    assert refused(url, "POST", f"/subjects/{s1}/versions", {"schema": V1, "schemaType": "XML"}) == 42201
+    # Confluent: an unknown type is an invalid schema, 42201 (Karapace: 422 from its request validation)
+    assert refused(url, "POST", f"/subjects/{s1}/versions", {"schema": V1, "schemaType": "XML"}) in (
+        (42201,) if OURS else (42201, 422))
     assert refused(url, "POST", f"/compatibility/subjects/{s1}/versions/9", {"schema": V1}) == 40402
+    assert refused(url, "POST", "/compatibility/subjects/nobody-here/versions/3", {"schema": V1}) == 40402
+    if OURS:  # Confluent: nothing to compare with is compatible (Karapace: 40402 for `latest` too)
+        assert SchemaRegistryClient({"url": url}).test_compatibility("nobody-here", Schema(V1, "AVRO")) is True
+    # what Confluent's JAX-RS answers for an {id} that is no integer
+    assert call(url, "GET", "/schemas/ids/abc")[:2] == (404, {"error_code": 404, "message": "HTTP 404 Not Found"})
 
 
 def test_config_and_mode_endpoints(url: str) -> None:
     subject = unique("cfg")
     status, body, _ = call(url, "GET", "/config")
     assert status == 200 and body["compatibilityLevel"] == "FULL"  # schemaCompatibilityStrategy's default
-    assert refused(url, "GET", f"/config/{subject}") == 40408
-    assert call(url, "GET", f"/config/{subject}?defaultToGlobal=true")[1] == {"compatibilityLevel": "FULL"}
+    if OURS:  # Confluent: a subject's config needs no schema (Karapace answers 40401 for a subject without one)
+        assert refused(url, "GET", f"/config/{subject}") == 40408
+        assert call(url, "GET", f"/config/{subject}?defaultToGlobal=true")[1] == {"compatibilityLevel": "FULL"}
     assert call(url, "PUT", f"/config/{subject}", {"compatibility": "FORWARD"})[1] == {"compatibility": "FORWARD"}
     assert call(url, "GET", f"/config/{subject}")[1] == {"compatibilityLevel": "FORWARD"}
     assert refused(url, "PUT", f"/config/{subject}", {"compatibility": "SIDEWAYS"}) == 42203
-    assert call(url, "DELETE", f"/config/{subject}")[1] == {"compatibilityLevel": "FORWARD"}
-    assert refused(url, "DELETE", f"/config/{subject}") == 40401
-    # a topic's level is the strategy its Pulsar schema follows
-    topic = unique("cfgtopic")
-    call(url, "PUT", f"/config/{topic}-value", {"compatibility": "NONE"})
-    status, body, _ = call(url, "POST", f"/admin/v2/schemas/public/default/{topic}/compatibility",
-                           {"type": "AVRO", "schema": V1, "properties": {}}, content_type="application/json")
-    assert body["schemaCompatibilityStrategy"] == "ALWAYS_COMPATIBLE"
+    if OURS:  # Confluent: the deleted config, then 40401 (Karapace answers the global level, both times)
+        assert call(url, "DELETE", f"/config/{subject}")[1] == {"compatibilityLevel": "FORWARD"}
+        assert refused(url, "DELETE", f"/config/{subject}") == 40401
+    if OURS:  # a topic's level is the strategy its Pulsar schema follows
+        topic = unique("cfgtopic")
+        call(url, "PUT", f"/config/{topic}-value", {"compatibility": "NONE"})
+        status, body, _ = call(url, "POST", f"/admin/v2/schemas/public/default/{topic}/compatibility",
+                               {"type": "AVRO", "schema": V1, "properties": {}}, content_type="application/json")
+        assert body["schemaCompatibilityStrategy"] == "ALWAYS_COMPATIBLE"
     # the global level
-    assert call(url, "PUT", "/config", {"compatibility": "backward"})[1] == {"compatibility": "BACKWARD"}
-    assert call(url, "GET", f"/config/{subject}?defaultToGlobal=true")[1] == {"compatibilityLevel": "BACKWARD"}
-    assert call(url, "DELETE", "/config")[1] == {"compatibilityLevel": "BACKWARD"}
+    assert call(url, "PUT", "/config", {"compatibility": "BACKWARD"})[1] == {"compatibility": "BACKWARD"}
+    if OURS:  # Confluent takes the level in any case (Karapace: upper case only)
+        assert call(url, "PUT", "/config", {"compatibility": "backward"})[1] == {"compatibility": "BACKWARD"}
+    if OURS:  # Karapace has no DELETE /config
+        assert call(url, "GET", f"/config/{subject}?defaultToGlobal=true")[1] == {"compatibilityLevel": "BACKWARD"}
+        assert call(url, "DELETE", "/config")[1] == {"compatibilityLevel": "BACKWARD"}
+    else:
+        call(url, "PUT", "/config", {"compatibility": "FULL"})
     assert call(url, "GET", "/config")[1] == {"compatibilityLevel": "FULL"}
     # modes
     assert call(url, "GET", "/mode")[1] == {"mode": "READWRITE"}
+    if not OURS:  # Karapace has no PUT /mode nor /mode/<subject> writes: the rest is Confluent's documented API
+        return
     assert refused(url, "GET", f"/mode/{subject}") == 40409
     assert call(url, "GET", f"/mode/{subject}?defaultToGlobal=true")[1] == {"mode": "READWRITE"}
     assert call(url, "PUT", f"/mode/{subject}", {"mode": "READONLY"})[1] == {"mode": "READONLY"}
@@ -376,9 +442,11 @@ def test_soft_then_permanent_delete(url: str) -> None:
     assert subject not in call(url, "GET", "/subjects")[1]
     assert subject in call(url, "GET", "/subjects?deleted=true")[1]
     # Pulsar still has the soft-deleted versions; a permanent delete removes the Pulsar schema too
-    assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[0] == 200
+    if OURS:
+        assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[0] == 200
     assert call(url, "DELETE", f"/subjects/{subject}?permanent=true")[1] == [1, 2]
-    assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[0] == 404
+    if OURS:
+        assert call(url, "GET", f"/admin/v2/schemas/public/default/{topic}/schema")[0] == 404
     assert refused(url, "GET", f"/subjects/{subject}/versions") == 40401
 
 
@@ -391,12 +459,13 @@ def test_references(url: str) -> None:
     assert refused(url, "POST", f"/subjects/{p}/versions", {"schema": person}) == 42201
     person_id = call(url, "POST", f"/subjects/{p}/versions", {"schema": person, "references": refs})[1]["id"]
     assert person_id != address_id
-    assert call(url, "GET", f"/schemas/ids/{person_id}")[1] == {"schema": person, "references": refs}
+    assert parsed(call(url, "GET", f"/schemas/ids/{person_id}")[1]) == parsed({"schema": person, "references": refs})
     assert call(url, "GET", f"/subjects/{a}/versions/1/referencedby")[1] == [person_id]
     assert refused(url, "DELETE", f"/subjects/{a}/versions/1") == 42206
     assert refused(url, "DELETE", f"/subjects/{a}") == 42206
 
 
+@ours_only
 def test_admin_authentication_guards_the_registry(tmp_path: Path) -> None:
     (tmp_path / "token.key").write_bytes(TOKEN_SECRET)
     b = KopBroker(tmp_path / "auth", {

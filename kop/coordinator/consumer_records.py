@@ -24,8 +24,9 @@ values start with an int16 version (0 for all of these) and are flexible (compac
 
 Written by hand like kop/coordinator/records.py: these schemas live in Kafka's group-coordinator module,
 not among the request/response schemas kop.protocol generates its codec from. A tagged field we do not
-know (Kafka 4.1's MetadataHash in type 3) is skipped on read; ClassicMemberMetadata (tag 0 of type 5) is
-read and written, so a group converted between the protocols (KIP-848's online migration) survives a restart.
+know (Kafka 4.1's MetadataHash in type 3, 4.3's AssignmentTimestamp in type 6) is skipped on read;
+ClassicMemberMetadata (tag 0 of type 5) is read and written, so a group converted between the protocols
+(KIP-848's online migration) survives a restart.
 AssignmentEpochs (tag 0 of type 8's topic entries, KIP-1251, Kafka 4.3+): the member epoch at which each
 partition was assigned, which decides whether a commit with an older member epoch is accepted. Written as
 Kafka 4.4 writes it (on every entry, in the order of its partitions); a record without it (Kafka 4.2 and

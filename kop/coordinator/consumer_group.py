@@ -27,6 +27,9 @@ tests with a fake clock in tests/test_coordinator_consumer_group.py):
 The three epochs: the *group epoch* moves whenever an input of the assignment changes (a member joins,
 leaves or changes its subscription; subscribed topics change); the *assignment epoch* is the group epoch
 the current targets were computed for; a *member epoch* is the assignment epoch the member has reached.
+Each partition a member holds also has an *assignment epoch* of its own, the member epoch at which the member
+got it (KIP-1251, Kafka 4.3+): an OffsetCommit carrying an older member epoch than the member's - one sent
+while the heartbeat that moved the member was being answered - is accepted for partitions it held then.
 
 How we differ from Kafka 4.x, and why:
 

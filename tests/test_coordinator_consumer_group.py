@@ -414,6 +414,138 @@ def test_records_decode_to_the_group() -> None:
             assert v.assigned == {FOO: frozenset(range(6))}
 
 
+# ---------------------------------------------------------------------------------------- commits and epochs
+
+
+def commit(d: Driver, member: str, epoch: int, *partitions: int) -> int:
+    """The error of an OffsetCommit v9 of `member` with `epoch` for partitions of foo."""
+    return d.machine.validate_offset_commit(d.group(), member, epoch, 9, [("foo", p) for p in partitions])
+
+
+def test_a_commit_sent_before_the_member_heard_of_its_new_epoch_is_accepted() -> None:
+    """Issue 23: m1 commits each record synchronously while m2 leaves. The heartbeat that moves m1 to the
+    new epoch (and gives it m2's partitions) is answered while a commit carrying the old epoch is on its
+    way: Kafka 4.4 accepts that commit for the partitions m1 already held at the old epoch (KIP-1251's
+    assignment epochs), and refuses it for those it got with the new epoch, and any newer epoch."""
+    d = Driver()
+    d.join("m1")
+    d.join("m2")
+    r = d.hb("m1", 1, {FOO: list(range(6))})
+    kept = sorted(p for _, p in parts(r))
+    assert d.hb("m1", 1, {FOO: kept}).member_epoch == 2
+    given = sorted(p for _, p in parts(d.hb("m2", 2, {})))
+    assert len(given) == 3 and d.group().state == "Stable"
+    member = d.group().members["m1"]
+    assert {p: member.assignment_epoch(FOO, p) for p in kept} == dict.fromkeys(kept, 1)  # m1's since epoch 1
+    assert commit(d, "m1", 1, *kept) == 0  # older than epoch 2, but m1 held them at 1 already
+
+    assert d.hb("m2", -1).error == 0  # m2 leaves: epoch 3, m1 gets all six
+    r = d.hb("m1", 2, {FOO: kept})
+    assert r.member_epoch == 3 and parts(r) == {(FOO, p) for p in range(6)}
+    member = d.group().members["m1"]
+    assert (member.member_epoch, member.previous_member_epoch) == (3, 2)
+    assert {p: member.assignment_epoch(FOO, p) for p in given} == dict.fromkeys(given, 3)
+    assert commit(d, "m1", 3, *range(6)) == 0  # the current epoch commits anything
+    assert commit(d, "m1", 2, *kept) == 0  # in flight when m1 moved to 3: accepted, as in Kafka 4.4
+    assert commit(d, "m1", 1, *kept) == 0  # any epoch at or after the partition's assignment
+    # A partition m1 got at epoch 3 cannot have been consumed at epoch 2: the whole commit is refused.
+    assert commit(d, "m1", 2, kept[0], given[0]) == E.STALE_MEMBER_EPOCH
+    assert commit(d, "m1", 4, *kept) == E.STALE_MEMBER_EPOCH  # newer than the member's
+    assert commit(d, "m1", 0, *kept) == E.STALE_MEMBER_EPOCH  # older than the partitions' epoch
+    assert commit(d, "m1", 2) == 0  # nothing to check (Kafka's validator runs per partition)
+    assert commit(d, "nobody", 3, 0) == E.UNKNOWN_MEMBER_ID
+    assert d.machine.validate_offset_commit(d.group(), "m1", 2, 8, [("foo", kept[0])]) == E.UNSUPPORTED_VERSION
+
+
+def test_partitions_pending_revocation_accept_older_commits_until_given_up() -> None:
+    """A member revoking partitions keeps their assignment epochs until it gives them up: a commit with an
+    older epoch is accepted for them meanwhile, and refused once another member got them."""
+    d = Driver()
+    d.join("m1")
+    d.join("m2")
+    r = d.hb("m1", 1, {FOO: list(range(6))})
+    kept = sorted(p for _, p in parts(r))
+    revoked = sorted(set(range(6)) - set(kept))
+    d.hb("m1", 1, {FOO: kept})
+    d.hb("m2", 2, {})
+    d.join("m3")  # epoch 3: m1 and m2 each give m3 one partition
+    r = d.hb("m1", 2, {FOO: kept})
+    member = d.group().members["m1"]
+    assert member.state == MemberState.UNREVOKED_PARTITIONS and r.member_epoch == 2
+    [pending] = member.pending_revocation[FOO]
+    assert member.assignment_epoch(FOO, pending) == 1
+    assert commit(d, "m1", 1, pending) == 0
+    assert commit(d, "m1", 1, revoked[0]) == E.STALE_MEMBER_EPOCH  # m2's now
+    d.hb("m1", 2, {FOO: sorted(set(kept) - {pending})})
+    assert d.group().members["m1"].member_epoch == 3
+    assert commit(d, "m1", 2, pending) == E.STALE_MEMBER_EPOCH  # given up
+
+
+def test_a_member_that_revoked_moves_on_from_its_epoch_not_epoch_plus_one() -> None:
+    """Kafka 4.1+: a member that revoked its partitions is reconciled from the epoch it has (4.0 went to
+    epoch + 1); when more must be revoked by then, it stays at its epoch, and its previous epoch is always
+    the one it had before (Kafka's updateMemberEpoch)."""
+    d = Driver()
+    d.join("m1")
+    d.join("m2")  # epoch 2: m1 must revoke three
+    r = d.hb("m1", 1, {FOO: list(range(6))})
+    first = sorted(p for _, p in parts(r))
+    d.join("m3")  # epoch 3 while m1 is still revoking: m1's target shrinks to two
+    r = d.hb("m1", 1, {FOO: first})
+    member = d.group().members["m1"]
+    assert (r.member_epoch, member.state) == (1, MemberState.UNREVOKED_PARTITIONS)  # not 2
+    assert (member.member_epoch, member.previous_member_epoch) == (1, 1)
+    r = d.hb("m1", 1, {FOO: sorted(p for _, p in parts(r))})
+    member = d.group().members["m1"]
+    assert r.member_epoch == 3 and (member.state, len(member.assigned[FOO])) == (MemberState.STABLE, 2)
+    assert member.previous_member_epoch == 1
+
+
+def test_a_static_member_away_keeps_its_partitions_at_assignment_epoch_0() -> None:
+    """Kafka resets the assignment epochs of a static member that leaves with -2 to 0: the member that takes
+    the instance over reaches the group's epoch with them and may commit them with any epoch since."""
+    d = Driver()
+    d.join("s1", instance_id="i1")
+    assert d.hb("s1", -2, instance_id="i1").member_epoch == -2
+    away = d.group().members["s1"]
+    assert {away.assignment_epoch(FOO, p) for p in range(6)} == {0}
+    r = d.join("s2", instance_id="i1")
+    assert r.member_epoch == 1 and len(parts(r)) == 6
+    assert {d.group().members["s2"].assignment_epoch(FOO, p) for p in range(6)} == {0}
+
+
+# Kafka 4.4's bytes of a ConsumerGroupCurrentMemberAssignmentValue (MemberEpoch 7, PreviousMemberEpoch 6,
+# State 1, topic 0x01.. partitions 0, 2, 5 assigned at epochs 3, 7, 5, topic 0x02.. partition 1 pending
+# revocation from epoch 4), as its generated class serializes it (MessageUtil.toVersionPrefixedBytes).
+KAFKA_44_ASSIGNMENT = bytes.fromhex(
+    "000000000007000000060102010101010101010101010101010101010400000000000000020000000501000d04000000030000"
+    "00070000000502020202020202020202020202020202020200000001010005020000000400")
+
+
+def test_current_assignment_records_carry_assignment_epochs_as_kafka_44() -> None:
+    v = crec.decode_current_assignment(KAFKA_44_ASSIGNMENT)
+    assert (v.member_epoch, v.previous_member_epoch, v.state) == (7, 6, 1)
+    assert v.assigned == {FOO: frozenset({0, 2, 5})} and v.pending_revocation == {BAR: frozenset({1})}
+    assert v.epochs == {FOO: {0: 3, 2: 7, 5: 5}, BAR: {1: 4}}
+    assert crec.encode_current_assignment(v) == KAFKA_44_ASSIGNMENT
+    # Kafka 4.2's layout (no tag): no epochs; each partition counts as assigned at the member epoch.
+    old = crec.CurrentAssignmentValue(7, 6, 0, {FOO: frozenset({0, 2})})
+    again = crec.decode_current_assignment(crec.encode_current_assignment(old))
+    assert again == old and again.epochs is None and again.epoch_of(FOO, 2) == 7
+    # Replayed, a member's assignment epochs are back (and what a 4.2-era record lacks defaults likewise).
+    d = Driver()
+    d.join("m1")
+    d.join("m2")
+    r = d.hb("m1", 1, {FOO: list(range(6))})
+    d.hb("m1", 1, {FOO: sorted(p for _, p in parts(r))})
+    d.hb("m2", 2, {})
+    live = d.group()
+    restored = replayed(d)[GROUP]
+    assert {m: r.assignment_epochs for m, r in restored.members.items()} == {
+        m: r.assignment_epochs for m, r in live.members.items()}
+    assert set(restored.members["m2"].assignment_epochs[FOO].values()) == {2}
+
+
 # ---------------------------------------------------------------------------------------- restart
 
 

@@ -329,9 +329,9 @@ def test_classic_requests_inside_a_consumer_group_get_kafkas_errors() -> None:
     assert d.join(protocols=[("roundrobin", subscription())]).error == E.INCONSISTENT_GROUP_PROTOCOL
     # OffsetCommit: a classic member's generation is its member epoch
     g = d.group
-    assert ConsumerGroupMachine.validate_offset_commit(g, a, gen, 8) == 0
-    assert ConsumerGroupMachine.validate_offset_commit(g, a, gen + 1, 9) == E.ILLEGAL_GENERATION
-    assert ConsumerGroupMachine.validate_offset_commit(g, "c", c.member_epoch + 1, 9) == E.STALE_MEMBER_EPOCH
+    assert d.consumer.validate_offset_commit(g, a, gen, 8) == 0
+    assert d.consumer.validate_offset_commit(g, a, gen + 1, 9) == E.ILLEGAL_GENERATION
+    assert d.consumer.validate_offset_commit(g, "c", c.member_epoch + 1, 9) == E.STALE_MEMBER_EPOCH
     assert ConsumerGroupMachine.validate_offset_fetch(g, a, 99) == E.ILLEGAL_GENERATION
 
 

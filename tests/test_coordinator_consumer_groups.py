@@ -74,6 +74,46 @@ def test_offsets_and_admin_apis_for_a_consumer_group(tmp_path: Path) -> None:
     asyncio.run(run())
 
 
+def test_commits_with_an_older_member_epoch_for_partitions_held_then(tmp_path: Path) -> None:
+    """OffsetCommit and TxnOffsetCommit through the coordinator (topic names resolved to the ids the member's
+    assignment holds): m1 kept partition `kept` since epoch 1 and moved to epoch 2 when m2 joined; a commit
+    m1 sent with epoch 1 is accepted for `kept` (KIP-1251, Kafka 4.4) and refused as a whole when it names
+    m2's partition too; a partition refused for its metadata size is not checked, as in Kafka; a
+    transactional commit refused so is ILLEGAL_GENERATION (TxnOffsetCommit v0-v4 know no STALE_MEMBER_EPOCH)."""
+    async def run() -> None:
+        svc, _ = await start_broker(tmp_path)
+        c = svc.coordinator
+        try:
+            await svc.topics.create(svc.topics.parse(TOPIC), 2)
+            await c.consumer_group_heartbeat(join("m1"))
+            assert (await c.consumer_group_heartbeat(join("m2"))).member_epoch == 2
+            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, topic_partitions={
+                tid: frozenset({0, 1}) for tid in c.consumer_groups[GROUP].members["m1"].assigned}))
+            [(tid, kept_set)] = r.assignment.items()
+            [kept] = kept_set
+            other = 1 - kept
+            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, topic_partitions=r.assignment))
+            assert r.member_epoch == 2
+            await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m2", 2, topic_partitions={}))
+            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, [(TOPIC, kept, 5, -1, None)]) == {
+                (TOPIC, kept): 0}
+            both = [(TOPIC, kept, 6, -1, None), (TOPIC, other, 6, -1, None)]
+            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, both) == {
+                (TOPIC, kept): E.STALE_MEMBER_EPOCH, (TOPIC, other): E.STALE_MEMBER_EPOCH}
+            too_large = [(TOPIC, kept, 7, -1, None), (TOPIC, other, 7, -1, "x" * 5000)]
+            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, too_large) == {
+                (TOPIC, kept): 0, (TOPIC, other): E.OFFSET_METADATA_TOO_LARGE}
+            assert c.fetch_offsets(GROUP, [(TOPIC, [kept, other])]) == (0, [
+                (TOPIC, kept, 7, -1, "", 0), (TOPIC, other, -1, -1, "", 0)])
+            assert c.validate_txn_offset_commit(GROUP, 1, "m1", None, [(TOPIC, kept, 8, -1, None)]) == 0
+            assert c.validate_txn_offset_commit(GROUP, 1, "m1", None, both) == E.ILLEGAL_GENERATION
+            assert c.validate_txn_offset_commit(GROUP, 3, "m1", None, both[:1]) == E.ILLEGAL_GENERATION
+        finally:
+            await svc.stop()
+
+    asyncio.run(run())
+
+
 def test_join_group_replaces_an_empty_consumer_group(tmp_path: Path) -> None:
     async def run() -> None:
         svc, _ = await start_broker(tmp_path)

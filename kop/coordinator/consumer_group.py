@@ -27,6 +27,9 @@ tests with a fake clock in tests/test_coordinator_consumer_group.py):
 The three epochs: the *group epoch* moves whenever an input of the assignment changes (a member joins,
 leaves or changes its subscription; subscribed topics change); the *assignment epoch* is the group epoch
 the current targets were computed for; a *member epoch* is the assignment epoch the member has reached.
+Each partition a member holds also has an *assignment epoch* of its own, the member epoch at which the member
+got it (KIP-1251, Kafka 4.3+): an OffsetCommit carrying an older member epoch than the member's - one sent
+while the heartbeat that moved the member was being answered - is accepted for partitions it held then.
 
 How we differ from Kafka 4.x, and why:
 
@@ -92,6 +95,7 @@ E = ErrorCode
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 Partitions = dict[bytes, frozenset[int]]
+Epochs = dict[bytes, dict[int, int]]  # topic id -> partition -> the member epoch it was assigned at
 Metadata = Mapping[str, tuple[bytes, int]]  # topic name -> (topic id, partition count)
 
 
@@ -156,6 +160,11 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # The member epoch at which each partition of `assigned` and `pending_revocation` was assigned to this
+    # member (KIP-1251, Kafka 4.3+): a commit carrying an older member epoch is accepted for the partitions the
+    # member held at that epoch already. A partition kept or being revoked keeps its epoch; a new one gets
+    # the epoch of the target assignment that gave it.
+    assignment_epochs: Epochs = field(default_factory=dict)
     # Set for a member that uses the classic protocol (JoinGroup/SyncGroup/Heartbeat) inside a consumer
     # group: its session timeout and JoinGroup protocols (KIP-848 online migration)
     classic: crec.ClassicMemberMetadata | None = None
@@ -171,9 +180,23 @@ class ConsumerMember:
         assert self.classic is not None
         return self.classic.supported_protocols[0][0]
 
+    def assignment_epoch(self, topic_id: bytes, partition: int) -> int | None:
+        """When the member got a partition it holds (assigned or pending revocation); None: it holds none.
+        One without a recorded epoch counts as assigned at max(member epoch, 0), Kafka's default."""
+        if partition not in self.assigned.get(topic_id, ()) and partition not in self.pending_revocation.get(topic_id, ()):
+            return None
+        found = self.assignment_epochs.get(topic_id, {}).get(partition)
+        return found if found is not None else max(self.member_epoch, 0)
+
     def assignment_value(self) -> crec.CurrentAssignmentValue:
+        epochs: crec.Epochs = {}
+        for parts in (self.assigned, self.pending_revocation):
+            for tid, ps in parts.items():
+                per_topic = epochs.setdefault(tid, {})
+                for p in ps:
+                    per_topic[p] = self.assignment_epochs.get(tid, {}).get(p, max(self.member_epoch, 0))
         return crec.CurrentAssignmentValue(self.member_epoch, self.previous_member_epoch, int(self.state),
-                                           self.assigned, self.pending_revocation)
+                                           self.assigned, self.pending_revocation, epochs)
 
     def reconciled_to(self, epoch: int) -> bool:
         return self.member_epoch == epoch and self.state == MemberState.STABLE
@@ -342,21 +365,37 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
         return records
 
     # ================================================================== offsets of consumer groups
-    @staticmethod
-    def validate_offset_commit(group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int) -> int:
-        """Kafka's rules for OffsetCommit to a consumer group: an admin commit (epoch < 0) only to an empty
-        group; else the member must exist, commit with v9+ (a consumer-protocol member), and carry its
-        current epoch exactly (a classic member's generation is its member epoch: ILLEGAL_GENERATION)."""
+    def validate_offset_commit(self, group: ConsumerGroup, member_id: str, member_epoch: int, api_version: int,
+                               partitions: Iterable[tuple[str, int]] = (), transactional: bool = False) -> int:
+        """Kafka 4.4's rules for a commit to a consumer group (ConsumerGroup.validateOffsetCommit), for the
+        `partitions` (topic as `metadata()` names it, partition) it commits: an admin commit (epoch < 0) only
+        to an empty group; else the member must exist and, unless the commit is transactional, a
+        consumer-protocol member must use OffsetCommit v9+. Its current epoch commits anything and a newer
+        one nothing. An older epoch is a commit the member sent before it heard of its new epoch (the
+        heartbeat that moved it was answered meanwhile, librdkafka and Java send both on their own): it is
+        accepted when every partition is still the member's (assigned or pending revocation) and was
+        assigned to it at or before that epoch (KIP-1251, Kafka 4.3+; Kafka 4.2 wanted the current epoch,
+        and a commit racing a heartbeat failed there too). A refusal is the whole commit's, as in Kafka:
+        STALE_MEMBER_EPOCH, ILLEGAL_GENERATION for a classic member (its generation is its member epoch)."""
         if member_epoch < 0 and not group.members:
             return 0
         member = group.members.get(member_id)
         if member is None:
             return E.UNKNOWN_MEMBER_ID
-        if api_version < 9 and member.classic is None:
+        if not transactional and api_version < 9 and member.classic is None:
             return E.UNSUPPORTED_VERSION
         if member_epoch == member.member_epoch:
             return 0
-        return E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
+        refused = E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
+        if member_epoch > member.member_epoch:
+            return refused
+        topics = self.metadata()
+        for name, partition in partitions:
+            known = topics.get(name)
+            assigned_at = None if known is None else member.assignment_epoch(known[0], partition)
+            if assigned_at is None or member_epoch < assigned_at:
+                return refused
+        return 0
 
     @staticmethod
     def validate_offset_fetch(group: ConsumerGroup, member_id: str | None, member_epoch: int) -> int:
@@ -669,7 +708,8 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
             if _owns_any(owned, member.pending_revocation):
                 updated = member
             else:
-                updated = self._next_assignment(group, member, member.member_epoch + 1, target, epoch, owned)
+                # Revoked: it moves on from the epoch it has (Kafka 4.0 went to epoch + 1 here; 4.1+ do not).
+                updated = self._next_assignment(group, member, member.member_epoch, target, epoch, owned)
         elif member.state == MemberState.UNRELEASED_PARTITIONS:
             updated = self._next_assignment(group, member, member.member_epoch, target, epoch, owned)
         else:
@@ -689,6 +729,11 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
     @staticmethod
     def _next_assignment(group: ConsumerGroup, member: ConsumerMember, member_epoch: int, target: Partitions,
                          target_epoch: int, owned: Partitions | None) -> ConsumerMember:
+        """Kafka 4.4's computeNextAssignment: partitions to revoke first (the member stays at `member_epoch`),
+        else the member reaches `target_epoch` with the partitions it keeps and those no one else holds (a
+        partition it is revoking itself is not held by another). Kept and revoked partitions keep their
+        assignment epochs, new ones get `target_epoch`. The previous epoch is always the epoch the member
+        had, also when it does not change (Kafka's updateMemberEpoch)."""
         owners = group.owners()
         keep: dict[bytes, frozenset[int]] = {}
         revoke: dict[bytes, frozenset[int]] = {}
@@ -697,18 +742,25 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
         for tid in set(target) | set(member.assigned):
             t = target.get(tid, frozenset())
             current = member.assigned.get(tid, frozenset())
+            mine = member.pending_revocation.get(tid, frozenset())
             keep[tid] = current & t
             revoke[tid] = current - keep[tid]
             wanted = t - keep[tid]
-            free = frozenset(p for p in wanted if (tid, p) not in owners)
+            free = frozenset(p for p in wanted if (tid, p) not in owners or p in mine)
             unreleased = unreleased or free != wanted
             add[tid] = free
         keep, revoke, add = _clean(keep), _clean(revoke), _clean(add)
 
         def moved(epoch: int, state: MemberState, assigned: Partitions, pending: Partitions) -> ConsumerMember:
-            previous = member.member_epoch if epoch != member.member_epoch else member.previous_member_epoch
-            return replace(member, member_epoch=epoch, previous_member_epoch=previous, state=state,
-                           assigned=assigned, pending_revocation=pending)
+            epochs: Epochs = {}
+            for parts in (assigned, pending):
+                for tid, ps in parts.items():
+                    per_topic = epochs.setdefault(tid, {})
+                    for p in ps:
+                        held = member.assignment_epoch(tid, p) if p in member.assigned.get(tid, ()) else None
+                        per_topic[p] = target_epoch if held is None else held
+            return replace(member, member_epoch=epoch, previous_member_epoch=member.member_epoch, state=state,
+                           assigned=assigned, pending_revocation=pending, assignment_epochs=epochs)
 
         if revoke and _owns_any(owned, revoke):
             return moved(member_epoch, MemberState.UNREVOKED_PARTITIONS, keep, revoke)
@@ -736,7 +788,9 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
                               f"{req.instance_id} was fenced by member {member.member_id}.")
             if req.member_epoch == STATIC_LEAVE_EPOCH:
                 # Away for now: it keeps its partitions (no one else gets them) until its session expires.
-                away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={})
+                # Its assignment epochs go to 0, as in Kafka: whoever takes the instance over commits them.
+                away = replace(member, member_epoch=STATIC_LEAVE_EPOCH, pending_revocation={},
+                               assignment_epochs={tid: dict.fromkeys(ps, 0) for tid, ps in member.assigned.items()})
                 group.members[member.member_id] = away
                 self._cancel(("rebalance", group.group_id, member.member_id))
                 records.append(self._assignment_record(group.group_id, away))
@@ -860,6 +914,7 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
                     client_host=m.client_host, subscribed_topic_names=tuple(self._global(t, gid) for t in sub.topics),
                     rebalance_timeout_ms=m.rebalance_timeout_ms, member_epoch=generation,
                     previous_member_epoch=generation, assigned=assigned,
+                    assignment_epochs={tid: dict.fromkeys(ps, generation) for tid, ps in assigned.items()},
                     classic=crec.ClassicMemberMetadata(m.session_timeout_ms, tuple(m.protocols)))
                 group.targets[m.member_id] = assigned
         except (cproto.ProtocolError, KeyError):
@@ -1193,7 +1248,7 @@ class ConsumerGroupReplayer:
                 group.targets.pop(second, None)
             elif key.type == crec.CURRENT_MEMBER_ASSIGNMENT and second in group.members:
                 group.members[second] = replace(group.members[second], member_epoch=LEAVE_EPOCH, assigned={},
-                                                pending_revocation={})
+                                                pending_revocation={}, assignment_epochs={})
             elif key.type == crec.PARTITION_METADATA:
                 group.subscription_metadata = {}
             elif key.type == crec.REGULAR_EXPRESSION:
@@ -1223,9 +1278,14 @@ class ConsumerGroupReplayer:
                 state = MemberState(a.state)
             except ValueError:
                 state = MemberState.UNKNOWN  # written by a newer version: fenced unless it owns nothing
+            epochs: Epochs = {}
+            for parts in (a.assigned, a.pending_revocation):
+                for tid, ps in parts.items():
+                    epochs.setdefault(tid, {}).update((p, a.epoch_of(tid, p)) for p in ps)
             group.members[second] = replace(m, member_epoch=a.member_epoch,
                                             previous_member_epoch=a.previous_member_epoch, state=state,
-                                            assigned=a.assigned, pending_revocation=a.pending_revocation)
+                                            assigned=a.assigned, pending_revocation=a.pending_revocation,
+                                            assignment_epochs=epochs)
         elif key.type == crec.REGULAR_EXPRESSION:
             group.regexes[second] = frozenset(crec.decode_regex(value).topics)
 

@@ -18,13 +18,20 @@ values start with an int16 version (0 for all of these) and are flexible (compac
 | 6    | group                   | AssignmentEpoch int32                                                  |
 | 7    | group, member           | TopicPartitions [TopicId, Partitions int32[]]                          |
 | 8    | group, member           | MemberEpoch, PreviousMemberEpoch, State int8, AssignedPartitions[],    |
-|      |                         | PartitionsPendingRevocation[]                                          |
+|      |                         | PartitionsPendingRevocation[] (each [TopicId, Partitions int32[], tag  |
+|      |                         | 0: AssignmentEpochs int32[]?, Kafka 4.3+])                             |
 | 16   | group, regex            | Topics string[], Version int64, Timestamp int64                        |
 
 Written by hand like kop/coordinator/records.py: these schemas live in Kafka's group-coordinator module,
 not among the request/response schemas kop.protocol generates its codec from. A tagged field we do not
-know (Kafka 4.1's MetadataHash in type 3) is skipped on read; ClassicMemberMetadata (tag 0 of type 5) is
-read and written, so a group converted between the protocols (KIP-848's online migration) survives a restart.
+know (Kafka 4.1's MetadataHash in type 3, 4.3's AssignmentTimestamp in type 6) is skipped on read;
+ClassicMemberMetadata (tag 0 of type 5) is read and written, so a group converted between the protocols
+(KIP-848's online migration) survives a restart.
+AssignmentEpochs (tag 0 of type 8's topic entries, KIP-1251, Kafka 4.3+): the member epoch at which each
+partition was assigned, which decides whether a commit with an older member epoch is accepted. Written as
+Kafka 4.4 writes it (on every entry, in the order of its partitions); a record without it (Kafka 4.2 and
+older, this broker before it) reads as `epochs=None`, and its partitions count as assigned at
+max(MemberEpoch, 0) (Kafka's default).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ TYPES = (GROUP_EPOCH, PARTITION_METADATA, MEMBER_METADATA, TARGET_ASSIGNMENT_MET
 _WITH_SECOND = {MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT, REGULAR_EXPRESSION}
 
 Partitions = dict[bytes, frozenset[int]]  # topic id -> partitions
+Epochs = dict[bytes, dict[int, int]]  # topic id -> partition -> the member epoch it was assigned at
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,13 @@ class CurrentAssignmentValue:
     state: int
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # The assignment epoch of each partition of both lists; None: the record has none (written before KIP-1251)
+    epochs: Epochs | None = None
+
+    def epoch_of(self, topic_id: bytes, partition: int) -> int:
+        """A partition's assignment epoch; Kafka's default, max(MemberEpoch, 0), where the record has none."""
+        found = (self.epochs or {}).get(topic_id, {}).get(partition)
+        return found if found is not None else max(self.member_epoch, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +186,52 @@ def _read_partitions(r: _Reader) -> Partitions:
         out[tid] = frozenset(r.int32() for _ in range(r.array_len()))
         r.skip_tags()
     return out
+
+
+def _assignment_partitions(w: _Writer, parts: Partitions, v: CurrentAssignmentValue) -> None:
+    """Type 8's TopicPartitions: with tag 0 (AssignmentEpochs) on each entry when the value has epochs."""
+    w.array_len(len(parts))
+    for tid in sorted(parts):
+        _uuid(w, tid)
+        ordered = sorted(parts[tid])
+        w.array_len(len(ordered))
+        for p in ordered:
+            w.int32(p)
+        if v.epochs is None:
+            w.no_tags()
+            continue
+        tag = _Writer(True)
+        tag.array_len(len(ordered))
+        for p in ordered:
+            tag.int32(v.epoch_of(tid, p))
+        w.uvarint(1)  # one tagged field: tag 0, its size, the compact int32 array
+        w.uvarint(0)
+        w.uvarint(len(tag.out))
+        w.out += tag.out
+
+
+def _read_assignment_partitions(r: _Reader, epochs: Epochs) -> tuple[Partitions, bool]:
+    """Type 8's TopicPartitions; the AssignmentEpochs found go into `epochs`. True when some entry had them."""
+    out: dict[bytes, frozenset[int]] = {}
+    found = False
+    for _ in range(r.array_len()):
+        tid = r._take(16)
+        ordered = [r.int32() for _ in range(r.array_len())]
+        out[tid] = frozenset(ordered)
+        for _ in range(r.uvarint()):
+            tag, size = r.uvarint(), r.uvarint()
+            end = r.pos + size
+            if tag == 0:
+                n = r.uvarint() - 1  # a compact nullable array: 0 is null
+                values = [r.int32() for _ in range(n)] if n >= 0 else None
+                # Kafka ignores epochs that do not match the partitions one to one (and logs it)
+                if values is not None and len(values) == len(ordered):
+                    epochs.setdefault(tid, {}).update(zip(ordered, values, strict=True))
+                    found = True
+            if r.pos > end:
+                raise RecordError("a tagged field overruns its size")
+            r.pos = end
+    return out, found
 
 
 def _strings(w: _Writer, items: tuple[str, ...] | list[str]) -> None:
@@ -300,8 +361,8 @@ def encode_current_assignment(v: CurrentAssignmentValue) -> bytes:
     w.int32(v.member_epoch)
     w.int32(v.previous_member_epoch)
     w.out += bytes([v.state & 0xFF])
-    _partitions(w, v.assigned)
-    _partitions(w, v.pending_revocation)
+    _assignment_partitions(w, v.assigned, v)
+    _assignment_partitions(w, v.pending_revocation, v)
     return _done(w)
 
 
@@ -310,10 +371,21 @@ def decode_current_assignment(data: bytes | memoryview) -> CurrentAssignmentValu
     epoch = r.int32()
     previous = r.int32()
     state = int.from_bytes(r._take(1), "big", signed=True)
-    assigned = _read_partitions(r)
-    pending = _read_partitions(r)
+    epochs: Epochs = {}
+    assigned, in_assigned = _read_assignment_partitions(r, epochs)
+    pending, in_pending = _read_assignment_partitions(r, epochs)
     r.skip_tags()
-    return CurrentAssignmentValue(epoch, previous, state, assigned, pending)
+    v = CurrentAssignmentValue(epoch, previous, state, assigned, pending)
+    if not (in_assigned or in_pending):
+        return v
+    # Entries without epochs (not written by Kafka) take the default, as Kafka reads them.
+    default = max(epoch, 0)
+    for parts in (assigned, pending):
+        for tid, ps in parts.items():
+            per_topic = epochs.setdefault(tid, {})
+            for p in ps:
+                per_topic.setdefault(p, default)
+    return replace(v, epochs=epochs)
 
 
 def encode_regex(v: RegexValue) -> bytes:

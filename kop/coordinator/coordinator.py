@@ -511,8 +511,10 @@ class GroupCoordinator:
         created = False
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
-            # A consumer group: the generation id is the member epoch (KIP-848).
-            err = self.consumer.validate_offset_commit(cg, member_id, generation_id, api_version)
+            # A consumer group: the generation id is the member epoch (KIP-848), checked against the
+            # partitions Kafka checks it for (those whose metadata is not too large).
+            err = self.consumer.validate_offset_commit(cg, member_id, generation_id, api_version,
+                                                       self._checked_partitions(partitions))
             if err:
                 return dict.fromkeys(keys, err)
         elif group is None:
@@ -539,13 +541,22 @@ class GroupCoordinator:
             del self.groups[group_id]  # nothing was committed: the simple group made for it goes
         return result
 
+    def _checked_partitions(self, partitions: list[tuple[str, int, int, int, str | None]]) -> list[tuple[str, int]]:
+        """The (topic, partition)s of a commit whose member epoch Kafka checks: not those refused for their
+        metadata size, which Kafka answers OFFSET_METADATA_TOO_LARGE before it looks at the epoch."""
+        max_meta = self.config.offsetMetadataMaxSize
+        return [(t, p) for t, p, _, _, meta in partitions if meta is None or len(meta) <= max_meta]
+
     # ================================================================== TxnOffsetCommit (KIP-98, KIP-447)
     def validate_txn_offset_commit(self, group_id: str, generation_id: int, member_id: str,
-                                   instance_id: str | None) -> int:
+                                   instance_id: str | None,
+                                   partitions: list[tuple[str, int, int, int, str | None]] | None = None) -> int:
         """Kafka's checks of a transactional commit: a commit without member information (TxnOffsetCommit
         v0-v2, or an empty member id) is accepted even by a Stable group, and creates a missing group;
         otherwise the member must exist (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID for a replaced static
-        member) at the group's generation (ILLEGAL_GENERATION). No REBALANCE_IN_PROGRESS here."""
+        member) at the group's generation (ILLEGAL_GENERATION); a consumer group's member may also commit
+        `partitions` with an older epoch by OffsetCommit's rule (KIP-1251, ConsumerGroupMachine's
+        validate_offset_commit). No REBALANCE_IN_PROGRESS here."""
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             if generation_id < 0 and not member_id and instance_id is None:
@@ -555,7 +566,10 @@ class GroupCoordinator:
                 return E.UNKNOWN_MEMBER_ID
             if instance_id is not None and getattr(member, "instance_id", instance_id) != instance_id:
                 return E.FENCED_INSTANCE_ID
-            return 0 if generation_id == member.member_epoch else E.ILLEGAL_GENERATION
+            err = self.consumer.validate_offset_commit(cg, member_id, generation_id, 0,
+                                                       self._checked_partitions(partitions or []), transactional=True)
+            # TxnOffsetCommit below v6 has no STALE_MEMBER_EPOCH: Kafka answers ILLEGAL_GENERATION instead.
+            return E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err
         group = self.groups.get(group_id)
         if group is None:
             return E.ILLEGAL_GENERATION if generation_id >= 0 else 0
@@ -578,7 +592,7 @@ class GroupCoordinator:
         metadata). Returns the error of each (topic, partition)."""
         keys = [(t, p) for t, p, *_ in partitions]
         err = self.partition_error(group_id) or self.validate_txn_offset_commit(
-            group_id, generation_id, member_id, instance_id)
+            group_id, generation_id, member_id, instance_id, partitions)
         if err:
             return dict.fromkeys(keys, err)
         self._ensure_group(group_id)  # a simple group, as Kafka makes

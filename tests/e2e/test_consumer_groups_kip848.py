@@ -11,7 +11,11 @@ and on Apache Kafka 4.x (KOP_E2E_TARGET=kafka proves the tests right).
 * the group's records in __consumer_offsets are Kafka's bytes (decoded and re-encoded identically,
   on Apache Kafka's log as on ours), and consumer lag metrics cover consumer groups;
 * kafka-consumer-groups (--list --type, --describe with --members/--state/--verbose, --delete) prints the
-  same for a consumer group on both brokers (differential, normalized as in test_consumer_groups_cli).
+  same for a consumer group on both brokers (differential, normalized as in test_consumer_groups_cli);
+* issue 23: two confluent-kafka members commit every record synchronously while one of them closes half-way,
+  COMMIT_RUNS times: no commit fails (Kafka 4.3+ accepts a commit carrying the epoch the member had before the
+  heartbeat that moved it, for the partitions it held then: KIP-1251). On the `kafka` target it needs Kafka
+  4.3+ (KOP_KAFKA_LIBS naming 4.4's jars); Kafka 4.2 refuses those commits, and the test is skipped there.
 
 Members run as separate processes (tests/support/groups.py) so that they can be SIGKILLed.
 """
@@ -20,13 +24,17 @@ from __future__ import annotations
 
 import difflib
 import re
+import threading
 import time
 import uuid
+
+import pytest
 
 from tests.e2e.test_consumer_groups import Scenario, _check_consumption
 from tests.e2e.test_consumer_groups_cli import Run
 from tests.support.clients import create_topic
 from tests.support.groups import JavaMember, PythonMember, committed, produce, wait_for
+from tests.support.java import kafka_version
 
 PARTS = 6
 SESSION_MS = 10_000
@@ -265,7 +273,9 @@ def _group_records(bootstrap: str, group: str) -> list[tuple[bytes, bytes | None
 def test_consumer_group_records_in_kafkas_layout(target, tmp_path) -> None:
     """The group's records in __consumer_offsets decode with our codec and re-encode to the same bytes, and
     replaying them gives the group the members see. Against Apache Kafka this checks our layouts against
-    Kafka's own bytes (Kafka 4.1+ adds a tagged field to the group epoch record: its epoch is compared)."""
+    Kafka's own bytes (Kafka 4.1+ adds a tagged field to the group epoch record, 4.3+ one to the assignment
+    epoch record, which we do not write: their epochs are compared; 4.3+'s assignment epochs of record 8 are
+    read and written as Kafka's)."""
     from kop.coordinator import consumer_records as crec
     from kop.coordinator.consumer_group import ConsumerGroupReplayer
 
@@ -292,7 +302,8 @@ def test_consumer_group_records_in_kafkas_layout(target, tmp_path) -> None:
             if value is not None:
                 decode, encode = decoders[k.type]
                 again = encode(decode(value))
-                assert (again[:6] == value[:6]) if k.type == crec.GROUP_EPOCH else (again == value), (k, value.hex())
+                epoch_only = k.type in (crec.GROUP_EPOCH, crec.TARGET_ASSIGNMENT_METADATA)
+                assert (again[:6] == value[:6]) if epoch_only else (again == value), (k, value.hex())
             replayer.replay(k, value)
         assert {crec.GROUP_EPOCH, crec.MEMBER_METADATA, crec.TARGET_ASSIGNMENT_MEMBER,
                 crec.TARGET_ASSIGNMENT_METADATA, crec.CURRENT_MEMBER_ASSIGNMENT} <= kinds
@@ -343,3 +354,89 @@ def test_regex_subscription_follows_new_topics(target, tmp_path) -> None:
         assert f"(^{prefix}-.*)" in regexes  # librdkafka sends its subscriptions joined, in parentheses
     finally:
         c.close()
+
+
+# ---------------------------------------------------------------------------------------- commits while one leaves
+
+COMMIT_RUNS = 20
+COMMIT_RECORDS = 50  # per partition
+# A short heartbeat interval: the survivor's heartbeat after the other member left (the one that moves its
+# epoch and gives it the partitions) comes while it is still committing its own records.
+COMMIT_HEARTBEAT_MS = 250
+
+
+def _commit_run(bootstrap: str, topic: str) -> list[str]:
+    """One run of issue 23's scenario on a fresh topic and group: A and B (confluent-kafka, the consumer
+    protocol, no auto-commit) share 6 partitions, then the records come; each member commits every record
+    synchronously; B closes after a quarter of them, and A consumes the rest. The commit errors either saw."""
+    from confluent_kafka import Consumer, KafkaException
+
+    group = "g-" + topic
+    create_topic(bootstrap, topic, PARTS)
+    total = PARTS * COMMIT_RECORDS
+    consumed = {"A": 0, "B": 0}
+    assigned = {"A": threading.Event(), "B": threading.Event()}
+    errors: list[str] = []
+    done = threading.Event()
+
+    def member(name: str, close_after: int | None) -> None:
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "consumer",
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest", "client.id": name})
+        try:
+            c.subscribe([topic])
+            while not done.is_set():
+                msg = c.poll(0.1)
+                if c.assignment():
+                    assigned[name].set()
+                if msg is None or msg.error():
+                    continue
+                try:
+                    c.commit(message=msg, asynchronous=False)
+                except KafkaException as e:
+                    errors.append(f"{name}: {e}")
+                consumed[name] += 1
+                if consumed[name] == close_after:
+                    return
+        except Exception as e:  # the test fails on it, not the thread
+            errors.append(f"{name}: {e!r}")
+        finally:
+            c.close()
+
+    a = threading.Thread(target=member, args=("A", None), daemon=True)
+    b = threading.Thread(target=member, args=("B", total // 4), daemon=True)
+    a.start()
+    b.start()
+    try:
+        wait_for("A and B to share the partitions", lambda: all(e.is_set() for e in assigned.values()))
+        produce(bootstrap, topic, {p: [f"{p}-{i}" for i in range(COMMIT_RECORDS)] for p in range(PARTS)})
+        wait_for("B to consume its quarter and leave", lambda: not b.is_alive() or errors)
+        wait_for("A to consume the rest", lambda: sum(consumed.values()) >= total or errors,
+                 on_timeout=lambda: f"consumed {consumed}")
+    finally:
+        done.set()
+        a.join()
+        b.join()
+    if not errors:
+        assert consumed == {"A": total - total // 4, "B": total // 4}, consumed
+        assert committed(bootstrap, group, topic, PARTS) == dict.fromkeys(range(PARTS), COMMIT_RECORDS)
+    return errors
+
+
+def test_synchronous_commits_while_a_member_leaves_never_fail(target, tmp_path) -> None:
+    """Issue 23: on Kafka 4.4, a synchronous commit never fails while the other member leaves. The heartbeat
+    that gives A the leaver's partitions moves A to a new member epoch, and is answered while A's commit with
+    the old epoch is on its way: Kafka 4.3+ accepts it for the partitions A already held at that epoch; we
+    refused it (STALE_MEMBER_EPOCH) in 3 runs of 10 before. Each run is a fresh topic and group."""
+    if target.kind == "kafka" and tuple(int(x) for x in kafka_version().split(".")[:2]) < (4, 3):
+        pytest.skip(f"Kafka {kafka_version()} refuses a commit with the member's previous epoch (KIP-1251 is "
+                    "4.3+): run the kafka target on 4.4's jars (KOP_KAFKA_LIBS)")
+    kafka_settings = {**KAFKA_SETTINGS, "group.consumer.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS),
+                      "group.consumer.min.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS)}
+    broker = target.dedicated_broker(kafka_settings, **{**KOP_SETTINGS,
+                                                        "groupConsumerHeartbeatIntervalMs": COMMIT_HEARTBEAT_MS})
+    failed = {}
+    for run in range(COMMIT_RUNS):
+        errors = _commit_run(broker.bootstrap, target.topic(f"commit{run}"))
+        if errors:
+            failed[run] = errors[:3]
+    assert not failed, f"{len(failed)} of {COMMIT_RUNS} runs saw commit errors: {failed}"

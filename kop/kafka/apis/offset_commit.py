@@ -13,7 +13,9 @@
   positive generation for a missing group is GROUP_ID_NOT_FOUND from v9, ILLEGAL_GENERATION before.
 - For a KIP-848 consumer group the generation is the member epoch (Kafka's rules): an admin commit
   (epoch -1) only to a group without members; otherwise UNKNOWN_MEMBER_ID for a stranger,
-  UNSUPPORTED_VERSION below v9, STALE_MEMBER_EPOCH unless the epoch is the member's current one.
+  UNSUPPORTED_VERSION below v9, STALE_MEMBER_EPOCH for a newer epoch, and for an older one unless every
+  partition is still the member's and was assigned to it at or before that epoch (KIP-1251, Kafka 4.3+:
+  a commit sent while the heartbeat that moved the member was being answered is accepted).
 - Partitions of topics that do not exist get UNKNOWN_TOPIC_OR_PARTITION (and nothing is stored for
   them); metadata longer than offsetMetadataMaxSize gets OFFSET_METADATA_TOO_LARGE; the other partitions
   of the request are committed.

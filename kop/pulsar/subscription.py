@@ -91,6 +91,9 @@ class PartitionState:
         self.partition = seam.index
         self.plog = seam.log
         self.producers: dict[str, Producer] = {}
+        # Pulsar's topic epoch (kop/pulsar/produce.py access_refusal): taken by each exclusive producer, so that one
+        # fenced out cannot come back; in memory (Pulsar keeps it in the managed ledger's properties)
+        self.topic_epoch: int | None = None
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, Converted | None] = OrderedDict()
         # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it

@@ -305,7 +305,7 @@ def _key_fields(key: bytes, head: bytes, tail: bytes) -> bytes:
 def _split_key_fields(key: bytes | None, ordering: bytes | None, head: bytes, tail: bytes) -> bytes:
     """_key_fields for a record whose ordering key is its own (ORDERING_KEY_HEADER): the partition key from the key
     (when there is one), the ordering key from the header (when it is not null)."""
-    out = []
+    out: list[bytes] = []
     flag = b""
     if key is not None:
         try:
@@ -515,7 +515,7 @@ def ordering_header(md: Any, key: bytes | None) -> bytes | None:
     """The ORDERING_KEY_HEADER value a message's Kafka record carries: its ordering key when it has one that is not
     its key (``key_of``), else None (no header)."""
     if md.HasField("ordering_key") and md.ordering_key != key:
-        return md.ordering_key
+        return bytes(md.ordering_key)
     return None
 
 
@@ -747,6 +747,7 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int, pref
             pos = stop
             continue
         ordering = None
+        key: bytes | None
         if partition_key is not None:
             key = _decode_partition_key(partition_key.decode("utf-8"), b64)
             if ordering_key is not None and ordering_key != key:

@@ -43,7 +43,14 @@ from kop.offset.api import (
 from kop.offset.bounds import LogBounds
 from kop.offset.compaction import DEFAULT_DELETE_RETENTION_MS, CleaningState, CompactionResult
 from kop.offset.damage import DamageLog
-from kop.offset.entry_format import BATCH_TAIL, LAST_OFFSET_DELTA, EntryMeta, entry_meta, parse_entry
+from kop.offset.entry_format import (
+    BATCH_TAIL,
+    LAST_OFFSET_DELTA,
+    EntryMeta,
+    NamedEntry,
+    entry_meta,
+    parse_entry,
+)
 from kop.offset.interceptor import INDEX_PROPERTY, TXN_BITS, AddContext, IndexInterceptor
 from kop.offset.offset_index import OffsetIndex, Trimmed
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
@@ -221,10 +228,11 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             out.set_exception(e)
         return out
 
-    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int,
-                            max_timestamp: int) -> asyncio.Future[tuple[Position, int]]:
+    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
+                            producer_name: str = "") -> asyncio.Future[tuple[Position, int]]:
         """append_nowait() that also gives the entry's position: the Pulsar handler's SEND_RECEIPT carries
-        the message id (ledger, entry), which the base offset alone does not name."""
+        the message id (ledger, entry), which the base offset alone does not name. `producer_name`: the Pulsar
+        producer's, kept in the entry's metadata (entry_format.NamedEntry)."""
         out: asyncio.Future[tuple[Position, int]] = self._loop.create_future()
 
         def done(f: asyncio.Future[tuple[Position, AddContext]]) -> None:
@@ -239,7 +247,8 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
                 out.set_result((position, context[0] + 1))
 
         try:
-            self.ml.add_entry_nowait(batch, last_offset_delta + 1).add_done_callback(done)
+            data = NamedEntry(batch, producer_name.encode("utf-8")) if producer_name else batch
+            self.ml.add_entry_nowait(data, last_offset_delta + 1).add_done_callback(done)
         except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
             out.set_exception(e)
         return out
@@ -342,7 +351,7 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             elif not min_one and size > max_bytes:
                 return ReadResult([], offset, Position(lid, eid))
             total += size
-            batches.append(FetchedBatch(base, index, view, Position(lid, eid)))
+            batches.append(FetchedBatch(base, index, view, Position(lid, eid), data))
         if not batches:
             return ReadResult([], offset, hint)
         last = batches[-1]

@@ -289,7 +289,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.SEND_RECEIPT, **fields))
         return
     try:
-        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header)
+        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name)
     except AppendRefused as e:  # the topic's write rules, as a Kafka producer meets them
         send_refused(conn, pid, seq, f"{e.error}: {e.message}")
         return

@@ -5,7 +5,7 @@ SingleMessageMetadata per record, so a Kafka batch of N records is N Pulsar mess
 message id (ledger, entry) and told apart by batch index, and a Pulsar consumer's permits, acks and
 batch indexes count the same N:
 
-    key        -> ordering_key (bytes) and partition_key
+    key        -> partition_key and ordering_key (bytes); with an ORDERING_KEY_HEADER, that is the ordering key
     timestamp  -> event_time (per message) and publish_time (the entry's: the first record's)
     headers    -> properties (values as UTF-8 text)
     null value -> null_value = true, empty payload
@@ -13,7 +13,8 @@ batch indexes count the same N:
 Pulsar -> Kafka (``pulsar_to_kafka``): an entry of N messages (batched or not) becomes one Kafka batch
 of N records at offsets base..base+N-1:
 
-    ordering_key, else partition_key (base64-decoded when flagged)  -> key
+    partition_key (base64-decoded when flagged), else ordering_key    -> key
+    an ordering_key that is not the key                               -> ORDERING_KEY_HEADER
     event_time if set, else publish_time                              -> timestamp
     properties                                                        -> headers
     null_value                                                        -> null value
@@ -23,6 +24,13 @@ takes the entry's publish time). KoP reads only the entry-level key, event time 
 which Pulsar clients copy from the batch's *first* message (Java's BatchMessageContainerImpl, the C++
 client's batch container): read that way, a keyless message batched after a keyed one gets the other's key
 (seen with pulsar-client against the handler), so we never fall back to the entry's fields for them.
+
+Partition key and ordering key (issue #22): Pulsar keeps them apart and its consumers read each; a Kafka record has
+one key. The key is the partition key (what Pulsar calls a message's key, routes and compacts by), and an ordering
+key that differs from it travels in the record header ``pulsar.ordering_key`` - visible to Kafka consumers, only on
+records whose two keys differ, never a Pulsar property. A message with only one of the two keys comes back with it
+as both (docs/pulsar.md says why). The producer name is not in the batch: the stored entry keeps it
+(kop/offset/entry_format.py NamedEntry) and ``kafka_to_pulsar(producer_name=...)`` puts it back.
 
 Where we differ from KoP, and why:
 - A key that is valid UTF-8 goes into partition_key as that text (partition_key_b64_encoded unset);

@@ -80,7 +80,8 @@ _READ_MAX_ENTRIES = 1 << 20
 # Upper bound of the bytes before the batch in one of our entries: 0x0e02 + size (6), BrokerEntryMetadata
 # with two 10-byte varints (22), metadataSize (4), MessageMetadata (2+2+11+23+6 = 44). Reads count this
 # much of each entry as free, so the ledger reads at least every batch that fits in max_bytes (and at most
-# a few bytes more); the exact cut by batch size is made here.
+# a few bytes more); the exact cut by batch size is made here. A Pulsar producer's entry also holds its name
+# (entry_format.NamedEntry), counted as batch bytes here: a read may end one such entry early (read next time).
 ENTRY_OVERHEAD_MAX = 6 + 22 + 4 + 44
 
 

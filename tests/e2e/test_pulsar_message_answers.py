@@ -22,7 +22,7 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a measured quantity
 

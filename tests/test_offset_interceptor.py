@@ -9,7 +9,13 @@ issued, and untold when their add fails.
 from __future__ import annotations
 
 from kop.managed_ledger import Position
-from kop.offset.entry_format import encode_entry_header, parse_entry
+from kop.offset.entry_format import (
+    NamedEntry,
+    encode_entry_header,
+    parse_entry,
+    parse_entry_full,
+    producer_name_of,
+)
 from kop.offset.interceptor import INDEX_PROPERTY, IndexInterceptor
 from kop.protocol.records import build_batch
 
@@ -35,6 +41,22 @@ def test_issue_assigns_offsets_and_acknowledgement_makes_them_durable() -> None:
     icpt.after_add_entry(Position(1, 1), ctx2)
     assert icpt.durable_index == 4
     assert icpt.properties() == {INDEX_PROPERTY: "4"}
+
+
+def test_a_named_entry_keeps_its_producer_name_in_the_entry_metadata() -> None:
+    """A Pulsar SEND (NamedEntry): the name goes into MessageMetadata.producer_name, the batch is stored alone and
+    offsets count as for any batch; other entries keep KoP's empty name."""
+    icpt = IndexInterceptor()
+    (header, data), ctx = icpt.before_add_entry(NamedEntry(batch(2), "producer-é".encode()), 2)
+    assert data == batch(2) and ctx[:2] == (-1, 1)
+    entry = header + data
+    parsed = parse_entry_full(entry)
+    assert parsed.metadata.producer_name == "producer-é" and parsed.index == 1 and parsed.metadata.entry_format == "kafka"
+    assert bytes(parsed.batch) == batch(2) and parse_entry(entry)[2] == len(header)
+    assert producer_name_of(entry) == "producer-é"
+    (header, data), _ = icpt.before_add_entry(batch(1), 1)
+    assert producer_name_of(header + data) == "" and parse_entry_full(header + data).metadata.producer_name == ""
+    assert producer_name_of(b"") == ""  # nothing to read: no name
 
 
 def test_log_append_time_batches_are_indexed_by_the_broker_time() -> None:

@@ -13,6 +13,7 @@ import uuid
 import pulsar
 import pytest
 
+from kop.pulsar.convert import ORDERING_KEY_HEADER
 from tests.support.admin import ok, topic_url
 from tests.support.broker import KopBroker
 from tests.support.clients import Rec, create_topic, produce_confluent, produce_kafka_python
@@ -104,9 +105,11 @@ def test_mixed_producers_share_one_offset_sequence(broker: KopBroker, client: pu
     assert [g.offset for g in got] == list(range(12))
     assert [g.value for g in got] == [b"kafka0"] + [f"pulsar{i}".encode() for i in range(10)] + [b"kafka1"]
     for i, g in enumerate(got[1:11]):
-        want = f"ok{i}" if i % 2 else (f"pk{i}" if i % 3 else None)
+        # the partition key, else the ordering key; an ordering key that is not the key rides in a header (#22)
+        want = f"pk{i}" if i % 3 else (f"ok{i}" if i % 2 else None)
         assert g.key == (want.encode() if want else None)
-        assert g.timestamp == base + 100 + i and g.headers == (("i", str(i).encode()),)
+        apart = ((ORDERING_KEY_HEADER, f"ok{i}".encode()),) if i % 2 and i % 3 else ()
+        assert g.timestamp == base + 100 + i and g.headers == (("i", str(i).encode()), *apart)
     consumer = client.subscribe(topic, "mixed", initial_position=pulsar.InitialPosition.Earliest)
     assert [m.data() for m in receive_all(consumer, 12)] == [g.value or b"" for g in got]
 

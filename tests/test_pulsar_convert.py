@@ -224,17 +224,60 @@ def test_unbatched_message_fields() -> None:
     md.properties.add(key="a", value="1")
     rec = _single(md, b"payload", base=7)
     assert (rec.offset, rec.key, rec.timestamp, rec.value, rec.headers) == (
-        7, b"ok", T0 - 10, b"payload", [("a", b"1")])
+        7, b"pk", T0 - 10, b"payload", [("a", b"1"), (convert.ORDERING_KEY_HEADER, b"ok")])
 
 
-@pytest.mark.parametrize("fields, key", [
-    ({"ordering_key": b"ok", "partition_key": "pk"}, b"ok"),  # ordering key first
-    ({"partition_key": "pk"}, b"pk"),  # else partition key
-    ({"partition_key": "AP8=", "partition_key_b64_encoded": True}, b"\x00\xff"),  # base64-decoded if flagged
-    ({}, None),
+@pytest.mark.parametrize("fields, key, ordering", [
+    ({"ordering_key": b"ok", "partition_key": "pk"}, b"pk", b"ok"),  # partition key first, the other in a header
+    ({"ordering_key": b"same", "partition_key": "same"}, b"same", None),  # the same: no header
+    ({"partition_key": "pk"}, b"pk", None),
+    ({"ordering_key": b"ok"}, b"ok", None),  # else the ordering key
+    ({"partition_key": "AP8=", "partition_key_b64_encoded": True}, b"\x00\xff", None),  # base64-decoded if flagged
+    ({"partition_key": "AP8=", "partition_key_b64_encoded": True, "ordering_key": b"\x00\xff"}, b"\x00\xff", None),
+    ({"partition_key": "AP8=", "partition_key_b64_encoded": True, "ordering_key": b"AP8="}, b"\x00\xff", b"AP8="),
+    ({}, None, None),
 ])
-def test_key_is_ordering_key_else_partition_key(fields: dict, key: bytes | None) -> None:
-    assert _single(_entry_md(**fields)).key == key
+def test_key_is_partition_key_else_ordering_key(fields: dict, key: bytes | None, ordering: bytes | None) -> None:
+    rec = _single(_entry_md(**fields))
+    assert rec.key == key
+    assert rec.headers == ([] if ordering is None else [(convert.ORDERING_KEY_HEADER, ordering)])
+    md, payload = _batch_md([(fields, b"v")])  # the batch loops (C, else Python) say the same
+    [rec] = decode_records_absolute(pulsar_to_kafka(md, payload, 0))
+    assert (rec.key, rec.headers) == (key, [] if ordering is None else [(convert.ORDERING_KEY_HEADER, ordering)])
+
+
+def test_ordering_key_header_becomes_the_ordering_key() -> None:
+    """A record's ORDERING_KEY_HEADER is its Pulsar ordering key (a null value: none), never a property; its key
+    stays the partition key. Any record may carry it: a Kafka producer's too."""
+    h = convert.ORDERING_KEY_HEADER
+    entry = kafka_to_pulsar(build_batch([
+        (b"pk", b"1", [("a", b"x"), (h, b"ok")], T0),
+        (None, b"2", [(h, b"\xff\x00")], T0),  # an ordering key without a partition key, binary
+        (b"only-pk", b"3", [(h, None)], T0),  # a partition key without an ordering key
+        (b"\xff", b"4", [(h, b"o")], T0),  # a binary partition key (base64) and an ordering key
+    ]))
+    (m1, _), (m2, _), (m3, _), (m4, _) = _messages(entry)
+    assert (m1.partition_key, m1.ordering_key, [(kv.key, kv.value) for kv in m1.properties]) == ("pk", b"ok",
+                                                                                                [("a", "x")])
+    assert (m2.HasField("partition_key"), m2.ordering_key, len(m2.properties)) == (False, b"\xff\x00", 0)
+    assert (m3.partition_key, m3.HasField("ordering_key"), len(m3.properties)) == ("only-pk", False, 0)
+    assert (m4.partition_key, m4.partition_key_b64_encoded, m4.ordering_key) == ("/w==", True, b"o")
+    assert not entry.metadata.HasField("ordering_key")  # the records' ordering keys differ
+    same = kafka_to_pulsar(build_batch([(b"a", b"1", [(h, b"o")], T0), (b"b", b"2", [(h, b"o")], T0)]))
+    assert same.metadata.ordering_key == b"o"  # what Key_Shared hashes: the ordering keys, all "o"
+
+
+def test_partition_and_ordering_keys_round_trip() -> None:
+    """Pulsar -> stored Kafka batch -> Pulsar keeps each message's partition key and ordering key apart."""
+    items = [({"partition_key": "pk", "ordering_key": b"ok"}, b"1"), ({"partition_key": "same", "ordering_key": b"same"}, b"2"),
+             ({"ordering_key": b"\x00ok"}, b"3"), ({"partition_key": "AP8=", "partition_key_b64_encoded": True,
+                                                     "ordering_key": b"o"}, b"4")]
+    md, payload = _batch_md(items)
+    entry = kafka_to_pulsar(pulsar_to_kafka(md, payload, 0))
+    got = [(m.partition_key if m.HasField("partition_key") else None, m.partition_key_b64_encoded, m.ordering_key)
+           for m, _ in _messages(entry)]
+    assert got == [("pk", False, b"ok"), ("same", False, b"same"), ("\x00ok", False, b"\x00ok"), ("AP8=", True, b"o")]
+    assert all(not m.properties for m, _ in _messages(entry))
 
 
 def test_timestamp_is_event_time_else_publish_time() -> None:

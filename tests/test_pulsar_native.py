@@ -103,6 +103,10 @@ def _record(rnd: random.Random, i: int, key: bytes | None, odd: bool, prefixes: 
         if odd and rnd.random() < 0.2:
             hv = b"\xff\xfe bad"  # not UTF-8: Python replaces, C declines
         headers.append((hk, hv))
+    for _ in range(rnd.choice([0, 0, 0, 1] + ([2] if odd else []))):  # twice: the last counts (C declines)
+        # the Pulsar ordering key header: not a property; its value is the ordering key (binary or not, null: none)
+        headers.insert(rnd.randrange(len(headers) + 1), (convert.ORDERING_KEY_HEADER.encode(),
+                                                         rnd.choice([None, b"", b"ok", b"\xff\x00", key])))
     body += _zz(len(headers), ov())
     for hk, hv in headers:
         body += _zz(len(hk)) + hk + _zz(-1 if hv is None else len(hv)) + (hv or b"")
@@ -304,7 +308,8 @@ def _smm(rnd: random.Random, odd: bool, payload: bytes) -> bytes:
         5: lambda: _tag(5, 0) + _uv(rnd.choice([0, 1, T0 + rnd.randrange(10**6), 2**40]
                                                + ([2**63, 2**64 - 1] if odd else []))),
         6: lambda: _tag(6, 0) + _uv(rnd.random() < 0.4),
-        7: lambda: _ld(7, rnd.choice([b"", b"ok", rnd.randbytes(300)])),
+        # ordering keys equal to a partition key above, as text or base64-decoded: no ORDERING_KEY_HEADER then
+        7: lambda: _ld(7, rnd.choice([b"", b"ok", rnd.randbytes(300), b"AP8=", b"\x00\xff", b"/wBr", b"\xff\x00k"])),
         8: lambda: _tag(8, 0) + _uv(rnd.randrange(10**12)),
         9: lambda: _tag(9, 0) + _uv(null),
         10: lambda: _tag(10, 0) + _uv(1),

@@ -121,7 +121,7 @@ def test_exclusive_access_mode(client: pulsar.Client) -> None:
         client.create_producer(topic)
     excl.close()
     shared = client.create_producer(topic)
-    with pytest.raises(pulsar.ProducerBusy):
+    with pytest.raises(pulsar.ProducerFenced):  # Pulsar 4.0's answer (tests/e2e/test_pulsar_message_answers.py)
         client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     shared.send(b"x")
 

@@ -25,7 +25,7 @@ from kop.pulsar.codec import batch as pbatch
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec import framing
 from kop.pulsar.codec.compression import LZ4, NONE, SNAPPY, ZLIB, ZSTD
-from kop.pulsar.convert import kafka_to_pulsar, pulsar_to_kafka
+from kop.pulsar.convert import ORDERING_KEY_HEADER, kafka_to_pulsar, pulsar_to_kafka
 
 LEDGER = 77
 PY_CODECS = {
@@ -183,10 +183,10 @@ def test_unbatched_send_decodes_and_converts(server: CodecServer, client: pulsar
 
     [rec] = decode_records_absolute(pulsar_to_kafka(md, frame.payload, 100))
     assert rec.offset == 100
-    assert rec.key == b"ok-1"  # ordering key wins over the partition key
+    assert rec.key == b"pk-1"  # the partition key is the key; the other ordering key rides in a header (#22)
     assert rec.timestamp == 1_700_000_000_123  # event time wins over the publish time
     assert rec.value == value
-    assert sorted(rec.headers) == [("h1", b"v1"), ("h2", b"v2")]
+    assert sorted(rec.headers) == [("h1", b"v1"), ("h2", b"v2"), (ORDERING_KEY_HEADER, b"ok-1")]
     producer.close()
 
 
@@ -227,9 +227,10 @@ def test_batched_send_decodes_and_converts(server: CodecServer, client: pulsar.C
 
     records = decode_records_absolute(pulsar_to_kafka(md, frame.payload, 500))
     assert [r.offset for r in records] == [500, 501, 502, 503, 504]  # N messages = N offsets
-    assert [r.key for r in records] == [b"ok-0", b"ok-1", b"ok-2", b"pk-3", b"ok-4"]
+    assert [r.key for r in records] == [f"pk-{i}".encode() for i in range(5)]
     assert [r.timestamp for r in records] == [1_600_000_000_000 + i for i in range(4)] + [md.publish_time]
-    assert [r.headers for r in records] == [[("i", str(i).encode())] for i in range(5)]
+    assert [r.headers for r in records] == [[("i", str(i).encode())] + ([] if i == 3 else [
+        (ORDERING_KEY_HEADER, f"ok-{i}".encode())]) for i in range(5)]
     producer.close()
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from kop.schemas.definitions import Definition, Reference, RegistryError
 from kop.schemas.registry import ConfluentRegistry
-from kop.schemas.versions import AVRO, IncompatibleSchema, SchemaData, SchemaRegistry
+from kop.schemas.versions import AVRO, PULSAR_RULES, IncompatibleSchema, SchemaData, SchemaRegistry
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.topics.names import TopicName, parse_topic_name
 
@@ -97,6 +97,34 @@ def test_value_subject_is_the_topics_pulsar_schema(tmp_path: Path) -> None:
         await versions.put_if_absent(elsewhere, SchemaData(AVRO, V1.encode()))
         assert "t1/ns1/x-value" in await reg.subjects()
         assert (await reg.get_version("t1/ns1/x-value", "latest")).id == v1.id
+
+    run(tmp_path, body)
+
+
+def test_a_renamed_avro_record_pulsar_takes_confluent_refuses(tmp_path: Path) -> None:
+    """Pulsar compares Avro records by their fields (its check is Avro's ResolvingGrammarGenerator), Confluent by
+    name too: the same renamed record is a new version for a Pulsar producer and a 409 for a Confluent client."""
+    renamed = record("Renamed", A)
+
+    async def body(reg: ConfluentRegistry, versions: SchemaRegistry) -> None:
+        await reg.register("orders-value", avro(V1))
+        assert await code_of(reg.register("orders-value", avro(renamed))) == 409
+        assert await reg.check("orders-value", avro(renamed))  # POST /compatibility: reasons, the name's
+        with pytest.raises(IncompatibleSchema):  # the store's default rule is Confluent's
+            await versions.put_if_absent(T, SchemaData(AVRO, renamed.encode()))
+        # a Pulsar producer (kop/pulsar/schemas.py) registers with Pulsar's rule
+        assert await versions.put_if_absent(T, SchemaData(AVRO, renamed.encode()), record_names=PULSAR_RULES) == 1
+        # a renamed record with an incompatible field is refused by both
+        with pytest.raises(IncompatibleSchema):
+            await versions.put_if_absent(T, SchemaData(AVRO, record("Other", A, B_REQUIRED).encode()),
+                                         record_names=PULSAR_RULES)
+        # an enum's name still counts under Pulsar's rule (Avro's resolver checks it)
+        enum_v = record("E", {"name": "e", "type": {"type": "enum", "name": "Color", "symbols": ["R"]}})
+        enum_renamed = record("E", {"name": "e", "type": {"type": "enum", "name": "Shade", "symbols": ["R"]}})
+        other = TopicName("public", "default", "enums")
+        await versions.put_if_absent(other, SchemaData(AVRO, enum_v.encode()), record_names=PULSAR_RULES)
+        with pytest.raises(IncompatibleSchema):
+            await versions.put_if_absent(other, SchemaData(AVRO, enum_renamed.encode()), record_names=PULSAR_RULES)
 
     run(tmp_path, body)
 

@@ -32,6 +32,7 @@ class FetchedBatch:
     last_offset: int
     batch: memoryview
     position: Position
+    entry: Buffer | None = None  # the whole stored entry, headers included (entry_format.producer_name_of)
 
 
 @dataclass(slots=True)
@@ -108,10 +109,11 @@ class PartitionLog(abc.ABC):
         """append() without a coroutine: issued now, the future gives the base offset once durable."""
 
     @abc.abstractmethod
-    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int,
-                            max_timestamp: int) -> asyncio.Future[tuple[Position, int]]:
+    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
+                            producer_name: str = "") -> asyncio.Future[tuple[Position, int]]:
         """Issue the append now; the future gives (entry position, base offset) once durable. The Pulsar
-        handler needs the position: its SEND_RECEIPT names the entry (ledger, entry)."""
+        handler needs the position: its SEND_RECEIPT names the entry (ledger, entry). `producer_name` (a Pulsar
+        producer's) is kept in the entry's metadata, where FetchedBatch.entry gives it back."""
 
     # ---- offset <-> position: the only place either is computed from the other (ARCHITECTURE.md)
 

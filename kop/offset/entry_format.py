@@ -4,10 +4,13 @@ Layout (Pulsar's broker entry metadata and KoP's kafka entry format, docs/archit
 
     u16 0x0e02 · u32 size · BrokerEntryMetadata{broker_timestamp=1 uint64, index=2 uint64}
     [u16 0x0e01 · u32 crc32c]                    (optional; Pulsar clients may add it, we never do)
-    u32 metadataSize · MessageMetadata{producer_name=1 "", sequence_id=2 0, publish_time=3 ms,
+    u32 metadataSize · MessageMetadata{producer_name=1 "" (a Pulsar producer's name), sequence_id=2 0, publish_time=3 ms,
                                        properties=4 [KeyValue{key=1 "entry.format", value=2 "kafka"}],
                                        num_messages_in_batch=11 N}
     the Kafka record batch, exactly as the producer sent it
+
+`producer_name` is "" for every writer but a Pulsar producer, whose SEND is appended as a ``NamedEntry`` (issue #22):
+Pulsar keeps the producer's name per entry and its consumers read it back (``producer_name_of``).
 
 `index` is the offset of the batch's LAST record (Pulsar's AppendIndexMetadataInterceptor), so
 base offset = index - last_offset_delta. These are the bytes a KoP broker with entryFormat=kafka and the
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from kop.protocol.records import TIMESTAMP_TYPE_BIT
 from kop.storage.protobuf import (
@@ -61,6 +65,16 @@ def _varint(value: int) -> bytes:
     return encode_varint(value)
 
 
+class NamedEntry(NamedTuple):
+    """A record batch appended with its producer's name (a Pulsar SEND, UTF-8): what the managed ledger hands the
+    index interceptor (kop/offset/interceptor.py), which writes the name into the entry's MessageMetadata and stores
+    the batch alone. A tuple of two buffers, so that it is the managed ledger's `Sequence[Buffer]` to the type
+    checker; its size is counted once the interceptor has unwrapped it."""
+
+    batch: Buffer
+    producer_name: bytes
+
+
 class EntryHeaderEncoder:
     """Builds the bytes that precede the record batch. One per partition log (it caches the varint of
     the current millisecond, which both timestamps share)."""
@@ -71,13 +85,15 @@ class EntryHeaderEncoder:
         self._ms = -1
         self._ms_varint = b""
 
-    def encode(self, broker_timestamp: int, index: int, num_messages: int) -> bytes:
+    def encode(self, broker_timestamp: int, index: int, num_messages: int, producer_name: bytes = b"") -> bytes:
         if broker_timestamp != self._ms:
             self._ms = broker_timestamp
             self._ms_varint = encode_varint(broker_timestamp)
         ts = self._ms_varint
         bem = b"\x08" + ts + b"\x10" + _varint(index)
-        md = _MD_PREFIX + ts + _MD_PROPERTIES + _MD_NUM_TAG + _varint(num_messages)
+        prefix = _MD_PREFIX if not producer_name else b"".join(
+            (b"\x0a", _varint(len(producer_name)), producer_name, b"\x10\x00\x18"))
+        md = prefix + ts + _MD_PROPERTIES + _MD_NUM_TAG + _varint(num_messages)
         return b"".join((_BEM_HEAD, _U32.pack(len(bem)), bem, _U32.pack(len(md)), md))
 
 
@@ -124,6 +140,24 @@ def parse_entry(data: Buffer) -> tuple[int, int, int]:
     if start > len(data):
         raise EntryFormatError("entry headers are truncated")
     return ts, index, start
+
+
+def producer_name_of(data: Buffer) -> str:
+    """The producer name a stored entry's MessageMetadata carries ("" for none: every writer but a Pulsar producer).
+    Reads the entry's headers only (the name is their MessageMetadata's first field)."""
+    try:
+        pos = 0
+        if data[0] == 0x0E and data[1] == 0x02:
+            pos = 6 + _U32.unpack_from(data, 2)[0]
+        if data[pos] == 0x0E and data[pos + 1] == 0x01:
+            pos += 6
+        pos += 4
+        if data[pos] != 0x0A or data[pos + 1] == 0:
+            return ""
+        n, pos = decode_varint(data, pos + 1)
+        return bytes(data[pos:pos + n]).decode("utf-8", "replace")
+    except (IndexError, struct.error, ProtobufError):
+        return ""
 
 
 # Record batch header fields read without decoding the batch (byte offsets within the batch).

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kop.managed_ledger import ManagedLedgerInterceptor, Position
-from kop.offset.entry_format import BATCH_TAIL, Buffer, EntryHeaderEncoder, parse_entry
+from kop.offset.entry_format import BATCH_TAIL, Buffer, EntryHeaderEncoder, NamedEntry, parse_entry
 from kop.protocol.records import CONTROL_BIT, TIMESTAMP_TYPE_BIT, TRANSACTIONAL_BIT
 
 INDEX_PROPERTY = "index"  # Pulsar's AppendIndexMetadataInterceptor property
@@ -65,7 +65,11 @@ class IndexInterceptor(ManagedLedgerInterceptor):
         index = prev + num_messages
         self.index = index
         now = time.time_ns() // 1_000_000
-        header = self._encoder.encode(now, index, num_messages)
+        if type(data) is NamedEntry:  # a Pulsar SEND: its producer's name goes into the entry's metadata
+            header = self._encoder.encode(now, index, num_messages, data.producer_name)
+            data = data.batch
+        else:
+            header = self._encoder.encode(now, index, num_messages)
         try:
             attributes, _, _, max_ts = BATCH_TAIL.unpack_from(data, 21)
             ts = now if attributes & TIMESTAMP_TYPE_BIT else max_ts

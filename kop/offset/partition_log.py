@@ -43,7 +43,14 @@ from kop.offset.api import (
 from kop.offset.bounds import LogBounds
 from kop.offset.compaction import DEFAULT_DELETE_RETENTION_MS, CleaningState, CompactionResult
 from kop.offset.damage import DamageLog
-from kop.offset.entry_format import BATCH_TAIL, LAST_OFFSET_DELTA, EntryMeta, entry_meta, parse_entry
+from kop.offset.entry_format import (
+    BATCH_TAIL,
+    LAST_OFFSET_DELTA,
+    EntryMeta,
+    NamedEntry,
+    entry_meta,
+    parse_entry,
+)
 from kop.offset.interceptor import INDEX_PROPERTY, TXN_BITS, AddContext, IndexInterceptor
 from kop.offset.offset_index import OffsetIndex, Trimmed
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
@@ -73,7 +80,8 @@ _READ_MAX_ENTRIES = 1 << 20
 # Upper bound of the bytes before the batch in one of our entries: 0x0e02 + size (6), BrokerEntryMetadata
 # with two 10-byte varints (22), metadataSize (4), MessageMetadata (2+2+11+23+6 = 44). Reads count this
 # much of each entry as free, so the ledger reads at least every batch that fits in max_bytes (and at most
-# a few bytes more); the exact cut by batch size is made here.
+# a few bytes more); the exact cut by batch size is made here. A Pulsar producer's entry also holds its name
+# (entry_format.NamedEntry), counted as batch bytes here: a read may end one such entry early (read next time).
 ENTRY_OVERHEAD_MAX = 6 + 22 + 4 + 44
 
 
@@ -221,10 +229,11 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             out.set_exception(e)
         return out
 
-    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int,
-                            max_timestamp: int) -> asyncio.Future[tuple[Position, int]]:
+    def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
+                            producer_name: str = "") -> asyncio.Future[tuple[Position, int]]:
         """append_nowait() that also gives the entry's position: the Pulsar handler's SEND_RECEIPT carries
-        the message id (ledger, entry), which the base offset alone does not name."""
+        the message id (ledger, entry), which the base offset alone does not name. `producer_name`: the Pulsar
+        producer's, kept in the entry's metadata (entry_format.NamedEntry)."""
         out: asyncio.Future[tuple[Position, int]] = self._loop.create_future()
 
         def done(f: asyncio.Future[tuple[Position, AddContext]]) -> None:
@@ -239,7 +248,8 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
                 out.set_result((position, context[0] + 1))
 
         try:
-            self.ml.add_entry_nowait(batch, last_offset_delta + 1).add_done_callback(done)
+            data = NamedEntry(batch, producer_name.encode("utf-8")) if producer_name else batch
+            self.ml.add_entry_nowait(data, last_offset_delta + 1).add_done_callback(done)
         except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
             out.set_exception(e)
         return out
@@ -342,7 +352,7 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             elif not min_one and size > max_bytes:
                 return ReadResult([], offset, Position(lid, eid))
             total += size
-            batches.append(FetchedBatch(base, index, view, Position(lid, eid)))
+            batches.append(FetchedBatch(base, index, view, Position(lid, eid), data))
         if not batches:
             return ReadResult([], offset, hint)
         last = batches[-1]

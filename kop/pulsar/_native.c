@@ -172,6 +172,14 @@ static void put_b64(Out *o, const uint8_t *p, Py_ssize_t n)
 
 #define FALLBACK goto fallback
 #define MAX_UNKNOWN_IDS 16  /* = convert.MAX_UNKNOWN_IDS */
+/* = convert.ORDERING_KEY_HEADER: the record header holding a Pulsar ordering key that is not the record's key */
+static const char ORDERING_KEY_HEADER[] = "pulsar.ordering_key";
+#define ORDERING_KEY_HEADER_LEN ((int64_t)(sizeof(ORDERING_KEY_HEADER) - 1))
+
+static inline int is_ordering_header(const uint8_t *k, int64_t n)
+{
+    return n == ORDERING_KEY_HEADER_LEN && memcmp(k, ORDERING_KEY_HEADER, (size_t)n) == 0;
+}
 
 /* long: one flat loop over the records, each field read and checked in order (see convert._records_to_batch_py,
    which it mirrors step for step), then the message's SingleMessageMetadata written field by field. */
@@ -253,26 +261,39 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
         /* First pass over the headers: check them (a null key or text that is not UTF-8 is the Python
            path's to refuse or to replace) and find where they end. */
         const Py_ssize_t headers_at = pos;
+        int has_ordering = 0;  /* an ORDERING_KEY_HEADER: the ordering key is its value (NULL: none), not the key */
+        const uint8_t *okey = NULL;
+        int64_t oklen = -1;
         for (int64_t h = 0; h < hcount; h++) {
             int64_t hk, hv;
             if (get_zigzag(d, stop, &pos, &hk) < 0 || hk < 0 || hk > stop - pos || !is_utf8(d + pos, (Py_ssize_t)hk))
                 FALLBACK;
+            int ordering = is_ordering_header(d + pos, hk);
+            if (ordering && has_ordering)  /* twice: the Python path takes the last */
+                FALLBACK;
             pos += (Py_ssize_t)hk;
             if (get_zigzag(d, stop, &pos, &hv) < 0)
                 FALLBACK;
+            if (ordering) {
+                has_ordering = 1;
+                oklen = hv < 0 ? -1 : hv;
+                okey = hv < 0 ? NULL : d + pos;
+            }
             if (hv >= 0) {
-                if (hv > stop - pos || !is_utf8(d + pos, (Py_ssize_t)hv))
+                if (hv > stop - pos || (!ordering && !is_utf8(d + pos, (Py_ssize_t)hv)))
                     FALLBACK;
                 pos += (Py_ssize_t)hv;
             }
         }
         if (pos != stop)
             FALLBACK;
+        const uint8_t *ord = has_ordering ? okey : key;  /* the record's ordering key: what Key_Shared hashes */
+        int64_t ordlen = has_ordering ? oklen : klen;
         if (i == 0) {
-            first_key = key;
-            first_klen = klen;
+            first_key = ord;
+            first_klen = ordlen;
         } else if (same_key) {
-            if (klen != first_klen || (klen > 0 && memcmp(key, first_key, (size_t)klen) != 0))
+            if (ordlen != first_klen || (ordlen > 0 && memcmp(ord, first_key, (size_t)ordlen) != 0))
                 same_key = 0;
         }
         if (ids != NULL && vlen >= 5 && value[0] == 0) {  /* Confluent's prefix: magic 0, id (big-endian) */
@@ -321,6 +342,8 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
         Py_ssize_t room = 4 + 48 + (vlen > 0 ? (Py_ssize_t)vlen : 0) + (stop - headers_at) + (Py_ssize_t)hcount * 34;
         if (key != NULL)
             room += 2 * (b64_len((Py_ssize_t)klen) + 10);
+        if (okey != NULL)
+            room += (Py_ssize_t)oklen + 10;
         if (out_reserve(&o, room) < 0)
             goto error;
         const Py_ssize_t mark = o.len;
@@ -336,6 +359,8 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
             if (hv < 0)
                 hv = 0;
             hp += (Py_ssize_t)hv;
+            if (has_ordering && is_ordering_header(hkp, hk))  /* the ordering key, not a property */
+                continue;
             uint64_t kv = 1 + uvarint_len((uint64_t)hk) + (uint64_t)hk + 1 + uvarint_len((uint64_t)hv) + (uint64_t)hv;
             put_byte(&o, 0x0A);
             put_uvarint(&o, kv);
@@ -362,14 +387,14 @@ static PyObject *records_to_batch(PyObject *self, PyObject *args)
             put_byte(&o, 0x28);
             put_uvarint(&o, (uint64_t)ts);
         }
-        if (key != NULL) {
-            if (!key_utf8) {  /* partition_key_b64_encoded (6) */
-                put_byte(&o, 0x30);
-                put_byte(&o, 0x01);
-            }
-            put_byte(&o, 0x3A);  /* ordering_key (7) */
-            put_uvarint(&o, (uint64_t)klen);
-            put_bytes(&o, key, (Py_ssize_t)klen);
+        if (key != NULL && !key_utf8) {  /* partition_key_b64_encoded (6) */
+            put_byte(&o, 0x30);
+            put_byte(&o, 0x01);
+        }
+        if (ord != NULL) {  /* ordering_key (7): the key, or the header's value */
+            put_byte(&o, 0x3A);
+            put_uvarint(&o, (uint64_t)ordlen);
+            put_bytes(&o, ord, (Py_ssize_t)ordlen);
         }
         if (seq >= 0) {  /* sequence_id (8) */
             put_byte(&o, 0x40);
@@ -604,14 +629,12 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
             pos = stop;
             continue;
         }
-        /* The key: ordering key, else the partition key (base64-decoded when flagged). */
+        /* The key: the partition key (base64-decoded when flagged), else the ordering key; an ordering key that
+           is not the key goes in ORDERING_KEY_HEADER. */
         const uint8_t *key = NULL;
         Py_ssize_t kn = 0;
-        int key_b64 = 0;
-        if (ok != NULL) {
-            key = ok;
-            kn = okn;
-        } else if (pk != NULL) {
+        int key_b64 = 0, ordering = 0;
+        if (pk != NULL) {
             key = pk;
             kn = pkn;
             if (b64) {
@@ -620,6 +643,23 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
                     FALLBACK;
                 key_b64 = 1;
             }
+            if (ok != NULL && okn == kn) {  /* the same key? (decoded into a scratch buffer when base64) */
+                if (key_b64) {
+                    Out scratch = {NULL, 0, 0};
+                    if (out_reserve(&scratch, kn + 1) < 0)
+                        goto error;
+                    put_b64_decoded(&scratch, pk, pkn);
+                    ordering = memcmp(ok, scratch.buf, (size_t)kn) != 0;
+                    PyMem_Free(scratch.buf);
+                } else {
+                    ordering = memcmp(ok, pk, (size_t)okn) != 0;
+                }
+            } else {
+                ordering = ok != NULL;
+            }
+        } else if (ok != NULL) {
+            key = ok;
+            kn = okn;
         }
         if (event_time > (uint64_t)INT64_MAX)
             FALLBACK;
@@ -634,10 +674,12 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
         uint64_t rec = 1 + zigzag_len(dts) + zigzag_len(delta);
         rec += key == NULL ? 1 : zigzag_len(kn) + (uint64_t)kn;
         rec += null ? 1 : zigzag_len((int64_t)(payload_size + (uint64_t)plen)) + payload_size + (uint64_t)plen;
-        if (nprops) {
-            rec += zigzag_len(nprops);
+        if (nprops || ordering) {
+            rec += zigzag_len(nprops + ordering);
             for (Py_ssize_t h = 0; h < nprops; h++)
                 rec += zigzag_len(props[h].kn) + (uint64_t)props[h].kn + zigzag_len(props[h].vn) + (uint64_t)props[h].vn;
+            if (ordering)
+                rec += zigzag_len(ORDERING_KEY_HEADER_LEN) + (uint64_t)ORDERING_KEY_HEADER_LEN + zigzag_len(okn) + (uint64_t)okn;
         } else {
             rec += 1;
         }
@@ -666,13 +708,19 @@ static PyObject *batch_to_records(PyObject *self, PyObject *args)
             put_bytes(&o, pre, plen);
             put_bytes(&o, d + pos, (Py_ssize_t)payload_size);
         }
-        if (nprops) {
-            put_zigzag(&o, nprops);
+        if (nprops || ordering) {
+            put_zigzag(&o, nprops + ordering);
             for (Py_ssize_t h = 0; h < nprops; h++) {
                 put_zigzag(&o, props[h].kn);
                 put_bytes(&o, props[h].k, props[h].kn);
                 put_zigzag(&o, props[h].vn);
                 put_bytes(&o, props[h].v, props[h].vn);
+            }
+            if (ordering) {
+                put_zigzag(&o, ORDERING_KEY_HEADER_LEN);
+                put_bytes(&o, (const uint8_t *)ORDERING_KEY_HEADER, ORDERING_KEY_HEADER_LEN);
+                put_zigzag(&o, okn);
+                put_bytes(&o, ok, okn);
             }
         } else {
             put_byte(&o, 0x00);

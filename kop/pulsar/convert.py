@@ -5,7 +5,7 @@ SingleMessageMetadata per record, so a Kafka batch of N records is N Pulsar mess
 message id (ledger, entry) and told apart by batch index, and a Pulsar consumer's permits, acks and
 batch indexes count the same N:
 
-    key        -> ordering_key (bytes) and partition_key
+    key        -> partition_key and ordering_key (bytes); with an ORDERING_KEY_HEADER, that is the ordering key
     timestamp  -> event_time (per message) and publish_time (the entry's: the first record's)
     headers    -> properties (values as UTF-8 text)
     null value -> null_value = true, empty payload
@@ -13,7 +13,8 @@ batch indexes count the same N:
 Pulsar -> Kafka (``pulsar_to_kafka``): an entry of N messages (batched or not) becomes one Kafka batch
 of N records at offsets base..base+N-1:
 
-    ordering_key, else partition_key (base64-decoded when flagged)  -> key
+    partition_key (base64-decoded when flagged), else ordering_key    -> key
+    an ordering_key that is not the key                               -> ORDERING_KEY_HEADER
     event_time if set, else publish_time                              -> timestamp
     properties                                                        -> headers
     null_value                                                        -> null value
@@ -23,6 +24,13 @@ takes the entry's publish time). KoP reads only the entry-level key, event time 
 which Pulsar clients copy from the batch's *first* message (Java's BatchMessageContainerImpl, the C++
 client's batch container): read that way, a keyless message batched after a keyed one gets the other's key
 (seen with pulsar-client against the handler), so we never fall back to the entry's fields for them.
+
+Partition key and ordering key (issue #22): Pulsar keeps them apart and its consumers read each; a Kafka record has
+one key. The key is the partition key (what Pulsar calls a message's key, routes and compacts by), and an ordering
+key that differs from it travels in the record header ``pulsar.ordering_key`` - visible to Kafka consumers, only on
+records whose two keys differ, never a Pulsar property. A message with only one of the two keys comes back with it
+as both (docs/pulsar.md says why). The producer name is not in the batch: the stored entry keeps it
+(kop/offset/entry_format.py NamedEntry) and ``kafka_to_pulsar(producer_name=...)`` puts it back.
 
 Where we differ from KoP, and why:
 - A key that is valid UTF-8 goes into partition_key as that text (partition_key_b64_encoded unset);
@@ -120,7 +128,7 @@ except ImportError as _exc:  # not built (no compiler at install, or a checkout 
         "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched",
-           "confluent_prefix"]
+           "confluent_prefix", "ORDERING_KEY_HEADER"]
 
 
 class ConversionError(ValueError):
@@ -138,6 +146,12 @@ class PulsarEntry(NamedTuple):
 
 
 # ---- Kafka -> Pulsar ---------------------------------------------------------------------------------
+
+# A Pulsar message's ordering key, in the Kafka record of a message whose ordering key is not its key (issue #22):
+# the key is the partition key, this header the ordering key (a null value: none). Read back from any record, so a
+# Kafka producer may set it too; never a Pulsar property.
+ORDERING_KEY_HEADER = "pulsar.ordering_key"
+ORDERING_KEY_HEADER_BYTES = ORDERING_KEY_HEADER.encode("ascii")
 
 
 def _partition_key(key: bytes) -> tuple[str, bool]:
@@ -235,11 +249,15 @@ def _text_field(tag: bytes, text: bytes) -> bytes:
     return tag + _uvarint(len(text)) + text
 
 
-def _properties(data: bytes, pos: int, count: int, stop: int) -> tuple[bytes, int]:
-    """Kafka record headers at ``pos`` -> SingleMessageMetadata.properties (field 1) bytes."""
+def _properties(data: bytes, pos: int, count: int, stop: int) -> tuple[bytes, int, bool, bytes | None]:
+    """Kafka record headers at ``pos`` -> (SingleMessageMetadata.properties (field 1) bytes, the position after
+    them, whether an ORDERING_KEY_HEADER was there, its value: the ordering key, None for none). The last such
+    header counts; none of them becomes a property."""
     if count < 0 or count > stop - pos:
         raise ConversionError(f"Kafka batch does not decode: record has an invalid header count {count}")
     out = []
+    has_ordering = False
+    ordering: bytes | None = None
     for _ in range(count):
         klen, pos = _zigzag(data, pos)
         if klen < 0:
@@ -248,6 +266,11 @@ def _properties(data: bytes, pos: int, count: int, stop: int) -> tuple[bytes, in
         hkey.decode("utf-8")  # a key that is not UTF-8 makes the batch corrupt, as decode_records says
         pos += klen
         vlen, pos = _zigzag(data, pos)
+        if hkey == ORDERING_KEY_HEADER_BYTES:
+            has_ordering = True
+            ordering = None if vlen < 0 else data[pos:pos + vlen]
+            pos += max(vlen, 0)
+            continue
         if vlen < 0:
             hvalue = b""
         else:
@@ -259,7 +282,7 @@ def _properties(data: bytes, pos: int, count: int, stop: int) -> tuple[bytes, in
                 hvalue = hvalue.decode("utf-8", "replace").encode("utf-8")
         kv = _text_field(b"\x0a", hkey) + _text_field(b"\x12", hvalue)
         out.append(b"\x0a" + _uvarint(len(kv)) + kv)
-    return b"".join(out), pos
+    return b"".join(out), pos, has_ordering, ordering
 
 
 def _tail_fields(vlen: int, ts: int, seq: int) -> tuple[bytes, bytes]:
@@ -285,6 +308,25 @@ def _key_fields(key: bytes, head: bytes, tail: bytes) -> bytes:
         return b"".join((b"\x12", n, key, head, b"\x3a", n, key, tail))
     except UnicodeDecodeError:
         return b"".join((_text_field(b"\x12", base64.b64encode(key)), head, b"\x30\x01\x3a", n, key, tail))
+
+
+def _split_key_fields(key: bytes | None, ordering: bytes | None, head: bytes, tail: bytes) -> bytes:
+    """_key_fields for a record whose ordering key is its own (ORDERING_KEY_HEADER): the partition key from the key
+    (when there is one), the ordering key from the header (when it is not null)."""
+    out: list[bytes] = []
+    flag = b""
+    if key is not None:
+        try:
+            key.decode("utf-8")
+            out += (b"\x12", _uvarint(len(key)), key)
+        except UnicodeDecodeError:
+            out.append(_text_field(b"\x12", base64.b64encode(key)))
+            flag = b"\x30\x01"
+    out += (head, flag)
+    if ordering is not None:
+        out += (b"\x3a", _uvarint(len(ordering)), ordering)
+    out.append(tail)
+    return b"".join(out)
 
 
 def _records_to_batch(data: Any, count: int, fixed_ts: int | None, base_ts: int, base_seq: int,
@@ -374,15 +416,18 @@ def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts:
             hcount, pos = (raw >> 1) ^ -(raw & 1), pos + 2
         else:
             hcount, pos = _zigzag(data, pos)
+        has_ordering = False
+        ordering = None
         if hcount:
-            props, pos = _properties(data, pos, hcount, stop)
+            props, pos, has_ordering, ordering = _properties(data, pos, hcount, stop)
         else:
             props = b""
         if pos != stop:
             raise ConversionError("Kafka batch does not decode: record length does not match its fields")
+        okey = ordering if has_ordering else key  # the record's ordering key: what Key_Shared hashes
         if i == 0:
-            first_key = key
-        elif key != first_key:
+            first_key = okey
+        elif okey != first_key:
             same_key = False
         if ids is not None and vlen >= 5 and value[0] == 0:  # Confluent's prefix: magic 0, id (big-endian)
             sid = (value[1] << 24) | (value[2] << 16) | (value[3] << 8) | value[4]
@@ -409,7 +454,10 @@ def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts:
             fields = _tail_fields(vlen, ts, seq)
             if seq < 0:  # a sequence id differs per record: not worth keeping
                 tails[(vlen, ts)] = fields
-        smm = props + (fields[0] + fields[1] if key is None else _key_fields(key, *fields))
+        if has_ordering:
+            smm = props + _split_key_fields(key, ordering, *fields)
+        else:
+            smm = props + (fields[0] + fields[1] if key is None else _key_fields(key, *fields))
         add(pack(len(smm)))
         add(smm)
         add(value)
@@ -457,17 +505,25 @@ def _decode_partition_key(text: str, b64: bool) -> bytes:
 
 
 def key_of(md: Any, entry: pb.MessageMetadata | None = None) -> bytes | None:
-    """The Kafka key of a message: ordering key, else partition key; a batched message's own
-    (SingleMessageMetadata) keys first, then the entry's (``entry``)."""
+    """The Kafka key of a message: partition key (base64-decoded when flagged), else ordering key; a batched
+    message's own (SingleMessageMetadata) keys first, then the entry's (``entry``)."""
     for source in (md, entry):
         if source is None:
             continue
-        if source.HasField("ordering_key"):
-            return source.ordering_key
         if source.HasField("partition_key"):
             return _decode_partition_key(source.partition_key, source.partition_key_b64_encoded)
+        if source.HasField("ordering_key"):
+            return source.ordering_key
         if source.null_partition_key:
             return None
+    return None
+
+
+def ordering_header(md: Any, key: bytes | None) -> bytes | None:
+    """The ORDERING_KEY_HEADER value a message's Kafka record carries: its ordering key when it has one that is not
+    its key (``key_of``), else None (no header)."""
+    if md.HasField("ordering_key") and md.ordering_key != key:
+        return bytes(md.ordering_key)
     return None
 
 
@@ -497,6 +553,7 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
     for delta, (smm, value) in enumerate(msgs):
         if smm is None:  # a non-batched message: the entry metadata is the message's
             key = key_of(metadata)
+            ordering = ordering_header(metadata, key)
             ts = entry_time
             props = entry_props
             null = metadata.null_value
@@ -506,6 +563,7 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
             # A batched message's fields are its own only: clients copy the *first* message's metadata onto
             # the batch entry, so the entry's key, event time and properties belong to that message.
             key = key_of(smm)
+            ordering = ordering_header(smm, key)
             ts = smm.event_time or metadata.publish_time
             props = smm.properties
             null = smm.null_value
@@ -531,7 +589,7 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
         else:
             _varint(rec, len(value))
             rec += value
-        _varint(rec, len(props))
+        _varint(rec, len(props) + (ordering is not None))
         for kv in props:
             hk = kv.key.encode("utf-8")
             hv = kv.value.encode("utf-8")
@@ -539,6 +597,11 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
             rec += hk
             _varint(rec, len(hv))
             rec += hv
+        if ordering is not None:
+            _varint(rec, len(ORDERING_KEY_HEADER_BYTES))
+            rec += ORDERING_KEY_HEADER_BYTES
+            _varint(rec, len(ordering))
+            rec += ordering
         _varint(body, len(rec))
         body += rec
         written += 1
@@ -691,12 +754,14 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int, pref
         if compacted:
             pos = stop
             continue
-        if ordering_key is not None:
-            key = ordering_key
-        elif partition_key is not None:
+        ordering = None
+        key: bytes | None
+        if partition_key is not None:
             key = _decode_partition_key(partition_key.decode("utf-8"), b64)
+            if ordering_key is not None and ordering_key != key:
+                ordering = ordering_key
         else:
-            key = None
+            key = ordering_key
         ts = event_time or publish_time
         if base_ts is None:
             base_ts = ts
@@ -715,6 +780,8 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int, pref
             rec += (zigzag[vsize] if vsize < 8192 else _zz(vsize), prefix, data[pos:stop])
         else:
             rec += (zigzag[payload_size] if payload_size < 8192 else _zz(payload_size), data[pos:stop])
+        if ordering is not None:
+            props.append((ORDERING_KEY_HEADER_BYTES, ordering))
         if props:
             rec.append(_zz(len(props)))
             for hk, hv in props:

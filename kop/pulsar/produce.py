@@ -12,8 +12,15 @@ compacted topics, `message.timestamp.*` bounds, LogAppendTime restamping and `co
 gets a SEND_ERROR whose ServerError makes the client fail that message rather than reconnect and resend it forever
 (`refusal_code`: ChecksumError for the C++-based clients, NotAllowedError for the others).
 
-Differences from Pulsar's broker: access modes Shared and Exclusive (WaitForExclusive is answered ProducerBusy at
-once instead of waiting; ExclusiveWithFencing is refused); de-duplication by producer name and sequence id
+Access modes as Pulsar 4.0 answers them (AbstractTopic.incrementTopicEpochIfNeeded; ``access_refusal``): a Shared
+producer beside an exclusive one gets ProducerBusy, an Exclusive one beside any producer ProducerFenced,
+ExclusiveWithFencing closes the producers there (CLOSE_PRODUCER) and takes the topic; every exclusive producer takes
+the next topic epoch (PRODUCER_SUCCESS.topic_epoch), and a producer reconnecting with an older epoch is refused
+ProducerFenced, which is how a fenced-out client learns it.
+
+Differences from Pulsar's broker: WaitForExclusive is answered ProducerBusy at once instead of waiting; the topic
+epoch lives in memory (Pulsar stores it with the managed ledger), so a producer fenced out before a restart or a
+takeover is let in again when it reconnects after it; de-duplication by producer name and sequence id
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
 strategy refuses it) and the version each SEND carries is kept with the stored batch (kop/schemas/versions.py
@@ -37,7 +44,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kop.protocol.records import parse_batch_header
 from kop.pulsar import authorize, backlog_quota
@@ -59,7 +66,7 @@ log = logging.getLogger(__name__)
 
 # Pulsar CompressionType -> Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4).
 KAFKA_CODEC = {0: 0, 1: 3, 2: 1, 3: 4, 4: 2}
-SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE = 0, 1, 2
+SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING = 0, 1, 2, 3
 _names = itertools.count()
 _UNRESOLVED = -1  # a schema version whose Confluent id was not asked yet (ids are positive)
 MAX_SCHEMA_IDS = 64  # versions whose ids a producer keeps (a client naming random versions is asked each time)
@@ -119,7 +126,7 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, blocked[0], blocked[1]))
         return
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else SHARED
-    if mode not in (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE):
+    if mode not in (SHARED, EXCLUSIVE, WAIT_FOR_EXCLUSIVE, EXCLUSIVE_WITH_FENCING):
         conn.send(c.error(rid, c.ServerError.NotAllowedError, f"producer access mode {mode} is not supported"))
         return
     try:  # registered before the producer is added, as Pulsar does (tryAddSchema, then addProducer)
@@ -136,10 +143,9 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"schema id not loaded: {e}"))
             return
     exclusive = mode != SHARED
-    if any(p.exclusive for p in state.producers.values()) or (exclusive and state.producers):
-        conn.send(c.error(rid, c.ServerError.ProducerBusy,
-                          f"Topic {req.topic} has {'an exclusive producer' if not exclusive else 'producers'} "
-                          "connected"))
+    refused = access_refusal(state, mode, req)
+    if refused is not None:
+        conn.send(c.error(rid, refused[0], refused[1]))
         return
     name = req.producer_name if req.HasField("producer_name") and req.producer_name else ""
     if name and name in state.producers:
@@ -160,6 +166,16 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ProducerBusy,
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
+    refused = access_refusal(state, mode, req)  # again: the awaits above let others in
+    if refused is not None:
+        conn.send(c.error(rid, refused[0], refused[1]))
+        return
+    if exclusive:
+        if mode == EXCLUSIVE_WITH_FENCING:
+            fence_out(state)
+        # Pulsar's incrementTopicEpochIfNeeded: a reconnecting producer keeps its epoch, a new one takes the next
+        state.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else \
+            (0 if state.topic_epoch is None else state.topic_epoch + 1)
     p = Producer(conn, req.producer_id, name, state, exclusive, schema_version)
     if schema_id != _UNRESOLVED:
         p.schema_ids[schema_version] = schema_id
@@ -167,8 +183,40 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     conn.producers[req.producer_id] = p
     # schema_version is always set, as Pulsar's broker does (empty: no schema): the Java client reads it
     # unconditionally and fails the PRODUCER ("Field 'schema_version' is not set") when it is absent
+    fields = {} if state.topic_epoch is None else {"topic_epoch": state.topic_epoch}
     conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
-                        schema_version=schema_version))
+                        schema_version=schema_version, **fields))
+
+
+def access_refusal(state: PartitionState, mode: int, req: Any) -> tuple[int, str] | None:
+    """(ServerError, message) refusing a PRODUCER of access ``mode`` on the partition as it is now, None to let it
+    in: Pulsar 4.0's AbstractTopic.incrementTopicEpochIfNeeded, except that WaitForExclusive does not wait."""
+    holder = next((p.name for p in state.producers.values() if p.exclusive), None)
+    if mode == SHARED:
+        if holder is not None:
+            return c.ServerError.ProducerBusy, f"Topic has an existing exclusive producer: {holder}"
+        return None
+    if mode == EXCLUSIVE:
+        if holder is not None:
+            return c.ServerError.ProducerFenced, f"Topic has an existing exclusive producer: {holder}"
+        if state.producers:
+            return c.ServerError.ProducerFenced, "Topic has existing shared producers"
+    elif mode == WAIT_FOR_EXCLUSIVE and (holder is not None or state.producers):
+        return c.ServerError.ProducerBusy, f"Topic {req.topic} has producers connected"
+    # Exclusive on a free topic, WaitForExclusive, ExclusiveWithFencing (whose producers are fenced out after)
+    if req.HasField("topic_epoch") and state.topic_epoch is not None and req.topic_epoch < state.topic_epoch:
+        return c.ServerError.ProducerFenced, ("Topic epoch has already moved. Current epoch: "
+                                              f"{state.topic_epoch}, Producer epoch: {req.topic_epoch}")
+    return None
+
+
+def fence_out(state: PartitionState) -> None:
+    """ExclusiveWithFencing: every producer of the partition is closed (CLOSE_PRODUCER, as Pulsar's
+    Producer.close(true)); its client reconnects with its topic epoch and is refused ProducerFenced from then on."""
+    for old in list(state.producers.values()):
+        old.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=old.producer_id, request_id=0))
+        old.conn.producers.pop(old.producer_id, None)
+        old.close()
 
 
 async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
@@ -241,7 +289,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.SEND_RECEIPT, **fields))
         return
     try:
-        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header)
+        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name)
     except AppendRefused as e:  # the topic's write rules, as a Kafka producer meets them
         send_refused(conn, pid, seq, f"{e.error}: {e.message}")
         return

@@ -38,6 +38,7 @@ from kop.pulsar.lookup import NameError_, split_name
 from kop.schemas.versions import (
     AUTO_CONSUME,
     NONE,
+    PULSAR_RULES,
     IncompatibleSchema,
     SchemaData,
     version_bytes,
@@ -75,7 +76,7 @@ async def producer_version(conn: PulsarConnection, name: TopicName, req: Any) ->
     if schema is None:
         return b""
     try:
-        version = await conn.handler.schemas.put_if_absent(name, schema)
+        version = await conn.handler.schemas.put_if_absent(name, schema, record_names=PULSAR_RULES)
     except IncompatibleSchema as e:
         raise SchemaRefused(c.ServerError.IncompatibleSchema, str(e)) from None
     except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
@@ -91,9 +92,9 @@ async def check_subscriber(conn: PulsarConnection, name: TopicName, req: Any, id
     registry = conn.handler.schemas
     try:
         if idle and not await registry.versions(name):
-            await registry.put_if_absent(name, schema)
+            await registry.put_if_absent(name, schema, record_names=PULSAR_RULES)
         else:
-            await registry.check_for_consumer(name, schema)
+            await registry.check_for_consumer(name, schema, record_names=PULSAR_RULES)
     except IncompatibleSchema as e:
         raise SchemaRefused(c.ServerError.IncompatibleSchema, str(e)) from None
     except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
 from kop.offset.api import FetchedBatch, NoSuchEntry, OffsetOutOfRange, PartitionLog
+from kop.offset.entry_format import producer_name_of
 from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
@@ -91,6 +92,9 @@ class PartitionState:
         self.partition = seam.index
         self.plog = seam.log
         self.producers: dict[str, Producer] = {}
+        # Pulsar's topic epoch (kop/pulsar/produce.py access_refusal): taken by each exclusive producer, so that one
+        # fenced out cannot come back; in memory (Pulsar keeps it in the managed ledger's properties)
+        self.topic_epoch: int | None = None
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, Converted | None] = OrderedDict()
         # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it
@@ -117,7 +121,10 @@ class PartitionState:
             header = parse_batch_header(fb.batch)
             codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
             version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
-            entry = kafka_to_pulsar(fb.batch, compression=codec, schema_ids=self.schema_ids.for_version(version))
+            # the Pulsar producer's name kept with the entry ("" for a Kafka producer's: entry_format.NamedEntry)
+            name = "" if fb.entry is None else producer_name_of(fb.entry)
+            entry = kafka_to_pulsar(fb.batch, producer_name=name, compression=codec,
+                                    schema_ids=self.schema_ids.for_version(version))
             if entry is not None:
                 if version is not None and not entry.metadata.schema_version:
                     entry.metadata.schema_version = version

@@ -44,9 +44,27 @@ def avro_or_none(text: str, refs: Refs = NO_REFS) -> avro.schema.Schema | None:
         return None
 
 
-def avro_incompatibilities(reader: avro.schema.Schema, writer: avro.schema.Schema) -> list[str]:
-    """Why data written with the Avro schema `writer` cannot be read with `reader` ([]: it can)."""
-    result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+class _RecordsByFields(avro.compatibility.ReaderWriterCompatibilityChecker):
+    """Pulsar's reading of Avro compatibility: records are resolved by their fields, whatever their names. Pulsar's
+    AvroSchemaBasedCompatibilityCheck validates with Avro's SchemaValidatorBuilder (canRead / canBeRead / mutual
+    read), which builds Avro's ResolvingGrammarGenerator over the two schemas; that resolves a record field by field
+    and never compares the records' full names (enums and fixed keep theirs). Confluent's check - Avro's
+    SchemaCompatibility, which the `avro` package's checker follows - refuses a record whose name changed."""
+
+    def calculate_compatibility(self, reader: avro.schema.Schema, writer: avro.schema.Schema,
+                                location: list[str]) -> avro.compatibility.SchemaCompatibilityResult:
+        if (reader.type == writer.type and isinstance(reader, avro.schema.RecordSchema)
+                and isinstance(writer, avro.schema.RecordSchema)):
+            return self.check_reader_writer_record_fields(reader, writer, location)  # fields only: no name check
+        return super().calculate_compatibility(reader, writer, location)
+
+
+def avro_incompatibilities(reader: avro.schema.Schema, writer: avro.schema.Schema,
+                           record_names: bool = True) -> list[str]:
+    """Why data written with the Avro schema `writer` cannot be read with `reader` ([]: it can). `record_names`
+    False: Pulsar's rule, records whose names differ are compared by their fields alone (_RecordsByFields)."""
+    checker = avro.compatibility.ReaderWriterCompatibilityChecker() if record_names else _RecordsByFields()
+    result = checker.get_compatibility(reader, writer)
     if result.compatibility is avro.compatibility.SchemaCompatibilityType.compatible:
         return []
     return sorted(str(m) for m in result.messages) or ["not compatible"]
@@ -72,15 +90,16 @@ def invalid(type_name: str, text: str, refs: Refs = NO_REFS) -> str | None:
 
 
 def incompatibilities(type_name: str, reader: str, writer: str, reader_refs: Refs = NO_REFS,
-                      writer_refs: Refs = NO_REFS, names: tuple[str, str] = ("new", "old")) -> list[str]:
+                      writer_refs: Refs = NO_REFS, names: tuple[str, str] = ("new", "old"),
+                      record_names: bool = True) -> list[str]:
     """Why data written with definition `writer` cannot be read with `reader`, both of type `type_name` ([]: it
     can, or the definitions cannot be checked - a JSON definition that is neither Avro nor JSON Schema).
     `names`: what the messages call the reader and the writer (("new", "old") for BACKWARD, the reverse for
-    FORWARD, as Confluent's messages name them)."""
+    FORWARD, as Confluent's messages name them). `record_names` False: Pulsar's Avro rule (avro_incompatibilities)."""
     if type_name in ("AVRO", "JSON"):
         r, w = avro_or_none(reader, reader_refs), avro_or_none(writer, writer_refs)
         if r is not None and w is not None:
-            return avro_incompatibilities(r, w)
+            return avro_incompatibilities(r, w, record_names)
         if type_name == "AVRO":
             return []
         return json_compat.json_incompatibilities(reader, writer, reader_refs=dict(reader_refs),

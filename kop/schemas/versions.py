@@ -158,6 +158,12 @@ def topic_path(name: TopicName) -> str:
     return f"{ROOT}/{name.tenant}/{name.namespace}/{urllib.parse.quote(name.local, safe='')}"
 
 
+# What Pulsar's clients and admin REST register and check with: `record_names=PULSAR_RULES` - Avro records whose
+# names differ are compared by their fields (kop/schemas/compat.py _RecordsByFields), as Apache Pulsar does. The
+# Confluent registry's own checks keep Confluent's rule (a renamed record is incompatible); a version a Pulsar
+# producer registered under Pulsar's rule stays in the subject's history like any other.
+PULSAR_RULES = False
+
 Resolver = Callable[[SchemaData], compat.Refs]  # a version's resolved references (kop/schemas/compat.py)
 
 
@@ -182,7 +188,7 @@ def first_live(versions: list[SchemaData]) -> int:
 
 
 def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str,
-                    refs: Resolver = _no_refs) -> str | None:
+                    refs: Resolver = _no_refs, record_names: bool = True) -> str | None:
     """Why `new` may not follow `existing` (oldest first) under `strategy`; None when it may. AVRO and JSON
     definitions that are Avro records are checked by Avro's rules; JSON Schema documents and PROTOBUF by
     kop/schemas/compat.py's checkers; other types of the same type are compatible."""
@@ -201,9 +207,10 @@ def incompatibility(existing: list[SchemaData], new: SchemaData, strategy: str,
         name = TYPE_NAMES[new.type]
         new_text, old_text = new.data.decode("utf-8", "replace"), old.data.decode("utf-8", "replace")
         if base in ("BACKWARD", "FULL"):
-            why = compat.incompatibilities(name, new_text, old_text, refs(new), refs(old))
+            why = compat.incompatibilities(name, new_text, old_text, refs(new), refs(old), record_names=record_names)
         if not why and base in ("FORWARD", "FULL"):
-            why = compat.incompatibilities(name, old_text, new_text, refs(old), refs(new), ("old", "new"))
+            why = compat.incompatibilities(name, old_text, new_text, refs(old), refs(new), ("old", "new"),
+                                           record_names)
         if why:
             return f"Incompatible schema ({strategy}): {'; '.join(why)}"
     return None
@@ -264,10 +271,11 @@ class SchemaRegistry:
         return (v, versions[v]) if first_live(versions) <= v < len(versions) else None
 
     async def put_if_absent(self, name: TopicName, schema: SchemaData, strategy: str | None = None,
-                            refs: Resolver | None = None) -> int:
+                            refs: Resolver | None = None, record_names: bool = True) -> int:
         """The version of `schema`: an equal stored one's, else a new version if the strategy allows it
         (IncompatibleSchema otherwise). Pulsar's putSchemaIfAbsent. `strategy` and `refs`: the registry's, when
-        it registers (it has read them already); by default the topic's strategy and no references."""
+        it registers (it has read them already); by default the topic's strategy and no references.
+        `record_names` False: Pulsar's Avro rule, for Pulsar's clients and admin (see PULSAR_RULES)."""
         if strategy is None:
             strategy = await self.strategy_for(name)
         if refs is None:
@@ -282,7 +290,7 @@ class SchemaRegistry:
             bad = invalid(schema, resolve)
             if bad is not None:
                 raise InvalidSchema(bad)
-            why = incompatibility(versions[start:], schema, strategy, resolve)
+            why = incompatibility(versions[start:], schema, strategy, resolve, record_names)
             if why is not None:
                 raise IncompatibleSchema(why)
             return SchemaData(schema.type, schema.data, schema.properties, int(time.time() * 1000))
@@ -312,7 +320,7 @@ class SchemaRegistry:
                 return v
         raise IncompatibleSchema(f"could not {what} for {name.canonical}: concurrent registrations")
 
-    async def check_for_consumer(self, name: TopicName, schema: SchemaData) -> None:
+    async def check_for_consumer(self, name: TopicName, schema: SchemaData, record_names: bool = True) -> None:
         """A consumer's schema against the stored ones: equal to one of them, or readable under the strategy
         (IncompatibleSchema otherwise). Pulsar's checkSchemaCompatibleForConsumer."""
         _, versions = await self.live(name)
@@ -322,7 +330,7 @@ class SchemaRegistry:
         if any(old.same_as(schema) for old in versions):
             return
         why = incompatibility(versions, schema, await self.strategy_for(name),
-                              await self._resolver([*versions, schema]))
+                              await self._resolver([*versions, schema]), record_names)
         if why is not None:
             raise IncompatibleSchema(why)
 
@@ -345,12 +353,12 @@ class SchemaRegistry:
         start, versions = await self.live(name)
         return next((v for v, old in enumerate(versions, start) if old.same_as(schema)), -1)
 
-    async def check_compatible(self, name: TopicName, schema: SchemaData) -> None:
+    async def check_compatible(self, name: TopicName, schema: SchemaData, record_names: bool = True) -> None:
         """IncompatibleSchema unless `schema` may follow the live versions under the strategy (Pulsar's
         checkCompatible behind `POST .../compatibility`); nothing is stored."""
         _, versions = await self.live(name)
         why = incompatibility(versions, schema, await self.strategy_for(name),
-                              await self._resolver([*versions, schema]))
+                              await self._resolver([*versions, schema]), record_names)
         if why is not None:
             raise IncompatibleSchema(why)
 
@@ -366,7 +374,7 @@ class SchemaRegistry:
 
     async def rest_post(self, name: TopicName, payload: Any) -> int:
         try:
-            return await self.put_if_absent(name, _from_payload(payload))
+            return await self.put_if_absent(name, _from_payload(payload), record_names=PULSAR_RULES)
         except InvalidSchema as e:
             raise SchemaRestError(422, str(e)) from None
         except IncompatibleSchema as e:
@@ -385,7 +393,7 @@ class SchemaRegistry:
         turns the checker's exception into a failure, never into false) - we answer the same 500."""
         schema = _from_payload(payload)
         try:
-            await self.check_compatible(name, schema)
+            await self.check_compatible(name, schema, record_names=PULSAR_RULES)
         except IncompatibleSchema as e:
             raise SchemaRestError(500, str(e)) from None
         return {"schemaCompatibilityStrategy": await self.strategy_for(name), "compatibility": True}

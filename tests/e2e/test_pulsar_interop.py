@@ -25,6 +25,7 @@ import time
 import pulsar
 import pytest
 
+from kop.pulsar.convert import ORDERING_KEY_HEADER
 from tests.support.admin import ok, topic_url
 from tests.support.clients import Rec, consume_kafka_python, create_topic, produce_kafka_python
 
@@ -117,9 +118,12 @@ def _mixed_topic(target, pulsar_broker, hint: str) -> tuple[str, list[tuple[byte
             kw["partition_key"] = f"pk{i}"
         if i % 4:
             kw["event_timestamp"] = BASE_TS + 100 + i
-        key = f"ok{i}" if i % 2 else (f"pk{i}" if i % 3 == 0 else None)  # ordering key wins over partition key
+        key = f"pk{i}" if i % 3 == 0 else (f"ok{i}" if i % 2 else None)  # the partition key, else the ordering key
+        headers = dict(kw["properties"])
+        if i % 2 and i % 3 == 0:  # an ordering key that is not the key: in a header (issue #22)
+            headers[ORDERING_KEY_HEADER] = f"ok{i}"
         want.append((key.encode() if key else None, f"pulsar-{i}".encode(), BASE_TS + 100 + i if i % 4 else -1,
-                     kw["properties"]))
+                     headers))
         producer.send_async(f"pulsar-{i}".encode(), lambda res, mid: ids.append((res, mid)), **kw)
     producer.flush()
     producer.close()

@@ -18,6 +18,10 @@ def _ephemeral_low() -> int:
 
 
 _PICK_LOW = 10000
+# Ports this test process handed out: never handed out again. A port is only checked free, not held, so two picks
+# close together (a broker's Kafka and Pulsar ports, two brokers started by one fixture) could otherwise return the
+# same port, and the second listener would fail with "Address already in use".
+_GIVEN: set[int] = set()
 
 
 def free_port() -> int:
@@ -28,12 +32,15 @@ def free_port() -> int:
     high = _ephemeral_low() - 1
     for _ in range(200):
         port = random.randint(_PICK_LOW, high)
+        if port in _GIVEN:
+            continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _GIVEN.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # the low range is full: the kernel's pick
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

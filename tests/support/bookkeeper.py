@@ -220,6 +220,9 @@ class BookKeeperCluster:
         cfg = self.zk_dir / "zoo.cfg"
         cfg.write_text(
             "tickTime=500\n"  # session timeouts are multiples of the tick: expiry tests stay short
+            # The cap is 20 ticks (10 s) by default; tests of a ZooKeeper outage shorter than a production
+            # session (30 s) ask for one. Clients that do not (the brokers below) get what they had.
+            "maxSessionTimeout=30000\n"
             f"dataDir={self.zk_dir / 'data'}\n"
             f"clientPort={self.zk_port}\nclientPortAddress=127.0.0.1\n"
             "admin.enableServer=false\nmaxClientCnxns=0\n"
@@ -397,6 +400,9 @@ class KopBookKeeperBroker(KopBroker):
             "managedLedgerDefaultEnsembleSize": 3,
             "managedLedgerDefaultWriteQuorum": 3,
             "managedLedgerDefaultAckQuorum": 2,
+            # 10 s, what ZooKeeper's cap gave before the cap was raised to 30 s (zoo.cfg above): a killed
+            # broker's nodes linger no longer than they did.
+            "metadataStoreSessionTimeoutMillis": 10000,
             # A fixed admin port, kept across restarts: the broker's registration in ZooKeeper (which
             # names it) is then the same after a restart, which is how a broker recognises the node its
             # previous, SIGKILLed process left until that session expires.

@@ -419,8 +419,10 @@ class ManagedLedger:
         current.append_nowait(data).add_done_callback(functools.partial(self._on_stored, op))
 
     def _on_stored(self, op: _AddOp, f: asyncio.Future[int]) -> None:
-        if op.done:
-            return  # already failed together with an earlier add
+        if op.done:  # already failed together with an earlier add
+            if not f.cancelled():
+                f.exception()  # read, so that asyncio does not log it as never retrieved (issue #24)
+            return
         exc = ManagedLedgerError("add cancelled") if f.cancelled() else f.exception()
         if exc is not None:
             self._fail_inflight(exc)

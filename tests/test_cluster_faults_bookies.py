@@ -63,6 +63,7 @@ def test_two_of_four_bookies_killed_under_load(cluster, tmp_path_factory):
         t.start()
         eventually("acks before the kill", lambda: acked[0] >= 200, timeout=120)
         killed = [0, 1]
+        killed_at = time.monotonic()
         for i in killed:
             cluster.kill_bookie(i)
         # Under load until every ledger being written has met the dead bookies: some changed their
@@ -87,6 +88,14 @@ def test_two_of_four_bookies_killed_under_load(cluster, tmp_path_factory):
         stops = Counter(re.findall(r"WARNING .*ledger (\d+): no bookie can replace",
                                    broker.log_path.read_text(errors="replace")))
         assert stops and max(stops.values()) == 1, stops
+        # Every produce retry tries a ledger switch, which fails while two bookies are gone: logged at most
+        # once per managed ledger per 10 s (and each failed produce append once per partition and cause).
+        text = broker.log_path.read_text(errors="replace")
+        windows = 1 + int((time.monotonic() - killed_at) // 10) + 1
+        switches = Counter(re.findall(r"managed ledger (\S+): ledger switch failed", text))
+        assert max(switches.values(), default=0) <= windows, switches
+        appends = Counter(re.findall(r"ERROR .*append to (\S+) failed: \w+\(.*?(\w+Error)", text))
+        assert max(appends.values(), default=0) <= 2 * windows, appends
 
         for i in killed:
             cluster.start_bookie(i)

@@ -44,6 +44,22 @@ def _ephemeral_owners(zk: KazooClient, chroot: str) -> dict[str, tuple[bytes, in
     return out
 
 
+def _wait_usable(zk: KazooClient, timeout: float = 60) -> None:
+    """Until a read on `zk` succeeds: a kazoo client answers SessionExpiredError / ConnectionLoss while it
+    reconnects (bounded wait, not a measurement)."""
+    from kazoo.exceptions import KazooException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            zk.get_children("/")
+            return
+        except KazooException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_zookeeper_down_for_less_than_the_session(cluster, tmp_path_factory):
     brokers = start_brokers(tmp_path_factory, cluster, 2, metadataStoreSessionTimeoutMillis=SESSION_MS)
     chroot = brokers[0].chroot
@@ -70,6 +86,7 @@ def test_zookeeper_down_for_less_than_the_session(cluster, tmp_path_factory):
         proc.wait(30)
         time.sleep(OUTAGE_S)  # the fault itself: ZooKeeper away for 20 s, under the 30 s session
         cluster.start_zookeeper()
+        _wait_usable(cluster.zk())  # the tests' own client (shared with the next tests) is back too
 
         # Clients keep working: every partition accepts a produce again on the same leader (refused,
         # retriably, while the broker is still suspended), and the offsets continue.

@@ -259,7 +259,11 @@ class BookKeeperCluster:
             # Its connection warnings (ZooKeeper restarted by a test, stopped at exit) are expected noise.
             quiet = logging.getLogger("tests.support.bookkeeper.kazoo")
             quiet.setLevel(logging.ERROR)
-            client = KazooClient(self.zk_connect, timeout=10, logger=quiet)
+            from kop.storage.zookeeper.metadata import connection_retry
+
+            # The brokers' reconnection policy: back within a second of a restarted ZooKeeper, so its
+            # session outlives a test's ZooKeeper outage too.
+            client = KazooClient(self.zk_connect, timeout=10, logger=quiet, connection_retry=connection_retry())
             client.start(timeout=30)
             self._zk_client = client
         return self._zk_client

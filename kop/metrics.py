@@ -309,6 +309,10 @@ def _storage_families(st: dict[str, Any]) -> Iterator[Metric]:
     yield steps
     yield CounterMetricFamily("kop_storage_write_errors", "Failed ledger writes (a full or failing disk; the "
                               "produce answered KAFKA_STORAGE_ERROR)", value=st.get("writeErrors", 0))
+    if "ensembleChanges" in st:  # cluster mode: BookKeeper ledgers
+        yield CounterMetricFamily("kop_bookkeeper_ensemble_changes", "BookKeeper ensemble changes of the ledgers "
+                                  "this broker writes (a failed bookie replaced; at most writable bookies - E per "
+                                  "ledger, docs/cluster.md)", value=st["ensembleChanges"])
 
 
 class _Collector(Collector):

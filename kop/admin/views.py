@@ -319,6 +319,7 @@ def storage_status(service: BrokerServices) -> dict[str, Any]:
         "recovery": recovery,
         "damagedReads": sum(pl.damaged_reads for pl in logs.values()),
         "writeErrors": getattr(store, "write_errors", 0),
+        **({"ensembleChanges": store.ensemble_changes} if hasattr(store, "ensemble_changes") else {}),
     }
 
 

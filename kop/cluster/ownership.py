@@ -126,6 +126,9 @@ class Ownership:
 
     clustered = False
     local: BrokerInfo
+    # +1 each time the broker serves again after not serving (ZooKeeper session suspended or lost): timers
+    # that must not count time the broker was not serving (group sessions, transactions) compare it.
+    serving_epoch = 0
 
     def __init__(self) -> None:
         # Awaited, in order, when this broker gains / loses a bundle (abandon: lost with the session, so
@@ -586,6 +589,7 @@ class ZooKeeperOwnership(Ownership):
                 await self._refresh_brokers(await self.store.children(BROKERS_ROOT))
             if not self._serving:
                 log.info("ZooKeeper connection back: serving %d bundles", len(self._mine))
+                self.serving_epoch += 1
             self._serving = True
             self.topics.paused = False
             self._kick.set()

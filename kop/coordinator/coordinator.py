@@ -81,6 +81,11 @@ from kop.topics.scope import NameScope, explicit_id
 log = logging.getLogger(__name__)
 
 S = GroupState
+# While the broker is not serving, the group timers look again this often (seconds) instead of firing.
+PAUSED_POLL_S = 0.25
+# A timer wake this late (ms) means the event loop stood still (the process was stopped or starved): the
+# members could not heartbeat meanwhile, so the timers restart instead of firing.
+STALL_MS = 3000
 E = ErrorCode
 
 
@@ -135,6 +140,7 @@ class GroupCoordinator:
                                           config.offsetsTopicNumPartitions, "offsetsTopicNumPartitions", self)
         self._wakeup: asyncio.TimerHandle | None = None  # the loop timer for the machine's next deadline
         self._wakeup_at: int | None = None
+        self._serving_epoch = 0  # the ownership's serving epoch the timers last ran under
         self._expiration = PeriodicTask("coordinator-expiration", config.offsetsRetentionCheckIntervalMs / 1000,
                                         self.expire_offsets, log)
         self._stopped = False
@@ -377,6 +383,24 @@ class GroupCoordinator:
         self._wakeup, self._wakeup_at = None, None
         # The loop may wake a little before `deadline` (its clock resolution): the deadline has come.
         now = max(self._timer_ms(), deadline)
+        ownership = self.topics.ownership
+        if ownership is not None and not ownership.serving:
+            # Not serving (ZooKeeper session in doubt): members' heartbeats are refused, so their timers
+            # must not fire. Look again shortly; they get fresh deadlines once this broker serves again.
+            self._wakeup = self.loop.call_later(PAUSED_POLL_S, self._wake, deadline)
+            self._wakeup_at = -1
+            return
+        epoch = ownership.serving_epoch if ownership is not None else 0
+        if epoch != self._serving_epoch or now - deadline > STALL_MS:
+            # It stopped serving since the timers last ran, or the loop itself stood still (the process
+            # was stopped: SIGSTOP, a VM pause): time the members could not use. Fresh deadlines.
+            log.info("group timers restart with fresh deadlines (%s)", "served again after a pause"
+                     if epoch != self._serving_epoch else f"the loop stalled {(now - deadline) / 1000:.1f}s")
+            self._serving_epoch = epoch
+            self.machine.refresh_timers(now)
+            self.consumer.refresh_timers(now)
+            self._run()
+            return
         self.machine.expire_timers(now)
         self.consumer.expire_timers(now)
         self._run()

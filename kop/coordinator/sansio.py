@@ -42,9 +42,10 @@ class SansIOMachine(Generic[A]):
     def __init__(self, wall_ms: Callable[[], int] | None = None) -> None:
         self._wall_ms = wall_ms
         self._now = 0  # the `now` of the call being served: timers set meanwhile count from it
-        # key -> (deadline, sequence number, what to call); the heap orders (deadline, sequence, key) and
-        # keeps entries of timers since re-set or cancelled until they surface (their sequence differs).
-        self._timers: dict[TimerKey, tuple[int, int, Callable[[], None]]] = {}
+        # key -> (deadline, sequence number, what to call, delay it was set with); the heap orders
+        # (deadline, sequence, key) and keeps entries of timers since re-set or cancelled until they
+        # surface (their sequence differs).
+        self._timers: dict[TimerKey, tuple[int, int, Callable[[], None], int]] = {}
         self._heap: list[tuple[int, int, TimerKey]] = []
         self._timer_seq = 0
         self._on_written: dict[int, Callable[[int], None]] = {}
@@ -72,11 +73,23 @@ class SansIOMachine(Generic[A]):
         self._now = now
         while (deadline := self.next_deadline()) is not None and deadline <= now:
             _, _, key = heapq.heappop(self._heap)
-            _, _, fire = self._timers.pop(key)
+            _, _, fire, _ = self._timers.pop(key)
             try:
                 fire()
             except Exception:
                 log.exception("group coordinator timer %s failed", key)
+
+    def refresh_timers(self, now: int) -> None:
+        """Give every pending timer a fresh deadline: `now` plus the delay it was set with (never earlier
+        than it had). For a coordinator that was not serving (its ZooKeeper session in doubt, or the
+        process stopped): members could not reach it meanwhile, so their session and rebalance timers
+        start over when it serves again instead of firing on time that was not theirs (issue #24)."""
+        self._now = now
+        for key, (deadline, _, fire, delay) in list(self._timers.items()):
+            self._timer_seq += 1
+            fresh = max(deadline, now + delay)
+            self._timers[key] = (fresh, self._timer_seq, fire, delay)
+            heapq.heappush(self._heap, (fresh, self._timer_seq, key))
 
     def write_done(self, write_id: int, error: int, now: int) -> None:
         """A write this machine asked for is durable (error 0) or failed with `error` (Kafka's code)."""
@@ -103,8 +116,9 @@ class SansIOMachine(Generic[A]):
 
     def _schedule(self, key: TimerKey, delay_ms: int, fn: Callable[..., None], *args: object) -> None:
         self._timer_seq += 1
-        deadline = self._now + max(delay_ms, 0)
-        self._timers[key] = (deadline, self._timer_seq, functools.partial(fn, *args))
+        delay = max(delay_ms, 0)
+        deadline = self._now + delay
+        self._timers[key] = (deadline, self._timer_seq, functools.partial(fn, *args), delay)
         heapq.heappush(self._heap, (deadline, self._timer_seq, key))
 
     def _cancel(self, key: TimerKey) -> None:

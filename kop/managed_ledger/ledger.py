@@ -59,6 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+SWITCH_FAILURE_LOG_S = 10.0
+
 ML_ROOT = "/managed-ledgers"
 
 
@@ -182,6 +184,10 @@ class ManagedLedger:
         self._inflight: deque[_AddOp] = deque()  # issued, not acknowledged
         self._inflight_empty: asyncio.Future[None] | None = None
         self._rolling = False
+        # "ledger switch failed" is logged at most once per SWITCH_FAILURE_LOG_S (issue #24: while too few
+        # bookies are writable every produce retry tries a switch): when it was, and how many were held.
+        self._switch_failure_logged = float("-inf")
+        self._switch_failures_held = 0
         self._roll_task: asyncio.Task[None] | None = None
         self._read_handles: OrderedDict[int, ReadHandle] = OrderedDict()
         self._last_confirmed: Position | None = None
@@ -419,8 +425,10 @@ class ManagedLedger:
         current.append_nowait(data).add_done_callback(functools.partial(self._on_stored, op))
 
     def _on_stored(self, op: _AddOp, f: asyncio.Future[int]) -> None:
-        if op.done:
-            return  # already failed together with an earlier add
+        if op.done:  # already failed together with an earlier add
+            if not f.cancelled():
+                f.exception()  # read, so that asyncio does not log it as never retrieved (issue #24)
+            return
         exc = ManagedLedgerError("add cancelled") if f.cancelled() else f.exception()
         if exc is not None:
             self._fail_inflight(exc)
@@ -535,7 +543,14 @@ class ManagedLedger:
                 await self._switch_ledger()
         except Exception as e:
             if self._state == _OPEN:
-                log.warning("managed ledger %s: ledger switch failed: %r", self.name, e)
+                now = time.monotonic()
+                if now - self._switch_failure_logged >= SWITCH_FAILURE_LOG_S:
+                    held = self._switch_failures_held
+                    log.warning("managed ledger %s: ledger switch failed: %r%s", self.name, e,
+                                f" ({held} more since the last such line)" if held else "")
+                    self._switch_failure_logged, self._switch_failures_held = now, 0
+                else:
+                    self._switch_failures_held += 1
             err = e if isinstance(e, ManagedLedgerError) else ManagedLedgerError(f"{self.name}: {e!r}")
             self._fail_pending(err)
         finally:

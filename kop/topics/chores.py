@@ -14,6 +14,7 @@ from kop.config import BrokerConfig
 from kop.managed_ledger import Position
 from kop.offset.api import PartitionLog
 from kop.offset.compaction import CompactionResult
+from kop.storage.api import StorageError
 from kop.topics.manager import Topic, TopicError, TopicManager
 from kop.topics.topic_config import effective
 
@@ -99,25 +100,41 @@ class LogCleaner:
                     break
                 if not self.topics.owns(topic, p):
                     continue  # cluster mode: its owner cleans it
-                plog = await self.topics.partition_log(topic, p)
-                now = int(time.time() * 1000) if now_ms is None else now_ms
-                state = await plog.cleaning_state()
-                first = state.current_first_timestamp
-                roll = first is not None and now - first >= max_lag
-                horizon_due = state.delete_horizon is not None and now >= state.delete_horizon
-                if min_lag > 0 and (roll or horizon_due or state.dirty_ratio > min_ratio):
-                    # min.compaction.lag.ms: a pass cleans every closed ledger at once, so it waits until the
-                    # newest record it would clean is that old (the current ledger is left out while its
-                    # newest record is younger).
-                    if roll:
-                        newest_all = await _newest_entry_time(plog, current=True)
-                        roll = newest_all is None or now - newest_all >= min_lag
-                    newest = await _newest_entry_time(plog, current=roll)
-                    if newest is not None and now - newest < min_lag:
-                        continue
-                if roll or horizon_due or state.dirty_ratio > min_ratio:
-                    results.append(await plog.compact(delete_retention, roll_current=roll, now_ms=now_ms))
+                try:
+                    result = await self._clean(topic, p, now_ms, min_ratio, delete_retention, max_lag, min_lag)
+                except (StorageError, OSError) as e:
+                    # A pass writes new ledgers; when none can be created (bookies gone, a full disk) the
+                    # other partitions would fail alike: one line saying why, no traceback; the next pass
+                    # tries again.
+                    log.warning("log-cleaner pass skipped at %s-%d: %s: %s; cleaning resumes on a later pass",
+                                topic.name.canonical, p, type(_innermost(e)).__name__, e)
+                    return results
+                if result is not None:
+                    results.append(result)
         return results
+
+    async def _clean(self, topic: Topic, p: int, now_ms: int | None, min_ratio: float, delete_retention: int,
+                     max_lag: int, min_lag: int) -> CompactionResult | None:
+        """One partition of a pass (see run): its compaction result, or None when it is not due."""
+        plog = await self.topics.partition_log(topic, p)
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        state = await plog.cleaning_state()
+        first = state.current_first_timestamp
+        roll = first is not None and now - first >= max_lag
+        horizon_due = state.delete_horizon is not None and now >= state.delete_horizon
+        if min_lag > 0 and (roll or horizon_due or state.dirty_ratio > min_ratio):
+            # min.compaction.lag.ms: a pass cleans every closed ledger at once, so it waits until the
+            # newest record it would clean is that old (the current ledger is left out while its
+            # newest record is younger).
+            if roll:
+                newest_all = await _newest_entry_time(plog, current=True)
+                roll = newest_all is None or now - newest_all >= min_lag
+            newest = await _newest_entry_time(plog, current=roll)
+            if newest is not None and now - newest < min_lag:
+                return None
+        if roll or horizon_due or state.dirty_ratio > min_ratio:
+            return await plog.compact(delete_retention, roll_current=roll, now_ms=now_ms)
+        return None
 
     async def compact_now(self, topic: Topic | str, partition: int | None = None, *, roll_current: bool = True,
                           now_ms: int | None = None) -> list[CompactionResult]:
@@ -139,6 +156,12 @@ class LogCleaner:
             plog = await self.topics.partition_log(t, p)
             results.append(await plog.compact(delete_retention, roll_current=roll_current, now_ms=now_ms))
         return results
+
+
+def _innermost(e: BaseException) -> BaseException:
+    while e.__cause__ is not None:
+        e = e.__cause__
+    return e
 
 
 async def _newest_entry_time(plog: PartitionLog, current: bool) -> int | None:

@@ -220,6 +220,9 @@ class BookKeeperCluster:
         cfg = self.zk_dir / "zoo.cfg"
         cfg.write_text(
             "tickTime=500\n"  # session timeouts are multiples of the tick: expiry tests stay short
+            # The cap is 20 ticks (10 s) by default; tests of a ZooKeeper outage shorter than a production
+            # session (30 s) ask for one. Clients that do not (the brokers below) get what they had.
+            "maxSessionTimeout=30000\n"
             f"dataDir={self.zk_dir / 'data'}\n"
             f"clientPort={self.zk_port}\nclientPortAddress=127.0.0.1\n"
             "admin.enableServer=false\nmaxClientCnxns=0\n"
@@ -256,7 +259,11 @@ class BookKeeperCluster:
             # Its connection warnings (ZooKeeper restarted by a test, stopped at exit) are expected noise.
             quiet = logging.getLogger("tests.support.bookkeeper.kazoo")
             quiet.setLevel(logging.ERROR)
-            client = KazooClient(self.zk_connect, timeout=10, logger=quiet)
+            from kop.storage.zookeeper.metadata import connection_retry
+
+            # The brokers' reconnection policy: back within a second of a restarted ZooKeeper, so its
+            # session outlives a test's ZooKeeper outage too.
+            client = KazooClient(self.zk_connect, timeout=10, logger=quiet, connection_retry=connection_retry())
             client.start(timeout=30)
             self._zk_client = client
         return self._zk_client
@@ -397,6 +404,9 @@ class KopBookKeeperBroker(KopBroker):
             "managedLedgerDefaultEnsembleSize": 3,
             "managedLedgerDefaultWriteQuorum": 3,
             "managedLedgerDefaultAckQuorum": 2,
+            # 10 s, what ZooKeeper's cap gave before the cap was raised to 30 s (zoo.cfg above): a killed
+            # broker's nodes linger no longer than they did.
+            "metadataStoreSessionTimeoutMillis": 10000,
             # A fixed admin port, kept across restarts: the broker's registration in ZooKeeper (which
             # names it) is then the same after a restart, which is how a broker recognises the node its
             # previous, SIGKILLed process left until that session expires.

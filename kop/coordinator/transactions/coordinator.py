@@ -62,6 +62,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# A sweep this much later than its interval (s) means the event loop stood still (the process was stopped).
+TXN_STALL_S = 3.0
+
 E = ErrorCode
 MARKER_RETRY_S = 0.5  # a marker that could not be written is tried again this long after
 
@@ -89,6 +92,11 @@ class TransactionCoordinator:
         self._aborter = PeriodicTask("txn-abort-timed-out",
                                      config.transactionAbortTimedOutTransactionCleanupIntervalMs / 1000,
                                      self.abort_timed_out, log)
+        # Timeouts do not count time this broker was not serving (issue #24): the ownership's serving epoch
+        # the last sweep saw, the loop time of that sweep, and from when (wall ms) timeouts count afresh.
+        self._serving_epoch = 0
+        self._last_sweep: float | None = None
+        self._timeouts_from = 0
         self._expirer = PeriodicTask("txn-expire-ids",
                                      config.transactionRemoveExpiredTransactionalIdCleanupIntervalMs / 1000,
                                      self.expire_transactional_ids, log)
@@ -358,9 +366,22 @@ class TransactionCoordinator:
 
     # ================================================================== timeouts and expiration
     async def abort_timed_out(self) -> int:
-        """Fence and abort every Ongoing transaction past its timeout; returns how many."""
+        """Fence and abort every Ongoing transaction past its timeout; returns how many. Not while this
+        broker is not serving; after it served again (or its loop stood still: a stopped process),
+        every timeout counts afresh from then - the producers could not reach it meanwhile."""
+        ownership = self.topics.ownership
+        if ownership is not None and not ownership.serving:
+            return 0
+        epoch = ownership.serving_epoch if ownership is not None else 0
+        mono = time.monotonic()
+        interval = self.config.transactionAbortTimedOutTransactionCleanupIntervalMs / 1000
+        if epoch != self._serving_epoch or (self._last_sweep is not None and mono - self._last_sweep >
+                                            interval + TXN_STALL_S):
+            self._serving_epoch = epoch
+            self._timeouts_from = self.now_ms()
+        self._last_sweep = mono
         transits = []
-        for t in self.machine.abort_timed_out(self.now_ms()):
+        for t in self.machine.abort_timed_out(self.now_ms(), self._timeouts_from):
             if self.runtime.is_loaded(self.partition_of(t.transactional_id)):
                 transits.append(t)
             else:  # its partition is still loading: the next sweep sees it

@@ -326,12 +326,14 @@ class TransactionStateMachine:
         return self._prepare(txn, done, now, partitions=frozenset())
 
     # ------------------------------------------------------------------ timeouts and expiration
-    def abort_timed_out(self, now: int) -> list[Transit]:
-        """Ongoing transactions past their timeout (counted from their first partition): each is fenced
-        and aborted, as Kafka's abortTimedOutTransactions does (the zombie then gets PRODUCER_FENCED)."""
+    def abort_timed_out(self, now: int, not_before: int = 0) -> list[Transit]:
+        """Ongoing transactions past their timeout (counted from their first partition, or from
+        `not_before` when later: when the coordinator served again after a pause, issue #24): each is
+        fenced and aborted, as Kafka's abortTimedOutTransactions does (the zombie then gets PRODUCER_FENCED)."""
         out = []
         for txn in self.txns.values():
-            if txn.state == S.ONGOING and txn.pending is None and txn.start_ms + txn.timeout_ms < now:
+            if txn.state == S.ONGOING and txn.pending is None and \
+                    max(txn.start_ms, not_before) + txn.timeout_ms < now:
                 out.append(self._fence_and_abort(txn, now))
         return out
 

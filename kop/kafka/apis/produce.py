@@ -46,6 +46,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
+class AppendFailureLog:
+    """Failed appends, logged at most once per partition and cause per `interval` seconds; the next line
+    says how many were held back. Why: when a ledger is fenced or its bookies are gone every produce to the
+    partition fails until the producer's retries find the new state - hundreds of identical ERROR lines
+    per partition (issue #24) that drown the one that matters. The cause is the innermost exception's
+    class (LedgerFencedError, NotEnoughBookiesError, ...), so a new kind of failure is logged at once."""
+
+    def __init__(self, interval: float = 10.0) -> None:
+        self.interval = interval
+        self._last: dict[tuple[str, str], tuple[float, int]] = {}  # (partition, cause) -> (logged at, held)
+
+    def failed(self, partition: str, exc: BaseException, now: float | None = None) -> bool:
+        """Log this failure unless one like it was logged recently; True when a line was written."""
+        inner = exc
+        while inner.__cause__ is not None:
+            inner = inner.__cause__
+        key = (partition, type(inner).__name__)
+        now = time.monotonic() if now is None else now
+        last = self._last.get(key)
+        if last is not None and now - last[0] < self.interval:
+            self._last[key] = (last[0], last[1] + 1)
+            return False
+        if len(self._last) >= 10_000:  # forget partitions that stopped failing
+            self._last = {k: v for k, v in self._last.items() if now - v[0] < self.interval}
+        self._last[key] = (now, 0)
+        held = last[1] if last is not None else 0
+        log.error("append to %s failed: %r%s", partition, exc,
+                  f" ({held} more like it in the last {now - last[0]:.0f}s not logged)" if last and held else "")
+        return True
+
+
+_append_failures = AppendFailureLog()
+
 API_KEY = 0
 VERSIONS = (0, 13)
 REQUEST_FLOOR = 3
@@ -186,7 +220,7 @@ async def _finish(R: type[ProduceResponse], index: int, outcome: _Started | _Par
     try:
         base = await issued.base_offset()
     except Exception as e:
-        log.error("append to %s failed: %r", plog.name, e)
+        _append_failures.failed(plog.name, e)
         return R.PartitionProduceResponse(
             index=index, error_code=ErrorCode.KAFKA_STORAGE_ERROR, base_offset=-1, log_append_time_ms=-1,
             log_start_offset=-1, error_message=f"append failed: {e}",

@@ -11,13 +11,20 @@ Write path (one writer per ledger, entry ids assigned at append time, from 0):
   entry order, and the last add confirmed (LAC) - the highest entry acknowledged with all before it -
   rides on every later entry ("piggy-backed"), which is how readers and recovery learn it.
 * Ensemble change: when a bookie fails (connection lost, timeout, an error answer other than EFENCED),
-  it is replaced by another writable bookie (not one of the ensemble, not one that failed recently); the
-  metadata gets a new segment starting at LAC + 1 (compare-and-set on the znode version), then every
-  entry still pending is re-sent to the replacement where its write set has the replaced position.
-  Appends issued meanwhile wait and go to the new ensemble. With E=3, Qw=3, Qa=2 an entry keeps being
-  acknowledged by the two live bookies while this happens. No replacement available, or the metadata
-  changed under us: the handle fails (EFENCED-like cases as LedgerFencedError), every pending append
-  fails, and the managed ledger rolls over to a new ledger.
+  it is replaced by another writable bookie; the metadata gets a new segment starting at LAC + 1
+  (compare-and-set on the znode version), then every entry still pending is re-sent to the replacement
+  where its write set has the replaced position. Appends issued meanwhile wait and go to the new
+  ensemble. With E=3, Qw=3, Qa=2 an entry keeps being acknowledged by the two live bookies while this
+  happens. The replacement is never a bookie of the ensemble, one that failed on this ledger, or one
+  in quarantine (failed on any ledger of this store within ``quarantine_seconds``); a bookie that has
+  registered again since it failed (restarted) is neither. There is no falling back to them, so a
+  ledger never swaps back and forth between dead bookies that are still registered (registrations
+  outlive their bookie by a ZooKeeper session): until a failed bookie comes back, a ledger changes its
+  ensemble at most (registered bookies - E) times. No replacement: one WARNING line for the ledger, the
+  handle fails with NotEnoughBookiesError, every pending append fails with it, and the managed ledger
+  rolls over - to a ledger that cannot be created either (creation honours the quarantine too) until
+  enough bookies are back; the producer retries. The metadata changed under us: the handle is fenced
+  (LedgerFencedError). ``ensemble_changes`` counts the changes (kop_bookkeeper_ensemble_changes).
 * EFENCED from any bookie: another owner opened the ledger with recovery; the handle is fenced.
 * close(): appends issued before it complete (or fail); then the metadata becomes CLOSED with
   lastEntryId = LAC and the length at LAC, by compare-and-set.
@@ -159,8 +166,16 @@ class BookKeeperLedgerStore(LedgerStore):
         self._owns_zk = owns_zk
         self._writers: dict[int, BKWriteHandle] = {}
         self._quarantined: dict[str, float] = {}  # bookie id -> monotonic time it may be used again
+        # bookie id -> the session of its registration when it was first seen in quarantine (a new
+        # session means the bookie was restarted: the quarantine is lifted)
+        self._quarantined_session: dict[str, int | None] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        # bookie id -> how many times it came back (registered with a new session) out of quarantine: a
+        # ledger excludes the bookies that failed on it only until they came back
+        self.generation: dict[str, int] = {}
         self._closed = False
-        self.ensemble_changes = 0  # counters for tests and metrics
+        self.ensemble_changes = 0  # counters for tests and metrics (kop_bookkeeper_ensemble_changes)
+        self.ensemble_change_failures = 0  # ledgers stopped for want of a replacement
         self.recoveries = 0
 
     @classmethod
@@ -195,19 +210,65 @@ class BookKeeperLedgerStore(LedgerStore):
 
     def _quarantine(self, bookie_id: str) -> None:
         self._quarantined[bookie_id] = time.monotonic() + self.quarantine_seconds
+        if bookie_id not in self._quarantined_session and not self._closed:
+            self._quarantined_session[bookie_id] = None
+            task = asyncio.get_running_loop().create_task(self._note_session(bookie_id))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _note_session(self, bookie_id: str) -> None:
+        """Remember which ZooKeeper session the failed bookie's registration has (see _in_quarantine)."""
+        with contextlib.suppress(StorageError):
+            session = await self.zk.ephemeral_owner(f"{self.root}/available/{bookie_id}")
+            if bookie_id in self._quarantined and self._quarantined_session.get(bookie_id) is None:
+                self._quarantined_session[bookie_id] = session
+
+    def quarantined(self) -> list[str]:
+        """Bookies in quarantine now (failed recently), for logs and tests."""
+        now = time.monotonic()
+        return sorted(b for b, until in self._quarantined.items() if until > now)
+
+    async def _in_quarantine(self, bookie_id: str, now: float) -> bool:
+        """Whether a registered bookie is still in quarantine. Lifted when the time is up, and when the
+        bookie's registration belongs to another ZooKeeper session than the one it had when first seen
+        here in quarantine: it was restarted (or its session expired and it registered again), so its
+        failure is history. A killed bookie's registration lingers with its old session, so it stays in."""
+        until = self._quarantined.get(bookie_id)
+        if until is None:
+            return False
+        if until <= now:
+            del self._quarantined[bookie_id]
+            self._quarantined_session.pop(bookie_id, None)
+            return False
+        try:
+            session = await self.zk.ephemeral_owner(f"{self.root}/available/{bookie_id}")
+        except StorageError:
+            return True
+        seen = self._quarantined_session.get(bookie_id)
+        if seen is None:
+            self._quarantined_session[bookie_id] = session
+        elif session is not None and session != seen:
+            log.info("bookie %s registered again: out of quarantine", bookie_id)
+            self.generation[bookie_id] = self.generation.get(bookie_id, 0) + 1
+            del self._quarantined[bookie_id]
+            del self._quarantined_session[bookie_id]
+            return False
+        return True
 
     async def _choose(self, count: int, exclude: set[str]) -> list[str]:
-        """`count` writable bookies not in `exclude`, preferring ones that did not fail recently."""
+        """`count` writable bookies, none in `exclude` nor in quarantine. No falling back to quarantined
+        bookies: a bookie that just failed is most likely dead with its registration still there, and a
+        ledger placed on it would fail at once (and an ensemble change onto it would be undone by the
+        next one: the storm of issue #24). Not enough: NotEnoughBookiesError; the caller's client
+        retries, and a bookie that comes back (registers again) is usable at once."""
         now = time.monotonic()
         candidates = [b for b in await self.writable_bookies() if b not in exclude]
-        healthy = [b for b in candidates if self._quarantined.get(b, 0) <= now]
+        healthy = [b for b in candidates if not await self._in_quarantine(b, now)]
         if len(healthy) >= count:
             return random.sample(healthy, count)
-        if len(candidates) >= count:  # BookKeeper also falls back to quarantined bookies
-            rest = [b for b in candidates if b not in healthy]
-            return healthy + random.sample(rest, count - len(healthy))
-        raise NotEnoughBookiesError(f"need {count} writable bookie(s) besides {sorted(exclude)}, "
-                                    f"found {candidates}")
+        held = sorted(set(candidates) - set(healthy))
+        raise NotEnoughBookiesError(f"need {count} writable bookie(s) besides {sorted(exclude)}, found "
+                                    f"{sorted(healthy)}" + (f" (in quarantine: {held})" if held else ""))
 
     # ---- metadata
 
@@ -325,6 +386,8 @@ class BookKeeperLedgerStore(LedgerStore):
                 await asyncio.wait_for(writer._drain(), self.pool.request_timeout * 2)
             writer._fail(StorageError("ledger store is closed"), _FAILED)
         self._writers.clear()
+        for task in list(self._tasks):
+            task.cancel()
         await self.pool.close()
         if self._owns_zk:
             await self.zk.close()
@@ -670,6 +733,10 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
         self._state = _OPEN
         self._error: StorageError | None = None
         self._failed: dict[int, str] = {}  # ensemble position -> bookie that failed there
+        # every bookie that failed on this ledger (-> the store's generation of it then): never taken
+        # back, unless it has come back (restarted) since
+        self._ever_failed: dict[str, int] = {}
+        self.ensemble_changes = 0
         self._changing: asyncio.Task[None] | None = None
         self._idle: asyncio.Future[None] | None = None
 
@@ -780,6 +847,7 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
                     p.rc_name(rc))
         self._store._quarantine(bookie)
         self._failed[pos] = bookie
+        self._ever_failed[bookie] = self._store.generation.get(bookie, 0)
         if self._changing is None:
             self._changing = self._loop.create_task(self._change_ensemble())
 
@@ -789,8 +857,18 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
                 failed = dict(self._failed)
                 first = self._lac + 1
                 ensemble = list(self._ensemble)
-                exclude = set(ensemble) | set(failed.values())
-                replacements = await self._store._choose(len(failed), exclude)
+                generation = self._store.generation
+                exclude = set(ensemble) | {b for b, g in self._ever_failed.items() if generation.get(b, 0) == g}
+                try:
+                    replacements = await self._store._choose(len(failed), exclude)
+                except NotEnoughBookiesError as e:
+                    self._store.ensemble_change_failures += 1
+                    log.warning("ledger %d: no bookie can replace %s (%s); the ledger stops at entry %d and "
+                                "writes fail until enough bookies are writable", self.ledger_id,
+                                sorted(failed.values()), e, self._lac)
+                    self._fail(NotEnoughBookiesError(f"ledger {self.ledger_id}: ensemble change failed: no "
+                                                     f"replacement for {sorted(failed.values())}: {e}"), _FAILED)
+                    break  # not return: a close() waiting in _drain is woken below
                 for pos, bookie in zip(sorted(failed), replacements, strict=True):
                     ensemble[pos] = bookie
                 md = self._md.copy()
@@ -800,10 +878,11 @@ class BKWriteHandle(BKReadHandle, WriteHandle):
                     md.segments.append(Segment(first, ensemble))
                 await self._update_metadata(md)
                 if self._state not in (_OPEN, _CLOSING):
-                    return
+                    break
                 log.info("ledger %d: ensemble change at entry %d: %s -> %s", self.ledger_id, first,
                          self._ensemble, ensemble)
                 self._store.ensemble_changes += 1
+                self.ensemble_changes += 1
                 self._ensemble = ensemble
                 for pos, bookie in failed.items():
                     if self._failed.get(pos) == bookie:

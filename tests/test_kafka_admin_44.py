@@ -18,7 +18,7 @@ from kafka.protocol.admin import DescribeConfigsRequest, DescribeLogDirsRequest,
 
 from kop.config import BrokerConfig
 from kop.kafka.apis.configs_common import BROKER_SYNONYM, broker_configs
-from kop.topics.topic_config import TOPIC_CONFIGS, InvalidConfig, validate_topic_configs
+from kop.topics.topic_config import TOPIC_CONFIGS
 from tests.support.clients import create_topic
 from tests.support.wire import Negotiated, WireClient
 
@@ -204,40 +204,6 @@ def test_describe_broker_configs_on_the_wire(broker):
 
 
 # ------------------------------------------------------------------------------ the topic configs of 4.3 / 4.4
-
-# (config, value, Kafka 4.4's INVALID_CONFIG message or None for accepted) - LogConfig's types and ranges.
-CASES_44 = [
-    ("max.decompressed.message.bytes", "1", None),
-    ("max.decompressed.message.bytes", "2147483639", None),
-    ("max.decompressed.message.bytes", "0",
-     "Invalid value 0 for configuration max.decompressed.message.bytes: Value must be at least 1"),
-    ("max.decompressed.message.bytes", "2147483640",
-     "Invalid value 2147483640 for configuration max.decompressed.message.bytes: Value must be no more than "
-     "2147483639"),
-    ("max.decompressed.message.bytes", "2147483648",
-     "Invalid value 2147483648 for configuration max.decompressed.message.bytes: Not a number of type INT"),
-    ("remote.copy.lag.ms", "-1", None),
-    ("remote.copy.lag.ms", "9223372036854775807", None),
-    ("remote.copy.lag.ms", "-2", "Invalid value -2 for configuration remote.copy.lag.ms: Value must be at least -1"),
-    ("remote.copy.lag.bytes", "0", None),
-    ("remote.copy.lag.bytes", "x",
-     "Invalid value x for configuration remote.copy.lag.bytes: Not a number of type LONG"),
-    ("errors.deadletterqueue.group.enable", "TRUE", None),
-    ("errors.deadletterqueue.group.enable", "1",
-     "Invalid value 1 for configuration errors.deadletterqueue.group.enable: Expected value to be either true or "
-     "false"),
-]
-
-
-@pytest.mark.parametrize("name,value,expected", CASES_44)
-def test_the_44_topic_configs_validate_as_kafka(name: str, value: str, expected: str | None) -> None:
-    if expected is None:
-        validate_topic_configs({name: value})
-    else:
-        with pytest.raises(InvalidConfig) as e:
-            validate_topic_configs({name: value})
-        assert str(e.value) == expected
-
 
 def test_the_44_topic_configs_types_and_defaults() -> None:
     cfg = BrokerConfig()

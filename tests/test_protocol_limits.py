@@ -13,25 +13,16 @@ import struct
 import pytest
 
 from kop.protocol import DecodeError, decode_message, decode_request, decode_request_header, encode_request
-from kop.protocol.codegen import MAX_COLLECTION_SIZE, MAX_TAGGED_FIELDS
+from kop.protocol.codegen import MAX_COLLECTION_SIZE, MAX_TAGGED_FIELDS, uvarint_bytes
 from kop.protocol.messages import ListConfigResourcesRequest
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _list_config_resources_v1(count: int, tags: int = 0, present: int | None = None) -> bytes:
     """A ListConfigResources v1 body (flexible): ResourceTypes ([]int8, `count` announced, `present` there),
     then the top-level tag buffer with `tags` empty unknown tagged fields."""
     present = count if present is None else present
-    body = _uvarint(count + 1) + bytes([2]) * present
-    body += _uvarint(tags) + b"".join(_uvarint(1000 + i) + b"\x00" for i in range(tags))
+    body = uvarint_bytes(count + 1) + bytes([2]) * present
+    body += uvarint_bytes(tags) + b"".join(uvarint_bytes(1000 + i) + b"\x00" for i in range(tags))
     return body
 
 
@@ -76,7 +67,7 @@ def test_tag_buffers_at_the_limit_decode_and_over_it_are_refused() -> None:
 
 
 def test_a_tag_count_over_the_remaining_bytes_is_refused_with_kafkas_message() -> None:
-    body = _uvarint(1) + _uvarint(5000)  # no resource types, 5000 tagged fields announced, none there
+    body = uvarint_bytes(1) + uvarint_bytes(5000)  # no resource types, 5000 tagged fields announced, none there
     with pytest.raises(DecodeError, match=r"Tried to read 5000 tagged fields, but there are only 0 bytes "
                                           r"remaining\.$"):
         decode_message("ListConfigResourcesRequest", 1, body)
@@ -89,7 +80,7 @@ def test_the_request_header_tag_buffer_has_the_same_limit() -> None:
     assert decode_request(74, 1, frame, pos).resource_types == []
     # Same frame with 10 001 empty tagged fields in the header's tag buffer.
     head_end = 2 + 2 + 4 + 2 + 1  # key, version, correlation id, client id length, "c"
-    tags = _uvarint(MAX_TAGGED_FIELDS + 1) + b"".join(_uvarint(i) + b"\x00" for i in range(MAX_TAGGED_FIELDS + 1))
+    tags = uvarint_bytes(MAX_TAGGED_FIELDS + 1) + b"".join(uvarint_bytes(i) + b"\x00" for i in range(MAX_TAGGED_FIELDS + 1))
     bad = frame[:head_end] + tags + frame[head_end + 1:]
     with pytest.raises(DecodeError, match="exceeds the maximum allowed count of 10000"):
         decode_request_header(bad)

@@ -15,6 +15,7 @@ import pytest
 
 from kop.protocol import DecodeError, decode_message, decoder, encode_message, message_class
 from kop.protocol.codec import MODELS
+from kop.protocol.codegen import uvarint_bytes
 from tests.test_protocol_codec import CASES, random_struct
 
 FetchResponse = message_class("FetchResponse")
@@ -33,17 +34,8 @@ def _sample(name: str, version: int, seed: str = "robust") -> bytes:
 def _tags(*fields: tuple[int, bytes]) -> bytes:
     out = bytes([len(fields)])
     for tag, payload in fields:
-        out += _uvarint(tag) + _uvarint(len(payload)) + payload
+        out += uvarint_bytes(tag) + uvarint_bytes(len(payload)) + payload
     return out
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def test_unknown_tagged_fields_are_skipped_at_top_level() -> None:
@@ -71,9 +63,9 @@ def test_known_tags_are_decoded_next_to_unknown_ones() -> None:
     assert decoded.responses[0].partitions[0].current_leader == leader
     assert decoded.responses[0].partitions[0].diverging_epoch is None  # absent tagged struct
     # Re-frame the partition's tag buffer with an unknown tag 5 after the known tag 1.
-    known = _uvarint(1) + _uvarint(9) + struct.pack(">ii", 3, 9) + b"\x00"
+    known = uvarint_bytes(1) + uvarint_bytes(9) + struct.pack(">ii", 3, 9) + b"\x00"
     i = data.index(b"\x01" + known)
-    data[i:i + 1 + len(known)] = b"\x02" + known + _uvarint(5) + _uvarint(2) + b"??"
+    data[i:i + 1 + len(known)] = b"\x02" + known + uvarint_bytes(5) + uvarint_bytes(2) + b"??"
     assert decode_message("FetchResponse", 12, data) == decoded
 
 

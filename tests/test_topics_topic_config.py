@@ -20,7 +20,7 @@ from kop.topics.topic_config import (
     split_list,
     validate_topic_configs,
 )
-from tests.e2e.test_topic_configs import ALL_SET, CASES, KAFKA_44_TOPIC_CONFIGS, KAFKA_TOPIC_CONFIGS
+from tests.e2e.test_topic_configs import ALL_SET, CASES, CASES_44, KAFKA_44_TOPIC_CONFIGS, KAFKA_TOPIC_CONFIGS
 
 SCHEMA_VALIDATION = {"confluent.value.schema.validation", "confluent.key.schema.validation"}
 KAFKAS = KAFKA_TOPIC_CONFIGS | KAFKA_44_TOPIC_CONFIGS
@@ -52,7 +52,7 @@ def test_extensions_are_described_only_when_set_or_asked_for() -> None:
     assert [n for n, _ in described({})] == sorted(KAFKAS)
 
 
-@pytest.mark.parametrize("name,value,expected", CASES)
+@pytest.mark.parametrize("name,value,expected", CASES + CASES_44)
 def test_validation_messages_are_kafkas(name: str, value: str, expected: str | None) -> None:
     if expected is None:
         validate_topic_configs({name: value})

@@ -93,6 +93,30 @@ CASES = [
     ("unknown.cfg", "1", "Unknown topic config name: unknown.cfg"),
 ]
 
+# The 4.3/4.4 configs' (config, value, Kafka 4.4's INVALID_CONFIG message or None for accepted): LogConfig's types
+# and ranges. Checked by the unit tests (tests/test_topics_topic_config.py): the `kafka` target here is 4.2.
+CASES_44 = [
+    ("max.decompressed.message.bytes", "1", None),
+    ("max.decompressed.message.bytes", "2147483639", None),
+    ("max.decompressed.message.bytes", "0",
+     "Invalid value 0 for configuration max.decompressed.message.bytes: Value must be at least 1"),
+    ("max.decompressed.message.bytes", "2147483640",
+     "Invalid value 2147483640 for configuration max.decompressed.message.bytes: Value must be no more than "
+     "2147483639"),
+    ("max.decompressed.message.bytes", "2147483648",
+     "Invalid value 2147483648 for configuration max.decompressed.message.bytes: Not a number of type INT"),
+    ("remote.copy.lag.ms", "-1", None),
+    ("remote.copy.lag.ms", "9223372036854775807", None),
+    ("remote.copy.lag.ms", "-2", "Invalid value -2 for configuration remote.copy.lag.ms: Value must be at least -1"),
+    ("remote.copy.lag.bytes", "0", None),
+    ("remote.copy.lag.bytes", "x",
+     "Invalid value x for configuration remote.copy.lag.bytes: Not a number of type LONG"),
+    ("errors.deadletterqueue.group.enable", "TRUE", None),
+    ("errors.deadletterqueue.group.enable", "1",
+     "Invalid value 1 for configuration errors.deadletterqueue.group.enable: Expected value to be either true or "
+     "false"),
+]
+
 
 def _admin(bootstrap: str):
     from confluent_kafka.admin import AdminClient

@@ -7,13 +7,15 @@ goes through: a partition this broker does not own raises TopicError NOT_LEADER_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from kop.protocol import ZERO_UUID
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName
 
 if TYPE_CHECKING:
+    from kop.kafka.context import RequestContext
     from kop.kafka.handler import KafkaProtocolHandler
     from kop.topics.scope import NameScope
 
@@ -67,3 +69,23 @@ def topic_by_id(handler: KafkaProtocolHandler, topic_id: bytes, names: NameScope
     if topic is None:
         return None
     return names.kafka_name(topic.name), topic
+
+
+class _ByTopicId(Protocol):
+    topic_id: bytes
+    name: str
+
+
+def names_from_ids(ctx: RequestContext, entries: Sequence[_ByTopicId]) -> set[int]:
+    """Requests that name topics by id (Produce v13, OffsetCommit v10): writes each entry's name (as this
+    connection knows its topic) into it, so that the rest of the API - authorization, lookup, the partition seam
+    - works on names as at the older versions; returns the positions of the entries whose id is unknown (their
+    name stays as sent, "")."""
+    unknown = set()
+    for i, entry in enumerate(entries):
+        found = topic_by_id(ctx.handler, entry.topic_id, ctx.names)
+        if found is None:
+            unknown.add(i)
+        else:
+            entry.name = found[0]
+    return unknown

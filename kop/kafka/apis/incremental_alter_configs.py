@@ -44,13 +44,7 @@ def _apply_operations(broker_config: BrokerConfig, topic: Topic,
             if d.type != TYPE_LIST:
                 raise ConfigRequestError(ErrorCode.INVALID_CONFIG,
                                          f"Config {c.name} is not a list; APPEND/SUBTRACT do not apply")
-            current = [v for v in effective(configs, c.name, broker_config).split(",") if v]
-            items = [v.strip() for v in (c.value or "").split(",") if v.strip()]
-            if op == APPEND:
-                current += [v for v in items if v not in current]
-            else:
-                current = [v for v in current if v not in items]
-            configs[c.name] = ",".join(current)
+            configs[c.name] = _list_operation(op, effective(configs, c.name, broker_config), c.value)
         else:
             raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown config operation {op}")
     return configs
@@ -78,15 +72,19 @@ def _apply_broker_operations(broker_config: BrokerConfig, current: dict[str, str
             if old is None:
                 topic_name = TOPIC_OF.get(c.name)
                 old = TOPIC_CONFIGS[topic_name].default(broker_config) if topic_name else ""
-            items, given = split_list(old), split_list(c.value or "")
-            if op == APPEND:
-                items += [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            current[c.name] = ",".join(items)
+            current[c.name] = _list_operation(op, old, c.value)
         else:
             raise ConfigRequestError(ErrorCode.INVALID_REQUEST, f"Unknown operations type {op}")
     return current
+
+
+def _list_operation(op: int, current: str, value: str | None) -> str:
+    """APPEND (the items not there yet, at the end) or SUBTRACT (every copy of the items) on a LIST config's
+    comma-separated value, as Kafka applies them to topic and broker configs alike."""
+    items, given = split_list(current), split_list(value or "")
+    if op == APPEND:
+        return ",".join(items + [v for v in given if v not in items])
+    return ",".join(v for v in items if v not in given)
 
 
 async def handle(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> IncrementalAlterConfigsResponse:

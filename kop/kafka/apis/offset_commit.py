@@ -27,7 +27,7 @@
 from __future__ import annotations
 
 from kop.kafka import authorize
-from kop.kafka.apis.common import topic_by_id
+from kop.kafka.apis.common import names_from_ids
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
@@ -43,14 +43,8 @@ async def handle(ctx: RequestContext, req: OffsetCommitRequest) -> OffsetCommitR
     topics_mgr = ctx.topics
     plan: list[tuple[OffsetCommitRequest.OffsetCommitRequestTopic, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
-    unknown_ids = set()
-    if v >= 10:  # topics by id: each entry gets the name this connection knows its topic by
-        for i, t in enumerate(req.topics):
-            found = topic_by_id(ctx.handler, t.topic_id, ctx.names)
-            if found is None:
-                unknown_ids.add(i)
-            else:
-                t.name = found[0]
+    # v10 names topics by id: each entry gets the name this connection knows its topic by
+    unknown_ids = names_from_ids(ctx, req.topics) if v >= 10 else set()
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         denied = {t.name: ErrorCode.GROUP_AUTHORIZATION_FAILED for t in req.topics}
     else:

@@ -32,7 +32,7 @@ import time
 from typing import TYPE_CHECKING, NamedTuple
 
 from kop.kafka import authorize
-from kop.kafka.apis.common import topic_by_id
+from kop.kafka.apis.common import names_from_ids
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ProduceRequest, ProduceResponse
@@ -111,7 +111,7 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
     prev = ctx.conn.produce_chain
     issued: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     ctx.conn.produce_chain = issued
-    unknown_ids = _names_from_ids(ctx, req) if ctx.version >= 13 else set()
+    unknown_ids = names_from_ids(ctx, req.topic_data) if ctx.version >= 13 else set()
     denied = authorize.produce_denied(ctx, req)  # {name: error} of topics this principal may not write to
     try:
         if prev is not None and not prev.done():
@@ -141,20 +141,6 @@ async def handle(ctx: RequestContext, req: ProduceRequest) -> ProduceResponse | 
     if acks == 0:
         return None
     return R(responses=responses, throttle_time_ms=0)
-
-
-def _names_from_ids(ctx: RequestContext, req: ProduceRequest) -> set[int]:
-    """v13: writes each topic's name (as this connection knows it) into its entry, so that the rest of
-    Produce - authorization, lookup, the partition seam - works on names as below v13; returns the
-    positions of the entries whose id is unknown (their name stays "")."""
-    unknown = set()
-    for i, td in enumerate(req.topic_data):
-        found = topic_by_id(ctx.handler, td.topic_id, ctx.names)
-        if found is None:
-            unknown.add(i)
-        else:
-            td.name = found[0]
-    return unknown
 
 
 async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: memoryview | None,

@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -49,6 +47,8 @@ from typing import Any
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
+
+from kop.schemas.differences import Difference, DiffPath
 
 __all__ = [
     "COMPATIBLE_CHANGES_LENIENT",
@@ -91,7 +91,6 @@ COMPATIBLE_CHANGES_LENIENT: frozenset[str] = COMPATIBLE_CHANGES_STRICT | frozens
     PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL
     """.split()
 )
-
 
 # --------------------------------------------------------------------------------------------------------------
 # Usability
@@ -420,35 +419,16 @@ def _build(docs: _Documents, doc_name: str, pointer: str, raw: Any) -> _Schema:
 # The diff
 
 
-@dataclass(frozen=True)
-class _Difference:
-    type: str
-    path: str
-
-
-class _Context:
-    def __init__(self, compatible: frozenset[str], memo: dict[tuple[int, int], list[_Difference]],
+class _Context(DiffPath):
+    def __init__(self, compatible: frozenset[str], memo: dict[tuple[int, int], list[Difference]],
                  in_progress: set[tuple[int, int]], path: list[str] | None = None) -> None:
+        super().__init__(path)
         self.compatible = compatible
         self.memo = memo
         self.in_progress = in_progress
-        self.path: list[str] = list(path or [])
-        self.diffs: list[_Difference] = []
 
     def sub(self) -> _Context:
         return _Context(self.compatible, self.memo, self.in_progress, self.path)
-
-    def add(self, type_: str, attribute: str | None = None) -> None:
-        parts = self.path + ([attribute] if attribute is not None else [])
-        self.diffs.append(_Difference(type_, "#/" + "/".join(parts)))
-
-    @contextmanager
-    def at(self, *parts: str) -> Iterator[None]:
-        self.path.extend(parts)
-        try:
-            yield
-        finally:
-            del self.path[len(self.path) - len(parts):]
 
     def compatible_so_far(self) -> bool:
         return all(d.type in self.compatible for d in self.diffs)
@@ -483,7 +463,7 @@ def _compare(ctx: _Context, original: _Schema | None, update: _Schema | None) ->
             ctx.diffs.append(d)
         else:
             rest = d.path[2:]
-            ctx.diffs.append(_Difference(d.type, prefix + ("/" + rest if rest else "")))
+            ctx.diffs.append(Difference(d.type, prefix + ("/" + rest if rest else "")))
 
 
 def _compare_types(ctx: _Context, original: _Schema, update: _Schema) -> None:
@@ -667,7 +647,7 @@ def _compare_combined(ctx: _Context, original: _Schema, update: _Schema) -> None
         ctx.add("PRODUCT_TYPE_EXTENDED" if uc == "allOf" else "SUM_TYPE_EXTENDED")
     elif len(osubs) > len(usubs):
         ctx.add("SUM_TYPE_NARROWED" if oc in ("anyOf", "oneOf") else "PRODUCT_TYPE_NARROWED")
-    edges: dict[int, dict[int, list[_Difference]]] = {}
+    edges: dict[int, dict[int, list[Difference]]] = {}
     for i, o in enumerate(osubs):
         with ctx.at(f"{oc}/{i}"):
             for j, u in enumerate(usubs):
@@ -739,20 +719,8 @@ def _compare_object(ctx: _Context, original: _Schema, update: _Schema) -> None:
                 o, u = oprops.get(name), uprops.get(name)
                 if u is None:
                     assert o is not None
-                    if _is_open_object(update):
-                        ctx.add("PROPERTY_REMOVED_FROM_OPEN_CONTENT_MODEL")
-                        continue
-                    partial = _partially_open_schema(update, name)
-                    if partial is not None:
-                        sub = ctx.sub()
-                        _compare(sub, o, partial)
-                        ctx.diffs.extend(sub.diffs)
-                        ctx.add("PROPERTY_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible_so_far()
-                                else "PROPERTY_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
-                    elif o.resolved().kind == "false":
-                        ctx.add("PROPERTY_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-                    else:
-                        ctx.add("PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+                    open_ = _is_open_object(update)
+                    _removed(ctx, "PROPERTY", o, open_, None if open_ else _partially_open_schema(update, name))
                 elif o is None:
                     if _is_open_object(original):
                         if u.resolved().kind in ("empty", "true"):
@@ -765,11 +733,7 @@ def _compare_object(ctx: _Context, original: _Schema, update: _Schema) -> None:
                         continue
                     partial = _partially_open_schema(original, name)
                     if partial is not None:
-                        sub = ctx.sub()
-                        _compare(sub, partial, u)
-                        ctx.diffs.extend(sub.diffs)
-                        ctx.add("PROPERTY_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible_so_far()
-                                else "PROPERTY_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+                        _against_partial_model(ctx, "PROPERTY_ADDED", partial, u)
                     if name in ureq:
                         ctx.add("REQUIRED_PROPERTY_WITH_DEFAULT_ADDED_TO_UNOPEN_CONTENT_MODEL" if _has_default(u)
                                 else "REQUIRED_PROPERTY_ADDED_TO_UNOPEN_CONTENT_MODEL")
@@ -820,6 +784,29 @@ def _compare_dependencies(ctx: _Context, original: _Schema, update: _Schema) -> 
                     _compare(ctx, os_, us_)
 
 
+def _against_partial_model(ctx: _Context, what: str, original: _Schema, update: _Schema) -> None:
+    """`what` (PROPERTY_ADDED, ITEM_REMOVED, ...) where a partially open content model takes the property or item:
+    covered when the two schemas compare compatible (their differences count too)."""
+    sub = ctx.sub()
+    _compare(sub, original, update)
+    ctx.diffs.extend(sub.diffs)
+    ctx.add(f"{what}_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible_so_far()
+            else f"{what}_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+
+
+def _removed(ctx: _Context, kind: str, original: _Schema, open_: bool, partial: _Schema | None) -> None:
+    """A property or item (`kind`) of the original that the update no longer has: fine for an open content model,
+    judged against the schema a partially open one gives it, else removed from a closed model (a `false` schema
+    removed is Confluent's separate case)."""
+    if open_:
+        ctx.add(f"{kind}_REMOVED_FROM_OPEN_CONTENT_MODEL")
+    elif partial is not None:
+        _against_partial_model(ctx, f"{kind}_REMOVED", original, partial)
+    elif original.resolved().kind == "false":
+        ctx.add(f"{kind}_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+    else:
+        ctx.add(f"{kind}_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+
 def _is_open_array(s: _Schema) -> bool:
     return s.permits_additional_items() and s.additional_items_schema() is None
 
@@ -834,21 +821,7 @@ def _compare_array(ctx: _Context, original: _Schema, update: _Schema) -> None:
             _compare(ctx, olist[i], ulist[i])
     for i in range(common, len(olist)):
         with ctx.at(f"items/{i}"):
-            o = olist[i]
-            if _is_open_array(update):
-                ctx.add("ITEM_REMOVED_FROM_OPEN_CONTENT_MODEL")
-                continue
-            partial = update.additional_items_schema()
-            if partial is not None:
-                sub = ctx.sub()
-                _compare(sub, o, partial)
-                ctx.diffs.extend(sub.diffs)
-                ctx.add("ITEM_REMOVED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible_so_far()
-                        else "ITEM_REMOVED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
-            elif o.resolved().kind == "false":
-                ctx.add("ITEM_WITH_FALSE_REMOVED_FROM_CLOSED_CONTENT_MODEL")
-            else:
-                ctx.add("ITEM_REMOVED_FROM_CLOSED_CONTENT_MODEL")
+            _removed(ctx, "ITEM", olist[i], _is_open_array(update), update.additional_items_schema())
     for i in range(common, len(ulist)):
         with ctx.at(f"items/{i}"):
             u = ulist[i]
@@ -858,11 +831,7 @@ def _compare_array(ctx: _Context, original: _Schema, update: _Schema) -> None:
                 continue
             partial = original.additional_items_schema()
             if partial is not None:
-                sub = ctx.sub()
-                _compare(sub, partial, u)
-                ctx.diffs.extend(sub.diffs)
-                ctx.add("ITEM_ADDED_IS_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL" if sub.compatible_so_far()
-                        else "ITEM_ADDED_NOT_COVERED_BY_PARTIALLY_OPEN_CONTENT_MODEL")
+                _against_partial_model(ctx, "ITEM_ADDED", partial, u)
             else:
                 ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
     with ctx.at("additionalItems"):
@@ -920,7 +889,7 @@ _ADDED_TO_OPEN = frozenset(
 )
 
 
-def _description(d: _Difference) -> str:
+def _description(d: Difference) -> str:
     t, p = d.type, d.path
     if t in _KEYWORD_ADDED_OR_REMOVED:
         return f"The keyword at path '{p}' in the %s schema is not present in the %s schema"
@@ -956,7 +925,7 @@ def _description(d: _Difference) -> str:
     return ""
 
 
-def _message(d: _Difference, reader_name: str, writer_name: str) -> str:
+def _message(d: Difference, reader_name: str, writer_name: str) -> str:
     description = _description(d)
     if "%s" in description:
         description = description.replace("%s", reader_name, 1).replace("%s", writer_name, 1)

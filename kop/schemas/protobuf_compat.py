@@ -53,8 +53,7 @@ import importlib.util
 import os
 import re
 import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +74,8 @@ from google.protobuf import (
 from google.protobuf.message import DecodeError
 from grpc_tools import _protoc_compiler  # the compiler extension of grpcio-tools (protoc itself)
 from grpc_tools import protoc as _protoc
+
+from kop.schemas.differences import Difference, DiffPath
 
 __all__ = [
     "COMPATIBLE_CHANGES",
@@ -664,30 +665,12 @@ class _Side:
         return full
 
 
-@dataclass(frozen=True)
-class _Difference:
-    type: str
-    path: str
-
-
-class _Ctx:
+class _Ctx(DiffPath):
     def __init__(self, original: _Side, update: _Side, path: list[str] | None = None,
                  seen: set[tuple[int, int]] | None = None) -> None:
+        super().__init__(path)
         self.original, self.update = original, update
-        self.path: list[str] = list(path or [])
-        self.diffs: list[_Difference] = []
         self.seen: set[tuple[int, int]] = seen if seen is not None else set()
-
-    def add(self, type_: str) -> None:
-        self.diffs.append(_Difference(type_, "#/" + "/".join(self.path)))
-
-    @contextmanager
-    def at(self, *parts: str) -> Iterator[None]:
-        self.path.extend(parts)
-        try:
-            yield
-        finally:
-            del self.path[len(self.path) - len(parts):]
 
     def compatible(self) -> bool:
         return all(d.type in COMPATIBLE_CHANGES for d in self.diffs)
@@ -959,14 +942,14 @@ _DESCRIPTIONS = {
 }
 
 
-def _message(d: _Difference, reader_name: str, writer_name: str) -> str:
+def _message(d: Difference, reader_name: str, writer_name: str) -> str:
     description = _DESCRIPTIONS.get(d.type, "").replace("{p}", d.path)
     if "%s" in description:
         description = description.replace("%s", reader_name, 1).replace("%s", writer_name, 1)
     return f'{{errorType:"{d.type}", description:"{description}"}}'
 
 
-def _diff(original: _Parsed, update: _Parsed) -> list[_Difference]:
+def _diff(original: _Parsed, update: _Parsed) -> list[Difference]:
     ctx = _Ctx(_Side(original), _Side(update))
     _compare_files(ctx)
     return ctx.diffs

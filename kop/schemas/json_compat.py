@@ -743,17 +743,9 @@ def _compare_object(ctx: _Context, original: _Schema, update: _Schema) -> None:
                     _compare(ctx, o, u)
     _compare_dependencies(ctx, original, update)
     with ctx.at("additionalProperties"):
-        if original.permits_additional_properties() != update.permits_additional_properties():
-            ctx.add("ADDITIONAL_PROPERTIES_ADDED" if update.permits_additional_properties()
-                    else "ADDITIONAL_PROPERTIES_REMOVED")
-        else:
-            oa, ua = original.additional_properties_schema(), update.additional_properties_schema()
-            if oa is None and ua is not None:
-                ctx.add("ADDITIONAL_PROPERTIES_NARROWED")
-            elif ua is None and oa is not None:
-                ctx.add("ADDITIONAL_PROPERTIES_EXTENDED")
-            else:
-                _compare(ctx, oa, ua)
+        _compare_additional(ctx, "ADDITIONAL_PROPERTIES", original.permits_additional_properties(),
+                            update.permits_additional_properties(), original.additional_properties_schema(),
+                            update.additional_properties_schema())
     _bounded(ctx, "maxProperties", original.get("maxProperties"), update.get("maxProperties"), "MAX_PROPERTIES")
     _bounded(ctx, "minProperties", original.get("minProperties"), update.get("minProperties"), "MIN_PROPERTIES")
 
@@ -807,6 +799,19 @@ def _removed(ctx: _Context, kind: str, original: _Schema, open_: bool, partial: 
     else:
         ctx.add(f"{kind}_REMOVED_FROM_CLOSED_CONTENT_MODEL")
 
+def _compare_additional(ctx: _Context, what: str, original_permits: bool, update_permits: bool,
+                        original: _Schema | None, update: _Schema | None) -> None:
+    """additionalProperties / additionalItems (`what`): allowed or not, then the schema extra ones must match (none
+    = anything)."""
+    if original_permits != update_permits:
+        ctx.add(f"{what}_ADDED" if update_permits else f"{what}_REMOVED")
+    elif original is None and update is not None:
+        ctx.add(f"{what}_NARROWED")
+    elif update is None and original is not None:
+        ctx.add(f"{what}_EXTENDED")
+    else:
+        _compare(ctx, original, update)
+
 def _is_open_array(s: _Schema) -> bool:
     return s.permits_additional_items() and s.additional_items_schema() is None
 
@@ -835,16 +840,9 @@ def _compare_array(ctx: _Context, original: _Schema, update: _Schema) -> None:
             else:
                 ctx.add("ITEM_ADDED_TO_CLOSED_CONTENT_MODEL")
     with ctx.at("additionalItems"):
-        if original.permits_additional_items() != update.permits_additional_items():
-            ctx.add("ADDITIONAL_ITEMS_REMOVED" if original.permits_additional_items() else "ADDITIONAL_ITEMS_ADDED")
-        else:
-            oa, ua = original.additional_items_schema(), update.additional_items_schema()
-            if oa is None and ua is not None:
-                ctx.add("ADDITIONAL_ITEMS_NARROWED")
-            elif ua is None and oa is not None:
-                ctx.add("ADDITIONAL_ITEMS_EXTENDED")
-            else:
-                _compare(ctx, oa, ua)
+        _compare_additional(ctx, "ADDITIONAL_ITEMS", original.permits_additional_items(),
+                            update.permits_additional_items(), original.additional_items_schema(),
+                            update.additional_items_schema())
     _bounded(ctx, "maxItems", original.get("maxItems"), update.get("maxItems"), "MAX_ITEMS")
     _bounded(ctx, "minItems", original.get("minItems"), update.get("minItems"), "MIN_ITEMS")
     ou, uu = original.get("uniqueItems") is True, update.get("uniqueItems") is True

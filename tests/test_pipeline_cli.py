@@ -4,14 +4,20 @@ run against our broker in tests/e2e/test_spark_*.py.
 
 `--value-format avro` (kop.pipeline.avro): the registry URL and the latest schemas are checked before Spark
 starts too - the URL parsing (basic auth from the user info, never echoed) and the reader-schema checks are
-pure functions, tested here directly."""
+pure functions, tested here directly. The registry's Bearer token (`--schema-registry-token` or
+KOP_SCHEMA_REGISTRY_TOKEN) is tested against a broker of ours whose admin REST authenticates: with it, the job gets
+past the schema step (and stops at the missing Spark jars, still before a JVM); without it, it stops there with
+exit 2 and a message that says what is missing; the token is never printed."""
 
 from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -19,9 +25,10 @@ from kop.pipeline.avro import RegisteredSchema, check_reader_schema, redact, spl
 from kop.pipeline.kafka_meta import PipelineError
 
 
-def kop(*args: str) -> subprocess.CompletedProcess:
+def kop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "KOP_SCHEMA_REGISTRY_TOKEN"} | (env or {})
     return subprocess.run([sys.executable, "-m", "kop.cli", "pipeline", *args], capture_output=True, text=True,
-                          timeout=120)
+                          timeout=120, env=environ)
 
 
 def test_unknown_topic_and_impossible_ranges_exit_2_without_spark(kop_broker) -> None:
@@ -120,3 +127,56 @@ def test_reader_schema_checks() -> None:
     for bad, why in refused:
         with pytest.raises(PipelineError, match=why):
             check_reader_schema(bad, "key", "amount")
+
+
+TOKEN_SECRET = b"0123456789abcdef0123456789abcdef"
+AMOUNTS = json.dumps({"type": "record", "name": "E", "fields": [{"name": "key", "type": "string"},
+                                                                {"name": "amount", "type": "long"}]})
+
+
+def test_a_registry_behind_admin_authentication_takes_the_token(kop_broker, tmp_path: Path) -> None:
+    import jwt
+
+    (tmp_path / "token.key").write_bytes(TOKEN_SECRET)
+    broker = kop_broker(**{
+        "messagingProtocols": "kafka", "authenticationEnabled": "true",
+        "authenticationProviders": "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "tokenSecretKey": f"file://{tmp_path / 'token.key'}", "superUserRoles": "admin",
+        "authorizationEnabled": "true", "saslAllowedMechanisms": "PLAIN"})
+    token = jwt.encode({"sub": "admin"}, TOKEN_SECRET, algorithm="HS256")
+    register = urllib.request.Request(
+        f"{broker.admin_url}/subjects/paid-value/versions", json.dumps({"schema": AMOUNTS}).encode(), method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(register, timeout=30) as resp:
+        assert json.loads(resp.read()) == {"id": 1}
+    avro = ("stream", "--bootstrap-server", broker.bootstrap, "--topic", "paid", "--output-topic", "o",
+            "--parquet", str(tmp_path / "p"), "--checkpoint", str(tmp_path / "c"), "--value-format", "avro",
+            "--schema-registry", broker.admin_url, "--jars-dir", str(tmp_path / "no-jars"))
+
+    r = kop(*avro)
+    assert r.returncode == 2, r.stderr
+    assert "/subjects/paid-value/versions/latest answered 401" in r.stderr, r.stderr
+    assert "--schema-registry-token" in r.stderr and "KOP_SCHEMA_REGISTRY_TOKEN" in r.stderr, r.stderr
+    assert "Spark" not in r.stderr and "jdk.incubator" not in r.stderr  # no JVM was started
+
+    # with the token (flag or environment) the schema is fetched and checked: the job goes on to Spark's jars
+    for given in ({"args": ("--schema-registry-token", token)}, {"env": {"KOP_SCHEMA_REGISTRY_TOKEN": token}}):
+        r = kop(*avro, *given.get("args", ()), env=given.get("env"))
+        assert r.returncode == 2, r.stderr
+        assert "reader schema = subject paid-value version 1 (id 1)" in r.stderr, r.stderr
+        assert f"no Spark Kafka connector jars: {tmp_path / 'no-jars'} does not exist" in r.stderr, r.stderr
+        assert token not in r.stderr + r.stdout
+
+    forged = jwt.encode({"sub": "admin"}, b"another key of 32 bytes, not it!", algorithm="HS256")
+    r = kop(*avro, env={"KOP_SCHEMA_REGISTRY_TOKEN": forged})
+    assert r.returncode == 2 and "answered 401" in r.stderr and "the Bearer token was refused" in r.stderr, r.stderr
+    assert forged not in r.stderr
+    r = kop(*avro[:-4], "--schema-registry", broker.admin_url.replace("://", "://me:pw@"), "--jars-dir", "x",
+            "--schema-registry-token", token)
+    assert r.returncode == 2 and "not both" in r.stderr and token not in r.stderr, r.stderr
+
+
+def test_the_token_needs_avro() -> None:
+    r = kop(*STREAM, "--schema-registry-token", "t0k3n")
+    assert r.returncode == 2 and "--schema-registry-token is only used with --value-format avro" in r.stderr
+    assert "t0k3n" not in r.stderr

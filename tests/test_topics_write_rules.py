@@ -6,7 +6,14 @@ import pytest
 
 from kop.config import BrokerConfig
 from kop.protocol.compression import Compression
-from kop.protocol.records import NewRecord, build_batch, decode_records, iter_batches, parse_batch_header
+from kop.protocol.records import (
+    HEADER_SIZE,
+    NewRecord,
+    build_batch,
+    decode_records,
+    iter_batches,
+    parse_batch_header,
+)
 from kop.topics.write_rules import (
     PULSAR_SIZE_SLACK,
     AppendRefused,
@@ -213,3 +220,71 @@ def test_schema_errors_share_the_walk_with_the_other_record_rules() -> None:
     e = refusal(r, old, VALUE_IDS)
     assert e.error == "INVALID_TIMESTAMP"  # as Kafka: a timestamp error among the records decides the code
     assert [i for i, _ in e.record_errors] == [0, 1]
+
+
+# ---------------------------------------------------------------- max.decompressed.message.bytes (Kafka 4.4)
+
+CODECS = [int(Compression.GZIP), int(Compression.LZ4), int(Compression.ZSTD), int(Compression.SNAPPY)]
+MAX_DECOMPRESSED = "max.decompressed.message.bytes"
+# NewRecord(b"k", 600 bytes, no headers, at the batch's first timestamp), as its length varint counts it:
+# attributes 1 + timestamp delta 1 + offset delta 1 + key length 1 + key 1 + value length 2 + value 600 + headers 1
+BODY = 608
+
+
+def big(codec: int, *more: NewRecord) -> bytearray:
+    return batch(*more, NewRecord(b"k", b"x" * 600, (), NOW), compression=codec)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_compressed_record_over_max_decompressed_message_bytes_refuses_the_whole_batch(codec: int) -> None:
+    b = big(codec, NewRecord(b"small", b"ok", (), NOW))
+    assert len(b) < 200  # 600 repeated bytes compress well: max.message.bytes alone would let it in
+    with pytest.raises(AppendRefused) as e:
+        check(rules(**{MAX_DECOMPRESSED: str(BODY - 1)}), b)
+    assert e.value.error == "INVALID_RECORD"
+    assert e.value.message == f"Invalid record size: {BODY} exceeds the configured maximum record size of {BODY - 1}."
+    assert e.value.record_errors == []  # Kafka's decompressing iterator throws: no per-record errors
+    check(rules(**{MAX_DECOMPRESSED: str(BODY)}), b)  # a body of exactly the limit is allowed
+
+
+def test_uncompressed_batches_are_not_bounded_by_it() -> None:
+    check(rules(**{MAX_DECOMPRESSED: "1"}), big(0))
+
+
+def test_it_binds_pulsar_sends_too_whatever_their_frame_slack() -> None:
+    with pytest.raises(AppendRefused) as e:
+        check(rules(**{MAX_DECOMPRESSED: "100"}), big(int(Compression.LZ4)), PULSAR_SIZE_SLACK)
+    assert e.value.error == "INVALID_RECORD"
+
+
+def test_the_size_refusal_replaces_the_per_record_errors_of_the_other_rules() -> None:
+    """Kafka's iterator throws at the oversized record, which ends the validation: the records' errors collected
+    before it (a keyless record on a compacted topic, an old timestamp) are not reported."""
+    r = rules(**{MAX_DECOMPRESSED: "100", "cleanup.policy": "compact", "message.timestamp.before.max.ms": "60000"})
+    with pytest.raises(AppendRefused) as e:
+        check(r, big(int(Compression.ZSTD), NewRecord(None, b"keyless", (), NOW), NewRecord(b"k", b"old", (), 1000)))
+    assert (e.value.error, e.value.record_errors) == ("INVALID_RECORD", [])
+    assert e.value.message.startswith(f"Invalid record size: {BODY} exceeds")
+
+
+def test_the_default_leaves_compressed_batches_opaque() -> None:
+    """At Kafka's default nothing is decompressed: a batch whose compressed bytes are garbage passes the rules
+    (nothing else here needs its records), and is found corrupt once a limit makes the walk necessary."""
+    b = big(int(Compression.GZIP))
+    b[HEADER_SIZE + 10:HEADER_SIZE + 20] = b"\xff" * 10
+    assert rules().max_record_body is None
+    assert rules(**{MAX_DECOMPRESSED: "2147483639"}).max_record_body is None
+    check(rules(), b)
+    check(rules(**{MAX_DECOMPRESSED: "2147483639"}), b)
+    with pytest.raises(AppendRefused) as e:
+        check(rules(**{MAX_DECOMPRESSED: "1000000"}), b)
+    assert e.value.error == "CORRUPT_MESSAGE"
+
+
+def test_the_dynamic_broker_default_applies_and_the_topic_value_wins() -> None:
+    broker = BrokerConfig()
+    broker.set_dynamic_topic_defaults({MAX_DECOMPRESSED: "100"})
+    b = big(int(Compression.SNAPPY))
+    with pytest.raises(AppendRefused):
+        TopicRules.of({}, broker).check(parse_batch_header(b), b, "t-0", now_ms=NOW)
+    TopicRules.of({MAX_DECOMPRESSED: "1000"}, broker).check(parse_batch_header(b), b, "t-0", now_ms=NOW)

@@ -33,9 +33,12 @@ batch re-run after a restart uses the latest schema *at that restart*; the rows 
 the reader schema changed in a way that changes the key or amount of old records (a different default of
 the amount field, for instance), which a compatible evolution of these two fields does not do.
 
-The registry URL may carry basic-auth credentials (`http://user:secret@host:port`); they are sent as an
-`Authorization: Basic` header and never printed. No Bearer token is sent: KoP's registry behind an admin
-REST with `authenticationEnabled` (tokens only, kop/admin/auth.py) is out of this job's reach for now.
+Credentials, never printed: the registry URL may carry basic-auth ones (`http://user:secret@host:port`), sent
+as `Authorization: Basic`, as Confluent's registry takes them; or the job sends a Bearer token
+(`--schema-registry-token`, else the environment variable KOP_SCHEMA_REGISTRY_TOKEN, which keeps it out of the
+process list), which is what KoP's registry takes when the broker's admin REST has `authenticationEnabled`
+(Pulsar JWTs only, kop/admin/auth.py). One request carries one Authorization header, so giving both is refused.
+A registry that answers 401 or 403 stops the job with a message that says whether a token was sent.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kop.pipeline.avro")
 
 REGISTRY_TIMEOUT_S = 30.0
+TOKEN_ENV = "KOP_SCHEMA_REGISTRY_TOKEN"
 _INTEGERS = ("int", "long")
 _KEY_TYPES = ("string", "int", "long")
 
@@ -64,9 +69,18 @@ _KEY_TYPES = ("string", "int", "long")
 class RegistryClient:
     """The two look-ups the job needs from a Confluent-compatible schema registry REST API (urllib, sync)."""
 
-    def __init__(self, url: str, timeout: float = REGISTRY_TIMEOUT_S) -> None:
+    def __init__(self, url: str, timeout: float = REGISTRY_TIMEOUT_S, token: str | None = None) -> None:
+        """`token`: a Bearer token; None reads the environment variable KOP_SCHEMA_REGISTRY_TOKEN (empty: none)."""
         self.base_url, self.auth_header = split_registry_url(url)
         self.timeout = timeout
+        token = (os.environ.get(TOKEN_ENV, "") if token is None else token).strip()
+        self.sends_token = bool(token)
+        if token:
+            if self.auth_header:
+                raise PipelineError(f"the schema registry gets either basic-auth credentials (the user info of "
+                                    f"--schema-registry) or a Bearer token (--schema-registry-token or {TOKEN_ENV}), "
+                                    f"not both")
+            self.auth_header = f"Bearer {token}"
 
     def _get(self, path: str) -> Any | None:
         """GET a JSON document; None on 404 (no such subject, version or id), PipelineError otherwise."""
@@ -80,6 +94,16 @@ class RegistryClient:
         except urllib.error.HTTPError as e:
             if e.code == 404:
                 return None
+            if e.code in (401, 403):
+                if self.sends_token:
+                    hint = "the Bearer token was refused (expired, signed with another key, or a role without access)"
+                elif self.auth_header:
+                    hint = "the basic-auth credentials of the URL were refused"
+                else:
+                    hint = (f"it needs credentials: a Bearer token (--schema-registry-token, or the environment "
+                            f"variable {TOKEN_ENV}) or basic auth in the URL (http://USER:PASSWORD@HOST:PORT)")
+                raise PipelineError(f"schema registry: GET {url} answered {e.code} ({_error_message(e)}): "
+                                    f"{hint}") from None
             raise PipelineError(f"schema registry: GET {url} answered {e.code}: {_error_message(e)}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
@@ -149,7 +173,9 @@ def redact(url: str) -> str:
 def _error_message(e: urllib.error.HTTPError) -> str:
     try:
         body = json.loads(e.read())
-        return str(body.get("message", body)) if isinstance(body, dict) else str(body)
+        if isinstance(body, dict):  # Confluent's {"error_code", "message"}; the admin REST's {"reason"}
+            return str(body.get("message") or body.get("reason") or body)
+        return str(body)
     except (ValueError, OSError):
         return str(e.reason)
 
@@ -211,9 +237,11 @@ class AvroValues:
     writers: dict[int, str | None] = field(default_factory=dict)
 
     @classmethod
-    def fetch(cls, registry_url: str, topics: list[str], key_field: str, amount_field: str) -> AvroValues:
-        """Ask the registry for each topic's latest `<topic>-value` schema and check it (PipelineError)."""
-        registry = RegistryClient(registry_url)
+    def fetch(cls, registry_url: str, topics: list[str], key_field: str, amount_field: str,
+              token: str | None = None) -> AvroValues:
+        """Ask the registry for each topic's latest `<topic>-value` schema and check it (PipelineError).
+        `token`: RegistryClient's (None: the environment's KOP_SCHEMA_REGISTRY_TOKEN, if any)."""
+        registry = RegistryClient(registry_url, token=token)
         readers = []
         writers: dict[int, str | None] = {}
         for topic in topics:

@@ -6,7 +6,12 @@
                         --parquet DIR --checkpoint DIR [--starting-offsets earliest|latest|JSON]
                         [--starting-timestamp MS] [--max-offsets-per-trigger N] [--fail-on-data-loss true|false]
                         [--trigger-interval '5 seconds' | --available-now]
-                        [--value-format json | --value-format avro --schema-registry URL]
+                        [--value-format json | --value-format avro --schema-registry URL
+                         [--schema-registry-token TOKEN]]
+
+With `--value-format avro` against a broker whose admin REST authenticates, the registry's Bearer token comes from
+`--schema-registry-token` or, better (it stays out of the process list), the environment variable
+KOP_SCHEMA_REGISTRY_TOKEN; it is never printed (kop.pipeline.avro).
 
 Exit status: 0 success (audit: no data loss, no duplicates), 1 the audit found problems or the streaming
 query failed, 2 a usage or set-up problem (bad arguments, unknown topic, missing pyspark or jars).
@@ -92,6 +97,10 @@ def add_pipeline_parser(sub: Any) -> None:
                    help="with --value-format avro (required there): a Confluent-compatible schema registry, e.g. "
                         "KoP's admin URL http://HOST:ADMINPORT; http://USER:PASSWORD@HOST:PORT for basic auth. "
                         "Each topic's latest <topic>-value schema is read at start")
+    s.add_argument("--schema-registry-token", metavar="TOKEN",
+                   help="with --value-format avro: a Bearer token for the registry (KoP's admin REST with "
+                        "authenticationEnabled takes Pulsar JWTs); default: the environment variable "
+                        "KOP_SCHEMA_REGISTRY_TOKEN, which keeps it out of the process list. Never printed")
     s.add_argument("--sink-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a Kafka sink option, e.g. kafka.linger.ms=5 (repeatable)")
     s.add_argument("--query-name", help="name of the streaming query (shown in Spark's logs)")
@@ -133,7 +142,13 @@ def run_pipeline(args: argparse.Namespace) -> int:
         cfg = _stream_config(args, options)
         from kop.pipeline.stream import BatchWriter
 
-        writer = BatchWriter(cfg)  # with avro: the registry's schemas, checked before a JVM starts
+        avro = None
+        if cfg.value_format == "avro":  # the registry's schemas, checked before a JVM starts
+            from kop.pipeline.avro import AvroValues
+
+            avro = AvroValues.fetch(cfg.schema_registry, cfg.topics, cfg.key_field, cfg.amount_field,
+                                    token=args.schema_registry_token)
+        writer = BatchWriter(cfg, avro)
         spark = build_session("kop-pipeline-stream", args.master, args.jars_dir, conf)
         return _stream(spark, cfg, writer)
     except (PipelineError, SparkSetupError) as e:
@@ -167,6 +182,8 @@ def _stream_config(args: argparse.Namespace, options: dict[str, str]) -> Any:
         raise PipelineError("--value-format avro needs --schema-registry URL (KoP: the broker's admin URL)")
     if args.value_format != "avro" and args.schema_registry:
         raise PipelineError("--schema-registry is only used with --value-format avro")
+    if args.value_format != "avro" and args.schema_registry_token is not None:
+        raise PipelineError("--schema-registry-token is only used with --value-format avro")
 
     return StreamConfig(
         bootstrap=args.bootstrap_server,

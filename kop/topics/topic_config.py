@@ -225,11 +225,12 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {
         # -- added in Apache Kafka 4.3 / 4.4 (LogConfig's definitions: types, defaults, ranges) ----------------
         # Kafka refuses a compressed batch holding a record whose decompressed body is larger (INVALID_RECORD,
         # "Invalid record size: N exceeds the configured maximum record size of M."); the write rules
-        # (kop/topics/write_rules.py) do not enforce it yet, so it is declared without effect for now.
+        # (kop/topics/write_rules.py) enforce it for Kafka and Pulsar writers.
         _d("max.decompressed.message.bytes", TYPE_INT, _const(str(MAX_DECOMPRESSED_MESSAGE_BYTES)),
            _number(1, MAX_DECOMPRESSED_MESSAGE_BYTES),
-           _NO_EFFECT + "the largest decompressed record body a compressed batch may hold (Kafka refuses "
-           "larger records with INVALID_RECORD); not enforced here yet.", False),
+           "The largest record body (decompressed) a compressed batch may hold: a batch with a larger record is "
+           "refused as a whole (INVALID_RECORD). Uncompressed batches are not checked; at the default, batches "
+           "are not decompressed for it."),
         # The cross-checks against local.retention.* that Kafka makes apply only with remote.storage.enable=true,
         # which is refused here; what remains is the range.
         _d("remote.copy.lag.ms", TYPE_LONG, _const("0"), _number(-1), _NO_EFFECT + "no tiered storage.", False),

@@ -26,6 +26,19 @@ Pulsar SEND alike), so a rule written here binds both protocols. They follow Kaf
   rule is sans-IO: the caller (kop/topics/partition.py) looks the registered ids up and hands them in
   (`SchemaIdSets`); only a Kafka producer's batches meet it (see there why Pulsar writes skip it). It shares
   the one walk over the decompressed records with the checks above.
+- `max.decompressed.message.bytes` (Kafka 4.4): a compressed batch holding a record whose body - the size its
+  length varint declares, Kafka's `sizeOfBodyInBytes`, which `DefaultRecord.readFrom` compares while the
+  decompressing iterator walks the batch - is larger than the limit is refused as a whole with INVALID_RECORD
+  and Kafka's message ("Invalid record size: N exceeds the configured maximum record size of M."), no
+  per-record errors: in Kafka the iterator throws, which ends validation and drops what the other checks had
+  collected. Uncompressed batches are not checked (`max.message.bytes` bounds them), nor are batches the topic's
+  `compression.type` would compress: the producer's batch is what is checked. The limit exists against
+  decompression bombs, so the rule must not cost the default case one: batches stay opaque unless the topic
+  (or the dynamic broker default) sets a value below Kafka's default (`MAX_DECOMPRESSED_MESSAGE_BYTES`, the
+  largest array a JVM allocates, which no record of a batch within `max.message.bytes` reaches). It binds
+  Pulsar SENDs too: a compressed SEND is stored as a batch in the producer's codec (kop/pulsar/convert.py), the
+  same bytes a Kafka consumer, the compaction and the timestamp lookups decompress, so the topic's bound on
+  what its compressed batches hold is the same whoever wrote them (an uncompressed SEND is not checked).
 """
 
 from __future__ import annotations
@@ -45,7 +58,7 @@ from kop.protocol.records import (
     _read_varint,
     crc32c,
 )
-from kop.topics.topic_config import LONG_MAX, effective
+from kop.topics.topic_config import LONG_MAX, MAX_DECOMPRESSED_MESSAGE_BYTES, effective
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
@@ -104,6 +117,8 @@ class TopicRules:
     level: int | None
     validate_keys: bool = False  # confluent.key.schema.validation
     validate_values: bool = False  # confluent.value.schema.validation
+    # max.decompressed.message.bytes when below Kafka's default; None (the default) checks nothing
+    max_record_body: int | None = None
 
     @classmethod
     def of(cls, configs: dict[str, str], broker: BrokerConfig) -> TopicRules:
@@ -119,6 +134,7 @@ class TopicRules:
             level=None if level_key is None else int(effective(configs, level_key, broker)),
             validate_keys=_is_true(configs.get(KEY_VALIDATION)),
             validate_values=_is_true(configs.get(VALUE_VALIDATION)),
+            max_record_body=_below_default(int(effective(configs, "max.decompressed.message.bytes", broker))),
         )
 
     @property
@@ -128,8 +144,8 @@ class TopicRules:
 
     def check(self, header: BatchHeader, batch: Buffer, tp: str, size_slack: int = 0,
               now_ms: int | None = None, schema_ids: SchemaIdSets | None = None) -> None:
-        """Raise AppendRefused when the batch breaks a rule that refuses it (size, control, keys, timestamps,
-        and with `schema_ids` the records' Confluent schema ids)."""
+        """Raise AppendRefused when the batch breaks a rule that refuses it (size, control, decompressed record
+        size, keys, timestamps, and with `schema_ids` the records' Confluent schema ids)."""
         limit = self.max_bytes + size_slack
         if len(batch) > limit:
             raise AppendRefused("MESSAGE_TOO_LARGE",
@@ -152,14 +168,17 @@ class TopicRules:
         topic = ""
         if schema_ids is not None:
             key_ids, value_ids, topic = schema_ids.key, schema_ids.value, schema_ids.topic
+        max_body = self.max_record_body if hdr.attributes & COMPRESSION_MASK else None
         if not (self.compacted or (check_ts and (lo is not None or hdr.max_timestamp > hi))
-                or key_ids is not None or value_ids is not None):
+                or key_ids is not None or value_ids is not None or max_body is not None):
             return
         try:
             header, data = payload_of(batch)
             spans = record_spans(data, header.records_count)
         except CorruptRecordError as e:
             raise AppendRefused(getattr(e, "error", "CORRUPT_MESSAGE"), str(e)) from None
+        if max_body is not None:
+            _check_record_bodies(data, spans, max_body)
         errors: list[tuple[int, str]] = []
         bad_ts = False
         for i, span in enumerate(spans):
@@ -190,6 +209,20 @@ class TopicRules:
         shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in errors[:3])
         raise AppendRefused("INVALID_RECORD", f"One or more records have been rejected due to {len(errors)} record "
                             f"errors in total, and only showing the first three errors at most: [{shown}]", errors)
+
+
+def _below_default(max_decompressed: int) -> int | None:
+    return max_decompressed if max_decompressed < MAX_DECOMPRESSED_MESSAGE_BYTES else None
+
+
+def _check_record_bodies(data: bytes, spans: list[RecordSpan], limit: int) -> None:
+    """max.decompressed.message.bytes: refuse the batch (INVALID_RECORD, no per-record errors) at its first
+    record whose body - the length its varint declares, without the varint - is larger than `limit`."""
+    for span in spans:
+        size, _ = _read_varint(data, span.start)
+        if size > limit:
+            raise AppendRefused("INVALID_RECORD", f"Invalid record size: {size} exceeds the configured maximum "
+                                f"record size of {limit}.")
 
 
 def _is_true(value: str | None) -> bool:

@@ -373,3 +373,40 @@ def test_java_client_round_trip_with_python(target, client, pulsar_broker):
         assert m.event_timestamp() == 1_700_000_000_000 + i
         assert m.message_id().batch_index() >= 0
     assert [str(m.message_id()) for m in got] == [f"({i.replace(':', ',')})" for i in java_ids]
+
+
+def _normalised(data: dict, endpoint) -> dict:
+    """A LookupData with the endpoint's own addresses replaced by placeholders: what is left must be equal."""
+    pulsar_url, admin_url = endpoint.service_url, endpoint.admin_url.rstrip("/")
+    return {k: v.replace("localhost", "127.0.0.1").replace(pulsar_url, "<pulsar>").replace(admin_url, "<http>")
+            if isinstance(v, str) else v for k, v in data.items()}
+
+
+def test_http_service_url_lookup(target, pulsar_broker):
+    """A client given the admin port's http:// URL as its service URL looks topics up over HTTP (/lookup/v2/...,
+    the partitioned metadata and schema REST) and then produces and consumes; the raw LookupData answered for
+    a partition names the pulsar:// and http:// addresses of its broker, field by field as Apache Pulsar's."""
+    import json
+    import urllib.request
+
+    topic = topic_name(target, "http-lookup")
+    http_client = pulsar.Client(pulsar_broker.admin_url, operation_timeout_seconds=60,
+                                logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    try:
+        consumer = http_client.subscribe(topic, "http-sub", initial_position=pulsar.InitialPosition.Earliest)
+        produce(http_client, topic, 3)
+        got = receive_n(consumer, 3)
+        for i, m in enumerate(sorted(got, key=index_of)):
+            check_fields(m, i)
+        consumer.close()
+    finally:
+        http_client.close()
+
+    local = partition_0(topic).removeprefix("persistent://")
+    url = f"{pulsar_broker.admin_url.rstrip('/')}/lookup/v2/topic/persistent/{local}"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert resp.status == 200
+        data = json.loads(resp.read())
+    # no TLS on either broker: Pulsar leaves brokerUrlTls and httpUrlTls out and writes brokerUrlSsl empty
+    assert _normalised(data, pulsar_broker) == {
+        "brokerUrl": "<pulsar>", "httpUrl": "<http>", "nativeUrl": "<pulsar>", "brokerUrlSsl": ""}, data

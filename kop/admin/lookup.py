@@ -2,8 +2,10 @@
 
 Why here: a Pulsar client given an `http://` service URL (the admin port) finds brokers over HTTP instead of the
 binary LOOKUP - the C++-based clients (Python's `pulsar-client`) ask this endpoint for each partition, the
-partitioned metadata at `/admin/v2/persistent/.../partitions` and schemas at `/admin/v2/schemas/...` (both
-served by kop/admin/server.py), then connect to the pulsar:// address this answers. It gives the same answer as
+partitioned metadata at `/admin/v2/persistent/.../partitions?checkAllowAutoCreation=true` (served by
+kop/admin/server.py, which calls `auto_create` here first) and schemas at `/admin/v2/schemas/...`
+(kop/admin/schemas.py), a regex consumer's topic list at `/admin/v2/namespaces/{tenant}/{namespace}/topics`
+(here), then connect to the pulsar:// address this answers. It gives the same answer as
 the binary LOOKUP (kop/pulsar/lookup.py), in Pulsar's LookupData shape (TopicLookupBase in Pulsar 4.0):
 `{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl", "brokerUrlSsl"}`, the pulsar:// and
 http(s):// addresses of the owning broker (an address it lacks left out; `brokerUrlSsl`, deprecated, is
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kop.admin import views
 from kop.admin.views import AdminError
 from kop.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType, java_host_address
 from kop.security.principal import KafkaPrincipal
@@ -44,6 +47,7 @@ log = logging.getLogger("kop.admin")
 
 PREFIXES = ("/lookup/",)  # kop/admin/auth.py: any authenticated role; authorized here, as the binary LOOKUP is
 PATH = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
+NAMESPACE_TOPICS = "/admin/v2/namespaces/{tenant}/{namespace}/topics"
 LOOKUP_REFUSED = "Client is not authorized to Lookup"  # Pulsar's message (ServerCnx, TopicLookupBase)
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 # The listener names the pulsar handler registers its addresses under (kop/pulsar/lookup.py LISTENER, LISTENER_TLS).
@@ -54,7 +58,28 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, role_key: str) -> None
     async def lookup(request: web.Request) -> web.Response:
         return await _lookup(server, request, role_key)
 
+    async def namespace_topics(request: web.Request) -> web.Response:
+        return web.json_response(_namespace_topics(server, request))
+
     r.add_get(PATH, lookup)
+    r.add_get(NAMESPACE_TOPICS, namespace_topics)
+
+
+def _namespace_topics(server: AdminServer, request: web.Request) -> list[str]:
+    """Pulsar's `GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=...` (what an HTTP lookup client's regex
+    consumer lists): every partition of every topic, as GET_TOPICS_OF_NAMESPACE lists them; none for mode
+    NON_PERSISTENT (there are none here); 404 for a namespace that does not exist."""
+    m = request.match_info
+    tenant, namespace = m["tenant"], m["namespace"]
+    views.topic_list(server.service, tenant, namespace)  # 404 for an unknown namespace
+    if request.query.get("mode", "PERSISTENT").upper() == "NON_PERSISTENT":
+        return []
+    names: list[str] = []
+    for topic in server.service.topics.all():
+        if topic.internal or topic.deleted or (topic.name.tenant, topic.name.namespace) != (tenant, namespace):
+            continue
+        names.extend(f"{topic.name.canonical}-partition-{p}" for p in range(topic.partitions))
+    return sorted(names)
 
 
 async def auto_create(server: AdminServer, request: web.Request, role_key: str) -> None:

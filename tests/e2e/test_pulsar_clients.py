@@ -399,6 +399,11 @@ def test_http_service_url_lookup(target, pulsar_broker):
         for i, m in enumerate(sorted(got, key=index_of)):
             check_fields(m, i)
         consumer.close()
+        # a regex consumer lists the namespace's topics over HTTP too
+        pattern = re.compile(f"{topic}.*")  # names of letters, digits and "-" only: no escaping needed
+        regex = http_client.subscribe(pattern, "http-regex", initial_position=pulsar.InitialPosition.Earliest)
+        assert sorted(index_of(m) for m in receive_n(regex, 3)) == [0, 1, 2]
+        regex.close()
     finally:
         http_client.close()
 

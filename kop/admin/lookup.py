@@ -20,7 +20,8 @@ The same rules as the binary LOOKUP, so the transport does not change what a cli
   not authorized to Lookup" otherwise, checked before the topic is looked for.
 - In cluster mode a partition another broker owns is answered as Pulsar does: 307 Temporary Redirect to the
   owner's web URL with the same path and query (the client repeats the GET there); an owner without admin HTTP
-  is answered with its own addresses from its registration; no owner yet -> 503, which the client retries.
+  is answered with its own addresses from its registration; still no owner after owner_of's wait -> 503 (the
+  binary LOOKUP's ServiceNotReady; the C++ client does not retry an HTTP error, it fails the operation).
 Differences: `non-persistent` topics are not served (405); the lookup's `listenerName` parameter is ignored.
 """
 

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, registry, schemas, subscriptions, views
+from kop.admin import auth, lag, lookup, registry, schemas, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -80,7 +80,8 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     def _build(self) -> web.Application:
-        authenticate = auth.middleware(self.service.config, registry.PREFIXES, registry.ROLE_KEY)  # None: authenticationEnabled is false
+        authenticate = auth.middleware(self.service.config, registry.PREFIXES + lookup.PREFIXES,
+                                       registry.ROLE_KEY)  # None: authenticationEnabled is false
         app = web.Application(middlewares=[_errors] if authenticate is None else [authenticate, _errors])
         r = app.router
         r.add_get("/metrics", self.metrics)
@@ -105,6 +106,7 @@ class AdminServer:
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
         subscriptions.add_routes(self, r, TOPIC)
         schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
+        lookup.add_routes(self, r, registry.ROLE_KEY)  # Pulsar's HTTP lookup (kop/admin/lookup.py)
         registry.add_routes(self, r)  # Confluent Schema Registry's API, at the root (kop/admin/registry.py)
         return app
 
@@ -228,6 +230,8 @@ class AdminServer:
         return views.resolve(self.service, m["tenant"], m["namespace"], m["topic"])
 
     async def partitioned_metadata(self, request: web.Request) -> web.Response:
+        if request.query.get("checkAllowAutoCreation", "").lower() == "true":  # an HTTP lookup client's
+            await lookup.auto_create(self, request, registry.ROLE_KEY)  # first call: kop/admin/lookup.py
         return _json(views.partitioned_metadata(self._ref(request)))
 
     async def create_partitioned_topic(self, request: web.Request) -> web.Response:

@@ -420,26 +420,38 @@ def test_http_service_url_lookup(target, pulsar_broker):
 TOKEN_SECRET = b"0123456789abcdef0123456789abcdef"
 
 
-def test_http_lookup_authenticates_and_authorizes(target, tmp_path):
-    """Ours only (the reference's auth setup differs): the lookup path needs a valid token (401 without), takes
-    any authenticated role rather than only super users, and then needs DESCRIBE as the binary LOOKUP does
-    (403 with Pulsar's message); a super user's token lets pulsar-client produce and consume over HTTP."""
+def test_http_lookup_authenticates_and_authorizes(tmp_path):
+    """Ours only, so not parametrized by target (the reference's auth setup differs; one embedded-storage broker
+    suffices): the lookup path needs a valid token (401 without), takes any authenticated role rather than only
+    super users, and then needs DESCRIBE as the binary LOOKUP does (403 with Pulsar's message); a super user's
+    token lets pulsar-client produce and consume over HTTP."""
+
+
+    from tests.e2e.conftest import KOP_DEFAULTS
+    from tests.support.broker import KopBroker
+
+    (tmp_path / "token.key").write_bytes(TOKEN_SECRET)
+    broker = KopBroker(tmp_path / "kop", {
+        **KOP_DEFAULTS, "messagingProtocols": "kafka,pulsar", "authenticationEnabled": "true",
+        "authenticationProviders": "org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+        "tokenSecretKey": f"file://{tmp_path / 'token.key'}", "superUserRoles": "admin",
+        "authorizationEnabled": "true", "saslAllowedMechanisms": "PLAIN"})
+    broker.start()
+    try:
+        _http_lookup_with_tokens(broker.pulsar_service_url, broker.admin_url)
+    finally:
+        broker.stop()
+
+
+def _http_lookup_with_tokens(service_url: str, admin_url: str) -> None:
     import json
     import urllib.error
     import urllib.request
 
     import jwt
 
-    if target.kind != "kop":
-        pytest.skip("one of our brokers with token authentication suffices")
-    (tmp_path / "token.key").write_bytes(TOKEN_SECRET)
-    endpoint = target.pulsar_broker(
-        dedicated=True, authenticationEnabled="true",
-        authenticationProviders="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
-        tokenSecretKey=f"file://{tmp_path / 'token.key'}", superUserRoles="admin", authorizationEnabled="true",
-        saslAllowedMechanisms="PLAIN")
-    topic = topic_name(target, "http-auth")
-    url = f"{endpoint.admin_url.rstrip('/')}/lookup/v2/topic/persistent/{partition_0(topic).split('://')[1]}"
+    topic = f"persistent://{NAMESPACE}/http-auth-{uuid.uuid4().hex[:8]}"
+    url = f"{admin_url.rstrip('/')}/lookup/v2/topic/persistent/{partition_0(topic).split('://')[1]}"
 
     def get(role: str | None) -> tuple[int, dict]:
         headers = {} if role is None else {
@@ -453,10 +465,10 @@ def test_http_lookup_authenticates_and_authorizes(target, tmp_path):
     assert get(None)[0] == 401
     assert get("bob") == (403, {"reason": "Client is not authorized to Lookup"})  # no ACLs for bob
     status, data = get("admin")
-    assert status == 200 and data["brokerUrl"] == endpoint.service_url, data
+    assert status == 200 and data["brokerUrl"] == service_url, data
 
     token = jwt.encode({"sub": "admin"}, TOKEN_SECRET, algorithm="HS256")
-    http_client = pulsar.Client(endpoint.admin_url, authentication=pulsar.AuthenticationToken(token),
+    http_client = pulsar.Client(admin_url, authentication=pulsar.AuthenticationToken(token),
                                 operation_timeout_seconds=60, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     try:
         consumer = http_client.subscribe(topic, "auth-sub", initial_position=pulsar.InitialPosition.Earliest)

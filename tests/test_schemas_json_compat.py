@@ -10,6 +10,7 @@ compatible set, which `json_incompatibilities(new, old)` answers.
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -67,10 +68,20 @@ def test_usable_documents(doc: object) -> None:
     assert json_invalid(_j(doc)) is None
 
 
-def test_a_document_nested_past_the_interpreters_depth_is_refused_not_crashed_on() -> None:
+def test_a_document_nested_past_the_depth_limit_is_refused_whatever_the_recursion_limit() -> None:
+    """Refused by its depth alone: in the full suite a library had raised the interpreter's recursion limit, and
+    a refusal that waited for a RecursionError did not come."""
     deep = '{"properties": {"a": ' * 400 + "{}" + "}}" * 400
-    assert json_invalid(deep) == "Invalid schema: nested too deeply"
-    assert json_incompatibilities(deep, deep) == ["Invalid schema: nested too deeply to compare"]
+    shallow = '{"properties": {"a": ' * 30 + "{}" + "}}" * 30
+    before = sys.getrecursionlimit()
+    for limit in (before, 100_000):
+        sys.setrecursionlimit(limit)
+        try:
+            assert json_invalid(deep) == "Invalid schema: nested too deeply"
+            assert json_incompatibilities(deep, deep) == ["Invalid schema: nested too deeply to compare"]
+            assert json_invalid(shallow) is None
+        finally:
+            sys.setrecursionlimit(before)
 
 
 def test_a_ref_into_a_referenced_document_resolves_through_refs() -> None:

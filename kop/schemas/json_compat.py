@@ -96,6 +96,32 @@ COMPATIBLE_CHANGES_LENIENT: frozenset[str] = COMPATIBLE_CHANGES_STRICT | frozens
 # Usability
 
 
+# How deeply a document may nest its objects and arrays. The checks walk documents recursively; without a fixed
+# bound, whether a deep document overflows the interpreter's stack would depend on the recursion limit of the
+# moment (a library may raise it) - a document is refused here by its depth alone, the same everywhere.
+MAX_DEPTH = 128
+
+
+def _too_deep(doc: object) -> bool:
+    """Whether `doc` nests objects/arrays deeper than MAX_DEPTH (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            if depth > MAX_DEPTH:
+                return True
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return False
+
+
+def _loaded(text: str) -> object:
+    """The parsed document; RecursionError when it nests deeper than MAX_DEPTH."""
+    doc = json.loads(text)
+    if _too_deep(doc):
+        raise RecursionError(f"nested deeper than {MAX_DEPTH} levels")
+    return doc
+
+
 def json_invalid(text: str, refs: dict[str, str] | None = None) -> str | None:
     """Why the JSON Schema document `text` cannot be registered, or None when it can: not JSON, neither an
     object nor a boolean, not valid against its draft's metaschema (`$schema`, draft 7 when absent, as
@@ -105,6 +131,8 @@ def json_invalid(text: str, refs: dict[str, str] | None = None) -> str | None:
         doc = json.loads(text)
     except (ValueError, RecursionError) as e:
         return f"Invalid JSON: {e}"
+    if _too_deep(doc):
+        return "Invalid schema: nested too deeply"
     if not isinstance(doc, dict | bool):
         return "Invalid schema: a JSON Schema is an object or a boolean"
     if isinstance(doc, bool):
@@ -936,7 +964,7 @@ def _message(d: Difference, reader_name: str, writer_name: str) -> str:
 
 
 def _root(text: str, refs: dict[str, str] | None) -> _Schema:
-    return _Documents(json.loads(text), refs or {}).root_schema()
+    return _Documents(_loaded(text), refs or {}).root_schema()
 
 
 def json_differences(original_text: str, update_text: str, *, refs: dict[str, str] | None = None,

@@ -405,6 +405,46 @@ async def test_trim_by_size_keeps_at_least_the_retention_bytes(tmp_path):
         assert ml.total_size == 0 and len(ml.ledger_counts()) == 1
 
 
+class LandsThenFails(SqliteMetadataStore):
+    """A metadata store whose next put of a managed ledger's info is stored and then reported as failed: what
+    a stop cancelling the awaiting task, or a connection lost after the server applied the write, looks like."""
+
+    fail_next = False
+
+    async def put(self, path, value, expected_version=None):
+        stat = await super().put(path, value, expected_version)
+        if self.fail_next and "/managed-ledgers/" in path:
+            self.fail_next = False
+            raise asyncio.CancelledError()
+        return stat
+
+
+@pytest.mark.parametrize("when", ["open", "rollover"])
+async def test_a_ledger_recorded_by_a_write_reported_failed_is_kept(tmp_path, when):
+    """The broker stopped (or lost its connection) while a new ledger was being recorded; the record landed.
+    Deleting the ledger then left the info naming a missing ledger, and the partition never opened again
+    (a CI failure: "no ledger 68" for a __transaction_state partition after a stop during start-up)."""
+    e = Env(tmp_path)
+    e.meta = LandsThenFails(tmp_path)
+    e.factory = ManagedLedgerFactory(e.ledgers, e.meta)
+    if when == "open":
+        e.meta.fail_next = True
+        with pytest.raises(asyncio.CancelledError):
+            await e.factory.open(NAME, cfg())
+    else:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
+        e.meta.fail_next = True
+        for i in range(2):
+            await ml.add_entry(num(i))  # fills the ledger: the rollover's record "fails"
+        await settled(ml)
+    named = [li.ledger_id for li in (await e.factory.get_info(NAME)).ledgers]
+    assert set(named) <= set(await e.ledgers.list_ledgers())
+    await e.crash()
+    async with env(tmp_path) as e2:
+        ml = await e2.factory.open(NAME, cfg())
+        assert await read_all(ml) == ([] if when == "open" else [num(0), num(1)])
+
+
 # ---- ownership -------------------------------------------------------------------------------------------
 
 

@@ -252,9 +252,8 @@ class ManagedLedger:
         self._ledgers.append(LedgerInfo(handle.ledger_id))
         try:
             await self._write_info()
-        except BaseException:
-            with contextlib.suppress(Exception):
-                await self._store.delete_ledger(handle.ledger_id)
+        except BaseException as e:
+            await self._forget_new_ledger(handle, e)
             raise
         self._set_current(handle)
         for ledger_id in drop:
@@ -364,6 +363,19 @@ class ManagedLedger:
             self._fence(e)
             raise ManagedLedgerFencedError(f"managed ledger {self.name} was changed by another owner") from e
         self._info_version = stat.version
+
+    async def _forget_new_ledger(self, handle: WriteHandle, failure: BaseException) -> None:
+        """A ledger just created whose recording in the info failed. It is deleted only when the store
+        refused the write (a CAS conflict: the info never named it). After any other failure - the task
+        cancelled by a stop, a lost connection, a closed store - the write may have landed although its
+        await ended in an error, and deleting the ledger would leave the info naming a ledger that is gone
+        ("no ledger N" at the next open: the partition could never be opened again). An unreferenced ledger
+        kept here costs a file until the next start collects it (PartitionStorage.collect_garbage)."""
+        with contextlib.suppress(Exception):
+            await handle.close()
+        if isinstance(failure, ManagedLedgerFencedError):
+            with contextlib.suppress(Exception):
+                await self._store.delete_ledger(handle.ledger_id)
 
     def _fence(self, cause: BaseException) -> None:
         self._state = _FENCED
@@ -591,13 +603,11 @@ class ManagedLedger:
         self._reindex()
         try:
             await self._write_info()
-        except BaseException:
+        except BaseException as e:
             self._current = None
             self._ledgers.pop()
             self._reindex()
-            with contextlib.suppress(Exception):
-                await handle.close()
-                await self._store.delete_ledger(handle.ledger_id)
+            await self._forget_new_ledger(handle, e)
             raise
         self._set_current(handle)
         if old_id is not None:

@@ -18,6 +18,7 @@ The authorize path reads an in-memory index and never awaits; changes go through
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -76,6 +77,10 @@ class Authorizer:
         # The lengths of the PREFIXED names per resource type (with how many bindings have each): a
         # lookup only tries the prefixes of the resource name that some binding could have.
         self._prefix_lengths: dict[ResourceType, Counter[int]] = {}
+        # A reload replaces the in-memory copy with a snapshot read over several awaits; a CreateAcls or
+        # DeleteAcls landing meanwhile was lost from the copy until the next reload (a just-created DENY
+        # not enforced, a listing without the ACLs just added). Reloads and changes take turns.
+        self._changing = asyncio.Lock()
 
     @staticmethod
     def parse_super_users(value: str) -> list[str]:
@@ -93,7 +98,8 @@ class Authorizer:
 
     async def load(self) -> None:
         """(Re)read every binding from the store: at start, and when another broker changed them."""
-        self._replace(await self.store.load())
+        async with self._changing:
+            self._replace(await self.store.load())
 
     def _replace(self, bindings: set[AclBinding]) -> None:
         self._bindings = set()
@@ -213,9 +219,10 @@ class Authorizer:
         errors = [b.validation_error() for b in bindings]
         valid = [b for b, err in zip(bindings, errors, strict=True) if err is None]
         if valid:
-            await self.store.add(valid)
-            for b in valid:
-                self._add_local(b)
+            async with self._changing:
+                await self.store.add(valid)
+                for b in valid:
+                    self._add_local(b)
         return errors
 
     def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
@@ -228,6 +235,10 @@ class Authorizer:
     async def delete_acls(self, filters: list[AclBindingFilter]) -> list[DeleteResult]:
         """Each filter matches against the bindings as they were before the request, so one binding
         matched by two filters is reported by both (Kafka does the same)."""
+        async with self._changing:
+            return await self._delete_acls(filters)
+
+    async def _delete_acls(self, filters: list[AclBindingFilter]) -> list[DeleteResult]:
         results: list[DeleteResult] = []
         doomed: set[AclBinding] = set()
         for flt in filters:

@@ -116,8 +116,14 @@ def normalize(text: str, bootstrap: str, names: dict[str, str]) -> list[str]:
 
 
 def scenario(java_tools, bootstrap: str, tmp: Path, names: dict[str, str], base_ms: int, datetime: str) -> Run:
+    """The commands run in one JVM (ToolSession): sixty JVM starts per broker were most of this test's time."""
+    with java_tools.session() as tools:
+        return _scenario(tools, bootstrap, tmp, names, base_ms, datetime)
+
+
+def _scenario(tools, bootstrap: str, tmp: Path, names: dict[str, str], base_ms: int, datetime: str) -> Run:  # long: one scenario, read top to bottom
     topic, group, group2 = names["topic"], names["group"], names["group2"]
-    run = Run(java_tools, bootstrap, {v: f"<{k}>" for k, v in names.items()})
+    run = Run(tools, bootstrap, {v: f"<{k}>" for k, v in names.items()})
     create_topic(bootstrap, topic, PARTITIONS)
     produce_with_times(bootstrap, topic, base_ms)
     members = [PythonMember(f"member-{x}", "kafka-python", bootstrap, topic, group, tmp, client_id=f"member-{x}",

@@ -206,9 +206,10 @@ def test_kafka_consumer_groups_describes_consumer_groups_as_apache_kafka(kafka_s
     names = {"topic": f"kip848-topic-{suffix}", "group": f"kip848-group-{suffix}"}
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kop").mkdir()
-    kafka_out = cli_scenario(java_tools, kafka_server.bootstrap, tmp_path / "kafka", names).outputs
-    kop = kop_broker(kafkaBrokerId=1)
-    kop_out = cli_scenario(java_tools, kop.bootstrap, tmp_path / "kop", names).outputs
+    with java_tools.session() as tools:  # one JVM for every kafka-consumer-groups command
+        kafka_out = cli_scenario(tools, kafka_server.bootstrap, tmp_path / "kafka", names).outputs
+        kop = kop_broker(kafkaBrokerId=1)
+        kop_out = cli_scenario(tools, kop.bootstrap, tmp_path / "kop", names).outputs
     assert [label for label, _ in kafka_out] == [label for label, _ in kop_out]
     mismatches = []
     for (label, want), (_, got) in zip(kafka_out, kop_out, strict=True):

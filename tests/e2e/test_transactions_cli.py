@@ -126,11 +126,12 @@ def test_kafka_transactions_tool_matches_apache_kafka(kop_broker, java_tools, tm
     kafka = ClassicTransactionsKafka(tmp_path / "apache-kafka").start()
     results = {}
     try:
-        for label, b in (("apache-kafka", kafka.bootstrap), ("kop", kop.bootstrap)):
-            suffix = uuid.uuid4().hex[:8]
-            names = {"topic": f"txc-topic-{suffix}", "done": f"txc-done-{suffix}", "open": f"txc-open-{suffix}",
-                     "unknown": f"txc-unknown-{suffix}", "bootstrap": b}
-            results[label] = scenario(java_tools, b, names)
+        with java_tools.session() as tools:  # one JVM for every kafka-transactions command
+            for label, b in (("apache-kafka", kafka.bootstrap), ("kop", kop.bootstrap)):
+                suffix = uuid.uuid4().hex[:8]
+                names = {"topic": f"txc-topic-{suffix}", "done": f"txc-done-{suffix}", "open": f"txc-open-{suffix}",
+                         "unknown": f"txc-unknown-{suffix}", "bootstrap": b}
+                results[label] = scenario(tools, b, names)
     finally:
         kafka.stop()
     print(json.dumps(results, indent=1))

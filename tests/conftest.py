@@ -111,6 +111,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    _module_durations(terminalreporter)
     if os.environ.get("KOP_FAIL_ON_SKIP") != "1":
         return
     skipped = terminalreporter.stats.get("skipped", [])
@@ -118,3 +119,19 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_sep("!", f"KOP_FAIL_ON_SKIP=1: {len(skipped)} skipped test(s) fail the run", red=True)
         for rep in skipped:
             terminalreporter.write_line(f"SKIPPED {rep.nodeid}: {rep.longrepr}")
+
+
+def _module_durations(terminalreporter) -> None:
+    """The 25 test files that took longest (setup, call and teardown summed): the suite's time budget is
+    spent per module (a module's servers, its reference runs), which --durations' per-test list hides."""
+    totals: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            if isinstance(rep, pytest.TestReport):
+                path = rep.nodeid.split("::", 1)[0]
+                totals[path] = totals.get(path, 0.0) + rep.duration
+    if len(totals) < 2:
+        return
+    terminalreporter.write_sep("=", "slowest 25 test files (setup + call + teardown)")
+    for path, secs in sorted(totals.items(), key=lambda kv: -kv[1])[:25]:
+        terminalreporter.write_line(f"{secs:8.1f}s {path}")

@@ -74,7 +74,10 @@ def test_kafka_streams_exactly_once_v2_word_count(target, tmp_path) -> None:
     props.write_text("\n".join([
         f"bootstrap.servers={b.bootstrap}", f"application.id=wc-{uuid.uuid4().hex[:8]}",
         "processing.guarantee=exactly_once_v2", "replication.factor=1", "commit.interval.ms=100",
-        f"state.dir={tmp_path / 'state'}", "num.stream.threads=1", ""]))
+        f"state.dir={tmp_path / 'state'}", "num.stream.threads=1",
+        # The killed instance's member is expired after the session timeout before the new instance's rebalance
+        # completes: Kafka's minimum (6 s) rather than Streams' 45 s default keeps that wait short.
+        "consumer.session.timeout.ms=6000", "consumer.heartbeat.interval.ms=1500", ""]))
     first = [" ".join(WORDS[(i * j) % len(WORDS)] for j in range(1, 4)) for i in range(60)]
     second = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(2)) for i in range(40)]
     counts_first = collections.Counter(w for line in first for w in line.split())

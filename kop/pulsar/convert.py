@@ -9,6 +9,7 @@ batch indexes count the same N:
     timestamp  -> event_time (per message) and publish_time (the entry's: the first record's)
     headers    -> properties (values as UTF-8 text)
     null value -> null_value = true, empty payload
+    a DELIVER_AT_HEADER -> the entry's deliver_at_time (the first record's; the header is not a property)
 
 Pulsar -> Kafka (``pulsar_to_kafka``): an entry of N messages (batched or not) becomes one Kafka batch
 of N records at offsets base..base+N-1:
@@ -18,6 +19,7 @@ of N records at offsets base..base+N-1:
     event_time if set, else publish_time                              -> timestamp
     properties                                                        -> headers
     null_value                                                        -> null value
+    deliver_at_time (the entry's)                                     -> DELIVER_AT_HEADER on every record
 
 and for batched messages only the SingleMessageMetadata's own fields count (a message without an event time
 takes the entry's publish time). KoP reads only the entry-level key, event time and properties of a batch,
@@ -128,7 +130,7 @@ except ImportError as _exc:  # not built (no compiler at install, or a checkout 
         "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched",
-           "confluent_prefix", "ORDERING_KEY_HEADER"]
+           "confluent_prefix", "ORDERING_KEY_HEADER", "DELIVER_AT_HEADER"]
 
 
 class ConversionError(ValueError):
@@ -152,6 +154,11 @@ class PulsarEntry(NamedTuple):
 # Kafka producer may set it too; never a Pulsar property.
 ORDERING_KEY_HEADER = "pulsar.ordering_key"
 ORDERING_KEY_HEADER_BYTES = ORDERING_KEY_HEADER.encode("ascii")
+# A Pulsar entry's deliver_at_time (delayed delivery, issue #22), in every Kafka record of the entry: decimal epoch
+# milliseconds. Kafka consumers see it (Kafka has no delay: they get the record at once); read back into the entry's
+# deliver_at_time from the first record that has it, so a Kafka producer may set it too; never a Pulsar property.
+DELIVER_AT_HEADER = "pulsar.deliver_at"
+DELIVER_AT_HEADER_BYTES = DELIVER_AT_HEADER.encode("ascii")
 
 
 def _partition_key(key: bytes) -> tuple[str, bool]:
@@ -208,8 +215,38 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         md.txnid_least_bits = max(header.producer_epoch, 0)
     if version >= 0:
         md.schema_version = version.to_bytes(8, "big", signed=True)  # Pulsar's LongSchemaVersion
+    if DELIVER_AT_HEADER_BYTES in payload:  # one substring search per conversion: rare, handled off the fast path
+        payload = _lift_deliver_at(md, payload, header.records_count)
     payload = pbatch.compressed(compression, payload, md)
     return PulsarEntry(md, payload, header.records_count, unknown)
+
+
+def _lift_deliver_at(md: pb.MessageMetadata, payload: bytes, count: int) -> bytes:
+    """The batch payload without DELIVER_AT_HEADER properties, their value (the first record's) in the entry's
+    deliver_at_time: a Pulsar entry has one delivery time, and a Pulsar producer's records all carry the same.
+    A value that is not an integer stays a property. Raises ConversionError."""
+    try:
+        msgs = pbatch.decode_batch(payload, count)
+    except pbatch.BatchError as exc:
+        raise ConversionError(str(exc)) from None
+    found = False
+    for smm, _value in msgs:
+        if smm is None:  # decode_batch gives every message its metadata
+            continue
+        kept = []
+        for kv in smm.properties:
+            if kv.key == DELIVER_AT_HEADER and kv.value.lstrip("-").isdigit():
+                if not found:
+                    md.deliver_at_time = int(kv.value)
+                    found = True
+            else:
+                kept.append(kv)
+        if len(kept) != len(smm.properties):
+            del smm.properties[:]
+            smm.properties.extend(kept)
+    if not found:
+        return payload
+    return pbatch.encode_batch((smm, value) for smm, value in msgs if smm is not None)
 
 
 # The hot loop of dispatch: Kafka records -> Pulsar batch messages without protobuf objects. Each message is
@@ -541,8 +578,9 @@ def _varint(out: bytearray, value: int) -> None:
 def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any]], prefix: bytes | None = None
                          ) -> tuple[bytearray, int, int, int]:
     """(Kafka records, how many, base timestamp, max timestamp) from an entry's messages as protobuf objects:
-    the general path (a non-batched message, or a batch the fast path declined). ``prefix`` goes before every
-    non-null value (Confluent's magic byte and schema id)."""
+    the general path (a non-batched message, a batch the fast path declined, an entry with a deliver_at_time).
+    ``prefix`` goes before every non-null value (Confluent's magic byte and schema id)."""
+    deliver_at = (str(metadata.deliver_at_time).encode("ascii") if metadata.HasField("deliver_at_time") else None)
     entry_props = metadata.properties
     entry_time = metadata.event_time or metadata.publish_time  # of a non-batched message
     body = bytearray()
@@ -589,7 +627,7 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
         else:
             _varint(rec, len(value))
             rec += value
-        _varint(rec, len(props) + (ordering is not None))
+        _varint(rec, len(props) + (ordering is not None) + (deliver_at is not None))
         for kv in props:
             hk = kv.key.encode("utf-8")
             hv = kv.value.encode("utf-8")
@@ -602,6 +640,11 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
             rec += ORDERING_KEY_HEADER_BYTES
             _varint(rec, len(ordering))
             rec += ordering
+        if deliver_at is not None:
+            _varint(rec, len(DELIVER_AT_HEADER_BYTES))
+            rec += DELIVER_AT_HEADER_BYTES
+            _varint(rec, len(deliver_at))
+            rec += deliver_at
         _varint(body, len(rec))
         body += rec
         written += 1
@@ -819,7 +862,7 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
     prefix = None if schema_id is None else confluent_prefix(schema_id)
     converted = None
     count = metadata.num_messages_in_batch if pbatch.is_batch(metadata) else 0
-    if count >= 1:
+    if count >= 1 and not metadata.HasField("deliver_at_time"):  # the fast path writes no DELIVER_AT_HEADER
         try:
             data = pbatch.decompress_payload(metadata, payload, limit)
         except pbatch.BatchError as exc:

@@ -28,6 +28,10 @@ Values without a 0x00 first byte cost one byte compare.
 Key_Shared sends an entry only to its key's consumer (kop/pulsar/key_shared.py says how keys are hashed and
 placed, and how a key's order is kept while consumers come and go).
 
+Delayed delivery (kop/pulsar/delayed.py): on Shared and Key_Shared subscriptions an entry whose deliver_at_time is
+ahead is read, kept outstanding (M stays before it) and held in the subscription's tracker instead of being sent;
+when it falls due it joins the replay queue. The dispatcher's waits end at the next entry's time.
+
 Differences from Pulsar's broker: no batch-index acknowledgement (an ack carrying an
 ack_set is ignored, as Pulsar does with acknowledgmentAtBatchIndexLevelEnabled=false, its default); no
 per-consumer unacked-message limits; the redelivery count lives in memory, as in Pulsar.

@@ -108,8 +108,12 @@ def test_a_delayed_batch_entry_keeps_its_time_on_every_record():
 
 
 def test_a_kafka_producers_header_delays_the_entry():
-    """A Kafka record carrying the header is delayed for Pulsar consumers too; a value that is no number stays
-    a property."""
+    """A Kafka record carrying the header is delayed for Pulsar consumers too (the batch's first record's counts);
+    a value that is no number stays a property."""
+    one = cv.unbatched(cv.kafka_to_pulsar(build_batch([(b"k", b"v", [(cv.DELIVER_AT_HEADER, b"123")], T0)])))
+    assert (one.metadata.deliver_at_time, len(one.metadata.properties)) == (123, 0)
+    later = cv.kafka_to_pulsar(build_batch([(b"k", b"v", [], T0), (b"k", b"w", [(cv.DELIVER_AT_HEADER, b"9")], T0)]))
+    assert not later.metadata.HasField("deliver_at_time")  # only the first record is looked at
     stored = build_batch([(b"k", b"v", [(cv.DELIVER_AT_HEADER, str(T0).encode())], T0),
                           (b"k", b"w", [(cv.DELIVER_AT_HEADER, b"soon")], T0)])
     entry = cv.kafka_to_pulsar(stored)

@@ -232,6 +232,10 @@ class BrokerConfig:
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
     brokerServicePortTls: int = -1  # Pulsar's TLS port (pulsar+ssl://, the tls* keys); -1: none, 0: ephemeral
     brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
+    # Pulsar's delayed delivery (kop/pulsar/delayed.py): Shared/Key_Shared subscriptions hold a message back until
+    # its deliver_at_time; the tick is how early it may go (and how often the tracker wakes)
+    delayedDeliveryEnabled: bool = True
+    delayedDeliveryTickTimeMillis: int = 1000
     # Pulsar consumers' acks of single messages of a batch entry count (Pulsar's key and default: off = ignored until
     # the whole entry is acknowledged); kept in memory, not in the cursor (kop/pulsar/subscription.py)
     acknowledgmentAtBatchIndexLevelEnabled: bool = False

@@ -9,6 +9,7 @@ batch indexes count the same N:
     timestamp  -> event_time (per message) and publish_time (the entry's: the first record's)
     headers    -> properties (values as UTF-8 text)
     null value -> null_value = true, empty payload
+    a DELIVER_AT_HEADER -> the entry's deliver_at_time (the first record's; the header is not a property)
 
 Pulsar -> Kafka (``pulsar_to_kafka``): an entry of N messages (batched or not) becomes one Kafka batch
 of N records at offsets base..base+N-1:
@@ -18,6 +19,7 @@ of N records at offsets base..base+N-1:
     event_time if set, else publish_time                              -> timestamp
     properties                                                        -> headers
     null_value                                                        -> null value
+    deliver_at_time (the entry's)                                     -> DELIVER_AT_HEADER on every record
 
 and for batched messages only the SingleMessageMetadata's own fields count (a message without an event time
 takes the entry's publish time). KoP reads only the entry-level key, event time and properties of a batch,
@@ -128,7 +130,7 @@ except ImportError as _exc:  # not built (no compiler at install, or a checkout 
         "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched",
-           "confluent_prefix", "ORDERING_KEY_HEADER"]
+           "confluent_prefix", "ORDERING_KEY_HEADER", "DELIVER_AT_HEADER"]
 
 
 class ConversionError(ValueError):
@@ -152,6 +154,11 @@ class PulsarEntry(NamedTuple):
 # Kafka producer may set it too; never a Pulsar property.
 ORDERING_KEY_HEADER = "pulsar.ordering_key"
 ORDERING_KEY_HEADER_BYTES = ORDERING_KEY_HEADER.encode("ascii")
+# A Pulsar entry's deliver_at_time (delayed delivery, issue #22), in every Kafka record of the entry: decimal epoch
+# milliseconds. Kafka consumers see it (Kafka has no delay: they get the record at once); read back into the entry's
+# deliver_at_time when the batch's first record has it (a Kafka producer may set it too), then never a property.
+DELIVER_AT_HEADER = "pulsar.deliver_at"
+DELIVER_AT_HEADER_BYTES = DELIVER_AT_HEADER.encode("ascii")
 
 
 def _partition_key(key: bytes) -> tuple[str, bool]:
@@ -169,7 +176,8 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
     ``compression`` is the Pulsar codec for the batch payload (the Kafka compression is undone).
     ``schema_ids`` (Confluent id -> the topic's Pulsar schema version): values with a prefix naming one of them go
     out without it, and the entry's schema_version is the first such record's (see the module docstring).
-    Raises ConversionError for a corrupt batch.
+    A DELIVER_AT_HEADER on the first record of several becomes the entry's deliver_at_time here; a one-record
+    batch's stays a property until ``unbatched``. Raises ConversionError for a corrupt batch.
     """
     view = memoryview(kafka_batch)
     try:
@@ -208,8 +216,75 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         md.txnid_least_bits = max(header.producer_epoch, 0)
     if version >= 0:
         md.schema_version = version.to_bytes(8, "big", signed=True)  # Pulsar's LongSchemaVersion
+    # a DELIVER_AT_HEADER: a one-record batch's is lifted by `unbatched`, which decodes its message anyway
+    if header.records_count > 1 and _first_record_has_header(data, DELIVER_AT_HEADER_BYTES):
+        payload = _lift_deliver_at(md, payload, header.records_count)
     payload = pbatch.compressed(compression, payload, md)
     return PulsarEntry(md, payload, header.records_count, unknown)
+
+
+def _first_record_has_header(data: Any, name: bytes) -> bool:
+    """Whether the first record of a batch's records section has a header `name`: a few varints, whatever the
+    batch's size (a search of the whole payload would cost a tenth of the conversion; this, some microseconds, is
+    spent on batches of several records only)."""
+
+    def varint(pos: int) -> tuple[int, int]:
+        b = data[pos]
+        return ((b >> 1) ^ -(b & 1), pos + 1) if b < 0x80 else _zigzag(data, pos)
+
+    try:
+        _, pos = varint(0)  # record length
+        _, pos = varint(pos + 1)  # after the attributes: timestamp delta
+        _, pos = varint(pos)  # offset delta
+        size, pos = varint(pos)  # key
+        size, pos = varint(pos + max(size, 0))  # value
+        count, pos = varint(pos + max(size, 0))
+        for _ in range(count):
+            size, pos = varint(pos)
+            if data[pos:pos + size] == name:
+                return True
+            size, pos = varint(pos + size)
+            pos += max(size, 0)
+    except IndexError:  # truncated: the conversion itself says what is wrong
+        return False
+    return False
+
+
+def _split_deliver_at(props: Any) -> tuple[list[Any], int | None]:
+    """(the properties but DELIVER_AT_HEADER ones with an integer value, the first such value or None)."""
+    kept = []
+    at = None
+    for kv in props:
+        if kv.key == DELIVER_AT_HEADER and kv.value.lstrip("-").isdigit():
+            if at is None:
+                at = int(kv.value)
+        else:
+            kept.append(kv)
+    return kept, at
+
+
+def _lift_deliver_at(md: pb.MessageMetadata, payload: bytes, count: int) -> bytes:
+    """The batch payload without DELIVER_AT_HEADER properties, their value (the first record's) in the entry's
+    deliver_at_time: a Pulsar entry has one delivery time, and a Pulsar producer's records all carry the same.
+    A value that is not an integer stays a property. Raises ConversionError."""
+    try:
+        msgs = pbatch.decode_batch(payload, count)
+    except pbatch.BatchError as exc:
+        raise ConversionError(str(exc)) from None
+    found = False
+    for smm, _value in msgs:
+        if smm is None:  # decode_batch gives every message its metadata
+            continue
+        kept, at = _split_deliver_at(smm.properties)
+        if at is not None:
+            if not found:
+                md.deliver_at_time = at
+                found = True
+            del smm.properties[:]
+            smm.properties.extend(kept)
+    if not found:
+        return payload
+    return pbatch.encode_batch((smm, value) for smm, value in msgs if smm is not None)
 
 
 # The hot loop of dispatch: Kafka records -> Pulsar batch messages without protobuf objects. Each message is
@@ -468,7 +543,8 @@ def _records_to_batch_py(data: bytes, count: int, fixed_ts: int | None, base_ts:
 
 def unbatched(entry: PulsarEntry) -> PulsarEntry:
     """A one-message batch entry as a plain (non-batched) entry: the message's fields move to the entry
-    metadata and ``num_messages_in_batch`` goes. The handler dispatches one-record Kafka batches this way so
+    metadata and ``num_messages_in_batch`` goes, and a DELIVER_AT_HEADER property becomes the entry's
+    deliver_at_time. The handler dispatches one-record Kafka batches this way so
     that what a Pulsar producer sent unbatched comes back unbatched - with the id its SEND_RECEIPT named
     (batch index -1): the C++ client compares batch indexes when it filters after a seek or a reader's start
     id, and a batch index 0 would not match a receipt's -1. Compressed payloads are returned unchanged."""
@@ -488,7 +564,10 @@ def unbatched(entry: PulsarEntry) -> PulsarEntry:
             if smm.HasField(name):
                 setattr(out, name, getattr(smm, name))
         if smm.properties:
-            out.properties.extend(smm.properties)
+            kept, at = _split_deliver_at(smm.properties)
+            out.properties.extend(kept)
+            if at is not None:  # a DELIVER_AT_HEADER (kafka_to_pulsar leaves a one-record batch's to us)
+                out.deliver_at_time = at
     return PulsarEntry(out, bytes(value), 1, entry.unknown_ids)
 
 
@@ -541,8 +620,9 @@ def _varint(out: bytearray, value: int) -> None:
 def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any]], prefix: bytes | None = None
                          ) -> tuple[bytearray, int, int, int]:
     """(Kafka records, how many, base timestamp, max timestamp) from an entry's messages as protobuf objects:
-    the general path (a non-batched message, or a batch the fast path declined). ``prefix`` goes before every
-    non-null value (Confluent's magic byte and schema id)."""
+    the general path (a non-batched message, a batch the fast path declined, an entry with a deliver_at_time).
+    ``prefix`` goes before every non-null value (Confluent's magic byte and schema id)."""
+    deliver_at = (str(metadata.deliver_at_time).encode("ascii") if metadata.HasField("deliver_at_time") else None)
     entry_props = metadata.properties
     entry_time = metadata.event_time or metadata.publish_time  # of a non-batched message
     body = bytearray()
@@ -589,7 +669,7 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
         else:
             _varint(rec, len(value))
             rec += value
-        _varint(rec, len(props) + (ordering is not None))
+        _varint(rec, len(props) + (ordering is not None) + (deliver_at is not None))
         for kv in props:
             hk = kv.key.encode("utf-8")
             hv = kv.value.encode("utf-8")
@@ -602,6 +682,11 @@ def _messages_to_records(metadata: pb.MessageMetadata, msgs: list[tuple[Any, Any
             rec += ORDERING_KEY_HEADER_BYTES
             _varint(rec, len(ordering))
             rec += ordering
+        if deliver_at is not None:
+            _varint(rec, len(DELIVER_AT_HEADER_BYTES))
+            rec += DELIVER_AT_HEADER_BYTES
+            _varint(rec, len(deliver_at))
+            rec += deliver_at
         _varint(body, len(rec))
         body += rec
         written += 1
@@ -819,7 +904,7 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
     prefix = None if schema_id is None else confluent_prefix(schema_id)
     converted = None
     count = metadata.num_messages_in_batch if pbatch.is_batch(metadata) else 0
-    if count >= 1:
+    if count >= 1 and not metadata.HasField("deliver_at_time"):  # the fast path writes no DELIVER_AT_HEADER
         try:
             data = pbatch.decompress_payload(metadata, payload, limit)
         except pbatch.BatchError as exc:

@@ -28,6 +28,10 @@ Values without a 0x00 first byte cost one byte compare.
 Key_Shared sends an entry only to its key's consumer (kop/pulsar/key_shared.py says how keys are hashed and
 placed, and how a key's order is kept while consumers come and go).
 
+Delayed delivery (kop/pulsar/delayed.py): on Shared and Key_Shared subscriptions an entry whose deliver_at_time is
+ahead is read, kept outstanding (M stays before it) and held in the subscription's tracker instead of being sent;
+when it falls due it joins the replay queue. The dispatcher's waits end at the next entry's time.
+
 Differences from Pulsar's broker: no batch-index acknowledgement (an ack carrying an
 ack_set is ignored, as Pulsar does with acknowledgmentAtBatchIndexLevelEnabled=false, its default); no
 per-consumer unacked-message limits; the redelivery count lives in memory, as in Pulsar.
@@ -51,6 +55,7 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
+from kop.pulsar.delayed import DelayedTracker
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
 from kop.pulsar.schema_ids import SchemaIdMap
 from kop.schemas.versions import carried_version
@@ -68,8 +73,9 @@ READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBy
 CONVERTED_CACHE = 512  # converted entries kept per partition
 # Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4) -> Pulsar CompressionType
 PULSAR_CODEC = {0: 0, 1: 2, 2: 4, 3: 1, 4: 3}
-# a converted entry: (headers and payload, messages, Key_Shared hash, Confluent ids its values named unknown)
-Converted = tuple[bytes, int, int, tuple[int, ...]]
+# a converted entry: (headers and payload, messages, Key_Shared hash, Confluent ids its values named unknown, its
+# deliver_at_time in epoch ms, -1 for none)
+Converted = tuple[bytes, int, int, tuple[int, ...], int]
 
 
 class Entry:
@@ -105,7 +111,7 @@ class PartitionState:
 
     def converted(self, fb: FetchedBatch) -> Converted | None:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key, Confluent
-        ids its values named that the partition's map lacks), None for a control batch."""
+        ids its values named that the partition's map lacks, its deliver_at_time or -1), None for a control batch."""
         key = fb.position
         try:
             got = self._converted[key]
@@ -132,9 +138,12 @@ class PartitionState:
         except ConversionError as e:
             log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
             entry = None
-        value = None if entry is None else (encode_headers_and_payload(entry.metadata, entry.payload),
-                                            entry.num_messages, key_hash(sticky_key(entry.metadata)),
-                                            self.schema_ids.unknown(entry.unknown_ids))
+        value: Converted | None = None
+        if entry is not None:
+            md = entry.metadata
+            value = (encode_headers_and_payload(md, entry.payload), entry.num_messages, key_hash(sticky_key(md)),
+                     self.schema_ids.unknown(entry.unknown_ids),
+                     md.deliver_at_time if md.HasField("deliver_at_time") else -1)
         self._converted[key] = value
         if len(self._converted) > CONVERTED_CACHE:
             self._converted.popitem(last=False)
@@ -258,6 +267,9 @@ class Subscription:
         self._dirty = False
         self._saver: asyncio.Task[None] | None = None
         self.selector: Selector[Consumer] = Selector()  # Key_Shared
+        # Shared/Key_Shared: entries held back until their deliver_at_time (kop/pulsar/delayed.py); they are in
+        # `outstanding` (not acknowledged, so M stays before them) but neither pending nor in `replay`
+        self.delayed = DelayedTracker(state.handler.config.delayedDeliveryTickTimeMillis)
         self.hash_holders: dict[int, HashHolder] = {}  # Key_Shared: hash -> its consumer and unacked entries
         self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
         self.bytes_out = 0
@@ -274,6 +286,8 @@ class Subscription:
             if error is not None:
                 return error
         self.consumers.append(consumer)
+        if self.sub_type not in (SHARED, KEY_SHARED) and self.delayed:
+            self.rewind()  # a Shared subscription held entries back, an Exclusive/Failover one gets them now
         if self.sub_type == FAILOVER:
             self._pick_active(changed_consumer=consumer)
         if self._task is None or self._task.done():
@@ -356,6 +370,10 @@ class Subscription:
 
     async def _wait(self, other: asyncio.Future[Any] | None, timeout: float | None = None) -> None:
         self._wake = asyncio.get_running_loop().create_future()
+        if self.delayed:  # a held entry falling due wakes the dispatcher (Pulsar's tracker timer)
+            due_in = self.delayed.wake_in(_now_ms())
+            if due_in is not None:
+                timeout = due_in if timeout is None else min(timeout, due_in)
         waits: set[asyncio.Future[Any]] = {self._wake}
         if other is not None:
             waits.add(other)
@@ -383,6 +401,8 @@ class Subscription:
     async def _step(self) -> None:
         """One round: replay one entry, or read a chunk of new entries and send what consumers can take.
         Long because it is the dispatcher's whole decision; each branch says why it returns."""
+        if self.delayed:
+            self._release_delayed()
         consumer = self._next_consumer()
         if consumer is None:
             backlogged = any(k.conn.backlogged for k in self.consumers)
@@ -391,7 +411,7 @@ class Subscription:
         epoch = self.epoch
         if self.replay:
             entry = self.replay.popleft()
-            if entry.position not in self.outstanding or entry.position in self.pending:
+            if entry.position not in self.outstanding or entry.position in self.pending or entry.position in self.acked:
                 return  # acknowledged or re-sent meanwhile
             try:
                 got = await self.plog.read(entry.base_offset, 1)
@@ -452,6 +472,10 @@ class Subscription:
                 self.acked.add(pos)
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
                 continue
+            if conv[4] >= 0 and self._hold(pos, conv[4]):  # delayed delivery: not before its time
+                self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset, conv[2])
+                self.read_offset = max(self.read_offset, fb.last_offset + 1)
+                continue
             target = self._target(conv[2])
             if target is None:  # out of permits, or (Key_Shared) its key's consumer cannot take it yet
                 blocked = True
@@ -463,6 +487,20 @@ class Subscription:
         self._advance()
         if blocked and self.sub_type == KEY_SHARED:
             await self._wait(None, timeout=0.2)  # woken by FLOW, acks and consumer changes
+
+    def _hold(self, pos: Position, deliver_at: int) -> bool:
+        """Whether the entry just read is held back (Pulsar's trackDelayedDelivery): on Shared and Key_Shared
+        subscriptions, with delayedDeliveryEnabled, when its time is after the tracker's cutoff."""
+        if self.sub_type not in (SHARED, KEY_SHARED) or not self.state.handler.config.delayedDeliveryEnabled:
+            return False
+        return self.delayed.add(pos, deliver_at, _now_ms())
+
+    def _release_delayed(self) -> None:
+        """Held entries whose time has come join the replay queue (in log order, before new entries)."""
+        due = [e for pos in self.delayed.due(_now_ms()) if (e := self.outstanding.get(pos)) is not None]
+        if due:
+            self.replay.extend(due)
+            self.replay = deque(sorted(self.replay, key=lambda e: e.position))
 
     def _target(self, hash_: int) -> Consumer | None:
         """The consumer for an entry: any (by type) outside Key_Shared; there, the key's consumer, when it has
@@ -558,6 +596,7 @@ class Subscription:
         if pos not in self.outstanding:
             return  # never delivered (or already behind M): nothing to acknowledge
         self.batch_acks.pop(pos, None)
+        self.delayed.discard(pos)
         self.acked.add(pos)
         self.redeliveries.pop(pos, None)
         owner = self.pending.pop(pos, None)
@@ -605,6 +644,7 @@ class Subscription:
         self.replay.clear()
         self.outstanding.clear()
         self.hash_holders.clear()
+        self.delayed.clear()  # read again from M + 1: still-delayed entries are held again
         self.read_offset = self.next_offset
         self.wake()
 
@@ -683,6 +723,11 @@ class Subscription:
             return Position(pos.ledger_id, pos.entry_id - 1)
         last = await last_position(plog)
         return last[0] if last else Position(-1, -1)
+
+
+def _now_ms() -> int:
+    """Wall-clock epoch ms: the clock of deliver_at_time, which the producer computed from its own."""
+    return int(time.time() * 1000)
 
 
 async def last_position(plog: PartitionLog) -> tuple[Position, int] | None:

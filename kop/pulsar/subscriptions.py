@@ -316,7 +316,9 @@ async def subscription_stats(sub: Subscription) -> dict[str, Any]:
         "msgOutCounter": sub.msg_out,
         "msgRateRedeliver": 0.0,
         "msgBacklog": backlog,
-        "msgBacklogNoDelayed": backlog,
+        # entries held back by delayed delivery (kop/pulsar/delayed.py), as Pulsar's getNumberOfDelayedMessages
+        "msgBacklogNoDelayed": max(backlog - len(sub.delayed), 0),
+        "msgDelayed": len(sub.delayed),
         "unackedMessages": unacked_messages(sub),
         "type": TYPE_NAMES.get(sub.sub_type, "Exclusive"),
         "msgRateExpired": 0.0,
@@ -359,6 +361,8 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
     h["X-Pulsar-publish-time"] = _iso(md.publish_time)
     if md.HasField("event_time") and md.event_time:
         h["X-Pulsar-event-time"] = _iso(md.event_time)
+    if md.HasField("deliver_at_time"):
+        h["X-Pulsar-deliver-at-time"] = _iso(md.deliver_at_time)
     if md.producer_name:
         h["X-Pulsar-producer-name"] = md.producer_name
     h["X-Pulsar-sequence-id"] = str(md.sequence_id)

@@ -29,6 +29,11 @@ own bundles (LEADER_NOT_AVAILABLE / COORDINATOR_NOT_AVAILABLE) - because another
 bundles as soon as the session expires; "connected" again within the session resumes; "lost" (expired) releases every bundle without
 writing anything (another broker may already be writing) and registers again with the new session.
 
+Serving also needs a valid session lease (kop/cluster/lease.py, `serving`): a recent ZooKeeper answer
+proving the session alive, at most 2/3 of the session timeout old on the monotonic clock, so a broker woken
+from a pause (SIGSTOP) refuses requests already waiting on its sockets before kazoo reports anything; a
+renewal read is sent every lease/4 and at once when a request finds the lease lapsed.
+
 Takeover safety does not rest on timing: a new owner opens a partition's managed ledger with BookKeeper
 recovery, which fences the previous owner's ledger on the bookies before anything is read or written, and
 the managed-ledger info is only ever changed with compare-and-set. A late write of the old owner is
@@ -47,6 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kop.cluster.bundles import Bundle, bundle_for, bundles_of, choose_owner
+from kop.cluster.lease import SessionLease
 from kop.config import ConfigError
 from kop.storage.api import NodeExistsError, NoSuchNodeError, StorageError
 from kop.topics.names import TopicName
@@ -216,6 +222,10 @@ class ZooKeeperOwnership(Ownership):
         self._brokers_lock = asyncio.Lock()
         self._ns_locks: dict[str, asyncio.Lock] = {}
         self._background: set[asyncio.Task[Any]] = set()  # watch follow-ups (referenced until done)
+        # Serving also needs a recent proof that the session lives (kop/cluster/lease.py): `serving`.
+        self.lease = SessionLease(config.metadataStoreSessionTimeoutMillis / 1000)
+        self._renew = asyncio.Event()  # a renewal read is wanted now (the lease was found lapsed)
+        self._lapsed = False  # the lease was found lapsed while the session was thought alive (logged once)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.ensure_future(coro)
@@ -235,9 +245,11 @@ class ZooKeeperOwnership(Ownership):
         namespaces.update(f"{t.name.tenant}/{t.name.namespace}" for t in self.topics.all())
         for ns in sorted(namespaces):
             await self.watch_namespace(ns)
+        await self._renew_lease()
         self._serving = True
         self.topics.paused = False
         self._tasks.append(asyncio.create_task(self._session_loop(), name="ownership-session"))
+        self._tasks.append(asyncio.create_task(self._lease_loop(), name="ownership-lease"))
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="ownership-reconcile"))
         self._kick.set()
 
@@ -265,7 +277,20 @@ class ZooKeeperOwnership(Ownership):
 
     @property
     def serving(self) -> bool:
-        return self._serving
+        """Whether this broker may answer anything that depends on what it owns, now: its session was not
+        reported suspended or lost, *and* the lease proves it alive at this instant (the gate every request
+        that depends on ownership passes, through owns(), owner_cached() and TopicManager.paused). A lapsed
+        lease asks for a renewal read at once; the broker serves again when ZooKeeper answers it."""
+        if not self._serving:
+            return False
+        if self.lease.valid():
+            return True
+        if not self._lapsed:
+            self._lapsed = True
+            log.warning("ZooKeeper session lease lapsed (no answer proves the session alive for %.1fs): not "
+                        "serving until ZooKeeper answers", self.lease.length)
+        self._renew.set()
+        return False
 
     # ------------------------------------------------------------------ registration
     async def _register(self) -> None:
@@ -304,6 +329,7 @@ class ZooKeeperOwnership(Ownership):
                          "expire", me.broker_id, other.key)
                 await asyncio.sleep(0.5)
         self._registered = True
+        self.lease.hold(self.store.session_id)  # the session whose life the lease proves from now on
         log.info("registered broker %d (%s) in %s", me.broker_id, me.key, BROKERS_ROOT)
         # Registered first, so that the other brokers count this one when the bundles below fall free.
         await self._clear_previous_run(*await self._stale_bundle_nodes())
@@ -378,7 +404,7 @@ class ZooKeeperOwnership(Ownership):
         return f"{NAMESPACE_ROOT}/{b.namespace}/{b.range_name}"
 
     def owns(self, name: TopicName, partition: int) -> bool:
-        return self._serving and self.bundle_of(name, partition) in self._mine
+        return self.bundle_of(name, partition) in self._mine and self.serving
 
     def owner_cached(self, name: TopicName, partition: int) -> BrokerInfo | None:
         b = self.bundle_of(name, partition)
@@ -387,7 +413,7 @@ class ZooKeeperOwnership(Ownership):
             self._spawn(self.watch_namespace(ns))
             return None
         owner = self._owners.get(ns, {}).get(b.range_name)
-        if owner is not None and not self._serving and owner.broker_id == self.local.broker_id:
+        if owner is not None and owner.broker_id == self.local.broker_id and not self.serving:
             # Ours, but not served while the session is in doubt (suspended, or expired and not yet
             # re-registered): naming ourselves would send clients to a broker that refuses them, so the
             # answer is "no owner" - LEADER_NOT_AVAILABLE / COORDINATOR_NOT_AVAILABLE, both retriable.
@@ -572,6 +598,7 @@ class ZooKeeperOwnership(Ownership):
             self._serving = False
             self.topics.paused = True
             self._registered = False
+            self.lease.hold(None)
             for b in sorted(self._mine, key=str):
                 await self._release(b, abandon=True)
         elif state == "connected":
@@ -587,9 +614,39 @@ class ZooKeeperOwnership(Ownership):
                         log.warning("registering again failed: %r; retrying", e)
                         await asyncio.sleep(0.5)
                 await self._refresh_brokers(await self.store.children(BROKERS_ROOT))
+            await self._renew_lease()  # connected again: prove the session now rather than at the next tick
             if not self._serving:
                 log.info("ZooKeeper connection back: serving %d bundles", len(self._mine))
                 self.serving_epoch += 1
             self._serving = True
             self.topics.paused = False
             self._kick.set()
+
+    # ------------------------------------------------------------------ lease
+    async def _lease_loop(self) -> None:
+        """Keep the lease fresh: one cheap read every `renew_every` seconds, or at once when a request found
+        it lapsed (kazoo's own pings are not observable from here)."""
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._renew.wait(), self.lease.renew_every)
+            self._renew.clear()
+            if not await self._renew_lease():
+                await asyncio.sleep(0.05)  # no answer (disconnected): do not spin on requests' wake-ups
+
+    async def _renew_lease(self) -> bool:
+        """One renewal read; whether it renewed the lease. The time is read *before* the read is sent:
+        the answer proves the session alive at that time, not at the time it arrives."""
+        sent = self.lease.now()
+        try:
+            session = await asyncio.wait_for(self.store.ping(), self.lease.length)
+        except TimeoutError:
+            return False
+        if not self.lease.proved(sent, session):
+            return False
+        if self._lapsed and self.lease.valid():
+            self._lapsed = False
+            if self._serving:
+                log.info("ZooKeeper answered: the session lease is renewed, serving again")
+                self.serving_epoch += 1  # the time without a lease was time not serving (group timers)
+                self._notify()  # Metadata / FindCoordinator waiting for an owner: this broker is one again
+        return True

@@ -242,21 +242,36 @@ def send_refused(conn: PulsarConnection, pid: int, seq: int, message: str) -> No
     conn.send(c.send_error(pid, seq, refusal_code(conn), message))
 
 
-async def send(conn: PulsarConnection, frame: Frame) -> None:
-    req = frame.inner
-    pid, seq = req.producer_id, req.sequence_id
+def _accepting(conn: PulsarConnection, frame: Frame, pid: int, seq: int) -> Producer | None:
+    """The SEND's open producer, or None after answering SEND_ERROR: no such producer, a bad checksum, a
+    broker not serving, a message over maxMessageSize."""
     p = conn.producers.get(pid)
     if p is None:
         conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"producer {pid} is not open"))
-        return
+        return None
     if conn.checksum_failed:
         conn.send(c.send_error(pid, seq, c.ServerError.ChecksumError, "message checksum does not match"))
-        return
+        return None
+    if conn.handler.service.topics.paused:
+        # Cluster mode, the ZooKeeper session not proven alive (kop/cluster/lease.py): another broker may own
+        # the partition by now. ServiceNotReady makes the client reconnect (a lookup) and send again.
+        conn.send(c.send_error(pid, seq, c.ServerError.ServiceNotReady, "this broker is not serving now; retry"))
+        return None
     limit = conn.handler.config.maxMessageSize
     if len(frame.headers_and_payload or b"") > limit:
         send_refused(conn, pid, seq, f"message of {len(frame.headers_and_payload or b'')} bytes exceeds "
                      f"maxMessageSize {limit}")
+        return None
+    return p
+
+
+async def send(conn: PulsarConnection, frame: Frame) -> None:
+    req = frame.inner
+    pid, seq = req.producer_id, req.sequence_id
+    p = _accepting(conn, frame, pid, seq)
+    if p is None:
         return
+    limit = conn.handler.config.maxMessageSize
     try:
         md = frame.metadata
         if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:

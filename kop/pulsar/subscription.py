@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = 0, 1, 2, 3
 READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBytes is 5 MiB)
 CONVERTED_CACHE = 512  # converted entries kept per partition
+NOT_SERVING_RECHECK_S = 0.2  # cluster mode: a dispatcher of a broker that is not serving looks again this often
 # Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4) -> Pulsar CompressionType
 PULSAR_CODEC = {0: 0, 1: 2, 2: 4, 3: 1, 4: 3}
 # a converted entry: (headers and payload, messages, Key_Shared hash, Confluent ids its values named unknown, its
@@ -401,6 +402,11 @@ class Subscription:
     async def _step(self) -> None:
         """One round: replay one entry, or read a chunk of new entries and send what consumers can take.
         Long because it is the dispatcher's whole decision; each branch says why it returns."""
+        if self.state.handler.service.topics.paused:
+            # Cluster mode, the ZooKeeper session not proven alive: dispatch nothing (another broker may own
+            # the partition by now); look again shortly - a released partition stops this dispatcher.
+            await self._wait(None, timeout=NOT_SERVING_RECHECK_S)
+            return
         if self.delayed:
             self._release_delayed()
         consumer = self._next_consumer()

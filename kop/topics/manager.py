@@ -117,7 +117,7 @@ class TopicManager:
         self.retention_floors: list[Callable[[Topic, int], Awaitable[int | None]]] = []
         # Cluster mode: kop.cluster.ownership.ZooKeeperOwnership (None: this broker owns everything).
         self.ownership: Any = None
-        self.paused = False  # cluster mode, ZooKeeper connection suspended: serve nothing
+        self._paused = False  # cluster mode, not registered or the ZooKeeper connection suspended
         # Called when a partition log is let go (released bundle, deleted topic): per-partition caches
         # keyed on the ledger name (idempotent-producer state) must not outlive the log.
         self.log_release_listeners: list[Callable[[str], None]] = []
@@ -403,6 +403,18 @@ class TopicManager:
             return list(range(topic.partitions))
         return [p for p in range(topic.partitions) if topic.name.ledger_name(p) in stored]
 
+    @property
+    def paused(self) -> bool:
+        """Cluster mode: serve nothing now - the ZooKeeper session is suspended or lost, the broker is not
+        registered yet, or its session lease has lapsed (kop/cluster/lease.py: no proof that the session is
+        alive, e.g. just woken from SIGSTOP). Consulted before anything is answered from memory (open logs,
+        loaded coordinator state). Always False in embedded mode."""
+        return self._paused or (self.ownership is not None and not self.ownership.serving)
+
+    @paused.setter
+    def paused(self, value: bool) -> None:
+        self._paused = value
+
     # ------------------------------------------------------------------ partition logs
     def owns(self, topic: Topic, partition: int) -> bool:
         """Whether this broker serves `partition` of `topic` now (always, without cluster mode)."""
@@ -412,7 +424,7 @@ class TopicManager:
         if self.ownership is not None and not self.ownership.owns(topic.name, partition):
             raise TopicError("NOT_LEADER_OR_FOLLOWER",
                              f"This broker is not the owner of {self.kafka_name(topic.name)}-{partition}"
-                             + (" (ZooKeeper connection lost)" if self.paused else ""))
+                             + (" (not serving: its ZooKeeper session is in doubt)" if self.paused else ""))
 
     async def partition(self, topic: Topic, partition: int) -> Partition:
         """The partition seam (kop/topics/partition.py) over the open log of `partition`: every append goes

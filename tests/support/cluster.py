@@ -178,7 +178,8 @@ def coordinator_of(brokers: list[KopBookKeeperBroker], group: str) -> KopBookKee
 class ZooKeeperProxy:
     """A TCP forwarder to ZooKeeper on a loopback port. cut() drops every connection and refuses new ones
     (what a network partition looks like to the client: its session lives on in ZooKeeper until it
-    expires); restore() lets connections through again."""
+    expires); restore() lets connections through again; freeze() silences the open connections without
+    closing them."""
 
     def __init__(self, target_port: int, target_host: str = "127.0.0.1") -> None:
         self.target = (target_host, target_port)
@@ -188,6 +189,7 @@ class ZooKeeperProxy:
         self._conns: list[socket.socket] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._frozen: set[socket.socket] = set()
         threading.Thread(target=self._accept, name="zk-proxy", daemon=True).start()
 
     @property
@@ -218,6 +220,10 @@ class ZooKeeperProxy:
         try:
             while True:
                 data = src.recv(65536)
+                if src in self._frozen:  # swallowed; an end closing is not passed on either
+                    if not data:
+                        return
+                    continue
                 if not data or self._cut:
                     break
                 dst.sendall(data)
@@ -240,6 +246,13 @@ class ZooKeeperProxy:
             except OSError:
                 pass
             s.close()
+
+    def freeze(self) -> None:
+        """The connections open now go silent both ways but stay open, and ZooKeeper closing its end is not
+        passed on (a black-holed network, not a refused one): the client notices only when its own read
+        timeout fires. New connections pass as before."""
+        with self._lock:
+            self._frozen = set(self._conns)
 
     def restore(self) -> None:
         self._cut = False

@@ -32,15 +32,23 @@ class WireClient:
         self._correlation_id = 0
 
     def send(self, request: ApiMessage, version: int) -> ApiMessage:
+        self.submit(request, version)
+        return self.receive(request, version)
+
+    def submit(self, request: ApiMessage, version: int) -> None:
+        """Write one request without reading its answer (pipelining: receive() them in order later)."""
         self._correlation_id += 1
         request.API_VERSION = version
         request.with_header(correlation_id=self._correlation_id, client_id=self.client_id)
         self.sock.sendall(request.encode(version=version, header=True, framed=True))
+
+    def receive(self, request: ApiMessage, version: int) -> ApiMessage:
+        """The answer to `request`, submitted with `version`: the next one on the connection."""
         size = struct.unpack(">i", self._recv_exact(4))[0]
         payload = self._recv_exact(size)
         response_class = request.header.get_response_class()
         response = response_class.decode(payload, version=version, header=True)
-        assert response.header.correlation_id == self._correlation_id, "correlation id mismatch"
+        assert response.header.correlation_id == request.header.correlation_id, "correlation id mismatch"
         return response
 
     def _recv_exact(self, n: int) -> bytes:
@@ -101,16 +109,7 @@ class Negotiated(WireClient):
 
     def produce(self, topic: str, partition: int, batch: bytes, acks: int = -1):
         """One Produce request with one batch; returns the partition response."""
-        from kafka.protocol.producer import ProduceRequest
-
-        T = ProduceRequest.TopicProduceData
-        req = ProduceRequest(
-            transactional_id=None,
-            acks=acks,
-            timeout_ms=30000,
-            topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch)])],
-        )
-        resp = self.call(req, cap=9)
+        resp = self.call(produce_request(topic, partition, batch, acks), cap=9)
         (t,) = resp.responses
         (p,) = t.partition_responses
         return p
@@ -118,35 +117,7 @@ class Negotiated(WireClient):
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20):
         """One Fetch (no session, max_wait 0); returns the partition data (error_code, high_watermark,
         log_start_offset, records)."""
-        from kafka.protocol.consumer import FetchRequest
-
-        FT = FetchRequest.FetchTopic
-        req = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=0,
-            min_bytes=0,
-            max_bytes=max_bytes,
-            isolation_level=0,
-            session_id=0,
-            session_epoch=-1,
-            topics=[
-                FT(
-                    topic=topic,
-                    partitions=[
-                        FT.FetchPartition(
-                            partition=partition,
-                            current_leader_epoch=-1,
-                            fetch_offset=offset,
-                            log_start_offset=-1,
-                            partition_max_bytes=max_bytes,
-                        )
-                    ],
-                )
-            ],
-            forgotten_topics_data=[],
-            rack_id="",
-        )
-        resp = self.call(req, cap=12)
+        resp = self.call(fetch_request(topic, partition, offset, max_bytes), cap=12)
         if getattr(resp, "error_code", 0):
             raise AssertionError(f"Fetch top-level error {resp.error_code}")
         (t,) = resp.responses
@@ -199,3 +170,48 @@ def batch_headers(records: bytes) -> list[dict]:
         )
         pos += 12 + length
     return out
+
+
+def produce_request(topic: str, partition: int, batch: bytes, acks: int = -1) -> ApiMessage:
+    """A Produce request (topics by name: send it at v9 or lower) with one batch for one partition."""
+    from kafka.protocol.producer import ProduceRequest
+
+    T = ProduceRequest.TopicProduceData
+    return ProduceRequest(
+        transactional_id=None,
+        acks=acks,
+        timeout_ms=30000,
+        topic_data=[T(name=topic, partition_data=[T.PartitionProduceData(index=partition, records=batch)])],
+    )
+
+
+def fetch_request(topic: str, partition: int, offset: int, max_bytes: int = 1 << 20) -> ApiMessage:
+    """A Fetch request (no session, max_wait 0, topics by name: v12 or lower) for one partition."""
+    from kafka.protocol.consumer import FetchRequest
+
+    FT = FetchRequest.FetchTopic
+    return FetchRequest(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FT(
+                topic=topic,
+                partitions=[
+                    FT.FetchPartition(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )

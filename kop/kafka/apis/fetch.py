@@ -123,6 +123,8 @@ async def handle(request: RequestContext, req: FetchRequest) -> FetchResponse:
     deadline = loop.time() + max_wait
     metrics = h.metrics
     while True:
+        if h.service.topics.paused:  # cluster mode: stopped serving while the fetch waited (lease, session)
+            _refuse_all(plan)
         total, responses, sent = await _read_all(conn, R, plan, req.max_bytes, metrics,
                                                  [] if committed else None)
         remaining = deadline - loop.time()
@@ -208,6 +210,15 @@ async def _plan(request: RequestContext, ctx: FetchContext, committed: bool
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((key, parts))
     return plan, names
+
+
+def _refuse_all(plan: list[tuple[TopicKey, list[_Part]]]) -> None:
+    """The broker is not serving now (kop/cluster/lease.py): nothing is read from the logs it held - another
+    broker may own them by now; every partition answers NOT_LEADER_OR_FOLLOWER (retriable)."""
+    for _, parts in plan:
+        for p in parts:
+            if not p.error:
+                p.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

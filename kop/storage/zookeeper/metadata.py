@@ -317,6 +317,19 @@ class ZooKeeperMetadataStore(MetadataStore):
         check_path(path)
         return await self._call(lambda: self.client.exists_async(path)) is not None
 
+    async def ping(self) -> int | None:
+        """One read of the root, not retried: the id of the session it was answered on, None when it failed
+        or the session changed meanwhile. The cluster's session lease (kop/cluster/lease.py) counts the
+        answer as a proof that the session was alive when the read was sent."""
+        session = self.session_id
+        if self._closed or session is None or not self.client.connected:
+            return None
+        try:
+            await self._future(self.client.exists_async("/"))
+        except Exception:  # noqa: BLE001 - any failure is "no proof", never an error to report
+            return None
+        return session if self.session_id == session else None
+
     async def close(self) -> None:
         if self._closed:
             return

@@ -47,6 +47,16 @@ async def test_ephemeral_nodes_vanish_with_their_session(cluster):
     await other.close()
 
 
+async def test_ping_names_the_session_that_answered(cluster):
+    """ping() is the cluster lease's proof of life (kop/cluster/lease.py): the id of the session that answered,
+    None once there is none (closed)."""
+    ms = await ZooKeeperMetadataStore.connect(zk_url(cluster))
+    session = ms.session_id
+    assert session is not None and await ms.ping() == session
+    await ms.close()
+    assert await ms.ping() is None
+
+
 async def test_sequential_nodes_get_increasing_suffixes(cluster):
     ms = await ZooKeeperMetadataStore.connect(zk_url(cluster))
     paths = [await ms.create("/seq/ID-", sequential=True) for _ in range(3)]

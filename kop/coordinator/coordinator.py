@@ -738,7 +738,7 @@ class GroupCoordinator:
 
     # ================================================================== ListGroups / DescribeGroups
     def list_groups(self, states: Iterable[str] = (), types: Iterable[str] = ()) -> tuple[int, list[ListedGroup]]:
-        if not self.available:
+        if not self.available or self.topics.paused:  # paused: not serving (cluster lease), no listing from memory
             return E.COORDINATOR_NOT_AVAILABLE, []
         if self.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, []

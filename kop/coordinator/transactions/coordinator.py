@@ -418,7 +418,7 @@ class TransactionCoordinator:
 
     def list(self, states: list[str], producer_ids: list[int], duration_ms: int, pattern: str | None
              ) -> tuple[int, list[str], list[ListedTransaction]]:
-        if not self.available:
+        if not self.available or self.topics.paused:  # paused: not serving (cluster lease), no listing from memory
             return E.COORDINATOR_NOT_AVAILABLE, [], []
         if self.runtime.loading:
             return E.COORDINATOR_LOAD_IN_PROGRESS, [], []

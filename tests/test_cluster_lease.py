@@ -79,3 +79,31 @@ def test_renewals_come_several_times_per_lease():
 def test_the_margin_cannot_be_given_away(fraction):
     with pytest.raises(ValueError):
         SessionLease(4.0, fraction=fraction)
+
+
+def test_the_broker_gate_asks_the_lease_on_every_call():
+    """ZooKeeperOwnership.serving (what owns(), owner_cached() and TopicManager.paused consult): the session
+    state alone is not enough - a lapsed lease refuses at once, without any callback, and asks for a renewal
+    read; a renewal on the held session serves again. Nothing here talks to ZooKeeper."""
+    from kop.cluster.ownership import ZooKeeperOwnership
+    from kop.config import BrokerConfig
+
+    config = BrokerConfig()
+    config.metadataStoreSessionTimeoutMillis = 4000
+    own = ZooKeeperOwnership(config, None, None)  # type: ignore[arg-type]  # the store is not used here
+    clock = Clock()
+    own.lease = SessionLease(4.0, clock=clock)
+    own.lease.hold(7)
+    own._serving = True  # the session was reported connected
+    assert not own.serving  # ... but nothing proves it alive yet
+    own._renew.clear()
+    assert own.lease.proved(clock(), 7)
+    assert own.serving
+    clock.t += 2.6
+    assert own.serving and not own._renew.is_set()
+    clock.t += 0.1  # 2.7 s after the last proof (> 2/3 of 4 s): e.g. just woken from SIGSTOP
+    assert not own.serving and own._renew.is_set()
+    assert own.lease.proved(clock(), 7)  # the renewal read, sent now, answered on the same session
+    assert own.serving
+    own._serving = False  # suspended: the lease alone does not make it serve
+    assert not own.serving

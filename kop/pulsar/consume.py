@@ -74,10 +74,15 @@ def _consumer(conn: PulsarConnection, consumer_id: int) -> Consumer | None:
 
 
 def _consumer_or_error(conn: PulsarConnection, req: Any) -> Consumer | None:
-    """The consumer a request with a request id names; None after answering ConsumerNotFound, as Pulsar does."""
+    """The consumer a request with a request id names; None after answering ConsumerNotFound, as Pulsar does,
+    or ServiceNotReady while the broker is not serving (cluster mode, kop/cluster/lease.py: the partition may
+    be another broker's by now, so no answer comes from what this one holds)."""
     k = conn.consumers.get(req.consumer_id)
     if k is None:
         conn.send(c.error(req.request_id, c.ServerError.ConsumerNotFound, "consumer not found"))
+    elif conn.handler.service.topics.paused:
+        conn.send(c.error(req.request_id, c.ServerError.ServiceNotReady, "this broker is not serving now; retry"))
+        return None
     return k
 
 

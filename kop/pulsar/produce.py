@@ -12,6 +12,11 @@ compacted topics, `message.timestamp.*` bounds, LogAppendTime restamping and `co
 gets a SEND_ERROR whose ServerError makes the client fail that message rather than reconnect and resend it forever
 (`refusal_code`: ChecksumError for the C++-based clients, NotAllowedError for the others).
 
+Encrypted messages and chunks of chunked ones (issue #22) are stored as they were sent, never decompressed or
+split (kop/pulsar/opaque.py): one Kafka record holding the payload and the entry's metadata, which dispatch sends
+back unchanged, so the consumer's client decrypts and reassembles them. A message's chunks share its sequence id:
+with de-duplication only its last chunk is checked and recorded, so the first ones are not taken for resends.
+
 Access modes as Pulsar 4.0 answers them (AbstractTopic.incrementTopicEpochIfNeeded; ``access_refusal``): a Shared
 producer beside an exclusive one gets ProducerBusy, an Exclusive one beside any producer ProducerFenced,
 ExclusiveWithFencing closes the producers there (CLOSE_PRODUCER) and takes the topic; every exclusive producer takes
@@ -24,7 +29,7 @@ takeover is let in again when it reconnects after it; de-duplication by producer
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
 strategy refuses it) and the version each SEND carries is kept with the stored batch (kop/schemas/versions.py
-stamp_version); no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
+stamp_version); internal topics (__consumer_offsets) take no producers; a
 message over `maxMessageSize` is refused as above (Pulsar's client refuses it before sending; a frame far over the
 limit closes the connection, as in Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
 
@@ -253,14 +258,14 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.send_error(pid, seq, c.ServerError.ChecksumError, "message checksum does not match"))
         return
     limit = conn.handler.config.maxMessageSize
-    if len(frame.headers_and_payload or b"") > limit:
-        send_refused(conn, pid, seq, f"message of {len(frame.headers_and_payload or b'')} bytes exceeds "
-                     f"maxMessageSize {limit}")
-        return
+    size = len(frame.headers_and_payload or b"")
     try:
         md = frame.metadata
-        if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:
-            raise ConversionError("chunked messages are not supported")
+        # A chunk is up to maxMessageSize of payload plus its metadata: Pulsar's broker checks no chunk's size
+        # (AbstractTopic.isExceedMaximumMessageSize), the frame limit (maxMessageSize + 10 KiB) bounds it.
+        if size > limit and md.num_chunks_from_msg <= 1:
+            send_refused(conn, pid, seq, f"message of {size} bytes exceeds maxMessageSize {limit}")
+            return
         raw_version = md.schema_version
         schema_id = p.schema_ids.get(raw_version, _UNRESOLVED) if raw_version else None
         if schema_id == _UNRESOLVED:  # a version this producer has not sent before: asked once
@@ -281,6 +286,8 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
     dedup = p.state.dedup if conn.handler.config.brokerDeduplicationEnabled else None
     top = highest if highest is not None else seq
+    if dedup is not None and md.num_chunks_from_msg > 1 and md.chunk_id < md.num_chunks_from_msg - 1:
+        dedup = None  # a message's chunks share its sequence id: its last chunk is the one checked and recorded
     if dedup is not None and dedup.is_duplicate(p.name, seq, top):
         # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
         fields = {"producer_id": pid, "sequence_id": seq, "message_id": c.message_id(-1, -1)}
@@ -308,7 +315,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
         position, _base = f.result()
-        p.state.msg_in += header.records_count
+        p.state.msg_in += header.last_offset_delta + 1  # an encrypted batch is one record of N messages
         p.state.bytes_in += nbytes
         if dedup is not None:
             dedup.persisted_up_to(name, top)

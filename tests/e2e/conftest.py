@@ -136,8 +136,8 @@ class Target:
         unique topic names), with `pulsar_config` the module's one with those settings, or with `dedicated` one
         of the test's own. `kop`/`kop-bk`: a
         broker of ours with the Pulsar protocol on - the module's shared one (started on first use, as the
-        reference is shared: a broker start is most of a short test's time), or with `dedicated`/KoP keys one
-        of the test's own (one it may kill); one that did not come up with a Pulsar listener fails the test. KoP
+        reference is shared: a broker start is most of a short test's time; with KoP keys the module's one with
+        those keys), or with `dedicated` one of the test's own (one it may kill); one that did not come up with a Pulsar listener fails the test. KoP
         keys are keyword arguments (ignored by Apache Pulsar), Pulsar's broker settings `pulsar_config`
         (ignored by ours)."""
         if self.kind == "pulsar":
@@ -158,13 +158,15 @@ class Target:
         if not self.is_kop:
             pytest.fail(f"target {self.kind!r} does not speak Pulsar", pytrace=False)
         protocols = str(kop_overrides.pop("messagingProtocols", "kafka,pulsar"))
-        if not dedicated and not kop_overrides and protocols == "kafka,pulsar":
-            shared: dict[str, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
-            broker = shared.get(self.kind)  # type: ignore[assignment]
+        if not dedicated and protocols == "kafka,pulsar":
+            # the module's broker with these KoP keys (none: the default one), as the reference is per settings
+            shared: dict[tuple, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
+            key = (self.kind, *sorted((k, str(v)) for k, v in kop_overrides.items()))
+            broker = shared.get(key)  # type: ignore[assignment]
             if broker is None or not broker.alive():  # first use, or its start failed in an earlier test
                 if broker is not None:
                     _stop_kop(broker)
-                broker = shared[self.kind] = self._new_kop(messagingProtocols=protocols)
+                broker = shared[key] = self._new_kop(messagingProtocols=protocols, **kop_overrides)
                 self._shared.append(broker)  # before the start: a failed start's log goes into the report
                 broker.start()
             else:
@@ -226,7 +228,7 @@ def _stop_kop(broker: KopBroker) -> None:
 @pytest.fixture(scope="module")
 def kop_pulsar_brokers():
     """Per target kind, the broker of ours that a Pulsar-side module's tests share (Target.pulsar_broker)."""
-    brokers: dict[str, KopBroker] = {}
+    brokers: dict[tuple, KopBroker] = {}  # by (kind, KoP keys)
     yield brokers
     for b in brokers.values():
         _stop_kop(b)

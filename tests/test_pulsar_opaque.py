@@ -7,6 +7,8 @@ consumer reads of it is the record docs/pulsar.md describes. The e2e half is tes
 
 from __future__ import annotations
 
+import pytest
+
 from kop.protocol.compaction import payload_of, rebuild_batch, record_spans
 from kop.protocol.records import (
     build_batch,
@@ -16,8 +18,15 @@ from kop.protocol.records import (
     validate_crc,
 )
 from kop.pulsar import opaque
+from kop.pulsar.codec import compression as pz
 from kop.pulsar.codec.commands import pb
-from kop.pulsar.convert import kafka_to_pulsar, pulsar_to_kafka, unbatched
+from kop.pulsar.convert import (
+    ConversionError,
+    kafka_to_pulsar,
+    pulsar_to_kafka,
+    unbatched,
+    unconverted_to_kafka,
+)
 from kop.topics.write_rules import recompress_batch
 
 T0 = 1_700_000_000_000
@@ -100,3 +109,38 @@ def test_the_write_seam_and_the_compaction_keep_it_opaque() -> None:
         assert validate_crc(rewritten) and parse_batch_header(rewritten).attributes & opaque.OPAQUE_BIT
         entry = kafka_to_pulsar(rewritten)
         assert entry is not None and entry.payload == b"cipher" and entry.num_messages == 2
+
+
+def test_what_does_not_convert_is_stored_as_sent_and_says_why() -> None:
+    """A batch entry whose payload says LZ4 but does not inflate (and one uncompressed, so unbatched would open
+    it): stored as sent with the reason, and dispatched as sent."""
+    for compression, payload in ((pb.LZ4, b"garbage"), (pb.NONE, b"\x00\x00\x00\x05junk")):
+        md = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=T0, num_messages_in_batch=1,
+                                compression=compression, uncompressed_size=10)
+        md.properties.add(key="a", value="b")
+        with pytest.raises(ConversionError) as refused:
+            pulsar_to_kafka(md, payload, 0)
+        batch = unconverted_to_kafka(md, payload, str(refused.value))
+        [record] = decode_records_absolute(bytes(batch))
+        assert dict(record.headers)["pulsar.unconverted"] == str(refused.value).encode()
+        assert record.value == payload and dict(record.headers)["a"] == b"b"
+        entry = unbatched(kafka_to_pulsar(batch))
+        assert (entry.metadata, entry.payload, entry.num_messages) == (md, payload, 1)
+
+
+def test_a_compressed_message_over_the_limit_is_refused_by_the_conversion() -> None:
+    data = b"z" * 100_000
+    md = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=T0, compression=pb.LZ4,
+                            uncompressed_size=len(data))
+    with pytest.raises(ConversionError, match="over the 32768-byte limit"):
+        pulsar_to_kafka(md, pz.compress(pb.LZ4, data), 0, limit=32768)
+
+
+def test_a_batch_cannot_claim_more_messages_than_its_bytes_hold() -> None:
+    md = encrypted(batch_of=2**31 - 1)
+    md.ClearField("compression")
+    batch = pulsar_to_kafka(md, b"0123456789", 0)
+    assert parse_batch_header(batch).last_offset_delta == 1  # 10 bytes hold at most 2 messages (4 bytes each)
+    assert kafka_to_pulsar(batch).num_messages == 2
+    md.compression = pb.LZ4  # compressed: the uncompressed size bounds it (4096 bytes -> 1024 messages)
+    assert parse_batch_header(pulsar_to_kafka(md, b"0123456789", 0)).last_offset_delta == 1023

@@ -133,6 +133,7 @@ except ImportError as _exc:  # not built (no compiler at install, or a checkout 
         "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched",
+           "unconverted_to_kafka",
            "confluent_prefix", "ORDERING_KEY_HEADER"]
 
 
@@ -148,6 +149,7 @@ class PulsarEntry(NamedTuple):
     payload: bytes
     num_messages: int
     unknown_ids: tuple[int, ...] = ()  # Confluent ids in value prefixes that ``schema_ids`` did not have
+    opaque: bool = False  # stored as sent (kop/pulsar/opaque.py): metadata and payload go out unchanged
 
 
 # ---- Kafka -> Pulsar ---------------------------------------------------------------------------------
@@ -186,7 +188,7 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         data = kafka_compression.decompress(header.compression, view[HEADER_SIZE:12 + header.batch_length])
         opaque = entry_of(header, data)  # an encrypted or chunked Pulsar entry, stored as sent (opaque.py)
         if opaque is not None:
-            return PulsarEntry(*opaque)
+            return PulsarEntry(*opaque, opaque=True)
         log_append = header.timestamp_type == 1
         payload, first_key, same_key, version, unknown = _records_to_batch(
             data, header.records_count, header.max_timestamp if log_append else None,
@@ -481,7 +483,7 @@ def unbatched(entry: PulsarEntry) -> PulsarEntry:
     (batch index -1): the C++ client compares batch indexes when it filters after a seek or a reader's start
     id, and a batch index 0 would not match a receipt's -1. Compressed payloads are returned unchanged."""
     md = entry.metadata
-    if entry.num_messages != 1 or md.compression != 0 or is_opaque(md):
+    if entry.num_messages != 1 or md.compression != 0 or entry.opaque:
         return entry
     ((smm, value),) = pbatch.messages(md, entry.payload)
     out = pb.MessageMetadata()
@@ -805,6 +807,12 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int, pref
     if pos != end:
         return None
     return body, written, base_ts or 0, max_ts
+
+
+def unconverted_to_kafka(metadata: pb.MessageMetadata, payload: Any, reason: str) -> bytearray:
+    """The Kafka batch storing, as it was sent, an entry ``pulsar_to_kafka`` refused with ConversionError
+    ``reason`` (kop/pulsar/opaque.py): Pulsar's broker stores what it cannot read, its consumers' clients decide."""
+    return to_kafka(metadata, payload, 0, key_of(metadata), reason)
 
 
 def confluent_prefix(schema_id: int) -> bytes:

@@ -15,7 +15,11 @@ a message), so an *opaque* entry is stored as a Kafka batch of exactly one recor
               ``pulsar.chunk`` = "<chunk id>/<number of chunks>/<uuid>" (chunks only),
               ``pulsar.metadata`` = the entry's MessageMetadata, serialized as the producer sent it
 
-and the batch's attributes carry ``OPAQUE_BIT`` (bit 7, the first bit Kafka leaves unused; Kafka's clients and our
+A SEND that is neither but cannot be converted (a payload that does not decompress, or decompresses to more than
+``maxMessageSize``; a batch whose messages do not parse) is stored the same way, with a ``pulsar.unconverted``
+header saying why, rather than refused: Pulsar's broker stores it, and its consumers' clients decide what it is.
+
+The batch's attributes carry ``OPAQUE_BIT`` (bit 7, the first bit Kafka leaves unused; Kafka's clients and our
 compaction keep attributes as they are). An encrypted batch of N messages takes N offsets (lastOffsetDelta = N-1,
 one record at the first: the rest are a gap, as after a compaction), so Pulsar's message counts and Kafka offsets
 stay in step. Dispatch (``entry_of``) sends ``pulsar.metadata`` and the value back unchanged: the Pulsar consumer
@@ -41,9 +45,10 @@ from .codec.commands import pb
 METADATA_HEADER = "pulsar.metadata"
 ENCRYPTED_HEADER = "pulsar.encrypted"
 CHUNK_HEADER = "pulsar.chunk"
+UNCONVERTED_HEADER = "pulsar.unconverted"
 OPAQUE_BIT = 0x80  # in a stored batch's attributes: its one record holds an opaque Pulsar entry
 
-__all__ = ["METADATA_HEADER", "ENCRYPTED_HEADER", "CHUNK_HEADER", "OPAQUE_BIT", "is_opaque", "to_kafka", "entry_of"]
+__all__ = ["METADATA_HEADER", "ENCRYPTED_HEADER", "CHUNK_HEADER", "UNCONVERTED_HEADER", "OPAQUE_BIT", "is_opaque", "to_kafka", "entry_of"]
 
 
 def is_opaque(md: pb.MessageMetadata) -> bool:
@@ -52,9 +57,16 @@ def is_opaque(md: pb.MessageMetadata) -> bool:
     return bool(md.encryption_keys) or md.num_chunks_from_msg > 1
 
 
-def message_count(md: pb.MessageMetadata) -> int:
-    """How many Pulsar messages the entry holds (what its offsets count)."""
-    return max(md.num_messages_in_batch, 1) if pbatch.is_batch(md) else 1
+MIN_BATCHED_MESSAGE = 4  # bytes each message of a batch takes at least (its u32 metadata size)
+
+
+def message_count(md: pb.MessageMetadata, payload_size: int) -> int:
+    """How many Pulsar messages the entry holds (what its offsets count): what the metadata says, at most as many
+    as its uncompressed bytes can hold, so that a client's claim cannot make one SEND take billions of offsets."""
+    if not pbatch.is_batch(md):
+        return 1
+    plain = md.uncompressed_size if md.compression else payload_size
+    return max(1, min(md.num_messages_in_batch, plain // MIN_BATCHED_MESSAGE))
 
 
 def _varint(out: bytearray, value: int) -> None:
@@ -73,9 +85,11 @@ def _blob(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
-def headers_of(md: pb.MessageMetadata) -> list[tuple[bytes, bytes]]:
+def headers_of(md: pb.MessageMetadata, unconverted: str | None = None) -> list[tuple[bytes, bytes]]:
     """The record headers an opaque entry is stored with (see the module docstring)."""
     headers = [(kv.key.encode("utf-8"), kv.value.encode("utf-8")) for kv in md.properties]
+    if unconverted is not None:
+        headers.append((UNCONVERTED_HEADER.encode("ascii"), unconverted.encode("utf-8")))
     if md.encryption_keys:
         names = ",".join(k.key for k in md.encryption_keys)
         headers.append((ENCRYPTED_HEADER.encode("ascii"), names.encode("utf-8")))
@@ -86,16 +100,18 @@ def headers_of(md: pb.MessageMetadata) -> list[tuple[bytes, bytes]]:
     return headers
 
 
-def to_kafka(md: pb.MessageMetadata, payload: Any, base_offset: int, key: bytes | None) -> bytearray:
+def to_kafka(md: pb.MessageMetadata, payload: Any, base_offset: int, key: bytes | None,
+             unconverted: str | None = None) -> bytearray:
     """The Kafka batch storing an opaque entry (``is_opaque``): one uncompressed record, ``OPAQUE_BIT`` set,
-    offsets for every message the entry holds. ``key``: the message's Kafka key (convert.key_of)."""
+    offsets for every message the entry holds. ``key``: the message's Kafka key (convert.key_of);
+    ``unconverted``: why an entry that is not opaque could not be converted (``UNCONVERTED_HEADER``)."""
     ts = md.event_time or md.publish_time
     rec = bytearray(b"\x00")  # record attributes
     _varint(rec, 0)  # timestamp delta
     _varint(rec, 0)  # offset delta
     _blob(rec, key)
     _blob(rec, bytes(payload))
-    headers = headers_of(md)
+    headers = headers_of(md, unconverted)
     _varint(rec, len(headers))
     for hk, hv in headers:
         _blob(rec, hk)
@@ -105,7 +121,7 @@ def to_kafka(md: pb.MessageMetadata, payload: Any, base_offset: int, key: bytes 
     body += rec
     out = bytearray(HEADER_SIZE)
     BATCH_HEADER.pack_into(out, 0, base_offset, MIN_BATCH_LENGTH + len(body), -1, MAGIC, 0, OPAQUE_BIT,
-                           message_count(md) - 1, ts, ts, -1, -1, -1, 1)
+                           message_count(md, len(payload)) - 1, ts, ts, -1, -1, -1, 1)
     out += body
     update_crc(out)
     return out
@@ -162,4 +178,5 @@ def entry_of(header: BatchHeader, records: Any) -> tuple[pb.MessageMetadata, byt
         md.MergeFromString(metadata)
     except DecodeError:
         return None
-    return md, value or b"", message_count(md)
+    payload = value or b""
+    return md, payload, message_count(md, len(payload))

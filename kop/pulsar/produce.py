@@ -14,7 +14,9 @@ gets a SEND_ERROR whose ServerError makes the client fail that message rather th
 
 Encrypted messages and chunks of chunked ones (issue #22) are stored as they were sent, never decompressed or
 split (kop/pulsar/opaque.py): one Kafka record holding the payload and the entry's metadata, which dispatch sends
-back unchanged, so the consumer's client decrypts and reassembles them. A message's chunks share its sequence id:
+back unchanged, so the consumer's client decrypts and reassembles them. A SEND that does not convert (a payload that
+does not decompress, or to more than maxMessageSize; messages that do not parse) is stored the same way, with a
+`pulsar.unconverted` header saying why, instead of being refused: Pulsar's broker stores it too. A message's chunks share its sequence id:
 with de-duplication only its last chunk is checked and recorded, so the first ones are not taken for resends.
 
 Access modes as Pulsar 4.0 answers them (AbstractTopic.incrementTopicEpochIfNeeded; ``access_refusal``): a Shared
@@ -56,7 +58,7 @@ from kop.pulsar import authorize, backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
-from kop.pulsar.convert import ConversionError, pulsar_to_kafka
+from kop.pulsar.convert import ConversionError, pulsar_to_kafka, unconverted_to_kafka
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, producer_version
 from kop.schemas.versions import stamp_version
@@ -247,6 +249,20 @@ def send_refused(conn: PulsarConnection, pid: int, seq: int, message: str) -> No
     conn.send(c.send_error(pid, seq, refusal_code(conn), message))
 
 
+def stored_batch(md: Any, payload: Any, limit: int, schema_id: int | None) -> bytes | bytearray:
+    """The Kafka batch a SEND's entry is stored as: converted (kop/pulsar/convert.py), else - a payload that does not
+    decompress, or to more than ``limit``, messages that do not parse - as sent (kop/pulsar/opaque.py), as Pulsar's
+    broker stores it. Raises ConversionError for an entry without a message."""
+    try:
+        converted = pulsar_to_kafka(md, payload, 0, compression=KAFKA_CODEC.get(md.compression, 0), limit=limit,
+                                    schema_id=schema_id)
+    except ConversionError as e:
+        converted = unconverted_to_kafka(md, payload, str(e))
+    if converted is None:
+        raise ConversionError("the entry holds no message")
+    return stamp_version(converted, md.schema_version) if md.schema_version else converted
+
+
 async def send(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     pid, seq = req.producer_id, req.sequence_id
@@ -274,11 +290,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             except Exception as e:  # noqa: BLE001 - the metadata store failed: the client resends
                 conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"schema id not loaded: {e}"))
                 return
-        converted = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0),
-                                    limit=limit, schema_id=schema_id)
-        if converted is None:
-            raise ConversionError("the entry holds no message")
-        batch = stamp_version(converted, md.schema_version) if md.schema_version else converted
+        batch = stored_batch(md, frame.payload, limit, schema_id)
         header = parse_batch_header(batch)
     except Exception as e:  # noqa: BLE001 - ConversionError, a metadata that does not parse, a codec error
         send_refused(conn, pid, seq, f"message refused: {e}")

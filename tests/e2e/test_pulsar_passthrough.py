@@ -10,7 +10,8 @@ the module:
   consumer with the wrong private key, or without a key reader, gets what its ConsumerCryptoFailureAction says
   (CONSUME: the ciphertext with an encryption context saying decryption failed; DISCARD: nothing - a plaintext
   message sent after is the next one it receives);
-- a message of 5 x MAX sent with chunking comes back whole;
+- a message of 5 x MAX sent with chunking comes back whole, and so does an LZ4 one that compresses below MAX
+  (ours stores it as sent: it cannot convert what inflates past maxMessageSize);
 - a message over MAX without chunking fails its send (MessageTooBig) without the client reconnecting (counted
   from pulsar-client's own log lines), and the producer's next send succeeds.
 
@@ -20,8 +21,10 @@ the opaque payload, headers `pulsar.encrypted` (key names) or `pulsar.chunk` (id
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -115,6 +118,13 @@ def kafka_view(target, endpoint, topic: str) -> list:
     return consume_kafka_python(bootstrap, topic, end_offsets(bootstrap, topic, 1))
 
 
+def peek(endpoint, short: str, sub: str) -> tuple[dict[str, str], bytes]:
+    """The admin REST's peek at the first message of a subscription of partition 0 of the topic."""
+    url = f"{endpoint.admin_url}/admin/v2/persistent/public/default/{short}-partition-0/subscription/{sub}/position/1"
+    with urllib.request.urlopen(url, timeout=60) as r:
+        return dict(r.headers), r.read()
+
+
 def test_encrypted_messages_are_decrypted_by_the_consumer(target, endpoint, client, keys):
     topic, short = names(target, "enc")
     consumer = client.subscribe(topic, "s", crypto_key_reader=keys["good"],
@@ -133,6 +143,10 @@ def test_encrypted_messages_are_decrypted_by_the_consumer(target, endpoint, clie
     assert [m.properties() for m in got] == [{"i": str(i)} for i in range(4)]
     assert [m.partition_key() for m in got] == [f"k{i}" for i in range(4)]
     assert all(m.encryption_context() is None or not m.encryption_context().is_decryption_failed() for m in got)
+    headers, body = peek(endpoint, short, "s")  # the admin REST shows the batch unopened, and says so
+    assert headers["X-Pulsar-Is-Encrypted"] == "true" and headers["X-Pulsar-compression"] == "LZ4"
+    assert headers["X-Pulsar-num-batch-message"] == "3" and b"secret" not in body
+    assert b"app-key" in base64.b64decode(headers["X-Pulsar-Base64-encryption-keys"])
     if target.is_kop:  # what a Kafka consumer reads of the two entries: the ciphertext, with headers saying so
         records = kafka_view(target, endpoint, short)
         assert [r.offset for r in records] == [0, 3]  # the batch takes three offsets, one record at the first
@@ -203,6 +217,24 @@ def test_chunked_message_comes_back_whole(target, endpoint, client):
         assert [i[:2] for i in ids] == [[str(n), str(len(chunks))] for n in range(len(chunks))]
         assert len({i[2] for i in ids}) == 1
         assert b"".join(r.value for r in chunks) == big and all(r.key == b"big-key" for r in chunks)
+
+
+def test_a_message_that_inflates_past_the_limit_is_stored_as_sent(target, endpoint, client):
+    """An LZ4 message of 5 x MAX that compresses to a few hundred bytes: Pulsar stores it and its consumer inflates
+    it; ours cannot convert it within maxMessageSize, so it stores it as sent too (no refusal)."""
+    topic, short = names(target, "inflating")
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=SEND_TIMEOUT_MS,
+                                      compression_type=pulsar.CompressionType.LZ4)
+    big = b"z" * (5 * MAX)
+    producer.send(big, properties={"p": "1"})
+    msg = consumer.receive(RECEIVE_MS)
+    assert msg.data() == big and msg.properties() == {"p": "1"}
+    if target.is_kop:  # the record says why its value is Pulsar's LZ4 block rather than the message
+        [record] = kafka_view(target, endpoint, short)
+        headers = dict(record.headers)
+        assert headers["pulsar.unconverted"] == f"uncompressed size {5 * MAX} is over the {MAX}-byte limit".encode()
+        assert headers["p"] == b"1" and len(record.value) < MAX
 
 
 def test_refused_send_fails_without_reconnecting(target, endpoint, client, log):

@@ -17,8 +17,9 @@ Kafka-side and Pulsar-side modules. A module that sets `PULSAR_SIDE_TARGETS` (a 
 it talks to the broker through `pulsar_broker` (a PulsarEndpoint: `service_url`, `admin_url`) and runs on exactly
 those targets by default - `make test` runs test_pulsar_clients on ("pulsar",); adding "kop" (and "kop-bk") there
 runs it on our broker too, started with `messagingProtocols=kafka,pulsar` on a free `brokerServicePort`, one
-per module and target (shared by its tests like the reference; `target.pulsar_broker(dedicated=True)` for one
-a test may kill). Every
+per module and target (shared by its tests like the reference; one per module, target and KoP keys for
+`target.pulsar_broker(key=value)`, as the reference's `pulsar_config` ones; `target.pulsar_broker(dedicated=True)`
+for one a test may kill). Every
 other module is Kafka-side and never runs on `pulsar`. An explicit KOP_E2E_TARGET keeps, per module, the targets
 its side can serve (Pulsar side: its PULSAR_SIDE_TARGETS); tests of a module left with none are deselected, not
 skipped (KOP_E2E_TARGET=kafka runs no Pulsar-side test, KOP_E2E_TARGET=pulsar only Pulsar-side ones).

@@ -47,8 +47,10 @@ ENCRYPTED_HEADER = "pulsar.encrypted"
 CHUNK_HEADER = "pulsar.chunk"
 UNCONVERTED_HEADER = "pulsar.unconverted"
 OPAQUE_BIT = 0x80  # in a stored batch's attributes: its one record holds an opaque Pulsar entry
+_METADATA_KEY = METADATA_HEADER.encode("ascii")
 
-__all__ = ["METADATA_HEADER", "ENCRYPTED_HEADER", "CHUNK_HEADER", "UNCONVERTED_HEADER", "OPAQUE_BIT", "is_opaque", "to_kafka", "entry_of"]
+__all__ = ["METADATA_HEADER", "ENCRYPTED_HEADER", "CHUNK_HEADER", "UNCONVERTED_HEADER", "OPAQUE_BIT", "is_opaque",
+           "message_count", "to_kafka", "entry_of"]
 
 
 def is_opaque(md: pb.MessageMetadata) -> bool:
@@ -96,7 +98,7 @@ def headers_of(md: pb.MessageMetadata, unconverted: str | None = None) -> list[t
     if md.num_chunks_from_msg > 1:
         chunk = f"{md.chunk_id}/{md.num_chunks_from_msg}/{md.uuid}"
         headers.append((CHUNK_HEADER.encode("ascii"), chunk.encode("utf-8")))
-    headers.append((METADATA_HEADER.encode("ascii"), md.SerializeToString()))
+    headers.append((_METADATA_KEY, md.SerializeToString()))
     return headers
 
 
@@ -167,7 +169,7 @@ def entry_of(header: BatchHeader, records: Any) -> tuple[pb.MessageMetadata, byt
         for _ in range(count):
             hk, pos = _read_blob(records, pos)
             hv, pos = _read_blob(records, pos)
-            if hk == b"pulsar.metadata" and hv is not None:
+            if hk == _METADATA_KEY and hv is not None:
                 metadata = hv
     except (IndexError, ValueError, struct.error):
         return None

@@ -64,6 +64,10 @@ one into the other when the caller knows the topic's ids (kop/schemas/api.py ``T
   ids (1 .. 2^31 - 1) the map lacks are reported in ``PulsarEntry.unknown_ids`` (at most ``MAX_UNKNOWN_IDS``
   distinct ones) so that the caller can look them up and convert again. With ``schema_ids=None`` nothing is read.
 
+Encrypted messages and chunks (issue #22): an entry whose payload the broker must not open (``opaque.is_opaque``)
+is stored as one Kafka record holding the payload and the entry's metadata, and comes back unchanged
+(kop/pulsar/opaque.py); ``pulsar_to_kafka`` and ``kafka_to_pulsar`` hand such entries there first.
+
 Cost: the conversion is per record, both ways on a flat loop that reads and writes the bytes itself (no decoded
 Record or protobuf object per message; protobuf objects only for the entry's metadata, and for entries the fast
 paths leave to the general code: non-batched messages, unknown fields). Those two loops run in C
@@ -97,6 +101,7 @@ from kop.protocol.records import (
 from .codec import batch as pbatch
 from .codec.commands import pb
 from .codec.framing import DEFAULT_MAX_MESSAGE_SIZE
+from .opaque import entry_of, is_opaque, to_kafka
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -130,6 +135,7 @@ except ImportError as _exc:  # not built (no compiler at install, or a checkout 
         "CPU per message); `pip install -e .` builds it", _exc)
 
 __all__ = ["PulsarEntry", "ConversionError", "kafka_to_pulsar", "pulsar_to_kafka", "key_of", "unbatched",
+           "unconverted_to_kafka",
            "confluent_prefix", "ORDERING_KEY_HEADER", "DELIVER_AT_HEADER"]
 
 
@@ -145,6 +151,7 @@ class PulsarEntry(NamedTuple):
     payload: bytes
     num_messages: int
     unknown_ids: tuple[int, ...] = ()  # Confluent ids in value prefixes that ``schema_ids`` did not have
+    opaque: bool = False  # stored as sent (kop/pulsar/opaque.py): metadata and payload go out unchanged
 
 
 # ---- Kafka -> Pulsar ---------------------------------------------------------------------------------
@@ -187,6 +194,9 @@ def kafka_to_pulsar(kafka_batch: Any, *, producer_name: str = "", compression: i
         if header.magic != MAGIC:
             raise ValueError(f"record batch magic {header.magic} is not supported")
         data = kafka_compression.decompress(header.compression, view[HEADER_SIZE:12 + header.batch_length])
+        opaque = entry_of(header, data)  # an encrypted or chunked Pulsar entry, stored as sent (opaque.py)
+        if opaque is not None:
+            return PulsarEntry(*opaque, opaque=True)
         log_append = header.timestamp_type == 1
         payload, first_key, same_key, version, unknown = _records_to_batch(
             data, header.records_count, header.max_timestamp if log_append else None,
@@ -549,7 +559,7 @@ def unbatched(entry: PulsarEntry) -> PulsarEntry:
     (batch index -1): the C++ client compares batch indexes when it filters after a seek or a reader's start
     id, and a batch index 0 would not match a receipt's -1. Compressed payloads are returned unchanged."""
     md = entry.metadata
-    if entry.num_messages != 1 or md.compression != 0:
+    if entry.num_messages != 1 or md.compression != 0 or entry.opaque:
         return entry
     ((smm, value),) = pbatch.messages(md, entry.payload)
     out = pb.MessageMetadata()
@@ -884,6 +894,12 @@ def _batch_to_records_unchecked(data: bytes, count: int, publish_time: int, pref
     return body, written, base_ts or 0, max_ts
 
 
+def unconverted_to_kafka(metadata: pb.MessageMetadata, payload: Any, reason: str) -> bytearray:
+    """The Kafka batch storing, as it was sent, an entry ``pulsar_to_kafka`` refused with ConversionError
+    ``reason`` (kop/pulsar/opaque.py): Pulsar's broker stores what it cannot read, its consumers' clients decide."""
+    return to_kafka(metadata, payload, 0, key_of(metadata), reason)
+
+
 def confluent_prefix(schema_id: int) -> bytes:
     """Confluent's wire-format prefix: the magic byte 0 and the schema's global id (big-endian int32)."""
     return b"\x00" + schema_id.to_bytes(4, "big", signed=True)
@@ -899,8 +915,11 @@ def pulsar_to_kafka(metadata: pb.MessageMetadata, payload: Any, base_offset: int
 
     ``compression`` is the Kafka codec of the result. ``schema_id``: the Confluent id of the entry's schema
     version; every non-null value is then stored behind Confluent's prefix (``confluent_prefix``), for Kafka
-    consumers' deserializers. Raises ConversionError.
+    consumers' deserializers. An encrypted entry or a chunk is stored unopened instead (kop/pulsar/opaque.py).
+    Raises ConversionError.
     """
+    if is_opaque(metadata):  # encrypted, or a chunk: stored unopened (opaque.py), without a Confluent prefix
+        return to_kafka(metadata, payload, base_offset, key_of(metadata))
     prefix = None if schema_id is None else confluent_prefix(schema_id)
     converted = None
     count = metadata.num_messages_in_batch if pbatch.is_batch(metadata) else 0

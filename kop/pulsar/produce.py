@@ -12,6 +12,13 @@ compacted topics, `message.timestamp.*` bounds, LogAppendTime restamping and `co
 gets a SEND_ERROR whose ServerError makes the client fail that message rather than reconnect and resend it forever
 (`refusal_code`: ChecksumError for the C++-based clients, NotAllowedError for the others).
 
+Encrypted messages and chunks of chunked ones (issue #22) are stored as they were sent, never decompressed or
+split (kop/pulsar/opaque.py): one Kafka record holding the payload and the entry's metadata, which dispatch sends
+back unchanged, so the consumer's client decrypts and reassembles them. A SEND that does not convert (a payload that
+does not decompress, or to more than maxMessageSize; messages that do not parse) is stored the same way, with a
+`pulsar.unconverted` header saying why, instead of being refused: Pulsar's broker stores it too. A message's chunks share its sequence id:
+with de-duplication only its last chunk is checked and recorded, so the first ones are not taken for resends.
+
 Access modes as Pulsar 4.0 answers them (AbstractTopic.incrementTopicEpochIfNeeded; ``access_refusal``): a Shared
 producer beside an exclusive one gets ProducerBusy, an Exclusive one beside any producer ProducerFenced,
 ExclusiveWithFencing closes the producers there (CLOSE_PRODUCER) and takes the topic; every exclusive producer takes
@@ -24,7 +31,7 @@ takeover is let in again when it reconnects after it; de-duplication by producer
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
 strategy refuses it) and the version each SEND carries is kept with the stored batch (kop/schemas/versions.py
-stamp_version); no chunking (chunked SENDs are refused as above); internal topics (__consumer_offsets) take no producers; a
+stamp_version); internal topics (__consumer_offsets) take no producers; a
 message over `maxMessageSize` is refused as above (Pulsar's client refuses it before sending; a frame far over the
 limit closes the connection, as in Pulsar); a wrong checksum gets SEND_ERROR ChecksumError.
 
@@ -51,7 +58,7 @@ from kop.pulsar import authorize, backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
-from kop.pulsar.convert import ConversionError, pulsar_to_kafka
+from kop.pulsar.convert import ConversionError, pulsar_to_kafka, unconverted_to_kafka
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, producer_version
 from kop.schemas.versions import stamp_version
@@ -242,9 +249,23 @@ def send_refused(conn: PulsarConnection, pid: int, seq: int, message: str) -> No
     conn.send(c.send_error(pid, seq, refusal_code(conn), message))
 
 
+def stored_batch(md: Any, payload: Any, limit: int, schema_id: int | None) -> bytes | bytearray:
+    """The Kafka batch a SEND's entry is stored as: converted (kop/pulsar/convert.py), else - a payload that does not
+    decompress, or to more than ``limit``, messages that do not parse - as sent (kop/pulsar/opaque.py), as Pulsar's
+    broker stores it. Raises ConversionError for an entry without a message."""
+    try:
+        converted = pulsar_to_kafka(md, payload, 0, compression=KAFKA_CODEC.get(md.compression, 0), limit=limit,
+                                    schema_id=schema_id)
+    except ConversionError as e:
+        converted = unconverted_to_kafka(md, payload, str(e))
+    if converted is None:
+        raise ConversionError("the entry holds no message")
+    return stamp_version(converted, md.schema_version) if md.schema_version else converted
+
+
 def _accepting(conn: PulsarConnection, frame: Frame, pid: int, seq: int) -> Producer | None:
     """The SEND's open producer, or None after answering SEND_ERROR: no such producer, a bad checksum, a
-    broker not serving, a message over maxMessageSize."""
+    broker not serving. (The size rule needs the metadata - a chunk is exempt - so `send` checks it.)"""
     p = conn.producers.get(pid)
     if p is None:
         conn.send(c.send_error(pid, seq, c.ServerError.NotAllowedError, f"producer {pid} is not open"))
@@ -257,11 +278,6 @@ def _accepting(conn: PulsarConnection, frame: Frame, pid: int, seq: int) -> Prod
         # the partition by now. ServiceNotReady makes the client reconnect (a lookup) and send again.
         conn.send(c.send_error(pid, seq, c.ServerError.ServiceNotReady, "this broker is not serving now; retry"))
         return None
-    limit = conn.handler.config.maxMessageSize
-    if len(frame.headers_and_payload or b"") > limit:
-        send_refused(conn, pid, seq, f"message of {len(frame.headers_and_payload or b'')} bytes exceeds "
-                     f"maxMessageSize {limit}")
-        return None
     return p
 
 
@@ -272,10 +288,14 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
     if p is None:
         return
     limit = conn.handler.config.maxMessageSize
+    size = len(frame.headers_and_payload or b"")
     try:
         md = frame.metadata
-        if md.HasField("num_chunks_from_msg") and md.num_chunks_from_msg > 1:
-            raise ConversionError("chunked messages are not supported")
+        # A chunk is up to maxMessageSize of payload plus its metadata: Pulsar's broker checks no chunk's size
+        # (AbstractTopic.isExceedMaximumMessageSize), the frame limit (maxMessageSize + 10 KiB) bounds it.
+        if size > limit and md.num_chunks_from_msg <= 1:
+            send_refused(conn, pid, seq, f"message of {size} bytes exceeds maxMessageSize {limit}")
+            return
         raw_version = md.schema_version
         schema_id = p.schema_ids.get(raw_version, _UNRESOLVED) if raw_version else None
         if schema_id == _UNRESOLVED:  # a version this producer has not sent before: asked once
@@ -284,11 +304,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             except Exception as e:  # noqa: BLE001 - the metadata store failed: the client resends
                 conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"schema id not loaded: {e}"))
                 return
-        converted = pulsar_to_kafka(md, frame.payload, 0, compression=KAFKA_CODEC.get(md.compression, 0),
-                                    limit=limit, schema_id=schema_id)
-        if converted is None:
-            raise ConversionError("the entry holds no message")
-        batch = stamp_version(converted, md.schema_version) if md.schema_version else converted
+        batch = stored_batch(md, frame.payload, limit, schema_id)
         header = parse_batch_header(batch)
     except Exception as e:  # noqa: BLE001 - ConversionError, a metadata that does not parse, a codec error
         send_refused(conn, pid, seq, f"message refused: {e}")
@@ -296,6 +312,8 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
     dedup = p.state.dedup if conn.handler.config.brokerDeduplicationEnabled else None
     top = highest if highest is not None else seq
+    if dedup is not None and md.num_chunks_from_msg > 1 and md.chunk_id < md.num_chunks_from_msg - 1:
+        dedup = None  # a message's chunks share its sequence id: its last chunk is the one checked and recorded
     if dedup is not None and dedup.is_duplicate(p.name, seq, top):
         # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
         fields = {"producer_id": pid, "sequence_id": seq, "message_id": c.message_id(-1, -1)}
@@ -323,7 +341,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
         position, _base = f.result()
-        p.state.msg_in += header.records_count
+        p.state.msg_in += header.last_offset_delta + 1  # an encrypted batch is one record of N messages
         p.state.bytes_in += nbytes
         if dedup is not None:
             dedup.persisted_up_to(name, top)

@@ -25,6 +25,7 @@ of N records or a Pulsar batch of N messages is one entry; unackedMessages count
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import time
@@ -38,6 +39,7 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.batch import decompress_payload
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
+from kop.pulsar.opaque import is_opaque
 from kop.pulsar.subscription import (
     EXCLUSIVE,
     FAILOVER,
@@ -54,6 +56,24 @@ if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
 
 TYPE_NAMES = {EXCLUSIVE: "Exclusive", SHARED: "Shared", FAILOVER: "Failover", KEY_SHARED: "Key_Shared"}
+
+
+def _opaque_headers(md: Any, h: dict[str, str]) -> None:
+    """The peek headers of an encrypted entry or a chunk, whose payload goes out unopened, as Pulsar 4.0's peek
+    answers them (the first encryption key only, as there)."""
+    if md.encryption_keys:
+        h["X-Pulsar-Is-Encrypted"] = "true"
+        h["X-Pulsar-Base64-encryption-keys"] = base64.b64encode(md.encryption_keys[0].SerializeToString()).decode()
+        if md.HasField("encryption_param"):
+            h["X-Pulsar-Base64-encryption-param"] = base64.b64encode(md.encryption_param).decode()
+    if md.compression:
+        h["X-Pulsar-compression"] = c.pb.CompressionType.Name(md.compression)
+        h["X-Pulsar-uncompressed-size"] = str(md.uncompressed_size)
+    if md.num_chunks_from_msg > 1:
+        h["X-Pulsar-uuid"] = md.uuid
+        h["X-Pulsar-num-chunks-from-msg"] = str(md.num_chunks_from_msg)
+        h["X-Pulsar-total-chunk-msg-size"] = str(md.total_chunk_msg_size)
+        h["X-Pulsar-chunk-id"] = str(md.chunk_id)
 
 
 def _iso(ms: int) -> str:
@@ -356,7 +376,8 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
         raise SubscriptionError(404, f"Message not found: entry {pos} is a control entry")
     entry = unbatched(entry)
     md = entry.metadata
-    body = bytes(decompress_payload(md, entry.payload))
+    # an encrypted entry or a chunk (kop/pulsar/opaque.py) is shown as stored: its client alone can open it
+    body = bytes(entry.payload) if is_opaque(md) else bytes(decompress_payload(md, entry.payload))
     h: dict[str, str] = {"X-Pulsar-Message-ID": f"{pos.ledger_id}:{pos.entry_id}"}
     h["X-Pulsar-publish-time"] = _iso(md.publish_time)
     if md.HasField("event_time") and md.event_time:
@@ -378,6 +399,8 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
     if md.properties:  # Pulsar 4.0's form: one header, the properties as a JSON object
         h["X-Pulsar-PROPERTY"] = json.dumps({kv.key: kv.value for kv in md.properties}, separators=(",", ":"))
     h["X-Pulsar-Is-Encrypted"] = "false"
+    if is_opaque(md):
+        _opaque_headers(md, h)
     h["X-Pulsar-txn-uncommitted"] = "false"
     if md.HasField("num_messages_in_batch"):
         h["X-Pulsar-num-batch-message"] = str(md.num_messages_in_batch)

@@ -17,8 +17,9 @@ Kafka-side and Pulsar-side modules. A module that sets `PULSAR_SIDE_TARGETS` (a 
 it talks to the broker through `pulsar_broker` (a PulsarEndpoint: `service_url`, `admin_url`) and runs on exactly
 those targets by default - `make test` runs test_pulsar_clients on ("pulsar",); adding "kop" (and "kop-bk") there
 runs it on our broker too, started with `messagingProtocols=kafka,pulsar` on a free `brokerServicePort`, one
-per module and target (shared by its tests like the reference; `target.pulsar_broker(dedicated=True)` for one
-a test may kill). Every
+per module and target (shared by its tests like the reference; one per module, target and KoP keys for
+`target.pulsar_broker(key=value)`, as the reference's `pulsar_config` ones; `target.pulsar_broker(dedicated=True)`
+for one a test may kill). Every
 other module is Kafka-side and never runs on `pulsar`. An explicit KOP_E2E_TARGET keeps, per module, the targets
 its side can serve (Pulsar side: its PULSAR_SIDE_TARGETS); tests of a module left with none are deselected, not
 skipped (KOP_E2E_TARGET=kafka runs no Pulsar-side test, KOP_E2E_TARGET=pulsar only Pulsar-side ones).
@@ -136,8 +137,8 @@ class Target:
         unique topic names), with `pulsar_config` the module's one with those settings, or with `dedicated` one
         of the test's own. `kop`/`kop-bk`: a
         broker of ours with the Pulsar protocol on - the module's shared one (started on first use, as the
-        reference is shared: a broker start is most of a short test's time), or with `dedicated`/KoP keys one
-        of the test's own (one it may kill); one that did not come up with a Pulsar listener fails the test. KoP
+        reference is shared: a broker start is most of a short test's time; with KoP keys the module's one with
+        those keys), or with `dedicated` one of the test's own (one it may kill); one that did not come up with a Pulsar listener fails the test. KoP
         keys are keyword arguments (ignored by Apache Pulsar), Pulsar's broker settings `pulsar_config`
         (ignored by ours)."""
         if self.kind == "pulsar":
@@ -158,13 +159,15 @@ class Target:
         if not self.is_kop:
             pytest.fail(f"target {self.kind!r} does not speak Pulsar", pytrace=False)
         protocols = str(kop_overrides.pop("messagingProtocols", "kafka,pulsar"))
-        if not dedicated and not kop_overrides and protocols == "kafka,pulsar":
-            shared: dict[str, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
-            broker = shared.get(self.kind)  # type: ignore[assignment]
+        if not dedicated and protocols == "kafka,pulsar":
+            # the module's broker with these KoP keys (none: the default one), as the reference is per settings
+            shared: dict[tuple, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
+            key = (self.kind, *sorted((k, str(v)) for k, v in kop_overrides.items()))
+            broker = shared.get(key)  # type: ignore[assignment]
             if broker is None or not broker.alive():  # first use, or its start failed in an earlier test
                 if broker is not None:
                     _stop_kop(broker)
-                broker = shared[self.kind] = self._new_kop(messagingProtocols=protocols)
+                broker = shared[key] = self._new_kop(messagingProtocols=protocols, **kop_overrides)
                 self._shared.append(broker)  # before the start: a failed start's log goes into the report
                 broker.start()
             else:
@@ -226,7 +229,7 @@ def _stop_kop(broker: KopBroker) -> None:
 @pytest.fixture(scope="module")
 def kop_pulsar_brokers():
     """Per target kind, the broker of ours that a Pulsar-side module's tests share (Target.pulsar_broker)."""
-    brokers: dict[str, KopBroker] = {}
+    brokers: dict[tuple, KopBroker] = {}  # by (kind, KoP keys)
     yield brokers
     for b in brokers.values():
         _stop_kop(b)

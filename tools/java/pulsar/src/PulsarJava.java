@@ -17,11 +17,13 @@ import org.apache.pulsar.client.api.ConsumerEventListener;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.ProducerBuilder;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
 import org.apache.pulsar.client.api.Reader;
 import org.apache.pulsar.client.api.SubscriptionInitialPosition;
 import org.apache.pulsar.client.api.SubscriptionType;
+import org.apache.pulsar.client.impl.DefaultCryptoKeyReader;
 import org.apache.pulsar.client.impl.MessageIdImpl;
 import org.apache.pulsar.common.util.ObjectMapperFactory;
 
@@ -37,10 +39,11 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   java -cp '.cache/pulsar-libs/client/*:&lt;classes&gt;' PulsarJava &lt;service url&gt; &lt;admin url&gt;
  *
  *   produce TOPIC N BATCHING(true|false) COMPRESSION(NONE|LZ4|ZLIB|ZSTD|SNAPPY) [start=S] [keys=K]
- *           [batch=B] [gapMs=G]
+ *           [batch=B] [gapMs=G] [encryptKey=NAME publicKey=PEM]
  *       messages I = S..S+N-1 (S = 0 unless given): values "java-I", keys "key-(I%K)" (K = 3 unless given),
  *       property idx=I, event time 1700000000000+I; at most B messages a batch; with gapMs each is sent once
- *       the previous one is stored, G ms later (distinct publish times); -> the message ids
+ *       the previous one is stored, G ms later (distinct publish times); encrypted for the key NAME whose public
+ *       half is the file PEM with encryptKey; -> the message ids
  *   consume TOPIC SUBSCRIPTION TYPE(Exclusive|Shared|Failover|Key_Shared) N
  *       from the earliest message, acks each; -> [{value,key,properties,eventTime,publishTime,redeliveryCount,id}]
  *   produce-avro TOPIC DEFINITION RECORDS    DEFINITION: an Avro record schema, RECORDS: a JSON array of objects,
@@ -67,8 +70,9 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   index,brokerPublishTime}] - the last two from the broker entry metadata, null without it):
  *   subscribe NAME TOPIC SUB TYPE [initial=earliest|latest] [consumer=C] [queue=Q] [ackTimeoutMs=T]
  *           [nackDelayMs=D] [pattern=true] [discoveryS=P] [inclusive=true] [batchIndexAck=true]
+ *           [privateKey=PEM]
  *       a consumer NAME on TOPIC (pattern=true: TOPIC is a regular expression, topicsPattern); initial position
- *       earliest unless given; -> true
+ *       earliest unless given; privateKey: it decrypts with the private key in the file PEM; -> true
  *   receive NAME N [ack=true|false] [timeoutMs=T] [partial=true]
  *       N messages, each within T ms (60 s unless given), acknowledged unless ack=false; a receive that times
  *       out fails the command, or with partial=true ends it with the messages so far
@@ -204,9 +208,14 @@ public final class PulsarJava {
         int batch = Integer.parseInt(opts.getOrDefault("batch", "1000"));
         long gap = Long.parseLong(opts.getOrDefault("gapMs", "-1"));
         List<String> ids = new ArrayList<>();
-        try (Producer<byte[]> producer = client.newProducer().topic(topic).enableBatching(batching)
+        ProducerBuilder<byte[]> pb = client.newProducer().topic(topic).enableBatching(batching)
                 .batchingMaxMessages(batch).batchingMaxPublishDelay(50, TimeUnit.MILLISECONDS)
-                .compressionType(compression).create()) {
+                .compressionType(compression);
+        if (opts.containsKey("encryptKey")) {
+            pb.addEncryptionKey(opts.get("encryptKey")).cryptoKeyReader(
+                    DefaultCryptoKeyReader.builder().defaultPublicKey("file://" + opts.get("publicKey")).build());
+        }
+        try (Producer<byte[]> producer = pb.create()) {
             List<java.util.concurrent.CompletableFuture<MessageId>> sends = new ArrayList<>();
             for (int i = start; i < start + n; i++) {
                 sends.add(producer.newMessage().key("key-" + (i % keys)).property("idx", Integer.toString(i))
@@ -326,6 +335,10 @@ public final class PulsarJava {
                     .patternAutoDiscoveryPeriod(Integer.parseInt(o.getOrDefault("discoveryS", "1")), TimeUnit.SECONDS);
         } else {
             b.topic(topic);
+        }
+        if (o.containsKey("privateKey")) {
+            b.cryptoKeyReader(DefaultCryptoKeyReader.builder().defaultPrivateKey("file://" + o.get("privateKey"))
+                    .build());
         }
         if (o.containsKey("consumer")) {
             b.consumerName(o.get("consumer"));

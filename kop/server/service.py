@@ -41,8 +41,8 @@ from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredenti
 from kop.security.sasl.scram import ScramCredentialStore
 from kop.services import PulsarSchemas, PulsarSubscriptions
 from kop.topics.broker_configs import BrokerConfigs
-from kop.topics.features import Features
 from kop.topics.chores import LogCleaner, apply_retention
+from kop.topics.features import Features
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
 

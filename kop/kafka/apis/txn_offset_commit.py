@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28): v0-v4, served by the group coordinator.
+"""TxnOffsetCommit (key 28): v0-v5, served by the group coordinator.
 
 - The offsets are written to the group's __consumer_offsets partition at once, in a transactional batch of
   the producer (as Kafka), and stay pending until the transaction's marker lands there: a COMMIT makes
@@ -11,11 +11,11 @@
   to the transaction first (AddOffsetsToTxn; KIP-890 part 1's check): else INVALID_TXN_STATE
   (TRANSACTION_ABORTABLE from v4), and INVALID_PRODUCER_EPOCH for a fenced producer.
 - Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest of the request is committed.
-- v5 (KIP-890 part 2, implicit AddOffsetsToTxn) is not advertised, nor v6 (topic ids, KIP-1319; Kafka 4.4's
-  schema, not in kafka-python 3.0's): a client may send a version above v4 inside a transaction only with
-  transaction.version 2 (Kafka's schema note), which makes the commit add the offsets partition to the
-  transaction implicitly - KIP-890 part 2 semantics this broker does not have. Kafka 4.4 clients therefore
-  stay on v4 here, as they do against an Apache Kafka without transaction.version 2.
+- v5 (KIP-890 part 2): a client sends it inside a transaction only with transaction.version 2, and the
+  commit then adds the group's offsets partition to the transaction itself (the implicit AddOffsetsToTxn; in
+  cluster mode at the broker coordinating the transactional id) instead of checking it was added; errors as
+  above. v6 (topic ids, KIP-1319; Kafka 4.4's schema, not in kafka-python 3.0's) is not served: Kafka 4.4
+  clients use v5 here.
 - Authorization (Kafka's order): WRITE on the transactional id, then READ on the group - a refusal is every
   partition's error (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED) - then READ on each topic
   (TOPIC_AUTHORIZATION_FAILED for its partitions, before existence; the others are committed).
@@ -30,7 +30,7 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 API_KEY = 28
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 E = ErrorCode
 _RETRIABLE = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,
               E.CONCURRENT_TRANSACTIONS)
@@ -55,6 +55,16 @@ def _verify(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_id: 
     if any(per.values()):
         return E.TRANSACTION_ABORTABLE if ctx.version >= 4 else E.INVALID_TXN_STATE
     return 0
+
+
+async def _add(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_id: str, group_id: str) -> int:
+    """v5: add the group's offsets partition to the TV2 transaction (0), else the error of every partition."""
+    txns = transactions(ctx)
+    if txns is None:
+        return 0
+    topic, partition = txns.offsets_partition(group_id)
+    err = await txns.add_partition(transactional_id, req.producer_id, req.producer_epoch, topic, partition)
+    return E.COORDINATOR_LOAD_IN_PROGRESS if err == E.NOT_ENOUGH_REPLICAS else err
 
 
 async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
@@ -87,8 +97,9 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetC
     if valid:
         names = ctx.names
         group_id = names.global_id(req.group_id)
-        err = ctx.coordinator.partition_error(group_id) or _verify(ctx, req, names.global_id(req.transactional_id),
-                                                                    group_id)
+        tid = names.global_id(req.transactional_id)
+        err = ctx.coordinator.partition_error(group_id) or (
+            await _add(ctx, req, tid, group_id) if v >= 5 else _verify(ctx, req, tid, group_id))
         if err:
             results = {(key, p): err for key, p, *_ in valid}
         else:

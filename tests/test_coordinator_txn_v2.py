@@ -141,3 +141,14 @@ def test_the_client_version_survives_the_log() -> None:
     loaded.replay(T, value)
     assert loaded.txns[T].client_tv == 2
     assert loaded.end_txn(T, 7, 0, True, 3000, tv2=True) == (E.CONCURRENT_TRANSACTIONS, None)
+
+
+def test_a_zombie_at_the_epoch_before_an_end_is_fenced_by_init_producer_id() -> None:
+    """KIP-360's InitProducerId with the producer's (id, epoch): after a TV2 end, the epoch before the bump is
+    not taken for a retry of the last bump (Kafka's prepareComplete moves lastProducerEpoch up)."""
+    m = machine()
+    implicit_add(m, 0)
+    end(m, 0, True)
+    assert m.init_producer_id(T, 60000, 7, 0, 5000).error == E.PRODUCER_FENCED
+    r = m.init_producer_id(T, 60000, 7, 1, 5000)
+    assert (r.error, r.producer_epoch) == (0, 2)

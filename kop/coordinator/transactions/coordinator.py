@@ -298,7 +298,8 @@ class TransactionCoordinator:
                             partition: int) -> int:
         """The produce-side implicit add of KIP-890 part 2 (a TV2 producer's Produce v12+): the partition joins
         the producer's transaction, opening the next one after a completed transaction. In Produce's terms,
-        as `verify_partition`. In cluster mode an id another broker coordinates is added there, with the
+        as `verify_partition`, but for CONCURRENT_TRANSACTIONS, answered as such (retriable) while the previous
+        transaction's markers are still being written, as Kafka 4.4 answers it. In cluster mode an id another broker coordinates is added there, with the
         inter-broker AddPartitionsToTxn v5 (Kafka's AddPartitionsToTxnManager)."""
         key = self.topic_key(topic)
         err = self.partition_error(transactional_id)
@@ -308,8 +309,9 @@ class TransactionCoordinator:
             err = await self.add_implicitly(transactional_id, producer_id, producer_epoch, [(key, partition)])
         if err in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH):
             return E.INVALID_PRODUCER_EPOCH
-        if err in (0, E.INVALID_PRODUCER_ID_MAPPING, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
-            return err
+        if err in (0, E.INVALID_PRODUCER_ID_MAPPING, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   E.CONCURRENT_TRANSACTIONS):
+            return err  # CONCURRENT_TRANSACTIONS: the previous transaction is completing (retriable, as Kafka 4.4)
         return E.NOT_ENOUGH_REPLICAS
 
     async def _add_remotely(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,

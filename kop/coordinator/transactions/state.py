@@ -383,6 +383,8 @@ class TransactionStateMachine:
             return self._prepare(txn, done, now, partitions=frozenset(), producer_id=txn.next_producer_id,
                                  producer_epoch=0, last_producer_id=txn.producer_id,
                                  last_producer_epoch=txn.producer_epoch, next_producer_id=NO_PRODUCER_ID)
+        if txn.client_tv >= 2:  # Kafka's prepareComplete: the bumped epoch is no longer a retry's (KIP-360)
+            return self._prepare(txn, done, now, partitions=frozenset(), last_producer_epoch=txn.producer_epoch)
         return self._prepare(txn, done, now, partitions=frozenset())
 
     # ------------------------------------------------------------------ timeouts and expiration

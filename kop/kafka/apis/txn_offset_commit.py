@@ -64,7 +64,7 @@ async def _add(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_i
         return 0
     topic, partition = txns.offsets_partition(group_id)
     err = await txns.add_partition(transactional_id, req.producer_id, req.producer_epoch, topic, partition)
-    return E.COORDINATOR_LOAD_IN_PROGRESS if err == E.NOT_ENOUGH_REPLICAS else err
+    return E.COORDINATOR_LOAD_IN_PROGRESS if err in (E.NOT_ENOUGH_REPLICAS, E.CONCURRENT_TRANSACTIONS) else err
 
 
 async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:

@@ -5,10 +5,12 @@ assertions (Kafka 4.x finalizes transaction.version 2 on a new cluster):
   finalizes transaction.version 2; a transactional Produce v12 without any AddPartitionsToTxn adds its
   partition (DescribeTransactions shows it); EndTxn v5 answers the producer id and the epoch bumped by each
   end, and a retry of it the same; the markers carry the bumped epoch (DescribeProducers), so the old epoch
-  is fenced; read_committed sees the committed transaction only.
+  is fenced; read_committed sees the committed transaction only; TxnOffsetCommit v5 without AddOffsetsToTxn
+  adds the group's offsets partition (its offset is committed with the transaction, dropped with an abort).
 * `kafka-features describe` prints the lines of the features we advertise as Kafka prints them.
 * ours only (it reads our per-API request metrics): the Java transactional producer of the suite's Kafka
-  clients (4.x) commits and aborts without sending AddPartitionsToTxn, with EndTxn v5.
+  clients (4.x) commits and aborts without sending AddPartitionsToTxn, with EndTxn v5; after UpdateFeatures
+  sets transaction.version 1, a new producer runs the classic protocol (AddPartitionsToTxn, one epoch).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from kop.protocol import api_info
 from tests.support.admin import Scrape
 from tests.support.broker import KopBroker
 from tests.support.clients import create_topic
@@ -59,6 +62,35 @@ def produce_v12(c: RawClient, topic: str, tid: str, pid: int, epoch: int, seq: i
     raise AssertionError(f"still retriable after 10 s: {r}")
 
 
+def txn_offset_commit_v5(c: RawClient, tid: str, group: str, pid: int, epoch: int, topic: str, offset: int
+                         ) -> list[int]:
+    R = api_info(28).request_class
+    for _ in range(100):
+        r = c.call(28, 5, transactional_id=tid, group_id=group, producer_id=pid, producer_epoch=epoch,
+                   generation_id=-1, member_id="", group_instance_id=None, topics=[R.TxnOffsetCommitRequestTopic(
+                       name=topic, partitions=[R.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition(
+                           partition_index=0, committed_offset=offset, committed_leader_epoch=-1,
+                           committed_metadata="")])])
+        errors = [p.error_code for t in r.topics for p in t.partitions]
+        if not set(errors) & RETRIABLE:
+            return errors
+        time.sleep(0.1)
+    raise AssertionError(f"TxnOffsetCommit still retriable: {errors}")
+
+
+def committed_offset(c: RawClient, group: str, topic: str) -> int:
+    R = api_info(9).request_class
+    for _ in range(100):
+        r = c.call(9, 7, group_id=group, require_stable=True, topics=[R.OffsetFetchRequestTopic(
+            name=topic, partition_indexes=[0])])
+        (p,) = r.topics[0].partitions
+        if p.error_code != 88:  # UNSTABLE_OFFSET_COMMIT: the marker is not written yet
+            assert (r.error_code, p.error_code) == (0, 0), r
+            return int(p.committed_offset)
+        time.sleep(0.1)
+    raise AssertionError("UNSTABLE_OFFSET_COMMIT for 10 s")
+
+
 def test_tv2_epoch_bump_and_implicit_add_over_the_wire(target) -> None:
     b = target.broker()
     topic = target.topic("tv2")
@@ -80,11 +112,19 @@ def test_tv2_epoch_bump_and_implicit_add_over_the_wire(target) -> None:
         state = describe_txn(c, tid)
         assert (state.error_code, state.transaction_state, state.producer_epoch) == (0, "Ongoing", e0)
         assert [(t.topic, list(t.partitions)) for t in state.topics] == [(topic, [0])]
+        # TxnOffsetCommit v5 without AddOffsetsToTxn: the group's offsets partition joins the transaction
+        group = f"g-{topic}"
+        assert retried(lambda: c.call(10, 4, key_type=0, coordinator_keys=[group]).coordinators[0]).error_code == 0
+        assert txn_offset_commit_v5(c, tid, group, pid, e0, topic, 2) == [0]
+        state = describe_txn(c, tid)
+        assert "__consumer_offsets" in [t.topic for t in state.topics]
         end = retried(lambda: c.call(26, 5, transactional_id=tid, producer_id=pid, producer_epoch=e0, committed=True))
         assert (end.error_code, end.producer_id, end.producer_epoch) == (0, pid, e0 + 1)
+        assert committed_offset(c, group, topic) == 2
 
         # 2nd transaction, at the bumped epoch (sequences start over); the zombie at the old epoch is fenced
         assert produce_v12(c, topic, tid, pid, e0 + 1, 0, [b"a-0"]).error_code == 0
+        assert txn_offset_commit_v5(c, tid, group, pid, e0 + 1, topic, 5) == [0]
         assert c.produce(topic, 0, txn_batch(pid, e0, 2, [b"zombie"]), transactional_id=tid,
                          version=12).error_code != 0
         end = retried(lambda: c.call(26, 5, transactional_id=tid, producer_id=pid, producer_epoch=e0 + 1,
@@ -98,6 +138,7 @@ def test_tv2_epoch_bump_and_implicit_add_over_the_wire(target) -> None:
         assert (state.transaction_state, state.producer_epoch) == ("CompleteAbort", e0 + 2)
 
         # the markers were written with the bumped epochs
+        assert committed_offset(c, group, topic) == 2  # the aborted transaction's offset (5) was dropped
         (producer,) = [p for p in c.describe_producers(topic, [0])[0].active_producers if p.producer_id == pid]
         assert producer.producer_epoch == e0 + 2
         committed = c.fetch(topic, 0, 0, committed=True)
@@ -141,28 +182,46 @@ def kop_broker(tmp_path_factory: pytest.TempPathFactory):
     broker.stop()
 
 
-def test_java_tv2_producer_sends_no_add_partitions(kop_broker: KopBroker) -> None:
-    """Ours only: our request metrics count each API by version."""
-    topic = "tv2-java"
-    create_topic(kop_broker.bootstrap, topic, 2)
-    admin = kop_broker.admin_url
-    before = Scrape(admin)
-    r = run_java(str(PROBE), ["produce", kop_broker.bootstrap, topic, f"tx-{topic}", "C3,A2,C2"], jvm_opts=JVM,
+def run_probe(broker: KopBroker, topic: str, tid: str) -> dict[str, float]:
+    """The Java producer commits 3 records, aborts 2, commits 2; {api or api@version: requests sent}."""
+    before = Scrape(broker.admin_url)
+    r = run_java(str(PROBE), ["produce", broker.bootstrap, topic, tid, "C3,A2,C2"], jvm_opts=JVM,
                  capture_output=True, text=True, timeout=180)
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "OK", r.stderr[-4000:]
-    after = Scrape(admin)
+    after = Scrape(broker.admin_url)
+    name = "kop_server_request_latency_seconds_count"
+    out = {}
+    for labels in after.series(name):
+        d = dict(labels)
+        n = after.value(name, **d) - before.value(name, **d)
+        out[d["api"]] = out.get(d["api"], 0) + n
+        out[f"{d['api']}@{d['version']}"] = n
+    return out
 
-    def sent(api: str, **labels: str) -> float:
-        name = "kop_server_request_latency_seconds_count"
-        return after.total(name, api=api, **labels) - before.total(name, api=api, **labels)
 
-    assert sent("AddPartitionsToTxn") == 0
-    assert sent("EndTxn", version="5") == 3
-    assert sent("Produce") >= 3 and sent("Produce") == sent("Produce", version="13") + sent("Produce", version="12")
+def test_java_tv2_producer_sends_no_add_partitions(kop_broker: KopBroker) -> None:
+    """Ours only: our request metrics count each API by version. At transaction.version 2 the Java producer
+    sends no AddPartitionsToTxn and ends with EndTxn v5, each end bumping the epoch; with the level set to 1
+    through UpdateFeatures (kafka-features downgrade), a new producer runs the classic protocol."""
+    topic = "tv2-java"
+    create_topic(kop_broker.bootstrap, topic, 2)
+    sent = run_probe(kop_broker, topic, f"tx-{topic}")
+    assert sent.get("AddPartitionsToTxn", 0) == 0, sent
+    assert sent.get("EndTxn@5") == 3, sent
+    assert sent["Produce"] >= 3 and sent["Produce"] == sent.get("Produce@13", 0) + sent.get("Produce@12", 0), sent
     c = RawClient(kop_broker.bootstrap)
     try:
         state = describe_txn(c, f"tx-{topic}")
         assert state.transaction_state == "CompleteCommit"
         assert state.producer_epoch == 3  # a new transactional id starts at epoch 0; each of 3 ends bumped it
+
+        R = api_info(57).request_class
+        r = c.call(57, 1, timeout_ms=60000, validate_only=False, feature_updates=[R.FeatureUpdateKey(
+            feature="transaction.version", max_version_level=1, upgrade_type=2)])
+        assert (r.error_code, [(x.feature, x.error_code) for x in r.results]) == (0, [("transaction.version", 0)])
+        sent = run_probe(kop_broker, topic, f"tx1-{topic}")
+        assert sent.get("AddPartitionsToTxn", 0) >= 2 and sent.get("EndTxn@5", 0) == 0, sent
+        state = describe_txn(c, f"tx1-{topic}")
+        assert (state.transaction_state, state.producer_epoch) == ("CompleteCommit", 0)
     finally:
         c.close()

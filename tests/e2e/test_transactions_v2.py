@@ -169,6 +169,15 @@ def test_kafka_features_describe_as_kafka(target, java_tools) -> None:
     assert lines["metadata.version"][0] == "3.3-IV3", r.stdout
     assert lines["metadata.version"][1] == lines["metadata.version"][2], r.stdout  # finalized at the newest
     # share and streams groups are not served here; Kafka 4.4 finalizes them (share.version 2, streams 1)
+    # refusals (nothing changes: the reference broker is shared) and a dry run carry Kafka's messages
+    refused = java_tools.run("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b.bootstrap, "upgrade",
+                             "--feature", "transaction.version=5", "--feature", "foo.version=1")
+    assert refused.rc == 1, refused.stdout
+    assert "Invalid update version 5 for feature transaction.version. Local controller 1 only supports versions " \
+           "0-2" in refused.stdout, refused.stdout
+    dry = java_tools.run("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b.bootstrap, "downgrade",
+                         "--feature", "transaction.version=1", "--dry-run", check=True)
+    assert dry.stdout.strip() == "transaction.version can be downgraded to 1.", dry.stdout
     if target.is_kop:
         tools = tuple(int(x) for x in re.findall(r"\d+", java_tools.version)[:2])
         assert lines["metadata.version"][1] == ("4.4-IV2" if tools >= (4, 4) else "UNKNOWN 33"), r.stdout

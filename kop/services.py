@@ -30,6 +30,7 @@ from kop.schemas.versions import SchemaRegistry
 from kop.security.acl import Authorizer
 from kop.security.sasl.scram import ScramCredentialStore
 from kop.topics.broker_configs import BrokerConfigs
+from kop.topics.features import Features
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.names import TopicName
 from kop.topics.producer_ids import ProducerIdAllocator
@@ -145,6 +146,7 @@ class BrokerServices(Protocol):
     config: BrokerConfig
     topics: TopicManager
     broker_configs: BrokerConfigs  # dynamic broker configs (Kafka's KIP-226), in the metadata store
+    features: Features  # the finalized features (ApiVersions, UpdateFeatures), in the metadata store
     producer_ids: ProducerIdAllocator
     coordinator: GroupCoordinator
     transactions: TransactionCoordinator  # the transaction coordinator; a TransactionVerifier for produce

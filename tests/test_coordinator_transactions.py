@@ -69,7 +69,7 @@ def test_commit_writes_markers_and_the_state_log(tmp_path: Path) -> None:
             r = await txns.init_producer_id(TID, 60000, -1, -1)
             assert r.error == 0
             assert await txns.add_partitions(TID, r.producer_id, r.producer_epoch, [(TOPIC, 0), (TOPIC, 1)]) == 0
-            assert await txns.end_txn(TID, r.producer_id, r.producer_epoch, True) == 0
+            assert (await txns.end_txn(TID, r.producer_id, r.producer_epoch, True))[0] == 0
             await until(lambda: txns.machine.txns[TID].state == TxnState.COMPLETE_COMMIT, "CompleteCommit")
             for p in (0, 1):
                 (hdr, recs), = await batches(svc, TOPIC, p)
@@ -126,7 +126,7 @@ def test_transactional_offsets_pending_then_committed_across_restarts(tmp_path: 
             txns, groups = svc.transactions, svc.coordinator
             assert groups.has_pending_offset(GROUP, TOPIC, 0)
             assert txns.machine.txns[TID].partitions == {(OFFSETS_TOPIC, groups.partition_of(GROUP))}
-            assert await txns.end_txn(TID, pid, epoch, True) == 0
+            assert (await txns.end_txn(TID, pid, epoch, True))[0] == 0
             await until(lambda: not groups.has_pending_offset(GROUP, TOPIC, 0), "the commit marker")
             assert groups.fetch_offsets(GROUP, [(TOPIC, [0])])[1][0][2:5] == (17, -1, "m")
         finally:
@@ -164,7 +164,7 @@ def test_a_plain_commit_written_after_the_transactional_one_wins(tmp_path: Path)
                 assert res == {(TOPIC, 0): 0}
                 if not plain_first:
                     await plain()
-                assert await txns.end_txn(tid, r.producer_id, r.producer_epoch, True) == 0
+                assert (await txns.end_txn(tid, r.producer_id, r.producer_epoch, True))[0] == 0
                 await until(lambda g=group: not groups.has_pending_offset(g, TOPIC, 0), "the commit marker")
                 assert groups.fetch_offsets(group, [(TOPIC, [0])])[1][0][2] == want
         finally:

@@ -317,3 +317,51 @@ def test_an_idle_transactional_id_expires(fast_broker) -> None:
         # the id starts over with a fresh producer id
         again = init(c, tid)
         assert again.error_code == NONE and again.producer_id != r.producer_id and again.producer_epoch == 0
+
+
+def test_txn_offset_commit_v6_names_topics_by_id(broker) -> None:
+    """Kafka 4.4's TxnOffsetCommit v6 (KIP-1319) with a TV2 producer: topics by id (an unknown id:
+    UNKNOWN_TOPIC_ID, the rest committed), ids echoed, the group's offsets partition added implicitly."""
+    from kop.protocol import api_info
+    from tests.support.txn_wire import RawClient
+
+    c = RawClient(broker.bootstrap)
+    try:
+        M = api_info(3).request_class
+        md = c.call(3, 12, topics=[M.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False)
+        topic_id = md.topics[0].topic_id
+        unknown_id = uuid.uuid4().bytes
+        tid, group = f"tx-v6-{uuid.uuid4().hex[:6]}", f"g-v6-{uuid.uuid4().hex[:6]}"
+        init = c.call(22, 4, transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1, producer_epoch=-1)
+        for _ in range(100):
+            if init.error_code not in (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS):
+                break
+            time.sleep(0.1)
+            init = c.call(22, 4, transactional_id=tid, transaction_timeout_ms=60000, producer_id=-1,
+                          producer_epoch=-1)
+        assert init.error_code == NONE
+        R = api_info(28).request_class
+        T, P = R.TxnOffsetCommitRequestTopic, R.TxnOffsetCommitRequestTopic.TxnOffsetCommitRequestPartition
+        r = c.call(28, 6, transactional_id=tid, group_id=group, producer_id=init.producer_id,
+                   producer_epoch=init.producer_epoch, generation_id=-1, member_id="", group_instance_id=None,
+                   topics=[T(topic_id=topic_id, partitions=[P(partition_index=0, committed_offset=7,
+                                                              committed_leader_epoch=-1, committed_metadata="")]),
+                           T(topic_id=unknown_id, partitions=[P(partition_index=0, committed_offset=1,
+                                                                committed_leader_epoch=-1, committed_metadata="")])])
+        assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in r.topics] == [
+            (topic_id, [NONE]), (unknown_id, [100])]  # UNKNOWN_TOPIC_ID
+        end = c.call(26, 5, transactional_id=tid, producer_id=init.producer_id, producer_epoch=init.producer_epoch,
+                     committed=True)
+        assert (end.error_code, end.producer_epoch) == (NONE, init.producer_epoch + 1)
+        F = api_info(9).request_class
+        for _ in range(100):
+            got = c.call(9, 7, group_id=group, require_stable=True,
+                         topics=[F.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=[0])])
+            (p,) = got.topics[0].partitions
+            if p.error_code != 88:  # UNSTABLE_OFFSET_COMMIT until the marker is written
+                break
+            time.sleep(0.1)
+        assert (p.error_code, p.committed_offset) == (NONE, 7)
+    finally:
+        c.close()

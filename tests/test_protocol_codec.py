@@ -107,7 +107,8 @@ def random_struct(rng: random.Random, cls: type, fields: list[FieldSpec] | None,
     return cls(**kwargs)
 
 
-def to_oracle(obj: Struct, kp_cls: type, fields: list[FieldSpec], version: int, top: bool) -> Any:
+def to_oracle(obj: Struct, kp_cls: type, fields: list[FieldSpec], version: int, top: bool,
+              kp_max: int | None = None) -> Any:
     """Rebuild ``obj`` as a kafka-python object (uuid.UUID for uuids, nested data classes).
 
     kafka-python renames a few fields and turns authorized-operations int32s into bit sets
@@ -115,11 +116,12 @@ def to_oracle(obj: Struct, kp_cls: type, fields: list[FieldSpec], version: int, 
     """
     kwargs: dict[str, Any] = {}
     kp_fields = list(kp_cls._struct.fields.values())
-    # An extra schema newer than kafka-python's file (ApiVersions v5, kop/protocol/extra_schemas.py) appends
-    # fields it lacks; they are absent from every version kafka-python knows.
-    newer = fields[len(kp_fields):]
-    assert len(kp_fields) <= len(fields) and not any(f.present(version) for f in newer)
-    fields = fields[:len(kp_fields)]
+    if kp_max is None:
+        kp_max = kp_cls.max_version
+    # An extra schema newer than kafka-python's file (ApiVersions v5, TxnOffsetCommit v6's TopicId:
+    # kop/protocol/extra_schemas.py) adds fields it lacks; they first appear after every version kafka-python
+    # knows, so they are left out of the match.
+    fields = [f for f in fields if f.versions.low <= kp_max]
     for f, kp_field in zip(fields, kp_fields, strict=True):
         if not f.present(version):
             continue
@@ -127,9 +129,9 @@ def to_oracle(obj: Struct, kp_cls: type, fields: list[FieldSpec], version: int, 
         if f.is_struct and value is not None:
             sub = kp_field.data_class
             if f.is_array:
-                value = [to_oracle(v, sub, f.fields, version, False) for v in value]
+                value = [to_oracle(v, sub, f.fields, version, False, kp_max) for v in value]
             else:
-                value = to_oracle(value, sub, f.fields, version, False)
+                value = to_oracle(value, sub, f.fields, version, False, kp_max)
         elif f.element_type == "uuid" and value is not None:
             convert = _oracle_uuid
             value = [convert(v) for v in value] if f.is_array else convert(value)

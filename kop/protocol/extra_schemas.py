@@ -1,6 +1,7 @@
 """Wire layouts of the APIs kafka-python's schema files do not ship: KIP-848's ConsumerGroupHeartbeat (68)
 and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions; and ApiVersions (18) at Kafka 4.4's v0-v5
-(KIP-1242's ClusterId and NodeId, v5), which replaces kafka-python 3.0's v0-v4 file (an extra schema wins
+(KIP-1242's ClusterId and NodeId, v5) and TxnOffsetCommit (28) at Kafka 4.4's v0-v6 (KIP-1319's topic ids),
+which replace kafka-python 3.0's v0-v4 / v0-v5 files (an extra schema wins
 only when it reaches a higher version: kop/protocol/schema.py).
 
 kop.protocol generates its codec from the JSON schemas bundled with kafka-python (kop/protocol/schema.py),
@@ -111,5 +112,37 @@ SCHEMAS: list[dict[str, Any]] = [
         _f("FinalizedFeatures", "[]FinalizedFeatureKey", "3+", tag=2, fields=[
             _f("Name", "string", "3+"), _f("MaxVersionLevel", "int16", "3+"), _f("MinVersionLevel", "int16", "3+")]),
         _f("ZkMigrationReady", "bool", "3+", default="false", tag=3),
+    ], flexible="3+"),
+    # Kafka 4.4's TxnOffsetCommit: v6 names topics by id instead of name (KIP-1319); Kafka renamed GenerationId
+    # to GenerationIdOrMemberEpoch, the same int32 on the wire (the old name is kept for the attribute).
+    _message("TxnOffsetCommitRequest", "request", 28, "0-6", [
+        _f("TransactionalId", "string"),
+        _f("GroupId", "string"),
+        _f("ProducerId", "int64"),
+        _f("ProducerEpoch", "int16"),
+        _f("GenerationId", "int32", "3+", default="-1"),
+        _f("MemberId", "string", "3+", default=""),
+        _f("GroupInstanceId", "string", "3+", nullable="3+", default="null"),
+        _f("Topics", "[]TxnOffsetCommitRequestTopic", fields=[
+            _f("Name", "string", "0-5"),
+            _f("TopicId", "uuid", "6+"),
+            _f("Partitions", "[]TxnOffsetCommitRequestPartition", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("CommittedOffset", "int64"),
+                _f("CommittedLeaderEpoch", "int32", "2+", default="-1"),
+                _f("CommittedMetadata", "string", nullable="0+"),
+            ]),
+        ]),
+    ], flexible="3+"),
+    _message("TxnOffsetCommitResponse", "response", 28, "0-6", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("Topics", "[]TxnOffsetCommitResponseTopic", fields=[
+            _f("Name", "string", "0-5"),
+            _f("TopicId", "uuid", "6+"),
+            _f("Partitions", "[]TxnOffsetCommitResponsePartition", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("ErrorCode", "int16"),
+            ]),
+        ]),
     ], flexible="3+"),
 ]

@@ -1586,8 +1586,9 @@ class TxnOffsetCommitRequest(Struct):
     class TxnOffsetCommitRequestTopic(Struct):
         TxnOffsetCommitRequestPartition: ClassVar[type[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]]
         name: str
+        topic_id: bytes
         partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]
-        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: bytes = ..., partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = ...) -> None: ...
     class TxnOffsetCommitRequestPartition(Struct):
         partition_index: int
         committed_offset: int
@@ -1608,8 +1609,9 @@ class TxnOffsetCommitResponse(Struct):
     class TxnOffsetCommitResponseTopic(Struct):
         TxnOffsetCommitResponsePartition: ClassVar[type[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]]
         name: str
+        topic_id: bytes
         partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition]
-        def __init__(self, *, name: str = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ...) -> None: ...
+        def __init__(self, *, name: str = ..., topic_id: bytes = ..., partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = ...) -> None: ...
     class TxnOffsetCommitResponsePartition(Struct):
         partition_index: int
         error_code: int

@@ -42,6 +42,7 @@ from kop.security.sasl.scram import ScramCredentialStore
 from kop.services import PulsarSchemas, PulsarSubscriptions
 from kop.topics.broker_configs import BrokerConfigs
 from kop.topics.chores import LogCleaner, apply_retention
+from kop.topics.features import Features
 from kop.topics.manager import Topic, TopicManager
 from kop.topics.producer_ids import ProducerIdAllocator
 
@@ -59,6 +60,7 @@ class BrokerService:
         self.storage = storage
         self.topics = TopicManager(config, storage)
         self.broker_configs = BrokerConfigs(config, storage.metadata_store)  # dynamic broker configs, re-read 1/s
+        self.features = Features(storage.metadata_store, config.kafkaBrokerId)  # finalized features, re-read 1/s
         self.producer_ids = ProducerIdAllocator(storage.metadata_store, config.kafkaBrokerId)
         # The group coordinator: a client of the topics, keeping its state in __consumer_offsets.
         self.coordinator = GroupCoordinator(config, self.topics)
@@ -72,6 +74,7 @@ class BrokerService:
         if config.logCleanerEnabled:
             self._chores.append(PeriodicTask("log-cleaner", config.logCleanerIntervalMs / 1000, self.cleaner.run, log))
         self._chores.append(PeriodicTask("broker-configs", 1.0, self.broker_configs.reload, log))
+        self._chores.append(PeriodicTask("features", 1.0, self.features.reload, log))
         self._stopping = False
         self.on_stop: list[Callable[[], Any]] = []
         self.metrics = BrokerMetrics(config.metricsMaxTopicLabels, config.metricsMaxGroupLabels,
@@ -139,6 +142,7 @@ class BrokerService:
         if self.authorizer is not None:
             await self.reload_acls()  # before any listener: no request is answered without the ACLs
         await self.broker_configs.reload()  # the dynamic defaults apply from the first request
+        await self.features.reload()
         await self.topics.load()
         self.handlers = handlers if handlers is not None else load_handlers(self.config)
         if self.clustered:

@@ -60,8 +60,10 @@ log = logging.getLogger(__name__)
 
 LEADER_EPOCH = 0  # one leader per partition, ever: the epoch every stored batch carries
 _EPOCH_BYTES = struct.pack(">i", LEADER_EPOCH)
+# CONCURRENT_TRANSACTIONS is not among them: a TV2 producer's implicit add answers it as Kafka 4.4 does (the
+# previous transaction's markers are being written), and the produce client retries it.
 _COORDINATOR_RETRIABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                                    ErrorCode.NOT_COORDINATOR, ErrorCode.CONCURRENT_TRANSACTIONS})
+                                    ErrorCode.NOT_COORDINATOR})
 
 
 class Writer(enum.Enum):

@@ -7,6 +7,7 @@ transaction on partition 0 and stays open (the "hanging" one). Then `list`, `des
 unknown one), `describe-producers`, `find-hanging`, `abort` of the open transaction by its start offset (a
 WriteTxnMarkers straight to the partition leader, KIP-664), and `describe-producers` again.
 
+Both brokers finalize transaction.version 2 (the Java producer bumps its epoch at every commit on both).
 Output is compared after normalizing what differs by nature: producer ids, time stamps and durations, and
 the broker's port. This test runs both brokers itself (it is not parametrized by KOP_E2E_TARGET).
 """
@@ -21,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from tests.support.clients import create_topic
-from tests.support.java import JavaTools, java_command, run_java
+from tests.support.java import java_command, run_java
 from tests.support.kafka_server import KafkaServer
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "TxnProbe.java"
@@ -108,22 +109,9 @@ def scenario(tools, bootstrap: str, names: dict[str, str]) -> list[tuple[str, li
     return outputs
 
 
-class ClassicTransactionsKafka(KafkaServer):
-    """Apache Kafka formatted with transaction.version=1: the protocol our broker serves (no KIP-890 part 2
-    epoch bump per transaction), so that epochs and sequences compare. A fresh Kafka 4.x cluster finalizes
-    transaction.version 2, whose Java producers bump the epoch at every commit."""
-
-    def _format(self) -> None:
-        tools = JavaTools()
-        cluster_id = tools.run("kafka-storage", "random-uuid", check=True).stdout.strip().splitlines()[-1]
-        tools.run("kafka-storage", "format", "-t", cluster_id, "-c", self.config_path, "--ignore-formatted",
-                  "--feature", "transaction.version=1", check=True)
-        self._formatted = True
-
-
 def test_kafka_transactions_tool_matches_apache_kafka(kop_broker, java_tools, tmp_path) -> None:
     kop = kop_broker(kafkaBrokerId=1)
-    kafka = ClassicTransactionsKafka(tmp_path / "apache-kafka").start()
+    kafka = KafkaServer(tmp_path / "apache-kafka").start()  # transaction.version 2, as ours finalizes
     results = {}
     try:
         with java_tools.session() as tools:  # one JVM for every kafka-transactions command

@@ -67,6 +67,8 @@ TXN_STALL_S = 3.0
 
 E = ErrorCode
 MARKER_RETRY_S = 0.5  # a marker that could not be written is tried again this long after
+IMPLICIT_ADD_RETRY_S = 0.1  # Kafka's add.partitions.to.txn.retry.backoff.max.ms
+IMPLICIT_ADD_BACKOFF_S = 0.02  # Kafka's add.partitions.to.txn.retry.backoff.ms
 
 
 class TransactionCoordinator:
@@ -185,7 +187,8 @@ class TransactionCoordinator:
     async def _persist(self, t: Transit) -> int:
         """Write a transit and apply it: 0, or the error for the client (the transit is then abandoned)."""
         try:
-            await self._append(t.transactional_id, trec.encode_value(t.value()))
+            # a TV2 transaction in Kafka's value version 1, whose ClientTransactionVersion a reload needs
+            await self._append(t.transactional_id, trec.encode_value(t.value(), 1 if t.client_tv >= 2 else 0))
         except Exception as e:
             log.warning("transactional id %s: writing %s to %s failed: %r", t.transactional_id, t.state.name,
                         TRANSACTION_STATE_TOPIC, e)
@@ -225,11 +228,12 @@ class TransactionCoordinator:
 
     # ================================================================== AddPartitionsToTxn / AddOffsetsToTxn
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                             partitions: list[TopicPartition]) -> int:
+                             partitions: list[TopicPartition], tv2: bool = False) -> int:
         err = self.partition_error(transactional_id)
         if err:
             return err
-        err, t = self.machine.add_partitions(transactional_id, producer_id, producer_epoch, partitions, self.now_ms())
+        err, t = self.machine.add_partitions(transactional_id, producer_id, producer_epoch, partitions, self.now_ms(),
+                                             tv2)
         if err or t is None:
             return err
         return await self._persist(t)
@@ -239,9 +243,23 @@ class TransactionCoordinator:
         n = self.groups.num_partitions if self.groups is not None else self.config.offsetsTopicNumPartitions
         return OFFSETS_TOPIC, partition_for(group_id, n)
 
-    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str) -> int:
+    async def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                          tv2: bool = False) -> int:
         return await self.add_partitions(transactional_id, producer_id, producer_epoch,
-                                         [self.offsets_partition(group_id)])
+                                         [self.offsets_partition(group_id)], tv2)
+
+    async def add_implicitly(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                             partitions: list[TopicPartition]) -> int:
+        """KIP-890 part 2: a TV2 producer's Produce (v12+) or TxnOffsetCommit (v5) adds its partition to the
+        transaction itself. While the previous transaction's markers are being written
+        (CONCURRENT_TRANSACTIONS) the add is tried again for up to IMPLICIT_ADD_RETRY_S, as Kafka's leader
+        retries its AddPartitionsToTxn, before the client is told to retry."""
+        deadline = time.monotonic() + IMPLICIT_ADD_RETRY_S
+        while True:
+            err = await self.add_partitions(transactional_id, producer_id, producer_epoch, partitions, tv2=True)
+            if err != E.CONCURRENT_TRANSACTIONS or time.monotonic() >= deadline:
+                return err
+            await asyncio.sleep(IMPLICIT_ADD_BACKOFF_S)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
                ) -> tuple[int, dict[TopicPartition, int]]:
@@ -276,18 +294,68 @@ class TransactionCoordinator:
             return err
         return E.NOT_ENOUGH_REPLICAS
 
+    async def add_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                            partition: int) -> int:
+        """The produce-side implicit add of KIP-890 part 2 (a TV2 producer's Produce v12+): the partition joins
+        the producer's transaction, opening the next one after a completed transaction. In Produce's terms,
+        as `verify_partition`, but for CONCURRENT_TRANSACTIONS, answered as such (retriable) while the previous
+        transaction's markers are still being written, as Kafka 4.4 answers it. In cluster mode an id another broker coordinates is added there, with the
+        inter-broker AddPartitionsToTxn v5 (Kafka's AddPartitionsToTxnManager)."""
+        key = self.topic_key(topic)
+        err = self.partition_error(transactional_id)
+        if err == E.NOT_COORDINATOR and self.topics.ownership is not None:
+            err = await self._add_remotely(transactional_id, producer_id, producer_epoch, key, partition)
+        elif not err:
+            err = await self.add_implicitly(transactional_id, producer_id, producer_epoch, [(key, partition)])
+        if err in (E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH):
+            return E.INVALID_PRODUCER_EPOCH
+        if err in (0, E.INVALID_PRODUCER_ID_MAPPING, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                   E.CONCURRENT_TRANSACTIONS):
+            return err  # CONCURRENT_TRANSACTIONS: the previous transaction is completing (retriable, as Kafka 4.4)
+        return E.NOT_ENOUGH_REPLICAS
+
+    async def _add_remotely(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                            partition: int) -> int:
+        own = self.topics.ownership
+        state = self.runtime.topic
+        if own is None or state is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        owner = await own.owner_of(state.name, self.partition_of(transactional_id))
+        if owner is None:
+            return E.COORDINATOR_NOT_AVAILABLE
+        return await self.channel.add_partitions(owner.host, owner.port, transactional_id, producer_id,
+                                                 producer_epoch, topic, partition)
+
+    def implicit_adder(self) -> ImplicitAdd:
+        """What the partition seam asks instead of `verify_partition` for a TV2 Produce (v12+)."""
+        return ImplicitAdd(self)
+
     # ================================================================== EndTxn and the markers
-    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> int:
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                      tv2: bool = False) -> tuple[int, int, int]:
+        """(error, producer id, epoch): the id and epoch the producer goes on with (EndTxn v5's answer; with
+        TV2 the epoch bumped by this end), -1 and -1 on an error."""
         err = self.partition_error(transactional_id)
         if err:
-            return err
-        err, t = self.machine.end_txn(transactional_id, producer_id, producer_epoch, commit, self.now_ms())
-        if err or t is None:
-            return err
-        err = await self._persist(t)
-        if not err:
-            self._start_markers(transactional_id)
-        return err
+            return err, -1, -1
+        new_pid = None
+        if self.machine.end_needs_producer_id(transactional_id, tv2):
+            new_pid = await self.producer_ids.next_id()
+            err = self.partition_error(transactional_id)
+            if err:
+                return err, -1, -1
+        err, t = self.machine.end_txn(transactional_id, producer_id, producer_epoch, commit, self.now_ms(), tv2,
+                                      new_pid)
+        if not err and t is not None:
+            err = await self._persist(t)
+            if not err:
+                self._start_markers(transactional_id)
+        txn = self.machine.txns.get(transactional_id)
+        if err or txn is None:
+            return err, -1, -1
+        if txn.next_producer_id != -1:  # rotating: the producer goes on with the new id (Kafka's answer)
+            return 0, txn.next_producer_id, 0
+        return 0, txn.producer_id, txn.producer_epoch
 
     def _start_markers(self, transactional_id: str) -> None:
         running = self._markers.get(transactional_id)
@@ -425,6 +493,18 @@ class TransactionCoordinator:
         ids = [tid for tid in self.machine.txns if self.runtime.is_loaded(self.partition_of(tid))]
         unknown, out = self.machine.list(ids, states, producer_ids, duration_ms, pattern, self.now_ms())
         return 0, unknown, out
+
+
+class ImplicitAdd:
+    """The partition seam's TxnVerifier (kop/topics/partition.py) for a TV2 producer's Produce: its first batch
+    of a transaction on a partition adds the partition (KIP-890 part 2) rather than checking it was added."""
+
+    def __init__(self, coordinator: TransactionCoordinator) -> None:
+        self.coordinator = coordinator
+
+    async def verify_partition(self, transactional_id: str, producer_id: int, producer_epoch: int, topic: str,
+                               partition: int) -> int:
+        return await self.coordinator.add_partition(transactional_id, producer_id, producer_epoch, topic, partition)
 
 
 class _TxnLoad:

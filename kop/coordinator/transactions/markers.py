@@ -1,5 +1,7 @@
 """Markers across brokers (cluster mode): a small Kafka client that sends WriteTxnMarkers v1 to the broker that
-owns a partition, as Kafka's transaction marker channel does between brokers.
+owns a partition, as Kafka's transaction marker channel does between brokers; and the other way round,
+AddPartitionsToTxn v5 (Kafka's inter-broker form) from a partition's broker to the transaction coordinator,
+for the implicit partition add of a TV2 producer's Produce (KIP-890 part 2), as Kafka's AddPartitionsToTxnManager.
 
 One connection per broker address, one request at a time on it (markers of one transaction are few; a
 coordinator drives transactions concurrently, each waits its turn on the connection), over kop.protocol's
@@ -19,12 +21,15 @@ from typing import Protocol, cast
 
 from kop.protocol import api_info, decode_response, encode_request
 from kop.protocol.errors import ErrorCode
+from kop.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from kop.protocol.model import Struct
 
 log = logging.getLogger(__name__)
 
 API_KEY = 27
 VERSION = 1
+ADD_PARTITIONS_KEY = 24
+ADD_PARTITIONS_VERSION = 5
 REQUEST_TIMEOUT_S = 30.0
 CLIENT_ID = "kop-transaction-coordinator"
 
@@ -73,17 +78,17 @@ class _Connection:
         self.lock = asyncio.Lock()
         self.correlation = 0
 
-    async def request(self, body: Struct) -> Struct:
+    async def request(self, body: Struct, api_key: int = API_KEY, version: int = VERSION) -> Struct:
         async with self.lock:
             if self.writer is None or self.writer.is_closing():
                 self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
             assert self.reader is not None
             self.correlation += 1
-            self.writer.write(encode_request(API_KEY, VERSION, self.correlation, CLIENT_ID, body))
+            self.writer.write(encode_request(api_key, version, self.correlation, CLIENT_ID, body))
             await self.writer.drain()
             (size,) = struct.unpack(">i", await self.reader.readexactly(4))
             frame = await self.reader.readexactly(size)
-            correlation, response = decode_response(API_KEY, VERSION, frame)
+            correlation, response = decode_response(api_key, version, frame)
             if correlation != self.correlation:
                 raise ConnectionError(f"correlation id {correlation}, expected {self.correlation}")
             return response
@@ -108,9 +113,7 @@ class MarkerChannel:
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[R.WritableTxnMarker.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])],
             coordinator_epoch=coordinator_epoch)])
-        conn = self._connections.get((host, port))
-        if conn is None:
-            conn = self._connections[(host, port)] = _Connection(host, port)
+        conn = self._connection(host, port)
         try:
             response = cast("_Response", await asyncio.wait_for(conn.request(body), REQUEST_TIMEOUT_S))
         except Exception as e:  # noqa: BLE001 - refused, timed out, broken frame: the marker is retried
@@ -123,6 +126,36 @@ class MarkerChannel:
                     if t.name == topic and p.partition_index == partition:
                         return int(p.error_code)
         return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    async def add_partitions(self, host: str, port: int, transactional_id: str, producer_id: int,
+                             producer_epoch: int, topic: str, partition: int) -> int:
+        """The coordinator's error code for adding one partition to a TV2 transaction (0: added)."""
+        R = AddPartitionsToTxnRequest
+        body = R(transactions=[R.AddPartitionsToTxnTransaction(
+            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
+            verify_only=False, topics=[R.AddPartitionsToTxnTopic(name=topic, partitions=[partition])])])
+        conn = self._connection(host, port)
+        try:
+            response = cast(AddPartitionsToTxnResponse, await asyncio.wait_for(
+                conn.request(body, ADD_PARTITIONS_KEY, ADD_PARTITIONS_VERSION), REQUEST_TIMEOUT_S))
+        except Exception as e:  # noqa: BLE001 - refused, timed out, broken frame: the producer retries
+            log.warning("AddPartitionsToTxn to %s:%d failed: %r", host, port, e)
+            conn.close()
+            return ErrorCode.NETWORK_EXCEPTION
+        if response.error_code:
+            return int(response.error_code)
+        for txn in response.results_by_transaction:
+            for t in txn.topic_results:
+                for p in t.results_by_partition:
+                    if t.name == topic and p.partition_index == partition:
+                        return int(p.partition_error_code)
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def _connection(self, host: str, port: int) -> _Connection:
+        conn = self._connections.get((host, port))
+        if conn is None:
+            conn = self._connections[(host, port)] = _Connection(host, port)
+        return conn
 
     def close(self) -> None:
         for conn in self._connections.values():

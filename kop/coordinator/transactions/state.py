@@ -13,8 +13,14 @@ PrepareAbort 3, CompleteCommit 4, CompleteAbort 5, Dead 6, PrepareEpochFence 7. 
 Kafka's TransactionCoordinator case for case (research/transactions.md §3); the API modules map
 PRODUCER_FENCED to INVALID_PRODUCER_EPOCH for versions older than the one that knows it.
 
-Not here (the TV2 rules of KIP-890 part 2: an epoch bump per transaction, empty aborts): this broker
-finalizes no `transaction.version`, so clients never ask for them (EndTxn v5 is not advertised).
+Transaction version 2 (KIP-890 part 2) is decided per request, by the version the client sends, as Kafka
+does: EndTxn v5 bumps the producer epoch when it ends a transaction (PrepareCommit/PrepareAbort carry the
+bumped epoch, so the markers fence the old one; an exhausted epoch moves to a new producer id once the
+markers are written) and answers the new epoch; a retried EndTxn is recognised by its epoch being one
+below (or, after a rotation, by the previous producer id). Partitions join a TV2 transaction implicitly
+(Produce v12+, TxnOffsetCommit v5: `add_partitions(..., tv2=True)`), which also opens the next transaction
+after a completed one. An abort of an Empty TV2 transaction bumps the epoch too (a producer whose first
+send failed). The transaction remembers the client's version (ClientTransactionVersion in the log).
 """
 
 from __future__ import annotations
@@ -82,10 +88,13 @@ class TxnMetadata:
     last_producer_id: int = NO_PRODUCER_ID  # the id before a rotation (KIP-360 recovery)
     last_producer_epoch: int = NO_PRODUCER_EPOCH  # the epoch before the last bump (a retried bump)
     pending: TxnState | None = None  # the state a transit being written moves to
+    client_tv: int = 0  # the transaction version of the client's last request (2: KIP-890 part 2)
+    next_producer_id: int = NO_PRODUCER_ID  # TV2: the id a transaction that exhausted its epoch moves to
 
     def value(self) -> TransactionLogValue:
         return to_value(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, self.partitions,
-                        self.last_update_ms, self.start_ms)
+                        self.last_update_ms, self.start_ms, self.client_tv, self.last_producer_id,
+                        self.next_producer_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,20 +110,25 @@ class Transit:
     last_update_ms: int
     last_producer_id: int = NO_PRODUCER_ID
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    client_tv: int = 0
+    next_producer_id: int = NO_PRODUCER_ID
 
     def value(self) -> TransactionLogValue:
         return to_value(self.producer_id, self.producer_epoch, self.timeout_ms, self.state, self.partitions,
-                        self.last_update_ms, self.start_ms)
+                        self.last_update_ms, self.start_ms, self.client_tv, self.last_producer_id,
+                        self.next_producer_id)
 
 
 def to_value(pid: int, epoch: int, timeout_ms: int, state: TxnState, partitions: Iterable[TopicPartition],
-             last_update_ms: int, start_ms: int) -> TransactionLogValue:
+             last_update_ms: int, start_ms: int, client_tv: int = 0, previous_pid: int = NO_PRODUCER_ID,
+             next_pid: int = NO_PRODUCER_ID) -> TransactionLogValue:
     by_topic: dict[str, list[int]] | None = None
     if state != S.EMPTY:  # Kafka writes a null partition list for Empty
         by_topic = {}
         for t, p in sorted(partitions):
             by_topic.setdefault(t, []).append(p)
-    return TransactionLogValue(pid, epoch, timeout_ms, int(state), by_topic, last_update_ms, start_ms)
+    return TransactionLogValue(pid, epoch, timeout_ms, int(state), by_topic, last_update_ms, start_ms, client_tv,
+                               previous_pid, next_pid)
 
 
 @dataclass(slots=True)
@@ -142,6 +156,8 @@ class _TransitChanges(TypedDict, total=False):
     start_ms: int
     last_producer_id: int
     last_producer_epoch: int
+    client_tv: int
+    next_producer_id: int
 
 
 class TransactionStateMachine:
@@ -155,7 +171,8 @@ class TransactionStateMachine:
     # ------------------------------------------------------------------ transits
     def _prepare(self, txn: TxnMetadata, state: TxnState, now: int, **changes: Unpack[_TransitChanges]) -> Transit:
         t = Transit(txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms, state,
-                    frozenset(txn.partitions), txn.start_ms, now, txn.last_producer_id, txn.last_producer_epoch)
+                    frozenset(txn.partitions), txn.start_ms, now, txn.last_producer_id, txn.last_producer_epoch,
+                    txn.client_tv, txn.next_producer_id)
         t = replace(t, **changes)
         txn.pending = state
         return t
@@ -170,6 +187,7 @@ class TransactionStateMachine:
         txn.state, txn.partitions, txn.start_ms = t.state, set(t.partitions), t.start_ms
         txn.last_update_ms, txn.last_producer_id, txn.last_producer_epoch = (
             t.last_update_ms, t.last_producer_id, t.last_producer_epoch)
+        txn.client_tv, txn.next_producer_id = t.client_tv, t.next_producer_id
         txn.pending = None
 
     def abandon(self, transactional_id: str) -> None:
@@ -193,7 +211,8 @@ class TransactionStateMachine:
             return
         self.txns[transactional_id] = TxnMetadata(
             transactional_id, value.producer_id, value.producer_epoch, value.timeout_ms, state, parts,
-            value.start_ms, value.last_update_ms)
+            value.start_ms, value.last_update_ms, value.previous_producer_id,
+            client_tv=value.client_transaction_version, next_producer_id=value.next_producer_id)
 
     def drop(self, transactional_ids: Iterable[str]) -> None:
         for tid in transactional_ids:
@@ -271,8 +290,9 @@ class TransactionStateMachine:
         return 0
 
     def add_partitions(self, transactional_id: str, pid: int, epoch: int, partitions: Iterable[TopicPartition],
-                       now: int) -> tuple[int, Transit | None]:
-        """(error, transit to write); (0, None): every partition is in the transaction already."""
+                       now: int, tv2: bool = False) -> tuple[int, Transit | None]:
+        """(error, transit to write); (0, None): every partition is in the transaction already. `tv2`: an
+        implicit add of a TV2 client (Produce v12+, TxnOffsetCommit v5), which marks the transaction TV2."""
         txn = self.txns.get(transactional_id)
         err = self._check_producer(txn, pid, epoch)
         if err:
@@ -282,7 +302,9 @@ class TransactionStateMachine:
         if txn.state == S.ONGOING and parts <= txn.partitions:
             return 0, None
         start = now if txn.state in COMPLETED else txn.start_ms
-        return 0, self._prepare(txn, S.ONGOING, now, partitions=frozenset(txn.partitions | parts), start_ms=start)
+        tv = 2 if tv2 else txn.client_tv if txn.state == S.ONGOING else 0
+        return 0, self._prepare(txn, S.ONGOING, now, partitions=frozenset(txn.partitions | parts), start_ms=start,
+                                client_tv=tv)
 
     def verify(self, transactional_id: str, pid: int, epoch: int, partitions: Iterable[TopicPartition]
                ) -> tuple[int, dict[TopicPartition, int]]:
@@ -297,19 +319,53 @@ class TransactionStateMachine:
         return 0, {tp: 0 if tp in inside else E.INVALID_TXN_STATE for tp in partitions}
 
     # ------------------------------------------------------------------ EndTxn
-    def end_txn(self, transactional_id: str, pid: int, epoch: int, commit: bool, now: int
-                ) -> tuple[int, Transit | None]:
-        """(error, PrepareCommit/PrepareAbort transit to write); (0, None): a retry of a completed end."""
+    def end_needs_producer_id(self, transactional_id: str, tv2: bool) -> bool:
+        """Whether a TV2 EndTxn would exhaust the epoch: the caller allocates the next producer id."""
         txn = self.txns.get(transactional_id)
-        if txn is None or txn.producer_id != pid:
-            return E.INVALID_PRODUCER_ID_MAPPING, None
-        if txn.producer_epoch != epoch:
-            return E.PRODUCER_FENCED, None
+        return tv2 and txn is not None and txn.state in (S.ONGOING, S.EMPTY) and epoch_exhausted(txn.producer_epoch)
+
+    def _end_epoch_error(self, txn: TxnMetadata | None, pid: int, epoch: int) -> int:
+        """Kafka's producer id and epoch checks of EndTxn. A TV2 transaction's epoch was bumped by the end
+        being retried, so a retry carries the epoch below (or, after a rotation, the previous id)."""
+        if txn is None:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        bumped = txn.client_tv >= 2 and txn.producer_epoch == epoch + 1
+        rotated = txn.client_tv >= 2 and txn.last_producer_id == pid and epoch == MAX_EPOCH - 1 and \
+            txn.producer_epoch == 0
+        if txn.producer_id != pid and not rotated:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if txn.client_tv < 2 or txn.state in (S.ONGOING, S.EMPTY):
+            valid = epoch == txn.producer_epoch
+        elif txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+            valid = bumped
+        else:
+            valid = bumped or rotated
+        return 0 if valid else E.PRODUCER_FENCED
+
+    def end_txn(self, transactional_id: str, pid: int, epoch: int, commit: bool, now: int, tv2: bool = False,
+                new_producer_id: int | None = None) -> tuple[int, Transit | None]:
+        """(error, PrepareCommit/PrepareAbort transit to write); (0, None): a retry of a completed end.
+        `tv2`: EndTxn v5, whose end bumps the epoch (a new producer id, `new_producer_id`, when exhausted)."""
+        txn = self.txns.get(transactional_id)
+        err = self._end_epoch_error(txn, pid, epoch)
+        if err:
+            return err, None
+        assert txn is not None
         if txn.pending is not None:
             return E.CONCURRENT_TRANSACTIONS, None
         state = txn.state
-        if state == S.ONGOING:
-            return 0, self._prepare(txn, S.PREPARE_COMMIT if commit else S.PREPARE_ABORT, now)
+        if state == S.ONGOING or (state == S.EMPTY and tv2 and not commit):
+            target = S.PREPARE_COMMIT if commit else S.PREPARE_ABORT
+            if not tv2:
+                return 0, self._prepare(txn, target, now, client_tv=0)
+            exhausted = epoch_exhausted(txn.producer_epoch)
+            if exhausted and new_producer_id is None:
+                raise ValueError("an exhausted epoch needs a new producer id")
+            start = now if state == S.EMPTY else txn.start_ms
+            return 0, self._prepare(txn, target, now, producer_epoch=txn.producer_epoch + 1,
+                                    last_producer_epoch=txn.producer_epoch, client_tv=2, start_ms=start,
+                                    next_producer_id=new_producer_id if exhausted and new_producer_id is not None
+                                    else NO_PRODUCER_ID)
         if state == (S.COMPLETE_COMMIT if commit else S.COMPLETE_ABORT):
             return 0, None
         if state == (S.PREPARE_COMMIT if commit else S.PREPARE_ABORT):
@@ -323,6 +379,12 @@ class TransactionStateMachine:
         if txn is None or txn.pending is not None or txn.state not in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return None
         done = S.COMPLETE_COMMIT if txn.state == S.PREPARE_COMMIT else S.COMPLETE_ABORT
+        if txn.next_producer_id != NO_PRODUCER_ID:  # TV2, the epoch exhausted: the producer moves to the new id
+            return self._prepare(txn, done, now, partitions=frozenset(), producer_id=txn.next_producer_id,
+                                 producer_epoch=0, last_producer_id=txn.producer_id,
+                                 last_producer_epoch=txn.producer_epoch, next_producer_id=NO_PRODUCER_ID)
+        if txn.client_tv >= 2:  # Kafka's prepareComplete: the bumped epoch is no longer a retry's (KIP-360)
+            return self._prepare(txn, done, now, partitions=frozenset(), last_producer_epoch=txn.producer_epoch)
         return self._prepare(txn, done, now, partitions=frozenset())
 
     # ------------------------------------------------------------------ timeouts and expiration

@@ -69,6 +69,7 @@ def _modules() -> list[ModuleType]:
         sasl_handshake,
         sync_group,
         txn_offset_commit,
+        update_features,
         write_txn_markers,
     )
 
@@ -78,6 +79,7 @@ def _modules() -> list[ModuleType]:
         incremental_alter_configs, delete_records, describe_cluster,
         describe_topic_partitions,  # Kafka 4.x's kafka-topics --describe and Admin.describeTopics
         describe_log_dirs, list_config_resources,  # kafka-log-dirs, kafka-client-metrics (Kafka 4.4's admin)
+        update_features,  # kafka-features (kop/topics/features.py)
         # group coordinator (kop/coordinator)
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,

@@ -8,8 +8,10 @@
   COORDINATOR_LOAD_IN_PROGRESS) are put on every partition.
 - v4+ (Kafka's inter-broker form, KIP-890 part 1): several transactions per request, each with its own
   result; `verify_only` asks whether the partitions are in the open transaction without adding them (NONE
-  or, when one is not, INVALID_TXN_STATE - TRANSACTION_ABORTABLE from v5). A top-level error is reserved
-  for the whole request.
+  or, when one is not, INVALID_TXN_STATE - TRANSACTION_ABORTABLE from v5). A request that is not verify_only
+  is the implicit add of a transaction.version 2 producer's Produce at another broker (KIP-890 part 2, cluster
+  mode): the partitions join the transaction, opening the next one after a completed transaction, as this
+  broker's own produce path adds them. A top-level error is reserved for the whole request.
 - Topic names are stored under their Kafka name, whichever of KoP's spellings the client used.
 - Authorization (Kafka's): v0-v3 need WRITE on the transactional id (else every partition
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, checked before
@@ -72,7 +74,9 @@ async def _one(ctx: RequestContext, tid: str, pid: int, epoch: int, topics: list
             return dict.fromkeys(asked, err)
         missing = E.TRANSACTION_ABORTABLE if ctx.version >= 5 else E.INVALID_TXN_STATE
         return {k: (missing if per.get(key_of[k]) else 0) for k in asked}
-    err = await txns.add_partitions(tid, pid, epoch, good)
+    # v4+ adds (not verify_only) come from a partition's broker for a TV2 producer's Produce (KIP-890 part 2)
+    err = await (txns.add_implicitly(tid, pid, epoch, good) if ctx.version >= 4 else
+                 txns.add_partitions(tid, pid, epoch, good))
     return dict.fromkeys(asked, fenced_for(err, ctx.version, 2))
 
 

@@ -1,4 +1,4 @@
-"""EndTxn (key 26): v0-v4.
+"""EndTxn (key 26): v0-v5.
 
 Commits or aborts the producer's transaction: the answer comes once PrepareCommit / PrepareAbort is durable
 in __transaction_state, then the markers are written into every partition of the transaction (as Kafka:
@@ -7,10 +7,10 @@ INVALID_PRODUCER_ID_MAPPING (unknown id or another producer id), PRODUCER_FENCED
 below v2), INVALID_TXN_STATE without an open transaction or for the other direction of one being ended,
 CONCURRENT_TRANSACTIONS for a retry while markers are written, NONE for a retry after they were.
 
-v5 (KIP-890 part 2: an epoch bump with every transaction, returned in the answer) is not advertised: this
-broker finalizes no `transaction.version`, so Kafka 4.x clients stay on the v4 path. Kafka 4.4 clients ask
-v5 of Apache Kafka only with transaction.version 2 finalized; v5 is that semantics (the coordinator bumps
-the epoch at every EndTxn and answers the new one), so it waits for KIP-890 part 2, not for a schema.
+v5 (KIP-890 part 2, what a Kafka 4.x producer sends with transaction.version 2 finalized): the end bumps
+the producer epoch (the markers carry the bumped epoch and so fence the old one) and the answer carries the
+producer id and epoch the producer goes on with; a retry of an end that completed answers the same (the
+rules are kop/coordinator/transactions/state.py's). Errors answer -1 / -1 there, as Kafka.
 
 Authorization: WRITE on the transactional id, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's).
 """
@@ -24,7 +24,7 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import EndTxnRequest, EndTxnResponse
 
 API_KEY = 26
-VERSIONS = (0, 4)
+VERSIONS = (0, 5)
 
 
 async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
@@ -34,5 +34,6 @@ async def handle(ctx: RequestContext, req: EndTxnRequest) -> EndTxnResponse:
     txns = transactions(ctx)
     if txns is None:
         return R(throttle_time_ms=0, error_code=ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    err = await txns.end_txn(ctx.names.global_id(req.transactional_id), req.producer_id, req.producer_epoch, req.committed)
-    return R(throttle_time_ms=0, error_code=fenced_for(err, ctx.version, 2))
+    err, pid, epoch = await txns.end_txn(ctx.names.global_id(req.transactional_id), req.producer_id,
+                                         req.producer_epoch, req.committed, tv2=ctx.version >= 5)
+    return R(throttle_time_ms=0, error_code=fenced_for(err, ctx.version, 2), producer_id=pid, producer_epoch=epoch)

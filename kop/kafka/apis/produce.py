@@ -18,9 +18,12 @@
   a transactional batch opens and its verification with the transaction coordinator (KIP-890 part 1) - is
   the partition seam's (kop/topics/partition.py, kop/topics/write_rules.py), shared with Pulsar SEND and the
   coordinators. Its refusal carries Kafka's error, answered here as is, with v8+'s `record_errors` naming
-  each offending record. Two mappings are Produce's own: TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
-  below v11 (it is known to v11+ only), and a transactional v12 request is treated like v11 (verification
-  only, no implicit partition add): transaction.version 2 is not advertised, so clients do not expect it.
+  each offending record. Two rules are Produce's own: TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE
+  below v11 (it is known to v11+ only), and a transactional v12+ request comes from a transaction.version 2
+  producer (KIP-890 part 2; a TV1 producer stays at v11 inside a transaction), whose first batch of a
+  transaction on a partition adds the partition to the transaction at the coordinator (the "implicit
+  AddPartitionsToTxn", kop/coordinator/transactions/coordinator.py's add_partition) instead of being checked
+  against it; below v12 it is checked (KIP-890 part 1).
 - Auto-creation on produce follows allowAutoTopicCreation.
 """
 
@@ -170,9 +173,10 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         hdr, batch = batches[0]
         seam = await ctx.partition(topic, partition)
         txn_id = ctx.names.global_id(transactional_id) if transactional_id else transactional_id
+        txns = ctx.services.transactions
         try:
             issued = await seam.issue(batch, Writer.KAFKA, hdr, transactional_id=txn_id,
-                                      verifier=ctx.services.transactions,
+                                      verifier=txns.implicit_adder() if ctx.version >= 12 else txns,
                                       kafka_topic=ctx.topics.kafka_name(topic.name), client_name=topic_name)
         except AppendRefused as e:
             error = e.error

@@ -1,4 +1,4 @@
-"""TxnOffsetCommit (key 28): v0-v4, served by the group coordinator.
+"""TxnOffsetCommit (key 28): v0-v6, served by the group coordinator.
 
 - The offsets are written to the group's __consumer_offsets partition at once, in a transactional batch of
   the producer (as Kafka), and stay pending until the transaction's marker lands there: a COMMIT makes
@@ -11,11 +11,14 @@
   to the transaction first (AddOffsetsToTxn; KIP-890 part 1's check): else INVALID_TXN_STATE
   (TRANSACTION_ABORTABLE from v4), and INVALID_PRODUCER_EPOCH for a fenced producer.
 - Unknown topics get UNKNOWN_TOPIC_OR_PARTITION; the rest of the request is committed.
-- v5 (KIP-890 part 2, implicit AddOffsetsToTxn) is not advertised, nor v6 (topic ids, KIP-1319; Kafka 4.4's
-  schema, not in kafka-python 3.0's): a client may send a version above v4 inside a transaction only with
-  transaction.version 2 (Kafka's schema note), which makes the commit add the offsets partition to the
-  transaction implicitly - KIP-890 part 2 semantics this broker does not have. Kafka 4.4 clients therefore
-  stay on v4 here, as they do against an Apache Kafka without transaction.version 2.
+- v5 (KIP-890 part 2): a client sends it inside a transaction only with transaction.version 2, and the
+  commit then adds the group's offsets partition to the transaction itself (the implicit AddOffsetsToTxn; in
+  cluster mode at the broker coordinating the transactional id) instead of checking it was added; errors as
+  above.
+- v6 (KIP-1319, what Kafka 4.4 clients send): topics are named by their ids (Metadata's), and the answer
+  echoes them; an id this broker does not know gets UNKNOWN_TOPIC_ID on each of its partitions and the rest
+  of the request is committed (OffsetCommit v10's rule). Everything else is v5's. (Kafka 4.4 renamed
+  GenerationId to GenerationIdOrMemberEpoch: the same field; the schema is in kop/protocol/extra_schemas.py.)
 - Authorization (Kafka's order): WRITE on the transactional id, then READ on the group - a refusal is every
   partition's error (TRANSACTIONAL_ID_ / GROUP_AUTHORIZATION_FAILED) - then READ on each topic
   (TOPIC_AUTHORIZATION_FAILED for its partitions, before existence; the others are committed).
@@ -23,6 +26,7 @@
 
 from __future__ import annotations
 
+from kop.kafka.apis.common import names_from_ids
 from kop.kafka.apis.txn_common import transactions
 from kop.kafka.authorize import Op, denied_topics, txn_group_refused
 from kop.kafka.context import RequestContext
@@ -30,7 +34,7 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 API_KEY = 28
-VERSIONS = (0, 4)
+VERSIONS = (0, 6)
 E = ErrorCode
 _RETRIABLE = (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR,
               E.CONCURRENT_TRANSACTIONS)
@@ -57,20 +61,33 @@ def _verify(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_id: 
     return 0
 
 
+async def _add(ctx: RequestContext, req: TxnOffsetCommitRequest, transactional_id: str, group_id: str) -> int:
+    """v5: add the group's offsets partition to the TV2 transaction (0), else the error of every partition."""
+    txns = transactions(ctx)
+    if txns is None:
+        return 0
+    topic, partition = txns.offsets_partition(group_id)
+    err = await txns.add_partition(transactional_id, req.producer_id, req.producer_epoch, topic, partition)
+    return E.COORDINATOR_LOAD_IN_PROGRESS if err in (E.NOT_ENOUGH_REPLICAS, E.CONCURRENT_TRANSACTIONS) else err
+
+
 async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetCommitResponse:
     R = TxnOffsetCommitResponse
     v = ctx.version
     refused = txn_group_refused(ctx, req.transactional_id, req.group_id)
     if refused is not None:
-        return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, partitions=[
+        return R(throttle_time_ms=0, topics=[R.TxnOffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id,
+                                                                            partitions=[
             R.TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=refused)
             for p in t.partitions]) for t in req.topics])
-    denied = denied_topics(ctx, Op.READ, (t.name for t in req.topics))
-    plan: list[tuple[str, list[tuple[int, int | None, str]]]] = []
+    unknown_ids = names_from_ids(ctx, req.topics) if v >= 6 else set()  # v6 names topics by id
+    denied = denied_topics(ctx, Op.READ, (t.name for i, t in enumerate(req.topics) if i not in unknown_ids))
+    plan: list[tuple[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic, list[tuple[int, int | None, str]]]] = []
     valid: list[tuple[str, int, int, int, str | None]] = []
-    for t in req.topics:
-        if t.name in denied:
-            plan.append((t.name, [(p.partition_index, E.TOPIC_AUTHORIZATION_FAILED, "") for p in t.partitions]))
+    for i, t in enumerate(req.topics):
+        if i in unknown_ids or t.name in denied:
+            error = E.UNKNOWN_TOPIC_ID if i in unknown_ids else E.TOPIC_AUTHORIZATION_FAILED
+            plan.append((t, [(p.partition_index, error, "") for p in t.partitions]))
             continue
         topic = await ctx.find_topic(t.name)
         parts: list[tuple[int, int | None, str]] = []
@@ -82,13 +99,14 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetC
             parts.append((p.partition_index, None, key))
             valid.append((key, p.partition_index, p.committed_offset,
                           p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata))
-        plan.append((t.name, parts))
+        plan.append((t, parts))
     results: dict[tuple[str, int], int] = {}
     if valid:
         names = ctx.names
         group_id = names.global_id(req.group_id)
-        err = ctx.coordinator.partition_error(group_id) or _verify(ctx, req, names.global_id(req.transactional_id),
-                                                                    group_id)
+        tid = names.global_id(req.transactional_id)
+        err = ctx.coordinator.partition_error(group_id) or (
+            await _add(ctx, req, tid, group_id) if v >= 5 else _verify(ctx, req, tid, group_id))
         if err:
             results = {(key, p): err for key, p, *_ in valid}
         else:
@@ -97,8 +115,8 @@ async def handle(ctx: RequestContext, req: TxnOffsetCommitRequest) -> TxnOffsetC
                 req.generation_id if v >= 3 else -1, req.member_id if v >= 3 else "",
                 req.group_instance_id if v >= 3 else None, valid)
     return R(throttle_time_ms=0, topics=[
-        R.TxnOffsetCommitResponseTopic(name=name, partitions=[
+        R.TxnOffsetCommitResponseTopic(name=t.name, topic_id=t.topic_id, partitions=[
             R.TxnOffsetCommitResponsePartition(
                 partition_index=index, error_code=err if err is not None else results[(key, index)])
             for index, err, key in parts])
-        for name, parts in plan])
+        for t, parts in plan])

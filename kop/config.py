@@ -25,6 +25,18 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the key."""
 
 
+# Pulsar's authentication provider classes this broker implements (kop/security/authn.py), by the method name a
+# client's CONNECT (auth_method_name) or an admin request names. Any other class in authenticationProviders stops
+# start-up: Pulsar would load it, so silently refusing its clients later would hide the mistake (issue #22).
+PROVIDER_BASIC = "org.apache.pulsar.broker.authentication.AuthenticationProviderBasic"
+PROVIDER_TLS = "org.apache.pulsar.broker.authentication.AuthenticationProviderTls"
+AUTHENTICATION_PROVIDERS: dict[str, str] = {
+    "org.apache.pulsar.broker.authentication.AuthenticationProviderToken": "token",
+    PROVIDER_BASIC: "basic",
+    PROVIDER_TLS: "tls",
+}
+
+
 # Keys earlier versions validated but nothing read (issue #21): ignored with a warning saying what bounds the same
 # thing now, instead of the refusal an unknown key gets.
 REMOVED_KEYS: dict[str, str] = {
@@ -266,7 +278,11 @@ class BrokerConfig:
     tlsCiphers: str = ""  # OpenSSL cipher list for TLSv1.2; "" = OpenSSL's default
     sslPrincipalMappingRules: str = "DEFAULT"  # Kafka's ssl.principal.mapping.rules
     authenticationEnabled: bool = False  # SASL listeners refuse to start without it
-    authenticationProviders: str = ""  # ...AuthenticationProviderToken: PLAIN takes token:<jwt>
+    # comma list of Pulsar provider classes (AUTHENTICATION_PROVIDERS); ...AuthenticationProviderToken also lets
+    # Kafka's PLAIN take token:<jwt>. Another class is a start-up error with authenticationEnabled.
+    authenticationProviders: str = ""
+    anonymousUserRole: str = ""  # Pulsar port and admin REST: the role of a client that brings no credentials
+    basicAuthConf: str = ""  # AuthenticationProviderBasic: htpasswd lines (a path, file:, data:, or base64)
     saslAllowedMechanisms: str = "PLAIN"  # PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
     saslPlainUsersFile: str = ""  # user=password lines for PLAIN (Kafka's JAAS user_<name>)
     tokenSecretKey: str = ""  # file:..., data:;base64,... or base64 (Pulsar); wins over tokenPublicKey
@@ -416,6 +432,8 @@ class BrokerConfig:
             if "OAUTHBEARER" in mechs:
                 need(bool(self.saslOauthbearerJwksEndpointUrl), "saslAllowedMechanisms",
                      "OAUTHBEARER needs saslOauthbearerJwksEndpointUrl")
+        if self.authenticationEnabled:
+            self._validate_authentication_providers()
         if self.token_auth_enabled:
             need(bool(self.tokenSecretKey or self.tokenPublicKey), "authenticationProviders",
                  "the token provider needs tokenSecretKey or tokenPublicKey")
@@ -427,6 +445,20 @@ class BrokerConfig:
         need(self.connectionsMaxReauthMs >= 0, "connectionsMaxReauthMs", "must be >= 0")
         need(self.failedAuthenticationDelayMs >= 0, "failedAuthenticationDelayMs", "must be >= 0")
         need(self.saslServerMaxReceiveSize >= 1024, "saslServerMaxReceiveSize", "must be >= 1024")
+
+    def _validate_authentication_providers(self) -> None:
+        """As Pulsar's AuthenticationService with authenticationEnabled: every listed class is loaded, so one this
+        broker lacks is a start-up error naming it (Pulsar's ClassNotFoundException), and each provider's own
+        required settings are checked (without authenticationEnabled Pulsar loads none, so neither do we)."""
+        need = self._need
+        providers = self.authentication_providers
+        unknown = [p for p in providers if p not in AUTHENTICATION_PROVIDERS]
+        need(not unknown, "authenticationProviders", f"this broker does not implement {', '.join(unknown)}; it "
+             f"implements {', '.join(AUTHENTICATION_PROVIDERS)}")
+        need(PROVIDER_BASIC not in providers or bool(self.basicAuthConf), "basicAuthConf",
+             "AuthenticationProviderBasic needs it (No basic authentication config provided)")
+        need(PROVIDER_TLS not in providers or bool(self.tlsTrustCertsFilePath), "tlsTrustCertsFilePath",
+             "AuthenticationProviderTls needs it: only a certificate verified against it names a role")
 
     def _validate_storage_and_services(self) -> None:
         need = self._need
@@ -543,6 +575,11 @@ class BrokerConfig:
     def sasl_mechanisms(self) -> list[str]:
         """saslAllowedMechanisms, upper-cased, in the order given (SaslHandshake lists them so)."""
         return [m.strip().upper() for m in self.saslAllowedMechanisms.split(",") if m.strip()]
+
+    @property
+    def authentication_providers(self) -> list[str]:
+        """authenticationProviders as a list of class names (Pulsar's comma list)."""
+        return [p.strip() for p in self.authenticationProviders.split(",") if p.strip()]
 
     @property
     def token_auth_enabled(self) -> bool:

@@ -53,7 +53,7 @@ def test_pulsar_clients_need_a_valid_token(tmp_path: Path) -> None:
         log = broker.log_path.read_text(errors="replace")
         assert "authenticated principal=User:pulsar-app method=token" in log
         assert "token has expired" in log and "token signature does not verify" in log
-        assert "is not enabled (only 'token' is)" in log  # no token at all
+        assert "No anonymous role, and no authentication provider configured (method 'none'" in log  # no token
         assert good not in log and SECRET.decode() not in log
     finally:
         broker.stop()

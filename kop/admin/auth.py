@@ -1,18 +1,23 @@
-"""Authentication of the admin HTTP server: `Authorization: Bearer <token>` with Pulsar's token provider.
+"""Authentication of the admin HTTP server: Pulsar's providers (kop/security/authn.py) and `anonymousUserRole`.
 
 With `authenticationEnabled` every path except `adminOpenPaths` (by default /metrics and /health, which probes
-and scrapers reach without credentials) needs a Pulsar JWT that `PulsarTokenValidator` accepts
-(tokenSecretKey / tokenPublicKey, expiry, audience, role claim - kop/security/tokens.py):
+and scrapers reach without credentials) needs a role: `Authorization: Bearer <token>` with a Pulsar JWT
+(tokenSecretKey / tokenPublicKey, expiry, audience, role claim - kop/security/tokens.py; taken whenever a
+token key is set), `Authorization: Basic` with AuthenticationProviderBasic's htpasswd users, the client
+certificate's CN on webServicePortTls with AuthenticationProviderTls, or else `anonymousUserRole` when set
+(Pulsar's rule: also for a request whose credentials were refused, unless it names its method in
+`X-Pulsar-Auth-Method-Name`):
 
-- no token, a malformed header, or a token that is refused (forged, expired, wrong key): 401, with the
-  reason in Pulsar's `{"reason": ...}` body (the reason never contains the token);
-- a valid token whose role is not one of `superUserRoles`: 403. Every admin v2 operation here administers
+- no credentials, a malformed header, or credentials that are refused (forged, expired, wrong key or
+  password), and no anonymous role: 401, with the reason in Pulsar's `{"reason": ...}` body (the reason
+  never contains the credentials);
+- a role that is not one of `superUserRoles`: 403. Every admin v2 operation here administers
   topics and subscriptions across tenants, which Pulsar reserves to super users (or tenant admins, which
   we do not have), and the readiness and broker endpoints are cluster administration: so the role must be
   a super user.
 
-Without `authenticationEnabled` nothing is checked, as Pulsar does. With it but without a token key (a broker
-whose Kafka listeners authenticate SASL users only), nothing but the open paths is served: 401 for every token.
+Without `authenticationEnabled` nothing is checked, as Pulsar does. With it but without any provider or anonymous
+role (a broker whose Kafka listeners authenticate SASL users only), nothing but the open paths is served: 401.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from aiohttp import web
 
 from kop.config import BrokerConfig
 from kop.security.acl import Authorizer
-from kop.security.tokens import InvalidToken, PulsarTokenValidator, bearer_token
+from kop.security.authn import METHOD_HEADER, AuthenticationFailed, Authenticators, peer_certificate
 
 log = logging.getLogger("kop.admin")
 
@@ -37,19 +42,23 @@ def _refuse(status: int, reason: str) -> web.Response:
     return web.Response(text=json.dumps({"reason": reason}), status=status, content_type="application/json")
 
 
+def _client_certificate(request: web.Request) -> bytes | None:
+    transport = request.transport
+    return peer_certificate(transport.get_extra_info("ssl_object")) if transport is not None else None
+
+
 def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (),
                role_key: str = "kop.role") -> Callable[..., Awaitable[web.StreamResponse]] | None:
     """The aiohttp middleware enforcing the module docstring's rules; None when authentication is off. Paths
-    under a `delegated` prefix (the schema registry's, kop/admin/registry.py) need a valid token but no super
-    user: the token's role is left in `request[role_key]` for the route to authorize."""
+    under a `delegated` prefix (the schema registry's, kop/admin/registry.py) need an authenticated role but no
+    super user: the role is left in `request[role_key]` for the route to authorize."""
     if not cfg.authenticationEnabled:
         return None
-    validator: PulsarTokenValidator | None = None
-    if cfg.tokenSecretKey or cfg.tokenPublicKey:
-        validator = PulsarTokenValidator.from_config(cfg)  # an unusable key stops start-up, saying why
-    else:  # e.g. SASL PLAIN/SCRAM users only: the admin REST stays closed rather than open
-        log.warning("authenticationEnabled without tokenSecretKey or tokenPublicKey: the admin REST accepts no "
-                    "credentials, so every path but adminOpenPaths answers 401")
+    authenticators = Authenticators.from_config(cfg, tokens_by_key=True)  # a bad key or file stops start-up
+    if not authenticators.methods and not authenticators.anonymous_role:
+        # e.g. SASL PLAIN/SCRAM users only: the admin REST stays closed rather than open
+        log.warning("authenticationEnabled without tokenSecretKey or tokenPublicKey, basic users or anonymousUserRole: "
+                    "the admin REST accepts no credentials, so every path but adminOpenPaths answers 401")
     open_paths = frozenset(p.strip() for p in cfg.adminOpenPaths.split(",") if p.strip())
     super_users = frozenset(Authorizer.parse_super_users(cfg.superUserRoles))
 
@@ -57,24 +66,17 @@ def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (),
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path in open_paths:
             return await handler(request)
-        token = bearer_token(request.headers.get("Authorization"))
-        if token is None:
-            return _refuse(401, "Authentication required")
-        if validator is None:
-            return _refuse(401, "Authentication failed: this broker has no token key (tokenSecretKey or "
-                                "tokenPublicKey) to check tokens with")
         try:
-            role = validator.validate(token).role
-        except InvalidToken as e:
+            role = authenticators.http(request.headers.get("Authorization"), request.headers.get(METHOD_HEADER),
+                                       _client_certificate(request)).role
+        except AuthenticationFailed as e:
             log.info("admin request %s %s refused: %s", request.method, request.path, e)
-            return _refuse(401, f"Authentication failed: {e}")
+            return _refuse(401, str(e))
         if f"User:{role}" in super_users:
             return await handler(request)
         if request.path == "/" or request.path.startswith(delegated):
             request[role_key] = role
             return await handler(request)
-        if f"User:{role}" not in super_users:
-            return _refuse(403, REQUIRES_SUPER_USER)
-        return await handler(request)
+        return _refuse(403, REQUIRES_SUPER_USER)
 
     return authenticate

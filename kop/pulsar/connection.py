@@ -15,7 +15,7 @@ byte received is charged to the broker-wide request-bytes bound (queuedMaxReques
 shared with the Kafka handler) until its command has been handled; while the bound is reached, reading pauses here
 as on every Kafka connection, and the one connection that may finish its frame then (the bound's "holder") reads
 no further than that frame's end.
-Differences from Pulsar's ServerCnx: only token authentication (kop/pulsar/session.py; authorization in
+Differences from Pulsar's ServerCnx: token, basic and tls authentication only (kop/pulsar/session.py; authorization in
 kop/pulsar/authorize.py), no proxying, no broker-side keep-alive pings of idle clients (the client pings us; we
 answer).
 """
@@ -100,7 +100,7 @@ class PulsarConnection(asyncio.BufferedProtocol):
         self.task: asyncio.Task[None] | None = None
         self.closed = False
         self.connected = False  # CONNECT seen
-        self.principal: KafkaPrincipal = ANONYMOUS  # the token's role with authenticationEnabled
+        self.principal: KafkaPrincipal = ANONYMOUS  # the authenticated role with authenticationEnabled
         self.protocol_version = 0
         self.client_version = ""  # CONNECT's, e.g. "Pulsar-CPP-v3.7.0", "Pulsar-Java-v4.0.7"
         # MESSAGE payloads start with broker entry metadata (kop/pulsar/session.py: config and the client's flag)

@@ -40,7 +40,7 @@ from kop.pulsar.lookup import LISTENER, LISTENER_TLS
 from kop.pulsar.subscription import PartitionState
 from kop.pulsar.subscriptions import SubscriptionsAdmin
 from kop.schemas.versions import SchemaRegistry
-from kop.security.tokens import PulsarTokenValidator
+from kop.security.authn import Authenticators
 from kop.services import BrokerServices, ProvidedServices
 from kop.topics.manager import Topic
 
@@ -62,7 +62,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self._tls_context: ssl.SSLContext | None = None
         self.net = Acceptor(BrokerConfig())  # start() takes the broker's, shared with the Kafka handler
         self.authentication = False
-        self.token_validator: PulsarTokenValidator | None = None
+        self.authenticators = Authenticators()  # Pulsar's providers and anonymousUserRole (initialize())
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
         self.cursors: CursorStore
@@ -80,14 +80,13 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.config = config
         self.net = Acceptor(config)
         self.request_bytes = self.net.request_bytes
-        # authenticationEnabled: every CONNECT must carry a Pulsar token (kop/pulsar/session.py); without the
-        # token provider no client can connect, as on Pulsar's broker without a provider for its method.
+        # authenticationEnabled: every CONNECT must pass a provider of authenticationProviders, or be
+        # anonymousUserRole's (kop/pulsar/session.py, kop/security/authn.py); a bad key or htpasswd file stops
+        # start-up here.
         self.authentication = config.authenticationEnabled
         # brokerServicePortTls: read the certificate and key now, so that a bad file stops start-up early.
         self._tls_context = server_context(config, client_certs=True) if config.brokerServicePortTls >= 0 else None
-        self.token_validator = None
-        if config.authenticationEnabled and config.token_auth_enabled:
-            self.token_validator = PulsarTokenValidator.from_config(config)
+        self.authenticators = Authenticators.from_config(config) if config.authenticationEnabled else Authenticators()
 
     async def start(self, services: BrokerServices) -> None:
         self.service = services

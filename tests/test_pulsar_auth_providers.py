@@ -9,6 +9,7 @@ authorizationEnabled with superUserRoles=alice,tls-client - so a role that authe
 from __future__ import annotations
 
 import base64
+import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -44,7 +45,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory, certs: Path) -> Iterator[KopBroker]:
     b = KopBroker(tmp_path_factory.mktemp("pauth"), {
-        "webServicePort": 0, "brokerServicePortTls": free_port(),
+        "webServicePort": 0, "webServicePortTls": free_port(), "brokerServicePortTls": free_port(),
         "tlsCertificateFilePath": certs / "broker.pem", "tlsKeyFilePath": certs / "broker.key",
         "tlsTrustCertsFilePath": certs / "ca.pem",
         "authenticationEnabled": "true", "authenticationProviders": f"{PROVIDERS}Basic,{PROVIDERS}Tls",
@@ -96,9 +97,9 @@ def test_clients_without_credentials_are_the_anonymous_role(broker: KopBroker) -
     assert "Client is not authorized to" in log and "with role User:guest" in log
 
 
-def get(url: str, headers: dict[str, str]) -> int:
+def get(url: str, headers: dict[str, str], context: ssl.SSLContext | None = None) -> int:
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30, context=context) as resp:
             return resp.status
     except urllib.error.HTTPError as e:
         return e.code
@@ -122,3 +123,12 @@ def test_tls_client_certificate_names_the_role(broker: KopBroker, certs: Path) -
                                                                           str(certs / "client.key")),
                              operation_timeout_seconds=30, **tls), "persistent://public/default/tls-auth")
     assert "authenticated principal=User:tls-client method=tls" in broker.log_path.read_text(errors="replace")
+
+
+def test_admin_rest_over_https_takes_the_client_certificate(broker: KopBroker, certs: Path) -> None:
+    url = f"https://localhost:{broker.overrides['webServicePortTls']}/admin/v2/clusters"
+    context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+    assert get(url, {}, context) == 403  # no certificate: guest
+    context.load_cert_chain(str(certs / "client.pem"), str(certs / "client.key"))
+    assert get(url, {}, context) == 200  # tls-client, a super user
+    assert get(url, {"X-Pulsar-Auth-Method-Name": "tls"}, context) == 200

@@ -135,10 +135,15 @@ class AdminServer:
         self._sampler = asyncio.create_task(self._sample_loop(), name="admin-stats-sampler")
 
     async def _start_tls(self, runner: web.AppRunner) -> None:
+        from kop.config import PROVIDER_TLS
         from kop.net.acceptor import listen
         from kop.net.tls import server_context
 
-        context = server_context(self.service.config, client_certs=False)
+        cfg = self.service.config
+        # AuthenticationProviderTls names the role by the client certificate: ask for one (verified against
+        # tlsTrustCertsFilePath; optional unless tlsRequireTrustedClientCertOnConnect), as Pulsar's web service does
+        tls_auth = cfg.authenticationEnabled and PROVIDER_TLS in cfg.authentication_providers
+        context = server_context(cfg, client_certs=tls_auth)
         socks = listen(self.host or None, self.tls_port)
         self.tls_port = socks[0].getsockname()[1]
         for sock in socks:

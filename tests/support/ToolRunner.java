@@ -3,12 +3,11 @@ import java.io.ByteArrayOutputStream;
 import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.locks.LockSupport;
-
-import org.apache.kafka.common.utils.Exit;
 
 /**
  * Runs Kafka tool commands one after another in one JVM (tests/support/java.py ToolSession), so a test that
@@ -28,8 +27,7 @@ public class ToolRunner {
     public static void main(String[] ignored) throws Exception {
         PrintStream realOut = System.out;
         PrintStream realErr = System.err;
-        Exit.setExitProcedure((code, message) -> stop(code));
-        Exit.setHaltProcedure((code, message) -> stop(code));
+        interceptExit();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
@@ -58,6 +56,28 @@ public class ToolRunner {
             realOut.flush();
         }
         System.exit(0); // stdin closed: the session is over, whatever threads the tools left behind
+    }
+
+    /** Kafka's Exit (org.apache.kafka.common.utils up to 4.3, ...utils.internals from 4.4) reports to stop(). */
+    private static void interceptExit() throws Exception {
+        Class<?> exit;
+        try {
+            exit = Class.forName("org.apache.kafka.common.utils.internals.Exit");
+        } catch (ClassNotFoundException e) {
+            exit = Class.forName("org.apache.kafka.common.utils.Exit");
+        }
+        Class<?> procedure = Class.forName(exit.getName() + "$Procedure");
+        Object proxy = Proxy.newProxyInstance(procedure.getClassLoader(), new Class<?>[] {procedure},
+            (self, method, args) -> {
+                if (method.getDeclaringClass() == Object.class) {
+                    return method.getName().equals("equals") ? self == args[0]
+                        : method.getName().equals("hashCode") ? System.identityHashCode(self) : "ToolRunner.exit";
+                }
+                stop((Integer) args[0]);
+                return null;
+            });
+        exit.getMethod("setExitProcedure", procedure).invoke(null, proxy);
+        exit.getMethod("setHaltProcedure", procedure).invoke(null, proxy);
     }
 
     private static void run(String[] parts, CompletableFuture<Integer> done) {

@@ -1560,6 +1560,198 @@ class SaslHandshakeResponse(Struct):
     mechanisms: list[str]
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
 
+class ShareAcknowledgeRequest(Struct):
+    class AcknowledgeTopic(Struct):
+        AcknowledgePartition: ClassVar[type[ShareAcknowledgeRequest.AcknowledgePartition]]
+        topic_id: bytes
+        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = ...) -> None: ...
+    class AcknowledgePartition(Struct):
+        AcknowledgementBatch: ClassVar[type[ShareAcknowledgeRequest.AcknowledgementBatch]]
+        partition_index: int
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+        def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = ...) -> None: ...
+    class AcknowledgementBatch(Struct):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ...) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...) -> None: ...
+
+class ShareAcknowledgeResponse(Struct):
+    class ShareAcknowledgeTopicResponse(Struct):
+        PartitionData: ClassVar[type[ShareAcknowledgeResponse.PartitionData]]
+        topic_id: bytes
+        partitions: list[ShareAcknowledgeResponse.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareAcknowledgeResponse.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        LeaderIdAndEpoch: ClassVar[type[ShareAcknowledgeResponse.LeaderIdAndEpoch]]
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = ...) -> None: ...
+    class LeaderIdAndEpoch(Struct):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ...) -> None: ...
+
+class ShareFetchRequest(Struct):
+    class FetchTopic(Struct):
+        FetchPartition: ClassVar[type[ShareFetchRequest.FetchPartition]]
+        topic_id: bytes
+        partitions: list[ShareFetchRequest.FetchPartition]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareFetchRequest.FetchPartition] = ...) -> None: ...
+    class FetchPartition(Struct):
+        AcknowledgementBatch: ClassVar[type[ShareFetchRequest.AcknowledgementBatch]]
+        partition_index: int
+        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+        def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ...) -> None: ...
+    class AcknowledgementBatch(Struct):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ...) -> None: ...
+    class ForgottenTopic(Struct):
+        topic_id: bytes
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., max_records: int = ..., batch_size: int = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...) -> None: ...
+
+class ShareFetchResponse(Struct):
+    class ShareFetchableTopicResponse(Struct):
+        PartitionData: ClassVar[type[ShareFetchResponse.PartitionData]]
+        topic_id: bytes
+        partitions: list[ShareFetchResponse.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareFetchResponse.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        LeaderIdAndEpoch: ClassVar[type[ShareFetchResponse.LeaderIdAndEpoch]]
+        AcquiredRecords: ClassVar[type[ShareFetchResponse.AcquiredRecords]]
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        records: Records | None
+        acquired_records: list[ShareFetchResponse.AcquiredRecords]
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., acknowledge_error_code: int = ..., acknowledge_error_message: str | None = ..., current_leader: ShareFetchResponse.LeaderIdAndEpoch = ..., records: Records | None = ..., acquired_records: list[ShareFetchResponse.AcquiredRecords] = ...) -> None: ...
+    class LeaderIdAndEpoch(Struct):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+    class AcquiredRecords(Struct):
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_count: int = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ...) -> None: ...
+
+class ShareGroupDescribeRequest(Struct):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+class ShareGroupDescribeResponse(Struct):
+    class DescribedGroup(Struct):
+        Member: ClassVar[type[ShareGroupDescribeResponse.Member]]
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ShareGroupDescribeResponse.Member] = ..., authorized_operations: int = ...) -> None: ...
+    class Member(Struct):
+        Assignment: ClassVar[type[ShareGroupDescribeResponse.Assignment]]
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        assignment: ShareGroupDescribeResponse.Assignment
+        def __init__(self, *, member_id: str = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., assignment: ShareGroupDescribeResponse.Assignment = ...) -> None: ...
+    class Assignment(Struct):
+        TopicPartitions: ClassVar[type[ShareGroupDescribeResponse.TopicPartitions]]
+        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = ...) -> None: ...
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[ShareGroupDescribeResponse.DescribedGroup] = ...) -> None: ...
+
+class ShareGroupHeartbeatRequest(Struct):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., rack_id: str | None = ..., subscribed_topic_names: list[str] | None = ...) -> None: ...
+
+class ShareGroupHeartbeatResponse(Struct):
+    class Assignment(Struct):
+        TopicPartitions: ClassVar[type[ShareGroupHeartbeatResponse.TopicPartitions]]
+        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = ...) -> None: ...
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ShareGroupHeartbeatResponse.Assignment | None = ...) -> None: ...
+
 class SyncGroupRequest(Struct):
     class SyncGroupRequestAssignment(Struct):
         member_id: str
@@ -1782,6 +1974,14 @@ __all__ = [
     'SaslAuthenticateResponse',
     'SaslHandshakeRequest',
     'SaslHandshakeResponse',
+    'ShareAcknowledgeRequest',
+    'ShareAcknowledgeResponse',
+    'ShareFetchRequest',
+    'ShareFetchResponse',
+    'ShareGroupDescribeRequest',
+    'ShareGroupDescribeResponse',
+    'ShareGroupHeartbeatRequest',
+    'ShareGroupHeartbeatResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',

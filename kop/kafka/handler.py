@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig, Listener
+from kop.coordinator.share.coordinator import ShareCoordinator
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
@@ -85,6 +86,16 @@ class KafkaProtocolHandler(ProtocolHandler):
         self._security: dict[str, ListenerSecurity] = {}
         self.principal_mapper = principal_mapper(BrokerConfig())
         self.sasl_mechanisms: SaslMechanisms | None = None
+        self.share = self._share_coordinator(BrokerConfig())  # KIP-932 share groups (kop/coordinator/share)
+
+    def _share_coordinator(self, config: BrokerConfig) -> ShareCoordinator:
+        """Share groups use the consumer groups' session and heartbeat settings (Kafka's group.share.* have the
+        same defaults); the topics are read from the broker's services once started."""
+        def metadata() -> dict[str, tuple[bytes, int]]:
+            topics = self.service.topics
+            return {topics.kafka_name(t.name): (t.topic_id, t.partitions) for t in topics.all()}
+
+        return ShareCoordinator(metadata, config.groupConsumerSessionTimeoutMs, config.groupConsumerHeartbeatIntervalMs)
 
     # ------------------------------------------------------------------ plugin API
     def accept(self, protocol: str) -> bool:
@@ -98,6 +109,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         # TLS files, mapping rules and SASL credentials are read now, so that a bad one stops start-up early.
         self._security = listener_security(config)
         self.principal_mapper = principal_mapper(config)
+        self.share = self._share_coordinator(config)
         if any(s.sasl for s in self._security.values()):
             self.sasl_mechanisms = SaslMechanisms(config, None)
 
@@ -162,6 +174,7 @@ class KafkaProtocolHandler(ProtocolHandler):
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
+        self.share.stop()  # long-polling share fetches answer now
         for chore in self._chores:
             await chore.stop()
         for t in self._accept_tasks:

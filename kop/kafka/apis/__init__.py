@@ -67,6 +67,10 @@ def _modules() -> list[ModuleType]:
         produce,
         sasl_authenticate,
         sasl_handshake,
+        share_acknowledge,
+        share_fetch,
+        share_group_describe,
+        share_group_heartbeat,
         sync_group,
         txn_offset_commit,
         update_features,
@@ -84,6 +88,7 @@ def _modules() -> list[ModuleType]:
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
+        share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,  # KIP-932 (kop/coordinator/share)
         txn_offset_commit,
         # transaction coordinator (kop/coordinator/transactions)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,

@@ -1,0 +1,165 @@
+"""The share-group coordinator's async shell: share groups (groups.py), share-partition states (partition.py),
+share sessions, the group configs of share groups, and the one timer that expires acquisition locks and
+member sessions. The rules are in the sans-IO parts; this adds the clock, the timer and the waits of
+long-polling ShareFetches (woken when records come back: released, timed out, or of a member gone).
+
+One per Kafka protocol handler (kop/kafka/handler.py): alone, this broker is the group coordinator and the
+leader of every partition, so membership and share-partition state live together, in memory - a restart
+forgets them (Kafka keeps them in __consumer_offsets and __share_group_state; not built yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from kop.coordinator.consumer_group import Metadata
+from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
+from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
+from kop.protocol.errors import ErrorCode
+
+Key = tuple[str, bytes, int]  # (group id, topic id, partition)
+
+#: The share group configs (Kafka's GroupConfig share.*) and their defaults.
+GROUP_CONFIG_DEFAULTS: dict[str, str] = {
+    "share.auto.offset.reset": "latest",
+    "share.record.lock.duration.ms": str(DEFAULT_LOCK_MS),
+    "share.delivery.count.limit": str(DEFAULT_DELIVERY_LIMIT),
+    "share.isolation.level": "read_uncommitted",
+}
+FINAL_EPOCH = -1
+
+
+@dataclass(slots=True)
+class ShareSession:
+    """A member's share session (KIP-932): the partitions it fetches, and the epoch its next request carries."""
+    next_epoch: int = 1
+    partitions: list[tuple[bytes, int]] = field(default_factory=list)
+
+
+class ShareCoordinator:
+    def __init__(self, metadata: Callable[[], Metadata], session_timeout_ms: int, heartbeat_interval_ms: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.groups = ShareGroups(metadata, session_timeout_ms, heartbeat_interval_ms)
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self._clock = clock
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def now(self) -> int:
+        return int(self._clock() * 1000)
+
+    def heartbeat(self, req: ShareHeartbeat) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat; a member that left has its acquired records released at once."""
+        result = self.groups.heartbeat(req, self.now())
+        for gid, mid in self.groups.take_left():
+            self.sessions.pop((gid, mid), None)
+            self._release_member(gid, mid)
+        self.arm()
+        return result
+
+    # ------------------------------------------------------------------ configs
+    def config(self, group_id: str, name: str) -> str:
+        return self.configs.get(group_id, {}).get(name, GROUP_CONFIG_DEFAULTS[name])
+
+    def set_config(self, group_id: str, name: str, value: str | None) -> None:
+        """Set (or, with None, delete) a group config; new locks and limits apply to the group's partitions."""
+        values = self.configs.setdefault(group_id, {})
+        if value is None:
+            values.pop(name, None)
+        else:
+            values[name] = value
+        for (gid, _, _), sp in self.partitions.items():
+            if gid == group_id:
+                sp.lock_ms = int(self.config(group_id, "share.record.lock.duration.ms"))
+                sp.delivery_limit = int(self.config(group_id, "share.delivery.count.limit"))
+
+    # ------------------------------------------------------------------ share-partitions
+    def share_partition(self, key: Key, log_start: int, high_watermark: int) -> SharePartition:
+        """The share-partition, initialized on first use at share.auto.offset.reset: `latest` (Kafka's
+        default) starts at the high watermark, `earliest` at the log start offset."""
+        sp = self.partitions.get(key)
+        if sp is None:
+            gid = key[0]
+            start = log_start if self.config(gid, "share.auto.offset.reset") == "earliest" else high_watermark
+            sp = self.partitions[key] = SharePartition(
+                start, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
+                delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
+        if sp.start_offset < log_start:  # retention or DeleteRecords removed records not yet delivered
+            sp.reset_start(log_start)
+        return sp
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, group_id: str, member_id: str, epoch: int) -> tuple[int, ShareSession | None]:
+        """The session a ShareFetch/ShareAcknowledge at `epoch` works in: epoch 0 opens a new one, -1 uses the
+        current one for its last request, n > 0 must be the epoch the session expects next."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            self.sessions[key] = ShareSession()
+            return 0, self.sessions[key]
+        session = self.sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND, None
+        if epoch != FINAL_EPOCH:
+            if epoch != session.next_epoch:
+                return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
+            session.next_epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        return 0, session
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        """The member's last request (epoch -1) is served: what it still holds goes back to the others."""
+        self.sessions.pop((group_id, member_id), None)
+        self._release_member(group_id, member_id)
+
+    def _release_member(self, group_id: str, member_id: str) -> None:
+        if any(sp.release_member(member_id) for (gid, _, _), sp in self.partitions.items() if gid == group_id):
+            self.wake()
+
+    # ------------------------------------------------------------------ time and waits
+    def tick(self) -> None:
+        """Expire member sessions and acquisition locks due by now, release what the leavers held, re-arm."""
+        now = self.now()
+        self.groups.expire(now)
+        woke = False
+        for gid, mid in self.groups.take_left():
+            self.sessions.pop((gid, mid), None)
+            self._release_member(gid, mid)
+        for sp in self.partitions.values():
+            woke |= sp.expire_locks(now) > 0
+        if woke:
+            self.wake()
+        self.arm()
+
+    def arm(self) -> None:
+        """(Re)set the one timer at the earliest lock or member-session deadline."""
+        deadlines = [d for d in (self.groups.next_deadline(), *(sp.next_deadline() for sp in self.partitions.values()))
+                     if d is not None]
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if deadlines:
+            loop = asyncio.get_running_loop()
+            delay = max(min(deadlines) - self.now(), 0) / 1000
+            self._timer = loop.call_later(delay, self.tick)
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.add(fut)
+
+    def discard_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def wake(self) -> None:
+        """Records became AVAILABLE again: long-polling share fetches look again."""
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.wake()

@@ -1,0 +1,66 @@
+"""Issue 23, share groups (KIP-932): Kafka 4.4's KafkaShareConsumer (tests/support/ShareProbe.java, on the
+kafka-clients 4.4 jars of .cache/kafka-clients-4.4/) on our broker and on Apache Kafka (4.4 with
+KOP_KAFKA_LIBS=.cache/kafka-libs-4.4; share groups are on by default since 4.2).
+
+Three share consumers of one group read a 1-partition topic at once (explicit acknowledgement, 3 records per
+poll): every record is delivered, a record released at its first delivery comes again with delivery count 2,
+an accepted one is never delivered again - neither to the three nor to a fourth consumer of the group that
+reads after them and gets only the record produced after (the group config share.auto.offset.reset=earliest is
+set first through IncrementalAlterConfigs on the GROUP resource). The state machine's rules in detail (locks
+with a fake clock, the delivery-count limit, acknowledgement types) are unit tests:
+tests/test_share_partition.py, tests/test_share_groups_unit.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+from tests.support.clients import create_topic
+from tests.support.java import REPO_ROOT, JavaToolsMissing, compiled_probe, java_executable
+
+PROBE = Path(__file__).resolve().parent.parent / "support" / "ShareProbe.java"
+KAFKA44_LIBS = Path(os.environ.get("KOP_KAFKA44_LIBS", REPO_ROOT / ".cache" / "kafka-clients-4.4"))
+COUNT = 30
+CONSUMERS = 3
+
+
+def _run_probe(bootstrap: str, topic: str, group: str) -> list[str]:
+    if not (KAFKA44_LIBS / ".complete").exists():
+        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA44_LIBS} - run scripts/setup")
+    classpath = f"{KAFKA44_LIBS}/*"
+    jar = compiled_probe(PROBE, classpath)
+    cmd = [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           f"-Dlog4j2.configurationFile={REPO_ROOT / 'tools' / 'java' / 'log4j2.properties'}",
+           "-cp", f"{classpath}{os.pathsep}{jar}", PROBE.stem, "run", bootstrap, topic, group, str(COUNT),
+           str(CONSUMERS)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, f"ShareProbe exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-4000:]}"
+    return [line for line in r.stdout.splitlines() if line.split(" ", 1)[0] in ("SENT", "DELIVERY", "AFTER", "DONE")]
+
+
+def test_three_share_consumers_on_one_partition(target) -> None:
+    broker = target.broker()
+    topic = f"share-{uuid.uuid4().hex[:8]}"
+    group = f"share-g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+
+    out = _run_probe(broker.bootstrap, topic, group)
+
+    assert out[0] == f"SENT {COUNT}" and out[-1] == "DONE"
+    deliveries = [line.split()[1:] for line in out if line.startswith("DELIVERY ")]
+    by_value: dict[str, list[tuple[int, str]]] = {}
+    for _consumer, value, count, ack in deliveries:
+        by_value.setdefault(value, []).append((int(count), ack))
+    # Every record delivered; each accepted exactly once and never delivered after that.
+    assert sorted(by_value) == sorted(f"v{i}" for i in range(COUNT))
+    for value, seen in by_value.items():
+        assert [ack for _, ack in seen].count("ACCEPT") == 1, (value, seen)
+        assert seen[-1][1] == "ACCEPT", (value, seen)
+        released = int(value[1:]) % 3 == 0
+        # A released record comes back with its delivery count up; the others are delivered once.
+        assert seen == ([(1, "RELEASE"), (2, "ACCEPT")] if released else [(1, "ACCEPT")]), (value, seen)
+    # A consumer of the group reading afterwards gets only the record produced afterwards.
+    assert [line for line in out if line.startswith("AFTER ")] == ["AFTER marker"]

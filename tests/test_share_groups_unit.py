@@ -1,0 +1,83 @@
+"""Share-group membership (kop/coordinator/share/groups.py) and share sessions, coordinator-side leave and lock
+expiry (kop/coordinator/share/coordinator.py), sans-IO: a fake clock and a fixed topic metadata."""
+
+from __future__ import annotations
+
+from kop.coordinator.share.coordinator import ShareCoordinator
+from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat
+from kop.coordinator.share.partition import Acquired, RecordState
+from kop.protocol.errors import ErrorCode
+
+T1, T2 = b"\x01" * 16, b"\x02" * 16
+TOPICS = {"a": (T1, 3), "b": (T2, 1)}
+
+
+def hb(member: str, epoch: int, topics: list[str] | None = None) -> ShareHeartbeat:
+    return ShareHeartbeat("g", member, epoch, None, topics, "client", "/127.0.0.1")
+
+
+def test_every_member_gets_every_partition_of_its_topics_and_epochs_move() -> None:
+    groups = ShareGroups(lambda: TOPICS, session_timeout_ms=45_000, heartbeat_interval_ms=5000)
+    r1 = groups.heartbeat(hb("m1", 0, ["a"]), now=0)
+    assert r1.error == 0 and r1.member_epoch == 2  # joined (1), subscribed (2)
+    assert r1.assignment == {T1: frozenset({0, 1, 2})}
+    r2 = groups.heartbeat(hb("m2", 0, ["a", "b"]), now=0)
+    assert r2.assignment == {T1: frozenset({0, 1, 2}), T2: frozenset({0})} and r2.member_epoch == 4
+    # m1's next heartbeat moves it to the group epoch; its assignment did not change, so it is not resent.
+    again = groups.heartbeat(hb("m1", 2), now=1)
+    assert again.member_epoch == 4 and again.assignment is None
+    assert groups.groups["g"].state == "Stable"
+
+
+def test_fencing_unknown_members_leaving_and_session_expiry() -> None:
+    groups = ShareGroups(lambda: TOPICS, session_timeout_ms=100, heartbeat_interval_ms=10)
+    assert groups.heartbeat(hb("m1", 0), now=0).error == ErrorCode.INVALID_REQUEST  # no subscription
+    assert groups.heartbeat(hb("", 0, ["a"]), now=0).error == ErrorCode.INVALID_REQUEST
+    epoch = groups.heartbeat(hb("m1", 0, ["a"]), now=0).member_epoch
+    assert groups.heartbeat(hb("m1", epoch + 5), now=0).error == ErrorCode.FENCED_MEMBER_EPOCH
+    assert groups.heartbeat(hb("nobody", 3), now=0).error == ErrorCode.UNKNOWN_MEMBER_ID
+    groups.heartbeat(hb("m2", 0, ["a"]), now=50)
+    assert groups.heartbeat(hb("m2", -1), now=60).member_epoch == -1
+    assert groups.take_left() == [("g", "m2")]
+    assert groups.next_deadline() == 100
+    groups.expire(100)
+    assert groups.take_left() == [("g", "m1")] and groups.groups["g"].state == "Empty"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_sessions_epochs_and_a_leaving_member_releases_its_records() -> None:
+    clock = Clock()
+    share = ShareCoordinator(lambda: TOPICS, 45_000, 5000, clock=clock)
+    assert share.open_session("g", "m1", 1) == (ErrorCode.SHARE_SESSION_NOT_FOUND, None)
+    err, session = share.open_session("g", "m1", 0)
+    assert err == 0 and session is not None and session.next_epoch == 1
+    assert share.open_session("g", "m1", 2)[0] == ErrorCode.INVALID_SHARE_SESSION_EPOCH
+    assert share.open_session("g", "m1", 1)[0] == 0 and share.open_session("g", "m1", 2)[0] == 0
+    share.set_config("g", "share.auto.offset.reset", "earliest")
+    sp = share.share_partition(("g", T1, 0), log_start=0, high_watermark=10)
+    assert sp.start_offset == 0  # earliest; "latest" (the default) starts at the high watermark
+    assert share.share_partition(("h", T1, 0), log_start=0, high_watermark=10).start_offset == 10
+    assert sp.acquire("m1", [(0, 4)], 10, share.now()) == [Acquired(0, 4, 1)]
+    share.close_session("g", "m1")  # its last request: what it holds is released
+    assert sp.state(0) == (RecordState.AVAILABLE, 1) and ("g", "m1") not in share.sessions
+
+
+def test_lock_time_out_through_the_coordinator_clock() -> None:
+    clock = Clock()
+    share = ShareCoordinator(lambda: TOPICS, 45_000, 5000, clock=clock)
+    share.set_config("g", "share.record.lock.duration.ms", "15000")
+    sp = share.share_partition(("g", T1, 0), log_start=0, high_watermark=0)
+    sp.acquire("m1", [(0, 0)], 10, share.now())
+    clock.t = 14.999
+    sp.expire_locks(share.now())
+    assert sp.state(0) == (RecordState.ACQUIRED, 1)
+    clock.t = 15.0
+    sp.expire_locks(share.now())
+    assert sp.state(0) == (RecordState.AVAILABLE, 1)

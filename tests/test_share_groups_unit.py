@@ -81,3 +81,42 @@ def test_lock_time_out_through_the_coordinator_clock() -> None:
     clock.t = 15.0
     sp.expire_locks(share.now())
     assert sp.state(0) == (RecordState.AVAILABLE, 1)
+
+
+def test_group_configs_are_validated_with_kafkas_bounds() -> None:
+    import pytest
+
+    from kop.kafka.apis import group_configs
+    from kop.kafka.apis.configs_common import ConfigRequestError
+
+    share = ShareCoordinator(lambda: TOPICS, 45_000, 5000)
+    bad = [("share.auto.offset.reset", "newest"), ("share.record.lock.duration.ms", "1000"),
+           ("share.delivery.count.limit", "11"), ("share.isolation.level", "x"), ("consumer.session.timeout.ms", "1")]
+    for name, value in bad:
+        with pytest.raises(ConfigRequestError) as e:
+            group_configs.alter(share, "g", [(name, group_configs.SET, value)], validate_only=False)
+        assert e.value.error == ErrorCode.INVALID_CONFIG
+    assert share.configs.get("g", {}) == {}
+    group_configs.alter(share, "g", [("share.delivery.count.limit", group_configs.SET, "2")], validate_only=True)
+    assert share.config("g", "share.delivery.count.limit") == "5"
+    group_configs.alter(share, "g", [("share.delivery.count.limit", group_configs.SET, "2")], validate_only=False)
+    sp = share.share_partition(("g", T1, 0), 0, 0)
+    assert sp.delivery_limit == 2
+    assert ("share.delivery.count.limit", "2", group_configs.SOURCE_GROUP, group_configs.TYPE_INT) in \
+        group_configs.describe(share, "g")
+    group_configs.alter(share, "g", [("share.delivery.count.limit", group_configs.DELETE, None)], validate_only=False)
+    assert sp.delivery_limit == 5
+
+
+def test_alter_and_delete_share_group_state() -> None:
+    share = ShareCoordinator(lambda: TOPICS, 45_000, 5000)
+    sp = share.share_partition(("g", T1, 0), 0, 10)
+    sp.acquire("m", [(10, 12)], 10, 0)
+    share.alter_start(("g", T1, 0), 3)
+    assert share.partitions[("g", T1, 0)].start_offset == 3
+    assert share.partitions[("g", T1, 0)].state(10) == (RecordState.AVAILABLE, 0)
+    assert share.partitions[("g", T1, 0)].lag(10) == 7
+    assert share.knows("g") and not share.knows("h")
+    share.delete_state("g", {T2})
+    assert ("g", T1, 0) in share.partitions
+    assert share.delete_group("g") == 0 and not share.knows("g")

@@ -2,7 +2,8 @@
 and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions; KIP-932's share-group APIs
 ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79) at the stable
 v1 of Kafka 4.4 (v0 was 4.0's early access, removed in 4.1; ShareFetch/ShareAcknowledge v2's renew
-acknowledgements, KIP-1222, are not served: kop/kafka/apis/share_fetch.py); ApiVersions (18) at Kafka 4.4's
+acknowledgements, KIP-1222, are not served: kop/kafka/apis/share_fetch.py) and the share-group admin APIs
+Describe/Alter/DeleteShareGroupOffsets (90-92); ApiVersions (18) at Kafka 4.4's
 v0-v5 (KIP-1242's ClusterId and NodeId, v5) and TxnOffsetCommit (28) at Kafka 4.4's v0-v6 (KIP-1319's topic
 ids), which replace kafka-python 3.0's v0-v4 / v0-v5 files (an extra schema wins
 only when it reaches a higher version: kop/protocol/schema.py).
@@ -269,4 +270,72 @@ SHARE_SCHEMAS: list[dict[str, Any]] = [
         _f("NodeEndpoints", "[]NodeEndpoint", fields=_NODE_ENDPOINT),
     ]),
 ]
-SCHEMAS += SHARE_SCHEMAS
+#: The share-group admin APIs of `kafka-share-groups` (Admin.listShareGroupOffsets, alterShareGroupOffsets,
+#: deleteShareGroupOffsets) at Kafka 4.4's versions: DescribeShareGroupOffsets v1 adds the lag (KIP-1226).
+SHARE_ADMIN_SCHEMAS: list[dict[str, Any]] = [
+    _message("DescribeShareGroupOffsetsRequest", "request", 90, "0-1", [
+        _f("Groups", "[]DescribeShareGroupOffsetsRequestGroup", fields=[
+            _f("GroupId", "string"),
+            _f("Topics", "[]DescribeShareGroupOffsetsRequestTopic", nullable="0+", fields=[
+                _f("TopicName", "string"), _f("Partitions", "[]int32")]),
+        ]),
+    ]),
+    _message("DescribeShareGroupOffsetsResponse", "response", 90, "0-1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("Groups", "[]DescribeShareGroupOffsetsResponseGroup", fields=[
+            _f("GroupId", "string"),
+            _f("Topics", "[]DescribeShareGroupOffsetsResponseTopic", fields=[
+                _f("TopicName", "string"),
+                _f("TopicId", "uuid"),
+                _f("Partitions", "[]DescribeShareGroupOffsetsResponsePartition", fields=[
+                    _f("PartitionIndex", "int32"),
+                    _f("StartOffset", "int64"),
+                    _f("LeaderEpoch", "int32"),
+                    _f("Lag", "int64", "1+", default=-1),
+                    _f("ErrorCode", "int16"),
+                    _f("ErrorMessage", "string", nullable="0+", default="null"),
+                ]),
+            ]),
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+        ]),
+    ]),
+    _message("AlterShareGroupOffsetsRequest", "request", 91, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]AlterShareGroupOffsetsRequestTopic", fields=[
+            _f("TopicName", "string"),
+            _f("Partitions", "[]AlterShareGroupOffsetsRequestPartition", fields=[
+                _f("PartitionIndex", "int32"), _f("StartOffset", "int64")]),
+        ]),
+    ]),
+    _message("AlterShareGroupOffsetsResponse", "response", 91, "0", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("Responses", "[]AlterShareGroupOffsetsResponseTopic", fields=[
+            _f("TopicName", "string"),
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]AlterShareGroupOffsetsResponsePartition", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("ErrorCode", "int16"),
+                _f("ErrorMessage", "string", nullable="0+", default="null"),
+            ]),
+        ]),
+    ]),
+    _message("DeleteShareGroupOffsetsRequest", "request", 92, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]DeleteShareGroupOffsetsRequestTopic", fields=[_f("TopicName", "string")]),
+    ]),
+    _message("DeleteShareGroupOffsetsResponse", "response", 92, "0", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("Responses", "[]DeleteShareGroupOffsetsResponseTopic", fields=[
+            _f("TopicName", "string"),
+            _f("TopicId", "uuid"),
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+        ]),
+    ]),
+]
+SCHEMAS += SHARE_SCHEMAS + SHARE_ADMIN_SCHEMAS

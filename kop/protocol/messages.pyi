@@ -186,6 +186,38 @@ class AlterReplicaLogDirsResponse(Struct):
     results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ...) -> None: ...
 
+class AlterShareGroupOffsetsRequest(Struct):
+    class AlterShareGroupOffsetsRequestTopic(Struct):
+        AlterShareGroupOffsetsRequestPartition: ClassVar[type[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]]
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        def __init__(self, *, topic_name: str = ..., partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = ...) -> None: ...
+    class AlterShareGroupOffsetsRequestPartition(Struct):
+        partition_index: int
+        start_offset: int
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse(Struct):
+    class AlterShareGroupOffsetsResponseTopic(Struct):
+        AlterShareGroupOffsetsResponsePartition: ClassVar[type[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]]
+        topic_name: str
+        topic_id: bytes
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: bytes = ..., partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    class AlterShareGroupOffsetsResponsePartition(Struct):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
 class AlterUserScramCredentialsRequest(Struct):
     class ScramCredentialDeletion(Struct):
         name: str
@@ -515,6 +547,27 @@ class DeleteRecordsResponse(Struct):
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ...) -> None: ...
 
+class DeleteShareGroupOffsetsRequest(Struct):
+    class DeleteShareGroupOffsetsRequestTopic(Struct):
+        topic_name: str
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse(Struct):
+    class DeleteShareGroupOffsetsResponseTopic(Struct):
+        topic_name: str
+        topic_id: bytes
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, topic_name: str = ..., topic_id: bytes = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
 class DeleteTopicsRequest(Struct):
     class DeleteTopicState(Struct):
         name: str | None
@@ -809,6 +862,45 @@ class DescribeQuorumResponse(Struct):
     topics: list[DescribeQuorumResponse.TopicData]
     nodes: list[DescribeQuorumResponse.Node]
     def __init__(self, *, error_code: int = ..., error_message: str | None = ..., topics: list[DescribeQuorumResponse.TopicData] = ..., nodes: list[DescribeQuorumResponse.Node] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest(Struct):
+    class DescribeShareGroupOffsetsRequestGroup(Struct):
+        DescribeShareGroupOffsetsRequestTopic: ClassVar[type[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic]]
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsRequestTopic(Struct):
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse(Struct):
+    class DescribeShareGroupOffsetsResponseGroup(Struct):
+        DescribeShareGroupOffsetsResponseTopic: ClassVar[type[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]]
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsResponseTopic(Struct):
+        DescribeShareGroupOffsetsResponsePartition: ClassVar[type[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]]
+        topic_name: str
+        topic_id: bytes
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: bytes = ..., partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    class DescribeShareGroupOffsetsResponsePartition(Struct):
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., leader_epoch: int = ..., lag: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = ...) -> None: ...
 
 class DescribeTopicPartitionsRequest(Struct):
     class TopicRequest(Struct):
@@ -1884,6 +1976,8 @@ __all__ = [
     'AlterPartitionReassignmentsResponse',
     'AlterReplicaLogDirsRequest',
     'AlterReplicaLogDirsResponse',
+    'AlterShareGroupOffsetsRequest',
+    'AlterShareGroupOffsetsResponse',
     'AlterUserScramCredentialsRequest',
     'AlterUserScramCredentialsResponse',
     'ApiVersionsRequest',
@@ -1906,6 +2000,8 @@ __all__ = [
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
     'DeleteRecordsResponse',
+    'DeleteShareGroupOffsetsRequest',
+    'DeleteShareGroupOffsetsResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
     'DescribeAclsRequest',
@@ -1924,6 +2020,8 @@ __all__ = [
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'DescribeShareGroupOffsetsRequest',
+    'DescribeShareGroupOffsetsResponse',
     'DescribeTopicPartitionsRequest',
     'DescribeTopicPartitionsResponse',
     'DescribeTransactionsRequest',

@@ -93,6 +93,40 @@ class ShareCoordinator:
             sp.reset_start(log_start)
         return sp
 
+    def group_partitions(self, group_id: str) -> dict[tuple[bytes, int], SharePartition]:
+        """The share-partitions a group has state for, by (topic id, partition)."""
+        return {(tid, p): sp for (gid, tid, p), sp in self.partitions.items() if gid == group_id}
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def knows(self, group_id: str) -> bool:
+        """Whether this is a share group (it had members) or has share-partition state."""
+        return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else forgotten (0)."""
+        if self.has_members(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        self.delete_state(group_id)
+        return 0
+
+    def alter_start(self, key: Key, offset: int) -> None:
+        """AlterShareGroupOffsets (the group has no members): the share-partition starts again at `offset`,
+        every record from there on AVAILABLE and never delivered."""
+        gid = key[0]
+        self.partitions[key] = SharePartition(offset, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
+                                              delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
+
+    def delete_state(self, group_id: str, topic_ids: set[bytes] | None = None) -> None:
+        """Forget a group's share-partition states (of these topics; None: all, and the group itself)."""
+        for key in [k for k in self.partitions if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
+            del self.partitions[key]
+        if topic_ids is None:
+            self.groups.groups.pop(group_id, None)
+            self.configs.pop(group_id, None)
+
     # ------------------------------------------------------------------ sessions
     def open_session(self, group_id: str, member_id: str, epoch: int) -> tuple[int, ShareSession | None]:
         """The session a ShareFetch/ShareAcknowledge at `epoch` works in: epoch 0 opens a new one, -1 uses the

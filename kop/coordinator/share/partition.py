@@ -93,6 +93,12 @@ class SharePartition:
                 return off
         return self.end_offset
 
+    def lag(self, high_watermark: int) -> int:
+        """Records not yet consumed (KIP-1226's share-partition lag): those from the SPSO to the high watermark,
+        less the acknowledged and archived ones of the in-flight window."""
+        done = sum(1 for f in self._offsets.values() if f.state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED))
+        return max(high_watermark - self.start_offset - done, 0)
+
     def acquired_by(self, member: str) -> list[int]:
         return sorted(o for o, f in self._offsets.items() if f.state == RecordState.ACQUIRED and f.member == member)
 

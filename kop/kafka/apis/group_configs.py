@@ -58,7 +58,13 @@ def alter(share: ShareCoordinator, group_id: str, ops: list[tuple[str, int, str 
         share.set_config(group_id, name, value if op == SET else None)
 
 
-def describe(share: ShareCoordinator, group_id: str) -> list[tuple[str, str, bool]]:
-    """(name, value, is default) of every share group config of a group."""
+SOURCE_DEFAULT, SOURCE_GROUP = 5, 8  # DescribeConfigs' DEFAULT_CONFIG, GROUP_CONFIG
+TYPE_STRING, TYPE_INT = 2, 3
+
+
+def describe(share: ShareCoordinator, group_id: str) -> list[tuple[str, str, int, int]]:
+    """(name, value, source, type) of every share group config of a group: GROUP_CONFIG when set on the group,
+    else the default (DEFAULT_CONFIG)."""
     set_ = share.configs.get(group_id, {})
-    return [(name, share.config(group_id, name), name not in set_) for name in GROUP_CONFIG_DEFAULTS]
+    return [(name, share.config(group_id, name), SOURCE_GROUP if name in set_ else SOURCE_DEFAULT,
+             TYPE_INT if name in _BOUNDS else TYPE_STRING) for name in GROUP_CONFIG_DEFAULTS]

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig, Listener
 from kop.coordinator.share.coordinator import ShareCoordinator
+from kop.coordinator.share.store import ShareStateStore
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
@@ -118,6 +119,7 @@ class KafkaProtocolHandler(ProtocolHandler):
 
         self.service = services
         self.metrics = services.metrics
+        await self.share.start(ShareStateStore(self.config, services.topics))  # __share_group_state, when present
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
@@ -185,6 +187,7 @@ class KafkaProtocolHandler(ProtocolHandler):
             sock.close()
         conns = list(self.connections)
         await asyncio.gather(*(c.drain_and_close(timeout) for c in conns), return_exceptions=True)
+        await self.share.close()
         if self.sasl_mechanisms is not None:
             await self.sasl_mechanisms.stop()
 

@@ -13,6 +13,7 @@ tests/test_share_partition.py, tests/test_share_groups_unit.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import uuid
@@ -27,18 +28,19 @@ COUNT = 30
 CONSUMERS = 3
 
 
-def _run_probe(bootstrap: str, topic: str, group: str) -> list[str]:
+def _run_probe(bootstrap: str, topic: str, group: str, *args: object) -> list[str]:
     if not (KAFKA44_LIBS / ".complete").exists():
         raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA44_LIBS} - run scripts/setup")
     classpath = f"{KAFKA44_LIBS}/*"
     jar = compiled_probe(PROBE, classpath)
     cmd = [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            f"-Dlog4j2.configurationFile={REPO_ROOT / 'tools' / 'java' / 'log4j2.properties'}",
-           "-cp", f"{classpath}{os.pathsep}{jar}", PROBE.stem, "run", bootstrap, topic, group, str(COUNT),
-           str(CONSUMERS)]
+           "-cp", f"{classpath}{os.pathsep}{jar}", PROBE.stem, *(args[:1] or ("run",)), bootstrap, topic, group,
+           *map(str, args[1:] if args else (COUNT, CONSUMERS))]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     assert r.returncode == 0, f"ShareProbe exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-4000:]}"
-    return [line for line in r.stdout.splitlines() if line.split(" ", 1)[0] in ("SENT", "DELIVERY", "AFTER", "DONE")]
+    return [line for line in r.stdout.splitlines()
+            if line.split(" ", 1)[0] in ("SENT", "DELIVERY", "AFTER", "GOT", "DONE")]
 
 
 def test_three_share_consumers_on_one_partition(target) -> None:
@@ -67,6 +69,7 @@ def test_three_share_consumers_on_one_partition(target) -> None:
 
 
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+STATE_FORMATTER = "org.apache.kafka.tools.consumer.group.share.ShareGroupStateMessageFormatter"
 CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
 
 
@@ -121,3 +124,43 @@ def test_share_group_tools(target, java_tools) -> None:
 
     r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", b, "--delete", "--group", group, check=True)
     assert f"Deletion of requested share groups ('{group}') was successful." in r.stdout, r.stdout
+
+
+def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
+    """Three of five records accepted, two released; the broker is killed (SIGKILL) and restarted: a consumer of
+    the group then gets only the two not accepted - the state came back from __share_group_state (Kafka: its
+    share coordinator's same topic), whose records Kafka's own ShareGroupStateMessageFormatter reads."""
+    broker = target.dedicated_broker()
+    topic = f"share-kill-{uuid.uuid4().hex[:8]}"
+    group = f"share-kg-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    _produce(broker.bootstrap, topic, [f"r{i}" for i in range(5)])
+
+    first = _run_probe(broker.bootstrap, topic, group, "part", 3, 3)
+    assert sorted(line for line in first if line.startswith("GOT ") and line.endswith("ACCEPT")) == \
+        [f"GOT r{i} ACCEPT" for i in range(3)]
+    broker.kill()
+    broker.restart()
+
+    after = _run_probe(broker.bootstrap, topic, group, "part", 5, 2)
+    assert [line for line in after if line.startswith("GOT ")] == ["GOT r3 ACCEPT", "GOT r4 ACCEPT"], after
+
+    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "__share_group_state",
+                       "--from-beginning", "--timeout-ms", "5000", "--formatter", STATE_FORMATTER)
+    mine = [s for s in _json_values(r.stdout) if s["key"]["data"]["groupId"] == group]
+    # ShareSnapshot (0) records here; Kafka writes mostly ShareUpdate (1) records after its first snapshot.
+    assert mine and all(s["key"]["type"] in (0, 1) and s["key"]["data"]["partition"] == 0 for s in mine), r.stdout
+    # The last state has nothing left to deliver: the start offset past r4, or (Kafka, which moves the start
+    # offset at its next write) every record from it on acknowledged.
+    last = mine[-1]["value"]["data"]
+    done = all(b["deliveryState"] == 2 for b in last["stateBatches"])
+    assert last["startOffset"] == 5 or (done and last["stateBatches"][-1]["lastOffset"] == 4), last
+
+
+def _json_values(text: str) -> list[dict]:
+    """The formatter's JSON documents (it writes them one after the other, with no separator)."""
+    out, pos, decoder = [], 0, json.JSONDecoder()
+    while (pos := text.find("{", pos)) >= 0:
+        value, pos = decoder.raw_decode(text, pos)
+        out.append(value)
+    return out

@@ -9,6 +9,11 @@
 //     A last consumer of the group then reads until it gets one more record "marker" produced afterwards.
 //     Prints: SENT <count>, DELIVERY <consumer> <value> <deliveryCount> <ACCEPT|RELEASE> per delivery,
 //     AFTER <value> per record of the last consumer, DONE.
+//
+//   part <bootstrap> <topic> <group> <accept-below> <accepts>
+//     sets share.auto.offset.reset to earliest, then one share consumer (explicit acknowledgement) ACCEPTs the
+//     records "r<i>" with i < <accept-below> and RELEASEs the others, until it accepted <accepts> records.
+//     Prints: GOT <value> <ACCEPT|RELEASE> per delivery, DONE.
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -33,16 +38,12 @@ public class ShareProbe {
 
     public static void main(String[] args) throws Exception {
         String bootstrap = args[1], topic = args[2], group = args[3];
-        int count = Integer.parseInt(args[4]), consumers = Integer.parseInt(args[5]);
-
-        Properties a = new Properties();
-        a.put("bootstrap.servers", bootstrap);
-        try (Admin admin = Admin.create(a)) {
-            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            AlterConfigOp op = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
-                                                 AlterConfigOp.OpType.SET);
-            admin.incrementalAlterConfigs(Map.of(res, List.of(op))).all().get();
+        earliest(bootstrap, group);
+        if (args[0].equals("part")) {
+            part(bootstrap, topic, group, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
+            return;
         }
+        int count = Integer.parseInt(args[4]), consumers = Integer.parseInt(args[5]);
         produce(bootstrap, topic, count, "v");
         System.out.println("SENT " + count);
 
@@ -70,6 +71,36 @@ public class ShareProbe {
             }
             last.commitSync();
         }
+        System.out.println("DONE");
+    }
+
+    static void earliest(String bootstrap, String group) throws Exception {
+        Properties a = new Properties();
+        a.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(a)) {
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp op = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
+                                                 AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(res, List.of(op))).all().get();
+        }
+    }
+
+    static void part(String bootstrap, String topic, String group, int acceptBelow, int accepts) {
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        int accepted = 0;
+        try (KafkaShareConsumer<String, String> consumer = consumer(bootstrap, group)) {
+            consumer.subscribe(List.of(topic));
+            while (accepted < accepts && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    boolean accept = Integer.parseInt(r.value().substring(1)) < acceptBelow;
+                    consumer.acknowledge(r, accept ? AcknowledgeType.ACCEPT : AcknowledgeType.RELEASE);
+                    System.out.println("GOT " + r.value() + " " + (accept ? "ACCEPT" : "RELEASE"));
+                    if (accept) accepted++;
+                }
+                consumer.commitSync();
+            }
+        }
+        if (accepted < accepts) throw new IllegalStateException("accepted " + accepted + " of " + accepts);
         System.out.println("DONE");
     }
 

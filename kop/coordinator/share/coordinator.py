@@ -4,21 +4,27 @@ member sessions. The rules are in the sans-IO parts; this adds the clock, the ti
 long-polling ShareFetches (woken when records come back: released, timed out, or of a member gone).
 
 One per Kafka protocol handler (kop/kafka/handler.py): alone, this broker is the group coordinator and the
-leader of every partition, so membership and share-partition state live together, in memory - a restart
-forgets them (Kafka keeps them in __consumer_offsets and __share_group_state; not built yet).
+leader of every partition, so membership and share-partition state live together. Share-partition state is
+durable in __share_group_state (store.py: a snapshot after each change, written before acknowledgements
+are answered); membership and group configs are in memory (a restart forgets them: members join again).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kop.coordinator.consumer_group import Metadata
 from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
 from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
+from kop.coordinator.share.records import ShareState
+from kop.coordinator.share.store import ShareStateStore
 from kop.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, bytes, int]  # (group id, topic id, partition)
 
@@ -49,6 +55,11 @@ class ShareCoordinator:
         self._clock = clock
         self._timer: asyncio.TimerHandle | None = None
         self._waiters: set[asyncio.Future[None]] = set()
+        self.store: ShareStateStore | None = None  # durable state (__share_group_state), once the broker started
+        self._dirty: set[Key] = set()  # share-partitions changed since their last snapshot
+        self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
+        self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
+        self._flushes: set[asyncio.Task[None]] = set()
 
     def now(self) -> int:
         return int(self._clock() * 1000)
@@ -85,13 +96,79 @@ class ShareCoordinator:
         sp = self.partitions.get(key)
         if sp is None:
             gid = key[0]
-            start = log_start if self.config(gid, "share.auto.offset.reset") == "earliest" else high_watermark
+            durable = self.store.states.get(key) if self.store is not None else None
+            if durable is not None:  # state from before a restart
+                start = durable.start_offset
+            else:
+                start = log_start if self.config(gid, "share.auto.offset.reset") == "earliest" else high_watermark
+                self._dirty.add(key)  # Kafka persists the initialized state (InitializeShareGroupState)
             sp = self.partitions[key] = SharePartition(
                 start, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
                 delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
+            if durable is not None:
+                sp.restore(durable.batches)
+                self._epochs[key] = durable.snapshot_epoch
         if sp.start_offset < log_start:  # retention or DeleteRecords removed records not yet delivered
             sp.reset_start(log_start)
+            self._dirty.add(key)
         return sp
+
+    # ------------------------------------------------------------------ durability
+    async def start(self, store: ShareStateStore) -> None:
+        """At broker start: durable state from an earlier run is loaded (when its topic exists)."""
+        self.store = store
+        await store.start_if_present()
+        self._materialize()
+
+    async def ready(self) -> None:
+        """The durable state loaded (and its topic created on first use)."""
+        if self.store is not None:
+            await self.store.ready()
+            self._materialize()
+
+    def _materialize(self) -> None:
+        """Every loaded state as a share-partition (listed and described before any fetch of it)."""
+        assert self.store is not None
+        for key, durable in self.store.states.items():
+            if key not in self.partitions and key not in self._deleted:
+                self.share_partition(key, durable.start_offset, durable.start_offset)
+
+    def changed(self, keys: Iterable[Key]) -> None:
+        self._dirty.update(keys)
+
+    async def flush(self) -> None:
+        """Write a snapshot of every changed share-partition (a tombstone for a forgotten one), durable when
+        this returns - acknowledgements are answered after their state is written, as in Kafka."""
+        if self.store is None:
+            self._dirty.clear()
+            self._deleted.clear()
+            return
+        dirty, self._dirty = self._dirty, set()
+        deleted, self._deleted = self._deleted, set()
+        now = int(time.time() * 1000)
+        for key in sorted(deleted):
+            if key not in self.partitions:
+                await self.store.write(key, None, now)
+        for key in sorted(dirty):
+            sp = self.partitions.get(key)
+            if sp is None:
+                continue
+            epoch = self._epochs[key] = self._epochs.get(key, -1) + 1
+            start, batches = sp.snapshot()
+            await self.store.write(key, ShareState(start, tuple(batches), epoch), now)
+
+    def flush_soon(self) -> None:
+        """flush() in the background (timer-driven changes: lock time-outs, members gone)."""
+        if not (self._dirty or self._deleted) or self.store is None:
+            return
+        task = asyncio.ensure_future(self.flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flush_done)
+
+    def _flush_done(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("share-group state write failed: %s", task.exception())
 
     def group_partitions(self, group_id: str) -> dict[tuple[bytes, int], SharePartition]:
         """The share-partitions a group has state for, by (topic id, partition)."""
@@ -118,11 +195,15 @@ class ShareCoordinator:
         gid = key[0]
         self.partitions[key] = SharePartition(offset, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
                                               delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
+        self.changed([key])
 
     def delete_state(self, group_id: str, topic_ids: set[bytes] | None = None) -> None:
         """Forget a group's share-partition states (of these topics; None: all, and the group itself)."""
-        for key in [k for k in self.partitions if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
-            del self.partitions[key]
+        durable = self.store.states if self.store is not None else {}
+        for key in [k for k in (*self.partitions, *durable)
+                    if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
+            self.partitions.pop(key, None)
+            self._deleted.add(key)
         if topic_ids is None:
             self.groups.groups.pop(group_id, None)
             self.configs.pop(group_id, None)
@@ -150,7 +231,9 @@ class ShareCoordinator:
         self._release_member(group_id, member_id)
 
     def _release_member(self, group_id: str, member_id: str) -> None:
-        if any(sp.release_member(member_id) for (gid, _, _), sp in self.partitions.items() if gid == group_id):
+        released = [k for k, sp in self.partitions.items() if k[0] == group_id and sp.release_member(member_id)]
+        if released:
+            self.changed(released)
             self.wake()
 
     # ------------------------------------------------------------------ time and waits
@@ -162,10 +245,13 @@ class ShareCoordinator:
         for gid, mid in self.groups.take_left():
             self.sessions.pop((gid, mid), None)
             self._release_member(gid, mid)
-        for sp in self.partitions.values():
-            woke |= sp.expire_locks(now) > 0
+        for key, sp in self.partitions.items():
+            if sp.expire_locks(now):
+                self.changed([key])
+                woke = True
         if woke:
             self.wake()
+        self.flush_soon()
         self.arm()
 
     def arm(self) -> None:
@@ -197,3 +283,10 @@ class ShareCoordinator:
             self._timer.cancel()
             self._timer = None
         self.wake()
+
+    async def close(self) -> None:
+        """After the connections closed: the last writes finish, the store's runtime stops."""
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+        if self.store is not None:
+            await self.store.stop()

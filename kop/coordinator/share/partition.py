@@ -214,6 +214,27 @@ class SharePartition:
             off += 1
         self.start_offset = off
 
+    def snapshot(self) -> tuple[int, list[tuple[int, int, int, int]]]:
+        """(start offset, state batches) to persist: runs of (first, last, state, delivery count) over the
+        window's offsets with state, ACQUIRED ones as AVAILABLE (a lock does not survive a restart)."""
+        out: list[tuple[int, int, int, int]] = []
+        for off in sorted(self._offsets):
+            f = self._offsets[off]
+            state = RecordState.AVAILABLE if f.state == RecordState.ACQUIRED else f.state
+            if out and out[-1][1] == off - 1 and out[-1][2:] == (state, f.delivery_count):
+                out[-1] = (out[-1][0], off, int(state), f.delivery_count)
+            else:
+                out.append((off, off, int(state), f.delivery_count))
+        return self.start_offset, out
+
+    def restore(self, batches: Iterable[tuple[int, int, int, int]]) -> None:
+        """Take back persisted state batches (over a SharePartition made at their start offset)."""
+        for first, last, state, count in batches:
+            for off in range(max(first, self.start_offset), last + 1):
+                self._offsets[off] = _InFlight(RecordState(state), count)
+            self.end_offset = max(self.end_offset, last + 1)
+        self._advance()
+
     def reset_start(self, offset: int) -> None:
         """Move an idle share-partition to `offset` (AlterShareGroupOffsets, or the log start moved past it)."""
         self._offsets = {o: f for o, f in self._offsets.items() if o >= offset}

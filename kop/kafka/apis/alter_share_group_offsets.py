@@ -28,6 +28,7 @@ async def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Alt
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     gid = ctx.names.global_id(req.group_id)
+    await share.ready()
     if share.has_members(gid):
         return failed(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
     out = []
@@ -46,4 +47,5 @@ async def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Alt
             parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
         out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else bytes(16),
                      partitions=parts))
+    await share.flush()
     return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)

@@ -28,6 +28,8 @@ async def handle(ctx: RequestContext, req: DeleteGroupsRequest) -> DeleteGroupsR
     share = ctx.handler.share  # share groups (KIP-932) are deleted by the share coordinator, when Empty
     shared = {g: share.delete_group(names.global_id(g)) for g in req.groups_names
               if g not in denied and share.knows(names.global_id(g))}
+    if shared:
+        await share.flush()  # the deleted share-partition states' tombstones
     found = await coordinator.delete_groups([names.global_id(g) for g in req.groups_names
                                              if g not in denied and g not in shared])
     results = {g: found.get(names.global_id(g), 0) for g in req.groups_names if g not in denied}

@@ -28,6 +28,7 @@ async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> De
     if not authorize.group_allowed(ctx, authorize.Op.DELETE, req.group_id):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     gid = ctx.names.global_id(req.group_id)
+    await share.ready()
     if gid not in share.groups.groups and not share.group_partitions(gid):
         return failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if share.has_members(gid):
@@ -41,4 +42,5 @@ async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> De
             continue
         share.delete_state(gid, {topic.topic_id})
         out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=0, error_message=None))
+    await share.flush()
     return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)

@@ -65,4 +65,5 @@ async def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.Descri
 
 
 async def handle(ctx: RequestContext, req: DescribeShareGroupOffsetsRequest) -> DescribeShareGroupOffsetsResponse:
+    await ctx.handler.share.ready()
     return R(throttle_time_ms=0, groups=[await _group(ctx, g) for g in req.groups])

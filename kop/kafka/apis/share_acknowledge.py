@@ -45,6 +45,7 @@ def acknowledge(ctx: RequestContext, share: ShareCoordinator, group_id: str, mem
     error = 0
     for b in batches:
         error = sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types)) or error
+    share.changed([(group_id, topic_id, partition)])
     share.wake()  # released records may be fetched by the others
     return error
 
@@ -74,6 +75,7 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
     gid = ctx.names.global_id(req.group_id)
     if req.share_session_epoch == 0:
         return failed(ErrorCode.INVALID_SHARE_SESSION_EPOCH, "Acknowledge request epoch cannot be 0.")
+    await share.ready()
     error, _ = share.open_session(gid, req.member_id, req.share_session_epoch)
     if error:
         return failed(error)
@@ -87,5 +89,6 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
         responses.append(R.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
     if req.share_session_epoch == FINAL_EPOCH:
         share.close_session(gid, req.member_id)
+    await share.flush()  # answered once the new state is durable, as Kafka
     share.arm()
     return R(throttle_time_ms=0, error_code=0, error_message=None, responses=responses, node_endpoints=[])

@@ -13,9 +13,11 @@ share session, with the acknowledgements of what it got before piggy-backed.
 - Nothing acquired: the request waits (MaxWaitMs, capped by fetchMaxWaitCapMs) for an append to one of its
   partitions or for records coming back (released, a lock timed out, a member gone), then looks again.
 - AcquisitionLockTimeoutMs is the group's share.record.lock.duration.ms.
+- The acknowledgements' new state (and a new share-partition's start) is written to __share_group_state
+  before the answer (kop/coordinator/share/store.py).
 
 How it differs from Kafka 4.4: share.isolation.level read_committed is not applied (records of open or
-aborted transactions are delivered); share-partition state is in memory (not __share_group_state); MinBytes
+aborted transactions are delivered); MinBytes
 counts as "at least one record"; v2's ShareAcquireMode and renew acknowledgements are not served.
 """
 
@@ -164,6 +166,7 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
     epoch = req.share_session_epoch
     if epoch == 0 and any(p.acknowledgement_batches for t in req.topics for p in t.partitions):
         return failed(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial fetch request")
+    await share.ready()
     error, session = share.open_session(gid, member, epoch)
     if error or session is None:
         return failed(error)
@@ -183,6 +186,7 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
             if parts or acks or remaining <= 0 or ctx.handler.draining or not session.partitions:
                 break
             await _wait(ctx, share, session, remaining)
+    await share.flush()  # the acknowledgements' state (and that of new share-partitions) durable first
     share.arm()
     for tp, ack_error in acks.items():
         p = parts.get(tp) or _partition(tp[1], 0, [], [])

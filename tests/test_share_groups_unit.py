@@ -120,3 +120,16 @@ def test_alter_and_delete_share_group_state() -> None:
     share.delete_state("g", {T2})
     assert ("g", T1, 0) in share.partitions
     assert share.delete_group("g") == 0 and not share.knows("g")
+
+
+def test_a_closed_connection_ends_its_sessions_and_releases_their_records() -> None:
+    share = ShareCoordinator(lambda: TOPICS, 45_000, 5000, clock=Clock())
+    conn_a, conn_b = object(), object()
+    share.open_session("g", "a", 0, conn_a)
+    share.open_session("g", "b", 0, conn_b)
+    sp = share.share_partition(("g", T1, 0), 0, 0)
+    sp.acquire("a", [(0, 1)], 10, 0)
+    sp.acquire("b", [(2, 2)], 10, 0)
+    share.connection_closed(conn_a)
+    assert ("g", "a") not in share.sessions and ("g", "b") in share.sessions
+    assert sp.state(0) == (RecordState.AVAILABLE, 1) and sp.state(2) == (RecordState.ACQUIRED, 1)

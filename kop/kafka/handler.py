@@ -192,8 +192,9 @@ class KafkaProtocolHandler(ProtocolHandler):
             await self.sasl_mechanisms.stop()
 
     def connection_closed(self, conn: KafkaConnection) -> None:
-        """A connection accepted by the acceptor closed: free its slot."""
+        """A connection accepted by the acceptor closed: free its slot; end the share sessions it opened."""
         self.net.connection_closed(conn)
+        self.share.connection_closed(conn)
 
     def bound_port(self, listener_name: str) -> int | None:
         return next((b.port for b in self._bound if b.name == listener_name), None)

@@ -13,7 +13,13 @@
 //   part <bootstrap> <topic> <group> <accept-below> <accepts>
 //     sets share.auto.offset.reset to earliest, then one share consumer (explicit acknowledgement) ACCEPTs the
 //     records "r<i>" with i < <accept-below> and RELEASEs the others, until it accepted <accepts> records.
-//     Prints: GOT <value> <ACCEPT|RELEASE> per delivery, DONE.
+//     Prints: GOT <value> <ACCEPT|RELEASE> <deliveryCount> per delivery, DONE.
+//
+//   crash <bootstrap> <topic> <group>
+//     sets share.auto.offset.reset to earliest and share.record.lock.duration.ms to 15000 (Kafka's minimum),
+//     then one share consumer polls until it holds records, prints HELD <value> for each and halts the JVM at
+//     once: no acknowledgement, no close - its records come back when the broker sees its connection close (or
+//     their locks time out).
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -39,6 +45,10 @@ public class ShareProbe {
     public static void main(String[] args) throws Exception {
         String bootstrap = args[1], topic = args[2], group = args[3];
         earliest(bootstrap, group);
+        if (args[0].equals("crash")) {
+            crash(bootstrap, topic, group);
+            return;
+        }
         if (args[0].equals("part")) {
             part(bootstrap, topic, group, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
             return;
@@ -85,6 +95,28 @@ public class ShareProbe {
         }
     }
 
+    static void crash(String bootstrap, String topic, String group) throws Exception {
+        Properties a = new Properties();
+        a.put("bootstrap.servers", bootstrap);
+        try (Admin admin = Admin.create(a)) {
+            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
+            AlterConfigOp op = new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "15000"),
+                                                 AlterConfigOp.OpType.SET);
+            admin.incrementalAlterConfigs(Map.of(res, List.of(op))).all().get();
+        }
+        KafkaShareConsumer<String, String> consumer = consumer(bootstrap, group);
+        consumer.subscribe(List.of(topic));
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        while (System.currentTimeMillis() < deadline) {
+            var records = consumer.poll(Duration.ofMillis(200));
+            if (records.isEmpty()) continue;
+            for (ConsumerRecord<String, String> r : records) System.out.println("HELD " + r.value());
+            System.out.flush();
+            Runtime.getRuntime().halt(0);
+        }
+        throw new IllegalStateException("no records");
+    }
+
     static void part(String bootstrap, String topic, String group, int acceptBelow, int accepts) {
         long deadline = System.currentTimeMillis() + DEADLINE_MS;
         int accepted = 0;
@@ -94,7 +126,8 @@ public class ShareProbe {
                 for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
                     boolean accept = Integer.parseInt(r.value().substring(1)) < acceptBelow;
                     consumer.acknowledge(r, accept ? AcknowledgeType.ACCEPT : AcknowledgeType.RELEASE);
-                    System.out.println("GOT " + r.value() + " " + (accept ? "ACCEPT" : "RELEASE"));
+                    System.out.println("GOT " + r.value() + " " + (accept ? "ACCEPT" : "RELEASE") + " "
+                                       + r.deliveryCount().orElse((short) -1));
                     if (accept) accepted++;
                 }
                 consumer.commitSync();

@@ -43,6 +43,7 @@ class ShareSession:
     """A member's share session (KIP-932): the partitions it fetches, and the epoch its next request carries."""
     next_epoch: int = 1
     partitions: list[tuple[bytes, int]] = field(default_factory=list)
+    connection: object = None  # the client connection that opened it: its close ends the session
 
 
 class ShareCoordinator:
@@ -209,12 +210,13 @@ class ShareCoordinator:
             self.configs.pop(group_id, None)
 
     # ------------------------------------------------------------------ sessions
-    def open_session(self, group_id: str, member_id: str, epoch: int) -> tuple[int, ShareSession | None]:
-        """The session a ShareFetch/ShareAcknowledge at `epoch` works in: epoch 0 opens a new one, -1 uses the
-        current one for its last request, n > 0 must be the epoch the session expects next."""
+    def open_session(self, group_id: str, member_id: str, epoch: int, connection: object = None
+                     ) -> tuple[int, ShareSession | None]:
+        """The session a ShareFetch/ShareAcknowledge at `epoch` works in: epoch 0 opens a new one (on
+        `connection`), -1 uses the current one for its last request, n > 0 must be the epoch it expects next."""
         key = (group_id, member_id)
         if epoch == 0:
-            self.sessions[key] = ShareSession()
+            self.sessions[key] = ShareSession(connection=connection)
             return 0, self.sessions[key]
         session = self.sessions.get(key)
         if session is None:
@@ -229,6 +231,14 @@ class ShareCoordinator:
         """The member's last request (epoch -1) is served: what it still holds goes back to the others."""
         self.sessions.pop((group_id, member_id), None)
         self._release_member(group_id, member_id)
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions it opened end and their members' acquired records are
+        released at once, as Kafka 4.x does when a share consumer disconnects (a crashed consumer's records
+        come back without waiting for their locks to time out)."""
+        for gid, mid in [k for k, s in self.sessions.items() if s.connection is connection]:
+            self.close_session(gid, mid)
+        self.flush_soon()
 
     def _release_member(self, group_id: str, member_id: str) -> None:
         released = [k for k, sp in self.partitions.items() if k[0] == group_id and sp.release_member(member_id)]

@@ -4,7 +4,8 @@ share session, with the acknowledgements of what it got before piggy-backed.
 - Share sessions (kop/coordinator/share/coordinator.py): epoch 0 opens one with the request's partitions (and
   may not carry acknowledgements: INVALID_REQUEST), later epochs add the partitions they name and drop the
   forgotten ones; SHARE_SESSION_NOT_FOUND / INVALID_SHARE_SESSION_EPOCH as Kafka answers; -1 acknowledges,
-  fetches nothing and closes the session, releasing what the member still holds.
+  fetches nothing and closes the session, releasing what the member still holds. The session also ends
+  when the connection that opened it closes (its member's acquired records released then, as Kafka 4.x).
 - Each share-partition is read from its next AVAILABLE offset; the stored batches are sent as they are (the
   base offset in front of the rest, as Fetch does) and AcquiredRecords says which of their offsets this member
   now holds, for how many deliveries: the client hands out only those (batch boundaries kept, so MaxRecords
@@ -167,7 +168,7 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
     if epoch == 0 and any(p.acknowledgement_batches for t in req.topics for p in t.partitions):
         return failed(ErrorCode.INVALID_REQUEST, "Acknowledge data present on initial fetch request")
     await share.ready()
-    error, session = share.open_session(gid, member, epoch)
+    error, session = share.open_session(gid, member, epoch, ctx.conn)
     if error or session is None:
         return failed(error)
     _update_session(session, req)

@@ -181,3 +181,24 @@ def test_a_crashed_consumers_records_come_back(target) -> None:
     got = [line.split()[1:] for line in _run_probe(b, topic, group, "part", 4, 4) if line.startswith("GOT ")]
     assert sorted(v for v, _, _ in got) == [f"r{i}" for i in range(4)]
     assert {v: int(n) for v, _, n in got} == {f"r{i}": 2 if f"r{i}" in held else 1 for i in range(4)}
+
+
+def test_read_committed_share_group_skips_aborted_transactions(target) -> None:
+    """share.isolation.level=read_committed: records of an aborted transaction are never delivered, those of
+    committed ones are."""
+    from confluent_kafka import Producer
+
+    b = target.broker().bootstrap
+    topic = f"share-txn-{uuid.uuid4().hex[:8]}"
+    group = f"share-xg-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    p = Producer({"bootstrap.servers": b, "transactional.id": f"share-tx-{uuid.uuid4().hex[:8]}", "linger.ms": 0})
+    p.init_transactions(60)
+    for values, commit in ((["c0", "c1"], True), (["a2", "a3"], False), (["c4"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode())
+        (p.commit_transaction if commit else p.abort_transaction)(60)
+
+    got = _run_probe(b, topic, group, "part", 10, 3, "share.isolation.level=read_committed")
+    assert [line.split()[1] for line in got if line.startswith("GOT ")] == ["c0", "c1", "c4"], got

@@ -10,8 +10,8 @@
 //     Prints: SENT <count>, DELIVERY <consumer> <value> <deliveryCount> <ACCEPT|RELEASE> per delivery,
 //     AFTER <value> per record of the last consumer, DONE.
 //
-//   part <bootstrap> <topic> <group> <accept-below> <accepts>
-//     sets share.auto.offset.reset to earliest, then one share consumer (explicit acknowledgement) ACCEPTs the
+//   part <bootstrap> <topic> <group> <accept-below> <accepts> [<group config>=<value>]
+//     sets share.auto.offset.reset to earliest (and the config given), then one share consumer (explicit acknowledgement) ACCEPTs the
 //     records "r<i>" with i < <accept-below> and RELEASEs the others, until it accepted <accepts> records.
 //     Prints: GOT <value> <ACCEPT|RELEASE> <deliveryCount> per delivery, DONE.
 //
@@ -50,6 +50,7 @@ public class ShareProbe {
             return;
         }
         if (args[0].equals("part")) {
+            if (args.length > 6) setConfig(bootstrap, group, args[6].split("=", 2)[0], args[6].split("=", 2)[1]);
             part(bootstrap, topic, group, Integer.parseInt(args[4]), Integer.parseInt(args[5]));
             return;
         }
@@ -85,25 +86,21 @@ public class ShareProbe {
     }
 
     static void earliest(String bootstrap, String group) throws Exception {
+        setConfig(bootstrap, group, "share.auto.offset.reset", "earliest");
+    }
+
+    static void setConfig(String bootstrap, String group, String name, String value) throws Exception {
         Properties a = new Properties();
         a.put("bootstrap.servers", bootstrap);
         try (Admin admin = Admin.create(a)) {
             ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            AlterConfigOp op = new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"),
-                                                 AlterConfigOp.OpType.SET);
+            AlterConfigOp op = new AlterConfigOp(new ConfigEntry(name, value), AlterConfigOp.OpType.SET);
             admin.incrementalAlterConfigs(Map.of(res, List.of(op))).all().get();
         }
     }
 
     static void crash(String bootstrap, String topic, String group) throws Exception {
-        Properties a = new Properties();
-        a.put("bootstrap.servers", bootstrap);
-        try (Admin admin = Admin.create(a)) {
-            ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            AlterConfigOp op = new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "15000"),
-                                                 AlterConfigOp.OpType.SET);
-            admin.incrementalAlterConfigs(Map.of(res, List.of(op))).all().get();
-        }
+        setConfig(bootstrap, group, "share.record.lock.duration.ms", "15000");
         KafkaShareConsumer<String, String> consumer = consumer(bootstrap, group);
         consumer.subscribe(List.of(topic));
         long deadline = System.currentTimeMillis() + DEADLINE_MS;

@@ -98,3 +98,14 @@ def test_window_is_bounded_and_gaps_and_control_batches_are_skipped() -> None:
     sp.skip(18, 18)
     sp.acknowledge("a", 16, 17, [AckType.ACCEPT])
     assert sp.start_offset == 19 == sp.next_fetch_offset()
+
+
+def test_renew_restarts_the_lock_and_record_limit_mode_splits_a_batch() -> None:
+    sp = SharePartition(0, lock_ms=100)
+    # Record-limit mode (ShareFetch v2): exactly max_records, even inside a batch.
+    assert sp.acquire("a", [(0, 4)], max_records=2, now=0, strict=True) == [Acquired(0, 1, 1)]
+    assert sp.next_fetch_offset() == 2
+    assert sp.acknowledge("a", 0, 1, [AckType.RENEW], now=80) == 0
+    assert sp.expire_locks(100) == 0 and sp.state(0) == (RecordState.ACQUIRED, 1)
+    assert sp.next_deadline() == 180
+    assert sp.expire_locks(180) == 2 and sp.state(1) == (RecordState.AVAILABLE, 1)

@@ -1,11 +1,11 @@
 """Wire layouts of the APIs kafka-python's schema files do not ship: KIP-848's ConsumerGroupHeartbeat (68)
 and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions; KIP-932's share-group APIs
-ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79) at the stable
-v1 of Kafka 4.4 (v0 was 4.0's early access, removed in 4.1; ShareFetch/ShareAcknowledge v2's renew
-acknowledgements, KIP-1222, are not served: kop/kafka/apis/share_fetch.py) and the share-group admin APIs
-Describe/Alter/DeleteShareGroupOffsets (90-92); ApiVersions (18) at Kafka 4.4's
-v0-v5 (KIP-1242's ClusterId and NodeId, v5) and TxnOffsetCommit (28) at Kafka 4.4's v0-v6 (KIP-1319's topic
-ids), which replace kafka-python 3.0's v0-v4 / v0-v5 files (an extra schema wins
+ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79) at Kafka 4.4's
+versions (v1, and v2 of ShareFetch/ShareAcknowledge: KIP-1206's acquire mode, KIP-1222's renew
+acknowledgements; v0 was 4.0's early access, removed in 4.1) and the share-group admin APIs
+Describe/Alter/DeleteShareGroupOffsets (90-92); ApiVersions (18) at Kafka 4.4's v0-v5 (KIP-1242's
+ClusterId and NodeId, v5) and TxnOffsetCommit (28) at Kafka 4.4's v0-v6 (KIP-1319's topic ids), which
+replace kafka-python 3.0's v0-v4 / v0-v5 files (an extra schema wins
 only when it reaches a higher version: kop/protocol/schema.py).
 
 kop.protocol generates its codec from the JSON schemas bundled with kafka-python (kop/protocol/schema.py),
@@ -156,7 +156,7 @@ _LEADER = [_f("LeaderId", "int32"), _f("LeaderEpoch", "int32")]
 _NODE_ENDPOINT = [_f("NodeId", "int32"), _f("Host", "string"), _f("Port", "int32"),
                   _f("Rack", "string", nullable="0+", default="null")]
 
-#: KIP-932's share-group APIs at Kafka 4.4's v1 (the field lists of kafka-clients 4.4.0's generated
+#: KIP-932's share-group APIs at Kafka 4.4's versions (the field lists of kafka-clients 4.4.0's generated
 #: ShareGroupHeartbeat/ShareGroupDescribe/ShareFetch/ShareAcknowledge Request/ResponseData SCHEMAS).
 SHARE_SCHEMAS: list[dict[str, Any]] = [
     _message("ShareGroupHeartbeatRequest", "request", 76, "1", [
@@ -203,7 +203,7 @@ SHARE_SCHEMAS: list[dict[str, Any]] = [
         ]),
     ], common=[{"name": "TopicPartitions", "versions": "0+", "fields": _DESCRIBED_PARTITIONS},
                {"name": "Assignment", "versions": "0+", "fields": [_f("TopicPartitions", "[]TopicPartitions")]}]),
-    _message("ShareFetchRequest", "request", 78, "1", [
+    _message("ShareFetchRequest", "request", 78, "1-2", [
         _f("GroupId", "string", nullable="0+", default="null"),
         _f("MemberId", "string", nullable="0+"),
         _f("ShareSessionEpoch", "int32"),
@@ -212,6 +212,8 @@ SHARE_SCHEMAS: list[dict[str, Any]] = [
         _f("MaxBytes", "int32", default="0x7fffffff"),
         _f("MaxRecords", "int32"),
         _f("BatchSize", "int32"),
+        _f("ShareAcquireMode", "int8", "2+"),  # KIP-1206: 0 batch-optimized, 1 record-limit
+        _f("IsRenewAck", "bool", "2+", default="false"),  # KIP-1222
         _f("Topics", "[]FetchTopic", fields=[
             _f("TopicId", "uuid"),
             _f("Partitions", "[]FetchPartition", fields=[
@@ -221,7 +223,7 @@ SHARE_SCHEMAS: list[dict[str, Any]] = [
         ]),
         _f("ForgottenTopicsData", "[]ForgottenTopic", fields=[_f("TopicId", "uuid"), _f("Partitions", "[]int32")]),
     ]),
-    _message("ShareFetchResponse", "response", 78, "1", [
+    _message("ShareFetchResponse", "response", 78, "1-2", [
         _f("ThrottleTimeMs", "int32"),
         _f("ErrorCode", "int16"),
         _f("ErrorMessage", "string", nullable="0+", default="null"),
@@ -242,10 +244,11 @@ SHARE_SCHEMAS: list[dict[str, Any]] = [
         ]),
         _f("NodeEndpoints", "[]NodeEndpoint", fields=_NODE_ENDPOINT),
     ]),
-    _message("ShareAcknowledgeRequest", "request", 79, "1", [
+    _message("ShareAcknowledgeRequest", "request", 79, "1-2", [
         _f("GroupId", "string", nullable="0+", default="null"),
         _f("MemberId", "string", nullable="0+"),
         _f("ShareSessionEpoch", "int32"),
+        _f("IsRenewAck", "bool", "2+", default="false"),
         _f("Topics", "[]AcknowledgeTopic", fields=[
             _f("TopicId", "uuid"),
             _f("Partitions", "[]AcknowledgePartition", fields=[
@@ -254,10 +257,11 @@ SHARE_SCHEMAS: list[dict[str, Any]] = [
             ]),
         ]),
     ]),
-    _message("ShareAcknowledgeResponse", "response", 79, "1", [
+    _message("ShareAcknowledgeResponse", "response", 79, "1-2", [
         _f("ThrottleTimeMs", "int32"),
         _f("ErrorCode", "int16"),
         _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("AcquisitionLockTimeoutMs", "int32", "2+"),
         _f("Responses", "[]ShareAcknowledgeTopicResponse", fields=[
             _f("TopicId", "uuid"),
             _f("Partitions", "[]PartitionData", fields=[

@@ -66,6 +66,12 @@ def test_three_share_consumers_on_one_partition(target) -> None:
         assert seen == ([(1, "RELEASE"), (2, "ACCEPT")] if released else [(1, "ACCEPT")]), (value, seen)
     # A consumer of the group reading afterwards gets only the record produced afterwards.
     assert [line for line in out if line.startswith("AFTER ")] == ["AFTER marker"]
+    if target.is_kop:  # the 4.4 client used Kafka 4.4's newest versions: ShareFetch v2 (KIP-1206/1222) and the rest
+        from tests.e2e.test_kafka44_versions import _request_counts
+
+        counts = _request_counts(broker.admin_url)
+        for api, version in (("ShareGroupHeartbeat", 1), ("ShareFetch", 2), ("ShareAcknowledge", 2)):
+            assert counts.get((api, version), 0) > 0, (api, sorted(k for k in counts if k[0].startswith("Share")))
 
 
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"

@@ -42,11 +42,12 @@ class RecordState(enum.IntEnum):
 
 
 class AckType(enum.IntEnum):
-    """ShareFetch/ShareAcknowledge AcknowledgeTypes (RENEW, 4, is v2's and not served)."""
+    """ShareFetch/ShareAcknowledge AcknowledgeTypes (RENEW: v2, KIP-1222)."""
     GAP = 0
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # keep the records, their lock starting again
 
 
 @dataclass(slots=True)
@@ -108,10 +109,12 @@ class SharePartition:
         return min(deadlines) if deadlines else None
 
     # ------------------------------------------------------------------ acquiring
-    def acquire(self, member: str, ranges: Iterable[tuple[int, int]], max_records: int, now: int) -> list[Acquired]:
+    def acquire(self, member: str, ranges: Iterable[tuple[int, int]], max_records: int, now: int,
+                strict: bool = False) -> list[Acquired]:
         """Acquire for `member` the AVAILABLE offsets of `ranges` (the log's batches in offset order, inclusive
         ranges), batch by batch until `max_records` are taken (the last batch is taken whole, as Kafka's
-        batch-optimized mode may exceed the limit to keep batch boundaries) or the window is full."""
+        batch-optimized mode may exceed the limit to keep batch boundaries; `strict`, its record-limit mode,
+        stops at the limit) or the window is full."""
         taken: list[int] = []
         counts: dict[int, int] = {}
         for first, last in ranges:
@@ -120,6 +123,8 @@ class SharePartition:
             if first > self.end_offset:  # offsets the log does not hold (compacted away): nothing to deliver
                 self.skip(self.end_offset, first - 1)
             for off in range(max(first, self.start_offset), last + 1):
+                if strict and len(taken) >= max_records:
+                    break
                 if off >= self.end_offset:
                     if off - self.start_offset >= self.max_in_flight:
                         break
@@ -144,7 +149,7 @@ class SharePartition:
         self._advance()
 
     # ------------------------------------------------------------------ acknowledging
-    def acknowledge(self, member: str, first: int, last: int, types: list[int]) -> int:
+    def acknowledge(self, member: str, first: int, last: int, types: list[int], now: int = 0) -> int:
         """Apply one AcknowledgementBatch: `types` has one type for the whole range or one per offset.
         Answers 0, INVALID_REQUEST for a malformed batch, or INVALID_RECORD_STATE when an offset is not
         ACQUIRED by this member (then nothing of the batch is applied)."""
@@ -165,6 +170,8 @@ class SharePartition:
             kind = kinds[i]
             if kind == AckType.ACCEPT:
                 self._finish(f, RecordState.ACKNOWLEDGED)
+            elif kind == AckType.RENEW:
+                f.deadline = now + self.lock_ms
             elif kind == AckType.RELEASE:
                 self._release(f)
             else:  # REJECT, GAP

@@ -6,7 +6,9 @@ ACCEPT, RELEASE, REJECT or GAP per offset, only by the member holding the record
 INVALID_RECORD_STATE for that partition. Session rules as Kafka's: epoch 0 cannot acknowledge
 (INVALID_SHARE_SESSION_EPOCH), an unknown session is SHARE_SESSION_NOT_FOUND, a wrong epoch
 INVALID_SHARE_SESSION_EPOCH, and -1 acknowledges then closes the session, releasing what the member still
-holds. v2's renew acknowledgements (KIP-1222) are not served.
+holds. v2 (KIP-1222): with IsRenewAck, RENEW acknowledgements start the records' locks again (the member
+keeps them); a RENEW without IsRenewAck (or at v1) is INVALID_REQUEST for its partition; the answer carries
+AcquisitionLockTimeoutMs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from kop.coordinator.share.coordinator import FINAL_EPOCH, ShareCoordinator
+from kop.coordinator.share.partition import AckType
 from kop.kafka import authorize
 from kop.kafka.apis.common import topic_by_id
 from kop.kafka.context import RequestContext
@@ -22,7 +25,7 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 
 API_KEY = 79
-VERSIONS = (1, 1)
+VERSIONS = (1, 2)
 
 
 class _Batch(Protocol):
@@ -32,7 +35,7 @@ class _Batch(Protocol):
 
 
 def acknowledge(ctx: RequestContext, share: ShareCoordinator, group_id: str, member_id: str, topic_id: bytes,
-                partition: int, batches: Iterable[_Batch]) -> int:
+                partition: int, batches: Iterable[_Batch], renew: bool = False) -> int:
     """Apply a partition's acknowledgement batches; answers the partition's error (0 when all applied)."""
     found = topic_by_id(ctx.handler, topic_id, ctx.names)
     if found is None:
@@ -43,8 +46,13 @@ def acknowledge(ctx: RequestContext, share: ShareCoordinator, group_id: str, mem
     if sp is None:
         return ErrorCode.INVALID_RECORD_STATE  # nothing was ever acquired there
     error = 0
+    now = share.now()
     for b in batches:
-        error = sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types)) or error
+        types = list(b.acknowledge_types)
+        if not renew and AckType.RENEW in types:  # v1, or IsRenewAck not set: Kafka refuses it
+            error = ErrorCode.INVALID_REQUEST
+            continue
+        error = sp.acknowledge(member_id, b.first_offset, b.last_offset, types, now) or error
     share.changed([(group_id, topic_id, partition)])
     share.wake()  # released records may be fetched by the others
     return error
@@ -64,7 +72,8 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
     share = ctx.handler.share
 
     def failed(code: int, message: str | None = None) -> ShareAcknowledgeResponse:
-        return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[], node_endpoints=[])
+        return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[], node_endpoints=[],
+                 acquisition_lock_timeout_ms=0)
 
     refused = session_refused(req.group_id, req.member_id)
     if refused is not None:
@@ -82,8 +91,9 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
     responses = []
     for t in req.topics:
         parts = [R.PartitionData(
-            partition_index=p.partition_index, error_code=acknowledge(ctx, share, gid, req.member_id, t.topic_id,
-                                                                      p.partition_index, p.acknowledgement_batches),
+            partition_index=p.partition_index, error_code=acknowledge(
+                ctx, share, gid, req.member_id, t.topic_id, p.partition_index, p.acknowledgement_batches,
+                ctx.version >= 2 and bool(req.is_renew_ack)),
             error_message=None, current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1))
             for p in t.partitions]
         responses.append(R.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
@@ -91,4 +101,5 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
         share.close_session(gid, req.member_id)
     await share.flush()  # answered once the new state is durable, as Kafka
     share.arm()
-    return R(throttle_time_ms=0, error_code=0, error_message=None, responses=responses, node_endpoints=[])
+    return R(throttle_time_ms=0, error_code=0, error_message=None, responses=responses, node_endpoints=[],
+             acquisition_lock_timeout_ms=int(share.config(gid, "share.record.lock.duration.ms")))

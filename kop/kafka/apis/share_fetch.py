@@ -1,4 +1,4 @@
-"""ShareFetch (key 78): v1, a share consumer's fetch (KIP-932): acquire records of the share-partitions in its
+"""ShareFetch (key 78): v1-v2, a share consumer's fetch (KIP-932): acquire records of the share-partitions in its
 share session, with the acknowledgements of what it got before piggy-backed.
 
 - Share sessions (kop/coordinator/share/coordinator.py): epoch 0 opens one with the request's partitions (and
@@ -20,8 +20,11 @@ share session, with the acknowledgements of what it got before piggy-backed.
 - share.isolation.level read_committed: only records below the last stable offset are acquired, and those
   of aborted transactions are archived undelivered (read_uncommitted, the default, delivers them all).
 
-How it differs from Kafka 4.4: MinBytes
-counts as "at least one record"; v2's ShareAcquireMode and renew acknowledgements are not served.
+- v2: ShareAcquireMode record-limit (1, KIP-1206) acquires MaxRecords at most, splitting a batch (the
+  batch is sent whole, AcquiredRecords says which of its records); IsRenewAck (KIP-1222) marks a request
+  whose RENEW acknowledgements start the records' locks again: it fetches nothing.
+
+How it differs from Kafka 4.4: MinBytes counts as "at least one record".
 """
 
 from __future__ import annotations
@@ -40,11 +43,12 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ShareFetchRequest, ShareFetchResponse
 
 API_KEY = 78
-VERSIONS = (1, 1)
+VERSIONS = (1, 2)
 
 _OFFSET = struct.Struct(">q")
 _ATTRIBUTES = struct.Struct(">h")  # at byte 21 of a v2 batch
 _CONTROL = 0x20
+RECORD_LIMIT = 1  # ShareAcquireMode (v2, KIP-1206): 0 batch-optimized, 1 record-limit
 R = ShareFetchResponse
 TP = tuple[bytes, int]
 
@@ -60,7 +64,7 @@ def _update_session(session: ShareSession, req: ShareFetchRequest) -> None:
 
 
 async def _acquire(ctx: RequestContext, share: ShareCoordinator, gid: str, member: str, tp: TP, max_records: int,
-                   max_bytes: int) -> tuple[int, list[bytes | memoryview], list[Acquired]]:
+                   max_bytes: int, strict: bool) -> tuple[int, list[bytes | memoryview], list[Acquired]]:
     """(error, batches to send, acquired ranges) of one share-partition."""
     found = topic_by_id(ctx.handler, tp[0], ctx.names)
     if found is None:
@@ -92,7 +96,7 @@ async def _acquire(ctx: RequestContext, share: ShareCoordinator, gid: str, membe
                 committed and plog.is_aborted_batch(fb.batch, fb.base_offset)):
             sp.skip(fb.base_offset, fb.last_offset)  # markers, and aborted records for read_committed
             continue
-        got = sp.acquire(member, [(fb.base_offset, fb.last_offset)], max_records, now)
+        got = sp.acquire(member, [(fb.base_offset, fb.last_offset)], max_records, now, strict)
         if got:
             max_records -= sum(a.last - a.first + 1 for a in got)
             acquired += got
@@ -103,12 +107,12 @@ async def _acquire(ctx: RequestContext, share: ShareCoordinator, gid: str, membe
 
 
 async def _fetch_all(ctx: RequestContext, share: ShareCoordinator, gid: str, member: str, session: ShareSession,
-                     req: ShareFetchRequest) -> dict[TP, ShareFetchResponse.PartitionData]:
+                     req: ShareFetchRequest, strict: bool) -> dict[TP, ShareFetchResponse.PartitionData]:
     left = req.max_records if req.max_records > 0 else 500
     budget = req.max_bytes if req.max_bytes > 0 else 2**31 - 1
     out = {}
     for tp in session.partitions:
-        error, records, acquired = await _acquire(ctx, share, gid, member, tp, left, budget)
+        error, records, acquired = await _acquire(ctx, share, gid, member, tp, left, budget, strict)
         left -= sum(a.last - a.first + 1 for a in acquired)
         budget -= sum(len(r) for r in records)
         if error or acquired:
@@ -180,17 +184,19 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
     if error or session is None:
         return failed(error)
     _update_session(session, req)
+    renew = ctx.version >= 2 and bool(req.is_renew_ack)
     acks = {(t.topic_id, p.partition_index): acknowledge(ctx, share, gid, member, t.topic_id, p.partition_index,
-                                                         p.acknowledgement_batches)
+                                                         p.acknowledgement_batches, renew)
             for t in req.topics for p in t.partitions if p.acknowledgement_batches}
     parts: dict[TP, ShareFetchResponse.PartitionData] = {}
     if epoch == FINAL_EPOCH:
         share.close_session(gid, member)
-    else:
+    elif not renew:  # a request renewing locks fetches nothing (KIP-1222)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + min(max(req.max_wait_ms, 0), ctx.config.fetchMaxWaitCapMs) / 1000
+        strict = ctx.version >= 2 and req.share_acquire_mode == RECORD_LIMIT
         while True:
-            parts = await _fetch_all(ctx, share, gid, member, session, req)
+            parts = await _fetch_all(ctx, share, gid, member, session, req, strict)
             remaining = deadline - loop.time()
             if parts or acks or remaining <= 0 or ctx.handler.draining or not session.partitions:
                 break

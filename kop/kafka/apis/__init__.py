@@ -21,6 +21,7 @@ class Api:
     handle: Callable[..., Awaitable[Struct | None]]  # (RequestContext, its request) -> its response
 
 
+# long: one import line per API module (isort's layout), then the table's order - a list, not logic
 def _modules() -> list[ModuleType]:
     from kop.kafka.apis import (
         add_offsets_to_txn,

@@ -147,16 +147,19 @@ class ShareCoordinator:
         dirty, self._dirty = self._dirty, set()
         deleted, self._deleted = self._deleted, set()
         now = int(time.time() * 1000)
-        for key in sorted(deleted):
-            if key not in self.partitions:
-                await self.store.write(key, None, now)
+        writes: list[tuple[Key, ShareState | None]] = [(k, None) for k in sorted(deleted) if k not in self.partitions]
         for key in sorted(dirty):
             sp = self.partitions.get(key)
-            if sp is None:
-                continue
-            epoch = self._epochs[key] = self._epochs.get(key, -1) + 1
-            start, batches = sp.snapshot()
-            await self.store.write(key, ShareState(start, tuple(batches), epoch), now)
+            if sp is not None:
+                epoch = self._epochs[key] = self._epochs.get(key, -1) + 1
+                start, batches = sp.snapshot()
+                writes.append((key, ShareState(start, tuple(batches), epoch)))
+        for key, state in writes:
+            try:
+                await self.store.write(key, state, now)
+            except Exception as e:  # noqa: BLE001 - the state in memory stays right; the next change writes it whole
+                # e.g. cluster mode, where the state's __share_group_state partition is another broker's
+                log.warning("share-partition state %s not written: %s", key, e)
 
     def flush_soon(self) -> None:
         """flush() in the background (timer-driven changes: lock time-outs, members gone)."""

@@ -29,8 +29,10 @@ def test_every_schema_is_loaded_including_headers() -> None:
     assert load("RequestHeader").flexible_versions == Versions(2, MAX_VERSION)
     assert load("ResponseHeader").valid_versions == Versions(0, 1)
     requests = [s for s in specs.values() if s.type == "request"]
-    # kafka-python's 52, plus ConsumerGroupHeartbeat and ConsumerGroupDescribe (kop/protocol/extra_schemas.py)
-    assert len(requests) == len(API_KEYS) == 54
+    # kafka-python's 52, plus ConsumerGroupHeartbeat, ConsumerGroupDescribe and KIP-932's ShareGroupHeartbeat,
+    # ShareGroupDescribe, ShareFetch, ShareAcknowledge and Describe/Alter/DeleteShareGroupOffsets
+    # (kop/protocol/extra_schemas.py)
+    assert len(requests) == len(API_KEYS) == 61
 
 
 def test_consumer_group_heartbeat_answer_encodes_its_nullable_assignment_as_kafka_does() -> None:
@@ -46,6 +48,36 @@ def test_consumer_group_heartbeat_answer_encodes_its_nullable_assignment_as_kafk
     raw = encode_message(r, 1)
     assert raw[17:19] == bytes.fromhex("0102")  # present; one topic
     assert decode_message("ConsumerGroupHeartbeatResponse", 1, raw) == r
+
+
+def test_share_fetch_v1_bytes_are_kafka_44s_layout() -> None:
+    """ShareFetch v1 as kafka-clients 4.4.0's ShareFetchRequestData/ResponseData lay it out (all flexible: compact
+    strings and arrays, a tagged-field byte after each struct): a request piggy-backing one acknowledgement
+    batch, and an answer with one AcquiredRecords range and no records."""
+    from kop.protocol.codec import api_info, decode_message, encode_message
+
+    Q = api_info(78).request_class
+    tid = bytes(range(16))
+    q = Q(group_id="g", member_id="m", share_session_epoch=2, max_wait_ms=500, min_bytes=1, max_bytes=1024,
+          max_records=3, batch_size=3, topics=[Q.FetchTopic(topic_id=tid, partitions=[Q.FetchTopic.FetchPartition(
+              partition_index=0, acknowledgement_batches=[Q.FetchTopic.FetchPartition.AcknowledgementBatch(
+                  first_offset=5, last_offset=6, acknowledge_types=[1, 2])])])], forgotten_topics_data=[])
+    assert encode_message(q, 1) == bytes.fromhex(
+        "0267" "026d" "00000002" "000001f4" "00000001" "00000400" "00000003" "00000003"
+        "02" + tid.hex() + "02" "00000000" "02" "0000000000000005" "0000000000000006" "03" "0102" "00" "00" "00"
+        "01" "00")
+    R = api_info(78).response_class
+    r = R(throttle_time_ms=0, error_code=0, error_message=None, acquisition_lock_timeout_ms=30000, responses=[
+        R.ShareFetchableTopicResponse(topic_id=tid, partitions=[R.PartitionData(
+            partition_index=0, error_code=0, error_message=None, acknowledge_error_code=121,
+            acknowledge_error_message=None, current_leader=R.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+            records=None, acquired_records=[R.AcquiredRecords(first_offset=7, last_offset=9, delivery_count=2)])])],
+        node_endpoints=[])
+    raw = encode_message(r, 1)
+    assert raw == bytes.fromhex(
+        "00000000" "0000" "00" "00007530" "02" + tid.hex() + "02" "00000000" "0000" "00" "0079" "00"
+        "ffffffff" "ffffffff" "00" "00" "02" "0000000000000007" "0000000000000009" "0002" "00" "00" "00" "01" "00")
+    assert decode_message("ShareFetchResponse", 1, raw) == r
 
 
 def test_comments_are_stripped_and_common_structs_resolved() -> None:

@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig, Listener
+from kop.coordinator.share.coordinator import ShareCoordinator
+from kop.coordinator.share.store import ShareStateStore
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
@@ -85,6 +87,16 @@ class KafkaProtocolHandler(ProtocolHandler):
         self._security: dict[str, ListenerSecurity] = {}
         self.principal_mapper = principal_mapper(BrokerConfig())
         self.sasl_mechanisms: SaslMechanisms | None = None
+        self.share = self._share_coordinator(BrokerConfig())  # KIP-932 share groups (kop/coordinator/share)
+
+    def _share_coordinator(self, config: BrokerConfig) -> ShareCoordinator:
+        """Share groups use the consumer groups' session and heartbeat settings (Kafka's group.share.* have the
+        same defaults); the topics are read from the broker's services once started."""
+        def metadata() -> dict[str, tuple[bytes, int]]:
+            topics = self.service.topics
+            return {topics.kafka_name(t.name): (t.topic_id, t.partitions) for t in topics.all()}
+
+        return ShareCoordinator(metadata, config.groupConsumerSessionTimeoutMs, config.groupConsumerHeartbeatIntervalMs)
 
     # ------------------------------------------------------------------ plugin API
     def accept(self, protocol: str) -> bool:
@@ -98,6 +110,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         # TLS files, mapping rules and SASL credentials are read now, so that a bad one stops start-up early.
         self._security = listener_security(config)
         self.principal_mapper = principal_mapper(config)
+        self.share = self._share_coordinator(config)
         if any(s.sasl for s in self._security.values()):
             self.sasl_mechanisms = SaslMechanisms(config, None)
 
@@ -106,6 +119,7 @@ class KafkaProtocolHandler(ProtocolHandler):
 
         self.service = services
         self.metrics = services.metrics
+        await self.share.start(ShareStateStore(self.config, services.topics))  # __share_group_state, when present
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
@@ -162,6 +176,7 @@ class KafkaProtocolHandler(ProtocolHandler):
 
     async def stop(self, timeout: float) -> None:
         self.draining = True
+        self.share.stop()  # long-polling share fetches answer now
         for chore in self._chores:
             await chore.stop()
         for t in self._accept_tasks:
@@ -172,12 +187,14 @@ class KafkaProtocolHandler(ProtocolHandler):
             sock.close()
         conns = list(self.connections)
         await asyncio.gather(*(c.drain_and_close(timeout) for c in conns), return_exceptions=True)
+        await self.share.close()
         if self.sasl_mechanisms is not None:
             await self.sasl_mechanisms.stop()
 
     def connection_closed(self, conn: KafkaConnection) -> None:
-        """A connection accepted by the acceptor closed: free its slot."""
+        """A connection accepted by the acceptor closed: free its slot; end the share sessions it opened."""
         self.net.connection_closed(conn)
+        self.share.connection_closed(conn)
 
     def bound_port(self, listener_name: str) -> int | None:
         return next((b.port for b in self._bound if b.name == listener_name), None)

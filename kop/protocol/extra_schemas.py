@@ -1,7 +1,11 @@
 """Wire layouts of the APIs kafka-python's schema files do not ship: KIP-848's ConsumerGroupHeartbeat (68)
-and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions; and ApiVersions (18) at Kafka 4.4's v0-v5
-(KIP-1242's ClusterId and NodeId, v5) and TxnOffsetCommit (28) at Kafka 4.4's v0-v6 (KIP-1319's topic ids),
-which replace kafka-python 3.0's v0-v4 / v0-v5 files (an extra schema wins
+and ConsumerGroupDescribe (69), at Apache Kafka 4.x's versions; KIP-932's share-group APIs
+ShareGroupHeartbeat (76), ShareGroupDescribe (77), ShareFetch (78) and ShareAcknowledge (79) at Kafka 4.4's
+versions (v1, and v2 of ShareFetch/ShareAcknowledge: KIP-1206's acquire mode, KIP-1222's renew
+acknowledgements; v0 was 4.0's early access, removed in 4.1) and the share-group admin APIs
+Describe/Alter/DeleteShareGroupOffsets (90-92); ApiVersions (18) at Kafka 4.4's v0-v5 (KIP-1242's
+ClusterId and NodeId, v5) and TxnOffsetCommit (28) at Kafka 4.4's v0-v6 (KIP-1319's topic ids), which
+replace kafka-python 3.0's v0-v4 / v0-v5 files (an extra schema wins
 only when it reaches a higher version: kop/protocol/schema.py).
 
 kop.protocol generates its codec from the JSON schemas bundled with kafka-python (kop/protocol/schema.py),
@@ -146,3 +150,196 @@ SCHEMAS: list[dict[str, Any]] = [
         ]),
     ], flexible="3+"),
 ]
+
+_ACK_BATCH = [_f("FirstOffset", "int64"), _f("LastOffset", "int64"), _f("AcknowledgeTypes", "[]int8")]
+_LEADER = [_f("LeaderId", "int32"), _f("LeaderEpoch", "int32")]
+_NODE_ENDPOINT = [_f("NodeId", "int32"), _f("Host", "string"), _f("Port", "int32"),
+                  _f("Rack", "string", nullable="0+", default="null")]
+
+#: KIP-932's share-group APIs at Kafka 4.4's versions (the field lists of kafka-clients 4.4.0's generated
+#: ShareGroupHeartbeat/ShareGroupDescribe/ShareFetch/ShareAcknowledge Request/ResponseData SCHEMAS).
+SHARE_SCHEMAS: list[dict[str, Any]] = [
+    _message("ShareGroupHeartbeatRequest", "request", 76, "1", [
+        _f("GroupId", "string"),
+        _f("MemberId", "string"),
+        _f("MemberEpoch", "int32"),
+        _f("RackId", "string", nullable="0+", default="null"),
+        _f("SubscribedTopicNames", "[]string", nullable="0+", default="null"),
+    ]),
+    _message("ShareGroupHeartbeatResponse", "response", 76, "1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("MemberId", "string", nullable="0+", default="null"),
+        _f("MemberEpoch", "int32"),
+        _f("HeartbeatIntervalMs", "int32"),
+        _f("Assignment", "Assignment", nullable="0+", default="null",
+           fields=[_f("TopicPartitions", "[]TopicPartitions")]),
+    ], common=[{"name": "TopicPartitions", "versions": "0+", "fields": _OWNED}]),
+    _message("ShareGroupDescribeRequest", "request", 77, "1", [
+        _f("GroupIds", "[]string"),
+        _f("IncludeAuthorizedOperations", "bool"),
+    ]),
+    _message("ShareGroupDescribeResponse", "response", 77, "1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("Groups", "[]DescribedGroup", fields=[
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+            _f("GroupId", "string"),
+            _f("GroupState", "string"),
+            _f("GroupEpoch", "int32"),
+            _f("AssignmentEpoch", "int32"),
+            _f("AssignorName", "string"),
+            _f("Members", "[]Member", fields=[
+                _f("MemberId", "string"),
+                _f("RackId", "string", nullable="0+", default="null"),
+                _f("MemberEpoch", "int32"),
+                _f("ClientId", "string"),
+                _f("ClientHost", "string"),
+                _f("SubscribedTopicNames", "[]string"),
+                _f("Assignment", "Assignment"),
+            ]),
+            _f("AuthorizedOperations", "int32", default="-2147483648"),
+        ]),
+    ], common=[{"name": "TopicPartitions", "versions": "0+", "fields": _DESCRIBED_PARTITIONS},
+               {"name": "Assignment", "versions": "0+", "fields": [_f("TopicPartitions", "[]TopicPartitions")]}]),
+    _message("ShareFetchRequest", "request", 78, "1-2", [
+        _f("GroupId", "string", nullable="0+", default="null"),
+        _f("MemberId", "string", nullable="0+"),
+        _f("ShareSessionEpoch", "int32"),
+        _f("MaxWaitMs", "int32"),
+        _f("MinBytes", "int32"),
+        _f("MaxBytes", "int32", default="0x7fffffff"),
+        _f("MaxRecords", "int32"),
+        _f("BatchSize", "int32"),
+        _f("ShareAcquireMode", "int8", "2+"),  # KIP-1206: 0 batch-optimized, 1 record-limit
+        _f("IsRenewAck", "bool", "2+", default="false"),  # KIP-1222
+        _f("Topics", "[]FetchTopic", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]FetchPartition", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("AcknowledgementBatches", "[]AcknowledgementBatch", fields=_ACK_BATCH),
+            ]),
+        ]),
+        _f("ForgottenTopicsData", "[]ForgottenTopic", fields=[_f("TopicId", "uuid"), _f("Partitions", "[]int32")]),
+    ]),
+    _message("ShareFetchResponse", "response", 78, "1-2", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("AcquisitionLockTimeoutMs", "int32"),
+        _f("Responses", "[]ShareFetchableTopicResponse", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionData", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("ErrorCode", "int16"),
+                _f("ErrorMessage", "string", nullable="0+", default="null"),
+                _f("AcknowledgeErrorCode", "int16"),
+                _f("AcknowledgeErrorMessage", "string", nullable="0+", default="null"),
+                _f("CurrentLeader", "LeaderIdAndEpoch", fields=_LEADER),
+                _f("Records", "records", nullable="0+"),
+                _f("AcquiredRecords", "[]AcquiredRecords", fields=[
+                    _f("FirstOffset", "int64"), _f("LastOffset", "int64"), _f("DeliveryCount", "int16")]),
+            ]),
+        ]),
+        _f("NodeEndpoints", "[]NodeEndpoint", fields=_NODE_ENDPOINT),
+    ]),
+    _message("ShareAcknowledgeRequest", "request", 79, "1-2", [
+        _f("GroupId", "string", nullable="0+", default="null"),
+        _f("MemberId", "string", nullable="0+"),
+        _f("ShareSessionEpoch", "int32"),
+        _f("IsRenewAck", "bool", "2+", default="false"),
+        _f("Topics", "[]AcknowledgeTopic", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]AcknowledgePartition", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("AcknowledgementBatches", "[]AcknowledgementBatch", fields=_ACK_BATCH),
+            ]),
+        ]),
+    ]),
+    _message("ShareAcknowledgeResponse", "response", 79, "1-2", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("AcquisitionLockTimeoutMs", "int32", "2+"),
+        _f("Responses", "[]ShareAcknowledgeTopicResponse", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionData", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("ErrorCode", "int16"),
+                _f("ErrorMessage", "string", nullable="0+", default="null"),
+                _f("CurrentLeader", "LeaderIdAndEpoch", fields=_LEADER),
+            ]),
+        ]),
+        _f("NodeEndpoints", "[]NodeEndpoint", fields=_NODE_ENDPOINT),
+    ]),
+]
+#: The share-group admin APIs of `kafka-share-groups` (Admin.listShareGroupOffsets, alterShareGroupOffsets,
+#: deleteShareGroupOffsets) at Kafka 4.4's versions: DescribeShareGroupOffsets v1 adds the lag (KIP-1226).
+SHARE_ADMIN_SCHEMAS: list[dict[str, Any]] = [
+    _message("DescribeShareGroupOffsetsRequest", "request", 90, "0-1", [
+        _f("Groups", "[]DescribeShareGroupOffsetsRequestGroup", fields=[
+            _f("GroupId", "string"),
+            _f("Topics", "[]DescribeShareGroupOffsetsRequestTopic", nullable="0+", fields=[
+                _f("TopicName", "string"), _f("Partitions", "[]int32")]),
+        ]),
+    ]),
+    _message("DescribeShareGroupOffsetsResponse", "response", 90, "0-1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("Groups", "[]DescribeShareGroupOffsetsResponseGroup", fields=[
+            _f("GroupId", "string"),
+            _f("Topics", "[]DescribeShareGroupOffsetsResponseTopic", fields=[
+                _f("TopicName", "string"),
+                _f("TopicId", "uuid"),
+                _f("Partitions", "[]DescribeShareGroupOffsetsResponsePartition", fields=[
+                    _f("PartitionIndex", "int32"),
+                    _f("StartOffset", "int64"),
+                    _f("LeaderEpoch", "int32"),
+                    _f("Lag", "int64", "1+", default=-1),
+                    _f("ErrorCode", "int16"),
+                    _f("ErrorMessage", "string", nullable="0+", default="null"),
+                ]),
+            ]),
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+        ]),
+    ]),
+    _message("AlterShareGroupOffsetsRequest", "request", 91, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]AlterShareGroupOffsetsRequestTopic", fields=[
+            _f("TopicName", "string"),
+            _f("Partitions", "[]AlterShareGroupOffsetsRequestPartition", fields=[
+                _f("PartitionIndex", "int32"), _f("StartOffset", "int64")]),
+        ]),
+    ]),
+    _message("AlterShareGroupOffsetsResponse", "response", 91, "0", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("Responses", "[]AlterShareGroupOffsetsResponseTopic", fields=[
+            _f("TopicName", "string"),
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]AlterShareGroupOffsetsResponsePartition", fields=[
+                _f("PartitionIndex", "int32"),
+                _f("ErrorCode", "int16"),
+                _f("ErrorMessage", "string", nullable="0+", default="null"),
+            ]),
+        ]),
+    ]),
+    _message("DeleteShareGroupOffsetsRequest", "request", 92, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]DeleteShareGroupOffsetsRequestTopic", fields=[_f("TopicName", "string")]),
+    ]),
+    _message("DeleteShareGroupOffsetsResponse", "response", 92, "0", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("Responses", "[]DeleteShareGroupOffsetsResponseTopic", fields=[
+            _f("TopicName", "string"),
+            _f("TopicId", "uuid"),
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+        ]),
+    ]),
+]
+SCHEMAS += SHARE_SCHEMAS + SHARE_ADMIN_SCHEMAS

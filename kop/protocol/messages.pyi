@@ -186,6 +186,38 @@ class AlterReplicaLogDirsResponse(Struct):
     results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., results: list[AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult] = ...) -> None: ...
 
+class AlterShareGroupOffsetsRequest(Struct):
+    class AlterShareGroupOffsetsRequestTopic(Struct):
+        AlterShareGroupOffsetsRequestPartition: ClassVar[type[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]]
+        topic_name: str
+        partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition]
+        def __init__(self, *, topic_name: str = ..., partitions: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition] = ...) -> None: ...
+    class AlterShareGroupOffsetsRequestPartition(Struct):
+        partition_index: int
+        start_offset: int
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ...) -> None: ...
+    group_id: str
+    topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class AlterShareGroupOffsetsResponse(Struct):
+    class AlterShareGroupOffsetsResponseTopic(Struct):
+        AlterShareGroupOffsetsResponsePartition: ClassVar[type[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]]
+        topic_name: str
+        topic_id: bytes
+        partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: bytes = ..., partitions: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    class AlterShareGroupOffsetsResponsePartition(Struct):
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
 class AlterUserScramCredentialsRequest(Struct):
     class ScramCredentialDeletion(Struct):
         name: str
@@ -515,6 +547,27 @@ class DeleteRecordsResponse(Struct):
     topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult]
     def __init__(self, *, throttle_time_ms: int = ..., topics: list[DeleteRecordsResponse.DeleteRecordsTopicResult] = ...) -> None: ...
 
+class DeleteShareGroupOffsetsRequest(Struct):
+    class DeleteShareGroupOffsetsRequestTopic(Struct):
+        topic_name: str
+        def __init__(self, *, topic_name: str = ...) -> None: ...
+    group_id: str
+    topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic] = ...) -> None: ...
+
+class DeleteShareGroupOffsetsResponse(Struct):
+    class DeleteShareGroupOffsetsResponseTopic(Struct):
+        topic_name: str
+        topic_id: bytes
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, topic_name: str = ..., topic_id: bytes = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ...) -> None: ...
+
 class DeleteTopicsRequest(Struct):
     class DeleteTopicState(Struct):
         name: str | None
@@ -809,6 +862,45 @@ class DescribeQuorumResponse(Struct):
     topics: list[DescribeQuorumResponse.TopicData]
     nodes: list[DescribeQuorumResponse.Node]
     def __init__(self, *, error_code: int = ..., error_message: str | None = ..., topics: list[DescribeQuorumResponse.TopicData] = ..., nodes: list[DescribeQuorumResponse.Node] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsRequest(Struct):
+    class DescribeShareGroupOffsetsRequestGroup(Struct):
+        DescribeShareGroupOffsetsRequestTopic: ClassVar[type[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic]]
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic] | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsRequestTopic(Struct):
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup]
+    def __init__(self, *, groups: list[DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup] = ...) -> None: ...
+
+class DescribeShareGroupOffsetsResponse(Struct):
+    class DescribeShareGroupOffsetsResponseGroup(Struct):
+        DescribeShareGroupOffsetsResponseTopic: ClassVar[type[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]]
+        group_id: str
+        topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic]
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, group_id: str = ..., topics: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic] = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    class DescribeShareGroupOffsetsResponseTopic(Struct):
+        DescribeShareGroupOffsetsResponsePartition: ClassVar[type[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]]
+        topic_name: str
+        topic_id: bytes
+        partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition]
+        def __init__(self, *, topic_name: str = ..., topic_id: bytes = ..., partitions: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition] = ...) -> None: ...
+    class DescribeShareGroupOffsetsResponsePartition(Struct):
+        partition_index: int
+        start_offset: int
+        leader_epoch: int
+        lag: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition_index: int = ..., start_offset: int = ..., leader_epoch: int = ..., lag: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup] = ...) -> None: ...
 
 class DescribeTopicPartitionsRequest(Struct):
     class TopicRequest(Struct):
@@ -1560,6 +1652,202 @@ class SaslHandshakeResponse(Struct):
     mechanisms: list[str]
     def __init__(self, *, error_code: int = ..., mechanisms: list[str] = ...) -> None: ...
 
+class ShareAcknowledgeRequest(Struct):
+    class AcknowledgeTopic(Struct):
+        AcknowledgePartition: ClassVar[type[ShareAcknowledgeRequest.AcknowledgePartition]]
+        topic_id: bytes
+        partitions: list[ShareAcknowledgeRequest.AcknowledgePartition]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareAcknowledgeRequest.AcknowledgePartition] = ...) -> None: ...
+    class AcknowledgePartition(Struct):
+        AcknowledgementBatch: ClassVar[type[ShareAcknowledgeRequest.AcknowledgementBatch]]
+        partition_index: int
+        acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch]
+        def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareAcknowledgeRequest.AcknowledgementBatch] = ...) -> None: ...
+    class AcknowledgementBatch(Struct):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ...) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    is_renew_ack: bool
+    topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., is_renew_ack: bool = ..., topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...) -> None: ...
+
+class ShareAcknowledgeResponse(Struct):
+    class ShareAcknowledgeTopicResponse(Struct):
+        PartitionData: ClassVar[type[ShareAcknowledgeResponse.PartitionData]]
+        topic_id: bytes
+        partitions: list[ShareAcknowledgeResponse.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareAcknowledgeResponse.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        LeaderIdAndEpoch: ClassVar[type[ShareAcknowledgeResponse.LeaderIdAndEpoch]]
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., current_leader: ShareAcknowledgeResponse.LeaderIdAndEpoch = ...) -> None: ...
+    class LeaderIdAndEpoch(Struct):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
+    node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ..., node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ...) -> None: ...
+
+class ShareFetchRequest(Struct):
+    class FetchTopic(Struct):
+        FetchPartition: ClassVar[type[ShareFetchRequest.FetchPartition]]
+        topic_id: bytes
+        partitions: list[ShareFetchRequest.FetchPartition]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareFetchRequest.FetchPartition] = ...) -> None: ...
+    class FetchPartition(Struct):
+        AcknowledgementBatch: ClassVar[type[ShareFetchRequest.AcknowledgementBatch]]
+        partition_index: int
+        acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
+        def __init__(self, *, partition_index: int = ..., acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ...) -> None: ...
+    class AcknowledgementBatch(Struct):
+        first_offset: int
+        last_offset: int
+        acknowledge_types: list[int]
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., acknowledge_types: list[int] = ...) -> None: ...
+    class ForgottenTopic(Struct):
+        topic_id: bytes
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
+    group_id: str | None
+    member_id: str | None
+    share_session_epoch: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    max_records: int
+    batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
+    topics: list[ShareFetchRequest.FetchTopic]
+    forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
+    def __init__(self, *, group_id: str | None = ..., member_id: str | None = ..., share_session_epoch: int = ..., max_wait_ms: int = ..., min_bytes: int = ..., max_bytes: int = ..., max_records: int = ..., batch_size: int = ..., share_acquire_mode: int = ..., is_renew_ack: bool = ..., topics: list[ShareFetchRequest.FetchTopic] = ..., forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...) -> None: ...
+
+class ShareFetchResponse(Struct):
+    class ShareFetchableTopicResponse(Struct):
+        PartitionData: ClassVar[type[ShareFetchResponse.PartitionData]]
+        topic_id: bytes
+        partitions: list[ShareFetchResponse.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ShareFetchResponse.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        LeaderIdAndEpoch: ClassVar[type[ShareFetchResponse.LeaderIdAndEpoch]]
+        AcquiredRecords: ClassVar[type[ShareFetchResponse.AcquiredRecords]]
+        partition_index: int
+        error_code: int
+        error_message: str | None
+        acknowledge_error_code: int
+        acknowledge_error_message: str | None
+        current_leader: ShareFetchResponse.LeaderIdAndEpoch
+        records: Records | None
+        acquired_records: list[ShareFetchResponse.AcquiredRecords]
+        def __init__(self, *, partition_index: int = ..., error_code: int = ..., error_message: str | None = ..., acknowledge_error_code: int = ..., acknowledge_error_message: str | None = ..., current_leader: ShareFetchResponse.LeaderIdAndEpoch = ..., records: Records | None = ..., acquired_records: list[ShareFetchResponse.AcquiredRecords] = ...) -> None: ...
+    class LeaderIdAndEpoch(Struct):
+        leader_id: int
+        leader_epoch: int
+        def __init__(self, *, leader_id: int = ..., leader_epoch: int = ...) -> None: ...
+    class AcquiredRecords(Struct):
+        first_offset: int
+        last_offset: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_count: int = ...) -> None: ...
+    class NodeEndpoint(Struct):
+        node_id: int
+        host: str
+        port: int
+        rack: str | None
+        def __init__(self, *, node_id: int = ..., host: str = ..., port: int = ..., rack: str | None = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    acquisition_lock_timeout_ms: int
+    responses: list[ShareFetchResponse.ShareFetchableTopicResponse]
+    node_endpoints: list[ShareFetchResponse.NodeEndpoint]
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., acquisition_lock_timeout_ms: int = ..., responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = ..., node_endpoints: list[ShareFetchResponse.NodeEndpoint] = ...) -> None: ...
+
+class ShareGroupDescribeRequest(Struct):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+class ShareGroupDescribeResponse(Struct):
+    class DescribedGroup(Struct):
+        Member: ClassVar[type[ShareGroupDescribeResponse.Member]]
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        assignor_name: str
+        members: list[ShareGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., assignor_name: str = ..., members: list[ShareGroupDescribeResponse.Member] = ..., authorized_operations: int = ...) -> None: ...
+    class Member(Struct):
+        Assignment: ClassVar[type[ShareGroupDescribeResponse.Assignment]]
+        member_id: str
+        rack_id: str | None
+        member_epoch: int
+        client_id: str
+        client_host: str
+        subscribed_topic_names: list[str]
+        assignment: ShareGroupDescribeResponse.Assignment
+        def __init__(self, *, member_id: str = ..., rack_id: str | None = ..., member_epoch: int = ..., client_id: str = ..., client_host: str = ..., subscribed_topic_names: list[str] = ..., assignment: ShareGroupDescribeResponse.Assignment = ...) -> None: ...
+    class Assignment(Struct):
+        TopicPartitions: ClassVar[type[ShareGroupDescribeResponse.TopicPartitions]]
+        topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ShareGroupDescribeResponse.TopicPartitions] = ...) -> None: ...
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        topic_name: str
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[ShareGroupDescribeResponse.DescribedGroup]
+    def __init__(self, *, throttle_time_ms: int = ..., groups: list[ShareGroupDescribeResponse.DescribedGroup] = ...) -> None: ...
+
+class ShareGroupHeartbeatRequest(Struct):
+    group_id: str
+    member_id: str
+    member_epoch: int
+    rack_id: str | None
+    subscribed_topic_names: list[str] | None
+    def __init__(self, *, group_id: str = ..., member_id: str = ..., member_epoch: int = ..., rack_id: str | None = ..., subscribed_topic_names: list[str] | None = ...) -> None: ...
+
+class ShareGroupHeartbeatResponse(Struct):
+    class Assignment(Struct):
+        TopicPartitions: ClassVar[type[ShareGroupHeartbeatResponse.TopicPartitions]]
+        topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions]
+        def __init__(self, *, topic_partitions: list[ShareGroupHeartbeatResponse.TopicPartitions] = ...) -> None: ...
+    class TopicPartitions(Struct):
+        topic_id: bytes
+        partitions: list[int]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ShareGroupHeartbeatResponse.Assignment | None
+    def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., member_id: str | None = ..., member_epoch: int = ..., heartbeat_interval_ms: int = ..., assignment: ShareGroupHeartbeatResponse.Assignment | None = ...) -> None: ...
+
 class SyncGroupRequest(Struct):
     class SyncGroupRequestAssignment(Struct):
         member_id: str
@@ -1692,6 +1980,8 @@ __all__ = [
     'AlterPartitionReassignmentsResponse',
     'AlterReplicaLogDirsRequest',
     'AlterReplicaLogDirsResponse',
+    'AlterShareGroupOffsetsRequest',
+    'AlterShareGroupOffsetsResponse',
     'AlterUserScramCredentialsRequest',
     'AlterUserScramCredentialsResponse',
     'ApiVersionsRequest',
@@ -1714,6 +2004,8 @@ __all__ = [
     'DeleteGroupsResponse',
     'DeleteRecordsRequest',
     'DeleteRecordsResponse',
+    'DeleteShareGroupOffsetsRequest',
+    'DeleteShareGroupOffsetsResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
     'DescribeAclsRequest',
@@ -1732,6 +2024,8 @@ __all__ = [
     'DescribeProducersResponse',
     'DescribeQuorumRequest',
     'DescribeQuorumResponse',
+    'DescribeShareGroupOffsetsRequest',
+    'DescribeShareGroupOffsetsResponse',
     'DescribeTopicPartitionsRequest',
     'DescribeTopicPartitionsResponse',
     'DescribeTransactionsRequest',
@@ -1782,6 +2076,14 @@ __all__ = [
     'SaslAuthenticateResponse',
     'SaslHandshakeRequest',
     'SaslHandshakeResponse',
+    'ShareAcknowledgeRequest',
+    'ShareAcknowledgeResponse',
+    'ShareFetchRequest',
+    'ShareFetchResponse',
+    'ShareGroupDescribeRequest',
+    'ShareGroupDescribeResponse',
+    'ShareGroupHeartbeatRequest',
+    'ShareGroupHeartbeatResponse',
     'SyncGroupRequest',
     'SyncGroupResponse',
     'TxnOffsetCommitRequest',

@@ -21,11 +21,13 @@ class Api:
     handle: Callable[..., Awaitable[Struct | None]]  # (RequestContext, its request) -> its response
 
 
+# long: one import line per API module (isort's layout), then the table's order - a list, not logic
 def _modules() -> list[ModuleType]:
     from kop.kafka.apis import (
         add_offsets_to_txn,
         add_partitions_to_txn,
         alter_configs,
+        alter_share_group_offsets,
         alter_user_scram_credentials,
         api_versions,
         consumer_group_describe,
@@ -36,6 +38,7 @@ def _modules() -> list[ModuleType]:
         delete_acls,
         delete_groups,
         delete_records,
+        delete_share_group_offsets,
         delete_topics,
         describe_acls,
         describe_client_quotas,
@@ -44,6 +47,7 @@ def _modules() -> list[ModuleType]:
         describe_groups,
         describe_log_dirs,
         describe_producers,
+        describe_share_group_offsets,
         describe_topic_partitions,
         describe_transactions,
         describe_user_scram_credentials,
@@ -67,6 +71,10 @@ def _modules() -> list[ModuleType]:
         produce,
         sasl_authenticate,
         sasl_handshake,
+        share_acknowledge,
+        share_fetch,
+        share_group_describe,
+        share_group_heartbeat,
         sync_group,
         txn_offset_commit,
         update_features,
@@ -84,6 +92,8 @@ def _modules() -> list[ModuleType]:
         find_coordinator, join_group, sync_group, heartbeat, leave_group, offset_commit, offset_fetch,
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
+        share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,  # KIP-932 (kop/coordinator/share)
+        describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,  # kafka-share-groups
         txn_offset_commit,
         # transaction coordinator (kop/coordinator/transactions)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,

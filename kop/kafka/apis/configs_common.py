@@ -36,6 +36,7 @@ from kop.topics.topic_config import (
 
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32
 RESOURCE_BROKER_LOGGER = 8
 
 
@@ -197,6 +198,17 @@ async def alter_resources(
         refused = authorize.configs_refused(ctx, authorize.Op.ALTER_CONFIGS, res.resource_type, res.resource_name)
         if refused is not None:
             answer((refused, authorize.MESSAGES[refused]))
+            continue
+        if res.resource_type == RESOURCE_GROUP and isinstance(res, IncrementalAlterConfigsRequest.AlterConfigsResource):
+            from kop.kafka.apis import group_configs  # share group configs (KIP-932); it imports this module
+
+            try:
+                group_configs.alter(h.share, ctx.names.global_id(res.resource_name),
+                                    [(c.name, c.config_operation, c.value) for c in res.configs], req.validate_only)
+            except ConfigRequestError as e:
+                answer((e.error, e.message))
+            else:
+                answer((0, None))
             continue
         if res.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
             answer((ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))

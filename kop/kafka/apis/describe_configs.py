@@ -9,12 +9,14 @@ other topic configs (DEFAULT_CONFIG), each under the dynamic values set for this
 (kop/topics/broker_configs.py), read-only unless Kafka lets it be set dynamically. The resource "" lists the
 cluster-wide dynamic defaults only, and another broker id gets Kafka's INVALID_REQUEST, as on Kafka. KoP
 answered topics with a fixed list and brokers with dummies; tools that read-modify-write configs need the
-truth. BROKER_LOGGER and other resource types get INVALID_REQUEST.
+truth. GROUP resources (32) list the share group configs (kop/kafka/apis/group_configs.py). BROKER_LOGGER and
+other resource types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
 from kop.kafka import authorize
+from kop.kafka.apis import group_configs
 from kop.kafka.apis.configs_common import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -94,6 +96,13 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                     if req.include_synonyms else [],
                     config_type=ctype, documentation=None,
                 ))
+            results.append(result(0, "", entries))
+        elif res.resource_type == group_configs.RESOURCE_GROUP:
+            entries = [R.DescribeConfigsResourceResult(
+                name=name, value=value, read_only=False, config_source=source, is_default=source == 5,
+                is_sensitive=False, synonyms=[], config_type=ctype, documentation=None)
+                for name, value, source, ctype in group_configs.describe(h.share, ctx.names.global_id(res.resource_name))
+                if keys is None or name in keys]
             results.append(result(0, "", entries))
         else:
             results.append(result(ErrorCode.INVALID_REQUEST,

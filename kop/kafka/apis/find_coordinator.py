@@ -12,8 +12,11 @@
 - TRANSACTION keys (type 1): the owner of the transactional id's __transaction_state partition
   (kop/coordinator/transactions/), found the same way; COORDINATOR_NOT_AVAILABLE while the transaction
   coordinator is not running.
-- SHARE keys (type 2, v6): INVALID_REQUEST, because there is no share-group coordinator; a retriable
-  COORDINATOR_NOT_AVAILABLE would make a client retry until its timeout, while this fails it at once.
+- SHARE keys (type 2, v6): the share coordinator of a share-partition (keys "group:topicId:partition", what
+  Kafka's brokers ask for __share_group_state). Alone, this broker keeps every share-partition's state
+  (kop/coordinator/share), so it is the answer; in cluster mode there is no share coordinator to name yet
+  and the key gets INVALID_REQUEST (a retriable COORDINATOR_NOT_AVAILABLE would make a client retry until
+  its timeout, while this fails it at once). Share consumers find their group's coordinator with GROUP keys.
 - An unknown key type fails the whole request with INVALID_REQUEST, as Kafka does.
 - error_message is "NONE" on success, like Kafka's Errors.NONE.message().
 - A tenant login's keys are hashed as their global ids (kop/topics/scope.py: its group `g` is `A/ns/g`),
@@ -94,7 +97,9 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
                 return 0, "NONE", found
             return 0, "NONE", node
         if key_type == SHARE and ctx.version >= 6:
-            return ErrorCode.INVALID_REQUEST, "Share groups are not supported by this broker.", None
+            if own.clustered:
+                return ErrorCode.INVALID_REQUEST, "Share coordinators are not supported in cluster mode.", None
+            return 0, "NONE", node
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}.", None
 
     if ctx.version >= 4:

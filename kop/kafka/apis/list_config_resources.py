@@ -10,7 +10,8 @@ What this broker has of each type:
 - topics: every topic (internal ones included; a tenant login sees its own and the internal ones, as in
   Metadata);
 - brokers: the live brokers (this one, or every registered one in cluster mode), by id;
-- groups: Kafka lists the groups that have dynamic group configs; group configs are not stored here, so none;
+- groups: the groups that have dynamic group configs, as Kafka (the share group configs of
+  kop/kafka/apis/group_configs.py, a tenant login seeing its own);
 - client metrics: KIP-714 subscriptions are not stored by this broker (it does not serve telemetry), so
   none - the answer Kafka gives when no subscription is configured;
 - broker loggers: none. Kafka lists one per broker, but this broker has no BROKER_LOGGER configs to describe
@@ -59,4 +60,8 @@ def _names(ctx: RequestContext, rtype: int) -> list[str]:
         if not names.default:
             topics = [t for t in topics if t.internal or names.owns(t.name)]
         return sorted(names.kafka_name(t.name) for t in topics if not t.deleted)
-    return []  # groups, client metrics, broker loggers: none here (module docstring)
+    if rtype == GROUP:
+        names = ctx.names
+        ids = [gid for gid, values in ctx.handler.share.configs.items() if values]
+        return sorted(gid if names.default else names.client_id(gid) for gid in ids if names.default or names.owns_id(gid))
+    return []  # client metrics, broker loggers: none here (module docstring)

@@ -1,8 +1,9 @@
 """ListGroups (key 16): v0-v5.
 
-- v4+ filters by state (case-insensitive, Kafka's state names) and v5+ by group type: "classic" or
+- v4+ filters by state (case-insensitive, Kafka's state names) and v5+ by group type: "classic",
   "consumer" (KIP-848 groups, listed with protocol type "consumer" and their states Empty, Assigning,
-  Reconciling, Stable, as Kafka 4.x); "share" and "streams" list nothing. Kafka 4.x tools need v5:
+  Reconciling, Stable, as Kafka 4.x) or "share" (KIP-932 share groups, kop/coordinator/share: protocol type
+  "share", states Empty and Stable); "streams" lists nothing. Kafka 4.x tools need v5:
   kafka-consumer-groups --list --type and --reset-offsets (which also lists streams groups) fail on a
   broker below it.
 - Groups that only hold committed offsets (commits outside group management, or after their members left)
@@ -15,6 +16,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from kop.coordinator.coordinator import ListedGroup
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol.messages import ListGroupsRequest, ListGroupsResponse
@@ -23,11 +27,23 @@ API_KEY = 16
 VERSIONS = (0, 5)
 
 
+def _share_groups(ctx: RequestContext, states: Iterable[str], types: Iterable[str]) -> list[ListedGroup]:
+    """The share groups listed (kop/coordinator/share/groups.py), filtered as the group coordinator filters its own."""
+    want_states = {s.strip().lower() for s in states}
+    want_types = {t.strip().lower() for t in types}
+    if want_types and "share" not in want_types:
+        return []
+    return [ListedGroup(g.group_id, "share", g.state, "share") for g in ctx.handler.share.groups.groups.values()
+            if not want_states or g.state.lower() in want_states]
+
+
 async def handle(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     R = ListGroupsResponse
     v = ctx.version
     coordinator = ctx.coordinator
-    error, groups = coordinator.list_groups(req.states_filter if v >= 4 else (), req.types_filter if v >= 5 else ())
+    states, types = req.states_filter if v >= 4 else (), req.types_filter if v >= 5 else ()
+    error, groups = coordinator.list_groups(states, types)
+    groups += _share_groups(ctx, states, types)
     names = ctx.names
     # (id as this connection spells it, group): a tenant login lists only its own groups
     listed = [(g.group_id, g) for g in groups] if names.default else \

@@ -1,0 +1,305 @@
+"""The share-group coordinator's async shell: share groups (groups.py), share-partition states (partition.py),
+share sessions, the group configs of share groups, and the one timer that expires acquisition locks and
+member sessions. The rules are in the sans-IO parts; this adds the clock, the timer and the waits of
+long-polling ShareFetches (woken when records come back: released, timed out, or of a member gone).
+
+One per Kafka protocol handler (kop/kafka/handler.py): alone, this broker is the group coordinator and the
+leader of every partition, so membership and share-partition state live together. Share-partition state is
+durable in __share_group_state (store.py: a snapshot after each change, written before acknowledgements
+are answered); membership and group configs are in memory (a restart forgets them: members join again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from kop.coordinator.consumer_group import Metadata
+from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
+from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
+from kop.coordinator.share.records import ShareState
+from kop.coordinator.share.store import ShareStateStore
+from kop.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, bytes, int]  # (group id, topic id, partition)
+
+#: The share group configs (Kafka's GroupConfig share.*) and their defaults.
+GROUP_CONFIG_DEFAULTS: dict[str, str] = {
+    "share.auto.offset.reset": "latest",
+    "share.record.lock.duration.ms": str(DEFAULT_LOCK_MS),
+    "share.delivery.count.limit": str(DEFAULT_DELIVERY_LIMIT),
+    "share.isolation.level": "read_uncommitted",
+}
+FINAL_EPOCH = -1
+
+
+@dataclass(slots=True)
+class ShareSession:
+    """A member's share session (KIP-932): the partitions it fetches, and the epoch its next request carries."""
+    next_epoch: int = 1
+    partitions: list[tuple[bytes, int]] = field(default_factory=list)
+    connection: object = None  # the client connection that opened it: its close ends the session
+
+
+class ShareCoordinator:
+    def __init__(self, metadata: Callable[[], Metadata], session_timeout_ms: int, heartbeat_interval_ms: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.groups = ShareGroups(metadata, session_timeout_ms, heartbeat_interval_ms)
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions: dict[tuple[str, str], ShareSession] = {}
+        self.configs: dict[str, dict[str, str]] = {}
+        self._clock = clock
+        self._timer: asyncio.TimerHandle | None = None
+        self._waiters: set[asyncio.Future[None]] = set()
+        self.store: ShareStateStore | None = None  # durable state (__share_group_state), once the broker started
+        self._dirty: set[Key] = set()  # share-partitions changed since their last snapshot
+        self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
+        self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
+        self._flushes: set[asyncio.Task[None]] = set()
+
+    def now(self) -> int:
+        return int(self._clock() * 1000)
+
+    def heartbeat(self, req: ShareHeartbeat) -> ShareHeartbeatResult:
+        """ShareGroupHeartbeat; a member that left has its acquired records released at once."""
+        result = self.groups.heartbeat(req, self.now())
+        for gid, mid in self.groups.take_left():
+            self.sessions.pop((gid, mid), None)
+            self._release_member(gid, mid)
+        self.arm()
+        return result
+
+    # ------------------------------------------------------------------ configs
+    def config(self, group_id: str, name: str) -> str:
+        return self.configs.get(group_id, {}).get(name, GROUP_CONFIG_DEFAULTS[name])
+
+    def set_config(self, group_id: str, name: str, value: str | None) -> None:
+        """Set (or, with None, delete) a group config; new locks and limits apply to the group's partitions."""
+        values = self.configs.setdefault(group_id, {})
+        if value is None:
+            values.pop(name, None)
+        else:
+            values[name] = value
+        for (gid, _, _), sp in self.partitions.items():
+            if gid == group_id:
+                sp.lock_ms = int(self.config(group_id, "share.record.lock.duration.ms"))
+                sp.delivery_limit = int(self.config(group_id, "share.delivery.count.limit"))
+
+    # ------------------------------------------------------------------ share-partitions
+    def share_partition(self, key: Key, log_start: int, high_watermark: int) -> SharePartition:
+        """The share-partition, initialized on first use at share.auto.offset.reset: `latest` (Kafka's
+        default) starts at the high watermark, `earliest` at the log start offset."""
+        sp = self.partitions.get(key)
+        if sp is None:
+            gid = key[0]
+            durable = self.store.states.get(key) if self.store is not None else None
+            if durable is not None:  # state from before a restart
+                start = durable.start_offset
+            else:
+                start = log_start if self.config(gid, "share.auto.offset.reset") == "earliest" else high_watermark
+                self._dirty.add(key)  # Kafka persists the initialized state (InitializeShareGroupState)
+            sp = self.partitions[key] = SharePartition(
+                start, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
+                delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
+            if durable is not None:
+                sp.restore(durable.batches)
+                self._epochs[key] = durable.snapshot_epoch
+        if sp.start_offset < log_start:  # retention or DeleteRecords removed records not yet delivered
+            sp.reset_start(log_start)
+            self._dirty.add(key)
+        return sp
+
+    # ------------------------------------------------------------------ durability
+    async def start(self, store: ShareStateStore) -> None:
+        """At broker start: durable state from an earlier run is loaded (when its topic exists)."""
+        self.store = store
+        await store.start_if_present()
+        self._materialize()
+
+    async def ready(self) -> None:
+        """The durable state loaded (and its topic created on first use)."""
+        if self.store is not None:
+            await self.store.ready()
+            self._materialize()
+
+    def _materialize(self) -> None:
+        """Every loaded state as a share-partition (listed and described before any fetch of it)."""
+        assert self.store is not None
+        for key, durable in self.store.states.items():
+            if key not in self.partitions and key not in self._deleted:
+                self.share_partition(key, durable.start_offset, durable.start_offset)
+
+    def changed(self, keys: Iterable[Key]) -> None:
+        self._dirty.update(keys)
+
+    async def flush(self) -> None:
+        """Write a snapshot of every changed share-partition (a tombstone for a forgotten one), durable when
+        this returns - acknowledgements are answered after their state is written, as in Kafka."""
+        if self.store is None:
+            self._dirty.clear()
+            self._deleted.clear()
+            return
+        dirty, self._dirty = self._dirty, set()
+        deleted, self._deleted = self._deleted, set()
+        now = int(time.time() * 1000)
+        writes: list[tuple[Key, ShareState | None]] = [(k, None) for k in sorted(deleted) if k not in self.partitions]
+        for key in sorted(dirty):
+            sp = self.partitions.get(key)
+            if sp is not None:
+                epoch = self._epochs[key] = self._epochs.get(key, -1) + 1
+                start, batches = sp.snapshot()
+                writes.append((key, ShareState(start, tuple(batches), epoch)))
+        for key, state in writes:
+            try:
+                await self.store.write(key, state, now)
+            except Exception as e:  # noqa: BLE001 - the state in memory stays right; the next change writes it whole
+                # e.g. cluster mode, where the state's __share_group_state partition is another broker's
+                log.warning("share-partition state %s not written: %s", key, e)
+
+    def flush_soon(self) -> None:
+        """flush() in the background (timer-driven changes: lock time-outs, members gone)."""
+        if not (self._dirty or self._deleted) or self.store is None:
+            return
+        task = asyncio.ensure_future(self.flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flush_done)
+
+    def _flush_done(self, task: asyncio.Task[None]) -> None:
+        self._flushes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("share-group state write failed: %s", task.exception())
+
+    def group_partitions(self, group_id: str) -> dict[tuple[bytes, int], SharePartition]:
+        """The share-partitions a group has state for, by (topic id, partition)."""
+        return {(tid, p): sp for (gid, tid, p), sp in self.partitions.items() if gid == group_id}
+
+    def has_members(self, group_id: str) -> bool:
+        group = self.groups.groups.get(group_id)
+        return group is not None and bool(group.members)
+
+    def knows(self, group_id: str) -> bool:
+        """Whether this is a share group (it had members) or has share-partition state."""
+        return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+
+    def delete_group(self, group_id: str) -> int:
+        """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else forgotten (0)."""
+        if self.has_members(group_id):
+            return ErrorCode.NON_EMPTY_GROUP
+        self.delete_state(group_id)
+        return 0
+
+    def alter_start(self, key: Key, offset: int) -> None:
+        """AlterShareGroupOffsets (the group has no members): the share-partition starts again at `offset`,
+        every record from there on AVAILABLE and never delivered."""
+        gid = key[0]
+        self.partitions[key] = SharePartition(offset, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
+                                              delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
+        self.changed([key])
+
+    def delete_state(self, group_id: str, topic_ids: set[bytes] | None = None) -> None:
+        """Forget a group's share-partition states (of these topics; None: all, and the group itself)."""
+        durable = self.store.states if self.store is not None else {}
+        for key in [k for k in (*self.partitions, *durable)
+                    if k[0] == group_id and (topic_ids is None or k[1] in topic_ids)]:
+            self.partitions.pop(key, None)
+            self._deleted.add(key)
+        if topic_ids is None:
+            self.groups.groups.pop(group_id, None)
+            self.configs.pop(group_id, None)
+
+    # ------------------------------------------------------------------ sessions
+    def open_session(self, group_id: str, member_id: str, epoch: int, connection: object = None
+                     ) -> tuple[int, ShareSession | None]:
+        """The session a ShareFetch/ShareAcknowledge at `epoch` works in: epoch 0 opens a new one (on
+        `connection`), -1 uses the current one for its last request, n > 0 must be the epoch it expects next."""
+        key = (group_id, member_id)
+        if epoch == 0:
+            self.sessions[key] = ShareSession(connection=connection)
+            return 0, self.sessions[key]
+        session = self.sessions.get(key)
+        if session is None:
+            return ErrorCode.SHARE_SESSION_NOT_FOUND, None
+        if epoch != FINAL_EPOCH:
+            if epoch != session.next_epoch:
+                return ErrorCode.INVALID_SHARE_SESSION_EPOCH, None
+            session.next_epoch = epoch + 1 if epoch < 2**31 - 1 else 1
+        return 0, session
+
+    def close_session(self, group_id: str, member_id: str) -> None:
+        """The member's last request (epoch -1) is served: what it still holds goes back to the others."""
+        self.sessions.pop((group_id, member_id), None)
+        self._release_member(group_id, member_id)
+
+    def connection_closed(self, connection: object) -> None:
+        """A client connection closed: the share sessions it opened end and their members' acquired records are
+        released at once, as Kafka 4.x does when a share consumer disconnects (a crashed consumer's records
+        come back without waiting for their locks to time out)."""
+        for gid, mid in [k for k, s in self.sessions.items() if s.connection is connection]:
+            self.close_session(gid, mid)
+        self.flush_soon()
+
+    def _release_member(self, group_id: str, member_id: str) -> None:
+        released = [k for k, sp in self.partitions.items() if k[0] == group_id and sp.release_member(member_id)]
+        if released:
+            self.changed(released)
+            self.wake()
+
+    # ------------------------------------------------------------------ time and waits
+    def tick(self) -> None:
+        """Expire member sessions and acquisition locks due by now, release what the leavers held, re-arm."""
+        now = self.now()
+        self.groups.expire(now)
+        woke = False
+        for gid, mid in self.groups.take_left():
+            self.sessions.pop((gid, mid), None)
+            self._release_member(gid, mid)
+        for key, sp in self.partitions.items():
+            if sp.expire_locks(now):
+                self.changed([key])
+                woke = True
+        if woke:
+            self.wake()
+        self.flush_soon()
+        self.arm()
+
+    def arm(self) -> None:
+        """(Re)set the one timer at the earliest lock or member-session deadline."""
+        deadlines = [d for d in (self.groups.next_deadline(), *(sp.next_deadline() for sp in self.partitions.values()))
+                     if d is not None]
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if deadlines:
+            loop = asyncio.get_running_loop()
+            delay = max(min(deadlines) - self.now(), 0) / 1000
+            self._timer = loop.call_later(delay, self.tick)
+
+    def add_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.add(fut)
+
+    def discard_waiter(self, fut: asyncio.Future[None]) -> None:
+        self._waiters.discard(fut)
+
+    def wake(self) -> None:
+        """Records became AVAILABLE again: long-polling share fetches look again."""
+        for fut in self._waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.wake()
+
+    async def close(self) -> None:
+        """After the connections closed: the last writes finish, the store's runtime stops."""
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+        if self.store is not None:
+            await self.store.stop()

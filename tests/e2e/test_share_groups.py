@@ -1,0 +1,210 @@
+"""Issue 23, share groups (KIP-932): Kafka 4.4's KafkaShareConsumer (tests/support/ShareProbe.java, on the
+kafka-clients 4.4 jars of .cache/kafka-clients-4.4/) on our broker and on Apache Kafka (4.4 with
+KOP_KAFKA_LIBS=.cache/kafka-libs-4.4; share groups are on by default since 4.2).
+
+Three share consumers of one group read a 1-partition topic at once (explicit acknowledgement, 3 records per
+poll): every record is delivered, a record released at its first delivery comes again with delivery count 2,
+an accepted one is never delivered again - neither to the three nor to a fourth consumer of the group that
+reads after them and gets only the record produced after (the group config share.auto.offset.reset=earliest is
+set first through IncrementalAlterConfigs on the GROUP resource). The state machine's rules in detail (locks
+with a fake clock, the delivery-count limit, acknowledgement types) are unit tests:
+tests/test_share_partition.py, tests/test_share_groups_unit.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from pathlib import Path
+
+from tests.support.clients import create_topic
+from tests.support.java import REPO_ROOT, JavaToolsMissing, compiled_probe, java_executable
+
+PROBE = Path(__file__).resolve().parent.parent / "support" / "ShareProbe.java"
+KAFKA44_LIBS = Path(os.environ.get("KOP_KAFKA44_LIBS", REPO_ROOT / ".cache" / "kafka-clients-4.4"))
+COUNT = 30
+CONSUMERS = 3
+
+
+def _run_probe(bootstrap: str, topic: str, group: str, *args: object) -> list[str]:
+    if not (KAFKA44_LIBS / ".complete").exists():
+        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA44_LIBS} - run scripts/setup")
+    classpath = f"{KAFKA44_LIBS}/*"
+    jar = compiled_probe(PROBE, classpath)
+    cmd = [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+           f"-Dlog4j2.configurationFile={REPO_ROOT / 'tools' / 'java' / 'log4j2.properties'}",
+           "-cp", f"{classpath}{os.pathsep}{jar}", PROBE.stem, *(args[:1] or ("run",)), bootstrap, topic, group,
+           *map(str, args[1:] if args else (COUNT, CONSUMERS))]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, f"ShareProbe exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-4000:]}"
+    return [line for line in r.stdout.splitlines()
+            if line.split(" ", 1)[0] in ("SENT", "DELIVERY", "AFTER", "GOT", "HELD", "DONE")]
+
+
+def test_three_share_consumers_on_one_partition(target) -> None:
+    broker = target.broker()
+    topic = f"share-{uuid.uuid4().hex[:8]}"
+    group = f"share-g-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+
+    out = _run_probe(broker.bootstrap, topic, group)
+
+    assert out[0] == f"SENT {COUNT}" and out[-1] == "DONE"
+    deliveries = [line.split()[1:] for line in out if line.startswith("DELIVERY ")]
+    by_value: dict[str, list[tuple[int, str]]] = {}
+    for _consumer, value, count, ack in deliveries:
+        by_value.setdefault(value, []).append((int(count), ack))
+    # Every record delivered; each accepted exactly once and never delivered after that.
+    assert sorted(by_value) == sorted(f"v{i}" for i in range(COUNT))
+    for value, seen in by_value.items():
+        assert [ack for _, ack in seen].count("ACCEPT") == 1, (value, seen)
+        assert seen[-1][1] == "ACCEPT", (value, seen)
+        released = int(value[1:]) % 3 == 0
+        # A released record comes back with its delivery count up; the others are delivered once.
+        assert seen == ([(1, "RELEASE"), (2, "ACCEPT")] if released else [(1, "ACCEPT")]), (value, seen)
+    # A consumer of the group reading afterwards gets only the record produced afterwards.
+    assert [line for line in out if line.startswith("AFTER ")] == ["AFTER marker"]
+    if target.is_kop:  # the 4.4 client used Kafka 4.4's newest versions: ShareFetch v2 (KIP-1206/1222) and the rest
+        from tests.e2e.test_kafka44_versions import _request_counts
+
+        counts = _request_counts(broker.admin_url)
+        for api, version in (("ShareGroupHeartbeat", 1), ("ShareFetch", 2), ("ShareAcknowledge", 2)):
+            assert counts.get((api, version), 0) > 0, (api, sorted(k for k in counts if k[0].startswith("Share")))
+
+
+SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+STATE_FORMATTER = "org.apache.kafka.tools.consumer.group.share.ShareGroupStateMessageFormatter"
+CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
+
+
+def _configs_tool(java_tools) -> str:
+    # kafka-configs moved from core (kafka.admin) to the tools jar in 4.3.
+    return "org.apache.kafka.tools.ConfigCommand" if java_tools.version >= "4.3" else "kafka-configs"
+
+
+def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
+    from confluent_kafka import Producer
+
+    errors: list[object] = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for v in values:
+        p.produce(topic, value=v.encode(), on_delivery=lambda err, msg: errors.append(err) if err else None)
+    assert p.flush(60) == 0 and not errors, errors
+
+
+def _offsets(java_tools, bootstrap: str, group: str) -> list[list[str]]:
+    """kafka-share-groups --describe's rows: [group, topic, partition, start offset, lag]."""
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", bootstrap, "--describe", "--group", group, check=True)
+    return [line.split() for line in r.lines if line.startswith(group)]
+
+
+def test_share_group_tools(target, java_tools) -> None:
+    """kafka-configs --alter on a GROUP resource, kafka-console-share-consumer, and kafka-share-groups --list,
+    --describe, --reset-offsets and --delete, with the same output on both brokers (but the start offset of a
+    fully acknowledged share-partition, below)."""
+    b = target.broker().bootstrap
+    topic = f"share-tools-{uuid.uuid4().hex[:8]}"
+    group = f"share-tg-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    _produce(b, topic, [f"r{i}" for i in range(5)])
+    r = java_tools.run(_configs_tool(java_tools), "--bootstrap-server", b, "--alter", "--entity-type", "groups",
+                       "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest", check=True)
+    assert f"Completed updating config for group {group}." in r.stdout
+
+    r = java_tools.run(CONSOLE_SHARE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group", group,
+                       "--max-messages", "5")
+    assert [line for line in r.lines if line.startswith("r")] == [f"r{i}" for i in range(5)], r.stdout
+
+    listed = java_tools.run(SHARE_GROUPS, "--bootstrap-server", b, "--list", check=True).lines
+    assert group in listed
+    # All five consumed: no lag. The start offset shown is 5 on ours, 0 on Kafka 4.4 (its persisted state keeps
+    # the acknowledged batch and moves the start offset at its next write), so only the lag is compared.
+    (row,) = _offsets(java_tools, b, group)
+    assert row[:3] == [group, topic, "0"] and row[3] in ("0", "5") and row[4] == "0", row
+
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", b, "--reset-offsets", "--to-earliest", "--execute",
+                       "--topic", topic, "--group", group, check=True)
+    assert [line.split() for line in r.lines if line.startswith(group)] == [[group, topic, "0", "0"]], r.stdout
+
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", b, "--delete", "--group", group, check=True)
+    assert f"Deletion of requested share groups ('{group}') was successful." in r.stdout, r.stdout
+
+
+def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
+    """Three of five records accepted, two released; the broker is killed (SIGKILL) and restarted: a consumer of
+    the group then gets only the two not accepted - the state came back from __share_group_state (Kafka: its
+    share coordinator's same topic), whose records Kafka's own ShareGroupStateMessageFormatter reads."""
+    broker = target.dedicated_broker()
+    topic = f"share-kill-{uuid.uuid4().hex[:8]}"
+    group = f"share-kg-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    _produce(broker.bootstrap, topic, [f"r{i}" for i in range(5)])
+
+    first = _run_probe(broker.bootstrap, topic, group, "part", 3, 3)
+    assert sorted(line.rsplit(" ", 1)[0] for line in first if "ACCEPT" in line) == [f"GOT r{i} ACCEPT" for i in range(3)]
+    broker.kill()
+    broker.restart()
+
+    after = _run_probe(broker.bootstrap, topic, group, "part", 5, 2)
+    assert [line.rsplit(" ", 1)[0] for line in after if line.startswith("GOT ")] == ["GOT r3 ACCEPT", "GOT r4 ACCEPT"]
+
+    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "__share_group_state",
+                       "--from-beginning", "--timeout-ms", "5000", "--formatter", STATE_FORMATTER)
+    mine = [s for s in _json_values(r.stdout) if s["key"]["data"]["groupId"] == group]
+    # ShareSnapshot (0) records here; Kafka writes mostly ShareUpdate (1) records after its first snapshot.
+    assert mine and all(s["key"]["type"] in (0, 1) and s["key"]["data"]["partition"] == 0 for s in mine), r.stdout
+    # The last state has nothing left to deliver: the start offset past r4, or (Kafka, which moves the start
+    # offset at its next write) every record from it on acknowledged.
+    last = mine[-1]["value"]["data"]
+    done = all(b["deliveryState"] == 2 for b in last["stateBatches"])
+    assert last["startOffset"] == 5 or (done and last["stateBatches"][-1]["lastOffset"] == 4), last
+
+
+def _json_values(text: str) -> list[dict]:
+    """The formatter's JSON documents (it writes them one after the other, with no separator)."""
+    out, pos, decoder = [], 0, json.JSONDecoder()
+    while (pos := text.find("{", pos)) >= 0:
+        value, pos = decoder.raw_decode(text, pos)
+        out.append(value)
+    return out
+
+
+def test_a_crashed_consumers_records_come_back(target) -> None:
+    """A share consumer acquires records and its JVM halts (no acknowledgement, no close): another consumer of
+    the group gets them, at their second delivery - released when the crashed consumer's connection closed, as
+    Kafka 4.x does, before their acquisition locks (share.record.lock.duration.ms 15000) would time out. The
+    lock time-out itself is tested with a fake clock: tests/test_share_partition.py."""
+    b = target.broker().bootstrap
+    topic = f"share-crash-{uuid.uuid4().hex[:8]}"
+    group = f"share-cg-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    _produce(b, topic, [f"r{i}" for i in range(4)])
+
+    held = [line.split()[1] for line in _run_probe(b, topic, group, "crash") if line.startswith("HELD ")]
+    assert held and set(held) <= {f"r{i}" for i in range(4)}
+    got = [line.split()[1:] for line in _run_probe(b, topic, group, "part", 4, 4) if line.startswith("GOT ")]
+    assert sorted(v for v, _, _ in got) == [f"r{i}" for i in range(4)]
+    assert {v: int(n) for v, _, n in got} == {f"r{i}": 2 if f"r{i}" in held else 1 for i in range(4)}
+
+
+def test_read_committed_share_group_skips_aborted_transactions(target) -> None:
+    """share.isolation.level=read_committed: records of an aborted transaction are never delivered, those of
+    committed ones are."""
+    from confluent_kafka import Producer
+
+    b = target.broker().bootstrap
+    topic = f"share-txn-{uuid.uuid4().hex[:8]}"
+    group = f"share-xg-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    p = Producer({"bootstrap.servers": b, "transactional.id": f"share-tx-{uuid.uuid4().hex[:8]}", "linger.ms": 0})
+    p.init_transactions(60)
+    for values, commit in ((["c0", "c1"], True), (["a2", "a3"], False), (["c4"], True)):
+        p.begin_transaction()
+        for v in values:
+            p.produce(topic, value=v.encode())
+        (p.commit_transaction if commit else p.abort_transaction)(60)
+
+    got = _run_probe(b, topic, group, "part", 10, 3, "share.isolation.level=read_committed")
+    assert [line.split()[1] for line in got if line.startswith("GOT ")] == ["c0", "c1", "c4"], got

@@ -3,7 +3,8 @@
 Each test heartbeats the machine the way Java and librdkafka consumers with `group.protocol=consumer` do,
 with a fake clock (ms) and every write acknowledged in order, and reads the answers and the records. The
 expected error codes and epochs are Apache Kafka 4.x's for the same sequence (its GroupMetadataManager and
-CurrentAssignmentBuilder; research/kip848.md).
+CurrentAssignmentBuilder; research/kip848.md). A new group starts at epoch 1, as Kafka 4.4's ModernGroup does,
+so its first member joins at epoch 2.
 """
 
 from __future__ import annotations
@@ -115,13 +116,13 @@ def parts(result: HeartbeatResult) -> set[tuple[bytes, int]]:
 # ---------------------------------------------------------------------------------------- joining
 
 
-def test_first_member_joins_gets_epoch_1_and_every_partition() -> None:
+def test_first_member_joins_gets_epoch_2_and_every_partition() -> None:
     d = Driver()
     r = d.join("m1")
-    assert r.error == 0 and r.member_id == "m1" and r.member_epoch == 1
+    assert r.error == 0 and r.member_id == "m1" and r.member_epoch == 2
     assert r.heartbeat_interval_ms == 5000
     assert r.assignment == {FOO: frozenset(range(6))}
-    assert d.group().state == "Stable" and d.group().group_epoch == 1
+    assert d.group().state == "Stable" and d.group().group_epoch == 2
     # Kafka's record order for a join: member (5), subscription metadata (4), group epoch (3), target (7),
     # assignment epoch (6), current assignment (8).
     assert d.record_types(d.writes[-1]) == [(5, False), (4, False), (3, False), (7, False), (6, False), (8, False)]
@@ -137,7 +138,7 @@ def test_keepalive_heartbeat_sends_no_assignment() -> None:
     d = Driver()
     r = d.join("m1")
     again = d.hb("m1", r.member_epoch)
-    assert again.error == 0 and again.member_epoch == 1 and again.assignment is None
+    assert again.error == 0 and again.member_epoch == 2 and again.assignment is None
 
 
 def test_second_member_revoke_before_assign() -> None:
@@ -145,33 +146,33 @@ def test_second_member_revoke_before_assign() -> None:
     d = Driver()
     m1 = d.join("m1")
     m2 = d.join("m2")
-    assert m2.member_epoch == 2 and m2.assignment == {}  # its target is held by m1 still
+    assert m2.member_epoch == 3 and m2.assignment == {}  # its target is held by m1 still
     assert d.group().members["m2"].state == MemberState.UNRELEASED_PARTITIONS
-    # m1 still reports all six: it must revoke three and stays at epoch 1 meanwhile.
-    r = d.hb("m1", 1, {FOO: list(range(6))})
-    assert r.member_epoch == 1 and len(parts(r)) == 3
+    # m1 still reports all six: it must revoke three and stays at epoch 2 meanwhile.
+    r = d.hb("m1", 2, {FOO: list(range(6))})
+    assert r.member_epoch == 2 and len(parts(r)) == 3
     assert d.group().members["m1"].state == MemberState.UNREVOKED_PARTITIONS
     assert d.group().state == "Reconciling"
     kept = parts(r)
     # m2 asks again: nothing is free yet.
-    assert d.hb("m2", 2, {}).assignment is None
-    # m1 acknowledges: it owns only what it kept, and moves to epoch 2.
-    r = d.hb("m1", 1, {FOO: sorted(p for _, p in kept)})
-    assert r.error == 0 and r.member_epoch == 2
+    assert d.hb("m2", 3, {}).assignment is None
+    # m1 acknowledges: it owns only what it kept, and moves to epoch 3.
+    r = d.hb("m1", 2, {FOO: sorted(p for _, p in kept)})
+    assert r.error == 0 and r.member_epoch == 3
     # now the revoked three are free, and m2 gets them.
-    r2 = d.hb("m2", 2, {})
+    r2 = d.hb("m2", 3, {})
     assert parts(r2) == {(FOO, p) for p in range(6)} - kept
     assert d.group().state == "Stable"
-    assert m1.member_epoch == 1
+    assert m1.member_epoch == 2
 
 
 def test_keepalive_counts_as_still_owning_revoked_partitions() -> None:
     d = Driver()
     d.join("m1")
     d.join("m2")
-    d.hb("m1", 1, {FOO: list(range(6))})
-    r = d.hb("m1", 1)  # null TopicPartitions
-    assert r.member_epoch == 1 and d.group().members["m1"].state == MemberState.UNREVOKED_PARTITIONS
+    d.hb("m1", 2, {FOO: list(range(6))})
+    r = d.hb("m1", 2)  # null TopicPartitions
+    assert r.member_epoch == 2 and d.group().members["m1"].state == MemberState.UNREVOKED_PARTITIONS
 
 
 def test_three_members_converge_without_ever_sharing_a_partition() -> None:
@@ -197,13 +198,13 @@ def test_previous_epoch_is_accepted_after_a_lost_response_only_with_a_subset() -
     d = Driver()
     d.join("m1")
     d.join("m2")
-    r = d.hb("m1", 1, {FOO: list(range(6))})
+    r = d.hb("m1", 2, {FOO: list(range(6))})
     keep = sorted(p for _, p in parts(r))
-    assert d.hb("m1", 1, {FOO: keep}).member_epoch == 2
-    # The answer with epoch 2 was lost: epoch 1 again, with a subset of the assignment, is accepted...
-    assert d.hb("m1", 1, {FOO: keep}).error == 0
+    assert d.hb("m1", 2, {FOO: keep}).member_epoch == 3
+    # The answer with epoch 3 was lost: epoch 2 again, with a subset of the assignment, is accepted...
+    assert d.hb("m1", 2, {FOO: keep}).error == 0
     # ...but claiming more than it was given is not.
-    assert d.hb("m1", 1, {FOO: list(range(6))}).error == E.FENCED_MEMBER_EPOCH
+    assert d.hb("m1", 2, {FOO: list(range(6))}).error == E.FENCED_MEMBER_EPOCH
 
 
 def test_unknown_member_and_unknown_group() -> None:
@@ -309,13 +310,13 @@ def test_rebalance_timeout_fences_a_member_that_does_not_revoke() -> None:
     d = Driver()
     d.join("m1", rebalance_timeout_ms=5_000)
     d.join("m2")
-    d.hb("m1", 1, {FOO: list(range(6))})  # told to revoke; never does
+    d.hb("m1", 2, {FOO: list(range(6))})  # told to revoke; never does
     d.advance(4_000)
-    d.hb("m1", 1, {FOO: list(range(6))})  # heartbeats keep its session, not its rebalance deadline
-    d.hb("m2", 2, {})
+    d.hb("m1", 2, {FOO: list(range(6))})  # heartbeats keep its session, not its rebalance deadline
+    d.hb("m2", 3, {})
     d.advance(1_001)
     assert "m1" not in d.group().members
-    r = d.hb("m2", 2, {})
+    r = d.hb("m2", 3, {})
     assert r.assignment == {FOO: frozenset(range(6))}
 
 
@@ -363,16 +364,16 @@ def test_partitions_added_and_topic_created_trigger_a_new_target() -> None:
     r = d.join("m1", topics=["foo", "bar"])
     assert r.assignment == {FOO: frozenset(range(6))}
     d.topics["foo"] = (FOO, 8)
-    r = d.hb("m1", 1)
-    assert r.member_epoch == 2 and r.assignment == {FOO: frozenset(range(8))}
-    d.topics["bar"] = (BAR, 2)
     r = d.hb("m1", 2)
-    assert r.member_epoch == 3 and r.assignment == {FOO: frozenset(range(8)), BAR: frozenset({0, 1})}
+    assert r.member_epoch == 3 and r.assignment == {FOO: frozenset(range(8))}
+    d.topics["bar"] = (BAR, 2)
+    r = d.hb("m1", 3)
+    assert r.member_epoch == 4 and r.assignment == {FOO: frozenset(range(8)), BAR: frozenset({0, 1})}
     del d.topics["foo"]
-    r = d.hb("m1", 3)  # a keepalive: it still owns foo's partitions, so it must first revoke them
-    assert r.member_epoch == 3 and r.assignment == {BAR: frozenset({0, 1})}
-    r = d.hb("m1", 3, {BAR: [0, 1]})
-    assert r.member_epoch == 4 and d.group().state == "Stable"
+    r = d.hb("m1", 4)  # a keepalive: it still owns foo's partitions, so it must first revoke them
+    assert r.member_epoch == 4 and r.assignment == {BAR: frozenset({0, 1})}
+    r = d.hb("m1", 4, {BAR: [0, 1]})
+    assert r.member_epoch == 5 and d.group().state == "Stable"
 
 
 def test_regex_subscription_matches_whole_names_and_follows_new_topics() -> None:
@@ -410,7 +411,7 @@ def test_records_decode_to_the_group() -> None:
                     v.rebalance_timeout_ms) == ("i1", "r1", "cli", "/10.0.0.1", ("foo",), REBALANCE_MS)
         elif k.type == crec.CURRENT_MEMBER_ASSIGNMENT:
             v = crec.decode_current_assignment(value)
-            assert (v.member_epoch, v.previous_member_epoch, v.state) == (1, 0, 0)
+            assert (v.member_epoch, v.previous_member_epoch, v.state) == (2, 0, 0)
             assert v.assigned == {FOO: frozenset(range(6))}
 
 
@@ -430,31 +431,31 @@ def test_a_commit_sent_before_the_member_heard_of_its_new_epoch_is_accepted() ->
     d = Driver()
     d.join("m1")
     d.join("m2")
-    r = d.hb("m1", 1, {FOO: list(range(6))})
+    r = d.hb("m1", 2, {FOO: list(range(6))})
     kept = sorted(p for _, p in parts(r))
-    assert d.hb("m1", 1, {FOO: kept}).member_epoch == 2
-    given = sorted(p for _, p in parts(d.hb("m2", 2, {})))
+    assert d.hb("m1", 2, {FOO: kept}).member_epoch == 3
+    given = sorted(p for _, p in parts(d.hb("m2", 3, {})))
     assert len(given) == 3 and d.group().state == "Stable"
     member = d.group().members["m1"]
-    assert {p: member.assignment_epoch(FOO, p) for p in kept} == dict.fromkeys(kept, 1)  # m1's since epoch 1
-    assert commit(d, "m1", 1, *kept) == 0  # older than epoch 2, but m1 held them at 1 already
+    assert {p: member.assignment_epoch(FOO, p) for p in kept} == dict.fromkeys(kept, 2)  # m1's since epoch 2
+    assert commit(d, "m1", 2, *kept) == 0  # older than epoch 3, but m1 held them at 2 already
 
-    assert d.hb("m2", -1).error == 0  # m2 leaves: epoch 3, m1 gets all six
-    r = d.hb("m1", 2, {FOO: kept})
-    assert r.member_epoch == 3 and parts(r) == {(FOO, p) for p in range(6)}
+    assert d.hb("m2", -1).error == 0  # m2 leaves: epoch 4, m1 gets all six
+    r = d.hb("m1", 3, {FOO: kept})
+    assert r.member_epoch == 4 and parts(r) == {(FOO, p) for p in range(6)}
     member = d.group().members["m1"]
-    assert (member.member_epoch, member.previous_member_epoch) == (3, 2)
-    assert {p: member.assignment_epoch(FOO, p) for p in given} == dict.fromkeys(given, 3)
-    assert commit(d, "m1", 3, *range(6)) == 0  # the current epoch commits anything
-    assert commit(d, "m1", 2, *kept) == 0  # in flight when m1 moved to 3: accepted, as in Kafka 4.4
-    assert commit(d, "m1", 1, *kept) == 0  # any epoch at or after the partition's assignment
-    # A partition m1 got at epoch 3 cannot have been consumed at epoch 2: the whole commit is refused.
-    assert commit(d, "m1", 2, kept[0], given[0]) == E.STALE_MEMBER_EPOCH
-    assert commit(d, "m1", 4, *kept) == E.STALE_MEMBER_EPOCH  # newer than the member's
+    assert (member.member_epoch, member.previous_member_epoch) == (4, 3)
+    assert {p: member.assignment_epoch(FOO, p) for p in given} == dict.fromkeys(given, 4)
+    assert commit(d, "m1", 4, *range(6)) == 0  # the current epoch commits anything
+    assert commit(d, "m1", 3, *kept) == 0  # in flight when m1 moved to 4: accepted, as in Kafka 4.4
+    assert commit(d, "m1", 2, *kept) == 0  # any epoch at or after the partition's assignment
+    # A partition m1 got at epoch 4 cannot have been consumed at epoch 3: the whole commit is refused.
+    assert commit(d, "m1", 3, kept[0], given[0]) == E.STALE_MEMBER_EPOCH
+    assert commit(d, "m1", 5, *kept) == E.STALE_MEMBER_EPOCH  # newer than the member's
     assert commit(d, "m1", 0, *kept) == E.STALE_MEMBER_EPOCH  # older than the partitions' epoch
-    assert commit(d, "m1", 2) == 0  # nothing to check (Kafka's validator runs per partition)
-    assert commit(d, "nobody", 3, 0) == E.UNKNOWN_MEMBER_ID
-    assert d.machine.validate_offset_commit(d.group(), "m1", 2, 8, [("foo", kept[0])]) == E.UNSUPPORTED_VERSION
+    assert commit(d, "m1", 3) == 0  # nothing to check (Kafka's validator runs per partition)
+    assert commit(d, "nobody", 4, 0) == E.UNKNOWN_MEMBER_ID
+    assert d.machine.validate_offset_commit(d.group(), "m1", 3, 8, [("foo", kept[0])]) == E.UNSUPPORTED_VERSION
 
 
 def test_partitions_pending_revocation_accept_older_commits_until_given_up() -> None:
@@ -463,22 +464,22 @@ def test_partitions_pending_revocation_accept_older_commits_until_given_up() -> 
     d = Driver()
     d.join("m1")
     d.join("m2")
-    r = d.hb("m1", 1, {FOO: list(range(6))})
+    r = d.hb("m1", 2, {FOO: list(range(6))})
     kept = sorted(p for _, p in parts(r))
     revoked = sorted(set(range(6)) - set(kept))
-    d.hb("m1", 1, {FOO: kept})
-    d.hb("m2", 2, {})
-    d.join("m3")  # epoch 3: m1 and m2 each give m3 one partition
-    r = d.hb("m1", 2, {FOO: kept})
+    d.hb("m1", 2, {FOO: kept})
+    d.hb("m2", 3, {})
+    d.join("m3")  # epoch 4: m1 and m2 each give m3 one partition
+    r = d.hb("m1", 3, {FOO: kept})
     member = d.group().members["m1"]
-    assert member.state == MemberState.UNREVOKED_PARTITIONS and r.member_epoch == 2
+    assert member.state == MemberState.UNREVOKED_PARTITIONS and r.member_epoch == 3
     [pending] = member.pending_revocation[FOO]
-    assert member.assignment_epoch(FOO, pending) == 1
-    assert commit(d, "m1", 1, pending) == 0
-    assert commit(d, "m1", 1, revoked[0]) == E.STALE_MEMBER_EPOCH  # m2's now
-    d.hb("m1", 2, {FOO: sorted(set(kept) - {pending})})
-    assert d.group().members["m1"].member_epoch == 3
-    assert commit(d, "m1", 2, pending) == E.STALE_MEMBER_EPOCH  # given up
+    assert member.assignment_epoch(FOO, pending) == 2
+    assert commit(d, "m1", 2, pending) == 0
+    assert commit(d, "m1", 2, revoked[0]) == E.STALE_MEMBER_EPOCH  # m2's now
+    d.hb("m1", 3, {FOO: sorted(set(kept) - {pending})})
+    assert d.group().members["m1"].member_epoch == 4
+    assert commit(d, "m1", 3, pending) == E.STALE_MEMBER_EPOCH  # given up
 
 
 def test_a_member_that_revoked_moves_on_from_its_epoch_not_epoch_plus_one() -> None:
@@ -487,18 +488,18 @@ def test_a_member_that_revoked_moves_on_from_its_epoch_not_epoch_plus_one() -> N
     the one it had before (Kafka's updateMemberEpoch)."""
     d = Driver()
     d.join("m1")
-    d.join("m2")  # epoch 2: m1 must revoke three
-    r = d.hb("m1", 1, {FOO: list(range(6))})
+    d.join("m2")  # epoch 3: m1 must revoke three
+    r = d.hb("m1", 2, {FOO: list(range(6))})
     first = sorted(p for _, p in parts(r))
-    d.join("m3")  # epoch 3 while m1 is still revoking: m1's target shrinks to two
-    r = d.hb("m1", 1, {FOO: first})
+    d.join("m3")  # epoch 4 while m1 is still revoking: m1's target shrinks to two
+    r = d.hb("m1", 2, {FOO: first})
     member = d.group().members["m1"]
-    assert (r.member_epoch, member.state) == (1, MemberState.UNREVOKED_PARTITIONS)  # not 2
-    assert (member.member_epoch, member.previous_member_epoch) == (1, 1)
-    r = d.hb("m1", 1, {FOO: sorted(p for _, p in parts(r))})
+    assert (r.member_epoch, member.state) == (2, MemberState.UNREVOKED_PARTITIONS)  # not 3
+    assert (member.member_epoch, member.previous_member_epoch) == (2, 2)
+    r = d.hb("m1", 2, {FOO: sorted(p for _, p in parts(r))})
     member = d.group().members["m1"]
-    assert r.member_epoch == 3 and (member.state, len(member.assigned[FOO])) == (MemberState.STABLE, 2)
-    assert member.previous_member_epoch == 1
+    assert r.member_epoch == 4 and (member.state, len(member.assigned[FOO])) == (MemberState.STABLE, 2)
+    assert member.previous_member_epoch == 2
 
 
 def test_a_static_member_away_keeps_its_partitions_at_assignment_epoch_0() -> None:
@@ -510,7 +511,7 @@ def test_a_static_member_away_keeps_its_partitions_at_assignment_epoch_0() -> No
     away = d.group().members["s1"]
     assert {away.assignment_epoch(FOO, p) for p in range(6)} == {0}
     r = d.join("s2", instance_id="i1")
-    assert r.member_epoch == 1 and len(parts(r)) == 6
+    assert r.member_epoch == 2 and len(parts(r)) == 6
     assert {d.group().members["s2"].assignment_epoch(FOO, p) for p in range(6)} == {0}
 
 
@@ -536,14 +537,14 @@ def test_current_assignment_records_carry_assignment_epochs_as_kafka_44() -> Non
     d = Driver()
     d.join("m1")
     d.join("m2")
-    r = d.hb("m1", 1, {FOO: list(range(6))})
-    d.hb("m1", 1, {FOO: sorted(p for _, p in parts(r))})
-    d.hb("m2", 2, {})
+    r = d.hb("m1", 2, {FOO: list(range(6))})
+    d.hb("m1", 2, {FOO: sorted(p for _, p in parts(r))})
+    d.hb("m2", 3, {})
     live = d.group()
     restored = replayed(d)[GROUP]
     assert {m: r.assignment_epochs for m, r in restored.members.items()} == {
         m: r.assignment_epochs for m, r in live.members.items()}
-    assert set(restored.members["m2"].assignment_epochs[FOO].values()) == {2}
+    assert set(restored.members["m2"].assignment_epochs[FOO].values()) == {3}
 
 
 # ---------------------------------------------------------------------------------------- restart
@@ -566,7 +567,7 @@ def test_replaying_the_records_restores_every_group_mid_reconciliation() -> None
     d.topics["foobar"] = (BAR, 3)
     d.join("s1", instance_id="i1", client_id="c1", client_host="/10.0.0.1")
     d.join("m2", subscribed_topic_regex="foo.*", server_assignor="range")
-    d.hb("s1", 1, {FOO: list(range(6))})  # s1 now revoking: UNREVOKED_PARTITIONS
+    d.hb("s1", 2, {FOO: list(range(6))})  # s1 now revoking: UNREVOKED_PARTITIONS
     restored = replayed(d)[GROUP]
     live = d.group()
     assert restored == live
@@ -576,7 +577,7 @@ def test_replaying_the_records_restores_every_group_mid_reconciliation() -> None
     d2.topics = d.topics
     d2.machine.loaded([restored], d2.now)
     kept = sorted(restored.members["s1"].assigned[FOO])
-    r = d2.hb("s1", 1, {FOO: kept}, instance_id="i1")
+    r = d2.hb("s1", 2, {FOO: kept}, instance_id="i1")
     assert r.error == 0 and r.member_epoch == live.assignment_epoch
     # Sessions start again at load: members that never come back are removed.
     d2.advance(SESSION_MS + 1)

@@ -37,17 +37,17 @@ def test_offsets_and_admin_apis_for_a_consumer_group(tmp_path: Path) -> None:
         try:
             await svc.topics.create(svc.topics.parse(TOPIC), 2)
             r = await c.consumer_group_heartbeat(join("m1"))
-            assert r.error == 0 and r.member_epoch == 1 and sum(len(p) for p in r.assignment.values()) == 2
+            assert r.error == 0 and r.member_epoch == 2 and sum(len(p) for p in r.assignment.values()) == 2
             commit = [(TOPIC, 0, 5, -1, None)]
-            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, commit) == {(TOPIC, 0): 0}
+            assert await c.commit_offsets(GROUP, 2, "m1", None, -1, 9, commit) == {(TOPIC, 0): 0}
             assert await c.commit_offsets(GROUP, 0, "m1", None, -1, 9, commit) == {(TOPIC, 0): E.STALE_MEMBER_EPOCH}
-            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 8, commit) == {(TOPIC, 0): E.UNSUPPORTED_VERSION}
-            assert await c.commit_offsets(GROUP, 1, "zz", None, -1, 9, commit) == {(TOPIC, 0): E.UNKNOWN_MEMBER_ID}
+            assert await c.commit_offsets(GROUP, 2, "m1", None, -1, 8, commit) == {(TOPIC, 0): E.UNSUPPORTED_VERSION}
+            assert await c.commit_offsets(GROUP, 2, "zz", None, -1, 9, commit) == {(TOPIC, 0): E.UNKNOWN_MEMBER_ID}
             # an admin commit (epoch -1, no member) is refused while the group has members
             assert await c.commit_offsets(GROUP, -1, "", None, -1, 9, commit) == {(TOPIC, 0): E.UNKNOWN_MEMBER_ID}
-            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "m1", 1) == (0, [(TOPIC, 0, 5, -1, "", 0)])
-            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "m1", 7)[0] == E.STALE_MEMBER_EPOCH
-            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "zz", 1)[0] == E.UNKNOWN_MEMBER_ID
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "m1", 2) == (0, [(TOPIC, 0, 5, -1, "", 0)])
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "m1", 8)[0] == E.STALE_MEMBER_EPOCH
+            assert c.fetch_offsets(GROUP, [(TOPIC, [0])], "zz", 2)[0] == E.UNKNOWN_MEMBER_ID
             assert c.fetch_offsets(GROUP, [(TOPIC, [0])])[1] == [(TOPIC, 0, 5, -1, "", 0)]  # admin
             assert await c.delete_offsets(GROUP, [(TOPIC, [0])]) == (0, {(TOPIC, 0): E.GROUP_SUBSCRIBED_TO_TOPIC})
 
@@ -76,8 +76,8 @@ def test_offsets_and_admin_apis_for_a_consumer_group(tmp_path: Path) -> None:
 
 def test_commits_with_an_older_member_epoch_for_partitions_held_then(tmp_path: Path) -> None:
     """OffsetCommit and TxnOffsetCommit through the coordinator (topic names resolved to the ids the member's
-    assignment holds): m1 kept partition `kept` since epoch 1 and moved to epoch 2 when m2 joined; a commit
-    m1 sent with epoch 1 is accepted for `kept` (KIP-1251, Kafka 4.4) and refused as a whole when it names
+    assignment holds): m1 kept partition `kept` since epoch 2 and moved to epoch 3 when m2 joined; a commit
+    m1 sent with epoch 2 is accepted for `kept` (KIP-1251, Kafka 4.4) and refused as a whole when it names
     m2's partition too; a partition refused for its metadata size is not checked, as in Kafka; a
     transactional commit refused so is ILLEGAL_GENERATION (TxnOffsetCommit v0-v4 know no STALE_MEMBER_EPOCH)."""
     async def run() -> None:
@@ -86,28 +86,28 @@ def test_commits_with_an_older_member_epoch_for_partitions_held_then(tmp_path: P
         try:
             await svc.topics.create(svc.topics.parse(TOPIC), 2)
             await c.consumer_group_heartbeat(join("m1"))
-            assert (await c.consumer_group_heartbeat(join("m2"))).member_epoch == 2
-            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, topic_partitions={
+            assert (await c.consumer_group_heartbeat(join("m2"))).member_epoch == 3
+            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 2, topic_partitions={
                 tid: frozenset({0, 1}) for tid in c.consumer_groups[GROUP].members["m1"].assigned}))
             [(tid, kept_set)] = r.assignment.items()
             [kept] = kept_set
             other = 1 - kept
-            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, topic_partitions=r.assignment))
-            assert r.member_epoch == 2
-            await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m2", 2, topic_partitions={}))
-            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, [(TOPIC, kept, 5, -1, None)]) == {
+            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 2, topic_partitions=r.assignment))
+            assert r.member_epoch == 3
+            await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m2", 3, topic_partitions={}))
+            assert await c.commit_offsets(GROUP, 2, "m1", None, -1, 9, [(TOPIC, kept, 5, -1, None)]) == {
                 (TOPIC, kept): 0}
             both = [(TOPIC, kept, 6, -1, None), (TOPIC, other, 6, -1, None)]
-            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, both) == {
+            assert await c.commit_offsets(GROUP, 2, "m1", None, -1, 9, both) == {
                 (TOPIC, kept): E.STALE_MEMBER_EPOCH, (TOPIC, other): E.STALE_MEMBER_EPOCH}
             too_large = [(TOPIC, kept, 7, -1, None), (TOPIC, other, 7, -1, "x" * 5000)]
-            assert await c.commit_offsets(GROUP, 1, "m1", None, -1, 9, too_large) == {
+            assert await c.commit_offsets(GROUP, 2, "m1", None, -1, 9, too_large) == {
                 (TOPIC, kept): 0, (TOPIC, other): E.OFFSET_METADATA_TOO_LARGE}
             assert c.fetch_offsets(GROUP, [(TOPIC, [kept, other])]) == (0, [
                 (TOPIC, kept, 7, -1, "", 0), (TOPIC, other, -1, -1, "", 0)])
-            assert c.validate_txn_offset_commit(GROUP, 1, "m1", None, [(TOPIC, kept, 8, -1, None)]) == 0
-            assert c.validate_txn_offset_commit(GROUP, 1, "m1", None, both) == E.ILLEGAL_GENERATION
-            assert c.validate_txn_offset_commit(GROUP, 3, "m1", None, both[:1]) == E.ILLEGAL_GENERATION
+            assert c.validate_txn_offset_commit(GROUP, 2, "m1", None, [(TOPIC, kept, 8, -1, None)]) == 0
+            assert c.validate_txn_offset_commit(GROUP, 2, "m1", None, both) == E.ILLEGAL_GENERATION
+            assert c.validate_txn_offset_commit(GROUP, 4, "m1", None, both[:1]) == E.ILLEGAL_GENERATION
         finally:
             await svc.stop()
 
@@ -144,10 +144,10 @@ def test_restart_restores_members_epochs_and_assignments(tmp_path: Path) -> None
             await svc.topics.create(svc.topics.parse(TOPIC), 4)
             await c.consumer_group_heartbeat(join("m1", instance_id="i1"))
             r2 = await c.consumer_group_heartbeat(join("m2", server_assignor="range"))
-            r1 = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, instance_id="i1"))
-            assert r1.member_epoch == 1 and r2.member_epoch == 2  # m1 is asked to revoke two partitions
+            r1 = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 2, instance_id="i1"))
+            assert r1.member_epoch == 2 and r2.member_epoch == 3  # m1 is asked to revoke two partitions
             before = c.consumer_groups[GROUP]
-            await c.commit_offsets(GROUP, 2, "m2", None, -1, 9, [(TOPIC, 3, 11, -1, "m")])
+            await c.commit_offsets(GROUP, 3, "m2", None, -1, 9, [(TOPIC, 3, 11, -1, "m")])
         finally:
             await svc.stop()
         svc, _ = await start_broker(tmp_path)
@@ -156,12 +156,12 @@ def test_restart_restores_members_epochs_and_assignments(tmp_path: Path) -> None
             after = c.consumer_groups[GROUP]
             assert after == before
             assert GROUP not in c.groups  # its offsets did not make a classic group of it
-            assert c.fetch_offsets(GROUP, [(TOPIC, [3])], "m2", 2) == (0, [(TOPIC, 3, 11, -1, "m", 0)])
-            # m1 goes on where it was: it acknowledges the revocation and reaches epoch 2
+            assert c.fetch_offsets(GROUP, [(TOPIC, [3])], "m2", 3) == (0, [(TOPIC, 3, 11, -1, "m", 0)])
+            # m1 goes on where it was: it acknowledges the revocation and reaches epoch 3
             kept = after.members["m1"].assigned
-            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 1, instance_id="i1",
+            r = await c.consumer_group_heartbeat(HeartbeatRequest(GROUP, "m1", 2, instance_id="i1",
                                                                   topic_partitions=kept))
-            assert r.error == 0 and r.member_epoch == 2
+            assert r.error == 0 and r.member_epoch == 3
         finally:
             await svc.stop()
 

@@ -128,6 +128,29 @@ def test_a_retention_time_gives_the_commit_an_expire_timestamp() -> None:
     run(body)
 
 
+def test_a_commit_writes_its_topics_id_as_kafka_4_4_does_and_a_replay_keeps_it() -> None:
+    async def body() -> None:
+        ids = {"t": bytes(range(16)), "u": None}  # u: a name without a topic (no id known)
+        log, clock = FakeLog(), Clock()
+        om = OffsetManager(BrokerConfig.from_strings({}), log.write, lambda g: rec.partition_for(g, N), clock,
+                           ids.get)
+        await om.commit("g", [("t", 0, 1, -1, None), ("u", 0, 2, -1, None)])
+        await om.commit("g", [("t", 1, 3, -1, None)], retention_ms=100)  # value v1: no tags, so no id
+        await om.txn_commit("g", 7, 0, [("t", 2, 4, -1, None)])
+        written = {}
+        for _, records, _, _ in log.writes:
+            for k, v in records:
+                key = rec.decode_key(k)
+                assert isinstance(key, rec.OffsetCommitKey)
+                written[(key.topic, key.partition)] = rec.decode_offset_commit_value(v or b"").topic_id
+        assert written == {("t", 0): ids["t"], ("u", 0): rec.ZERO_UUID, ("t", 1): rec.ZERO_UUID, ("t", 2): ids["t"]}
+        assert om.committed("g")[("t", 0)].topic_id == ids["t"]
+        loaded, _, _ = make()
+        replay_log(loaded, log)
+        assert loaded.offsets == om.offsets
+    run(body)
+
+
 # ====================================================================== delete
 def test_delete_writes_tombstones_then_forgets() -> None:
     async def body() -> None:

@@ -53,6 +53,20 @@ def test_offset_commit_value_v4_layout_is_what_kafka_4_2_writes() -> None:
     assert r.decode_offset_commit_value(kafka) == v
 
 
+def test_offset_commit_value_v4_carries_the_topic_id_in_tag_0_as_kafka_4_4_writes() -> None:
+    # Kafka 4.4's OffsetCommitValue.json: topicId, uuid, taggedVersions 4+, tag 0 - a tag section of one field
+    # (count 1, tag 0, size 16, the 16 bytes); a zero id is the default, left out.
+    tid = bytes(range(1, 17))
+    v = r.OffsetCommitValue(offset=7, leader_epoch=3, metadata="meta", commit_timestamp=0x1A1FD8CF211, topic_id=tid)
+    data = r.encode_offset_commit_value(v)
+    assert data == bytes.fromhex("0004000000000000000700000003056d657461000001a1fd8cf211" "010010") + tid
+    assert r.decode_offset_commit_value(data) == v
+    assert r.encode_offset_commit_value(v, version=3) == r.encode_offset_commit_value(
+        r.OffsetCommitValue(7, 3, "meta", 0x1A1FD8CF211), version=3)  # not flexible: no tags, no id
+    with pytest.raises(r.RecordError):
+        r.decode_offset_commit_value(data[:-17] + bytes([1, 0, 15]) + tid[:15])  # an id that is not 16 bytes
+
+
 def test_offset_commit_value_v3_layout() -> None:
     v = r.OffsetCommitValue(offset=42, leader_epoch=5, metadata="meta", commit_timestamp=1_700_000_000_000)
     data = r.encode_offset_commit_value(v, version=3)

@@ -15,7 +15,7 @@ from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, In
 
 from kop.config import BrokerConfig
 from kop.storage.local.metadata import SqliteMetadataStore
-from kop.topics.broker_configs import BrokerConfigError, BrokerConfigs, is_dynamic, scala_set, validate
+from kop.topics.broker_configs import BrokerConfigError, BrokerConfigs, is_dynamic, java_set, validate
 from kop.topics.topic_config import effective
 from tests.support.clients import create_topic
 from tests.support.wire import Negotiated
@@ -30,11 +30,11 @@ DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
 
 
 @pytest.mark.parametrize("props,per_broker,message", [
-    ({"broker.id": "2"}, True, "Cannot update these configs dynamically: Set(broker.id)"),
+    ({"broker.id": "2"}, True, "Cannot update these configs dynamically: [broker.id]"),
     ({"log.retention.hours": "1", "num.partitions": "3", "message.max.bytes": "1"}, True,
-     "Cannot update these configs dynamically: Set(log.retention.hours, num.partitions)"),
+     "Cannot update these configs dynamically: [log.retention.hours, num.partitions]"),
     ({"ssl.keystore.location": "/x"}, True, "These security configs can be dynamically updated only per-listener "
-     "using the listener prefix: Set(ssl.keystore.location)"),
+     "using the listener prefix: [ssl.keystore.location]"),
     ({"message.max.bytes": "big"}, False,
      "Invalid value big for configuration message.max.bytes: Not a number of type INT"),
     ({"message.max.bytes": "-1"}, False,
@@ -48,9 +48,9 @@ DYNAMIC_TOPIC, DYNAMIC_BROKER, DYNAMIC_DEFAULT, STATIC, DEFAULT = 1, 2, 3, 4, 5
     ({"log.preallocate": "yes"}, False,
      "Invalid value yes for configuration log.preallocate: Expected value to be either true or false"),
     ({"listener.name.plaintext.ssl.keystore.location": "/x"}, False, "Cannot update these configs at default "
-     "cluster level, broker id must be specified: Set(listener.name.plaintext.ssl.keystore.location)"),
+     "cluster level, broker id must be specified: [listener.name.plaintext.ssl.keystore.location]"),
     ({"listeners": "PLAINTEXT://:1"}, False,
-     "Cannot update these configs at default cluster level, broker id must be specified: Set(listeners)"),
+     "Cannot update these configs at default cluster level, broker id must be specified: [listeners]"),
 ])
 def test_refusals_are_kafkas(props: dict[str, str], per_broker: bool, message: str) -> None:
     with pytest.raises(BrokerConfigError) as e:
@@ -67,7 +67,19 @@ def test_what_kafka_accepts() -> None:
     validate({"listener.name.plaintext.max.connections": "5"}, per_broker=False)  # a cluster-level listener one
     assert not is_dynamic("broker.id") and not is_dynamic("num.partitions") and not is_dynamic("log.retention.hours")
     assert is_dynamic("message.max.bytes") and is_dynamic("log.remote.copy.lag.ms") and is_dynamic("custom.x")
-    assert scala_set(["a", "b"]) == "Set(a, b)" and scala_set("abcde") == "HashSet(a, b, c, d, e)"
+    # java.util.HashSet's iteration order (checked with Java 17): by bucket, the table grown by add() or sized for
+    # the collection it was made from
+    fourteen = ["broker.id", "num.partitions", "log.retention.hours", "log.dirs", "zookeeper.connect", "node.id",
+                "process.roles", "log.segment.delete.delay.ms", "x.y", "auto.create.topics.enable",
+                "offsets.topic.replication.factor", "transaction.state.log.min.isr",
+                "group.initial.rebalance.delay.ms", "controller.listener.names"]
+    assert java_set(fourteen) == (
+        "[log.retention.hours, node.id, num.partitions, x.y, auto.create.topics.enable, "
+        "group.initial.rebalance.delay.ms, offsets.topic.replication.factor, transaction.state.log.min.isr, "
+        "zookeeper.connect, process.roles, controller.listener.names, broker.id, log.segment.delete.delay.ms, "
+        "log.dirs]")
+    assert java_set(fourteen[:5], presized_for=30) == (
+        "[log.retention.hours, num.partitions, zookeeper.connect, broker.id, log.dirs]")
 
 
 def test_a_cluster_default_set_through_one_broker_applies_on_the_others(tmp_path) -> None:
@@ -188,14 +200,14 @@ def test_refusals_on_the_wire(broker) -> None:
         (BROKER, "", [("listeners", SET, "PLAINTEXT://:1")]),
     )
     assert got == [
-        (INVALID_REQUEST, "Cannot update these configs dynamically: Set(broker.id)"),
+        (INVALID_REQUEST, "Cannot update these configs dynamically: [broker.id]"),
         (INVALID_REQUEST, "Unexpected broker id, expected 1, but received 2"),
         (INVALID_REQUEST, "Node id must be an integer, but it is: one"),
         (INVALID_REQUEST, "Invalid value x for configuration message.max.bytes: Not a number of type INT"),
         (INVALID_REQUEST, "Null value not supported for : message.max.bytes"),
         (INVALID_CONFIG, "Config value append is not allowed for config key: message.max.bytes"),
         (INVALID_REQUEST, "Cannot update these configs at default cluster level, broker id must be specified: "
-                          "Set(listeners)"),
+                          "[listeners]"),
     ]
     res = describe(broker, BROKER, "2")
     assert (res.error_code, res.error_message) == (
@@ -215,7 +227,7 @@ def test_list_operations_and_the_legacy_whole_set(broker) -> None:
     assert set(got) == {"log.cleaner.threads", "custom.prop"}
     assert got["custom.prop"][0] is None  # a name Kafka does not know: sensitive, as Kafka describes it
     assert legacy(broker, "", {"log.retention.hours": "1"}) == (
-        INVALID_REQUEST, "Cannot update these configs dynamically: Set(log.retention.hours)")
+        INVALID_REQUEST, "Cannot update these configs dynamically: [log.retention.hours]")
     assert legacy(broker, "", {}) == (0, None)
     assert entries(broker, BROKER, "") == {}
 

@@ -205,7 +205,8 @@ class ConsumerMember:
 @dataclass(slots=True)
 class ConsumerGroup:
     group_id: str
-    group_epoch: int = 0
+    # Kafka 4.4's ModernGroup starts a new group at epoch 1, so its first member's join makes it 2 (4.2: 0 and 1)
+    group_epoch: int = 1
     assignment_epoch: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     targets: dict[str, Partitions] = field(default_factory=dict)
@@ -483,7 +484,8 @@ class ConsumerGroupMachine(SansIOMachine[HeartbeatAnswer | Answer]):
                               f" is not a valid regular expression: {exc}.") from None
 
     def _group_for(self, req: HeartbeatRequest, records: list[Record]) -> ConsumerGroup:
-        """The consumer group, created on a join (epoch 0) - also in place of an empty classic group."""
+        """The consumer group, created on a join (member epoch 0; the group starts at epoch 1) - also in place
+        of an empty classic group."""
         gid = req.group_id
         group = self.groups.get(gid)
         if group is not None:

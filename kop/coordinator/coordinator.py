@@ -134,7 +134,7 @@ class GroupCoordinator:
                                              normalize=self.topic_key, scope=self.group_scope)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)
-        self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms)
+        self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms, self.topic_id_of)
         # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
         self.runtime = CoordinatorRuntime("group coordinator", config, topics, topics.offsets_topic,
                                           config.offsetsTopicNumPartitions, "offsetsTopicNumPartitions", self)
@@ -312,6 +312,14 @@ class GroupCoordinator:
             return self.topics.kafka_name(self.topics.parse(name))
         except ValueError:
             return name
+
+    def topic_id_of(self, name: str) -> bytes | None:
+        """The id of the topic offsets are stored under `name` (a Kafka name), None when there is none."""
+        try:
+            topic = self.topics.get(self.topics.parse(name))
+        except ValueError:
+            return None
+        return topic.topic_id if topic is not None else None
 
     def group_scope(self, group_id: str) -> NameScope | None:
         """The tenant scope a group's members spell topics in (kop/topics/scope.py): a global id

@@ -58,17 +58,20 @@ class OffsetAndMetadata:
     commit_timestamp: int
     expire_timestamp: int = -1  # only commits with a retention time (OffsetCommit v2-v4) have one
     record_offset: int = -1  # its record's offset in __consumer_offsets: a transaction's commit keeps the newer
+    topic_id: bytes = rec.ZERO_UUID  # the topic's id when committed (Kafka 4.4's OffsetCommitValue tag 0)
 
 
 class OffsetManager:
     """Committed and pending offsets of the groups of this broker's __consumer_offsets partitions."""
 
     def __init__(self, config: BrokerConfig, write: Writer, partition_of: Callable[[str], int],
-                 now_ms: Callable[[], int]) -> None:
+                 now_ms: Callable[[], int], topic_id_of: Callable[[str], bytes | None] = lambda _name: None) -> None:
         self.config = config
         self._write = write
         self.partition_of = partition_of
         self.now_ms = now_ms
+        # a topic's id by Kafka name (None: unknown): written in each commit's record, as Kafka 4.4 does
+        self._topic_id_of = topic_id_of
         self.offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         # TxnOffsetCommit's offsets, per producer id, until its transaction's marker lands (KIP-98)
         self.pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
@@ -119,11 +122,13 @@ class OffsetManager:
                 result[(topic, partition)] = E.OFFSET_METADATA_TOO_LARGE
                 continue
             result[(topic, partition)] = 0
-            om = OffsetAndMetadata(offset, epoch, metadata or "", now, expire)
+            # Kafka 4.4 writes the topic's id (v4's tag 0; a commit with a retention time is v1, without tags)
+            topic_id = (self._topic_id_of(topic) or rec.ZERO_UUID) if expire < 0 else rec.ZERO_UUID
+            om = OffsetAndMetadata(offset, epoch, metadata or "", now, expire, topic_id=topic_id)
             values.append(((topic, partition), om))
             records.append((rec.offset_commit_key(group_id, topic, partition), rec.encode_offset_commit_value(
                 rec.OffsetCommitValue(om.offset, om.leader_epoch, om.metadata, om.commit_timestamp,
-                                      om.expire_timestamp))))
+                                      om.expire_timestamp, om.topic_id))))
         return records, values
 
     async def commit(self, group_id: str, partitions: list[CommitRequest], retention_ms: int = -1
@@ -271,7 +276,7 @@ class OffsetManager:
             return
         v = rec.decode_offset_commit_value(value)
         self.offsets.setdefault(key.group, {})[(key.topic, key.partition)] = OffsetAndMetadata(
-            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset)
+            v.offset, v.leader_epoch, v.metadata, v.commit_timestamp, v.expire_timestamp, record_offset, v.topic_id)
 
     def replay_transactional(self, partition: int, producer_id: int, is_control: bool, batch: Buffer,
                              base_offset: int) -> list[str]:
@@ -299,7 +304,7 @@ class OffsetManager:
                 v = rec.decode_offset_commit_value(r.value)
                 pending[(k.topic, k.partition)] = OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata,
                                                                     v.commit_timestamp, v.expire_timestamp,
-                                                                    base_offset + r.offset_delta)
+                                                                    base_offset + r.offset_delta, v.topic_id)
             except rec.RecordError as e:
                 log.warning("skipping an undecodable transactional record in %s: %s", OFFSETS_TOPIC, e)
         return []

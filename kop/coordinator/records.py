@@ -14,8 +14,9 @@ Values (a null value is a tombstone: the key's state is gone):
 
 * offset commit value v0-v4: offset int64, leader epoch int32 (v3+), metadata string, commit timestamp
   int64, expire timestamp int64 (v1 only). v4 is the first flexible version (compact strings, tagged
-  fields). Kafka 4.2 writes v1 when the commit carries a retention time (OffsetCommit v2-v4), else v4 (with
-  an empty tag section); so do we, byte for byte.
+  fields), whose tag 0 is the topic's id (uuid). Kafka writes v1 when the commit carries a retention time
+  (OffsetCommit v2-v4), else v4; Kafka 4.4 puts the topic id in v4's tag section (KafkaApis fills it in from
+  its metadata for a commit by topic name, 4.2 left it out: an empty tag section); so do we, byte for byte.
 * group metadata value v0-v4: protocol type string, generation int32, protocol nullable string, leader
   nullable string, current state timestamp int64 (v2+), then members: member id, group instance id
   (nullable, v3+), client id, client host, rebalance timeout int32 (v1+), session timeout int32,
@@ -36,6 +37,8 @@ OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 4
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+ZERO_UUID = bytes(16)  # Kafka's Uuid.ZERO_UUID: no topic id (the tagged field's default, left out)
+_TOPIC_ID_TAG = 0  # OffsetCommitValue's tagged field topicId (v4+)
 GROUP_METADATA_VALUE_VERSION = 3
 
 _H = struct.Struct(">h")
@@ -76,6 +79,7 @@ class OffsetCommitValue:
     metadata: str = ""
     commit_timestamp: int = 0
     expire_timestamp: int = -1  # -1: none (only version 1 stores one)
+    topic_id: bytes = ZERO_UUID  # only version 4+ stores one (tag 0); ZERO_UUID: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,11 +224,17 @@ class _Reader:
         return n
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        """The tag section's fields (tag -> raw bytes); none in a classic (non-flexible) layout."""
         if not self.flexible:
-            return
+            return {}
+        out = {}
         for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self._take(self.uvarint())
+            tag = self.uvarint()
+            out[tag] = self._take(self.uvarint())
+        return out
 
 
 # ---------------------------------------------------------------------------------------- keys
@@ -277,7 +287,13 @@ def encode_offset_commit_value(v: OffsetCommitValue, version: int | None = None)
     w.int64(v.commit_timestamp)
     if version == 1:
         w.int64(v.expire_timestamp)
-    w.no_tags()
+    if version >= 4 and v.topic_id != ZERO_UUID:
+        w.uvarint(1)  # one tagged field: topicId
+        w.uvarint(_TOPIC_ID_TAG)
+        w.uvarint(len(v.topic_id))
+        w.out += v.topic_id
+    else:
+        w.no_tags()
     return bytes(w.out)
 
 
@@ -297,8 +313,10 @@ def decode_offset_commit_value(data: bytes | memoryview) -> OffsetCommitValue:
     metadata = r.string()
     commit_ts = r.int64()
     expire_ts = r.int64() if version == 1 else -1
-    r.skip_tags()
-    return OffsetCommitValue(offset, epoch, metadata or "", commit_ts, expire_ts)
+    topic_id = r.tags().get(_TOPIC_ID_TAG, ZERO_UUID)
+    if len(topic_id) != 16:
+        raise RecordError(f"a topic id of {len(topic_id)} bytes")
+    return OffsetCommitValue(offset, epoch, metadata or "", commit_ts, expire_ts, topic_id)
 
 
 def encode_group_metadata_value(v: GroupMetadataValue, version: int = GROUP_METADATA_VALUE_VERSION) -> bytes:

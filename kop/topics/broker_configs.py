@@ -3,9 +3,10 @@ AlterConfigs on a BROKER resource, for this broker (resource name = its id) or f
 cluster-wide default, resource name ""), kept in the metadata store and applied without a restart.
 
 Which names may be set, and how they are refused, are Apache Kafka's (DynamicBrokerConfig.validateConfigs and
-ConfigAdminManager, checked against Kafka 4.2's jars; the 4.3 / 4.4 topic-config synonyms added): a name of
-Kafka's broker config that is not dynamic gets "Cannot update these configs dynamically: Set(...)", a listener
-or security config set cluster-wide "... broker id must be specified: Set(...)", a value of the wrong type or
+ConfigAdminManager, checked against Kafka 4.2's jars; the 4.3 / 4.4 topic-config synonyms added; the messages
+are Kafka 4.4's, whose DynamicBrokerConfig is Java: a java.util.HashSet printed, [a, b]): a name of Kafka's
+broker config that is not dynamic gets "Cannot update these configs dynamically: [...]", a listener or
+security config set cluster-wide "... broker id must be specified: [...]", a value of the wrong type or
 range Kafka's ConfigDef message, all as INVALID_REQUEST (Kafka's KAFKA-13609: the validation failure of a
 broker config is an InvalidRequestException there). A name Kafka does not know is accepted and stored, as
 Kafka accepts custom broker properties.
@@ -326,10 +327,35 @@ class BrokerConfigError(Exception):
         self.message = message
 
 
-def scala_set(names: Iterable[str]) -> str:
-    """How Kafka's messages print a Scala Set: Set(a, b) up to four names, HashSet(...) beyond."""
+def _java_string_hash(s: str) -> int:
+    """java.lang.String.hashCode (over UTF-16 code units), as an unsigned 32-bit int."""
+    units = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h
+
+
+def java_set(names: Iterable[str], presized_for: int | None = None) -> str:
+    """How Kafka 4.4's messages print a java.util.HashSet of names: [a, b], in the set's iteration order - by
+    hash bucket (HashMap.hash: h ^ h >>> 16, masked to the table size), names in one bucket in insertion order.
+    The table is 16 buckets, doubled whenever the set holds more than 3/4 of them (a set filled by add), or
+    sized for `presized_for` names (new HashSet(collection) of that many, later trimmed by retainAll)."""
     items = list(dict.fromkeys(names))
-    return ("Set(" if len(items) <= 4 else "HashSet(") + ", ".join(items) + ")"
+    if presized_for is None:
+        size = 16
+        while len(items) > size * 3 // 4:
+            size *= 2
+    else:
+        size = 1
+        while size < max(int(presized_for / 0.75) + 1, 16):
+            size *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_string_hash(name)
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return "[" + ", ".join(sorted(items, key=bucket)) + "]"
 
 
 def is_dynamic(name: str) -> bool:
@@ -404,11 +430,13 @@ def validate(props: dict[str, str], per_broker: bool) -> None:
     per-broker names on the cluster-wide default."""
     fixed = [n for n in props if n in NON_DYNAMIC and n not in DYNAMIC]
     if fixed:
-        raise BrokerConfigError("INVALID_REQUEST", f"Cannot update these configs dynamically: {scala_set(fixed)}")
+        # Kafka: new HashSet(every name).retainAll(the non-dynamic ones)
+        raise BrokerConfigError("INVALID_REQUEST",
+                                f"Cannot update these configs dynamically: {java_set(fixed, len(props))}")
     unprefixed = [n for n in SECURITY_CONFIGS if n in props]
     if unprefixed:
         raise BrokerConfigError("INVALID_REQUEST", "These security configs can be dynamically updated only "
-                                f"per-listener using the listener prefix: {scala_set(unprefixed)}")
+                                f"per-listener using the listener prefix: {java_set(unprefixed)}")
     for name, value in props.items():
         m = _LISTENER_CONFIG.fullmatch(name)
         check_value(m[1] if m else name, value)
@@ -417,7 +445,7 @@ def validate(props: dict[str, str], per_broker: bool) -> None:
                                                       and m[1] not in CLUSTER_LEVEL_LISTENER_CONFIGS)]
         if own:
             raise BrokerConfigError("INVALID_REQUEST", "Cannot update these configs at default cluster level, "
-                                    f"broker id must be specified: {scala_set(own)}")
+                                    f"broker id must be specified: {java_set(own)}")
 
 
 class BrokerConfigs:

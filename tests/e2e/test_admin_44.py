@@ -2,12 +2,10 @@
 `kafka-configs --describe --all --entity-type brokers` and the topic configs Kafka 4.3/4.4 added, through Kafka's
 own tools (tests/support/java.py), on our broker and on Apache Kafka with the same assertions.
 
-The tools are the suite's (Kafka 4.2, .cache/kafka-libs): they show each behaviour, as the 4.4 tools do -
-LogDirsCommand sends DescribeLogDirs, ClientMetricsCommand ListConfigResources v1 (KIP-1142) since 4.1. The
-four topic configs are Kafka 4.3/4.4's: a 4.2 broker refuses them as unknown, so on a Kafka target older than
-4.3 that test checks only that refusal (with KOP_KAFKA_LIBS pointing at Kafka 4.4.0's jars, the whole module
-passes on both brokers). The protocol details (every version, error codes, decoder limits) are unit
-tests: tests/test_kafka_admin_44.py, tests/test_protocol_limits.py.
+The tools and the `kafka` target are the suite's Kafka 4.4.0 (tests/support/java.py): LogDirsCommand sends
+DescribeLogDirs, ClientMetricsCommand ListConfigResources v1 (KIP-1142), and the four topic configs Kafka 4.3/4.4
+added are described, set and validated by both brokers alike. The protocol details (every version, error codes,
+decoder limits) are unit tests: tests/test_kafka_admin_44.py, tests/test_protocol_limits.py.
 """
 
 from __future__ import annotations
@@ -27,15 +25,6 @@ NEW_TOPIC_CONFIGS = {  # Kafka 4.4's types and defaults (LogConfig)
     "remote.copy.lag.bytes": "-1",
     "errors.deadletterqueue.group.enable": "false",
 }
-
-
-def _version(java_tools) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", java_tools.version)[:2])
-
-
-def _configs_tool(java_tools) -> str:
-    # kafka-configs moved from core (kafka.admin) to the tools jar in 4.3.
-    return "org.apache.kafka.tools.ConfigCommand" if _version(java_tools) >= (4, 3) else "kafka-configs"
 
 
 def _entries(stdout: str) -> dict[str, str]:
@@ -100,7 +89,7 @@ def test_log_dirs_client_metrics_and_broker_configs_as_kafka(target, java_tools)
 
     # kafka-configs --describe --all for the broker: every broker-level synonym of a topic config is there,
     # each INT within an INT (log.segment.bytes is one), the listeners among them.
-    r = java_tools.run(_configs_tool(java_tools), "--bootstrap-server", b.bootstrap, "--describe", "--all",
+    r = java_tools.run("kafka-configs", "--bootstrap-server", b.bootstrap, "--describe", "--all",
                        "--entity-type", "brokers", "--entity-name", "1", check=True)
     assert r.lines[0] == "All configs for broker 1 are:", r.stdout
     configs = _entries(r.stdout)
@@ -115,15 +104,7 @@ def test_the_43_44_topic_configs_through_kafka_configs(target, java_tools) -> No
     b = target.broker()
     topic = target.topic("cfg44")
     create_topic(b.bootstrap, topic, 1)
-    tool = _configs_tool(java_tools)
-    if target.kind == "kafka" and _version(java_tools) < (4, 3):
-        # The reference predates them (the suite's Kafka is 4.2): it refuses each as unknown, which is what
-        # ours answered before; run with Kafka 4.3+ jars (KOP_KAFKA_LIBS) to check the rest against Kafka.
-        for name, value in NEW_TOPIC_CONFIGS.items():
-            r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--alter", "--entity-type", "topics",
-                               "--entity-name", topic, "--add-config", f"{name}={value}")
-            assert r.rc != 0 and f"Unknown topic config name: {name}" in r.stdout + r.stderr, (r.stdout, r.stderr)
-        return
+    tool = "kafka-configs"
 
     def configs(*extra: str) -> dict[str, str]:
         r = java_tools.run(tool, "--bootstrap-server", b.bootstrap, "--describe", *extra, "--entity-type", "topics",

@@ -89,14 +89,14 @@ def test_kafka_configs_alters_describes_and_deletes_broker_configs(target, java_
         r = _configs(java_tools, b.bootstrap, "--alter", "--broker", "1", "--add-config", "num.partitions=3",
                      check=False)
         assert r.rc != 0
-        assert "InvalidRequestException: Cannot update these configs dynamically: Set(num.partitions)" in (
+        assert "InvalidRequestException: Cannot update these configs dynamically: [num.partitions]" in (
             r.stdout + r.stderr), r.stdout + r.stderr
         # So is a listener setting for every broker at once.
         r = _configs(java_tools, b.bootstrap, "--alter", *default, "--add-config",
                      "listener.security.protocol.map=[PLAINTEXT:PLAINTEXT]", check=False)
         assert r.rc != 0
         assert ("Cannot update these configs at default cluster level, broker id must be specified: "
-                "Set(listener.security.protocol.map)") in r.stdout + r.stderr, r.stdout + r.stderr
+                "[listener.security.protocol.map]") in r.stdout + r.stderr, r.stdout + r.stderr
 
         r = _configs(java_tools, b.bootstrap, "--alter", *default, "--delete-config",
                      "log.retention.ms,log.cleaner.threads")

@@ -21,6 +21,7 @@ parametrized by KOP_E2E_TARGET): the comparison is the point.
 
 from __future__ import annotations
 
+import base64
 import difflib
 import json
 import re
@@ -258,9 +259,22 @@ def _json_objects(text: str) -> list[dict]:
         out.append(obj)
 
 
+def _topic_id(bootstrap: str, topic: str) -> str:
+    """The topic's id as Kafka prints a Uuid (URL-safe base64 of its 16 bytes, unpadded)."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    uid = admin.describe_topics(TopicCollection([topic]))[topic].result(60).topic_id
+    raw = (uid.get_most_significant_bits() % 2**64).to_bytes(8, "big") + (
+        uid.get_least_significant_bits() % 2**64).to_bytes(8, "big")
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
 def test_kafka_formatters_read_consumer_offsets(target, java_tools) -> None:
     """__consumer_offsets holds Kafka's own records: Kafka 4.x's OffsetsMessageFormatter and
-    GroupMetadataMessageFormatter decode what the broker wrote (an offset commit, group metadata)."""
+    GroupMetadataMessageFormatter decode what the broker wrote (an offset commit with the topic's id, which Kafka
+    4.4 fills in for a commit by topic name; group metadata)."""
     from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 
     from kop.coordinator.records import partition_for
@@ -288,7 +302,8 @@ def test_kafka_formatters_read_consumer_offsets(target, java_tools) -> None:
     offsets = [o for o in outputs["OffsetsMessageFormatter"] if o["key"]["type"] == 1]
     assert [(o["key"]["data"], o["value"]["version"], {k: v for k, v in o["value"]["data"].items()
                                                         if k != "commitTimestamp"}) for o in offsets] == [
-        ({"group": group, "topic": topic, "partition": 0}, 4, {"offset": 7, "leaderEpoch": 3, "metadata": "meta"})]
+        ({"group": group, "topic": topic, "partition": 0}, 4,
+         {"offset": 7, "leaderEpoch": 3, "metadata": "meta", "topicId": _topic_id(b, topic)})]
     groups = [o["value"] for o in outputs["GroupMetadataMessageFormatter"] if o["key"]["type"] == 2]
     stable = [g["data"] for g in groups if g and g["data"]["members"]]
     assert stable and all(g["protocolType"] == "consumer" and g["protocol"] == "range" for g in stable), groups

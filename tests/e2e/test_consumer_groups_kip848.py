@@ -14,8 +14,7 @@ and on Apache Kafka 4.x (KOP_E2E_TARGET=kafka proves the tests right).
   same for a consumer group on both brokers (differential, normalized as in test_consumer_groups_cli);
 * issue 23: two confluent-kafka members commit every record synchronously while one of them closes half-way,
   COMMIT_RUNS times: no commit fails (Kafka 4.3+ accepts a commit carrying the epoch the member had before the
-  heartbeat that moved it, for the partitions it held then: KIP-1251). On the `kafka` target it needs Kafka
-  4.3+ (KOP_KAFKA_LIBS naming 4.4's jars); Kafka 4.2 refuses those commits, and the test is skipped there.
+  heartbeat that moved it, for the partitions it held then: KIP-1251; the `kafka` target is 4.4).
 
 Members run as separate processes (tests/support/groups.py) so that they can be SIGKILLed.
 """
@@ -28,13 +27,10 @@ import threading
 import time
 import uuid
 
-import pytest
-
 from tests.e2e.test_consumer_groups import Scenario, _check_consumption
 from tests.e2e.test_consumer_groups_cli import Run
 from tests.support.clients import create_topic
 from tests.support.groups import JavaMember, PythonMember, committed, produce, wait_for
-from tests.support.java import kafka_version
 
 PARTS = 6
 SESSION_MS = 10_000
@@ -428,9 +424,6 @@ def test_synchronous_commits_while_a_member_leaves_never_fail(target, tmp_path) 
     that gives A the leaver's partitions moves A to a new member epoch, and is answered while A's commit with
     the old epoch is on its way: Kafka 4.3+ accepts it for the partitions A already held at that epoch; we
     refused it (STALE_MEMBER_EPOCH) in 3 runs of 10 before. Each run is a fresh topic and group."""
-    if target.kind == "kafka" and tuple(int(x) for x in kafka_version().split(".")[:2]) < (4, 3):
-        pytest.skip(f"Kafka {kafka_version()} refuses a commit with the member's previous epoch (KIP-1251 is "
-                    "4.3+): run the kafka target on 4.4's jars (KOP_KAFKA_LIBS)")
     kafka_settings = {**KAFKA_SETTINGS, "group.consumer.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS),
                       "group.consumer.min.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS)}
     broker = target.dedicated_broker(kafka_settings, **{**KOP_SETTINGS,

@@ -37,7 +37,6 @@ from typing import Any
 from kop.kafka.apis import build_table
 from kop.protocol import decode_request, decode_request_header, decode_response, encode_response
 from kop.protocol.model import Struct
-from tests.e2e.test_topic_configs import KAFKA_44_TOPIC_CONFIGS
 from tests.support.net import free_port
 
 _I32 = struct.Struct(">i")
@@ -369,20 +368,13 @@ def _normalise(obj: Any, test_token: str, field: str = "") -> Any:
         return d
     if isinstance(obj, list):
         items = [_normalise(v, test_token, field) for v in obj]
-        items = [i for i in items if not _foreign(i, test_token) and not _newer_config(i)]
+        items = [i for i in items if not _foreign(i, test_token)]
         if items and all(isinstance(i, dict) for i in items):
             items.sort(key=repr)  # partitions, configs...: the order is unspecified (Kafka's is a hash map's)
         return items
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return f"<{len(obj)} bytes>" if len(obj) else "<empty>"
     return obj
-
-
-def _newer_config(item: Any) -> bool:
-    """A config entry of a topic config Kafka added in 4.3/4.4: ours describes it (the broker serves 4.4's
-    configs), the reference (4.2) does not - compared without them on both sides (tests/e2e/test_admin_44.py
-    checks them against Kafka 4.4)."""
-    return isinstance(item, dict) and "config_source" in item and item.get("name") in KAFKA_44_TOPIC_CONFIGS
 
 
 def _foreign(item: Any, token: str) -> bool:

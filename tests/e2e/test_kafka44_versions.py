@@ -1,4 +1,4 @@
-"""A Kafka 4.4 Java client (kafka-clients 4.4.0 from .cache/kafka-clients-4.4/, scripts/setup) against the
+"""A Kafka 4.4 Java client (kafka-clients 4.4.0, the suite's Kafka jars: tests/support/java.py) against the
 broker: its admin client describes a topic, its producer writes to it, its consumer reads it back in a group,
 commits and reads the committed offsets (tests/support/Kafka44Probe.java).
 
@@ -6,8 +6,7 @@ On `kop` the broker's request metrics (kop_server_request_latency_seconds_count,
 admin port's /metrics) then show that every connection asked ApiVersions once, at v5 (no UNSUPPORTED_VERSION
 answer and retry at v4: that answer is counted as v0), and that Produce, Fetch, ListOffsets, Metadata,
 OffsetCommit, OffsetFetch and DescribeTopicPartitions ran at the versions Kafka 4.4 uses against Apache
-Kafka, never lower. On `kafka` (Apache Kafka 4.2 from .cache/kafka-libs) the same client gives the same
-output: what it read and committed does not depend on the versions it could use.
+Kafka, never lower. On `kafka` (Apache Kafka 4.4) the same client gives the same output.
 """
 
 from __future__ import annotations
@@ -20,10 +19,16 @@ import uuid
 from pathlib import Path
 
 from tests.support.clients import create_topic
-from tests.support.java import REPO_ROOT, JavaToolsMissing, compiled_probe, java_executable
+from tests.support.java import (
+    KAFKA_LIBS,
+    REPO_ROOT,
+    JavaToolsMissing,
+    check_kafka_libs,
+    compiled_probe,
+    java_executable,
+)
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "Kafka44Probe.java"
-KAFKA44_LIBS = Path(os.environ.get("KOP_KAFKA44_LIBS", REPO_ROOT / ".cache" / "kafka-clients-4.4"))
 
 #: api name -> the version a Kafka 4.4 client uses (its newest) for it
 KAFKA44_VERSIONS = {
@@ -37,9 +42,10 @@ _SAMPLE = re.compile(r'^kop_server_request_latency_seconds_count\{api="([^"]+)",
 
 
 def _libs() -> Path:
-    if not (KAFKA44_LIBS / ".complete").exists() or not list(KAFKA44_LIBS.glob("kafka-clients-4.4.*.jar")):
-        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA44_LIBS} - run scripts/setup")
-    return KAFKA44_LIBS
+    libs = check_kafka_libs()
+    if not list(libs.glob("kafka-clients-4.4.*.jar")):
+        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA_LIBS} - run scripts/setup")
+    return libs
 
 
 def _run_probe(bootstrap: str, topic: str, group: str) -> list[str]:

@@ -213,7 +213,7 @@ def test_an_open_transaction_survives_a_broker_kill_and_is_aborted_by_the_next_s
 
 def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -> None:
     """__transaction_state holds Kafka's own records: Kafka 4.x's TransactionLogMessageFormatter decodes the
-    states a committed transaction went through."""
+    states a committed transaction went through (Kafka 4.4's prints each state byte by its name)."""
     import json
 
     from kafka import KafkaConsumer
@@ -240,12 +240,12 @@ def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -
         obj, pos = dec.raw_decode(r.stdout, pos)
         records.append(obj)
     mine = [o["value"]["data"] for o in records if o["key"]["data"].get("transactionalId") == tid]
-    statuses: list[int] = []
+    statuses: list[str] = []
     for v in mine:
         if not statuses or statuses[-1] != v["transactionStatus"]:
             statuses.append(v["transactionStatus"])
-    assert statuses == [0, 1, 2, 4], mine  # Empty, Ongoing, PrepareCommit, CompleteCommit
-    ongoing = [v for v in mine if v["transactionStatus"] == 1][-1]
+    assert statuses == ["Empty", "Ongoing", "PrepareCommit", "CompleteCommit"], mine  # state bytes 0, 1, 2, 4
+    ongoing = [v for v in mine if v["transactionStatus"] == "Ongoing"][-1]
     assert [(tp["topic"], sorted(tp["partitionIds"])) for tp in ongoing["transactionPartitions"]] == [(topic, [0, 1])]
     assert mine[-1]["transactionPartitions"] == [] and mine[-1]["transactionTimeoutMs"] == 60000
 

@@ -1,6 +1,6 @@
 """Acceptance (issue 15): Kafka Streams with processing.guarantee=exactly_once_v2, an application from Maven
-Central jars (Kafka's own WordCountDemo, `.cache/kafka-streams-libs`, fetched by scripts/setup from
-tools/java/kafka-streams/pom.xml), on our broker and on Apache Kafka 4.x.
+Central jars (Kafka's own WordCountDemo on Kafka Streams 4.4, `.cache/kafka-streams-libs-<version>`, fetched by
+scripts/setup from tools/java/kafka-streams/pom.xml), on our broker and on Apache Kafka 4.x.
 
 The application counts words of `streams-plaintext-input` into `streams-wordcount-output` (its topic names are
 fixed, hence a dedicated broker per run) through a repartition topic and a changelogged state store, with
@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 
 from tests.support.clients import create_topic
-from tests.support.java import LOG4J2_CONFIG, REPO_ROOT, java_executable
+from tests.support.java import LOG4J2_CONFIG, REPO_ROOT, java_executable, pom_kafka_version
 
-STREAMS_LIBS = Path(os.environ.get("KOP_KAFKA_STREAMS_LIBS", REPO_ROOT / ".cache" / "kafka-streams-libs"))
+STREAMS_POM = REPO_ROOT / "tools" / "java" / "kafka-streams" / "pom.xml"
+STREAMS_LIBS = Path(os.environ.get("KOP_KAFKA_STREAMS_LIBS",
+                                   REPO_ROOT / ".cache" / f"kafka-streams-libs-{pom_kafka_version(STREAMS_POM)}"))
 MAIN = "org.apache.kafka.streams.examples.wordcount.WordCountDemo"
 IN, OUT = "streams-plaintext-input", "streams-wordcount-output"
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"]

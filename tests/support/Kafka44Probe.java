@@ -1,5 +1,5 @@
 // A Kafka 4.4 Java producer, consumer and admin client, for tests/e2e/test_kafka44_versions.py: run against the
-// kafka-clients 4.4 jar of .cache/kafka-clients-4.4/ (scripts/setup), so that they speak the newest versions
+// kafka-clients 4.4 jar of the suite's Kafka (.cache/kafka-libs-<version>/, scripts/setup), so that they speak the newest versions
 // (ApiVersions v5, Produce v13, Fetch v18, ListOffsets v11, Metadata v13, OffsetCommit/OffsetFetch v10,
 // DescribeTopicPartitions v0) wherever the broker offers them.
 //

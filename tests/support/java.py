@@ -1,9 +1,11 @@
-"""Run the Apache Kafka 4.x tools from the jars that scripts/setup fetched into .cache/kafka-libs/.
+"""Run the Apache Kafka 4.x tools from the jars that scripts/setup fetched into .cache/kafka-libs-<version>/.
 
-    java -cp '.cache/kafka-libs/*' <main class> args...
+    java -cp '.cache/kafka-libs-4.4.0/*' <main class> args...
 
-Class names were checked with `unzip -l` against kafka_2.13 / kafka-tools 4.2.0 (see scripts/setup,
-which refuses a jar folder that lacks any of them).
+The version is tools/java/kafka-libs/pom.xml's kafka.version (scripts/setup names the folder by it too, so a cache
+of an older Kafka is never used for a newer one). KOP_KAFKA_LIBS names another folder. Class names were checked
+with `unzip -l` against kafka_2.13 / kafka-tools 4.4.0 (see scripts/setup, which refuses a jar folder that lacks
+any of them).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -23,14 +26,30 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-KAFKA_LIBS = Path(os.environ.get("KOP_KAFKA_LIBS", REPO_ROOT / ".cache" / "kafka-libs"))
+
+
+def pom_kafka_version(pom: Path) -> str:
+    """A pom's <kafka.version> property: the one place the suite's Apache Kafka version is written."""
+    m = re.search(r"<kafka\.version>([^<]+)</kafka\.version>", pom.read_text())
+    if not m:
+        raise JavaToolsMissing(f"no <kafka.version> in {pom}")
+    return m.group(1)
+
+
+class JavaToolsMissing(RuntimeError):
+    """The Kafka jars are not where scripts/setup puts them. Never a reason to skip: run `make test`."""
+
+
+#: The suite's Apache Kafka (the `kafka` target, the CLI tools, the bench's Kafka).
+KAFKA_VERSION = pom_kafka_version(REPO_ROOT / "tools" / "java" / "kafka-libs" / "pom.xml")
+KAFKA_LIBS = Path(os.environ.get("KOP_KAFKA_LIBS", REPO_ROOT / ".cache" / f"kafka-libs-{KAFKA_VERSION}"))
 LOG4J2_CONFIG = REPO_ROOT / "tools" / "java" / "log4j2.properties"
 
-# script name (as in the Kafka tarball's bin/) -> main class in Kafka 4.0-4.2
+# script name (as in the Kafka tarball's bin/) -> main class in Kafka 4.4
 TOOLS: dict[str, str] = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
-    # kafka.admin.ConfigCommand lives in core (kafka_2.13) up to 4.2; 4.3 moves it to org.apache.kafka.tools.
-    "kafka-configs": "kafka.admin.ConfigCommand",
+    # kafka.admin.ConfigCommand (core, kafka_2.13) up to 4.2; 4.3 moved it to the tools jar.
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
@@ -45,10 +64,6 @@ TOOLS: dict[str, str] = {
 
 # Short-lived tools: a small heap and quick start-up (C1 only) - they are I/O bound against a local broker.
 TOOL_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
-
-
-class JavaToolsMissing(RuntimeError):
-    """The Kafka jars are not where scripts/setup puts them. Never a reason to skip: run `make test`."""
 
 
 @dataclass

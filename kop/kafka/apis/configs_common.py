@@ -197,7 +197,9 @@ async def alter_resources(
     for res in req.resources:
         refused = authorize.configs_refused(ctx, authorize.Op.ALTER_CONFIGS, res.resource_type, res.resource_name)
         if refused is not None:
-            answer((refused, authorize.MESSAGES[refused]))
+            # Kafka 4.4 refuses a BROKER resource before forwarding (ConfigAdminManager.preprocess): its
+            # ClusterAuthorizationException carries the default message, which ApiError.fromThrowable drops
+            answer((refused, None if res.resource_type == RESOURCE_BROKER else authorize.MESSAGES[refused]))
             continue
         if res.resource_type == RESOURCE_GROUP and isinstance(res, IncrementalAlterConfigsRequest.AlterConfigsResource):
             from kop.kafka.apis import group_configs  # share group configs (KIP-932); it imports this module

@@ -225,8 +225,9 @@ class AbsoluteRecord(NamedTuple):
     headers: list[tuple[str, bytes | None]]
 
 
-def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
-    """Zig-zag varint (up to 64 bits) at ``pos``; IndexError when truncated."""
+def read_varint(data: Any, pos: int) -> tuple[int, int]:
+    """Zig-zag varint (up to 64 bits) at ``pos``; IndexError when truncated, CorruptRecordError when longer
+    than 10 bytes."""
     shift = 0
     raw = 0
     while True:
@@ -251,7 +252,7 @@ def _write_varint(out: bytearray, value: int) -> None:
 
 
 def _read_blob(data: bytes, pos: int) -> tuple[bytes | None, int]:
-    size, pos = _read_varint(data, pos)
+    size, pos = read_varint(data, pos)
     if size < 0:
         return None, pos
     stop = pos + size
@@ -281,17 +282,17 @@ def decode_records(batch: BytesLike) -> list[Record]:
     pos = 0
     try:
         for _ in range(header.records_count):
-            length, pos = _read_varint(data, pos)
+            length, pos = read_varint(data, pos)
             stop = pos + length
             if length < 0 or stop > len(data):
                 raise CorruptRecordError("record runs past the end of the batch")
             attributes = data[pos]
             pos += 1
-            timestamp_delta, pos = _read_varint(data, pos)
-            offset_delta, pos = _read_varint(data, pos)
+            timestamp_delta, pos = read_varint(data, pos)
+            offset_delta, pos = read_varint(data, pos)
             key, pos = _read_blob(data, pos)
             value, pos = _read_blob(data, pos)
-            count, pos = _read_varint(data, pos)
+            count, pos = read_varint(data, pos)
             if count < 0 or count > stop - pos:
                 raise CorruptRecordError(f"record has an invalid header count {count}")
             headers: list[tuple[str, bytes | None]] = []

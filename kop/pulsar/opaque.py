@@ -37,7 +37,16 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-from kop.protocol.records import BATCH_HEADER, HEADER_SIZE, MAGIC, MIN_BATCH_LENGTH, BatchHeader, update_crc
+from kop.protocol.records import (
+    BATCH_HEADER,
+    HEADER_SIZE,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    CorruptRecordError,
+    read_varint,
+    update_crc,
+)
 
 from .codec import batch as pbatch
 from .codec.commands import pb
@@ -129,21 +138,8 @@ def to_kafka(md: pb.MessageMetadata, payload: Any, base_offset: int, key: bytes 
     return out
 
 
-def _read(data: Any, pos: int) -> tuple[int, int]:
-    shift = raw = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 10 bytes")
-
-
 def _read_blob(data: Any, pos: int) -> tuple[bytes | None, int]:
-    n, pos = _read(data, pos)
+    n, pos = read_varint(data, pos)
     if n < 0:
         return None, pos
     if pos + n > len(data):
@@ -158,20 +154,20 @@ def entry_of(header: BatchHeader, records: Any) -> tuple[pb.MessageMetadata, byt
     if not header.attributes & OPAQUE_BIT or header.records_count != 1:
         return None
     try:
-        _length, pos = _read(records, 0)
+        _length, pos = read_varint(records, 0)
         pos += 1  # record attributes
-        _ts_delta, pos = _read(records, pos)
-        _offset_delta, pos = _read(records, pos)
+        _ts_delta, pos = read_varint(records, pos)
+        _offset_delta, pos = read_varint(records, pos)
         _key, pos = _read_blob(records, pos)
         value, pos = _read_blob(records, pos)
-        count, pos = _read(records, pos)
+        count, pos = read_varint(records, pos)
         metadata = None
         for _ in range(count):
             hk, pos = _read_blob(records, pos)
             hv, pos = _read_blob(records, pos)
             if hk == _METADATA_KEY and hv is not None:
                 metadata = hv
-    except (IndexError, ValueError, struct.error):
+    except (IndexError, ValueError, CorruptRecordError, struct.error):
         return None
     if metadata is None:
         return None

@@ -55,8 +55,8 @@ from kop.protocol.records import (
     HEADER_SIZE,
     BatchHeader,
     CorruptRecordError,
-    _read_varint,
     crc32c,
+    read_varint,
 )
 from kop.topics.topic_config import LONG_MAX, MAX_DECOMPRESSED_MESSAGE_BYTES, effective
 
@@ -219,7 +219,7 @@ def _check_record_bodies(data: bytes, spans: list[RecordSpan], limit: int) -> No
     """max.decompressed.message.bytes: refuse the batch (INVALID_RECORD, no per-record errors) at its first
     record whose body - the length its varint declares, without the varint - is larger than `limit`."""
     for span in spans:
-        size, _ = _read_varint(data, span.start)
+        size, _ = read_varint(data, span.start)
         if size > limit:
             raise AppendRefused("INVALID_RECORD", f"Invalid record size: {size} exceeds the configured maximum "
                                 f"record size of {limit}.")
@@ -233,9 +233,9 @@ def _value_head(data: bytes, span: RecordSpan) -> tuple[bytes, int]:
     """The first bytes (up to the prefix's 5) of a non-null record value, and the value's size. record_spans
     has bounds-checked the fields already: after the timestamp delta come the offset delta, the key and the
     value, each a varint (then bytes)."""
-    _, pos = _read_varint(data, span.rest)  # offset delta
-    klen, pos = _read_varint(data, pos)
-    vlen, pos = _read_varint(data, pos + max(klen, 0))
+    _, pos = read_varint(data, span.rest)  # offset delta
+    klen, pos = read_varint(data, pos)
+    vlen, pos = read_varint(data, pos + max(klen, 0))
     return data[pos:pos + min(vlen, _PREFIX)], vlen
 
 

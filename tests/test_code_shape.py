@@ -52,3 +52,16 @@ def test_the_rule_sees_a_long_function(tmp_path):
     assert not _justified(src.splitlines(), node.lineno)
     commented = "# long: one table of ninety rows reads best as one table\n" + src
     assert _justified(commented.splitlines(), 2)
+
+
+def test_test_files_have_unique_names() -> None:
+    """pytest imports test files by basename (rootdir-relative packages are not used here): a unit test and an
+    e2e module of the same name stop the whole run at collection, which a run of either file alone never shows."""
+    tests = Path(__file__).resolve().parent
+    seen: dict[str, Path] = {}
+    clashes = []
+    for path in sorted(tests.rglob("test_*.py")):
+        if path.name in seen:
+            clashes.append(f"{seen[path.name].relative_to(tests)} and {path.relative_to(tests)}")
+        seen.setdefault(path.name, path)
+    assert not clashes, clashes

@@ -161,17 +161,7 @@ class Target:
         protocols = str(kop_overrides.pop("messagingProtocols", "kafka,pulsar"))
         if not dedicated and protocols == "kafka,pulsar":
             # the module's broker with these KoP keys (none: the default one), as the reference is per settings
-            shared: dict[tuple, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
-            key = (self.kind, *sorted((k, str(v)) for k, v in kop_overrides.items()))
-            broker = shared.get(key)  # type: ignore[assignment]
-            if broker is None or not broker.alive():  # first use, or its start failed in an earlier test
-                if broker is not None:
-                    _stop_kop(broker)
-                broker = shared[key] = self._new_kop(messagingProtocols=protocols, **kop_overrides)
-                self._shared.append(broker)  # before the start: a failed start's log goes into the report
-                broker.start()
-            else:
-                self._shared.append(broker)
+            broker = self._module_kop(messagingProtocols=protocols, **kop_overrides)
         else:
             broker = self.dedicated_broker(messagingProtocols=protocols, **kop_overrides)
         port = getattr(broker, "pulsar_port", None)
@@ -179,6 +169,28 @@ class Target:
             pytest.fail(f"{broker!r} was started without the pulsar protocol (messagingProtocols={protocols})",
                         pytrace=False)
         return PulsarEndpoint(broker.pulsar_service_url, broker.admin_url, broker)
+
+    def module_broker(self, kafka_properties: dict[str, str] | None = None, **kop_overrides: object) -> BrokerHandle:
+        """As `broker`, but for ours the module's broker with these KoP keys, shared by the module's tests that
+        ask for the same keys (started on first use): for a Kafka-side module whose tests each use their own
+        topics and never kill or reconfigure the broker, a broker start per test is time spent on nothing."""
+        if not self.is_kop:
+            return self.broker(kafka_properties, **kop_overrides)
+        return self._module_kop(**kop_overrides)
+
+    def _module_kop(self, **kop_overrides: object) -> KopBroker:
+        shared: dict[tuple, KopBroker] = self._request.getfixturevalue("kop_pulsar_brokers")
+        key = (self.kind, *sorted((k, str(v)) for k, v in kop_overrides.items()))
+        broker = shared.get(key)
+        if broker is None or not broker.alive():  # first use, or its start failed in an earlier test
+            if broker is not None:
+                _stop_kop(broker)
+            broker = shared[key] = self._new_kop(**kop_overrides)
+            self._shared.append(broker)  # before the start: a failed start's log goes into the report
+            broker.start()
+        else:
+            self._shared.append(broker)
+        return broker
 
     def dedicated_broker(self, kafka_properties: dict[str, str] | None = None, **kop_overrides: object) -> BrokerHandle:
         if self.kind == "pulsar":
@@ -228,7 +240,8 @@ def _stop_kop(broker: KopBroker) -> None:
 
 @pytest.fixture(scope="module")
 def kop_pulsar_brokers():
-    """Per target kind, the broker of ours that a Pulsar-side module's tests share (Target.pulsar_broker)."""
+    """Per target kind and KoP keys, the broker of ours that a module's tests share (Target.pulsar_broker,
+    Target.module_broker)."""
     brokers: dict[tuple, KopBroker] = {}  # by (kind, KoP keys)
     yield brokers
     for b in brokers.values():

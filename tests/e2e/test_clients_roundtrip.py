@@ -47,7 +47,7 @@ CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("client", CLIENTS)
 def test_produce_consume_roundtrip(target, client: str, codec: str) -> None:
-    broker = target.broker(
+    broker = target.module_broker(  # one per target for the module: every test has its own topic
         managedLedgerMaxEntriesPerLedger=LEDGER_MAX_ENTRIES,
         managedLedgerMinLedgerRolloverTimeMinutes=0,
     )

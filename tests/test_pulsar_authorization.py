@@ -310,3 +310,43 @@ def test_a_ledger_name_gives_its_topic_back(name: TopicName) -> None:
     for partition in (0, 7, 12):
         assert topic_of_ledger(name.ledger_name(partition)) == name
     assert topic_of_ledger("not/a-ledger") is None
+
+
+def rest(broker: KopBroker, method: str, path: str, body: object = None) -> int:
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(broker.admin_url + path, method=method,
+                                 data=None if body is None else json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", "Authorization": "Bearer " + token("admin")})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return r.status
+
+
+def test_a_pulsar_namespace_grant_is_a_kafka_acl_both_ports_enforce(broker: KopBroker, admin: KafkaAdminClient) -> None:
+    """grant-permission on public/default (Pulsar's REST) lets the role produce over Kafka too, shows in Kafka's
+    DescribeAcls as a PREFIXED binding on `public/default/`, and its revoke stops both ports."""
+    topic, role = unique("granted"), unique("pulsar-granted")
+    make_topic(broker, topic)
+    assert rest(broker, "POST", f"/admin/v2/namespaces/public/default/permissions/{role}", ["produce"]) == 204
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=15000, **kafka_security(role))
+    kp.send(topic, b"over kafka, granted over pulsar").get(timeout=30)
+    kp.close()
+    f = ACLFilter(principal=f"User:{role}", host="*", operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY,
+                  resource_pattern=ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY))
+    acls, error = admin.describe_acls(f)
+    assert error.errno == 0
+    assert {(a.operation, a.resource_pattern.resource_name, a.resource_pattern.pattern_type) for a in acls} == {
+        (ACLOperation.WRITE, "public/default/", ACLResourcePatternType.PREFIXED),
+        (ACLOperation.CREATE, "public/default/", ACLResourcePatternType.PREFIXED)}
+    assert rest(broker, "DELETE", f"/admin/v2/namespaces/public/default/permissions/{role}") == 204
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, max_block_ms=15000, **kafka_security(role))
+    with pytest.raises(TopicAuthorizationFailedError):
+        kp.send(topic, b"refused").get(timeout=30)
+    kp.close()
+    c = client(broker, role)
+    try:
+        with pytest.raises(pulsar.AuthorizationError):
+            c.create_producer(NS + topic)
+    finally:
+        c.close()

@@ -85,13 +85,14 @@ def namespaces(service: BrokerServices, tenant: str) -> list[str]:
     return found
 
 
-def _check_namespace(service: BrokerServices, tenant: str, namespace: str) -> None:
+def check_namespace(service: BrokerServices, tenant: str, namespace: str) -> None:
+    """404 "Namespace does not exist", Pulsar's answer for a namespace it does not have."""
     if (tenant, namespace) not in _namespaces(service):
         raise AdminError(404, "Namespace does not exist")
 
 
 def _topics_in(service: BrokerServices, tenant: str, namespace: str) -> list[Topic]:
-    _check_namespace(service, tenant, namespace)
+    check_namespace(service, tenant, namespace)
     found = [t for t in service.topics.all() if (t.name.tenant, t.name.namespace) == (tenant, namespace)]
     return sorted(found, key=lambda t: t.name.local)
 
@@ -110,7 +111,7 @@ def partitioned_topic_list(service: BrokerServices, tenant: str, namespace: str)
 
 def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
     """The topic a URL names, or 404 (unknown namespace, topic or partition)."""
-    _check_namespace(service, tenant, namespace)
+    check_namespace(service, tenant, namespace)
     m = PARTITION_SUFFIX.match(local)
     base, partition = (m["base"], int(m["index"])) if m else (local, None)
     try:
@@ -127,7 +128,7 @@ async def create_partitioned_topic(service: BrokerServices, tenant: str, namespa
                                    partitions: int) -> None:
     from kop.topics.manager import TopicError
 
-    _check_namespace(service, tenant, namespace)
+    check_namespace(service, tenant, namespace)
     if PARTITION_SUFFIX.match(local):
         raise AdminError(412, f"Partitioned topic name should not contain '-partition-': {local}")
     if partitions < 1:

@@ -4,7 +4,7 @@ With `authorizationEnabled` the Kafka side checks every API against `services.au
 StandardAuthorizer's decisions); the Pulsar port asks the same authorizer, with the same principal (the
 token's role, `User:<role>`, set by kop/pulsar/session.py), the same host (the peer's IP as Java prints it)
 and the same resource names, so one ACL governs a topic whatever protocol touches it. No second ACL model:
-Pulsar's own permissions (grant-permission on a namespace or topic) do not exist here.
+Pulsar's grant-permission on a namespace or topic is stored as Kafka ACLs (kop/security/pulsar_permissions.py).
 
 The mapping onto Kafka's operations:
 

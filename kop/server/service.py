@@ -28,6 +28,7 @@ from kop.cluster.bundles import Bundle
 from kop.cluster.ownership import BrokerInfo, LocalOwnership, Ownership, ZooKeeperOwnership
 from kop.config import BrokerConfig, ConfigError
 from kop.coordinator import GroupCoordinator
+from kop.coordinator.share.store import SHARE_STATE_TOPIC
 from kop.coordinator.transactions import TransactionCoordinator
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor
@@ -44,6 +45,7 @@ from kop.topics.broker_configs import BrokerConfigs
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.features import Features
 from kop.topics.manager import Topic, TopicManager
+from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 from kop.topics.producer_ids import ProducerIdAllocator
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ CLUSTER_ID_PATH = "/kop/cluster-id"
 # How often the ACLs' change counter in the metadata store is read: an ACL created through another broker is
 # enforced here within this many seconds (docs/security.md).
 ACL_RELOAD_INTERVAL = 1.0
+_INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 class BrokerService:
@@ -109,7 +112,7 @@ class BrokerService:
         if config.authorizationEnabled:
             self.authorizer = Authorizer(super_users=Authorizer.parse_super_users(config.superUserRoles),
                                          allow_everyone_if_no_acl_found=config.allowEveryoneIfNoAclFound,
-                                         store=self.acl_store)
+                                         store=self.acl_store, topic_alias=self._acl_topic_alias)
             self._chores.append(PeriodicTask("acl-reload", ACL_RELOAD_INTERVAL, self.reload_acls, log))
         self.topics.log_release_listeners.append(self._partition_log_released)
         self.topics.deletion_listeners.append(self._topic_deleted)
@@ -263,6 +266,14 @@ class BrokerService:
                 raise
             return got[0].decode()
         return cid
+
+    def _acl_topic_alias(self, kafka_name: str) -> str | None:
+        """A Kafka-namespace topic's full name for ACLs (kop/security/acl/authorizer.py): what a Pulsar
+        namespace grant on the Kafka namespace names. Internal topics have none: a namespace grant is about
+        the users' topics."""
+        if "/" in kafka_name or kafka_name in _INTERNAL_TOPICS:
+            return None
+        return f"{self.config.kafkaTenant}/{self.config.kafkaNamespace}/{kafka_name}"
 
     async def reload_acls(self) -> None:
         """Re-read the ACLs when their change counter moved (another broker, or this one, changed them). The

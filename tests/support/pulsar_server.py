@@ -171,14 +171,23 @@ class PulsarServer(ServerProcess):
             preexec_fn=die_with_parent,
         )
 
+    def _admin_request(self, path: str) -> urllib.request.Request:
+        """A GET on the admin REST API, as the broker's own client role when authentication is on (the
+        token of `brokerClientAuthenticationParameters`, which the tests make a super user's)."""
+        headers = {}
+        params = self.extra.get("brokerClientAuthenticationParameters", "")
+        if self.extra.get("authenticationEnabled") == "true" and params.startswith("token:"):
+            headers["Authorization"] = "Bearer " + params.removeprefix("token:")
+        return urllib.request.Request(f"{self.admin_url}{path}", headers=headers)
+
     def _default_namespace_ready(self) -> bool:
         try:
-            with urllib.request.urlopen(f"{self.admin_url}/admin/v2/namespaces/public", timeout=2) as r:
+            with urllib.request.urlopen(self._admin_request("/admin/v2/namespaces/public"), timeout=2) as r:
                 return "public/default" in json.loads(r.read())
         except Exception:
             return False
 
     def admin_get(self, path: str) -> object:
         """GET on the admin REST API, JSON-decoded."""
-        with urllib.request.urlopen(f"{self.admin_url}{path}", timeout=30) as r:
+        with urllib.request.urlopen(self._admin_request(path), timeout=30) as r:
             return json.loads(r.read())

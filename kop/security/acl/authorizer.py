@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kop.security.acl.model import (
@@ -67,7 +67,7 @@ def _allows(acl_op: AclOperation, permission: AclPermissionType, op: AclOperatio
 
 class Authorizer:
     def __init__(self, *, super_users: Iterable[str] = (), allow_everyone_if_no_acl_found: bool = False,
-                 store: AclStore | None = None) -> None:
+                 store: AclStore | None = None, topic_alias: Callable[[str], str | None] | None = None) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.store = store if store is not None else InMemoryAclStore()
@@ -81,6 +81,11 @@ class Authorizer:
         # DeleteAcls landing meanwhile was lost from the copy until the next reload (a just-created DENY
         # not enforced, a listing without the ACLs just added). Reloads and changes take turns.
         self._changing = asyncio.Lock()
+        # A topic's second name for ACLs, when it has one: a topic of the Kafka namespace is authorized under
+        # its bare Kafka name and under its full `tenant/ns/name`, so that a Pulsar namespace grant (a PREFIXED
+        # `tenant/ns/` binding, kop/security/pulsar_permissions.py) reaches it. Both names' bindings apply
+        # together: a DENY on either wins.
+        self._topic_alias = topic_alias
 
     @staticmethod
     def parse_super_users(value: str) -> list[str]:
@@ -153,6 +158,10 @@ class Authorizer:
             return True
         principals = (text, WILDCARD_PRINCIPAL)
         applying = self._applying(resource_type, name)
+        if resource_type == ResourceType.TOPIC and self._topic_alias is not None:
+            alias = self._topic_alias(name)
+            if alias is not None:
+                applying += self._applying(resource_type, alias)
         allowed = False
         for b in applying:
             e = b.entry
@@ -224,6 +233,22 @@ class Authorizer:
                 for b in valid:
                     self._add_local(b)
         return errors
+
+    async def change(self, *, remove: list[AclBinding], add: list[AclBinding]) -> None:
+        """Remove then add bindings in one turn (a Pulsar grant replacing a role's actions); the bindings
+        are valid ones made by the broker, not a client's CreateAcls."""
+        async with self._changing:
+            if remove:
+                await self.store.remove(set(remove))
+                for b in remove:
+                    self._remove_local(b)
+            if add:
+                await self.store.add(add)
+                for b in add:
+                    self._add_local(b)
+
+    def describe_all(self) -> list[AclBinding]:
+        return sorted(self._bindings)
 
     def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
         """The bindings DescribeAcls returns; raises ValueError (INVALID_REQUEST) for a filter with an

@@ -243,6 +243,10 @@ class BrokerConfig:
     brokerServicePort: int = 6650  # 0: an ephemeral port (logged at start-up)
     bindAddress: str = "0.0.0.0"  # Pulsar's key: the address the pulsar listener binds
     brokerServicePortTls: int = -1  # Pulsar's TLS port (pulsar+ssl://, the tls* keys); -1: none, 0: ephemeral
+    # Pulsar's named listeners (kop/cluster/listeners.py): `name:pulsar://host:port,...` advertised to clients
+    # that name one (listenerName); internalListenerName is answered to those that name none (default: the first)
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     brokerDeduplicationEnabled: bool = False  # Pulsar producers: drop resent sequence ids (kop/pulsar/dedup.py)
     # Pulsar's delayed delivery (kop/pulsar/delayed.py): Shared/Key_Shared subscriptions hold a message back until
     # its deliver_at_time; the tick is how early it may go (and how often the tracker wakes)

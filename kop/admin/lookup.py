@@ -22,7 +22,10 @@ The same rules as the binary LOOKUP, so the transport does not change what a cli
   owner's web URL with the same path and query (the client repeats the GET there); an owner without admin HTTP
   is answered with its own addresses from its registration; still no owner after owner_of's wait -> 503 (the
   binary LOOKUP's ServiceNotReady; the C++ client does not retry an HTTP error, it fails the operation).
-Differences: `non-persistent` topics are not served (405); the lookup's `listenerName` parameter is ignored.
+- Named listeners: the `listenerName` query (or the `X-Pulsar-ListenerName` header) picks the pulsar addresses
+  of that listener (kop/cluster/listeners.py); a name the broker lacks is Pulsar's 500 "the broker do not have
+  <name> listener".
+Differences: `non-persistent` topics are not served (405).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from aiohttp import web
 
 from kop.admin import views
 from kop.admin.views import AdminError
+from kop.cluster import listeners as named_listeners
 from kop.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType, java_host_address
 from kop.security.principal import KafkaPrincipal
 from kop.topics.manager import Topic, TopicError
@@ -51,8 +55,6 @@ PATH = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
 NAMESPACE_TOPICS = "/admin/v2/namespaces/{tenant}/{namespace}/topics"
 LOOKUP_REFUSED = "Client is not authorized to Lookup"  # Pulsar's message (ServerCnx, TopicLookupBase)
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
-# The listener names the pulsar handler registers its addresses under (kop/pulsar/lookup.py LISTENER, LISTENER_TLS).
-PULSAR_LISTENER, PULSAR_LISTENER_TLS = "pulsar", "pulsar+ssl"
 
 
 def add_routes(server: AdminServer, r: web.UrlDispatcher, role_key: str) -> None:
@@ -139,10 +141,14 @@ async def _find_or_create(server: AdminServer, request: web.Request, role_key: s
         return found
 
 
-def lookup_data(info: BrokerInfo, http_url: str | None, https_url: str | None) -> dict[str, Any]:
-    """Pulsar's LookupData for a broker's registered addresses."""
-    plain = next((f"pulsar://{h}:{p}" for n, h, p in info.listeners if n == PULSAR_LISTENER), None)
-    tls = next((f"pulsar+ssl://{h}:{p}" for n, h, p in info.listeners if n == PULSAR_LISTENER_TLS), None)
+def lookup_data(info: BrokerInfo, http_url: str | None, https_url: str | None,
+                listener: str | None = None) -> dict[str, Any]:
+    """Pulsar's LookupData for a broker's registered addresses, under the client's listener name (500 with
+    Pulsar's message for a name the broker does not have, as Pulsar 4.0.7 answers)."""
+    try:
+        plain, tls = named_listeners.select(info.listeners, listener)
+    except named_listeners.UnknownListener as e:
+        raise AdminError(500, str(e)) from None
     data = {"brokerUrl": plain, "brokerUrlTls": tls, "httpUrl": http_url, "httpUrlTls": https_url,
             "nativeUrl": plain}
     # Pulsar leaves out what a broker does not have (Jackson NON_NULL) and adds the deprecated brokerUrlSsl,
@@ -177,7 +183,8 @@ async def _lookup(server: AdminServer, request: web.Request, role_key: str) -> w
     if not service.topics.owns(topic, partition):  # cluster mode: the bundle may have no owner yet, or another
         await ownership.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has none
     if service.topics.owns(topic, partition):
-        return _answer(lookup_data(ownership.local, server.url if server.port >= 0 else None, server.tls_url))
+        return _answer(lookup_data(ownership.local, server.url if server.port >= 0 else None, server.tls_url,
+                                   _listener(request)))
     owner = await ownership.owner_of(topic.name, partition)
     info = ownership.owner_cached(topic.name, partition)
     if owner is None or info is None or info.broker_id == ownership.local.broker_id:
@@ -186,10 +193,15 @@ async def _lookup(server: AdminServer, request: web.Request, role_key: str) -> w
         location = owner.web_url.rstrip("/") + str(request.rel_url)
         log.debug("admin lookup %s: owned by broker %d, redirecting to %s", shown, owner.broker_id, location)
         raise web.HTTPTemporaryRedirect(location)
-    data = lookup_data(info, None, None)
+    data = lookup_data(info, None, None, _listener(request))
     if "brokerUrl" not in data and "brokerUrlTls" not in data:
         raise AdminError(503, f"{shown}: its owner, broker {info.broker_id}, serves no Pulsar clients")
     return _answer(data)
+
+
+def _listener(request: web.Request) -> str | None:
+    """The client's listener name: the `listenerName` query, else the `X-Pulsar-ListenerName` header."""
+    return request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName") or None
 
 
 def _answer(data: dict[str, Any]) -> web.Response:

@@ -28,7 +28,8 @@ import ssl
 from collections.abc import Mapping
 
 from kop.aio import PeriodicTask
-from kop.config import BrokerConfig
+from kop.cluster import listeners as named_listeners
+from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
 from kop.net.tls import server_context
@@ -87,6 +88,10 @@ class PulsarProtocolHandler(ProtocolHandler):
         # brokerServicePortTls: read the certificate and key now, so that a bad file stops start-up early.
         self._tls_context = server_context(config, client_certs=True) if config.brokerServicePortTls >= 0 else None
         self.authenticators = Authenticators.from_config(config) if config.authenticationEnabled else Authenticators()
+        try:
+            self.named_listeners = named_listeners.parse(config.advertisedListeners, config.internalListenerName)
+        except named_listeners.ListenerError as e:
+            raise ConfigError(str(e)) from None
 
     async def start(self, services: BrokerServices) -> None:
         self.service = services
@@ -155,10 +160,13 @@ class PulsarProtocolHandler(ProtocolHandler):
         if not self.listening:
             return []
         host, _, port = self.service_url.removeprefix("pulsar://").rpartition(":")
-        out = [(LISTENER, host, int(port))]
-        if self.tls_port:
-            out.append((LISTENER_TLS, host, self.tls_port))
-        return out
+        # Without a listener name a lookup answers the internal listener's addresses, when there are named ones.
+        plain = self.named_listeners.internal_address(named_listeners.PLAIN) or (host, int(port))
+        out = [(LISTENER, *plain)]
+        tls = self.named_listeners.internal_address(named_listeners.TLS)
+        if tls is not None or self.tls_port:
+            out.append((LISTENER_TLS, *(tls or (host, self.tls_port))))
+        return out + self.named_listeners.entries()
 
     def connection_closed(self, conn: Counted) -> None:
         """A connection accepted by the acceptor closed: free its slot."""

@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kop.cluster import listeners as named_listeners
 from kop.pulsar import authorize
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
@@ -42,8 +43,8 @@ if TYPE_CHECKING:
     from kop.pulsar.subscription import PartitionState
 # The listener names under which a broker registers its pulsar:// and pulsar+ssl:// addresses with the others
 # (PulsarProtocolHandler.advertised_addresses); a LOOKUP for a partition another broker owns redirects to them.
-LISTENER = "pulsar"
-LISTENER_TLS = "pulsar+ssl"  # brokerServicePortTls: the same protocol over TLS
+LISTENER = named_listeners.PLAIN
+LISTENER_TLS = named_listeners.TLS  # brokerServicePortTls: the same protocol over TLS
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 PARTITIONED_RESPONSE = c.pb.CommandPartitionedTopicMetadataResponse
@@ -160,28 +161,29 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
                             message=str(e)))
         return
     service = conn.handler.service
-    if not service.topics.owns(topic, partition):
+    listener = req.advertised_listener_name or None  # the client's listenerName (kop/cluster/listeners.py)
+    redirect = not service.topics.owns(topic, partition)
+    registered: list[tuple[str, str, int]] = conn.handler.advertised_addresses()
+    if redirect:
         own = service.ownership
         await own.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has no owner
         info = own.owner_cached(topic.name, partition)
-        address = next(((h, p) for n, h, p in info.listeners if n == LISTENER), None) if info else None
-        tls = next(((h, p) for n, h, p in info.listeners if n == LISTENER_TLS), None) if info else None
-        if info is None or address is None or info.broker_id == conn.handler.config.kafkaBrokerId:
-            conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed,
-                                error=c.ServerError.ServiceNotReady,
-                                message=f"{req.topic} has no owner serving Pulsar clients now; retry"))
-            return
-        urls = {"brokerServiceUrl": f"pulsar://{address[0]}:{address[1]}"}
-        if tls is not None:
-            urls["brokerServiceUrlTls"] = f"pulsar+ssl://{tls[0]}:{tls[1]}"
-        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Redirect, **urls,
-                            authoritative=True))
+        registered = [] if info is None or info.broker_id == conn.handler.config.kafkaBrokerId else list(info.listeners)
+    try:
+        plain, tls = named_listeners.select(registered, listener) if registered else (None, None)
+    except named_listeners.UnknownListener as e:
+        plain, tls, failure = None, None, str(e)
+    else:
+        failure = f"{req.topic} has no owner serving Pulsar clients now; retry"
+    if plain is None:
+        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed,
+                            error=c.ServerError.ServiceNotReady, message=failure))
         return
-    urls = {"brokerServiceUrl": conn.handler.service_url}
-    if conn.handler.service_url_tls is not None:  # a pulsar+ssl:// client connects here
-        urls["brokerServiceUrlTls"] = conn.handler.service_url_tls
-    conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect, **urls,
-                        authoritative=True))
+    urls = {"brokerServiceUrl": plain}
+    if tls is not None:  # a pulsar+ssl:// client connects there
+        urls["brokerServiceUrlTls"] = tls
+    conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Redirect if redirect
+                        else LOOKUP_RESPONSE.Connect, **urls, authoritative=True))
 
 
 async def topics_of_namespace(conn: PulsarConnection, frame: Frame) -> None:

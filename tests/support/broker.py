@@ -79,8 +79,8 @@ class KopBroker(ServerProcess):
         cmd = [sys.executable, "-m", "kop.cli", "standalone", "--data-dir", str(self.data_dir)]
         if self.config_file is not None:
             cmd += ["--config", str(self.config_file)]
-        for k, v in self.overrides.items():
-            cmd += ["--override", f"{k}={v}"]
+        for k, v in self.overrides.items():  # {brokerServicePort}: the port picked for this broker (named listeners)
+            cmd += ["--override", f"{k}={v.replace('{brokerServicePort}', str(self.pulsar_port))}"]
         return cmd
 
     def start(self, timeout: float = 60) -> KopBroker:

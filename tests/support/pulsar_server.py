@@ -121,7 +121,8 @@ class PulsarServer(ServerProcess):
     def config(self) -> dict[str, str]:
         cfg = dict(DEFAULT_CONFIG)
         cfg.update({"brokerServicePort": str(self.port), "webServicePort": str(self.web_port)})
-        cfg.update(self.extra)
+        # {brokerServicePort}: the port picked for this server, for settings that name it (advertisedListeners)
+        cfg.update({k: v.replace("{brokerServicePort}", str(self.port)) for k, v in self.extra.items()})
         return cfg
 
     def command(self) -> list[str]:

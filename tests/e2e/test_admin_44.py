@@ -56,7 +56,7 @@ def _log_dirs(java_tools, bootstrap: str, topic: str) -> dict:
 
 
 def test_log_dirs_client_metrics_and_broker_configs_as_kafka(target, java_tools) -> None:
-    b = target.broker()
+    b = target.module_broker()
     topic = target.topic("logdirs")
     create_topic(b.bootstrap, topic, 2)
 
@@ -101,7 +101,7 @@ def test_log_dirs_client_metrics_and_broker_configs_as_kafka(target, java_tools)
 
 
 def test_the_43_44_topic_configs_through_kafka_configs(target, java_tools) -> None:
-    b = target.broker()
+    b = target.module_broker()
     topic = target.topic("cfg44")
     create_topic(b.bootstrap, topic, 1)
     tool = "kafka-configs"

@@ -161,7 +161,7 @@ class Group:
 
 
 def test_join_sync_heartbeat_errors(target) -> None:
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic = target.topic("jsh")
     create_topic(broker.bootstrap, topic, 2)
     with connect(broker.bootstrap) as w:
@@ -223,7 +223,7 @@ def test_join_sync_heartbeat_errors(target) -> None:
 
 
 def test_static_member_takes_over_and_fences_the_old_id(target) -> None:
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic = target.topic("static")
     create_topic(broker.bootstrap, topic, 2)
     with connect(broker.bootstrap) as w:
@@ -260,7 +260,7 @@ def test_static_member_takes_over_and_fences_the_old_id(target) -> None:
 
 
 def test_offset_commit_and_fetch_edge_cases(target) -> None:
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic = target.topic("ocf")
     create_topic(broker.bootstrap, topic, 3)
     missing = target.topic("missing")
@@ -313,7 +313,7 @@ def test_offset_commit_and_fetch_edge_cases(target) -> None:
 
 
 def test_list_describe_delete_and_offset_delete(target) -> None:
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic = target.topic("ldd")
     create_topic(broker.bootstrap, topic, 2)
     with connect(broker.bootstrap) as w:
@@ -373,7 +373,7 @@ def test_list_describe_delete_and_offset_delete(target) -> None:
 def test_member_metadata_too_large_for_the_log(target) -> None:
     """The group metadata record with this member's 6 MiB subscription cannot be stored (Kafka: RECORD_TOO_LARGE
     on __consumer_offsets, answered UNKNOWN_SERVER_ERROR); the group is not harmed and can start over."""
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic = target.topic("huge")
     create_topic(broker.bootstrap, topic, 1)
     with connect(broker.bootstrap) as w:
@@ -390,7 +390,7 @@ def test_member_metadata_too_large_for_the_log(target) -> None:
 
 
 def test_find_coordinator_batched(target) -> None:
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     with connect(broker.bootstrap) as w:
         port = int(broker.bootstrap.rsplit(":", 1)[1])
         r = w.call(FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b", ""]), cap=5)
@@ -404,7 +404,7 @@ def test_find_coordinator_batched(target) -> None:
 def test_rebalance_timeout_drops_members_that_do_not_rejoin(target) -> None:
     """A member that does not rejoin within the rebalance timeout is left out of the next generation (and
     the others' JoinGroup waits for it no longer than that)."""
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic = target.topic("rbto")
     create_topic(broker.bootstrap, topic, 2)
     with connect(broker.bootstrap) as w1, connect(broker.bootstrap) as w2:
@@ -429,7 +429,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin(target) -> None:
 
 
 def test_deleting_a_topic_deletes_its_committed_offsets(target) -> None:
-    broker = target.broker(**KOP)
+    broker = target.module_broker(**KOP)
     topic, other = target.topic("deltopic"), target.topic("keep")
     create_topic(broker.bootstrap, topic, 2)
     create_topic(broker.bootstrap, other, 1)

@@ -92,7 +92,7 @@ def assign_at(c, topic: str, offset: int) -> None:
 
 @pytest.mark.parametrize("reset", ["earliest", "latest"])
 def test_position_past_the_end_resets(target, reset: str) -> None:
-    b = target.broker()
+    b = target.module_broker()
     topic = target.topic("past")
     create_topic(b.bootstrap, topic)
     first = [b"a%d" % i for i in range(10)]
@@ -133,7 +133,7 @@ def test_position_below_log_start_resets(target, reset: str) -> None:
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    b = target.broker()
+    b = target.module_broker()
     topic = target.topic("below")
     create_topic(b.bootstrap, topic)
     values = [b"v%d" % i for i in range(20)]
@@ -160,7 +160,7 @@ def test_group_rebalance_and_recreated_topic(target) -> None:
     every record of both incarnations is read and librdkafka never reports a protocol error."""
     from confluent_kafka.admin import AdminClient
 
-    b = target.broker()
+    b = target.module_broker()
     topic = target.topic("grp")
     create_topic(b.bootstrap, topic, partitions=3)
     group = f"grp-{time.monotonic_ns()}"

@@ -25,7 +25,7 @@ LINES = [f"line {i:04d} \t with spaces, unicode ✓ ünï and = : separators" fo
 
 
 def test_console_producer_then_console_consumer(target, java_tools) -> None:
-    broker = target.broker()
+    broker = target.module_broker()
     b = broker.bootstrap
     topic = target.topic("console")
     create_topic(b, topic, 1)
@@ -63,7 +63,7 @@ def _topics(java_tools, b: str) -> set[str]:
 
 
 def test_kafka_topics_lifecycle(target, java_tools) -> None:
-    broker = target.broker()
+    broker = target.module_broker()
     b = broker.bootstrap
     topic = target.topic("topics")
 
@@ -109,7 +109,7 @@ def _topic_configs(java_tools, b: str, topic: str) -> tuple[str, dict[str, str]]
 
 
 def test_kafka_configs_topic_retention(target, java_tools) -> None:
-    broker = target.broker()
+    broker = target.module_broker()
     b = broker.bootstrap
     topic = target.topic("configs")
     create_topic(b, topic, 1)
@@ -140,7 +140,7 @@ def test_kafka_configs_topic_retention(target, java_tools) -> None:
 
 
 def test_producer_perf_test(target, java_tools) -> None:
-    broker = target.broker()
+    broker = target.module_broker()
     b = broker.bootstrap
     topic = target.topic("perf")
     create_topic(b, topic, 3)
@@ -171,7 +171,7 @@ def _batch(pid: int, epoch: int, seq: int, n: int, tag: bytes) -> bytes:
 
 
 def test_idempotent_retry_is_not_duplicated(target) -> None:
-    broker = target.broker()
+    broker = target.module_broker()
     b = broker.bootstrap
     topic = target.topic("idem")
     create_topic(b, topic, 1)

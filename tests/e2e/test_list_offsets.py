@@ -164,7 +164,7 @@ def timestamps_for(n: int, base: int, partition: int) -> list[int]:
 
 
 def test_list_offsets_arithmetic(target, java_tools) -> None:
-    broker = target.broker(**KOP_SMALL_LEDGERS)
+    broker = target.module_broker(**KOP_SMALL_LEDGERS)
     topic = target.topic("lo")
     partitions, n = 2, 400
     create_topic(broker.bootstrap, topic, partitions)
@@ -232,7 +232,7 @@ def _wait_for_stable_log_start(q: Offsets, partition: int) -> int:
 )
 def test_list_offsets_after_retention(target, java_tools, retention) -> None:
     key, how = retention
-    broker = target.broker(**KOP_SMALL_LEDGERS)
+    broker = target.module_broker(**KOP_SMALL_LEDGERS)
     topic = target.topic("ret")
     create_topic(broker.bootstrap, topic, 1, config=None if target.is_kop else KAFKA_SMALL_SEGMENTS)
     n1, n2 = 600, 200

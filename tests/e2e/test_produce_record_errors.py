@@ -21,7 +21,7 @@ def test_librdkafka_fails_exactly_the_keyless_records(target) -> None:
     delivered and read back."""
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    b = target.broker()
+    b = target.module_broker()
     topic = target.topic("keyless")
     create_topic(b.bootstrap, topic, config={"cleanup.policy": "compact"})
     outcome: dict[int, str | None] = {}
@@ -74,7 +74,7 @@ def test_wire_answers_as_kafka(target) -> None:
     answers (keyless on compacted, timestamp past message.timestamp.after.max.ms, before.max.ms)."""
     from tests.support.wire import Negotiated
 
-    b = target.broker()
+    b = target.module_broker()
     compacted = target.topic("wire-compact")
     create_topic(b.bootstrap, compacted, config={"cleanup.policy": "compact"})
     bounded = target.topic("wire-ts")

@@ -141,7 +141,7 @@ def _describe(admin, topic: str) -> dict:
 def test_validation_as_kafka(target) -> None:
     from confluent_kafka import KafkaException
 
-    b = target.broker()
+    b = target.module_broker()
     admin = _admin(b.bootstrap)
     topic = target.topic("val")
     wrong = []
@@ -166,7 +166,7 @@ def test_validation_as_kafka(target) -> None:
 def test_every_config_accepted_and_described(target) -> None:
     from confluent_kafka.admin import ConfigSource
 
-    b = target.broker()
+    b = target.module_broker()
     admin = _admin(b.bootstrap)
     plain = target.topic("plain")
     create_topic(b.bootstrap, plain)
@@ -215,7 +215,7 @@ def _produce(bootstrap: str, topic: str, values: list[bytes], pause: float = 0, 
 def test_segment_configs_roll_ledgers(target) -> None:
     """segment.bytes set at creation, segment.ms altered on a topic whose partition is open: both roll
     (ledgers here, segment files on Apache Kafka)."""
-    b = target.broker()
+    b = target.module_broker()
 
     def ledger_counts(b, topic: str, partitions: int) -> dict[int, int]:
         if target.is_kop:
@@ -266,7 +266,7 @@ def _fetch_all(bootstrap: str, topic: str, n: int) -> tuple[list[dict], list[tup
 def test_compression_type_recompresses(target) -> None:
     """compression.type=lz4 turns an uncompressed producer's batches into lz4 ones with identical records;
     compression.type=uncompressed turns gzip batches into uncompressed ones."""
-    b = target.broker()
+    b = target.module_broker()
     values = [b"value-%06d-" % i + b"x" * 200 for i in range(300)]
     for topic_codec, producer_codec, stored in (("lz4", "none", 3), ("uncompressed", "gzip", 0), ("producer", "snappy", 2)):
         topic = target.topic(f"comp-{topic_codec}")
@@ -287,7 +287,7 @@ def test_recompression_cost(target, record_property) -> None:
     uncompressed producer, against a `producer` topic, for the report."""
     from confluent_kafka import Producer
 
-    b = target.broker()
+    b = target.module_broker()
     values = [b"value-%08d-" % i + b"y" * 500 for i in range(20000)]
     took = {}
     for codec in ("producer", "lz4"):

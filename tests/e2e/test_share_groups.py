@@ -208,3 +208,50 @@ def test_read_committed_share_group_skips_aborted_transactions(target) -> None:
 
     got = _run_probe(b, topic, group, "part", 10, 3, "share.isolation.level=read_committed")
     assert [line.split()[1] for line in got if line.startswith("GOT ")] == ["c0", "c1", "c4"], got
+
+
+def test_dead_letter_queue(target) -> None:
+    """share.version 2 (KIP-1191): the group names a DLQ topic (errors.deadletterqueue.topic.name, the topic
+    created with errors.deadletterqueue.group.enable=true and Kafka's "dlq." prefix) and copies records to it;
+    a REJECTed record and one released at the delivery-count limit (2 here) go to the DLQ topic, with the key
+    and value copied and Kafka's __dlq.errors.* headers; accepted records do not."""
+    from confluent_kafka import Consumer, Producer
+
+    b = target.broker().bootstrap
+    topic = f"share-dlq-{uuid.uuid4().hex[:8]}"
+    dlq = f"dlq.share-{uuid.uuid4().hex[:8]}"
+    group = f"share-dg-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    create_topic(b, dlq, partitions=1, config={"errors.deadletterqueue.group.enable": "true"})
+    p = Producer({"bootstrap.servers": b, "linger.ms": 0})
+    for v in ("x0", "r1", "a2", "end"):
+        p.produce(topic, key=f"k-{v}".encode(), value=v.encode())
+        p.flush(60)
+
+    got = _run_probe(b, topic, group, "dlq", 2, "share.delivery.count.limit=2",
+                     f"errors.deadletterqueue.topic.name={dlq}", "errors.deadletterqueue.copy.record.enable=true")
+    assert {line.rsplit(" ", 1)[0] for line in got if line.startswith("GOT ")} == {
+        "GOT x0 reject", "GOT r1 release", "GOT a2 accept", "GOT end accept"}, got
+
+    c = Consumer({"bootstrap.servers": b, "group.id": f"dlq-reader-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([dlq])
+    dead = []
+    try:
+        for _ in range(120):  # Kafka writes the DLQ in the background: read until both records are there
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                dead.append(msg)
+            if len(dead) >= 2:
+                break
+    finally:
+        c.close()
+    rows = sorted((m.key(), m.value(), {k: v.decode() for k, v in m.headers() or []}) for m in dead)
+    assert rows == [
+        (b"k-r1", b"r1", {"__dlq.errors.topic": topic, "__dlq.errors.partition": "0", "__dlq.errors.offset": "1",
+                          "__dlq.errors.group": group, "__dlq.errors.delivery.count": "2",
+                          "__dlq.errors.message": "Offset delivery count exceeded the threshold."}),
+        (b"k-x0", b"x0", {"__dlq.errors.topic": topic, "__dlq.errors.partition": "0", "__dlq.errors.offset": "0",
+                          "__dlq.errors.group": group, "__dlq.errors.delivery.count": "1",
+                          "__dlq.errors.message": "Offset rejected by client."}),
+    ], rows

@@ -7,6 +7,7 @@ One per Kafka protocol handler (kop/kafka/handler.py): alone, this broker is the
 leader of every partition, so membership and share-partition state live together. Share-partition state is
 durable in __share_group_state (store.py: a snapshot after each change, written before acknowledgements
 are answered); membership and group configs are in memory (a restart forgets them: members join again).
+Records archived for a group with a dead-letter queue are written to it when the state is (dlq.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from kop.coordinator.consumer_group import Metadata
+from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME, DeadLetterQueue
 from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
 from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
 from kop.coordinator.share.records import ShareState
@@ -34,6 +36,8 @@ GROUP_CONFIG_DEFAULTS: dict[str, str] = {
     "share.record.lock.duration.ms": str(DEFAULT_LOCK_MS),
     "share.delivery.count.limit": str(DEFAULT_DELIVERY_LIMIT),
     "share.isolation.level": "read_uncommitted",
+    TOPIC_NAME: "",  # KIP-1191's dead-letter queue (share.version 2)
+    COPY_RECORD: "false",
 }
 FINAL_EPOCH = -1
 
@@ -61,6 +65,7 @@ class ShareCoordinator:
         self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
         self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
         self._flushes: set[asyncio.Task[None]] = set()
+        self.dlq: DeadLetterQueue | None = None  # the dead-letter queue writer, once the broker started
 
     def now(self) -> int:
         return int(self._clock() * 1000)
@@ -89,6 +94,11 @@ class ShareCoordinator:
             if gid == group_id:
                 sp.lock_ms = int(self.config(group_id, "share.record.lock.duration.ms"))
                 sp.delivery_limit = int(self.config(group_id, "share.delivery.count.limit"))
+                sp.dlq = self._dlq_on(group_id)
+
+    def _dlq_on(self, group_id: str) -> bool:
+        """Whether the group's archived records go to a dead-letter queue (a DLQ topic named, share.version 2)."""
+        return self.dlq is not None and self.dlq.enabled(self.config(group_id, TOPIC_NAME))
 
     # ------------------------------------------------------------------ share-partitions
     def share_partition(self, key: Key, log_start: int, high_watermark: int) -> SharePartition:
@@ -109,15 +119,17 @@ class ShareCoordinator:
             if durable is not None:
                 sp.restore(durable.batches)
                 self._epochs[key] = durable.snapshot_epoch
+        sp.dlq = self._dlq_on(key[0])  # share.version may have changed since
         if sp.start_offset < log_start:  # retention or DeleteRecords removed records not yet delivered
             sp.reset_start(log_start)
             self._dirty.add(key)
         return sp
 
     # ------------------------------------------------------------------ durability
-    async def start(self, store: ShareStateStore) -> None:
+    async def start(self, store: ShareStateStore, dlq: DeadLetterQueue | None = None) -> None:
         """At broker start: durable state from an earlier run is loaded (when its topic exists)."""
         self.store = store
+        self.dlq = dlq
         await store.start_if_present()
         self._materialize()
 
@@ -139,7 +151,9 @@ class ShareCoordinator:
 
     async def flush(self) -> None:
         """Write a snapshot of every changed share-partition (a tombstone for a forgotten one), durable when
-        this returns - acknowledgements are answered after their state is written, as in Kafka."""
+        this returns - acknowledgements are answered after their state is written, as in Kafka - and the
+        records archived for a dead-letter queue to it."""
+        await self._write_dead()
         if self.store is None:
             self._dirty.clear()
             self._deleted.clear()
@@ -161,9 +175,21 @@ class ShareCoordinator:
                 # e.g. cluster mode, where the state's __share_group_state partition is another broker's
                 log.warning("share-partition state %s not written: %s", key, e)
 
+    async def _write_dead(self) -> None:
+        for (gid, tid, p), sp in list(self.partitions.items()):
+            runs = sp.take_dead()
+            if runs and self.dlq is not None:
+                try:
+                    await self.dlq.write(gid, tid, p, runs, self.config(gid, TOPIC_NAME),
+                                         self.config(gid, COPY_RECORD).lower() == "true")
+                except Exception as e:  # noqa: BLE001 - the records stay archived, as Kafka's after a failed write
+                    log.warning("share group DLQ: records of %s not written: %s", gid, e)
+
     def flush_soon(self) -> None:
         """flush() in the background (timer-driven changes: lock time-outs, members gone)."""
-        if not (self._dirty or self._deleted) or self.store is None:
+        if self.store is None and self.dlq is None:
+            return
+        if not (self._dirty or self._deleted or any(sp.dead for sp in self.partitions.values())):
             return
         task = asyncio.ensure_future(self.flush())
         self._flushes.add(task)

@@ -122,7 +122,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.service = services
         self.metrics = services.metrics
         dlq = DeadLetterQueue(services.topics, lambda: services.features.level(SHARE_VERSION))  # KIP-1191
-        await self.share.start(ShareStateStore(self.config, services.topics), dlq)  # __share_group_state, when present
+        # __share_group_state when present; membership in __consumer_offsets, configs in the metadata store
+        await self.share.start(ShareStateStore(self.config, services.topics), dlq, services.coordinator,
+                               services.storage.metadata_store)
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches

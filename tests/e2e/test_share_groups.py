@@ -135,7 +135,9 @@ def test_share_group_tools(target, java_tools) -> None:
 def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
     """Three of five records accepted, two released; the broker is killed (SIGKILL) and restarted: a consumer of
     the group then gets only the two not accepted - the state came back from __share_group_state (Kafka: its
-    share coordinator's same topic), whose records Kafka's own ShareGroupStateMessageFormatter reads."""
+    share coordinator's same topic), whose records Kafka's own ShareGroupStateMessageFormatter reads. A member
+    that crashed before the kill is still a member afterwards, with its epoch (membership in __consumer_offsets),
+    and the group config it set is still set (the metadata store; Kafka: its metadata log)."""
     broker = target.dedicated_broker()
     topic = f"share-kill-{uuid.uuid4().hex[:8]}"
     group = f"share-kg-{uuid.uuid4().hex[:8]}"
@@ -144,8 +146,16 @@ def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
 
     first = _run_probe(broker.bootstrap, topic, group, "part", 3, 3)
     assert sorted(line.rsplit(" ", 1)[0] for line in first if "ACCEPT" in line) == [f"GOT r{i} ACCEPT" for i in range(3)]
+    # A member that stays (its JVM halted: no leave), and a group config: both survive the kill too.
+    _run_probe(broker.bootstrap, topic, group, "crash")
+    members = _members(java_tools, broker.bootstrap, group)
+    assert len(members) == 1, members
     broker.kill()
     broker.restart()
+    assert _members(java_tools, broker.bootstrap, group) == members  # its member id and epoch, from the log
+    r = java_tools.run(_configs_tool(java_tools), "--bootstrap-server", broker.bootstrap, "--describe",
+                       "--entity-type", "groups", "--entity-name", group, check=True)
+    assert "share.record.lock.duration.ms=15000" in r.stdout, r.stdout
 
     after = _run_probe(broker.bootstrap, topic, group, "part", 5, 2)
     assert [line.rsplit(" ", 1)[0] for line in after if line.startswith("GOT ")] == ["GOT r3 ACCEPT", "GOT r4 ACCEPT"]
@@ -160,6 +170,13 @@ def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
     last = mine[-1]["value"]["data"]
     done = all(b["deliveryState"] == 2 for b in last["stateBatches"])
     assert last["startOffset"] == 5 or (done and last["stateBatches"][-1]["lastOffset"] == 4), last
+
+
+def _members(java_tools, bootstrap: str, group: str) -> list[list[str]]:
+    """kafka-share-groups --describe --members' rows: [group, consumer id, host, client id, (assignment...)]."""
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", bootstrap, "--describe", "--members", "--verbose",
+                       "--group", group, check=True)
+    return [line.split() for line in r.lines if line.startswith(group)]
 
 
 def _json_values(text: str) -> list[dict]:

@@ -10,9 +10,9 @@ members; with as many members as partitions or more - the queue case - it too gi
 every member). The topic metadata is the consumer-group machine's (kop/coordinator/consumer_group.py's
 `Metadata`: Kafka name -> (topic id, partition count)), read through the callable the caller gives.
 
-How it differs from Kafka 4.4: the groups live in memory only (not in __consumer_offsets' share-group
-records), so a restart forgets the members - clients join again with epoch 0 after UNKNOWN_MEMBER_ID; no
-group size limit; no rack-aware assignment.
+The groups are durable through the coordinator (coordinator.py, group_records.py: Kafka's share-group
+records in __consumer_offsets). How it differs from Kafka 4.4: no group size limit; no rack-aware assignment;
+a member's PreviousMemberEpoch is not kept (its record carries the member epoch twice).
 """
 
 from __future__ import annotations

@@ -3,10 +3,10 @@ and DescribeConfigs: what `kafka-configs --entity-type groups` and Admin.increme
 
 The share configs are served - share.auto.offset.reset (latest / earliest), share.record.lock.duration.ms,
 share.delivery.count.limit, share.isolation.level and the dead-letter queue's errors.deadletterqueue.topic.name
-and errors.deadletterqueue.copy.record.enable (KIP-1191, kop/coordinator/share/dlq.py) - with Kafka 4.4's bounds (the broker's
-group.share.min/max.record.lock.duration.ms 15000-60000 and group.share.min/max.delivery.count.limit 2-10
-defaults). They are kept by the share coordinator (kop/coordinator/share/coordinator.py) in memory: a restart
-forgets them (Kafka stores them in its metadata log). Other group configs (consumer.*, streams.*) are refused
+and errors.deadletterqueue.copy.record.enable (KIP-1191, kop/coordinator/share/dlq.py) - with Kafka 4.4's
+bounds (the broker's group.share.min/max.record.lock.duration.ms 15000-60000 and
+group.share.min/max.delivery.count.limit 2-10 defaults). The share coordinator (kop/coordinator/share/
+coordinator.py) keeps them, durable in the metadata store (Kafka: its metadata log) before the answer. Other group configs (consumer.*, streams.*) are refused
 as unknown; `share.auto.offset.reset=by_duration:...` is not served.
 """
 

@@ -5,8 +5,11 @@ and leaves (-1) with this request; the answer carries the member epoch and, when
 every partition of the subscribed topics (share-partitions are read by all their members at once).
 v0 was Kafka 4.0's early access and is not served (Kafka 4.1+ does not either).
 
-How it differs from Kafka 4.4: the share groups are kept in memory by this broker (no share-group records in
-__consumer_offsets), so a restarted broker answers UNKNOWN_MEMBER_ID and members join again; in cluster mode
+The membership is durable: the share-group records that changed (Kafka's, in __consumer_offsets:
+kop/coordinator/share/group_records.py) are written before the answer, so a restarted broker knows the members
+and their epochs and they go on heartbeating.
+
+How it differs from Kafka 4.4: in cluster mode
 the group lives on the broker the member reached (FindCoordinator's group owner), the share-partition states
 on the brokers serving ShareFetch - they are not one coordinator yet. A group id used by a classic or consumer
 group is answered GROUP_ID_NOT_FOUND as Kafka does ("Group ... is not a share group."). No ACLs (GROUP READ /
@@ -46,11 +49,13 @@ async def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareG
         return refuse(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     if other_group(ctx, gid):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
+    await share.ready()  # the groups restored from __consumer_offsets
     names = req.subscribed_topic_names
     result = share.heartbeat(ShareHeartbeat(
         group_id=gid, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
         subscribed_topic_names=None if names is None else [ctx.names.global_name(n) for n in names],
         client_id=ctx.header.client_id or "", client_host=client_host(ctx.conn.peer)))
+    await share.flush()  # the membership records that changed, durable before the answer
     if result.error:
         return refuse(result.error, result.error_message or "")
     assignment = None

@@ -1,5 +1,5 @@
 """Issue 23, share groups (KIP-932): Kafka 4.4's KafkaShareConsumer (tests/support/ShareProbe.java, on the
-kafka-clients 4.4 jars of .cache/kafka-clients-4.4/) on our broker and on Apache Kafka (4.4 with
+suite's Kafka 4.4 jars, tests/support/java.py KAFKA_LIBS) on our broker and on Apache Kafka (4.4 with
 KOP_KAFKA_LIBS=.cache/kafka-libs-4.4; share groups are on by default since 4.2).
 
 Three share consumers of one group read a 1-partition topic at once (explicit acknowledgement, 3 records per
@@ -20,18 +20,18 @@ import uuid
 from pathlib import Path
 
 from tests.support.clients import create_topic
-from tests.support.java import REPO_ROOT, JavaToolsMissing, compiled_probe, java_executable
+from tests.support.java import REPO_ROOT, JavaToolsMissing, check_kafka_libs, compiled_probe, java_executable
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "ShareProbe.java"
-KAFKA44_LIBS = Path(os.environ.get("KOP_KAFKA44_LIBS", REPO_ROOT / ".cache" / "kafka-clients-4.4"))
 COUNT = 30
 CONSUMERS = 3
 
 
 def _run_probe(bootstrap: str, topic: str, group: str, *args: object) -> list[str]:
-    if not (KAFKA44_LIBS / ".complete").exists():
-        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA44_LIBS} - run scripts/setup")
-    classpath = f"{KAFKA44_LIBS}/*"
+    libs = check_kafka_libs()
+    if not list(libs.glob("kafka-clients-4.4.*.jar")):
+        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {libs} - run scripts/setup")
+    classpath = f"{libs}/*"
     jar = compiled_probe(PROBE, classpath)
     cmd = [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            f"-Dlog4j2.configurationFile={REPO_ROOT / 'tools' / 'java' / 'log4j2.properties'}",

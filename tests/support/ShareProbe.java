@@ -1,4 +1,4 @@
-// Kafka 4.4 share consumers (KIP-932's KafkaShareConsumer, kafka-clients 4.4 of .cache/kafka-clients-4.4/) for
+// Kafka 4.4 share consumers (KIP-932's KafkaShareConsumer, kafka-clients 4.4 of the suite's Kafka jars) for
 // tests/e2e/test_share_groups.py.
 //
 //   run <bootstrap> <topic> <group> <count> <consumers>

@@ -57,6 +57,9 @@ class AckType(enum.IntEnum):
     RENEW = 4  # keep the records, their lock starting again
 
 
+_ACK_TYPES = frozenset(int(t) for t in AckType)
+
+
 @dataclass(slots=True)
 class _InFlight:
     state: RecordState = RecordState.AVAILABLE
@@ -160,31 +163,40 @@ class SharePartition:
     # ------------------------------------------------------------------ acknowledging
     def acknowledge(self, member: str, first: int, last: int, types: list[int], now: int = 0) -> int:
         """Apply one AcknowledgementBatch: `types` has one type for the whole range or one per offset.
-        Answers 0, INVALID_REQUEST for a malformed batch, or INVALID_RECORD_STATE when an offset is not
-        ACQUIRED by this member (then nothing of the batch is applied)."""
+        Answers 0, INVALID_REQUEST for a malformed batch (negative or reversed offsets, a type count that is
+        neither 1 nor the range's length, an unknown type), or INVALID_RECORD_STATE when an offset is not
+        ACQUIRED by this member - offsets past what was ever acquired, or below the start offset but for GAPs,
+        included (then nothing of the batch is applied). The work is bounded by the in-flight window, whatever
+        range a hostile batch names."""
         n = last - first + 1
-        if n <= 0 or len(types) not in (1, n) or any(t not in AckType.__members__.values() for t in types):
+        if first < 0 or n <= 0 or len(types) not in (1, n) or any(t not in _ACK_TYPES for t in types):
             return ErrorCode.INVALID_REQUEST
-        kinds = types if len(types) == n else types * n
-        for i, off in enumerate(range(first, last + 1)):
+        if last >= self.end_offset:
+            return ErrorCode.INVALID_RECORD_STATE
+        if first < self.start_offset:  # done offsets: only GAPs may name them
+            below = types[:1] if len(types) == 1 else types[:self.start_offset - first]
+            if any(t != AckType.GAP for t in below):
+                return ErrorCode.INVALID_RECORD_STATE
+        lo = max(first, self.start_offset)
+
+        def kind(off: int) -> int:
+            return types[0] if len(types) == 1 else types[off - first]
+
+        for off in range(lo, last + 1):
             f = self._offsets.get(off)
-            if kinds[i] == AckType.GAP and off < self.start_offset:
-                continue
             if f is None or f.state != RecordState.ACQUIRED or f.member != member:
                 return ErrorCode.INVALID_RECORD_STATE
-        for i, off in enumerate(range(first, last + 1)):
-            f = self._offsets.get(off)
-            if f is None:
-                continue
-            kind = kinds[i]
-            if kind == AckType.ACCEPT:
+        for off in range(lo, last + 1):
+            f = self._offsets[off]
+            k = kind(off)
+            if k == AckType.ACCEPT:
                 self._finish(f, RecordState.ACKNOWLEDGED)
-            elif kind == AckType.RENEW:
+            elif k == AckType.RENEW:
                 f.deadline = now + self.lock_ms
-            elif kind == AckType.RELEASE:
+            elif k == AckType.RELEASE:
                 self._release(f, off)
             else:  # REJECT, GAP
-                if kind == AckType.REJECT:
+                if k == AckType.REJECT:
                     self._dead(off, f.delivery_count, CLIENT_REJECT)
                 self._finish(f, RecordState.ARCHIVED)
         self._advance()

@@ -76,6 +76,7 @@ def test_three_share_consumers_on_one_partition(target) -> None:
 
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 STATE_FORMATTER = "org.apache.kafka.tools.consumer.group.share.ShareGroupStateMessageFormatter"
+GROUP_FORMATTER = "org.apache.kafka.tools.consumer.ShareGroupMessageFormatter"
 CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
 
 
@@ -156,6 +157,14 @@ def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
     r = java_tools.run(_configs_tool(java_tools), "--bootstrap-server", broker.bootstrap, "--describe",
                        "--entity-type", "groups", "--entity-name", group, check=True)
     assert "share.record.lock.duration.ms=15000" in r.stdout, r.stdout
+    # The membership records, as Kafka's own ShareGroupMessageFormatter reads them from __consumer_offsets.
+    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "__consumer_offsets",
+                       "--from-beginning", "--timeout-ms", "5000", "--formatter", GROUP_FORMATTER)
+    records = [s for s in _json_values(r.stdout) if s.get("key", {}).get("data", {}).get("groupId") == group]
+    current = {s["key"]["data"]["memberId"]: s["value"]["data"]["memberEpoch"] for s in records
+               if s["key"]["type"] == 14 and s.get("value")}
+    assert {s["key"]["type"] for s in records} >= {10, 11, 14}, r.stdout[-3000:]
+    assert [[members[0][1], str(current[members[0][1]])]] == [[m[1], m[5]] for m in members], (current, members)
 
     after = _run_probe(broker.bootstrap, topic, group, "part", 5, 2)
     assert [line.rsplit(" ", 1)[0] for line in after if line.startswith("GOT ")] == ["GOT r3 ACCEPT", "GOT r4 ACCEPT"]

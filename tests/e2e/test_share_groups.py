@@ -1,6 +1,6 @@
 """Issue 23, share groups (KIP-932): Kafka 4.4's KafkaShareConsumer (tests/support/ShareProbe.java, on the
-suite's Kafka 4.4 jars, tests/support/java.py KAFKA_LIBS) on our broker and on Apache Kafka (4.4 with
-KOP_KAFKA_LIBS=.cache/kafka-libs-4.4; share groups are on by default since 4.2).
+suite's Kafka 4.4 jars, tests/support/java.py KAFKA_LIBS) on our broker and on Apache Kafka (the suite's 4.4;
+share groups are on by default since 4.2, their dead-letter queue with share.version 2 since 4.4).
 
 Three share consumers of one group read a 1-partition topic at once (explicit acknowledgement, 3 records per
 poll): every record is delivered, a record released at its first delivery comes again with delivery count 2,
@@ -8,7 +8,10 @@ an accepted one is never delivered again - neither to the three nor to a fourth 
 reads after them and gets only the record produced after (the group config share.auto.offset.reset=earliest is
 set first through IncrementalAlterConfigs on the GROUP resource). The state machine's rules in detail (locks
 with a fake clock, the delivery-count limit, acknowledgement types) are unit tests:
-tests/test_share_partition.py, tests/test_share_groups_unit.py.
+tests/test_share_partition.py, tests/test_share_groups_unit.py. Also here: the tools, a crashed consumer,
+read_committed, a kill -9 (share-partition state, a member with its epoch and a group config survive it) and
+the dead-letter queue; the membership records' and DLQ records' layouts: tests/test_share_group_records.py,
+tests/test_share_dlq.py; hostile input: tests/test_share_hostile.py.
 """
 
 from __future__ import annotations

@@ -179,10 +179,14 @@ class ShareCoordinator:
             self._written.setdefault(grec.decode_key(key).group, {})[key] = value
         self.arm()
 
-    async def ready(self) -> None:
-        """The durable state loaded (and its topic created on first use), the groups restored."""
+    async def groups_ready(self) -> None:
+        """The share groups restored from __consumer_offsets (what membership requests wait for)."""
         if self._restore is not None:
             await asyncio.shield(self._restore)
+
+    async def ready(self) -> None:
+        """The durable state loaded (and its topic created on first use), the groups restored."""
+        await self.groups_ready()
         if self.store is not None:
             await self.store.ready()
             self._materialize()

@@ -31,7 +31,7 @@ def _assignment(ctx: RequestContext, parts: dict[bytes, frozenset[int]]) -> Shar
 async def handle(ctx: RequestContext, req: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
     R = ShareGroupDescribeResponse
     share = ctx.handler.share
-    await share.ready()  # the groups restored from __consumer_offsets
+    await share.groups_ready()  # the groups restored from __consumer_offsets
     out = []
     for gid in req.group_ids:
         def failed(code: int, message: str | None = None, gid: str = gid) -> ShareGroupDescribeResponse.DescribedGroup:

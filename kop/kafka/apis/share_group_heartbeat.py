@@ -49,7 +49,7 @@ async def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareG
         return refuse(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     if other_group(ctx, gid):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
-    await share.ready()  # the groups restored from __consumer_offsets
+    await share.groups_ready()  # the groups restored from __consumer_offsets
     names = req.subscribed_topic_names
     result = share.heartbeat(ShareHeartbeat(
         group_id=gid, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,

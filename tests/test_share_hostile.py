@@ -184,3 +184,25 @@ def test_a_truncated_share_fetch_closes_only_its_connection(broker) -> None:
     other = Client(broker.bootstrap)
     assert heartbeat(other, "g-ok", "m", 0, ["t"]).error_code == 0
     assert broker.alive()
+
+
+def test_share_version_0_turns_share_groups_off(broker) -> None:
+    """share.version finalized at 0 (a downgrade through UpdateFeatures): the share-group APIs answer
+    UNSUPPORTED_VERSION, as Kafka 4.4's isShareGroupProtocolEnabled; upgraded again, they serve."""
+    U = UpdateFeaturesRequest
+    c = Client(broker.bootstrap)
+
+    def set_level(level: int, kind: int) -> None:
+        r = c.call(UPDATE_FEATURES, 1, U(timeout_ms=1000, validate_only=False, feature_updates=[
+            U.FeatureUpdateKey(feature="share.version", max_version_level=level, allow_downgrade=False,
+                               upgrade_type=kind)]))
+        assert r.error_code == 0, r
+
+    set_level(0, 2)  # SAFE_DOWNGRADE
+    try:
+        r = heartbeat(c, "g-off", "m", 0, ["t"])
+        assert (r.error_code, r.error_message) == (E.UNSUPPORTED_VERSION, "The version of API is not supported.")
+        assert fetch(c, "g-off", "m", 0, uuid.uuid4().bytes).error_code == E.UNSUPPORTED_VERSION
+    finally:
+        set_level(2, 1)  # UPGRADE
+    assert heartbeat(c, "g-off", "m", 0, ["t"]).error_code == 0

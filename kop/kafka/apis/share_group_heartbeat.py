@@ -9,6 +9,9 @@ The membership is durable: the share-group records that changed (Kafka's, in __c
 kop/coordinator/share/group_records.py) are written before the answer, so a restarted broker knows the members
 and their epochs and they go on heartbeating.
 
+With share.version finalized at 0 (UpdateFeatures), share groups are off and the share-group APIs answer
+UNSUPPORTED_VERSION, as Kafka's (share_acknowledge.share_disabled).
+
 How it differs from Kafka 4.4: in cluster mode
 the group lives on the broker the member reached (FindCoordinator's group owner), the share-partition states
 on the brokers serving ShareFetch - they are not one coordinator yet. A group id used by a classic or consumer
@@ -21,6 +24,7 @@ from __future__ import annotations
 from kop.coordinator.share.groups import ShareHeartbeat
 from kop.kafka import authorize
 from kop.kafka.apis.join_group import client_host
+from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
@@ -45,6 +49,8 @@ async def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareG
         return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
                  heartbeat_interval_ms=0, assignment=None)
 
+    if share_disabled(ctx):
+        return refuse(*UNSUPPORTED)
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return refuse(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     if other_group(ctx, gid):

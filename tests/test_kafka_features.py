@@ -27,8 +27,10 @@ from kop.topics.features import (
      "controller 1 only supports versions 0-2"),
     ("foo.version", 1, UPGRADE, 0, "Invalid update version 1 for feature foo.version. Local controller 1 does "
      "not support this feature."),
-    ("share.version", 1, UPGRADE, 0, "Invalid update version 1 for feature share.version. Local controller 1 "
+    ("streams.version", 1, UPGRADE, 0, "Invalid update version 1 for feature streams.version. Local controller 1 "
      "does not support this feature."),
+    ("share.version", 3, UPGRADE, 2, "Invalid update version 3 for feature share.version. Local controller 1 "
+     "only supports versions 0-2"),
     ("transaction.version", 1, UPGRADE, 2, "Invalid update version 1 for feature transaction.version. Can't "
      "downgrade the version of this feature without setting the upgrade type to either safe or unsafe "
      "downgrade."),
@@ -62,7 +64,7 @@ def test_levels_are_stored_and_read_by_another_broker(tmp_path) -> None:
         await one.reload()
         await two.reload()
         assert one.finalized() == {"group.version": 1, "kraft.version": 0, "metadata.version": 33,
-                                   "transaction.version": 2}
+                                   "share.version": 2, "transaction.version": 2}
         assert one.epoch == 0
         await one.update({"transaction.version": (1, SAFE_DOWNGRADE)}, validate_only=True)
         await two.reload()
@@ -96,10 +98,11 @@ def test_api_versions_lists_features_as_kafka(tmp_path) -> None:
     body = ApiVersionsResponse(error_code=0, api_keys=[], throttle_time_ms=0)
     add_features(body, f, 4)
     assert {(k.name, k.min_version, k.max_version) for k in body.supported_features} == {
-        ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 33), ("transaction.version", 0, 2)}
+        ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 33), ("share.version", 0, 2),
+        ("transaction.version", 0, 2)}
     # level 0 (kraft.version, group.version disabled) is not finalized; min = max, as Kafka's
     assert {(k.name, k.min_version_level, k.max_version_level) for k in body.finalized_features} == {
-        ("metadata.version", 33, 33), ("transaction.version", 2, 2)}
+        ("metadata.version", 33, 33), ("share.version", 2, 2), ("transaction.version", 2, 2)}
     assert body.finalized_features_epoch == 1
     add_features(body, f, 3)  # v3 leaves out the supported features with minimum 0 (KAFKA-17011)
     assert [k.name for k in body.supported_features] == ["metadata.version"]

@@ -68,6 +68,7 @@ from kop.coordinator.group_state import (
 )
 from kop.coordinator.offsets import OffsetAndMetadata, OffsetManager, TopicPartition
 from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
+from kop.coordinator.share import group_records as srec
 from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import (
@@ -133,6 +134,8 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.machine, wall_ms=self.now_ms,
                                              normalize=self.topic_key, scope=self.group_scope)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
+        # share groups' records as replayed (raw key -> value), which the share coordinator restores its groups from
+        self.share_records: dict[bytes, bytes] = {}
         # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)
         self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms, self.topic_id_of)
         # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
@@ -221,6 +224,8 @@ class GroupCoordinator:
         gids = [gid for gid in self.groups if self.partition_of(gid) == p]
         self.machine.drop_groups(gids)
         cgids = [gid for gid in self.consumer_groups if self.partition_of(gid) == p]
+        for key in [k for k in self.share_records if self.partition_of(srec.decode_key(k).group) == p]:
+            del self.share_records[key]
         self.consumer.drop_groups(cgids)
         self.offset_manager.drop_partition(p)
         self._run()
@@ -245,8 +250,13 @@ class GroupCoordinator:
                 self.groups[k.group] = self._group_from_record(k.group, rec.decode_group_metadata_value(value))
             elif k.version in crec.TYPES and consumer is not None:
                 consumer.replay(crec.decode_key(key), value)
+            elif k.version in srec.TYPES:  # share groups (kop/coordinator/share/group_records.py)
+                if value is None:
+                    self.share_records.pop(bytes(key), None)
+                else:
+                    self.share_records[bytes(key)] = bytes(value)
             else:
-                log.debug("skipping a version %d record key in %s (a share or streams group record)", k.version,
+                log.debug("skipping a version %d record key in %s (a streams group record)", k.version,
                           OFFSETS_TOPIC)
         except rec.RecordError as e:
             log.warning("skipping an undecodable record in %s: %s", OFFSETS_TOPIC, e)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 from kop.aio import PeriodicTask
 from kop.config import BrokerConfig, Listener
 from kop.coordinator.share.coordinator import ShareCoordinator
+from kop.coordinator.share.dlq import DeadLetterQueue
 from kop.coordinator.share.store import ShareStateStore
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
@@ -43,6 +44,7 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ApiVersionsResponse
 from kop.protocol_handler import ProtocolHandler
 from kop.services import BrokerServices
+from kop.topics.features import SHARE_VERSION
 
 if TYPE_CHECKING:
     from kop.kafka.connection import KafkaConnection, _Pending
@@ -119,7 +121,10 @@ class KafkaProtocolHandler(ProtocolHandler):
 
         self.service = services
         self.metrics = services.metrics
-        await self.share.start(ShareStateStore(self.config, services.topics))  # __share_group_state, when present
+        dlq = DeadLetterQueue(services.topics, lambda: services.features.level(SHARE_VERSION))  # KIP-1191
+        # __share_group_state when present; membership in __consumer_offsets, configs in the metadata store
+        await self.share.start(ShareStateStore(self.config, services.topics), dlq, services.coordinator,
+                               services.storage.metadata_store)
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches

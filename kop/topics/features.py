@@ -13,9 +13,11 @@ defaults (checked against a 4.4.0 broker's `kafka-features describe`):
   finalized level from ApiVersions and runs the TV2 path (EndTxn v5, implicit partition adds in Produce v12+)
   at 2, the classic path below; what the broker does follows the versions each client sends, so both kinds of
   clients keep working whatever the level.
-Not advertised: eligible.leader.replicas.version (replication; there are no replicas here),
-share.version and streams.version (share and streams groups are not served): an update of them gets Kafka's
-"does not support this feature".
+- share.version 0-2, finalized 2: share groups (KIP-932) at 1, their dead-letter queue (KIP-1191) at 2
+  (kop/coordinator/share/dlq.py: below 2, a group's errors.deadletterqueue.topic.name has no effect).
+Not advertised: eligible.leader.replicas.version (replication; there are no replicas here) and
+streams.version (streams groups are not served): an update of them gets Kafka's "does not support this
+feature".
 
 Validation is Kafka's FeatureControlManager, with its messages and INVALID_UPDATE_VERSION; an error fails the
 whole request ("The update failed for all features since the following feature had an error: ...").
@@ -39,6 +41,7 @@ METADATA_VERSION = "metadata.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 KRAFT_VERSION = "kraft.version"
+SHARE_VERSION = "share.version"
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
@@ -55,6 +58,7 @@ SUPPORTED: dict[str, Feature] = {f.name: f for f in (
     Feature(GROUP_VERSION, 0, 1, 1),
     Feature(KRAFT_VERSION, 0, 1, 0),
     Feature(METADATA_VERSION, 7, 33, 33),
+    Feature(SHARE_VERSION, 0, 2, 2),
     Feature(TRANSACTION_VERSION, 0, 2, 2),
 )}
 

@@ -1,6 +1,6 @@
 """Issue 23, share groups (KIP-932): Kafka 4.4's KafkaShareConsumer (tests/support/ShareProbe.java, on the
-kafka-clients 4.4 jars of .cache/kafka-clients-4.4/) on our broker and on Apache Kafka (4.4 with
-KOP_KAFKA_LIBS=.cache/kafka-libs-4.4; share groups are on by default since 4.2).
+suite's Kafka 4.4 jars, tests/support/java.py KAFKA_LIBS) on our broker and on Apache Kafka (the suite's 4.4;
+share groups are on by default since 4.2, their dead-letter queue with share.version 2 since 4.4).
 
 Three share consumers of one group read a 1-partition topic at once (explicit acknowledgement, 3 records per
 poll): every record is delivered, a record released at its first delivery comes again with delivery count 2,
@@ -8,7 +8,10 @@ an accepted one is never delivered again - neither to the three nor to a fourth 
 reads after them and gets only the record produced after (the group config share.auto.offset.reset=earliest is
 set first through IncrementalAlterConfigs on the GROUP resource). The state machine's rules in detail (locks
 with a fake clock, the delivery-count limit, acknowledgement types) are unit tests:
-tests/test_share_partition.py, tests/test_share_groups_unit.py.
+tests/test_share_partition.py, tests/test_share_groups_unit.py. Also here: the tools, a crashed consumer,
+read_committed, a kill -9 (share-partition state, a member with its epoch and a group config survive it) and
+the dead-letter queue; the membership records' and DLQ records' layouts: tests/test_share_group_records.py,
+tests/test_share_dlq.py; hostile input: tests/test_share_hostile.py.
 """
 
 from __future__ import annotations
@@ -20,18 +23,18 @@ import uuid
 from pathlib import Path
 
 from tests.support.clients import create_topic
-from tests.support.java import REPO_ROOT, JavaToolsMissing, compiled_probe, java_executable
+from tests.support.java import REPO_ROOT, JavaToolsMissing, check_kafka_libs, compiled_probe, java_executable
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "ShareProbe.java"
-KAFKA44_LIBS = Path(os.environ.get("KOP_KAFKA44_LIBS", REPO_ROOT / ".cache" / "kafka-clients-4.4"))
 COUNT = 30
 CONSUMERS = 3
 
 
 def _run_probe(bootstrap: str, topic: str, group: str, *args: object) -> list[str]:
-    if not (KAFKA44_LIBS / ".complete").exists():
-        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {KAFKA44_LIBS} - run scripts/setup")
-    classpath = f"{KAFKA44_LIBS}/*"
+    libs = check_kafka_libs()
+    if not list(libs.glob("kafka-clients-4.4.*.jar")):
+        raise JavaToolsMissing(f"the Kafka 4.4 client is not in {libs} - run scripts/setup")
+    classpath = f"{libs}/*"
     jar = compiled_probe(PROBE, classpath)
     cmd = [java_executable(), "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
            f"-Dlog4j2.configurationFile={REPO_ROOT / 'tools' / 'java' / 'log4j2.properties'}",
@@ -76,6 +79,7 @@ def test_three_share_consumers_on_one_partition(target) -> None:
 
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
 STATE_FORMATTER = "org.apache.kafka.tools.consumer.group.share.ShareGroupStateMessageFormatter"
+GROUP_FORMATTER = "org.apache.kafka.tools.consumer.ShareGroupMessageFormatter"
 CONSOLE_SHARE_CONSUMER = "org.apache.kafka.tools.consumer.ConsoleShareConsumer"
 
 
@@ -135,7 +139,9 @@ def test_share_group_tools(target, java_tools) -> None:
 def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
     """Three of five records accepted, two released; the broker is killed (SIGKILL) and restarted: a consumer of
     the group then gets only the two not accepted - the state came back from __share_group_state (Kafka: its
-    share coordinator's same topic), whose records Kafka's own ShareGroupStateMessageFormatter reads."""
+    share coordinator's same topic), whose records Kafka's own ShareGroupStateMessageFormatter reads. A member
+    that crashed before the kill is still a member afterwards, with its epoch (membership in __consumer_offsets),
+    and the group config it set is still set (the metadata store; Kafka: its metadata log)."""
     broker = target.dedicated_broker()
     topic = f"share-kill-{uuid.uuid4().hex[:8]}"
     group = f"share-kg-{uuid.uuid4().hex[:8]}"
@@ -144,8 +150,24 @@ def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
 
     first = _run_probe(broker.bootstrap, topic, group, "part", 3, 3)
     assert sorted(line.rsplit(" ", 1)[0] for line in first if "ACCEPT" in line) == [f"GOT r{i} ACCEPT" for i in range(3)]
+    # A member that stays (its JVM halted: no leave), and a group config: both survive the kill too.
+    _run_probe(broker.bootstrap, topic, group, "crash")
+    members = _members(java_tools, broker.bootstrap, group)
+    assert len(members) == 1, members
     broker.kill()
     broker.restart()
+    assert _members(java_tools, broker.bootstrap, group) == members  # its member id and epoch, from the log
+    r = java_tools.run(_configs_tool(java_tools), "--bootstrap-server", broker.bootstrap, "--describe",
+                       "--entity-type", "groups", "--entity-name", group, check=True)
+    assert "share.record.lock.duration.ms=15000" in r.stdout, r.stdout
+    # The membership records, as Kafka's own ShareGroupMessageFormatter reads them from __consumer_offsets.
+    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "__consumer_offsets",
+                       "--from-beginning", "--timeout-ms", "5000", "--formatter", GROUP_FORMATTER)
+    records = [s for s in _json_values(r.stdout) if s.get("key", {}).get("data", {}).get("groupId") == group]
+    current = {s["key"]["data"]["memberId"]: s["value"]["data"]["memberEpoch"] for s in records
+               if s["key"]["type"] == 14 and s.get("value")}
+    assert {s["key"]["type"] for s in records} >= {10, 11, 14}, r.stdout[-3000:]
+    assert [[members[0][1], str(current[members[0][1]])]] == [[m[1], m[5]] for m in members], (current, members)
 
     after = _run_probe(broker.bootstrap, topic, group, "part", 5, 2)
     assert [line.rsplit(" ", 1)[0] for line in after if line.startswith("GOT ")] == ["GOT r3 ACCEPT", "GOT r4 ACCEPT"]
@@ -160,6 +182,13 @@ def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
     last = mine[-1]["value"]["data"]
     done = all(b["deliveryState"] == 2 for b in last["stateBatches"])
     assert last["startOffset"] == 5 or (done and last["stateBatches"][-1]["lastOffset"] == 4), last
+
+
+def _members(java_tools, bootstrap: str, group: str) -> list[list[str]]:
+    """kafka-share-groups --describe --members' rows: [group, consumer id, host, client id, (assignment...)]."""
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", bootstrap, "--describe", "--members", "--verbose",
+                       "--group", group, check=True)
+    return [line.split() for line in r.lines if line.startswith(group)]
 
 
 def _json_values(text: str) -> list[dict]:
@@ -208,3 +237,50 @@ def test_read_committed_share_group_skips_aborted_transactions(target) -> None:
 
     got = _run_probe(b, topic, group, "part", 10, 3, "share.isolation.level=read_committed")
     assert [line.split()[1] for line in got if line.startswith("GOT ")] == ["c0", "c1", "c4"], got
+
+
+def test_dead_letter_queue(target) -> None:
+    """share.version 2 (KIP-1191): the group names a DLQ topic (errors.deadletterqueue.topic.name, the topic
+    created with errors.deadletterqueue.group.enable=true and Kafka's "dlq." prefix) and copies records to it;
+    a REJECTed record and one released at the delivery-count limit (2 here) go to the DLQ topic, with the key
+    and value copied and Kafka's __dlq.errors.* headers; accepted records do not."""
+    from confluent_kafka import Consumer, Producer
+
+    b = target.broker().bootstrap
+    topic = f"share-dlq-{uuid.uuid4().hex[:8]}"
+    dlq = f"dlq.share-{uuid.uuid4().hex[:8]}"
+    group = f"share-dg-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    create_topic(b, dlq, partitions=1, config={"errors.deadletterqueue.group.enable": "true"})
+    p = Producer({"bootstrap.servers": b, "linger.ms": 0})
+    for v in ("x0", "r1", "a2", "end"):
+        p.produce(topic, key=f"k-{v}".encode(), value=v.encode())
+        p.flush(60)
+
+    got = _run_probe(b, topic, group, "dlq", 2, "share.delivery.count.limit=2",
+                     f"errors.deadletterqueue.topic.name={dlq}", "errors.deadletterqueue.copy.record.enable=true")
+    assert {line.rsplit(" ", 1)[0] for line in got if line.startswith("GOT ")} == {
+        "GOT x0 reject", "GOT r1 release", "GOT a2 accept", "GOT end accept"}, got
+
+    c = Consumer({"bootstrap.servers": b, "group.id": f"dlq-reader-{uuid.uuid4().hex[:8]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([dlq])
+    dead = []
+    try:
+        for _ in range(120):  # Kafka writes the DLQ in the background: read until both records are there
+            msg = c.poll(0.5)
+            if msg is not None and msg.error() is None:
+                dead.append(msg)
+            if len(dead) >= 2:
+                break
+    finally:
+        c.close()
+    rows = sorted((m.key(), m.value(), {k: v.decode() for k, v in m.headers() or []}) for m in dead)
+    assert rows == [
+        (b"k-r1", b"r1", {"__dlq.errors.topic": topic, "__dlq.errors.partition": "0", "__dlq.errors.offset": "1",
+                          "__dlq.errors.group": group, "__dlq.errors.delivery.count": "2",
+                          "__dlq.errors.message": "Offset delivery count exceeded the threshold."}),
+        (b"k-x0", b"x0", {"__dlq.errors.topic": topic, "__dlq.errors.partition": "0", "__dlq.errors.offset": "0",
+                          "__dlq.errors.group": group, "__dlq.errors.delivery.count": "1",
+                          "__dlq.errors.message": "Offset rejected by client."}),
+    ], rows

@@ -1,4 +1,4 @@
-// Kafka 4.4 share consumers (KIP-932's KafkaShareConsumer, kafka-clients 4.4 of .cache/kafka-clients-4.4/) for
+// Kafka 4.4 share consumers (KIP-932's KafkaShareConsumer, kafka-clients 4.4 of the suite's Kafka jars) for
 // tests/e2e/test_share_groups.py.
 //
 //   run <bootstrap> <topic> <group> <count> <consumers>
@@ -14,6 +14,12 @@
 //     sets share.auto.offset.reset to earliest (and the config given), then one share consumer (explicit acknowledgement) ACCEPTs the
 //     records "r<i>" with i < <accept-below> and RELEASEs the others, until it accepted <accepts> records.
 //     Prints: GOT <value> <ACCEPT|RELEASE> <deliveryCount> per delivery, DONE.
+//
+//   dlq <bootstrap> <topic> <group> <delivery limit> [<group config>=<value>...]
+//     sets share.auto.offset.reset to earliest and the configs given, then one share consumer (explicit
+//     acknowledgement) REJECTs the records "x<i>", RELEASEs the records "r<i>" and ACCEPTs the others, until it
+//     accepted "end" and released every "r" record at the delivery limit (then the broker archives it).
+//     Prints: GOT <value> <ACCEPT|RELEASE|REJECT> <deliveryCount> per delivery, DONE.
 //
 //   crash <bootstrap> <topic> <group>
 //     sets share.auto.offset.reset to earliest and share.record.lock.duration.ms to 15000 (Kafka's minimum),
@@ -47,6 +53,11 @@ public class ShareProbe {
         earliest(bootstrap, group);
         if (args[0].equals("crash")) {
             crash(bootstrap, topic, group);
+            return;
+        }
+        if (args[0].equals("dlq")) {
+            for (int i = 5; i < args.length; i++) setConfig(bootstrap, group, args[i].split("=", 2)[0], args[i].split("=", 2)[1]);
+            dlq(bootstrap, topic, group, Integer.parseInt(args[4]));
             return;
         }
         if (args[0].equals("part")) {
@@ -131,6 +142,30 @@ public class ShareProbe {
             }
         }
         if (accepted < accepts) throw new IllegalStateException("accepted " + accepted + " of " + accepts);
+        System.out.println("DONE");
+    }
+
+    static void dlq(String bootstrap, String topic, String group, int limit) {
+        long deadline = System.currentTimeMillis() + DEADLINE_MS;
+        Map<String, Short> released = new ConcurrentHashMap<>();
+        boolean end = false;
+        try (KafkaShareConsumer<String, String> consumer = consumer(bootstrap, group)) {
+            consumer.subscribe(List.of(topic));
+            while (!(end && released.values().stream().allMatch(n -> n >= limit))
+                   && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
+                    short delivery = r.deliveryCount().orElse((short) -1);
+                    AcknowledgeType type = r.value().startsWith("x") ? AcknowledgeType.REJECT
+                        : r.value().startsWith("r") ? AcknowledgeType.RELEASE : AcknowledgeType.ACCEPT;
+                    consumer.acknowledge(r, type);
+                    System.out.println("GOT " + r.value() + " " + type + " " + delivery);
+                    if (type == AcknowledgeType.RELEASE) released.merge(r.value(), delivery, (a, b) -> (short) Math.max(a, b));
+                    end |= r.value().equals("end");
+                }
+                consumer.commitSync();
+            }
+        }
+        if (!end) throw new IllegalStateException("no end record");
         System.out.println("DONE");
     }
 

@@ -6,23 +6,36 @@ long-polling ShareFetches (woken when records come back: released, timed out, or
 One per Kafka protocol handler (kop/kafka/handler.py): alone, this broker is the group coordinator and the
 leader of every partition, so membership and share-partition state live together. Share-partition state is
 durable in __share_group_state (store.py: a snapshot after each change, written before acknowledgements
-are answered); membership and group configs are in memory (a restart forgets them: members join again).
+are answered). Membership is durable as Kafka keeps it, in __consumer_offsets (group_records.py: the records
+that changed are written through the group coordinator's runtime before a heartbeat is answered, and the groups
+restored from the records its load replayed); the group configs in the metadata store (Kafka: its metadata
+log), one node per group under /kop/share-group-configs, read at start.
+Records archived for a group with a dead-letter queue are written to it when the state is (dlq.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kop.coordinator.consumer_group import Metadata
+from kop.coordinator.share import group_records as grec
+from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME, DeadLetterQueue
 from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
 from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
 from kop.coordinator.share.records import ShareState
 from kop.coordinator.share.store import ShareStateStore
 from kop.protocol.errors import ErrorCode
+from kop.storage.api import MetadataStore
+
+if TYPE_CHECKING:
+    from kop.coordinator.coordinator import GroupCoordinator  # it imports group_records
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +47,14 @@ GROUP_CONFIG_DEFAULTS: dict[str, str] = {
     "share.record.lock.duration.ms": str(DEFAULT_LOCK_MS),
     "share.delivery.count.limit": str(DEFAULT_DELIVERY_LIMIT),
     "share.isolation.level": "read_uncommitted",
+    TOPIC_NAME: "",  # KIP-1191's dead-letter queue (share.version 2)
+    COPY_RECORD: "false",
 }
 FINAL_EPOCH = -1
+CONFIGS_PATH = "/kop/share-group-configs"
+#: the order Kafka tombstones a share group's records in: the members' first, the group epoch last
+_TOMBSTONE_ORDER = (grec.CURRENT_ASSIGNMENT, grec.TARGET_MEMBER, grec.MEMBER_METADATA, grec.TARGET_METADATA,
+                    grec.GROUP_METADATA)
 
 
 @dataclass(slots=True)
@@ -61,6 +80,13 @@ class ShareCoordinator:
         self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
         self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
         self._flushes: set[asyncio.Task[None]] = set()
+        self.dlq: DeadLetterQueue | None = None  # the dead-letter queue writer, once the broker started
+        self.group_coordinator: GroupCoordinator | None = None  # where membership records go (__consumer_offsets)
+        self.config_store: MetadataStore | None = None  # where group configs go
+        self._written: dict[str, dict[bytes, bytes]] = {}  # per group: its records as last written
+        self._dirty_groups: set[str] = set()  # groups whose membership changed since
+        self._dirty_configs: set[str] = set()  # groups whose configs changed since
+        self._restore: asyncio.Task[None] | None = None
 
     def now(self) -> int:
         return int(self._clock() * 1000)
@@ -68,6 +94,7 @@ class ShareCoordinator:
     def heartbeat(self, req: ShareHeartbeat) -> ShareHeartbeatResult:
         """ShareGroupHeartbeat; a member that left has its acquired records released at once."""
         result = self.groups.heartbeat(req, self.now())
+        self._dirty_groups.add(req.group_id)
         for gid, mid in self.groups.take_left():
             self.sessions.pop((gid, mid), None)
             self._release_member(gid, mid)
@@ -85,10 +112,16 @@ class ShareCoordinator:
             values.pop(name, None)
         else:
             values[name] = value
+        self._dirty_configs.add(group_id)
         for (gid, _, _), sp in self.partitions.items():
             if gid == group_id:
                 sp.lock_ms = int(self.config(group_id, "share.record.lock.duration.ms"))
                 sp.delivery_limit = int(self.config(group_id, "share.delivery.count.limit"))
+                sp.dlq = self._dlq_on(group_id)
+
+    def _dlq_on(self, group_id: str) -> bool:
+        """Whether the group's archived records go to a dead-letter queue (a DLQ topic named, share.version 2)."""
+        return self.dlq is not None and self.dlq.enabled(self.config(group_id, TOPIC_NAME))
 
     # ------------------------------------------------------------------ share-partitions
     def share_partition(self, key: Key, log_start: int, high_watermark: int) -> SharePartition:
@@ -109,20 +142,51 @@ class ShareCoordinator:
             if durable is not None:
                 sp.restore(durable.batches)
                 self._epochs[key] = durable.snapshot_epoch
+        sp.dlq = self._dlq_on(key[0])  # share.version may have changed since
         if sp.start_offset < log_start:  # retention or DeleteRecords removed records not yet delivered
             sp.reset_start(log_start)
             self._dirty.add(key)
         return sp
 
     # ------------------------------------------------------------------ durability
-    async def start(self, store: ShareStateStore) -> None:
-        """At broker start: durable state from an earlier run is loaded (when its topic exists)."""
+    async def start(self, store: ShareStateStore, dlq: DeadLetterQueue | None = None,
+                    group_coordinator: GroupCoordinator | None = None, config_store: MetadataStore | None = None
+                    ) -> None:
+        """At broker start: durable state from an earlier run is loaded (when its topic exists), the group
+        configs read, and the groups restored once the group coordinator has replayed __consumer_offsets."""
         self.store = store
+        self.dlq = dlq
+        self.group_coordinator = group_coordinator
+        self.config_store = config_store
+        if config_store is not None:
+            for child in await config_store.children(CONFIGS_PATH):
+                got = await config_store.get(f"{CONFIGS_PATH}/{child}")
+                if got is not None:
+                    self.configs.setdefault(urllib.parse.unquote(child), json.loads(got[0]))
+        if group_coordinator is not None:
+            self._restore = asyncio.ensure_future(self._restore_groups(group_coordinator))
         await store.start_if_present()
         self._materialize()
 
+    async def _restore_groups(self, coordinator: GroupCoordinator) -> None:
+        """The share groups of the replayed __consumer_offsets records, their sessions starting now."""
+        await coordinator.wait_loaded()
+        deadline = self.now() + self.groups.session_timeout_ms
+        for gid, group in grec.restore(coordinator.share_records, deadline).items():
+            if gid not in self.groups.groups:
+                self.groups.groups[gid] = group
+        for key, value in coordinator.share_records.items():
+            self._written.setdefault(grec.decode_key(key).group, {})[key] = value
+        self.arm()
+
+    async def groups_ready(self) -> None:
+        """The share groups restored from __consumer_offsets (what membership requests wait for)."""
+        if self._restore is not None:
+            await asyncio.shield(self._restore)
+
     async def ready(self) -> None:
-        """The durable state loaded (and its topic created on first use)."""
+        """The durable state loaded (and its topic created on first use), the groups restored."""
+        await self.groups_ready()
         if self.store is not None:
             await self.store.ready()
             self._materialize()
@@ -139,7 +203,11 @@ class ShareCoordinator:
 
     async def flush(self) -> None:
         """Write a snapshot of every changed share-partition (a tombstone for a forgotten one), durable when
-        this returns - acknowledgements are answered after their state is written, as in Kafka."""
+        this returns - acknowledgements are answered after their state is written, as in Kafka - and the
+        records archived for a dead-letter queue to it."""
+        await self._write_dead()
+        await self._write_groups()
+        await self._write_configs()
         if self.store is None:
             self._dirty.clear()
             self._deleted.clear()
@@ -161,9 +229,77 @@ class ShareCoordinator:
                 # e.g. cluster mode, where the state's __share_group_state partition is another broker's
                 log.warning("share-partition state %s not written: %s", key, e)
 
+    async def _write_dead(self) -> None:
+        for (gid, tid, p), sp in list(self.partitions.items()):
+            runs = sp.take_dead()
+            if runs and self.dlq is not None:
+                try:
+                    await self.dlq.write(gid, tid, p, runs, self.config(gid, TOPIC_NAME),
+                                         self.config(gid, COPY_RECORD).lower() == "true")
+                except Exception as e:  # noqa: BLE001 - the records stay archived, as Kafka's after a failed write
+                    log.warning("share group DLQ: records of %s not written: %s", gid, e)
+
+    def _group_changes(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """What to write for a group: its records that changed, then tombstones of those gone (Kafka's order)."""
+        group = self.groups.groups.get(group_id)
+        now = grec.records_of(group) if group is not None and (group.members or group.group_epoch) else {}
+        old = self._written.get(group_id, {})
+        out: list[tuple[bytes, bytes | None]] = [(k, v) for k, v in now.items() if old.get(k) != v]
+        gone = sorted((k for k in old if k not in now),
+                      key=lambda k: _TOMBSTONE_ORDER.index(t) if (t := grec.decode_key(k).type) in _TOMBSTONE_ORDER
+                      else -1)
+        return out + [(k, None) for k in gone]
+
+    async def _write_groups(self) -> None:
+        """The membership records that changed, to __consumer_offsets (the group coordinator's partition of the
+        group); a failed write is logged and retried whole with the next change."""
+        coordinator = self.group_coordinator
+        dirty, self._dirty_groups = self._dirty_groups, set()
+        if coordinator is None:
+            return
+        for gid in sorted(dirty):
+            records = self._group_changes(gid)
+            if not records:
+                continue
+            try:
+                await coordinator.runtime.write(coordinator.partition_of(gid), records, int(time.time() * 1000))
+            except Exception as e:  # noqa: BLE001 - the groups in memory stay right; the next change retries
+                log.warning("share group %s records not written: %s", gid, e)
+                self._dirty_groups.add(gid)
+                continue
+            written = self._written.setdefault(gid, {})
+            for key, value in records:
+                if value is None:
+                    written.pop(key, None)
+                else:
+                    written[key] = value
+            if not written:
+                del self._written[gid]
+
+    async def _write_configs(self) -> None:
+        """Changed group configs to the metadata store (a group without any: its node removed)."""
+        store = self.config_store
+        dirty, self._dirty_configs = self._dirty_configs, set()
+        if store is None:
+            return
+        for gid in sorted(dirty):
+            path = f"{CONFIGS_PATH}/{urllib.parse.quote(gid, safe='')}"
+            values = self.configs.get(gid)
+            try:
+                if values:
+                    await store.put(path, json.dumps(values, sort_keys=True).encode())
+                elif await store.exists(path):
+                    await store.delete(path)
+            except Exception as e:  # noqa: BLE001 - kept in memory; the next change writes it again
+                log.warning("share group %s configs not written: %s", gid, e)
+                self._dirty_configs.add(gid)
+
     def flush_soon(self) -> None:
         """flush() in the background (timer-driven changes: lock time-outs, members gone)."""
-        if not (self._dirty or self._deleted) or self.store is None:
+        if self.store is None and self.dlq is None and self.group_coordinator is None:
+            return
+        if not (self._dirty or self._deleted or self._dirty_groups or self._dirty_configs
+                or any(sp.dead for sp in self.partitions.values())):
             return
         task = asyncio.ensure_future(self.flush())
         self._flushes.add(task)
@@ -211,6 +347,8 @@ class ShareCoordinator:
         if topic_ids is None:
             self.groups.groups.pop(group_id, None)
             self.configs.pop(group_id, None)
+            self._dirty_groups.add(group_id)
+            self._dirty_configs.add(group_id)
 
     # ------------------------------------------------------------------ sessions
     def open_session(self, group_id: str, member_id: str, epoch: int, connection: object = None
@@ -256,6 +394,7 @@ class ShareCoordinator:
         self.groups.expire(now)
         woke = False
         for gid, mid in self.groups.take_left():
+            self._dirty_groups.add(gid)
             self.sessions.pop((gid, mid), None)
             self._release_member(gid, mid)
         for key, sp in self.partitions.items():

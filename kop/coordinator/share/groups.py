@@ -10,9 +10,9 @@ members; with as many members as partitions or more - the queue case - it too gi
 every member). The topic metadata is the consumer-group machine's (kop/coordinator/consumer_group.py's
 `Metadata`: Kafka name -> (topic id, partition count)), read through the callable the caller gives.
 
-How it differs from Kafka 4.4: the groups live in memory only (not in __consumer_offsets' share-group
-records), so a restart forgets the members - clients join again with epoch 0 after UNKNOWN_MEMBER_ID; no
-group size limit; no rack-aware assignment.
+The groups are durable through the coordinator (coordinator.py, group_records.py: Kafka's share-group
+records in __consumer_offsets). How it differs from Kafka 4.4: no group size limit; no rack-aware assignment;
+a member's PreviousMemberEpoch is not kept (its record carries the member epoch twice).
 """
 
 from __future__ import annotations
@@ -72,6 +72,26 @@ class ShareHeartbeatResult:
     assignment: Partitions | None = None
 
 
+def _blank(value: str | None) -> bool:
+    """Kafka's Utils.throwIfEmptyString test: set, and only whitespace."""
+    return value is not None and not value.strip()
+
+
+def _invalid(req: ShareHeartbeat) -> str | None:
+    """Kafka 4.4's throwIfShareGroupHeartbeatRequestIsInvalid, in its order: the INVALID_REQUEST message."""
+    if _blank(req.member_id) or not req.member_id:
+        return "MemberId can't be empty."
+    if _blank(req.group_id) or not req.group_id:
+        return "GroupId can't be empty."
+    if _blank(req.rack_id):
+        return "RackId can't be empty."
+    if req.member_epoch == 0 and not req.subscribed_topic_names:
+        return "SubscribedTopicNames must be set in first request."
+    if req.member_epoch < LEAVE_EPOCH:
+        return "MemberEpoch is invalid."
+    return None
+
+
 class ShareGroups:
     """Every share group of this coordinator; `left` collects the members that left or expired, whose
     acquired records the caller releases."""
@@ -84,10 +104,9 @@ class ShareGroups:
         self.left: list[tuple[str, str]] = []  # (group id, member id)
 
     def heartbeat(self, req: ShareHeartbeat, now: int) -> ShareHeartbeatResult:
-        if not req.group_id:
-            return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
-        if not req.member_id:
-            return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        refused = _invalid(req)
+        if refused is not None:
+            return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST, refused)
         group = self.groups.get(req.group_id)
         if req.member_epoch == LEAVE_EPOCH:
             if group is not None and group.members.pop(req.member_id, None) is not None:
@@ -95,9 +114,6 @@ class ShareGroups:
                 self._bump(group)
             return ShareHeartbeatResult(0, member_id=req.member_id, member_epoch=LEAVE_EPOCH)
         if req.member_epoch == 0:
-            if req.subscribed_topic_names is None:
-                return ShareHeartbeatResult(ErrorCode.INVALID_REQUEST,
-                                            "SubscribedTopicNames must be set in first request.")
             group = self.groups.setdefault(req.group_id, ShareGroup(req.group_id))
             member = group.members.get(req.member_id)
             if member is None:

@@ -16,6 +16,9 @@ lock deadline. The rules are Kafka's (SharePartition):
 - The SPSO moves over the done prefix of the window, so the state kept is only the in-flight records.
 - At most `max_in_flight` offsets are in the window (Kafka's group.share.partition.max.record.locks,
   2000): acquisition stops there until the SPSO moves.
+- Dead-letter queue (share.version 2, KIP-1191): with `dlq` on (the group names a DLQ topic), a REJECTed
+  record and one archived at the delivery limit are also listed in `dead` - (first, last, delivery count,
+  cause) runs with Kafka's cause messages - which the coordinator writes to the DLQ topic (dlq.py).
 The record batches themselves stay opaque: acquisition is told which offset ranges the log holds (one
 range per stored batch) and answers the ranges acquired, as ShareFetch's AcquiredRecords.
 """
@@ -31,6 +34,10 @@ from kop.protocol.errors import ErrorCode
 DEFAULT_LOCK_MS = 30_000
 DEFAULT_DELIVERY_LIMIT = 5
 DEFAULT_MAX_IN_FLIGHT = 2000
+#: Kafka's ShareGroupDLQManager causes, the DLQ record's __dlq.errors.message header
+CLIENT_REJECT = "Offset rejected by client."
+DELIVERY_COUNT_EXCEEDED = "Offset delivery count exceeded the threshold."
+DeadRun = tuple[int, int, int, str]  # (first offset, last offset, delivery count, cause)
 
 
 class RecordState(enum.IntEnum):
@@ -48,6 +55,9 @@ class AckType(enum.IntEnum):
     RELEASE = 2
     REJECT = 3
     RENEW = 4  # keep the records, their lock starting again
+
+
+_ACK_TYPES = frozenset(int(t) for t in AckType)
 
 
 @dataclass(slots=True)
@@ -77,6 +87,8 @@ class SharePartition:
         self.delivery_limit = delivery_limit
         self.max_in_flight = max_in_flight
         self._offsets: dict[int, _InFlight] = {}  # offsets of [SPSO, SPEO) that are not plain new AVAILABLE
+        self.dlq = False  # whether archived records go to the group's dead-letter queue
+        self.dead: list[DeadRun] = []  # records for the DLQ, not yet taken by the coordinator
 
     # ------------------------------------------------------------------ reading
     def state(self, offset: int) -> tuple[RecordState, int]:
@@ -151,30 +163,41 @@ class SharePartition:
     # ------------------------------------------------------------------ acknowledging
     def acknowledge(self, member: str, first: int, last: int, types: list[int], now: int = 0) -> int:
         """Apply one AcknowledgementBatch: `types` has one type for the whole range or one per offset.
-        Answers 0, INVALID_REQUEST for a malformed batch, or INVALID_RECORD_STATE when an offset is not
-        ACQUIRED by this member (then nothing of the batch is applied)."""
+        Answers 0, INVALID_REQUEST for a malformed batch (negative or reversed offsets, a type count that is
+        neither 1 nor the range's length, an unknown type), or INVALID_RECORD_STATE when an offset is not
+        ACQUIRED by this member - offsets past what was ever acquired, or below the start offset but for GAPs,
+        included (then nothing of the batch is applied). The work is bounded by the in-flight window, whatever
+        range a hostile batch names."""
         n = last - first + 1
-        if n <= 0 or len(types) not in (1, n) or any(t not in AckType.__members__.values() for t in types):
+        if first < 0 or n <= 0 or len(types) not in (1, n) or any(t not in _ACK_TYPES for t in types):
             return ErrorCode.INVALID_REQUEST
-        kinds = types if len(types) == n else types * n
-        for i, off in enumerate(range(first, last + 1)):
+        if last >= self.end_offset:
+            return ErrorCode.INVALID_RECORD_STATE
+        if first < self.start_offset:  # done offsets: only GAPs may name them
+            below = types[:1] if len(types) == 1 else types[:self.start_offset - first]
+            if any(t != AckType.GAP for t in below):
+                return ErrorCode.INVALID_RECORD_STATE
+        lo = max(first, self.start_offset)
+
+        def kind(off: int) -> int:
+            return types[0] if len(types) == 1 else types[off - first]
+
+        for off in range(lo, last + 1):
             f = self._offsets.get(off)
-            if kinds[i] == AckType.GAP and off < self.start_offset:
-                continue
             if f is None or f.state != RecordState.ACQUIRED or f.member != member:
                 return ErrorCode.INVALID_RECORD_STATE
-        for i, off in enumerate(range(first, last + 1)):
-            f = self._offsets.get(off)
-            if f is None:
-                continue
-            kind = kinds[i]
-            if kind == AckType.ACCEPT:
+        for off in range(lo, last + 1):
+            f = self._offsets[off]
+            k = kind(off)
+            if k == AckType.ACCEPT:
                 self._finish(f, RecordState.ACKNOWLEDGED)
-            elif kind == AckType.RENEW:
+            elif k == AckType.RENEW:
                 f.deadline = now + self.lock_ms
-            elif kind == AckType.RELEASE:
-                self._release(f)
+            elif k == AckType.RELEASE:
+                self._release(f, off)
             else:  # REJECT, GAP
+                if k == AckType.REJECT:
+                    self._dead(off, f.delivery_count, CLIENT_REJECT)
                 self._finish(f, RecordState.ARCHIVED)
         self._advance()
         return 0
@@ -183,9 +206,9 @@ class SharePartition:
         """A member left or its share session closed: its acquired records are released (AVAILABLE, or ARCHIVED
         at the delivery limit). Answers how many."""
         released = 0
-        for f in self._offsets.values():
+        for off, f in self._offsets.items():
             if f.state == RecordState.ACQUIRED and f.member == member:
-                self._release(f)
+                self._release(f, off)
                 released += 1
         self._advance()
         return released
@@ -193,18 +216,32 @@ class SharePartition:
     def expire_locks(self, now: int) -> int:
         """Release the records whose acquisition lock timed out by `now`; answers how many."""
         expired = 0
-        for f in self._offsets.values():
+        for off, f in self._offsets.items():
             if f.state == RecordState.ACQUIRED and f.deadline <= now:
-                self._release(f)
+                self._release(f, off)
                 expired += 1
         self._advance()
         return expired
 
-    def _release(self, f: _InFlight) -> None:
+    def _release(self, f: _InFlight, offset: int) -> None:
         if f.delivery_count >= self.delivery_limit:
+            self._dead(offset, f.delivery_count, DELIVERY_COUNT_EXCEEDED)
             self._finish(f, RecordState.ARCHIVED)
         else:
             self._finish(f, RecordState.AVAILABLE)
+
+    def _dead(self, offset: int, delivery_count: int, cause: str) -> None:
+        """A record archived for the dead-letter queue (when the group has one), merged into the last run."""
+        if not self.dlq:
+            return
+        if self.dead and self.dead[-1][1] == offset - 1 and self.dead[-1][2:] == (delivery_count, cause):
+            self.dead[-1] = (self.dead[-1][0], offset, delivery_count, cause)
+        else:
+            self.dead.append((offset, offset, delivery_count, cause))
+
+    def take_dead(self) -> list[DeadRun]:
+        out, self.dead = self.dead, []
+        return out
 
     @staticmethod
     def _finish(f: _InFlight, state: RecordState) -> None:

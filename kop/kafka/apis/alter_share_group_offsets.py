@@ -9,6 +9,7 @@ exist yet (the state is created). An offset outside [log start, high watermark] 
 from __future__ import annotations
 
 from kop.kafka import authorize
+from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
@@ -25,6 +26,8 @@ async def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Alt
     def failed(code: int, message: str) -> AlterShareGroupOffsetsResponse:
         return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
+    if share_disabled(ctx):
+        return failed(*UNSUPPORTED)
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     gid = ctx.names.global_id(req.group_id)

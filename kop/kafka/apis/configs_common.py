@@ -210,6 +210,7 @@ async def alter_resources(
             except ConfigRequestError as e:
                 answer((e.error, e.message))
             else:
+                await h.share.flush()  # durable (the metadata store) before the answer
                 answer((0, None))
             continue
         if res.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):

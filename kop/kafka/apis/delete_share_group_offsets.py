@@ -9,6 +9,7 @@ broker does not know is GROUP_ID_NOT_FOUND; an unknown topic is UNKNOWN_TOPIC_OR
 from __future__ import annotations
 
 from kop.kafka import authorize
+from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
@@ -25,6 +26,8 @@ async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> De
     def failed(code: int, message: str) -> DeleteShareGroupOffsetsResponse:
         return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[])
 
+    if share_disabled(ctx):
+        return failed(*UNSUPPORTED)
     if not authorize.group_allowed(ctx, authorize.Op.DELETE, req.group_id):
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     gid = ctx.names.global_id(req.group_id)

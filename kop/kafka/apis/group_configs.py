@@ -2,16 +2,18 @@
 and DescribeConfigs: what `kafka-configs --entity-type groups` and Admin.incrementalAlterConfigs change.
 
 The share configs are served - share.auto.offset.reset (latest / earliest), share.record.lock.duration.ms,
-share.delivery.count.limit and share.isolation.level - with Kafka 4.4's bounds (the broker's
-group.share.min/max.record.lock.duration.ms 15000-60000 and group.share.min/max.delivery.count.limit 2-10
-defaults). They are kept by the share coordinator (kop/coordinator/share/coordinator.py) in memory: a restart
-forgets them (Kafka stores them in its metadata log). Other group configs (consumer.*, streams.*) are refused
+share.delivery.count.limit, share.isolation.level and the dead-letter queue's errors.deadletterqueue.topic.name
+and errors.deadletterqueue.copy.record.enable (KIP-1191, kop/coordinator/share/dlq.py) - with Kafka 4.4's
+bounds (the broker's group.share.min/max.record.lock.duration.ms 15000-60000 and
+group.share.min/max.delivery.count.limit 2-10 defaults). The share coordinator (kop/coordinator/share/
+coordinator.py) keeps them, durable in the metadata store (Kafka: its metadata log) before the answer. Other group configs (consumer.*, streams.*) are refused
 as unknown; `share.auto.offset.reset=by_duration:...` is not served.
 """
 
 from __future__ import annotations
 
 from kop.coordinator.share.coordinator import GROUP_CONFIG_DEFAULTS, ShareCoordinator
+from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME
 from kop.kafka.apis.configs_common import ConfigRequestError
 from kop.protocol.errors import ErrorCode
 
@@ -23,6 +25,11 @@ _CHOICES = {"share.auto.offset.reset": ("latest", "earliest"),
 
 
 def _check(name: str, value: str) -> None:
+    if name == TOPIC_NAME and value.startswith("__"):
+        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"{TOPIC_NAME}: DLQ topic name must not start with '__'")
+    if name == COPY_RECORD and value.lower() not in ("true", "false"):
+        raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
+                                 "Expected value to be either true or false")
     if name in _CHOICES and value not in _CHOICES[name]:
         raise ConfigRequestError(ErrorCode.INVALID_CONFIG, f"Invalid value {value} for configuration {name}: "
                                  f"String must be one of: {', '.join(_CHOICES[name])}")
@@ -59,7 +66,7 @@ def alter(share: ShareCoordinator, group_id: str, ops: list[tuple[str, int, str 
 
 
 SOURCE_DEFAULT, SOURCE_GROUP = 5, 8  # DescribeConfigs' DEFAULT_CONFIG, GROUP_CONFIG
-TYPE_STRING, TYPE_INT = 2, 3
+TYPE_BOOLEAN, TYPE_STRING, TYPE_INT = 1, 2, 3
 
 
 def describe(share: ShareCoordinator, group_id: str) -> list[tuple[str, str, int, int]]:
@@ -67,4 +74,5 @@ def describe(share: ShareCoordinator, group_id: str) -> list[tuple[str, str, int
     else the default (DEFAULT_CONFIG)."""
     set_ = share.configs.get(group_id, {})
     return [(name, share.config(group_id, name), SOURCE_GROUP if name in set_ else SOURCE_DEFAULT,
-             TYPE_INT if name in _BOUNDS else TYPE_STRING) for name in GROUP_CONFIG_DEFAULTS]
+             TYPE_INT if name in _BOUNDS else TYPE_BOOLEAN if name == COPY_RECORD else TYPE_STRING)
+            for name in GROUP_CONFIG_DEFAULTS]

@@ -8,7 +8,10 @@
 - v10 (KIP-848; what Kafka 4.4 consumers send) names topics by id, in the request and the answer: each id
   is resolved to its topic, whose offsets are read under its Kafka name as below v10; an unknown id answers
   UNKNOWN_TOPIC_ID on each asked partition. Asking for all topics answers each committed topic with its
-  id; a topic that no longer exists has none and is left out (a v10 client could not name it).
+  id; a topic that no longer exists has none and is left out (a v10 client could not name it). A committed
+  offset that carries another topic id than the one asked (Kafka 4.4's OffsetCommitValue tag 0: the topic was
+  deleted and created again under its name, and the old offsets outlived it) is not the new topic's: it answers
+  -1, as Kafka's isMismatchedTopicId (offsets committed without an id, below v10, are answered as they are).
 - Topic names are answered as the client wrote them; offsets are looked up under the topic's Kafka name
   (see offset_commit), so all of KoP's spellings of a topic see the same offsets.
 - Group-level errors (COORDINATOR_LOAD_IN_PROGRESS while the group's partition loads, INVALID_GROUP_ID
@@ -31,6 +34,7 @@ from kop.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
 if TYPE_CHECKING:
     from kop.coordinator import GroupCoordinator
+    from kop.coordinator.offsets import OffsetAndMetadata
 
 API_KEY = 9
 VERSIONS = (1, 10)
@@ -108,7 +112,7 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
             answered: list[tuple[str, bytes, list[tuple[int, int, int, str, int]]]]
             answered = [(name, ZERO_UUID, parts) for name, parts in topics]
             if v >= 10:
-                answered = await _by_id(ctx, g.topics, err, topics, ids)
+                answered = await _by_id(ctx, g.topics, err, topics, ids, ctx.names.global_id(g.group_id))
             groups.append(R.OffsetFetchResponseGroup(
                 group_id=g.group_id, error_code=err,
                 topics=[R.OffsetFetchResponseTopics(name=name, topic_id=topic_id, partitions=[
@@ -132,10 +136,17 @@ async def handle(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchRes
     )
 
 
+def _mismatched(om: OffsetAndMetadata | None, topic_id: bytes) -> bool:
+    """Kafka's isMismatchedTopicId: both ids known and different."""
+    return om is not None and om.topic_id != ZERO_UUID and topic_id != ZERO_UUID and om.topic_id != topic_id
+
+
 async def _by_id(ctx: RequestContext, asked: list[OffsetFetchRequest.OffsetFetchRequestTopics] | None, err: int,
-                 rows: _Rows, ids: dict[str, bytes]) -> list[tuple[str, bytes, list[tuple[int, int, int, str, int]]]]:
+                 rows: _Rows, ids: dict[str, bytes], group_id: str
+                 ) -> list[tuple[str, bytes, list[tuple[int, int, int, str, int]]]]:
     """v10's topics of one group: each with its id, in request order, those asked by an unknown id with
-    UNKNOWN_TOPIC_ID on every partition; for all topics (`asked` None), the topics that still exist."""
+    UNKNOWN_TOPIC_ID on every partition, offsets committed under another id of the name as none; for all
+    topics (`asked` None), the topics that still exist."""
     if asked is None:
         out = []
         for name, parts in rows:
@@ -147,10 +158,13 @@ async def _by_id(ctx: RequestContext, asked: list[OffsetFetchRequest.OffsetFetch
         return []
     known = iter(rows)
     answered = []
+    committed = ctx.coordinator.offset_manager.committed(group_id) if rows else {}
     for t in asked:
         if t.name in ids and ids[t.name] == t.topic_id:
             name, parts = next(known)
-            answered.append((name, t.topic_id, parts))
+            key = ctx.names.global_name(name)
+            answered.append((name, t.topic_id, [(p, -1, -1, "", e) if _mismatched(committed.get((key, p)), t.topic_id)
+                                                else (p, off, epoch, meta, e) for p, off, epoch, meta, e in parts]))
         else:
             answered.append(("", t.topic_id, [(p, -1, -1, "", ErrorCode.UNKNOWN_TOPIC_ID) for p in t.partition_indexes]))
     return answered

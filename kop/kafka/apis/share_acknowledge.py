@@ -23,6 +23,7 @@ from kop.kafka.apis.common import topic_by_id
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from kop.topics.features import SHARE_VERSION
 
 API_KEY = 79
 VERSIONS = (1, 2)
@@ -58,6 +59,17 @@ def acknowledge(ctx: RequestContext, share: ShareCoordinator, group_id: str, mem
     return error
 
 
+#: what the share-group APIs answer while share.version is 0 (Kafka's UNSUPPORTED_VERSION and its message)
+UNSUPPORTED = (ErrorCode.UNSUPPORTED_VERSION, "The version of API is not supported.")
+
+
+def share_disabled(ctx: RequestContext) -> bool:
+    """share.version finalized at 0 (UpdateFeatures): share groups are off, as Kafka's
+    isShareGroupProtocolEnabled - ShareGroupHeartbeat/Describe, ShareFetch, ShareAcknowledge and
+    Alter/DeleteShareGroupOffsets answer UNSUPPORTED_VERSION."""
+    return ctx.services.features.level(SHARE_VERSION) < 1
+
+
 def session_refused(group_id: str | None, member_id: str | None) -> tuple[int, str] | None:
     """Kafka's top-level INVALID_REQUEST for a share request without its group or member id."""
     if not group_id:
@@ -75,6 +87,8 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
         return R(throttle_time_ms=0, error_code=code, error_message=message, responses=[], node_endpoints=[],
                  acquisition_lock_timeout_ms=0)
 
+    if share_disabled(ctx):
+        return failed(*UNSUPPORTED)
     refused = session_refused(req.group_id, req.member_id)
     if refused is not None:
         return failed(*refused)

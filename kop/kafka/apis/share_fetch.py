@@ -36,7 +36,7 @@ from kop.coordinator.share.coordinator import FINAL_EPOCH, ShareCoordinator, Sha
 from kop.coordinator.share.partition import Acquired
 from kop.kafka import authorize
 from kop.kafka.apis.common import topic_by_id
-from kop.kafka.apis.share_acknowledge import acknowledge, session_refused
+from kop.kafka.apis.share_acknowledge import UNSUPPORTED, acknowledge, session_refused, share_disabled
 from kop.kafka.context import PartitionError, RequestContext
 from kop.offset.api import OffsetOutOfRange
 from kop.protocol.errors import ErrorCode
@@ -168,6 +168,8 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
         return R(throttle_time_ms=0, error_code=code, error_message=message, acquisition_lock_timeout_ms=0,
                  responses=[], node_endpoints=[])
 
+    if share_disabled(ctx):
+        return failed(*UNSUPPORTED)
     refused = session_refused(req.group_id, req.member_id)
     if refused is not None:
         return failed(*refused)

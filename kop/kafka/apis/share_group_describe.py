@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from kop.coordinator.share.groups import ASSIGNOR
 from kop.kafka import authorize
+from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.apis.share_group_heartbeat import other_group
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
@@ -31,12 +32,16 @@ def _assignment(ctx: RequestContext, parts: dict[bytes, frozenset[int]]) -> Shar
 async def handle(ctx: RequestContext, req: ShareGroupDescribeRequest) -> ShareGroupDescribeResponse:
     R = ShareGroupDescribeResponse
     share = ctx.handler.share
+    await share.groups_ready()  # the groups restored from __consumer_offsets
     out = []
     for gid in req.group_ids:
         def failed(code: int, message: str | None = None, gid: str = gid) -> ShareGroupDescribeResponse.DescribedGroup:
             return R.DescribedGroup(error_code=code, error_message=message, group_id=gid, group_state="",
                                     group_epoch=0, assignment_epoch=0, assignor_name="", members=[])
 
+        if share_disabled(ctx):
+            out.append(failed(*UNSUPPORTED))
+            continue
         if not authorize.group_allowed(ctx, authorize.Op.DESCRIBE, gid):
             out.append(failed(ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue

@@ -5,8 +5,14 @@ and leaves (-1) with this request; the answer carries the member epoch and, when
 every partition of the subscribed topics (share-partitions are read by all their members at once).
 v0 was Kafka 4.0's early access and is not served (Kafka 4.1+ does not either).
 
-How it differs from Kafka 4.4: the share groups are kept in memory by this broker (no share-group records in
-__consumer_offsets), so a restarted broker answers UNKNOWN_MEMBER_ID and members join again; in cluster mode
+The membership is durable: the share-group records that changed (Kafka's, in __consumer_offsets:
+kop/coordinator/share/group_records.py) are written before the answer, so a restarted broker knows the members
+and their epochs and they go on heartbeating.
+
+With share.version finalized at 0 (UpdateFeatures), share groups are off and the share-group APIs answer
+UNSUPPORTED_VERSION, as Kafka's (share_acknowledge.share_disabled).
+
+How it differs from Kafka 4.4: in cluster mode
 the group lives on the broker the member reached (FindCoordinator's group owner), the share-partition states
 on the brokers serving ShareFetch - they are not one coordinator yet. A group id used by a classic or consumer
 group is answered GROUP_ID_NOT_FOUND as Kafka does ("Group ... is not a share group."). No ACLs (GROUP READ /
@@ -18,6 +24,7 @@ from __future__ import annotations
 from kop.coordinator.share.groups import ShareHeartbeat
 from kop.kafka import authorize
 from kop.kafka.apis.join_group import client_host
+from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
@@ -42,15 +49,19 @@ async def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareG
         return R(throttle_time_ms=0, error_code=code, error_message=message, member_id=None, member_epoch=0,
                  heartbeat_interval_ms=0, assignment=None)
 
+    if share_disabled(ctx):
+        return refuse(*UNSUPPORTED)
     if not authorize.group_allowed(ctx, authorize.Op.READ, req.group_id):
         return refuse(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     if other_group(ctx, gid):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
+    await share.groups_ready()  # the groups restored from __consumer_offsets
     names = req.subscribed_topic_names
     result = share.heartbeat(ShareHeartbeat(
         group_id=gid, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
         subscribed_topic_names=None if names is None else [ctx.names.global_name(n) for n in names],
         client_id=ctx.header.client_id or "", client_host=client_host(ctx.conn.peer)))
+    await share.flush()  # the membership records that changed, durable before the answer
     if result.error:
         return refuse(result.error, result.error_message or "")
     assignment = None

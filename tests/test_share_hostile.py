@@ -1,0 +1,208 @@
+"""Hostile input to the share-group APIs and UpdateFeatures on a live broker of ours: bad member ids and epochs,
+unknown topic ids, share-session epochs out of turn, acknowledgement batches out of range or malformed
+(including one naming 2^62 offsets, which must not make the broker walk them), unknown feature updates and a
+truncated frame. Each gets Kafka 4.4's error code (and message, where Kafka's validation has one), and the
+broker keeps serving: the records the hostile requests named are acknowledged normally afterwards.
+
+Requests are encoded with our codec (kop.protocol: kafka-python has no share-group messages); the codes are
+Kafka's (the ErrorCode numbers), the messages Kafka 4.4's GroupCoordinatorService/SharePartition ones. The
+sans-IO rules behind them: tests/test_share_partition.py, tests/test_share_groups_unit.py."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+from typing import Any
+
+import pytest
+
+from kop.protocol import decode_response, encode_request
+from kop.protocol.errors import ErrorCode as E
+from kop.protocol.messages import IncrementalAlterConfigsRequest as I
+from kop.protocol.messages import (
+    ShareAcknowledgeRequest,
+    ShareFetchRequest,
+    ShareGroupHeartbeatRequest,
+    UpdateFeaturesRequest,
+)
+from tests.support.broker import KopBroker
+from tests.support.clients import create_topic
+from tests.support.wire import recv_exact
+
+HEARTBEAT, FETCH, ACK, UPDATE_FEATURES = 76, 78, 79, 57
+ACCEPT = 1
+Batch = ShareAcknowledgeRequest.AcknowledgeTopic.AcknowledgePartition.AcknowledgementBatch
+
+
+class Client:
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.correlation_id = 0
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        self.correlation_id += 1
+        self.sock.sendall(encode_request(api_key, version, self.correlation_id, "share-hostile", body))
+        size = struct.unpack(">i", recv_exact(self.sock, 4))[0]
+        corr, resp = decode_response(api_key, version, recv_exact(self.sock, size))
+        assert corr == self.correlation_id
+        return resp
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = KopBroker(tmp_path_factory.mktemp("kop-share-hostile")).start()
+    yield b
+    b.stop()
+
+
+def heartbeat(c: Client, group: str, member: str, epoch: int, topics: list[str] | None = None,
+              rack: str | None = None) -> Any:
+    return c.call(HEARTBEAT, 1, ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=epoch,
+                                                           rack_id=rack, subscribed_topic_names=topics))
+
+
+def fetch(c: Client, group: str, member: str, epoch: int, topic_id: bytes, batches: list[Any] | None = None) -> Any:
+    F = ShareFetchRequest
+    part = F.FetchTopic.FetchPartition(partition_index=0, acknowledgement_batches=batches or [])
+    return c.call(FETCH, 1, F(group_id=group, member_id=member, share_session_epoch=epoch, max_wait_ms=0,
+                              min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10, share_acquire_mode=0,
+                              is_renew_ack=False, topics=[F.FetchTopic(topic_id=topic_id, partitions=[part])],
+                              forgotten_topics_data=[]))
+
+
+def ack(c: Client, group: str, member: str, epoch: int, topic_id: bytes, first: int, last: int,
+        types: list[int]) -> int:
+    A = ShareAcknowledgeRequest
+    part = A.AcknowledgeTopic.AcknowledgePartition(partition_index=0, acknowledgement_batches=[
+        Batch(first_offset=first, last_offset=last, acknowledge_types=types)])
+    resp = c.call(ACK, 1, A(group_id=group, member_id=member, share_session_epoch=epoch, is_renew_ack=False,
+                            topics=[A.AcknowledgeTopic(topic_id=topic_id, partitions=[part])]))
+    assert resp.error_code == 0, resp
+    (t,) = resp.responses
+    (p,) = t.partitions
+    return p.error_code
+
+
+def test_share_group_heartbeat_refusals_are_kafkas(broker) -> None:
+    topic, group = f"hostile-hb-{uuid.uuid4().hex[:6]}", f"hostile-g-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    c = Client(broker.bootstrap)
+    for member, epoch, topics, rack, message in (
+            ("", 0, [topic], None, "MemberId can't be empty."),
+            ("  ", 0, [topic], None, "MemberId can't be empty."),
+            ("m1", 0, [topic], " ", "RackId can't be empty."),
+            ("m1", 0, None, None, "SubscribedTopicNames must be set in first request."),
+            ("m1", 0, [], None, "SubscribedTopicNames must be set in first request."),
+            ("m1", -2, None, None, "MemberEpoch is invalid.")):
+        r = heartbeat(c, group, member, epoch, topics, rack)
+        assert (r.error_code, r.error_message) == (E.INVALID_REQUEST, message), (member, epoch, r)
+    assert heartbeat(c, group, "m1", 3).error_code == E.UNKNOWN_MEMBER_ID
+    joined = heartbeat(c, group, "m1", 0, [topic])
+    assert joined.error_code == 0 and joined.member_epoch > 0
+    assert heartbeat(c, group, "m1", joined.member_epoch + 100).error_code == E.FENCED_MEMBER_EPOCH
+    assert heartbeat(c, group, "m1", joined.member_epoch).error_code == 0  # still a member, nothing harmed
+
+
+def test_share_fetch_and_acknowledge_refusals_then_normal_service(broker) -> None:
+    from confluent_kafka import Producer
+
+    topic, group = f"hostile-sf-{uuid.uuid4().hex[:6]}", f"hostile-g-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        p.produce(topic, value=b"r%d" % i)
+    assert p.flush(30) == 0
+    c = Client(broker.bootstrap)
+    (tp,) = heartbeat(c, group, "m1", 0, [topic]).assignment.topic_partitions
+    tid = tp.topic_id
+    # share.auto.offset.reset is latest by default: the share-partition starts at the log start with earliest
+
+    r = c.call(44, 1, I(resources=[I.AlterConfigsResource(resource_type=32, resource_name=group, configs=[
+        I.AlterConfigsResource.AlterableConfig(name="share.auto.offset.reset", config_operation=0,
+                                               value="earliest")])], validate_only=False))
+    assert r.responses[0].error_code == 0
+
+    assert fetch(c, group, "m1", 5, tid).error_code == E.SHARE_SESSION_NOT_FOUND
+    bad = [ShareFetchRequest.FetchTopic.FetchPartition.AcknowledgementBatch(
+        first_offset=0, last_offset=0, acknowledge_types=[ACCEPT])]
+    assert fetch(c, group, "m1", 0, tid, bad).error_code == E.INVALID_REQUEST  # no acks on a new session
+    unknown = fetch(c, group, "m1", 0, uuid.uuid4().bytes)
+    assert unknown.error_code == 0 and unknown.responses[0].partitions[0].error_code == E.UNKNOWN_TOPIC_ID
+    assert fetch(c, group, "m1", 7, tid).error_code == E.INVALID_SHARE_SESSION_EPOCH
+    got = fetch(c, group, "m1", 1, tid)  # the session holds the unknown id too: it answers UNKNOWN_TOPIC_ID again
+    assert got.error_code == 0
+    by_id = {t.topic_id: t.partitions[0] for t in got.responses}
+    assert by_id[unknown.responses[0].topic_id].error_code == E.UNKNOWN_TOPIC_ID
+    assert [(a.first_offset, a.last_offset) for a in by_id[tid].acquired_records] == [(0, 2)]
+
+    epoch = 2
+    for first, last, types, error in (
+            (0, 2**62, [ACCEPT], E.INVALID_RECORD_STATE),  # far past what was acquired: refused at once
+            (2, 1, [ACCEPT], E.INVALID_REQUEST),  # reversed
+            (-5, 1, [ACCEPT], E.INVALID_REQUEST),  # negative
+            (0, 2, [ACCEPT, ACCEPT], E.INVALID_REQUEST),  # neither one type nor one per offset
+            (0, 2, [9], E.INVALID_REQUEST),  # no such acknowledge type
+            (5, 7, [ACCEPT], E.INVALID_RECORD_STATE)):  # never acquired
+        assert ack(c, group, "m1", epoch, tid, first, last, types) == error, (first, last, types)
+        epoch += 1
+    # Nothing of the refused batches applied: the records are still this member's, and accepting them works.
+    assert ack(c, group, "m1", epoch, tid, 0, 2, [ACCEPT]) == 0
+    assert ack(c, group, "m1", epoch + 1, tid, 0, 2, [ACCEPT]) == E.INVALID_RECORD_STATE  # already done
+
+
+def test_update_features_refusals_are_kafkas(broker) -> None:
+    U = UpdateFeaturesRequest
+    c = Client(broker.bootstrap)
+
+    def update(*updates: tuple[str, int, int]) -> Any:
+        return c.call(UPDATE_FEATURES, 1, U(timeout_ms=1000, validate_only=True, feature_updates=[
+            U.FeatureUpdateKey(feature=name, max_version_level=level, allow_downgrade=False, upgrade_type=kind)
+            for name, level, kind in updates]))
+
+    for name, level, kind, why in (
+            ("share.version", 5, 1, "Local controller 1 only supports versions 0-2"),
+            ("", 1, 1, "Local controller 1 does not support this feature."),
+            ("share.version", -3, 1, "A feature version cannot be less than 0."),
+            ("share.version", 1, 7, "The controller does not support the given upgrade type.")):
+        r = update((name, level, kind))
+        assert r.error_code == E.INVALID_UPDATE_VERSION and why in r.error_message, r
+    assert update(("share.version", 1, 2), ("share.version", 1, 2)).error_code == E.INVALID_REQUEST
+    assert update(("share.version", 1, 2)).error_code == 0  # a safe downgrade, validated only
+
+
+def test_a_truncated_share_fetch_closes_only_its_connection(broker) -> None:
+    c = Client(broker.bootstrap)
+    frame = encode_request(FETCH, 1, 1, "share-hostile", ShareFetchRequest(
+        group_id="g", member_id="m", share_session_epoch=0, max_wait_ms=0, min_bytes=1, max_bytes=1, max_records=1,
+        batch_size=1, share_acquire_mode=0, is_renew_ack=False, topics=[], forgotten_topics_data=[]))
+    raw = b"".join(bytes(part) for part in frame) if isinstance(frame, list) else bytes(frame)
+    body = raw[4:-3]  # cut inside the body, framed with its own (shorter) length
+    c.sock.sendall(struct.pack(">i", len(body)) + body)
+    assert c.sock.recv(1) == b""  # the broker closed this connection, as Kafka does on a request it cannot parse
+    other = Client(broker.bootstrap)
+    assert heartbeat(other, "g-ok", "m", 0, ["t"]).error_code == 0
+    assert broker.alive()
+
+
+def test_share_version_0_turns_share_groups_off(broker) -> None:
+    """share.version finalized at 0 (a downgrade through UpdateFeatures): the share-group APIs answer
+    UNSUPPORTED_VERSION, as Kafka 4.4's isShareGroupProtocolEnabled; upgraded again, they serve."""
+    U = UpdateFeaturesRequest
+    c = Client(broker.bootstrap)
+
+    def set_level(level: int, kind: int) -> None:
+        r = c.call(UPDATE_FEATURES, 1, U(timeout_ms=1000, validate_only=False, feature_updates=[
+            U.FeatureUpdateKey(feature="share.version", max_version_level=level, allow_downgrade=False,
+                               upgrade_type=kind)]))
+        assert r.error_code == 0, r
+
+    set_level(0, 2)  # SAFE_DOWNGRADE
+    try:
+        r = heartbeat(c, "g-off", "m", 0, ["t"])
+        assert (r.error_code, r.error_message) == (E.UNSUPPORTED_VERSION, "The version of API is not supported.")
+        assert fetch(c, "g-off", "m", 0, uuid.uuid4().bytes).error_code == E.UNSUPPORTED_VERSION
+    finally:
+        set_level(2, 1)  # UPGRADE
+    assert heartbeat(c, "g-off", "m", 0, ["t"]).error_code == 0

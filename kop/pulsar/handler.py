@@ -199,7 +199,7 @@ class PulsarProtocolHandler(ProtocolHandler):
 
     async def partition_state(self, topic: Topic, partition: int) -> PartitionState:
         """The producers and subscriptions of one partition (its log opened on first use)."""
-        ledger = topic.name.ledger_name(partition)
+        ledger = topic.ledger_name(partition)
         state = self.partitions.get(ledger)
         if state is not None:
             return state

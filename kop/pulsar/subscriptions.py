@@ -194,7 +194,7 @@ class SubscriptionsAdmin:
 
     def traffic(self, topic: Topic, partition: int) -> dict[str, int]:
         """Pulsar-protocol counters of a partition served now (zeros otherwise: nothing is opened)."""
-        state = self.handler.partitions.get(topic.name.ledger_name(partition))
+        state = self.handler.partitions.get(topic.ledger_name(partition))
         if state is None:
             return {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
         subs = list(state.subscriptions.values())

@@ -5,7 +5,8 @@ default `allowAutoTopicCreationType=non-partitioned` (the module's own reference
 `partitioned`), and on `kop`, ours with the same setting (its default). Each test writes its own topic, which the
 client's producer auto-creates as a non-partitioned topic: partitioned metadata answers 0, message ids carry
 partition -1, the topic's name has no `-partition-N` suffix. What is checked: produce and consume with a zero
-receiver queue; seek by message id and by publish time; `get_last_message_id`; readers; the admin REST's
+receiver queue; seek by message id and by publish time; `get_last_message_id`; readers; the same with Pulsar's Java
+client; the admin REST's
 create/list/delete of both kinds with Pulsar's status codes; a lookup of a missing name creates nothing, so a
 partitioned topic of that name can be created next. On our broker only (no `target`): Kafka clients on a
 non-partitioned topic a Pulsar producer created - one partition, offsets continuous across both protocols,
@@ -20,9 +21,12 @@ import urllib.request
 
 import pulsar
 import pytest
-from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewPartitions
+from kafka.errors import InvalidPartitionsError
 
 from tests.support.broker import KopBroker
+from tests.support.pulsar_java import PulsarJava
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop")
 
@@ -155,6 +159,22 @@ def test_lookup_creates_nothing(target, client, broker):
     assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
 
 
+def test_java_client(target, broker):
+    """Pulsar's Java client on a non-partitioned topic: seek by message id, a reader from a message id (the Java
+    client refuses that start on a partitioned topic), ids with partition -1. (PulsarJava receives with a timeout,
+    which the Java client refuses with a zero receiver queue: that is the Python client's test.)"""
+    topic = f"persistent://public/default/{target.topic('np-java')}"
+    with PulsarJava(broker.service_url, broker.admin_url).session() as java:
+        ids = java(f"produce {topic} 5 false NONE")
+        assert {i.split(":")[2] for i in ids} == {"-1"}
+        java(f"subscribe c {topic} s Exclusive initial=earliest")
+        assert [m["id"] for m in java("receive c 5")] == ids
+        java(f"seek c {ids[1]}")
+        assert [m["id"] for m in java("receive c 3")] == ids[2:]
+        java(f"reader r {topic} {ids[2]}")
+        assert [m["id"] for m in java("read r 2")] == ids[3:]
+
+
 # ------------------------------------------------------------------ ours only: Kafka clients on the same topic
 
 
@@ -192,6 +212,10 @@ def test_kafka_clients_on_a_non_partitioned_topic(kop):
         consumer.commit()
         assert consumer.committed(TopicPartition(name, 0)) == 5
         consumer.close()
+        kafka_admin = KafkaAdminClient(bootstrap_servers=kop.bootstrap)
+        with pytest.raises(InvalidPartitionsError):  # a non-partitioned topic keeps its one partition
+            kafka_admin.create_partitions({name: NewPartitions(3)})
+        kafka_admin.close()
         sub = client.subscribe(name, "s", initial_position=pulsar.InitialPosition.Earliest)
         got = [sub.receive(RECEIVE_MS) for _ in range(5)]
         assert [m.data() for m in got][3:] == [b"k0", b"k1"]

@@ -6,7 +6,7 @@ default `allowAutoTopicCreationType=non-partitioned` (the module's own reference
 client's producer auto-creates as a non-partitioned topic: partitioned metadata answers 0, message ids carry
 partition -1, the topic's name has no `-partition-N` suffix. What is checked: produce and consume with a zero
 receiver queue; seek by message id and by publish time; `get_last_message_id`; readers; the same with Pulsar's Java
-client; the admin REST's
+client; a client over an http:// service URL (HTTP lookup); the admin REST's
 create/list/delete of both kinds with Pulsar's status codes; a lookup of a missing name creates nothing, so a
 partitioned topic of that name can be created next. On our broker only (no `target`): Kafka clients on a
 non-partitioned topic a Pulsar producer created - one partition, offsets continuous across both protocols,
@@ -118,6 +118,22 @@ def test_reader(target, client):
     after = client.create_reader(topic, ids[1])  # exclusive start: from the message after it
     assert after.read_next(RECEIVE_MS).data() == b"m2"
     after.close()
+
+
+def test_http_service_url_auto_creates_non_partitioned(target, broker):
+    """Over an http:// service URL (HTTP lookup) the producer auto-creates the same kind of topic."""
+    name = target.topic("np-http")
+    http = pulsar.Client(broker.admin_url, operation_timeout_seconds=60,
+                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    try:
+        ids = produce(http, name, 2)
+        assert {i.partition() for i in ids} == {-1}
+        consumer = http.subscribe(name, "s", initial_position=pulsar.InitialPosition.Earliest)
+        assert [consumer.receive(RECEIVE_MS).data() for _ in range(2)] == [b"m0", b"m1"]
+        consumer.close()
+    finally:
+        http.close()
+    assert admin(broker, "GET", f"persistent/public/default/{name}/partitions")[1]["partitions"] == 0
 
 
 def test_admin_rest_both_kinds(target, broker):

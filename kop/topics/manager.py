@@ -3,7 +3,8 @@
 A topic's record (partition count, topic id, per-topic configs) is a small JSON value at
 `/kop/topics/<tenant>/<namespace>/<topic>`, written with compare-and-set so that two creators cannot both
 win. Partition logs are opened lazily on first use and kept open; each is one managed ledger named in
-Pulsar's layout (`tenant/ns/persistent/<topic>-partition-<i>`).
+Pulsar's layout (`tenant/ns/persistent/<topic>-partition-<i>`; a non-partitioned topic's one partition is
+`tenant/ns/persistent/<topic>`, Topic.partitioned).
 
 Cluster mode (several brokers on one ZooKeeper; kop/cluster/ownership.py): `ownership` is set and
 `partition_log` is the chokepoint of ownership - a partition whose bundle this broker does not own (or

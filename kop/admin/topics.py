@@ -7,10 +7,10 @@
 - `DELETE .../{topic}`: deleteTopic, a non-partitioned topic; 404 "Topic ... not found" when none of that name
   exists, 409 for a partitioned topic's base name (Pulsar's message: call delete-partitioned-topic).
 - `DELETE .../{topic}/partitions`: deletePartitionedTopic; 404 for a missing name, 409 for a non-partitioned topic.
+Both deletions answer 412 while Pulsar producers or consumers are connected, unless `?force=true` (they are then
+told to reconnect, and may auto-create the topic again, as on Pulsar). Kafka clients do not hold a topic.
 Statuses and messages are Apache Pulsar 4.0's (checked by tests/e2e/test_pulsar_nonpartitioned.py).
-`PUT .../partitions` (createPartitionedTopic) lives in kop/admin/server.py. Difference from Pulsar: a topic with
-connected Pulsar producers or consumers is deleted without `force` (they are told to reconnect), where Pulsar answers
-412 "Topic has active producers/subscriptions".
+`PUT .../partitions` (createPartitionedTopic) lives in kop/admin/server.py.
 """
 
 from __future__ import annotations
@@ -89,4 +89,10 @@ async def _delete(server: AdminServer, request: web.Request, partitioned: bool) 
     if partitioned and not topic.partitioned:
         raise AdminError(409, f"{shown} is a non-partitioned topic. Instead of calling delete-partitioned-topic "
                               "please call delete.")
+    pulsar = server.service.pulsar_subscriptions
+    if request.query.get("force", "false").lower() != "true" and pulsar is not None:
+        clients = sum(pulsar.connected(topic, p) for p in range(topic.partitions))
+        if clients:  # Pulsar's answers (a partitioned topic's are per partition there, summed up here)
+            raise AdminError(412, "Topic has active producers/subscriptions" if partitioned
+                             else f"Topic has {clients} connected producers/consumers")
     await server.service.topics.delete(topic)

@@ -1,16 +1,14 @@
-"""Pulsar's non-partitioned topics (issue 22), beside the partitioned ones, with `pulsar-client` and the admin REST.
-
-A Pulsar-side module (tests/e2e/conftest.py) on `pulsar`, an Apache Pulsar 4.0.x standalone run with Pulsar's
-default `allowAutoTopicCreationType=non-partitioned` (the module's own reference: the session's runs with
-`partitioned`), and on `kop`, ours with the same setting (its default). Each test writes its own topic, which the
-client's producer auto-creates as a non-partitioned topic: partitioned metadata answers 0, message ids carry
-partition -1, the topic's name has no `-partition-N` suffix. What is checked: produce and consume with a zero
-receiver queue; seek by message id and by publish time; `get_last_message_id`; readers; the same with Pulsar's Java
-client; a client over an http:// service URL (HTTP lookup); the admin REST's
-create/list/delete of both kinds with Pulsar's status codes; a lookup of a missing name creates nothing, so a
-partitioned topic of that name can be created next. On our broker only (no `target`): Kafka clients on a
-non-partitioned topic a Pulsar producer created - one partition, offsets continuous across both protocols,
-a consumer group committing.
+"""Pulsar's non-partitioned topics (issue 22), beside the partitioned ones, with `pulsar-client` and the admin REST. A
+Pulsar-side module (tests/e2e/conftest.py) on `pulsar`, an Apache Pulsar 4.0.x standalone run with Pulsar's default
+`allowAutoTopicCreationType=non-partitioned` (the module's own reference: the session's runs with `partitioned`),
+and on `kop`, ours with the same setting (its default). Each test writes its own topic, which the client's producer
+auto-creates as a non-partitioned topic: partitioned metadata answers 0, message ids carry partition -1, the topic's
+name has no `-partition-N` suffix. What is checked: produce and consume with a zero receiver queue; seek by message
+id and by publish time; `get_last_message_id`; readers; the same with Pulsar's Java client; a client over an http://
+service URL (HTTP lookup); the admin REST's create/list/delete of both kinds with Pulsar's status codes, and its 412
+for a deletion while clients are connected; a lookup of a missing name creates nothing, so a partitioned topic of
+that name can be created next. On our broker only (no `target`): Kafka clients on a non-partitioned topic a Pulsar
+producer created - one partition, offsets continuous across both protocols, a consumer group committing.
 """
 
 from __future__ import annotations
@@ -134,6 +132,24 @@ def test_http_service_url_auto_creates_non_partitioned(target, broker):
     finally:
         http.close()
     assert admin(broker, "GET", f"persistent/public/default/{name}/partitions")[1]["partitions"] == 0
+
+
+def test_delete_refused_while_clients_are_connected(target, client, broker):
+    """Pulsar's 412 for a topic with a connected producer or consumer, deleted once they are gone."""
+    name = target.topic("np-busy")
+    path = f"persistent/public/default/{name}"
+    producer = client.create_producer(name)
+    assert admin(broker, "DELETE", path)[0] == 412
+    producer.close()
+    consumer = client.subscribe(name, "s")
+    assert admin(broker, "DELETE", path)[0] == 412
+    consumer.close()
+    assert admin(broker, "DELETE", path)[0] == 204
+    assert admin(broker, "PUT", f"{path}-p/partitions", 2)[0] == 204
+    producer = client.create_producer(f"{name}-p")
+    assert admin(broker, "DELETE", f"{path}-p/partitions")[0] == 412
+    producer.close()
+    assert admin(broker, "DELETE", f"{path}-p/partitions")[0] == 204
 
 
 def test_admin_rest_both_kinds(target, broker):

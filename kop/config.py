@@ -154,6 +154,9 @@ class BrokerConfig:
     # group ids and transactional ids live (kop/topics/scope.py); false: every login uses the defaults above
     kafkaEnableMultiTenantMetadata: bool = True
     allowAutoTopicCreation: bool = True
+    # What a Pulsar producer, consumer or lookup auto-creates (Pulsar's setting and default): "non-partitioned", or
+    # "partitioned" with defaultNumPartitions. Kafka clients always auto-create partitioned topics (num.partitions).
+    allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
     # --- requests and connections
     maxMessageSize: int = 5 * 1024 * 1024  # broker-wide default of max.message.bytes (KoP's default)
@@ -378,6 +381,8 @@ class BrokerConfig:
         for key in ("kafkaTenant", "kafkaNamespace", "kafkaMetadataTenant", "kafkaMetadataNamespace"):
             need(bool(re.fullmatch(r"[A-Za-z0-9_.\-=:]+", getattr(self, key))), key, "must be a non-empty name")
         need(1 <= self.defaultNumPartitions <= 100000, "defaultNumPartitions", "must be between 1 and 100000")
+        need(self.allowAutoTopicCreationType in ("partitioned", "non-partitioned"), "allowAutoTopicCreationType",
+             "must be partitioned or non-partitioned")
         need(self.maxMessageSize > 0, "maxMessageSize", "must be > 0")
         need(1024 <= self.socketRequestMaxBytes <= 2**31 - 1, "socketRequestMaxBytes", "must be 1024..2^31-1")
         need(self.maxQueuedRequests >= 1, "maxQueuedRequests", "must be >= 1")

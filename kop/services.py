@@ -77,6 +77,10 @@ class PulsarSubscriptions(Protocol):
         """msgInCounter, bytesInCounter, msgOutCounter, bytesOutCounter of Pulsar producers and consumers."""
         ...
 
+    def connected(self, topic: Topic, partition: int) -> int:
+        """Pulsar producers and consumers connected to the partition now (a topic deletion without force)."""
+        ...
+
     async def served(self) -> list[dict[str, Any]]:
         """Per subscription of each partition served now (metrics): namespace, topic, subscription (None
         for a partition without any), msgBacklog, unackedMessages, consumers, msg/bytes in and out counters."""

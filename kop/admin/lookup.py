@@ -13,8 +13,10 @@ http(s):// addresses of the owning broker (an address it lacks left out; `broker
 
 The same rules as the binary LOOKUP, so the transport does not change what a client may do:
 - `{topic}` is a topic or one of its partitions (`t-partition-N`); a base name stands for partition 0, as the
-  binary lookup has it. A topic that does not exist is created with `defaultNumPartitions` when
-  `allowAutoTopicCreation` is on and the role may create it (CREATE on the cluster or the topic), else 404.
+  binary lookup has it. A missing base name that the role may auto-create (`allowAutoTopicCreation`, CREATE on
+  the cluster or the topic) is answered without creating anything when `allowAutoTopicCreationType` is
+  `non-partitioned` (the client's producer or consumer creates it; the partitioned metadata answers 0), and
+  created with `defaultNumPartitions` when it is `partitioned` (or the name is a partition's); else 404.
 - With `authorizationEnabled`, the role (the bearer token's, kop/admin/auth.py; this path is delegated, so any
   authenticated role may ask, not only super users) needs DESCRIBE on the topic: 403 with Pulsar's "Client is
   not authorized to Lookup" otherwise, checked before the topic is looked for.
@@ -81,32 +83,36 @@ def _namespace_topics(server: AdminServer, request: web.Request) -> list[str]:
     for topic in server.service.topics.all():
         if topic.internal or topic.deleted or (topic.name.tenant, topic.name.namespace) != (tenant, namespace):
             continue
-        names.extend(f"{topic.name.canonical}-partition-{p}" for p in range(topic.partitions))
+        names.extend(topic.pulsar_names())
     return sorted(names)
 
 
-async def auto_create(server: AdminServer, request: web.Request, role_key: str) -> None:
+async def auto_create(server: AdminServer, request: web.Request, role_key: str) -> bool:
     """`GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/partitions?checkAllowAutoCreation=true`, an HTTP
-    lookup client's first call for a topic: create a missing topic first, as the binary PARTITIONED_METADATA
-    does (same switch and CREATE rule); the route then answers the partition count. A partition's name
-    creates nothing (it answers 0 or 404, as before)."""
+    lookup client's first call for a topic: as the binary PARTITIONED_METADATA (same switch, kind and CREATE rule),
+    create a missing topic first when allowAutoTopicCreationType=partitioned; the route then answers the partition
+    count. True: the topic is missing and the client's producer or consumer will create it non-partitioned (the
+    route answers 0 partitions). A partition's name creates nothing (it answers 0 or 404, as before)."""
     m = request.match_info
     if _PARTITION.match(m["topic"]):
-        return
+        return False
     try:
         check_local_name(m["topic"])
         name = TopicName(m["tenant"], m["namespace"], m["topic"])
     except InvalidTopicName:
-        return  # the route answers 404 for the name
+        return False  # the route answers 404 for the name
     if not _allowed(server, request, role_key, AclOperation.DESCRIBE, ResourceType.TOPIC,
                     server.service.topics.kafka_name(name)):
         raise AdminError(403, "Client is not authorized to Get Partition Metadata")
+    if server.service.config.allowAutoTopicCreationType != "partitioned":
+        return server.service.topics.get(name) is None and _may_create(server, request, role_key, name)
     try:
         await _find_or_create(server, request, role_key, name, f"persistent://{name.tenant}/{name.namespace}/"
                                                                f"{name.local}")
     except AdminError as e:
         if e.status != 404:
             raise
+    return False
 
 
 def _allowed(server: AdminServer, request: web.Request, role_key: str, op: AclOperation,
@@ -119,6 +125,14 @@ def _allowed(server: AdminServer, request: web.Request, role_key: str, op: AclOp
                                 name)
 
 
+def _may_create(server: AdminServer, request: web.Request, role_key: str, name: TopicName) -> bool:
+    """Whether a missing topic of this name is auto-created for this role (the switch, CREATE on cluster or topic)."""
+    kafka_name = server.service.topics.kafka_name(name)
+    return server.service.config.allowAutoTopicCreation and (
+        _allowed(server, request, role_key, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+        or _allowed(server, request, role_key, AclOperation.CREATE, ResourceType.TOPIC, kafka_name))
+
+
 async def _find_or_create(server: AdminServer, request: web.Request, role_key: str, name: TopicName,
                           shown: str) -> Topic:
     """The topic, auto-created as the binary lookup's find_topic does (same config switch, same CREATE rule)."""
@@ -127,10 +141,7 @@ async def _find_or_create(server: AdminServer, request: web.Request, role_key: s
     topic = topics.get(name)
     if topic is not None:
         return topic
-    kafka_name = topics.kafka_name(name)
-    may_create = (_allowed(server, request, role_key, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-                  or _allowed(server, request, role_key, AclOperation.CREATE, ResourceType.TOPIC, kafka_name))
-    if not (service.config.allowAutoTopicCreation and may_create):
+    if not _may_create(server, request, role_key, name):
         raise AdminError(404, f"Topic {shown} does not exist")
     try:
         return await topics.create(name, service.config.defaultNumPartitions)
@@ -176,17 +187,15 @@ async def _lookup(server: AdminServer, request: web.Request, role_key: str) -> w
                     service.topics.kafka_name(name)):
         log.warning("admin lookup of %s refused to role %s", shown, request.get(role_key))
         raise AdminError(403, LOOKUP_REFUSED)
-    topic = await _find_or_create(server, request, role_key, name, shown)
-    if partition >= topic.partitions:
-        raise AdminError(404, f"Topic {shown}: partition {partition} does not exist (of {topic.partitions})")
+    await _check_target(server, request, role_key, name, shown, None if pm is None else partition)
     ownership = service.ownership
-    if not service.topics.owns(topic, partition):  # cluster mode: the bundle may have no owner yet, or another
-        await ownership.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has none
-    if service.topics.owns(topic, partition):
+    if not service.topics.owns_name(name, partition):  # cluster mode: the bundle may have no owner yet, or another
+        await ownership.owner_of(name, partition)  # triggers an acquisition when the bundle has none
+    if service.topics.owns_name(name, partition):
         return _answer(lookup_data(ownership.local, server.url if server.port >= 0 else None, server.tls_url,
                                    _listener(request)))
-    owner = await ownership.owner_of(topic.name, partition)
-    info = ownership.owner_cached(topic.name, partition)
+    owner = await ownership.owner_of(name, partition)
+    info = ownership.owner_cached(name, partition)
     if owner is None or info is None or info.broker_id == ownership.local.broker_id:
         raise AdminError(503, f"{shown} has no owner serving Pulsar clients now; retry")
     if owner.web_url:
@@ -202,6 +211,23 @@ async def _lookup(server: AdminServer, request: web.Request, role_key: str) -> w
 def _listener(request: web.Request) -> str | None:
     """The client's listener name: the `listenerName` query, else the `X-Pulsar-ListenerName` header."""
     return request.query.get("listenerName") or request.headers.get("X-Pulsar-ListenerName") or None
+
+
+async def _check_target(server: AdminServer, request: web.Request, role_key: str, name: TopicName, shown: str,
+                        partition: int | None) -> None:
+    """404 unless the lookup names an existing topic's partition (`partition` None: the base name) or a missing
+    base name that the client's producer or consumer will auto-create non-partitioned - Pulsar's lookup creates
+    nothing then; with allowAutoTopicCreationType=partitioned (or a partition's name) it creates the topic first,
+    as the binary lookup does (kop/pulsar/lookup.py)."""
+    service = server.service
+    if partition is None and service.config.allowAutoTopicCreationType != "partitioned" \
+            and service.topics.get(name) is None and _may_create(server, request, role_key, name):
+        return
+    topic = await _find_or_create(server, request, role_key, name, shown)
+    if partition is not None and not topic.partitioned:
+        raise AdminError(404, f"Topic {shown} does not exist: {topic.name.canonical} is a non-partitioned topic")
+    if (partition or 0) >= topic.partitions:
+        raise AdminError(404, f"Topic {shown}: partition {partition} does not exist (of {topic.partitions})")
 
 
 def _answer(data: dict[str, Any]) -> web.Response:

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, lookup, permissions, registry, schemas, subscriptions, views
+from kop.admin import auth, lag, lookup, permissions, registry, schemas, subscriptions, topics, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -106,6 +106,7 @@ class AdminServer:
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
         subscriptions.add_routes(self, r, TOPIC)
         permissions.add_routes(self, r, TOPIC)  # Pulsar's grant/revoke as Kafka ACLs (kop/admin/permissions.py)
+        topics.add_routes(self, r, TOPIC)  # create a non-partitioned topic, delete either kind (kop/admin/topics.py)
         schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
         lookup.add_routes(self, r, registry.ROLE_KEY)  # Pulsar's HTTP lookup (kop/admin/lookup.py)
         registry.add_routes(self, r)  # Confluent Schema Registry's API, at the root (kop/admin/registry.py)
@@ -237,7 +238,8 @@ class AdminServer:
 
     async def partitioned_metadata(self, request: web.Request) -> web.Response:
         if request.query.get("checkAllowAutoCreation", "").lower() == "true":  # an HTTP lookup client's
-            await lookup.auto_create(self, request, registry.ROLE_KEY)  # first call: kop/admin/lookup.py
+            if await lookup.auto_create(self, request, registry.ROLE_KEY):  # first call: kop/admin/lookup.py
+                return _json({"partitions": 0})  # a non-partitioned topic its producer or consumer will create
         return _json(views.partitioned_metadata(self._ref(request)))
 
     async def create_partitioned_topic(self, request: web.Request) -> web.Response:

@@ -4,9 +4,11 @@ Shapes follow Pulsar's admin v2 (TopicStats, PersistentTopicInternalStats, Parti
 MessageIdImpl) for what this broker holds; fields Pulsar does not have are Kafka's view of the same
 partition (highWatermark, logStartOffset, currentIndex) and are listed in docs/operability.md.
 
-A Kafka topic is what Pulsar calls a partitioned topic: `persistent://public/default/orders` with
-partitions `orders-partition-0` ... Per-partition endpoints (stats, internalStats, PIP-415) take a partition
-name; the base name gets a 404 that says which name to use, as Pulsar does for a partitioned topic.
+A topic is one of Pulsar's two kinds (kop/topics/manager.py Topic.partitioned). A partitioned topic
+`persistent://public/default/orders` has partitions `orders-partition-0` ...: per-partition endpoints (stats,
+internalStats, PIP-415) take a partition name, and the base name gets a 404 that says which name to use, as Pulsar
+does. A non-partitioned topic is named by its own name alone (its one partition, Kafka's partition 0, underneath):
+per-partition endpoints take that name, partitioned metadata answers 0, and a `-partition-N` name of it is 404.
 """
 
 from __future__ import annotations
@@ -60,7 +62,9 @@ class TopicRef:
 
     @property
     def name(self) -> str:
-        return self.base_name if self.partition is None else self.partition_name(self.partition)
+        if self.partition is None or not self.topic.partitioned:
+            return self.base_name
+        return self.partition_name(self.partition)
 
 
 # ---------------------------------------------------------------------------------------------- names
@@ -101,12 +105,12 @@ def topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str
     """Pulsar's `topics list`: every partition of every topic (Kafka topics are partitioned topics)."""
     out: list[str] = []
     for t in _topics_in(service, tenant, namespace):
-        out.extend(f"{t.name.canonical}-partition-{p}" for p in range(t.partitions))
+        out.extend(t.pulsar_names())
     return out
 
 
 def partitioned_topic_list(service: BrokerServices, tenant: str, namespace: str) -> list[str]:
-    return [t.name.canonical for t in _topics_in(service, tenant, namespace)]
+    return [t.name.canonical for t in _topics_in(service, tenant, namespace) if t.partitioned]
 
 
 def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
@@ -119,9 +123,9 @@ def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) ->
     except InvalidTopicName:
         raise AdminError(404, f"Topic persistent://{tenant}/{namespace}/{local} not found") from None
     topic = service.topics.get(TopicName(tenant, namespace, base))
-    if topic is None or (partition is not None and partition >= topic.partitions):
+    if topic is None or (partition is not None and (partition >= topic.partitions or not topic.partitioned)):
         raise AdminError(404, f"Topic persistent://{tenant}/{namespace}/{local} not found")
-    return TopicRef(topic, partition)
+    return TopicRef(topic, partition if topic.partitioned else 0)  # a non-partitioned topic's name is its partition
 
 
 async def create_partitioned_topic(service: BrokerServices, tenant: str, namespace: str, local: str,
@@ -155,6 +159,14 @@ def need_partition(ref: TopicRef, what: str) -> int:
             f"partition(s); {what} takes a partition, e.g. {ref.partition_name(0)}",
         )
     return ref.partition
+
+
+def _need_partitioned(ref: TopicRef, what: str) -> None:
+    """404 for what a partitioned-* endpoint cannot take: a partition's name, or a non-partitioned topic."""
+    if not ref.topic.partitioned:
+        raise AdminError(404, f"Partitioned Topic not found: {ref.base_name} is a non-partitioned topic")
+    if ref.partition is not None:
+        raise AdminError(404, f"Topic {ref.name} not found: {what} takes the topic's base name, {ref.base_name}")
 
 
 def partitioned_metadata(ref: TopicRef) -> dict[str, Any]:
@@ -193,7 +205,7 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
     """Pulsar's TopicStats for one partition: rates over the last statsUpdateFrequencyInSecs window,
     counters since start-up, storage size, and one subscription per consumer group (its backlog)."""
     plog = await _plog(service, topic, partition)
-    c = service.metrics.partition(topic.name.canonical, partition, topic.name.ledger_name(partition))
+    c = service.metrics.partition(topic.name.canonical, partition, topic.ledger_name(partition))
     hw = plog.high_watermark
     subs = {
         group: {"msgBacklog": hw - committed, "committedOffset": committed, "type": "KafkaConsumerGroup"}
@@ -235,9 +247,7 @@ async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partitio
     """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each one under "partitions".
     `partition_source(p)` gives one partition's stats (in cluster mode the admin server asks each partition's
     owner); by default they are computed here."""
-    if ref.partition is not None:
-        raise AdminError(404, f"Topic {ref.name} not found: partitioned-stats takes the topic's base name, "
-                              f"{ref.base_name}")
+    _need_partitioned(ref, "partitioned-stats")
     source = partition_source or (lambda p: partition_stats(service, ref.topic, p))
     total: dict[str, Any] = {k: 0 for k in _SUMMED}
     subs: dict[str, dict[str, Any]] = {}
@@ -395,9 +405,7 @@ def _entry_before(ml: ManagedLedger, read: Position) -> Position:
 
 async def partitioned_internal_stats(service: BrokerServices, ref: TopicRef,
                                      partition_source: PartitionSource | None = None) -> dict[str, Any]:
-    if ref.partition is not None:
-        raise AdminError(404, f"Topic {ref.name} not found: partitioned-internalStats takes the topic's base "
-                              f"name, {ref.base_name}")
+    _need_partitioned(ref, "partitioned-internalStats")
     source = partition_source or (lambda p: internal_stats(service, ref.topic, p))
     return {
         "metadata": {"partitions": ref.topic.partitions},
@@ -459,7 +467,8 @@ async def message_id_by_index(service: BrokerServices, ref: TopicRef, index: int
             continue
         if index < plog.log_start_offset:  # trimmed while we looked
             return dict(EARLIEST)
-        return {"ledgerId": position.ledger_id, "entryId": position.entry_id, "partitionIndex": partition}
+        return {"ledgerId": position.ledger_id, "entryId": position.entry_id,
+                "partitionIndex": ref.topic.pulsar_partition(partition)}
     if index < plog.log_start_offset:
         return dict(EARLIEST)
     raise AdminError(500, f"could not locate index {index} in {ref.name} (the log kept changing)")
@@ -501,7 +510,7 @@ async def index_by_message_id(service: BrokerServices, ref: TopicRef, ledger_id:
     return {
         "ledgerId": ledger_id,
         "entryId": entry_id,
-        "partitionIndex": partition,
+        "partitionIndex": ref.topic.pulsar_partition(partition),
         "batchIndex": batch_index,
         "index": index,
         "firstIndex": first,

@@ -2,7 +2,7 @@
 
 It serves `pulsar-client` on `brokerServicePort` (6650; 0 = ephemeral) in the broker process, over the topics,
 partition logs and offsets of the Kafka handler: `persistent://public/default/t` is Kafka's `t`, and its partitions
-are `t-partition-N`. One stored format for both protocols - Kafka record batches - converted at the edge
+are `t-partition-N`, or it is a non-partitioned topic, one partition under its own name (kop/pulsar/lookup.py). One stored format for both protocols - Kafka record batches - converted at the edge
 (kop/pulsar/convert.py): a SEND becomes one Kafka batch of N records (N offsets), a stored batch goes out as one
 Pulsar batch entry of N messages. Message ids are (ledger, entry, partition, batch index = offset - base offset),
 the ids PIP-415's getMessageIdByIndex names.
@@ -199,7 +199,7 @@ class PulsarProtocolHandler(ProtocolHandler):
 
     async def partition_state(self, topic: Topic, partition: int) -> PartitionState:
         """The producers and subscriptions of one partition (its log opened on first use)."""
-        ledger = topic.name.ledger_name(partition)
+        ledger = topic.ledger_name(partition)
         state = self.partitions.get(ledger)
         if state is not None:
             return state

@@ -1,12 +1,14 @@
 """PARTITIONED_METADATA, LOOKUP and GET_TOPICS_OF_NAMESPACE: finding topics and who serves them.
 
-Topics are the Kafka handler's: `persistent://public/default/t` (or `t`, or `public/default/t`) is Kafka's `t`, a
-topic of N partitions is a Pulsar partitioned topic of N partitions, and `t-partition-N` is one of them. A Kafka
-topic always has partitions, so PARTITIONED_METADATA answers N >= 1 for every existing topic (clients then work on
-`…-partition-N`); asked about one partition it answers 0, as Pulsar does for a non-partitioned topic.
-A topic that does not exist is created (with `defaultNumPartitions`) when the client allows it and
-`allowAutoTopicCreation` is on - Pulsar standalone's default, with the difference that ours are always partitioned
-(Pulsar's default auto-created type is non-partitioned), since a Kafka topic cannot be anything else.
+Topics are the Kafka handler's: `persistent://public/default/t` (or `t`, or `public/default/t`) is Kafka's `t`. A topic
+is one of Pulsar's two kinds (kop/topics/manager.py Topic.partitioned): a partitioned topic of N partitions, whose
+partitions are `t-partition-N`, or a non-partitioned topic, one partition stored under its own name that Kafka clients
+see as partition 0. PARTITIONED_METADATA answers N for a partitioned topic and 0 for a non-partitioned one, a missing
+one or one partition's name, as Pulsar does. A Pulsar client's base name auto-creates (`allowAutoTopicCreation` on,
+the client allowing it) the kind `allowAutoTopicCreationType` says: `non-partitioned` (Pulsar's default), created by
+the PRODUCER or SUBSCRIBE - PARTITIONED_METADATA and LOOKUP create nothing, as in Pulsar - or `partitioned`, created
+with `defaultNumPartitions` by PARTITIONED_METADATA. A partition's name (`t-partition-N`) only ever names, and
+auto-creates, a partitioned topic. Message ids on a non-partitioned topic carry partition -1.
 
 LOOKUP answers Connect (authoritative) with our own pulsar:// address for what this broker serves (standalone:
 everything), and for a name no topic of ours can have: Pulsar's lookup finds the owner of any name without
@@ -16,7 +18,8 @@ until the operation timeout and hold new topics back that long). In cluster mode
 pulsar:// address the owner registered (kop/cluster/ownership.py BrokerInfo, listener "pulsar"); a partition
 without an owner yet is acquired first, and one still without an owner gets Failed/ServiceNotReady, which the
 client retries.
-GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists partitioned topics), filtered by
+GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists partitioned topics) and the
+non-partitioned topics by their own names, filtered by
 `topics_pattern` when the client sends one (Python's `re`, close to Java's for the patterns clients use).
 
 With `authorizationEnabled` (kop/pulsar/authorize.py): PARTITIONED_METADATA and LOOKUP need DESCRIBE on the topic
@@ -69,12 +72,26 @@ def split_name(conn: PulsarConnection, topic: str) -> tuple[TopicName, int | Non
         raise NameError_(c.ServerError.InvalidTopicName, str(e)) from None
 
 
-async def find_topic(conn: PulsarConnection, name: TopicName, create: bool) -> Topic | None:
+def creates_partitioned(conn: PulsarConnection) -> bool:
+    """allowAutoTopicCreationType: whether a Pulsar client's base name auto-creates a partitioned topic
+    (defaultNumPartitions) rather than a non-partitioned one (Pulsar's default)."""
+    return conn.handler.config.allowAutoTopicCreationType == "partitioned"
+
+
+def may_create(conn: PulsarConnection, name: TopicName) -> bool:
+    """Whether a missing topic of this name would be auto-created for this client (switch and CREATE right)."""
+    return conn.handler.config.allowAutoTopicCreation and authorize.may_auto_create(conn, name)
+
+
+async def find_topic(conn: PulsarConnection, name: TopicName, create: bool, partitioned: bool | None = None) -> Topic | None:
+    """The topic, auto-created when `create` and allowed: of the kind `partitioned` says, None meaning
+    allowAutoTopicCreationType's (a non-partitioned topic has one partition, a partitioned one defaultNumPartitions)."""
     topics = conn.handler.service.topics
     topic = topics.get(name)
-    if topic is None and create and conn.handler.config.allowAutoTopicCreation and authorize.may_auto_create(conn, name):
+    if topic is None and create and may_create(conn, name):
+        kind = creates_partitioned(conn) if partitioned is None else partitioned
         try:
-            topic = await topics.create(name, conn.handler.config.defaultNumPartitions)
+            topic = await topics.create(name, conn.handler.config.defaultNumPartitions if kind else 1, partitioned=kind)
         except TopicError as e:
             if e.error != "TOPIC_ALREADY_EXISTS":
                 raise NameError_(c.ServerError.MetadataError, str(e)) from None
@@ -87,23 +104,43 @@ Check = Callable[[TopicName], str | None]  # kop/pulsar/authorize.py's refusal o
 
 async def resolve_partition(conn: PulsarConnection, topic_name: str, create: bool = True,
                             check: Check | None = None) -> tuple[Topic, int]:
-    """The topic and partition a PRODUCER/SUBSCRIBE/LOOKUP names. A base name stands for partition 0 (clients
-    only use it for topics they were told are non-partitioned, which ours never are). `check` authorizes the
+    """The topic and partition a PRODUCER/SUBSCRIBE/LOOKUP names. A non-partitioned topic is named by its base name
+    (partition 0 underneath); a partition's name (`t-partition-N`) names a partition of a partitioned topic, and
+    auto-creates a partitioned one (the client was told it is partitioned); a base name auto-creates the kind
+    allowAutoTopicCreationType says, and on a partitioned topic stands for partition 0. `check` authorizes the
     command after the name is parsed and before the topic is looked for or created, Pulsar's order (and
     Kafka's: a refused client learns nothing about the topic's existence)."""
     name, partition = split_name(conn, topic_name)
     refusal = check(name) if check is not None else None
     if refusal is not None:
         raise NameError_(c.ServerError.AuthorizationError, refusal)
-    topic = await find_topic(conn, name, create)
+    topic = await find_topic(conn, name, create, partitioned=True if partition is not None else None)
     if topic is None:
         raise NameError_(c.ServerError.TopicNotFound, f"Topic {topic_name} does not exist")
+    if partition is not None and not topic.partitioned:
+        raise NameError_(c.ServerError.TopicNotFound,
+                         f"Topic {topic_name} does not exist: {topic.name.canonical} is a non-partitioned topic")
     partition = 0 if partition is None else partition
     if partition >= topic.partitions:
         raise NameError_(c.ServerError.TopicNotFound,
                          f"Topic {topic_name}: partition {partition} does not exist (of {topic.partitions})")
     return topic, partition
 
+
+async def _lookup_target(conn: PulsarConnection, topic_name: str, check: Check) -> tuple[TopicName, int]:
+    """What a LOOKUP names: an existing topic's partition, or a missing base name that the client's PRODUCER or
+    SUBSCRIBE will auto-create as a non-partitioned topic - Pulsar's lookup finds the owner without creating the
+    topic, so a later createPartitionedTopic of that name is not refused. With allowAutoTopicCreationType=partitioned
+    the lookup creates the partitioned topic, as PARTITIONED_METADATA would have."""
+    name, partition = split_name(conn, topic_name)
+    if partition is None and not creates_partitioned(conn) and conn.handler.service.topics.get(name) is None:
+        refusal = check(name)
+        if refusal is not None:
+            raise NameError_(c.ServerError.AuthorizationError, refusal)
+        if may_create(conn, name):
+            return name, 0
+    topic, partition = await resolve_partition(conn, topic_name, check=check)
+    return topic.name, partition
 
 
 async def open_partition(conn: PulsarConnection, request_id: int, topic_name: str,
@@ -131,10 +168,10 @@ async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
             raise NameError_(c.ServerError.AuthorizationError, refusal)
         if partition is not None:
             answer = 0
-        else:
+        else:  # only a partitioned topic is created here; a non-partitioned one by the PRODUCER/SUBSCRIBE that follows
             allow = not req.HasField("metadata_auto_creation_enabled") or req.metadata_auto_creation_enabled
-            topic = await find_topic(conn, name, allow)
-            answer = topic.partitions if topic is not None else 0
+            topic = await find_topic(conn, name, allow and creates_partitioned(conn))
+            answer = topic.partitions if topic is not None and topic.partitioned else 0
     except NameError_ as e:
         conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, response=PARTITIONED_RESPONSE.Failed,
                             error=e.code, message=str(e)))
@@ -147,8 +184,8 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
     try:
-        topic, partition = await resolve_partition(
-            conn, req.topic, check=lambda name: authorize.describe_refusal(conn, name, authorize.LOOKUP))
+        name, partition = await _lookup_target(
+            conn, req.topic, lambda name: authorize.describe_refusal(conn, name, authorize.LOOKUP))
     except NameError_ as e:
         if e.code == c.ServerError.InvalidTopicName:
             # a name no topic can have - the Java client's regex consumer looks up its pattern to place a
@@ -162,12 +199,12 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
         return
     service = conn.handler.service
     listener = req.advertised_listener_name or None  # the client's listenerName (kop/cluster/listeners.py)
-    redirect = not service.topics.owns(topic, partition)
+    redirect = not service.topics.owns_name(name, partition)
     registered: list[tuple[str, str, int]] = conn.handler.advertised_addresses()
     if redirect:
         own = service.ownership
-        await own.owner_of(topic.name, partition)  # triggers an acquisition when the bundle has no owner
-        info = own.owner_cached(topic.name, partition)
+        await own.owner_of(name, partition)  # triggers an acquisition when the bundle has no owner
+        info = own.owner_cached(name, partition)
         registered = [] if info is None or info.broker_id == conn.handler.config.kafkaBrokerId else list(info.listeners)
     try:
         plain, tls = named_listeners.select(registered, listener) if registered else (None, None)
@@ -196,7 +233,7 @@ async def topics_of_namespace(conn: PulsarConnection, frame: Frame) -> None:
             continue
         if not authorize.may_describe(conn, topic.name):  # hidden, as Kafka's Metadata hides it
             continue
-        names.extend(f"{topic.name.canonical}-partition-{p}" for p in range(topic.partitions))
+        names.extend(topic.pulsar_names())
     filtered = False
     if req.HasField("topics_pattern") and req.topics_pattern:
         try:

@@ -96,7 +96,7 @@ class PartitionState:
         self.handler = handler
         self.ledger_name = ledger_name
         self.seam = seam  # what SENDs append through (kop/topics/partition.py)
-        self.partition = seam.index
+        self.partition = seam.topic.pulsar_partition(seam.index)  # what message ids carry: -1 when non-partitioned
         self.plog = seam.log
         self.producers: dict[str, Producer] = {}
         # Pulsar's topic epoch (kop/pulsar/produce.py access_refusal): taken by each exclusive producer, so that one

@@ -194,12 +194,20 @@ class SubscriptionsAdmin:
 
     def traffic(self, topic: Topic, partition: int) -> dict[str, int]:
         """Pulsar-protocol counters of a partition served now (zeros otherwise: nothing is opened)."""
-        state = self.handler.partitions.get(topic.name.ledger_name(partition))
+        state = self.handler.partitions.get(topic.ledger_name(partition))
         if state is None:
             return {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
         subs = list(state.subscriptions.values())
         return {"msgInCounter": state.msg_in, "bytesInCounter": state.bytes_in,
                 "msgOutCounter": sum(s.msg_out for s in subs), "bytesOutCounter": sum(s.bytes_out for s in subs)}
+
+    def connected(self, topic: Topic, partition: int) -> int:
+        """Producers and consumers connected to a partition served now: Pulsar refuses to delete a topic that has
+        any unless forced."""
+        state = self.handler.partitions.get(topic.ledger_name(partition))
+        if state is None:
+            return 0
+        return len(state.producers) + sum(len(s.consumers) for s in state.subscriptions.values())
 
     async def served(self) -> list[dict[str, Any]]:
         """Metrics: per subscription of every partition served now (nothing is opened for a scrape)."""

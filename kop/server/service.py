@@ -245,9 +245,9 @@ class BrokerService:
 
     async def _topic_deleted(self, topic: Topic) -> None:
         for p in range(topic.partitions):
-            self.topics.producer_tables.forget(topic.name.ledger_name(p))
+            self.topics.producer_tables.forget(topic.ledger_name(p))
             for h in self.handlers:
-                h.partition_log_deleted(topic.name.ledger_name(p))
+                h.partition_log_deleted(topic.ledger_name(p))
 
     async def _cluster_id(self) -> str:
         store = self.storage.metadata_store

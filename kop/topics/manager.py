@@ -3,7 +3,8 @@
 A topic's record (partition count, topic id, per-topic configs) is a small JSON value at
 `/kop/topics/<tenant>/<namespace>/<topic>`, written with compare-and-set so that two creators cannot both
 win. Partition logs are opened lazily on first use and kept open; each is one managed ledger named in
-Pulsar's layout (`tenant/ns/persistent/<topic>-partition-<i>`).
+Pulsar's layout (`tenant/ns/persistent/<topic>-partition-<i>`; a non-partitioned topic's one partition is
+`tenant/ns/persistent/<topic>`, Topic.partitioned).
 
 Cluster mode (several brokers on one ZooKeeper; kop/cluster/ownership.py): `ownership` is set and
 `partition_log` is the chokepoint of ownership - a partition whose bundle this broker does not own (or
@@ -71,6 +72,24 @@ class Topic:
     # set in the stored record before any log is removed: a broker that stops or dies mid-deletion finishes
     # it at its next start instead of bringing back a topic with some partitions' data gone
     deleting: bool = False
+    # Pulsar's two topic kinds. A non-partitioned topic has one partition (Kafka's partition 0) stored under the
+    # topic's own name; Pulsar clients see it without a `-partition-N` suffix and with partition -1 in message
+    # ids. Records written before the kind existed have no "partitioned" key: they were all partitioned.
+    partitioned: bool = True
+
+    def ledger_name(self, partition: int) -> str:
+        """Managed-ledger name of `partition` (0 of a non-partitioned topic: the topic's own name)."""
+        return self.name.ledger_name(partition if self.partitioned else None)
+
+    def pulsar_names(self) -> list[str]:
+        """The topic names Pulsar lists for this topic: each partition's, or the topic's own when non-partitioned."""
+        if not self.partitioned:
+            return [self.name.canonical]
+        return [f"{self.name.canonical}-partition-{p}" for p in range(self.partitions)]
+
+    def pulsar_partition(self, partition: int) -> int:
+        """The partition index a Pulsar message id carries: -1 for a non-partitioned topic, as Pulsar's."""
+        return partition if self.partitioned else -1
 
     def to_json(self) -> bytes:
         record: dict[str, Any] = {
@@ -82,6 +101,8 @@ class Topic:
         }
         if self.deleting:
             record["deleting"] = True
+        if not self.partitioned:  # absent means partitioned, so older records read the same
+            record["partitioned"] = False
         return json.dumps(record, sort_keys=True).encode()
 
     @classmethod
@@ -96,6 +117,7 @@ class Topic:
             version=version,
             internal=bool(d.get("internal", False)),
             deleting=bool(d.get("deleting", False)),
+            partitioned=bool(d.get("partitioned", True)),
         )
 
 
@@ -214,8 +236,12 @@ class TopicManager:
         *,
         validate_only: bool = False,
         internal: bool = False,
+        partitioned: bool = True,
     ) -> Topic:
+        """Create a topic; `partitioned=False` makes a Pulsar non-partitioned topic (one partition, see Topic)."""
         configs = dict(configs or {})
+        if not partitioned and partitions != 1:
+            raise TopicError("INVALID_PARTITIONS", "A non-partitioned topic has exactly one partition.")
         if partitions < 1:
             raise TopicError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
         if partitions > 100000:
@@ -233,6 +259,7 @@ class TopicManager:
                 configs=configs,
                 created_ms=int(time.time() * 1000),
                 internal=internal,
+                partitioned=partitioned,
             )
             if validate_only:
                 return topic
@@ -244,10 +271,14 @@ class TopicManager:
                 raise TopicError("TOPIC_ALREADY_EXISTS", f"Topic '{self.kafka_name(name)}' already exists.") from None
             topic.version = stat.version
             self._remember(topic)
-            log.info("created topic %s with %d partitions", name.canonical, partitions)
+            log.info("created topic %s with %d partitions%s", name.canonical, partitions,
+                     "" if partitioned else " (non-partitioned)")
             return topic
 
     async def add_partitions(self, topic: Topic, count: int, validate_only: bool = False) -> None:
+        if not topic.partitioned:  # Pulsar cannot turn a non-partitioned topic into a partitioned one either
+            raise TopicError("INVALID_PARTITIONS", f"Topic '{self.kafka_name(topic.name)}' is a non-partitioned "
+                             "Pulsar topic: its partition count cannot change.")
         if count <= topic.partitions:
             raise TopicError(
                 "INVALID_PARTITIONS",
@@ -363,7 +394,7 @@ class TopicManager:
         topic.logs.clear()
         for p in await self._stored_partitions(topic):
             try:
-                await self.storage.delete_log(topic.name.ledger_name(p))
+                await self.storage.delete_log(topic.ledger_name(p))
             except Exception:
                 log.exception("deleting ledger of %s partition %d", topic.name.canonical, p)
         try:
@@ -401,7 +432,7 @@ class TopicManager:
         except Exception:
             log.exception("listing stored logs to delete %s; deleting partition by partition", topic.name.canonical)
             return list(range(topic.partitions))
-        return [p for p in range(topic.partitions) if topic.name.ledger_name(p) in stored]
+        return [p for p in range(topic.partitions) if topic.ledger_name(p) in stored]
 
     @property
     def paused(self) -> bool:
@@ -418,7 +449,11 @@ class TopicManager:
     # ------------------------------------------------------------------ partition logs
     def owns(self, topic: Topic, partition: int) -> bool:
         """Whether this broker serves `partition` of `topic` now (always, without cluster mode)."""
-        return self.ownership is None or self.ownership.owns(topic.name, partition)
+        return self.owns_name(topic.name, partition)
+
+    def owns_name(self, name: TopicName, partition: int) -> bool:
+        """owns() by name: a Pulsar lookup asks it of a topic its client has yet to create."""
+        return self.ownership is None or self.ownership.owns(name, partition)
 
     def _check_owned(self, topic: Topic, partition: int) -> None:
         if self.ownership is not None and not self.ownership.owns(topic.name, partition):
@@ -444,7 +479,7 @@ class TopicManager:
 
         async def open_log() -> PartitionLog:
             try:
-                plog = await self.storage.open_log(topic.name.ledger_name(partition),
+                plog = await self.storage.open_log(topic.ledger_name(partition),
                                                   ledger_config(topic.configs, self.storage.managed_ledger_config))
             except StorageError as e:  # a full or read-only disk: KAFKA_STORAGE_ERROR, not a closed connection
                 raise TopicError("KAFKA_STORAGE_ERROR", f"cannot open the partition: {e}") from e

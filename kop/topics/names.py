@@ -45,10 +45,11 @@ class TopicName:
             return self.local
         return f"{self.tenant}/{self.namespace}/{self.local}"
 
-    def ledger_name(self, partition: int) -> str:
-        """Managed-ledger name of one partition, in Pulsar's layout."""
-        topic = urllib.parse.quote(f"{self.local}-partition-{partition}", safe="")
-        return f"{self.tenant}/{self.namespace}/persistent/{topic}"
+    def ledger_name(self, partition: int | None) -> str:
+        """Managed-ledger name of one partition, in Pulsar's layout: `<topic>-partition-<i>` for a partition of a
+        partitioned topic, the topic's own name for a non-partitioned one (partition None), as Pulsar stores it."""
+        local = self.local if partition is None else f"{self.local}-partition-{partition}"
+        return f"{self.tenant}/{self.namespace}/persistent/{urllib.parse.quote(local, safe='')}"
 
 
 def parse_topic_name(name: str, default_tenant: str, default_namespace: str) -> TopicName:

@@ -4,13 +4,11 @@ A Pulsar-side module (tests/e2e/conftest.py): it runs on the targets in PULSAR_S
 Apache Pulsar 4.0.x standalone shared by the session, which proves these tests right, and our broker on both
 storage backends (`kop`, `kop-bk`), which must give the same answers.
 
-Every topic here is partitioned (one partition), on every target: ours because a Kafka topic always has
-partitions, the reference because it runs with `allowAutoTopicCreationType=partitioned` (the setting KoP requires
-of its Pulsar; tests/support/pulsar_server.py). We keep topics partitioned on purpose rather than showing a
-one-partition topic to Pulsar clients as non-partitioned: a Kafka client may add partitions at any time, and only
-a client that knows the topic is partitioned picks the new ones up (a non-partitioned consumer would silently
-miss them). The price is the C++ client's single-partition operations - seek by message id, readers,
-`get_last_message_id` - which take the partition's name, `t-partition-0`, on Apache Pulsar as on ours.
+Every topic here is partitioned (one partition), on every target: both run with
+`allowAutoTopicCreationType=partitioned` (tests/support/pulsar_server.py, tests/support/broker.py), so these tests
+exercise partitioned topics; Pulsar's default kind, non-partitioned, is tests/e2e/test_pulsar_nonpartitioned.py's.
+The C++ client's single-partition operations - seek by message id, readers, `get_last_message_id` - take the
+partition's name here, `t-partition-0`, on Apache Pulsar as on ours.
 
 What is checked, on messages each test writes to its own topic: batched and unbatched produce with every
 compression codec (contents, keys, properties, event times, batch indexes in the message ids); Exclusive

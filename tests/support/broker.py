@@ -48,6 +48,10 @@ class KopBroker(ServerProcess):
             "bindAddress": "127.0.0.1",
             "webServicePort": "0",
             "webServiceBindAddress": "127.0.0.1",
+            # as the suite's Apache Pulsar reference runs (tests/support/pulsar_server.py): the tests written when
+            # every topic was partitioned expect a Pulsar client to auto-create partitioned topics; tests of
+            # non-partitioned topics set "non-partitioned" (the broker's and Pulsar's default)
+            "allowAutoTopicCreationType": "partitioned",
         }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
         self.pulsar_port = int(self.overrides["brokerServicePort"])

@@ -86,7 +86,7 @@ async def _describe(topics: TopicManager, wanted: list[tuple[str, Topic, list[in
                 continue  # another broker's log (cluster mode), or going away
             # A partition never opened has no managed ledger yet; Kafka creates every partition's (empty) log
             # with the topic, so it is listed, empty.
-            size = await topics.storage.stored_size(topic.name.ledger_name(p)) or 0
+            size = await topics.storage.stored_size(topic.ledger_name(p)) or 0
             partitions.append(R.DescribeLogDirsPartition(partition_index=p, partition_size=size, offset_lag=0,
                                                          is_future_key=False))
         if partitions:

@@ -206,7 +206,7 @@ async def _plan(request: RequestContext, ctx: FetchContext, committed: bool
                 continue
             assert topic is not None  # partition_log refuses a missing topic
             p.topic = topic
-            p.ledger = plog.name  # = topic.name.ledger_name(p.index), without quoting it again per fetch
+            p.ledger = plog.name  # = topic.ledger_name(p.index), without quoting it again per fetch
             p.counters = h.metrics.partition(topic.name.canonical, p.index, p.ledger)
         plan.append((key, parts))
     return plan, names

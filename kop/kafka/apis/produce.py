@@ -188,7 +188,7 @@ async def _issue(ctx: RequestContext, topic_name: str, partition: int, records: 
         t1 = time.monotonic()
         h = ctx.handler
         h.metrics.produce_encode.observe(t1 - t0)
-        counters = h.metrics.partition(topic.name.canonical, partition, topic.name.ledger_name(partition))
+        counters = h.metrics.partition(topic.name.canonical, partition, topic.ledger_name(partition))
         return _Started(seam, issued, counters, t1)
     except _PartitionError as e:
         return e

@@ -1,0 +1,98 @@
+"""Pulsar admin v2's topic creation and deletion for both kinds of topic (kop/topics/manager.py Topic.partitioned).
+
+- `PUT /admin/v2/persistent/{tenant}/{namespace}/{topic}`: createNonPartitionedTopic - a topic of one partition stored
+  under its own name, that Kafka clients see as partition 0; 204, 409 "This topic already exists" when a topic of
+  that name exists (of either kind) or the name is an existing partition's, 412 for another `-partition-N` name
+  (Pulsar's answer when no partitioned topic has that partition) or a name that is not a topic's.
+- `DELETE .../{topic}`: deleteTopic, a non-partitioned topic; 404 "Topic ... not found" when none of that name
+  exists, 409 for a partitioned topic's base name (Pulsar's message: call delete-partitioned-topic).
+- `DELETE .../{topic}/partitions`: deletePartitionedTopic; 404 for a missing name, 409 for a non-partitioned topic.
+Both deletions answer 412 while Pulsar producers or consumers are connected, unless `?force=true` (they are then
+told to reconnect, and may auto-create the topic again, as on Pulsar). Kafka clients do not hold a topic.
+Statuses and messages are Apache Pulsar 4.0's (checked by tests/e2e/test_pulsar_nonpartitioned.py).
+`PUT .../partitions` (createPartitionedTopic) lives in kop/admin/server.py.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from kop.admin import views
+from kop.admin.views import AdminError
+from kop.topics.manager import Topic, TopicError
+from kop.topics.names import InvalidTopicName, TopicName, check_local_name
+
+if TYPE_CHECKING:
+    from kop.admin.server import AdminServer
+
+
+def add_routes(server: AdminServer, r: web.UrlDispatcher, topic_path: str) -> None:
+    async def create(request: web.Request) -> web.Response:
+        m = request.match_info
+        await create_non_partitioned(server, m["tenant"], m["namespace"], m["topic"])
+        return web.Response(status=204)
+
+    async def delete(request: web.Request) -> web.Response:
+        await _delete(server, request, partitioned=False)
+        return web.Response(status=204)
+
+    async def delete_partitioned(request: web.Request) -> web.Response:
+        await _delete(server, request, partitioned=True)
+        return web.Response(status=204)
+
+    r.add_put(topic_path, create)
+    r.add_delete(topic_path, delete)
+    r.add_delete(topic_path + "/partitions", delete_partitioned)
+
+
+async def create_non_partitioned(server: AdminServer, tenant: str, namespace: str, local: str) -> None:
+    """Pulsar's createNonPartitionedTopic: 412 for a bad name, 409 when the name is taken by either kind."""
+    service = server.service
+    views.topic_list(service, tenant, namespace)  # 404 for an unknown namespace
+    m = views.PARTITION_SUFFIX.match(local)
+    if m:
+        parent = service.topics.get(TopicName(tenant, namespace, m["base"]))
+        if parent is not None and parent.partitioned and int(m["index"]) < parent.partitions:
+            raise AdminError(409, "This topic already exists")
+        raise AdminError(412, f"Can't create topic {local} with \"-partition-\" followed by numeric value: it names "
+                              "a partition of a partitioned topic here")
+    try:
+        check_local_name(local)
+    except InvalidTopicName as e:
+        raise AdminError(412, str(e)) from None
+    try:
+        await service.topics.create(TopicName(tenant, namespace, local), 1, partitioned=False)
+    except TopicError as e:
+        if e.error == "TOPIC_ALREADY_EXISTS":
+            raise AdminError(409, "This topic already exists") from None
+        raise AdminError(412, e.message) from None
+
+
+async def _delete(server: AdminServer, request: web.Request, partitioned: bool) -> None:
+    m = request.match_info
+    tenant, namespace, local = m["tenant"], m["namespace"], m["topic"]
+    views.topic_list(server.service, tenant, namespace)  # 404 for an unknown namespace
+    topic: Topic | None = None
+    try:
+        check_local_name(local)
+        topic = server.service.topics.get(TopicName(tenant, namespace, local))
+    except InvalidTopicName:
+        pass
+    shown = f"persistent://{tenant}/{namespace}/{local}"
+    if topic is None or topic.internal:
+        raise AdminError(404, f"Topic {shown} not found" + ("." if partitioned else ""))
+    if topic.partitioned and not partitioned:
+        raise AdminError(409, f"{shown} is a partitioned topic, instead of calling delete topic, please call "
+                              "delete-partitioned-topic.")
+    if partitioned and not topic.partitioned:
+        raise AdminError(409, f"{shown} is a non-partitioned topic. Instead of calling delete-partitioned-topic "
+                              "please call delete.")
+    pulsar = server.service.pulsar_subscriptions
+    if request.query.get("force", "false").lower() != "true" and pulsar is not None:
+        clients = sum(pulsar.connected(topic, p) for p in range(topic.partitions))
+        if clients:  # Pulsar's answers (a partitioned topic's are per partition there, summed up here)
+            raise AdminError(412, "Topic has active producers/subscriptions" if partitioned
+                             else f"Topic has {clients} connected producers/consumers")
+    await server.service.topics.delete(topic)

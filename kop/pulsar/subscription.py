@@ -53,6 +53,7 @@ from kop.offset.entry_format import producer_name_of
 from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
+from kop.pulsar.compacted import CompactedView
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.delayed import DelayedTracker
@@ -80,13 +81,14 @@ Converted = tuple[bytes, int, int, tuple[int, ...], int]
 
 
 class Entry:
-    __slots__ = ("position", "base_offset", "last_offset", "hash")
+    __slots__ = ("position", "base_offset", "last_offset", "hash", "kept")
 
     def __init__(self, position: Position, base_offset: int, last_offset: int, hash_: int = 0) -> None:
         self.position = position
         self.base_offset = base_offset
         self.last_offset = last_offset
         self.hash = hash_  # Key_Shared: the hash of the entry's sticky key
+        self.kept = -1  # readCompacted: the bits of the messages that go out (kop/pulsar/compacted.py), -1 = all
 
 
 class PartitionState:
@@ -107,6 +109,7 @@ class PartitionState:
         # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it
         self.schema_ids = SchemaIdMap(handler.service.schema_ids, seam.topic.name, on_learnt=self._converted.clear)
         self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
+        self.compaction = CompactedView(self.plog)  # Pulsar's topic compaction: trigger, status, readCompacted view
         self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
         self.bytes_in = 0
 
@@ -177,7 +180,7 @@ class PartitionState:
 
 class Consumer:
     __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges",
-                 "connected_since")
+                 "connected_since", "read_compacted")
 
     def __init__(self, conn: PulsarConnection, consumer_id: int, subscription: Subscription, name: str,
                  priority: int, epoch: int | None) -> None:
@@ -191,6 +194,7 @@ class Consumer:
         self.epoch = epoch
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
         self.connected_since = int(time.time() * 1000)  # CONSUMER_STATS, admin stats
+        self.read_compacted = False  # CommandSubscribe.read_compacted (Exclusive/Failover): the compacted view
 
 
 class HashHolder:
@@ -473,7 +477,12 @@ class Subscription:
                 if epoch != self.epoch:
                     return  # a rewind or seek happened while asking
                 conv = self.state.converted(fb)  # again, with the ids learnt
-            if conv is None:  # a control batch or an aborted one: no Pulsar message, nothing to ack
+            kept = -1
+            if conv is not None and consumer.read_compacted and self.state.compaction.covers(fb):
+                kept = await self.state.compaction.kept(fb, conv[1])
+                if epoch != self.epoch:
+                    return
+            if conv is None or kept == 0:  # a control batch, an aborted one, one compacted away: no message
                 self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
                 self.acked.add(pos)
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
@@ -487,6 +496,8 @@ class Subscription:
                 blocked = True
                 break
             entry = Entry(pos, fb.base_offset, fb.last_offset, conv[2])
+            if kept != (1 << conv[1]) - 1:
+                entry.kept = kept
             self.outstanding[pos] = entry
             self.read_offset = max(self.read_offset, fb.last_offset + 1)
             self._send(target, fb, entry, 0)
@@ -547,8 +558,11 @@ class Subscription:
             fields["redelivery_count"] = redelivery
         if consumer.epoch is not None:
             fields["consumer_epoch"] = consumer.epoch
-        if pos in self.batch_acks:  # the client skips the messages acknowledged already
-            fields["ack_set"] = ack_set_words(self.batch_acks[pos])
+        bits = self.batch_acks.get(pos)  # the client skips the messages acknowledged already
+        if entry.kept >= 0:  # and, readCompacted, those the compaction left out
+            bits = entry.kept if bits is None else bits & entry.kept
+        if bits is not None:
+            fields["ack_set"] = ack_set_words(bits)
         if consumer.conn.broker_entry_metadata:
             data = broker_entry_metadata(fb) + data
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))

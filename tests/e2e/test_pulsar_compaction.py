@@ -9,8 +9,12 @@ What is checked:
 - `GET .../compaction` answers LongRunningProcessStatus JSON: NOT_RUN before any trigger, SUCCESS once the
   compaction `PUT .../compaction` (on the partitioned topic: every partition) started is done;
 - a readCompacted reader, and an Exclusive readCompacted consumer, read the latest value of each key up to the
-  compaction's horizon - a key whose latest value is empty is gone, keyless messages are gone, a batch loses only the
-  superseded messages - and then everything written after it; a reader without readCompacted reads everything;
+  compaction's horizon - keyless messages are gone, an unbatched empty value stays (Pulsar 4.0 counts its size with
+  the message's headers), a batch loses only the superseded messages - and then everything written after it; a
+  reader without readCompacted reads everything;
+- the same with Pulsar's Java admin client (triggerCompaction, compactionStatus) and a Java readCompacted reader,
+  which skips the batch slots compaction emptied (the pulsar-admin CLI is not on the Maven Central we fetch
+  from: tests/support/pulsar_java.py);
 - a readCompacted SUBSCRIBE on a Shared or Key_Shared subscription is refused NotAllowedError (Pulsar: Exclusive and
   Failover only); the clients refuse it before asking.
 """
@@ -26,6 +30,7 @@ import pulsar
 import pytest
 
 from kop.pulsar.codec import commands as c
+from tests.support.pulsar_java import PulsarJava
 from tests.support.pulsar_wire import WireClient
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop")
@@ -129,6 +134,28 @@ def test_compaction_trigger_status_and_read_compacted(target, pulsar_broker, cli
     plain = client.create_reader(f"persistent://public/default/{partition}", pulsar.MessageId.earliest)
     assert _read_all(plain, b"after") == ALL
     plain.close()
+
+
+def test_java_admin_and_reader(target, pulsar_broker, client):
+    name = target.topic("cmp-java")
+    topic = f"persistent://public/default/{name}"
+    partition = f"{topic}-partition-0"
+    _send_history(client, topic)
+    after = client.create_producer(topic, batching_enabled=False)
+    with PulsarJava(pulsar_broker.service_url, pulsar_broker.admin_url).session() as java:
+        assert java(f"compaction-status {partition}") == {"status": "NOT_RUN", "lastError": ""}
+        assert java(f"compact {topic}") is True
+        deadline = time.monotonic() + COMPACTION_WAIT_S
+        while (status := java(f"compaction-status {partition}"))["status"] in ("NOT_RUN", "RUNNING"):
+            assert time.monotonic() < deadline, "the compaction did not end"
+            time.sleep(0.2)
+        assert status == {"status": "SUCCESS", "lastError": ""}
+        after.send(b"after", partition_key="k1")
+        java(f"reader r {partition} earliest compacted=true")
+        got = java("read r 6")
+        assert [(m["key"], m["value"].encode()) for m in got] == COMPACTED  # the Java client skips emptied slots
+        assert java("has-available r") is False
+    after.close()
 
 
 def test_read_compacted_needs_exclusive_or_failover(target, pulsar_broker, client):

@@ -13,7 +13,7 @@ import pulsar
 import pytest
 
 from kop.pulsar.compacted import record_keys
-from tests.support.admin import ok, topic_url
+from tests.support.admin import kop_admin, kop_admin_json, ok, topic_url
 from tests.support.broker import KopBroker
 from tests.support.clients import create_topic
 
@@ -39,10 +39,12 @@ def test_what_each_record_means_to_the_view():
     assert record_keys(_kafka_batch([(b"k2", None)])) == [(0, b"k2", True)]
 
 
-def _compact(admin: str, topic: str) -> None:
-    req = urllib.request.Request(topic_url(admin, topic) + "/compaction", method="PUT")
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        assert resp.status == 204
+def _compact(admin: str, topic: str, trigger: bool = True) -> None:
+    """Trigger a compaction of the topic (unless done already) and wait until partition 0's has ended."""
+    if trigger:
+        req = urllib.request.Request(topic_url(admin, topic) + "/compaction", method="PUT")
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert resp.status == 204
     deadline = time.monotonic() + WAIT_S
     while (status := ok(topic_url(admin, f"{topic}-partition-0") + "/compaction"))["status"] == "RUNNING":
         assert time.monotonic() < deadline, "the compaction did not end"
@@ -81,8 +83,10 @@ def test_the_horizon_outlives_a_restart_and_a_delete_topic_keeps_everything(brok
     client.close()
     broker.stop()
     broker.start()
-    status = ok(topic_url(broker.admin_url, f"{topic}-partition-0") + "/compaction")
-    assert status == {"status": "NOT_RUN", "lastError": ""}  # in memory, as Pulsar's
+    # in memory, as Pulsar's; kop-admin (pulsar-admin's verbs) reads it
+    assert kop_admin(broker.admin_url, "topics", "compaction-status", f"{topic}-partition-0").stdout == "NOT_RUN\n"
+    assert kop_admin_json(broker.admin_url, "topics", "compaction-status", f"{topic}-partition-0") == {
+        "status": "NOT_RUN", "lastError": ""}
     client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=60)
     assert _read(client, topic, True, 2) == [("k2", b"b"), ("k1", b"c")]  # the view is rebuilt
     assert _read(client, topic, False, 3) == [("k1", b"a"), ("k2", b"b"), ("k1", b"c")]  # nothing removed
@@ -98,7 +102,8 @@ def test_a_compact_topic_is_cleaned_for_kafka_consumers_too(broker):
     for key, value in [(b"k1", b"a"), (b"k2", b"b"), (b"k1", b"c"), (b"k2", None), (b"k3", b"x")]:
         producer.send(topic, key=key, value=value, partition=0).get(timeout=60)
     producer.close()
-    _compact(broker.admin_url, topic)
+    assert kop_admin(broker.admin_url, "topics", "compact", topic).stdout == "done\n"  # what _compact PUTs
+    _compact(broker.admin_url, topic, trigger=False)
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                              enable_auto_commit=False, consumer_timeout_ms=RECEIVE_MS)
     consumer.assign([TopicPartition(topic, 0)])

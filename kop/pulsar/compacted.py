@@ -109,6 +109,15 @@ class CompactedView:
             log.warning("%s: compaction failed: %s", self.plog.name, e)
             self.status, self.last_error = ERROR, str(e) or type(e).__name__
 
+    def stop(self) -> None:
+        """The partition is closed or no longer served here: a compaction in progress ends, ERROR (the next
+        PartitionState starts at NOT_RUN, keeping the horizon of the last one that ended)."""
+        for task in (self._task, self._building):
+            if task is not None and not task.done():
+                task.cancel()
+        if self.status == RUNNING:
+            self.status, self.last_error = ERROR, "the partition was closed during the compaction"
+
     async def latest(self) -> dict[bytes, int]:
         """The key map up to the horizon, built on first use after a restart (concurrent callers share one read)."""
         if self._latest is not None:

@@ -159,12 +159,14 @@ class PartitionState:
         return await self.schema_ids.learn(unknown)
 
     async def close(self) -> None:
+        self.compaction.stop()
         for sub in list(self.subscriptions.values()):
             await sub.close(flush=True)
         await self.dedup.flush()
 
     def abandon(self) -> None:
         """The partition is no longer served here: tell clients to reconnect (they look it up again)."""
+        self.compaction.stop()
         for sub in list(self.subscriptions.values()):
             for consumer in list(sub.consumers):
                 consumer.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=0))

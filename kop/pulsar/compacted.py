@@ -11,9 +11,11 @@ compaction does the same without a second copy of the data:
 * The view is a key map: key -> offset of the key's latest record at or below the horizon. A readCompacted
   subscription's dispatcher (kop/pulsar/subscription.py) delivers, of each entry at or below the horizon, only the
   records the map names; an entry left with none is skipped as a marker is (acknowledged, never sent); a batch left
-  with some goes out with an ack set naming them, so the client hands out only those (Pulsar rewrites the batch
-  with `compacted_out` slots instead: the C++ client hands those out as empty messages, the Java client skips
-  them). The map is kept in memory, built when the compaction runs or, after a restart, when a readCompacted
+  with some goes out as Pulsar's compactor rewrites it, each message left out an empty slot marked `compacted_out`
+  (PartitionState.compacted): the Java client skips those, the C++ client hands them out as empty messages - as
+  with Apache Pulsar - and acknowledging the batch's messages acknowledges the entry. (An ack set would hide them
+  from the C++ client too, but that client then never acknowledges the entry: it is redelivered.) The map is kept
+  in memory, built when the compaction runs or, after a restart, when a readCompacted
   subscription first needs it (one read of the partition up to the horizon).
 * What the map keeps, as Pulsar 4.0's PublishingOrderCompactor (topicCompactionRetainNullKey=false) does: keyless
   messages are dropped; a key's latest message removes the key when its value is null (a Kafka tombstone, a Pulsar

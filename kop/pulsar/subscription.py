@@ -51,10 +51,11 @@ from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
 from kop.offset.api import FetchedBatch, NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.offset.entry_format import producer_name_of
 from kop.protocol.records import parse_batch_header
+from kop.pulsar.codec import batch as pbatch
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
 from kop.pulsar.compacted import CompactedView
-from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
+from kop.pulsar.convert import ConversionError, PulsarEntry, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.delayed import DelayedTracker
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
@@ -124,24 +125,7 @@ class PartitionState:
         else:
             self._converted.move_to_end(key)
             return got
-        try:
-            # A compressed batch goes out compressed with the same codec (as Pulsar hands consumers what producers
-            # compressed): a consumer then receives, checksums and copies the stored size, not the inflated one.
-            # One record goes out plain and unbatched (see unbatched).
-            header = parse_batch_header(fb.batch)
-            codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
-            version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
-            # the Pulsar producer's name kept with the entry ("" for a Kafka producer's: entry_format.NamedEntry)
-            name = "" if fb.entry is None else producer_name_of(fb.entry)
-            entry = kafka_to_pulsar(fb.batch, producer_name=name, compression=codec,
-                                    schema_ids=self.schema_ids.for_version(version))
-            if entry is not None:
-                if version is not None and not entry.metadata.schema_version:
-                    entry.metadata.schema_version = version
-                entry = unbatched(entry)
-        except ConversionError as e:
-            log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
-            entry = None
+        entry = self._convert(fb, compress=True)
         value: Converted | None = None
         if entry is not None:
             md = entry.metadata
@@ -152,6 +136,48 @@ class PartitionState:
         if len(self._converted) > CONVERTED_CACHE:
             self._converted.popitem(last=False)
         return value
+
+    def _convert(self, fb: FetchedBatch, compress: bool) -> PulsarEntry | None:
+        """The Pulsar entry of a stored batch (None for a control batch or one that does not convert)."""
+        try:
+            # A compressed batch goes out compressed with the same codec (as Pulsar hands consumers what producers
+            # compressed): a consumer then receives, checksums and copies the stored size, not the inflated one.
+            # One record goes out plain and unbatched (see unbatched).
+            header = parse_batch_header(fb.batch)
+            codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 and compress else 0
+            version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
+            # the Pulsar producer's name kept with the entry ("" for a Kafka producer's: entry_format.NamedEntry)
+            name = "" if fb.entry is None else producer_name_of(fb.entry)
+            entry = kafka_to_pulsar(fb.batch, producer_name=name, compression=codec,
+                                    schema_ids=self.schema_ids.for_version(version))
+            if entry is not None:
+                if version is not None and not entry.metadata.schema_version:
+                    entry.metadata.schema_version = version
+                entry = unbatched(entry)
+        except ConversionError as e:
+            log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, fb.position, e)
+            entry = None
+        return entry
+
+    def compacted(self, fb: FetchedBatch, kept: int) -> bytes | None:
+        """The entry as a readCompacted consumer gets it when compaction left only the messages `kept` names (bit i =
+        message i): as Pulsar's compactor rewrites a batch, each message left out becomes an empty slot marked
+        `compacted_out` (the Java client skips it, the C++ client hands it out as an empty message), so batch indexes
+        and the client's acknowledgement of the whole entry stay as they were. Sent uncompressed; None when the
+        entry does not convert."""
+        entry = self._convert(fb, compress=False)
+        if entry is None:
+            return None
+        md = entry.metadata
+        if entry.num_messages < 2 or entry.opaque or md.compression:  # nothing to rewrite in place
+            return encode_headers_and_payload(md, entry.payload)
+        out = []
+        for i, (smm, payload) in enumerate(pbatch.messages(md, entry.payload)):
+            if kept >> i & 1 and smm is not None:
+                out.append((smm, payload))
+            else:
+                out.append((c.pb.SingleMessageMetadata(compacted_out=True), b""))
+        return encode_headers_and_payload(md, pbatch.encode_batch(out))
 
     async def learn_schema_ids(self, unknown: tuple[int, ...]) -> bool:
         """Ask the schema store about ids a conversion did not know (kop/pulsar/schema_ids.py); True when one is
@@ -546,6 +572,8 @@ class Subscription:
         if conv is None:
             return
         data, n = conv[0], conv[1]
+        if entry.kept >= 0:  # readCompacted: the messages compaction left out are empty compacted_out slots
+            data = self.state.compacted(fb, entry.kept) or data
         if self.sub_type == KEY_SHARED:
             holder = self.hash_holders.get(entry.hash)
             if holder is None:
@@ -560,11 +588,8 @@ class Subscription:
             fields["redelivery_count"] = redelivery
         if consumer.epoch is not None:
             fields["consumer_epoch"] = consumer.epoch
-        bits = self.batch_acks.get(pos)  # the client skips the messages acknowledged already
-        if entry.kept >= 0:  # and, readCompacted, those the compaction left out
-            bits = entry.kept if bits is None else bits & entry.kept
-        if bits is not None:
-            fields["ack_set"] = ack_set_words(bits)
+        if pos in self.batch_acks:  # the client skips the messages acknowledged already
+            fields["ack_set"] = ack_set_words(self.batch_acks[pos])
         if consumer.conn.broker_entry_metadata:
             data = broker_entry_metadata(fb) + data
         consumer.conn.write(encode_payload_command(c.command(c.MESSAGE, **fields), data))

@@ -86,6 +86,14 @@ class PulsarSubscriptions(Protocol):
         for a partition without any), msgBacklog, unackedMessages, consumers, msg/bytes in and out counters."""
         ...
 
+    async def trigger_compaction(self, topic: Topic, partition: int) -> None:
+        """Start Pulsar's topic compaction of the partition (kop/pulsar/compacted.py); 409 while one runs."""
+        ...
+
+    async def compaction_status(self, topic: Topic, partition: int) -> dict[str, str]:
+        """Pulsar's LongRunningProcessStatus of the partition's compaction: status, lastError."""
+        ...
+
 
 class PulsarSchemas(Protocol):
     """The Pulsar schema versions as the admin REST reads them (kop/schemas/versions.py implements it; its methods

@@ -314,6 +314,14 @@ def _sub_commands(topics: argparse._SubParsersAction, cmd: Callable[..., argpars
     c = cmd(topics, "peek-messages", _peek, "show the next N unacknowledged messages of a subscription")
     c.add_argument("-n", "--count", type=integer, default=1, help="how many (default 1)")
     s(c)
+    c = cmd(topics, "compact", lambda a, n: (a.send("PUT", f"{n.topic}/compaction") and None, _done),
+            "start a compaction (each partition of a topic) for readCompacted consumers")
+    c.add_argument("topic", type=topic_path, help="a topic or one partition (topic-partition-<i>)")
+    c = cmd(topics, "compaction-status",
+            lambda a, n: (a.get(f"{n.topic}/compaction"),
+                          lambda st: st["status"] + (f": {st['lastError']}" if st.get("lastError") else "")),
+            "the status of a partition's compaction: NOT_RUN, RUNNING, SUCCESS or ERROR (with the error)")
+    c.add_argument("topic", type=topic_path, help="one partition (topic-partition-<i>)")
 
 
 # ---------------------------------------------------------------------------------------------- commands

@@ -25,7 +25,18 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, lookup, permissions, registry, schemas, subscriptions, topics, views
+from kop.admin import (
+    auth,
+    compaction,
+    lag,
+    lookup,
+    permissions,
+    registry,
+    schemas,
+    subscriptions,
+    topics,
+    views,
+)
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -107,6 +118,7 @@ class AdminServer:
         subscriptions.add_routes(self, r, TOPIC)
         permissions.add_routes(self, r, TOPIC)  # Pulsar's grant/revoke as Kafka ACLs (kop/admin/permissions.py)
         topics.add_routes(self, r, TOPIC)  # create a non-partitioned topic, delete either kind (kop/admin/topics.py)
+        compaction.add_routes(self, r, TOPIC)  # Pulsar's topic compaction (kop/admin/compaction.py)
         schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
         lookup.add_routes(self, r, registry.ROLE_KEY)  # Pulsar's HTTP lookup (kop/admin/lookup.py)
         registry.add_routes(self, r)  # Confluent Schema Registry's API, at the root (kop/admin/registry.py)

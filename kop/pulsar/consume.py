@@ -9,6 +9,9 @@ is the publish time we give Kafka-produced messages); as in Pulsar, every consum
 (CLOSE_CONSUMER: the clients resubscribe) before SUCCESS. GET_LAST_MESSAGE_ID names the last entry with the batch
 index of its last record, and the subscription's mark-delete position.
 
+A consumer or reader with `read_compacted` reads the partition's compacted view (kop/pulsar/compacted.py); it is
+refused NotAllowed on Shared and Key_Shared subscriptions, as Pulsar refuses it.
+
 A consumer's schema is registered on an idle topic or checked against the topic's (kop/pulsar/schemas.py).
 
 Key_Shared takes AUTO_SPLIT and STICKY consumers (kop/pulsar/key_shared.py; a STICKY range that overlaps another
@@ -47,6 +50,7 @@ from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, check_subscriber
 from kop.pulsar.subscription import (
     EXCLUSIVE,
+    FAILOVER,
     KEY_SHARED,
     Consumer,
     PartitionState,
@@ -107,6 +111,10 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, c.ServerError.InvalidTopicName,
                           f"invalid subscription name {req.subscription!r} (empty or reserved)"))
         return
+    if req.read_compacted and sub_type not in (EXCLUSIVE, FAILOVER):  # Pulsar's PersistentTopic.subscribe
+        conn.send(c.error(rid, c.ServerError.NotAllowedError,
+                          "readCompacted only allowed on failover or exclusive subscriptions"))
+        return
     durable = not req.HasField("durable") or req.durable
     opened = await open_partition(conn, rid, req.topic, check=lambda name: authorize.subscribe_refusal(
         conn, name, req.subscription, durable))
@@ -141,6 +149,7 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     epoch = req.consumer_epoch if req.HasField("consumer_epoch") else None
     consumer = Consumer(conn, req.consumer_id, sub, name, req.priority_level, epoch)
     consumer.ranges = ranges
+    consumer.read_compacted = req.read_compacted
     error = sub.add_consumer(consumer)
     if error is not None:
         conn.send(c.error(rid, c.ServerError.ConsumerAssignError, error))

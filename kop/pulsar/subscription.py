@@ -51,9 +51,11 @@ from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
 from kop.offset.api import FetchedBatch, NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.offset.entry_format import producer_name_of
 from kop.protocol.records import parse_batch_header
+from kop.pulsar.codec import batch as pbatch
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_headers_and_payload, encode_payload_command
-from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
+from kop.pulsar.compacted import CompactedView
+from kop.pulsar.convert import ConversionError, PulsarEntry, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import Deduplication
 from kop.pulsar.delayed import DelayedTracker
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
@@ -80,13 +82,14 @@ Converted = tuple[bytes, int, int, tuple[int, ...], int]
 
 
 class Entry:
-    __slots__ = ("position", "base_offset", "last_offset", "hash")
+    __slots__ = ("position", "base_offset", "last_offset", "hash", "kept")
 
     def __init__(self, position: Position, base_offset: int, last_offset: int, hash_: int = 0) -> None:
         self.position = position
         self.base_offset = base_offset
         self.last_offset = last_offset
         self.hash = hash_  # Key_Shared: the hash of the entry's sticky key
+        self.kept = -1  # readCompacted: the bits of the messages that go out (kop/pulsar/compacted.py), -1 = all
 
 
 class PartitionState:
@@ -107,6 +110,7 @@ class PartitionState:
         # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it
         self.schema_ids = SchemaIdMap(handler.service.schema_ids, seam.topic.name, on_learnt=self._converted.clear)
         self.dedup = Deduplication(self)  # used when brokerDeduplicationEnabled
+        self.compaction = CompactedView(self.plog)  # Pulsar's topic compaction: trigger, status, readCompacted view
         self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
         self.bytes_in = 0
 
@@ -121,24 +125,7 @@ class PartitionState:
         else:
             self._converted.move_to_end(key)
             return got
-        try:
-            # A compressed batch goes out compressed with the same codec (as Pulsar hands consumers what producers
-            # compressed): a consumer then receives, checksums and copies the stored size, not the inflated one.
-            # One record goes out plain and unbatched (see unbatched).
-            header = parse_batch_header(fb.batch)
-            codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 else 0
-            version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
-            # the Pulsar producer's name kept with the entry ("" for a Kafka producer's: entry_format.NamedEntry)
-            name = "" if fb.entry is None else producer_name_of(fb.entry)
-            entry = kafka_to_pulsar(fb.batch, producer_name=name, compression=codec,
-                                    schema_ids=self.schema_ids.for_version(version))
-            if entry is not None:
-                if version is not None and not entry.metadata.schema_version:
-                    entry.metadata.schema_version = version
-                entry = unbatched(entry)
-        except ConversionError as e:
-            log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, key, e)
-            entry = None
+        entry = self._convert(fb, compress=True)
         value: Converted | None = None
         if entry is not None:
             md = entry.metadata
@@ -150,18 +137,62 @@ class PartitionState:
             self._converted.popitem(last=False)
         return value
 
+    def _convert(self, fb: FetchedBatch, compress: bool) -> PulsarEntry | None:
+        """The Pulsar entry of a stored batch (None for a control batch or one that does not convert)."""
+        try:
+            # A compressed batch goes out compressed with the same codec (as Pulsar hands consumers what producers
+            # compressed): a consumer then receives, checksums and copies the stored size, not the inflated one.
+            # One record goes out plain and unbatched (see unbatched).
+            header = parse_batch_header(fb.batch)
+            codec = PULSAR_CODEC.get(header.compression, 0) if header.records_count > 1 and compress else 0
+            version = carried_version(fb.batch)  # the producer's schema version (kop/schemas/versions.py)
+            # the Pulsar producer's name kept with the entry ("" for a Kafka producer's: entry_format.NamedEntry)
+            name = "" if fb.entry is None else producer_name_of(fb.entry)
+            entry = kafka_to_pulsar(fb.batch, producer_name=name, compression=codec,
+                                    schema_ids=self.schema_ids.for_version(version))
+            if entry is not None:
+                if version is not None and not entry.metadata.schema_version:
+                    entry.metadata.schema_version = version
+                entry = unbatched(entry)
+        except ConversionError as e:
+            log.warning("%s: entry %s does not convert (%s); skipped", self.ledger_name, fb.position, e)
+            entry = None
+        return entry
+
+    def compacted(self, fb: FetchedBatch, kept: int) -> bytes | None:
+        """The entry as a readCompacted consumer gets it when compaction left only the messages `kept` names (bit i =
+        message i): as Pulsar's compactor rewrites a batch, each message left out becomes an empty slot marked
+        `compacted_out` (the Java client skips it, the C++ client hands it out as an empty message), so batch indexes
+        and the client's acknowledgement of the whole entry stay as they were. Sent uncompressed; None when the
+        entry does not convert."""
+        entry = self._convert(fb, compress=False)
+        if entry is None:
+            return None
+        md = entry.metadata
+        if entry.num_messages < 2 or entry.opaque or md.compression:  # nothing to rewrite in place
+            return encode_headers_and_payload(md, entry.payload)
+        out = []
+        for i, (smm, payload) in enumerate(pbatch.messages(md, entry.payload)):
+            if kept >> i & 1 and smm is not None:
+                out.append((smm, payload))
+            else:
+                out.append((c.pb.SingleMessageMetadata(compacted_out=True), b""))
+        return encode_headers_and_payload(md, pbatch.encode_batch(out))
+
     async def learn_schema_ids(self, unknown: tuple[int, ...]) -> bool:
         """Ask the schema store about ids a conversion did not know (kop/pulsar/schema_ids.py); True when one is
         known now and the entry is to be converted again."""
         return await self.schema_ids.learn(unknown)
 
     async def close(self) -> None:
+        self.compaction.stop()
         for sub in list(self.subscriptions.values()):
             await sub.close(flush=True)
         await self.dedup.flush()
 
     def abandon(self) -> None:
         """The partition is no longer served here: tell clients to reconnect (they look it up again)."""
+        self.compaction.stop()
         for sub in list(self.subscriptions.values()):
             for consumer in list(sub.consumers):
                 consumer.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=consumer.consumer_id, request_id=0))
@@ -177,7 +208,7 @@ class PartitionState:
 
 class Consumer:
     __slots__ = ("conn", "consumer_id", "subscription", "name", "priority", "permits", "pending", "epoch", "ranges",
-                 "connected_since")
+                 "connected_since", "read_compacted")
 
     def __init__(self, conn: PulsarConnection, consumer_id: int, subscription: Subscription, name: str,
                  priority: int, epoch: int | None) -> None:
@@ -191,6 +222,7 @@ class Consumer:
         self.epoch = epoch
         self.ranges: list[tuple[int, int]] | None = None  # Key_Shared STICKY: the declared hash ranges
         self.connected_since = int(time.time() * 1000)  # CONSUMER_STATS, admin stats
+        self.read_compacted = False  # CommandSubscribe.read_compacted (Exclusive/Failover): the compacted view
 
 
 class HashHolder:
@@ -473,7 +505,12 @@ class Subscription:
                 if epoch != self.epoch:
                     return  # a rewind or seek happened while asking
                 conv = self.state.converted(fb)  # again, with the ids learnt
-            if conv is None:  # a control batch or an aborted one: no Pulsar message, nothing to ack
+            kept = -1
+            if conv is not None and consumer.read_compacted and self.state.compaction.covers(fb):
+                kept = await self.state.compaction.kept(fb, conv[1])
+                if epoch != self.epoch:
+                    return
+            if conv is None or kept == 0:  # a control batch, an aborted one, one compacted away: no message
                 self.outstanding[pos] = Entry(pos, fb.base_offset, fb.last_offset)
                 self.acked.add(pos)
                 self.read_offset = max(self.read_offset, fb.last_offset + 1)
@@ -487,6 +524,8 @@ class Subscription:
                 blocked = True
                 break
             entry = Entry(pos, fb.base_offset, fb.last_offset, conv[2])
+            if kept != (1 << conv[1]) - 1:
+                entry.kept = kept
             self.outstanding[pos] = entry
             self.read_offset = max(self.read_offset, fb.last_offset + 1)
             self._send(target, fb, entry, 0)
@@ -533,6 +572,8 @@ class Subscription:
         if conv is None:
             return
         data, n = conv[0], conv[1]
+        if entry.kept >= 0:  # readCompacted: the messages compaction left out are empty compacted_out slots
+            data = self.state.compacted(fb, entry.kept) or data
         if self.sub_type == KEY_SHARED:
             holder = self.hash_holders.get(entry.hash)
             if holder is None:

@@ -30,6 +30,7 @@ import datetime
 import json
 import time
 import urllib.parse
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from kop.managed_ledger import Position
@@ -37,6 +38,7 @@ from kop.managed_ledger.cursor import NEXT_OFFSET
 from kop.offset.api import NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.batch import decompress_payload
+from kop.pulsar.compacted import AlreadyRunning
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
 from kop.pulsar.opaque import is_opaque
@@ -51,6 +53,7 @@ from kop.pulsar.subscription import (
 )
 from kop.services import SubscriptionError
 from kop.topics.manager import Topic
+from kop.topics.topic_config import effective
 
 if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
@@ -240,6 +243,28 @@ class SubscriptionsAdmin:
             if sub is not None and sub.durable:
                 floors.append(sub.next_offset)
         return min(floors) if floors else None
+
+    # ------------------------------------------------------------------ compaction (kop/pulsar/compacted.py)
+    async def trigger_compaction(self, topic: Topic, partition: int) -> None:
+        """Start compacting the partition (a compact topic: the Kafka cleaner's pass first); 409 while one runs."""
+        state = await self._state(topic, partition)
+        config = self.handler.config
+        before = None
+        if "compact" in effective(topic.configs, "cleanup.policy", config):
+            retention_ms = int(effective(topic.configs, "delete.retention.ms", config))
+
+            def before() -> Awaitable[object]:
+                return state.plog.compact(retention_ms, roll_current=True)
+
+        try:
+            state.compaction.trigger(before)
+        except AlreadyRunning as e:
+            raise SubscriptionError(409, str(e)) from None
+
+    async def compaction_status(self, topic: Topic, partition: int) -> dict[str, str]:
+        """Pulsar's LongRunningProcessStatus of the partition's compaction."""
+        view = (await self._state(topic, partition)).compaction
+        return {"status": view.status, "lastError": view.last_error}
 
 
 # ---------------------------------------------------------------------------------------------- helpers

@@ -58,6 +58,8 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   stats TOPIC                              -> admin.topics().getStats, as Pulsar's own JSON
  *   last-message-id TOPIC                    -> admin.topics().getLastMessageId as "ledger:entry:partition"
  *   create-partitioned-topic TOPIC N         -> admin.topics().createPartitionedTopic
+ *   compact TOPIC                            -> admin.topics().triggerCompaction
+ *   compaction-status TOPIC                  -> admin.topics().compactionStatus, as Pulsar's own JSON
  *   partitioned-metadata TOPIC               -> admin.topics().getPartitionedTopicMetadata: the partition count
  *   skip TOPIC SUB N / skip-all TOPIC SUB / expire TOPIC SUB SECONDS / unsubscribe TOPIC SUB
  *   peek TOPIC SUB N                         -> admin.topics().peekMessages: [{id,value,key,properties,
@@ -80,7 +82,7 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   seek NAME ID / seek-time NAME MILLIS                    ID = one NAME received, else one `produce` printed
  *   events NAME                              -> the ACTIVE_CONSUMER_CHANGE events a Failover consumer NAME saw,
  *                                               "active:P"/"inactive:P" (P = the partition)
- *   reader NAME TOPIC earliest|latest|ID [inclusive=true]     ID = one `produce` printed
+ *   reader NAME TOPIC earliest|latest|ID [inclusive=true] [compacted=true]   ID = one `produce` printed
  *   read NAME N [timeoutMs=T] [partial=true]  -> messages, as receive
  *   has-available NAME                       -> reader.hasMessageAvailable
  *   close NAME                               closes the consumer or reader NAME
@@ -151,6 +153,12 @@ public final class PulsarJava {
             case "create-partitioned-topic":
                 admin.topics().createPartitionedTopic(c[1], Integer.parseInt(c[2]));
                 return "true";
+            case "compact":
+                admin.topics().triggerCompaction(c[1]);
+                return "true";
+            case "compaction-status":
+                return ObjectMapperFactory.getMapper().getObjectMapper().writeValueAsString(
+                        admin.topics().compactionStatus(c[1]));
             case "partitioned-metadata":
                 return Integer.toString(admin.topics().getPartitionedTopicMetadata(c[1]).partitions);
             case "skip":
@@ -382,6 +390,9 @@ public final class PulsarJava {
         var b = client.newReader().topic(topic).startMessageId(from);
         if ("true".equals(o.get("inclusive"))) {
             b.startMessageIdInclusive();
+        }
+        if ("true".equals(o.get("compacted"))) {
+            b.readCompacted(true);
         }
         READERS.put(name, b.create());
         RECEIVED.put(name, new HashMap<>());

@@ -68,6 +68,7 @@ from kop.coordinator.group_state import (
 )
 from kop.coordinator.offsets import OffsetAndMetadata, OffsetManager, TopicPartition
 from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
+from kop.coordinator.streams.group import StreamsGroup, StreamsGroupMachine, StreamsHeartbeat, StreamsResult
 from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import (
@@ -133,6 +134,10 @@ class GroupCoordinator:
         self.consumer = ConsumerGroupMachine(config, self._topic_metadata, self.machine, wall_ms=self.now_ms,
                                              normalize=self.topic_key, scope=self.group_scope)
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
+        # KIP-1071 streams groups (kop/coordinator/streams): in memory, beside the other two kinds
+        self.streams = StreamsGroupMachine(config.groupStreamsSessionTimeoutMs, self._topic_partitions)
+        self.streams_groups: dict[str, StreamsGroup] = self.streams.groups
+        self._creating: set[str] = set()  # internal topics of streams groups being created
         # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)
         self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms, self.topic_id_of)
         # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
@@ -222,6 +227,8 @@ class GroupCoordinator:
         self.machine.drop_groups(gids)
         cgids = [gid for gid in self.consumer_groups if self.partition_of(gid) == p]
         self.consumer.drop_groups(cgids)
+        for sgid in [gid for gid in self.streams_groups if self.partition_of(gid) == p]:
+            del self.streams_groups[sgid]  # in memory only: another coordinator's members rejoin there
         self.offset_manager.drop_partition(p)
         self._run()
         return len(gids) + len(cgids)
@@ -377,7 +384,8 @@ class GroupCoordinator:
         self._run()
 
     def _arm(self) -> None:
-        deadlines = [d for d in (self.machine.next_deadline(), self.consumer.next_deadline()) if d is not None]
+        deadlines = [d for d in (self.machine.next_deadline(), self.consumer.next_deadline(),
+                                 self.streams.next_deadline()) if d is not None]
         deadline = None if self._stopped or not deadlines else min(deadlines)
         if deadline == self._wakeup_at:
             return
@@ -407,10 +415,13 @@ class GroupCoordinator:
             self._serving_epoch = epoch
             self.machine.refresh_timers(now)
             self.consumer.refresh_timers(now)
+            self.streams.refresh(now)
             self._run()
             return
         self.machine.expire_timers(now)
         self.consumer.expire_timers(now)
+        for gid, mid in self.streams.expire(now):
+            log.info("streams group %s: member %s fenced, its session timed out", gid, mid)
         self._run()
 
     # ================================================================== writes
@@ -518,6 +529,54 @@ class GroupCoordinator:
             return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} is not a consumer group."
         return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
 
+    # ================================================================== StreamsGroupHeartbeat / Describe
+    def _topic_partitions(self) -> dict[str, int]:
+        """The broker's topics as the streams group machine sees them: Kafka name -> partitions."""
+        return {self.topics.kafka_name(t.name): t.partitions for t in self.topics.all()}
+
+    def streams_group_heartbeat(self, req: StreamsHeartbeat) -> StreamsResult:
+        """A StreamsGroupHeartbeat, answered at once (the group is not written: kop/coordinator/streams/group.py);
+        the internal topics its topology lacks are created in the background, as Kafka's broker does after
+        its coordinator answered, and the next heartbeat finds them."""
+        err = self.partition_error(req.group_id) if req.group_id else 0
+        if err:
+            return StreamsResult(err, member_id=req.member_id)
+        if req.group_id not in self.streams_groups:
+            other = self.consumer_groups.get(req.group_id) or self.groups.get(req.group_id)
+            if isinstance(other, ConsumerGroup) or (other is not None and not other.is_in(S.EMPTY, S.DEAD)):
+                return StreamsResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group.",
+                                     req.member_id, req.member_epoch)
+            if other is not None and req.member_epoch == 0:
+                self.machine.remove_group(req.group_id)  # an empty classic group (its offsets stay) gives way
+        result = self.streams.heartbeat(req, self._timer_ms())
+        for name, (partitions, configs) in result.to_create.items():
+            if name not in self._creating:
+                self._creating.add(name)
+                self.loop.create_task(self._create_internal(req.group_id, name, partitions, configs))
+        self._arm()
+        return result
+
+    async def _create_internal(self, group_id: str, name: str, partitions: int, configs: dict[str, str]) -> None:
+        try:
+            await self.topics.create(self.topics.parse(name), partitions, configs)
+            log.info("streams group %s: created internal topic %s (%d partitions)", group_id, name, partitions)
+        except Exception as e:  # TOPIC_ALREADY_EXISTS included: the next heartbeat looks again
+            log.info("streams group %s: internal topic %s not created: %r", group_id, name, e)
+        finally:
+            self._creating.discard(name)
+
+    def streams_group(self, group_id: str) -> tuple[int, StreamsGroup | None, str | None]:
+        """(error, group, message) for StreamsGroupDescribe, with Kafka 4.4's messages."""
+        err = self.partition_error(group_id)
+        if err:
+            return err, None, None
+        group = self.streams_groups.get(group_id)
+        if group is not None:
+            return 0, group, None
+        if self._known(group_id) and not (group_id in self.groups and self.groups[group_id].is_in(S.DEAD)):
+            return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} is not a streams group."
+        return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
+
     def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
         def done(f: asyncio.Future[int]) -> None:
             if not f.cancelled() and f.exception() is not None:
@@ -542,7 +601,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         created = False
         cg = self.consumer_groups.get(group_id)
-        if cg is not None:
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            # A streams group: the generation id is the member epoch (KIP-1071), as a consumer group's.
+            err = self.streams.validate_offset_commit(sg, member_id, generation_id)
+            if err:
+                return dict.fromkeys(keys, err)
+            group = None
+        elif cg is not None:
             # A consumer group: the generation id is the member epoch (KIP-848), checked against the
             # partitions Kafka checks it for (those whose metadata is not too large).
             err = self.consumer.validate_offset_commit(cg, member_id, generation_id, api_version,
@@ -558,14 +624,14 @@ class GroupCoordinator:
             group = ClassicGroup(group_id, state_timestamp=self.now_ms())
             self.groups[group_id] = group
             created = True
-        if group is not None and cg is None:
+        if group is not None and cg is None and sg is None:
             err = self.machine.validate_offset_commit(group, member_id, instance_id, generation_id, self._timer_ms())
             self._arm()  # a member's commit restarted its session timer
             if err:
                 return dict.fromkeys(keys, err)
         result = await self.offset_manager.commit(group_id, partitions, retention_ms)
         if self.offset_manager.has_offsets(group_id):
-            if group_id not in self.groups and group_id not in self.consumer_groups:
+            if not self._known(group_id):
                 # The group was deleted while the commit was being written: the offsets bring it back, as
                 # replaying the log would.
                 self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
@@ -589,6 +655,10 @@ class GroupCoordinator:
         member) at the group's generation (ILLEGAL_GENERATION); a consumer group's member may also commit
         `partitions` with an older epoch by OffsetCommit's rule (KIP-1251, ConsumerGroupMachine's
         validate_offset_commit). No REBALANCE_IN_PROGRESS here."""
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            err = self.streams.validate_offset_commit(sg, member_id, generation_id)
+            return E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             if generation_id < 0 and not member_id and instance_id is None:
@@ -631,8 +701,12 @@ class GroupCoordinator:
         return await self.offset_manager.txn_commit(group_id, producer_id, producer_epoch, partitions)
 
     def _ensure_group(self, group_id: str) -> None:
-        if group_id not in self.groups and group_id not in self.consumer_groups:
+        if not self._known(group_id):
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
+
+    def _known(self, group_id: str) -> bool:
+        """Whether a group of any kind has this id."""
+        return group_id in self.groups or group_id in self.consumer_groups or group_id in self.streams_groups
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The transaction's marker landed in __consumer_offsets partition `partition`: its pending offsets
@@ -655,7 +729,13 @@ class GroupCoordinator:
         if err:
             return err, []
         cg = self.consumer_groups.get(group_id)
-        if cg is not None:
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            if member_id:
+                err = self.streams.validate_offset_commit(sg, member_id, member_epoch)
+                if err:
+                    return err, []
+        elif cg is not None:
             err = self.consumer.validate_offset_fetch(cg, member_id, member_epoch)
             if err:
                 return err, []
@@ -707,6 +787,15 @@ class GroupCoordinator:
             err = self.partition_error(gid)
             if err:
                 result[gid] = err
+                continue
+            sg = self.streams_groups.get(gid)
+            if sg is not None:
+                if sg.members:
+                    result[gid] = E.NON_EMPTY_GROUP
+                    continue
+                parts = list(self.offset_manager.committed(gid))
+                del self.streams_groups[gid]
+                writes.append((gid, self._write(gid, OffsetManager.tombstones(gid, parts)), parts))
                 continue
             cg = self.consumer_groups.get(gid)
             if cg is not None:
@@ -764,6 +853,10 @@ class GroupCoordinator:
                 if want_states and cg.state.lower() not in want_states:
                     continue
                 out.append(ListedGroup(cg.group_id, "consumer", cg.state, "consumer"))
+        if not want_types or "streams" in want_types:
+            for sg in self.streams_groups.values():
+                if not want_states or sg.state.lower() in want_states:
+                    out.append(ListedGroup(sg.group_id, "streams", sg.state, "streams"))
         return 0, out
 
     def describe_group(self, group_id: str) -> DescribedGroup:
@@ -771,7 +864,7 @@ class GroupCoordinator:
         if err:
             return DescribedGroup(group_id, err, "", "", "", [])
         group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD) or group_id in self.consumer_groups:
+        if group is None or group.is_in(S.DEAD) or group_id in self.consumer_groups or group_id in self.streams_groups:
             # DescribeGroups knows classic groups only: Kafka 4.x describes a consumer group as Dead too
             # (kafka-consumer-groups then uses ConsumerGroupDescribe).
             return DescribedGroup(group_id, 0, S.DEAD.value, "", "", [], found=False)

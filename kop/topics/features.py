@@ -9,13 +9,13 @@ defaults (checked against a 4.4.0 broker's `kafka-features describe`):
 - kraft.version 0-1, finalized 0 (so not in the finalized list, as Kafka's broker shows it). It describes the
   controller quorum, which clients never see; a level set here is stored and advertised, with no effect.
 - group.version 0-1, finalized 1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat).
+- streams.version 0-1, finalized 1: KIP-1071's streams groups (StreamsGroupHeartbeat; kop/coordinator/streams).
 - transaction.version 0-2, finalized 2: KIP-890 part 2 (docs/transactions.md). A Kafka 4.x producer reads the
   finalized level from ApiVersions and runs the TV2 path (EndTxn v5, implicit partition adds in Produce v12+)
   at 2, the classic path below; what the broker does follows the versions each client sends, so both kinds of
   clients keep working whatever the level.
 Not advertised: eligible.leader.replicas.version (replication; there are no replicas here),
-share.version and streams.version (share and streams groups are not served): an update of them gets Kafka's
-"does not support this feature".
+share.version: an update of it gets Kafka's "does not support this feature".
 
 Validation is Kafka's FeatureControlManager, with its messages and INVALID_UPDATE_VERSION; an error fails the
 whole request ("The update failed for all features since the following feature had an error: ...").
@@ -39,6 +39,7 @@ METADATA_VERSION = "metadata.version"
 TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 KRAFT_VERSION = "kraft.version"
+STREAMS_VERSION = "streams.version"
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
@@ -56,6 +57,7 @@ SUPPORTED: dict[str, Feature] = {f.name: f for f in (
     Feature(KRAFT_VERSION, 0, 1, 0),
     Feature(METADATA_VERSION, 7, 33, 33),
     Feature(TRANSACTION_VERSION, 0, 2, 2),
+    Feature(STREAMS_VERSION, 0, 1, 1),
 )}
 
 

@@ -1,0 +1,356 @@
+"""KIP-1071 streams groups (StreamsGroupHeartbeat), sans-IO: Kafka Streams 4.x with `group.protocol=streams`.
+
+The shape is KIP-848's (kop/coordinator/consumer_group.py), over tasks instead of partitions: each member
+heartbeats; the coordinator keeps the group's topology (the first member's, replaced by a newer epoch), works
+out its tasks and internal topics against the broker's topics (topology.py), computes every member's *target*
+active tasks with the sticky task assignor (assignor.py) and moves each member towards its target on its own,
+never giving a task to a member before its previous owner has revoked it. The three epochs are KIP-848's: the
+group epoch moves when an input of the assignment changes (a member joins or leaves, the topology or its topics
+change), the assignment epoch is the group epoch the targets were computed for, a member epoch the assignment
+epoch the member has reached. Rules and error codes are Kafka 4.4's (its GroupMetadataManager
+streamsGroupHeartbeat and streams CurrentAssignmentBuilder):
+
+* join with epoch 0 (a topology is required); -1 leaves; -2 is a static member leaving for now (its instance id
+  keeps its tasks until its session ends); a static member rejoining under a new member id takes over the old
+  one's tasks (UNRELEASED_INSTANCE_ID while the old one is still active);
+* a request epoch above the member's is FENCED_MEMBER_EPOCH; below it, accepted only when it is the member's
+  previous epoch and the member owns no task it was not given (a lost response), else FENCED_MEMBER_EPOCH;
+* a member whose target drops tasks it owns is told its tasks without them (state UNREVOKED_TASKS, epoch kept)
+  and moves on once a heartbeat shows them gone; tasks still owned by another member are held back
+  (UNRELEASED_TASKS) until released;
+* a member whose heartbeats stop for the session timeout is fenced (removed, group epoch bumped).
+
+Differences from Kafka 4.4, and why: standby and warm-up tasks are not assigned (num.standby.replicas 0, the
+broker default, is the only level); the rebalance timeout does not fence a member slow to revoke (its session
+must end); the group lives in memory only - its records are not written to __consumer_offsets, so a broker
+restart forgets it (members rejoin, FENCED/UNKNOWN_MEMBER_ID make them) while committed offsets survive; no
+IQ endpoint information (PartitionsByUserEndpoint is null). Clock: `now` arguments, monotonic milliseconds.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from kop.coordinator.streams.assignor import Task, Tasks, assign
+from kop.coordinator.streams.topology import (
+    STALE_TOPOLOGY,
+    Configured,
+    Topology,
+    configure,
+)
+from kop.protocol.errors import ErrorCode
+
+E = ErrorCode
+LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+EMPTY: Tasks = frozenset()
+
+
+class MemberState(enum.IntEnum):
+    STABLE = 0
+    UNREVOKED_TASKS = 1
+    UNRELEASED_TASKS = 2
+
+
+@dataclass(slots=True)
+class StreamsHeartbeat:
+    """StreamsGroupHeartbeat's fields; None means "unchanged since the last heartbeat", as on the wire."""
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    topology: Topology | None = None
+    active_tasks: Tasks | None = None
+    process_id: str | None = None
+    client_tags: dict[str, str] | None = None
+    user_endpoint: tuple[str, int] | None = None
+    shutdown_application: bool = False
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(slots=True)
+class StreamsResult:
+    error: int = 0
+    message: str | None = None
+    member_id: str = ""
+    member_epoch: int = 0
+    active_tasks: Tasks | None = None  # None: unchanged
+    statuses: list[tuple[int, str]] | None = None
+    to_create: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class StreamsMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    process_id: str = ""
+    topology_epoch: int = 0
+    rebalance_timeout_ms: int = -1
+    client_tags: dict[str, str] = field(default_factory=dict)
+    user_endpoint: tuple[str, int] | None = None
+    member_epoch: int = 0
+    previous_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Tasks = EMPTY  # the active tasks it may process now
+    revoking: Tasks = EMPTY  # tasks it still owns and must give up
+    sent: Tasks | None = None  # the tasks last sent to it
+    deadline: int = 0  # its session ends at this monotonic ms
+
+
+@dataclass(slots=True)
+class StreamsGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    topology: Topology | None = None
+    configured: Configured | None = None
+    members: dict[str, StreamsMember] = field(default_factory=dict)
+    targets: dict[str, Tasks] = field(default_factory=dict)
+    shutdown: bool = False
+
+    @property
+    def state(self) -> str:
+        """Kafka's StreamsGroupState as ListGroups and describe print it."""
+        if not self.members:
+            return "Empty"
+        if self.configured is None or not self.configured.tasks and self.configured.statuses:
+            return "NotReady"
+        if self.assignment_epoch < self.group_epoch:
+            return "Assigning"
+        if any(m.member_epoch != self.assignment_epoch or m.state != MemberState.STABLE
+               for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def owner_elsewhere(self, task: Task, member_id: str) -> bool:
+        return any(task in m.assigned or task in m.revoking for mid, m in self.members.items() if mid != member_id)
+
+
+class StreamsGroupMachine:
+    """Every streams group of this coordinator. heartbeat() answers at once; expire(now) fences members whose
+    session ended; partitions() (given) is the broker's topics now, Kafka name -> partition count."""
+
+    def __init__(self, session_timeout_ms: int, partitions: Callable[[], Mapping[str, int]]) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.partitions = partitions
+        self.groups: dict[str, StreamsGroup] = {}
+
+    # ------------------------------------------------------------------ heartbeat
+    def heartbeat(self, req: StreamsHeartbeat, now: int) -> StreamsResult:
+        err = _invalid(req)
+        if err is not None:
+            return StreamsResult(E.INVALID_REQUEST, err, req.member_id, req.member_epoch)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_epoch != 0:
+                return StreamsResult(E.GROUP_ID_NOT_FOUND, f"Streams group {req.group_id} not found.",
+                                     req.member_id, req.member_epoch)
+            group = self.groups[req.group_id] = StreamsGroup(req.group_id)
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(group, req, now)
+        member, result = self._member(group, req)
+        if result is not None:
+            return result
+        assert member is not None
+        self._update_member(group, member, req)
+        member.deadline = now + self.session_timeout_ms
+        statuses = self._configure(group, req)
+        if group.assignment_epoch < group.group_epoch:
+            self._compute_targets(group)
+        if req.active_tasks is not None:
+            _reported(member, req.active_tasks)
+        self._reconcile(group, member)
+        out = StreamsResult(member_id=member.member_id, member_epoch=member.member_epoch, statuses=statuses,
+                            to_create=dict(group.configured.to_create) if group.configured is not None else {})
+        if member.sent != member.assigned or req.member_epoch == 0:
+            out.active_tasks = member.sent = member.assigned
+        return out
+
+    def _member(self, group: StreamsGroup, req: StreamsHeartbeat) -> tuple[StreamsMember | None, StreamsResult | None]:
+        """The member the request is from (new or rejoining on epoch 0), or the error that fences it."""
+        member = group.members.get(req.member_id)
+        if req.member_epoch == 0:
+            if req.instance_id is not None:
+                old = next((m for m in group.members.values() if m.instance_id == req.instance_id
+                            and m.member_id != req.member_id), None)
+                if old is not None:
+                    if old.member_epoch != STATIC_LEAVE_EPOCH:
+                        return None, StreamsResult(E.UNRELEASED_INSTANCE_ID, f"Static member {req.instance_id} "
+                                                   "is still active.", req.member_id, req.member_epoch)
+                    # the static member comes back under a new member id: it takes over the old one's tasks
+                    del group.members[old.member_id]
+                    group.targets[req.member_id] = group.targets.pop(old.member_id, EMPTY)
+                    old.member_id = req.member_id
+                    group.members[req.member_id] = old
+                    old.sent = None
+                    old.member_epoch = old.previous_epoch
+                    return old, None
+            if member is None:
+                member = group.members[req.member_id] = StreamsMember(req.member_id)
+                group.group_epoch += 1
+            else:  # a rejoin of a known member: it has dropped its tasks and starts over
+                member.member_epoch, member.previous_epoch, member.state = 0, -1, MemberState.STABLE
+                member.assigned = member.revoking = EMPTY
+                member.sent = None
+            return member, None
+        if member is None:
+            return None, StreamsResult(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
+                                       f"{req.group_id}.", req.member_id, req.member_epoch)
+        if req.member_epoch > member.member_epoch or (
+                req.member_epoch < member.member_epoch and (
+                    req.member_epoch != member.previous_epoch or
+                    (req.active_tasks is not None and not req.active_tasks <= member.assigned | member.revoking))):
+            return None, StreamsResult(E.FENCED_MEMBER_EPOCH, "The streams group member has a stale member epoch.",
+                                       req.member_id, req.member_epoch)
+        return member, None
+
+    def _update_member(self, group: StreamsGroup, m: StreamsMember, req: StreamsHeartbeat) -> None:
+        m.client_id, m.client_host = req.client_id or m.client_id, req.client_host or m.client_host
+        if req.instance_id is not None:
+            m.instance_id = req.instance_id
+        if req.rack_id is not None:
+            m.rack_id = req.rack_id
+        if req.rebalance_timeout_ms != -1:
+            m.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if req.client_tags is not None:
+            m.client_tags = dict(req.client_tags)
+        if req.user_endpoint is not None:
+            m.user_endpoint = req.user_endpoint
+        if req.topology is not None:
+            m.topology_epoch = req.topology.epoch
+        if req.process_id is not None and req.process_id != m.process_id:
+            m.process_id = req.process_id
+            group.group_epoch += 1  # the assignor balances processes
+        if req.shutdown_application:
+            group.shutdown = True
+
+    def _configure(self, group: StreamsGroup, req: StreamsHeartbeat) -> list[tuple[int, str]]:
+        """Take a newer topology; work it out against the topics now (a change of its tasks or of what is
+        missing bumps the group epoch). Returns the statuses to answer with."""
+        t = req.topology
+        if t is not None and (group.topology is None or t.epoch > group.topology.epoch):
+            group.topology = t
+            group.group_epoch += 1
+        statuses: list[tuple[int, str]] = []
+        if group.topology is not None:
+            configured = configure(group.topology, self.partitions())
+            if group.configured is None or configured.fingerprint() != group.configured.fingerprint():
+                group.group_epoch += 1
+            group.configured = configured
+            statuses.extend(configured.statuses)
+            member = group.members.get(req.member_id)
+            if member is not None and member.topology_epoch < group.topology.epoch:
+                statuses.append((STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is behind "
+                                                 f"the group's topology epoch {group.topology.epoch}."))
+        if group.shutdown:
+            statuses.append((4, "A KafkaStreams instance encountered a fatal error and requested a shutdown "
+                                "for the entire application."))
+        return statuses
+
+    def _compute_targets(self, group: StreamsGroup) -> None:
+        tasks = group.configured.tasks if group.configured is not None else EMPTY
+        group.targets = assign(tasks, {m.member_id: m.process_id or m.member_id for m in group.members.values()},
+                               group.targets)
+        group.assignment_epoch = group.group_epoch
+
+    def _reconcile(self, group: StreamsGroup, m: StreamsMember) -> None:
+        """Move the member towards its target (Kafka's streams CurrentAssignmentBuilder)."""
+        if m.revoking:
+            return  # it must first give up its revoked tasks
+        target = group.targets.get(m.member_id, EMPTY)
+        if m.member_epoch != group.assignment_epoch:
+            dropped = m.assigned - target
+            if dropped:
+                m.assigned, m.revoking, m.state = m.assigned & target, dropped, MemberState.UNREVOKED_TASKS
+                return
+            m.previous_epoch, m.member_epoch = m.member_epoch, group.assignment_epoch
+        free = frozenset(t for t in target - m.assigned if not group.owner_elsewhere(t, m.member_id))
+        m.assigned = m.assigned | free
+        m.state = MemberState.STABLE if m.assigned == target else MemberState.UNRELEASED_TASKS
+
+    # ------------------------------------------------------------------ leaving and expiring
+    def _leave(self, group: StreamsGroup, req: StreamsHeartbeat, now: int) -> StreamsResult:
+        member = group.members.get(req.member_id)
+        if member is None:
+            return StreamsResult(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
+                                 f"{req.group_id}.", req.member_id, req.member_epoch)
+        if req.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
+            member.previous_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
+            member.deadline = now + self.session_timeout_ms  # its tasks wait for it until its session ends
+        else:
+            self.remove(group, req.member_id)
+        return StreamsResult(member_id=req.member_id, member_epoch=req.member_epoch)
+
+    def remove(self, group: StreamsGroup, member_id: str) -> None:
+        group.members.pop(member_id, None)
+        group.targets.pop(member_id, None)
+        group.group_epoch += 1
+
+    def next_deadline(self) -> int | None:
+        return min((m.deadline for g in self.groups.values() for m in g.members.values()), default=None)
+
+    def expire(self, now: int) -> list[tuple[str, str]]:
+        """Fence the members whose session ended: [(group id, member id)]."""
+        gone = [(g, m.member_id) for g in self.groups.values() for m in g.members.values() if m.deadline <= now]
+        for g, mid in gone:
+            self.remove(g, mid)
+        return [(g.group_id, mid) for g, mid in gone]
+
+    def refresh(self, now: int) -> None:
+        """Fresh session deadlines (the coordinator could not serve heartbeats for a while)."""
+        for g in self.groups.values():
+            for m in g.members.values():
+                m.deadline = max(m.deadline, now + self.session_timeout_ms)
+
+    # ------------------------------------------------------------------ offsets
+    def validate_offset_commit(self, group: StreamsGroup, member_id: str, epoch: int) -> int:
+        """A commit of a streams group: by a member at its epoch (or its previous one: a commit sent while the
+        heartbeat moving it was answered); a commit without member information only when it is empty."""
+        if epoch < 0 and not member_id:
+            return 0 if not group.members else E.UNKNOWN_MEMBER_ID
+        m = group.members.get(member_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID
+        if epoch != m.member_epoch and epoch != m.previous_epoch:
+            return E.STALE_MEMBER_EPOCH
+        return 0
+
+
+def _reported(m: StreamsMember, owned: Tasks) -> None:
+    """The member says which active tasks it owns: revoked ones it no longer owns are released."""
+    if m.revoking and not (owned & m.revoking):
+        m.revoking = EMPTY
+        m.state = MemberState.STABLE
+
+
+def _invalid(req: StreamsHeartbeat) -> str | None:
+    """Kafka's throwIfStreamsGroupHeartbeatRequestIsInvalid: the reason for INVALID_REQUEST, or None."""
+    if not req.group_id:
+        return "GroupId can't be empty."
+    if not req.member_id:
+        return "MemberId can't be empty."
+    if req.instance_id is not None and not req.instance_id:
+        return "InstanceId can't be empty."
+    if req.rack_id is not None and not req.rack_id:
+        return "RackId can't be empty."
+    if req.member_epoch == 0:
+        if req.rebalance_timeout_ms == -1:
+            return "RebalanceTimeoutMs must be provided in first request."
+        if req.topology is None:
+            return "Topology must be non-null when (re-)joining a streams group."
+        if req.process_id is None:
+            return "ProcessId must be provided in first request."
+        if req.active_tasks is None:
+            return "ActiveTasks must be empty when (re-)joining a streams group."
+    elif req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
+        return "InstanceId can't be null when leaving a static member."
+    elif req.member_epoch < STATIC_LEAVE_EPOCH:
+        return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
+    return None

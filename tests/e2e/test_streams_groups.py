@@ -1,0 +1,94 @@
+"""Issue 23, streams groups (KIP-1071): Kafka Streams 4.4 with `group.protocol=streams` on our broker and on
+Apache Kafka 4.4.
+
+Kafka's own WordCountDemo (the jars of test_transactions_streams.py) runs as two instances of one application
+with exactly_once_v2 on a 2-partition input topic: the coordinator creates the repartition and changelog topics
+and gives each instance tasks; one instance is SIGKILLed, its member is fenced when its session ends (the
+group's session timeout is set to Kafka's smallest allowed, 6 s) and the survivor takes over its tasks and
+state; the last count of every word read with read_committed equals the true counts. kafka-streams-groups
+(Kafka 4.4's StreamsGroupCommand) lists and describes the group. The group machine's rules (epochs, revocation,
+static members, session expiry) and the assignor are unit tests: tests/test_coordinator_streams.py.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+import uuid
+
+import pytest
+
+from tests.e2e.test_transactions_streams import IN, OUT, WORDS, last_counts, produce_lines, streams_app
+from tests.support.clients import create_topic
+
+pytestmark = pytest.mark.java
+GROUPS_TOOL = "org.apache.kafka.tools.streams.StreamsGroupCommand"
+# Kafka 4.4's group.streams.* defaults hold a session for 45 s at least: 6 s makes a killed member go quickly.
+KAFKA_PROPERTIES = {"group.streams.min.session.timeout.ms": "6000", "group.streams.session.timeout.ms": "6000",
+                    "group.streams.min.heartbeat.interval.ms": "1000", "group.streams.heartbeat.interval.ms": "1000"}
+KOP_OVERRIDES = {"groupStreamsSessionTimeoutMs": 6000, "groupStreamsHeartbeatIntervalMs": 1000}
+
+
+def _props(tmp_path, bootstrap: str, app_id: str, name: str):
+    props = tmp_path / f"{name}.properties"
+    props.write_text("\n".join([
+        f"bootstrap.servers={bootstrap}", f"application.id={app_id}", "group.protocol=streams",
+        "processing.guarantee=exactly_once_v2", "replication.factor=1", "commit.interval.ms=100",
+        f"state.dir={tmp_path / ('state-' + name)}", "num.stream.threads=1", ""]))
+    return props
+
+
+def _lines(java_tools, bootstrap: str, *args: str) -> list[str]:
+    return java_tools.run(GROUPS_TOOL, "--bootstrap-server", bootstrap, *args, check=True).lines
+
+
+# WordCount's two subtopologies (0: the input, 1: the repartition topic), 2 partitions each
+ALL_TASKS = {("0", 0), ("0", 1), ("1", 0), ("1", 1)}
+
+
+def _members(java_tools, bootstrap: str, group: str, want: int, timeout: float = 60) -> dict[str, set]:
+    """kafka-streams-groups --describe --members: {member id: its active tasks}, described again until the group
+    has `want` members each STABLE-looking (every task assigned once) or the timeout passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = _lines(java_tools, bootstrap, "--describe", "--group", group, "--members")
+        members = {}
+        for line in lines[1:]:
+            if line.startswith(group) and "ACTIVE:" in line:
+                active = line.split("ACTIVE:", 1)[1].split("STANDBY:")[0]
+                members[line.split()[1]] = {(sub, int(p)) for sub, ps in re.findall(r"(\w+):\[([\d, ]*)\]", active)
+                                            for p in ps.replace(",", " ").split()}
+        done = len(members) == want and sum(map(len, members.values())) == len(ALL_TASKS)
+        if done or time.monotonic() > deadline:
+            return members
+        time.sleep(1)
+
+
+def test_word_count_with_two_instances_one_killed(target, java_tools, tmp_path) -> None:
+    b = target.dedicated_broker(KAFKA_PROPERTIES, **KOP_OVERRIDES)
+    create_topic(b.bootstrap, IN, 2)
+    create_topic(b.bootstrap, OUT, 1)
+    app_id = f"wc-{uuid.uuid4().hex[:8]}"
+    first = [" ".join(WORDS[(i * j) % len(WORDS)] for j in range(1, 4)) for i in range(60)]
+    second = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(2)) for i in range(40)]
+    counts_first = collections.Counter(w for line in first for w in line.split())
+    counts_all = counts_first + collections.Counter(w for line in second for w in line.split())
+    produce_lines(b.bootstrap, first)
+    apps = [streams_app(_props(tmp_path, b.bootstrap, app_id, n)) for n in ("a", "b")]
+    try:
+        assert last_counts(b.bootstrap, dict(counts_first)) == dict(counts_first)
+        listed = _lines(java_tools, b.bootstrap, "--list")
+        assert app_id in listed, listed
+        members = _members(java_tools, b.bootstrap, app_id, 2)
+        assert len(members) == 2 and set().union(*members.values()) == ALL_TASKS, members
+        apps[0].kill()  # SIGKILL: its member leaves only when its session ends
+        apps[0].wait(60)
+        produce_lines(b.bootstrap, second)
+        assert last_counts(b.bootstrap, dict(counts_all)) == dict(counts_all)
+        members = _members(java_tools, b.bootstrap, app_id, 1)
+        assert list(members.values()) == [ALL_TASKS], members
+    finally:
+        for app in apps:
+            app.kill()
+            app.wait(60)

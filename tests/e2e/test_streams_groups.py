@@ -6,7 +6,7 @@ with exactly_once_v2 on a 2-partition input topic: the coordinator creates the r
 and gives each instance tasks; one instance is SIGKILLed, its member is fenced when its session ends (the
 group's session timeout is set to Kafka's smallest allowed, 6 s) and the survivor takes over its tasks and
 state; the last count of every word read with read_committed equals the true counts. kafka-streams-groups
-(Kafka 4.4's StreamsGroupCommand) lists and describes the group. The group machine's rules (epochs, revocation,
+(Kafka 4.4's StreamsGroupCommand) lists, describes and, once both instances are gone, deletes the group. The group machine's rules (epochs, revocation,
 static members, session expiry) and the assignor are unit tests: tests/test_coordinator_streams.py.
 """
 
@@ -59,7 +59,7 @@ def _members(java_tools, bootstrap: str, group: str, want: int, timeout: float =
                 active = line.split("ACTIVE:", 1)[1].split("STANDBY:")[0]
                 members[line.split()[1]] = {(sub, int(p)) for sub, ps in re.findall(r"(\w+):\[([\d, ]*)\]", active)
                                             for p in ps.replace(",", " ").split()}
-        done = len(members) == want and sum(map(len, members.values())) == len(ALL_TASKS)
+        done = len(members) == want and sum(map(len, members.values())) == (len(ALL_TASKS) if want else 0)
         if done or time.monotonic() > deadline:
             return members
         time.sleep(1)
@@ -88,6 +88,12 @@ def test_word_count_with_two_instances_one_killed(target, java_tools, tmp_path) 
         assert last_counts(b.bootstrap, dict(counts_all)) == dict(counts_all)
         members = _members(java_tools, b.bootstrap, app_id, 1)
         assert list(members.values()) == [ALL_TASKS], members
+        apps[1].kill()  # the group empties when this session ends too; an empty group can be deleted
+        apps[1].wait(60)
+        assert _members(java_tools, b.bootstrap, app_id, 0) == {}
+        deleted = java_tools.run(GROUPS_TOOL, "--bootstrap-server", b.bootstrap, "--delete", "--group", app_id)
+        assert "successful" in deleted.stdout, deleted.stdout
+        assert app_id not in _lines(java_tools, b.bootstrap, "--list")
     finally:
         for app in apps:
             app.kill()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from kop.coordinator.streams import records as srec
 from kop.coordinator.streams.assignor import assign
 from kop.coordinator.streams.group import MemberState, StreamsGroupMachine, StreamsHeartbeat
 from kop.coordinator.streams.topology import (
@@ -251,3 +252,55 @@ def test_offset_commits_need_a_member_at_its_epoch() -> None:
     assert d.m.validate_offset_commit(group, "a", a.member_epoch + 1) == E.STALE_MEMBER_EPOCH
     assert d.m.validate_offset_commit(group, "x", 1) == E.UNKNOWN_MEMBER_ID
     assert d.m.validate_offset_commit(group, "", -1) == E.UNKNOWN_MEMBER_ID  # not while it has members
+
+
+# ---------------------------------------------------------------------------------------------- records
+def test_records_are_kafka_44s_bytes() -> None:
+    """Keys and values as kafka-group-coordinator 4.4.0 writes them (MessageUtil.toCoordinatorTypePrefixedByteBuffer
+    and toVersionPrefixedByteBuffer of its StreamsGroup*Key/Value classes)."""
+    assert srec.encode_key(srec.CURRENT_ASSIGNMENT, "app", "m1") == bytes.fromhex("0016000361707000026d31")
+    assert srec.encode_key(srec.METADATA, "app") == bytes.fromhex("00110003617070")
+    assert srec.metadata_value(5) == bytes.fromhex("000000000005000000000000000000")
+    current = bytes.fromhex("0000000000050000000401020230030000000000000001000101020231020000000100010100")
+    assert srec.current_value(5, 4, 1, frozenset({("0", 0), ("0", 1)}), frozenset({("1", 1)})) == current
+    assert srec.read_current(current) == (5, 4, 1, frozenset({("0", 0), ("0", 1)}), frozenset({("1", 1)}))
+    member = bytes.fromhex("000000000263032f68000493e0000000000370310102681f900002026b02760000")
+    assert srec.member_value(None, None, "c", "/h", 300000, 0, "p1", ("h", 8080), {"k": "v"}) == member
+    assert srec.read_member(member)["user_endpoint"] == ("h", 8080)
+    topology = Topology(0, (Subtopology("1", ("app-r-repartition",), state_changelog_topics=(
+        TopicInfo("app-s-changelog", 0, 0, (("cleanup.policy", "compact"),)),),
+        repartition_source_topics=(TopicInfo("app-r-repartition", 2, 0),)),))
+    raw = bytes.fromhex("00000000000002023102126170702d722d7265706172746974696f6e0102106170702d732d6368616e67656c6f"
+                        "67000000000000020f636c65616e75702e706f6c69637908636f6d7061637400000102126170702d722d7265"
+                        "706172746974696f6e0000000200000100010000")
+    assert srec.topology_value(topology) == raw and srec.read_topology(raw) == topology
+
+
+def test_a_group_is_written_as_its_changes_and_restored_from_them() -> None:
+    d = Driver()
+    a = d.join("a", instance="i1")
+    group = d.m.groups["app"]
+    first = d.m.records(group)
+    assert {srec.decode_key(k)[0] for k, _ in first} == set(srec.TYPES) and all(v is not None for _, v in first)
+    assert d.m.records(group) == []  # nothing changed since
+    d.join("b")
+    d.beat("a", a.member_epoch)  # a is told to revoke
+    changed = d.m.records(group)
+    assert changed and all(v is not None for _, v in changed)
+    log: dict[bytes, bytes] = {}
+    for k, v in first + changed:
+        log[k] = v
+    other = StreamsGroupMachine(6000, lambda: d.partitions)
+    back = other.restore("app", log, d.now)
+    assert (back.group_epoch, back.assignment_epoch, back.topology, back.targets) == (
+        group.group_epoch, group.assignment_epoch, group.topology, group.targets)
+    assert {m: (x.member_epoch, x.previous_epoch, x.state, x.assigned, x.revoking, x.instance_id, x.process_id)
+            for m, x in back.members.items()} == {
+        m: (x.member_epoch, x.previous_epoch, x.state, x.assigned, x.revoking, x.instance_id, x.process_id)
+        for m, x in group.members.items()}
+    assert d.beat("b", -1).member_epoch == -1
+    gone = d.m.records(group)
+    assert [srec.decode_key(k)[0] for k, v in gone if v is None] == [srec.CURRENT_ASSIGNMENT, srec.TARGET_MEMBER,
+                                                                     srec.MEMBER_METADATA]
+    del d.m.groups["app"]
+    assert all(v is None for _, v in d.m.records(group)) and group.written == {}

@@ -68,6 +68,7 @@ from kop.coordinator.group_state import (
 )
 from kop.coordinator.offsets import OffsetAndMetadata, OffsetManager, TopicPartition
 from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
+from kop.coordinator.streams import records as srec
 from kop.coordinator.streams.group import StreamsGroup, StreamsGroupMachine, StreamsHeartbeat, StreamsResult
 from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
@@ -234,7 +235,7 @@ class GroupCoordinator:
         return len(gids) + len(cgids)
 
     def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None,
-                record_offset: int = -1) -> None:
+                record_offset: int = -1, streams: dict[str, dict[bytes, bytes]] | None = None) -> None:
         """Apply one __consumer_offsets record (the same records this coordinator writes)."""
         try:
             k = rec.decode_key(key)
@@ -252,6 +253,12 @@ class GroupCoordinator:
                 self.groups[k.group] = self._group_from_record(k.group, rec.decode_group_metadata_value(value))
             elif k.version in crec.TYPES and consumer is not None:
                 consumer.replay(crec.decode_key(key), value)
+            elif k.version in srec.TYPES and streams is not None:
+                values = streams.setdefault(srec.decode_key(key)[1], {})
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
             else:
                 log.debug("skipping a version %d record key in %s (a share or streams group record)", k.version,
                           OFFSETS_TOPIC)
@@ -278,7 +285,19 @@ class GroupCoordinator:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup]) -> None:
+    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup],
+                   streams: dict[str, dict[bytes, bytes]] | None = None) -> None:
+        for gid, values in (streams or {}).items():
+            if srec.encode_key(srec.METADATA, gid) not in values:
+                continue  # deleted
+            try:
+                self.streams.restore(gid, values, self._timer_ms())
+            except rec.RecordError as e:
+                log.warning("streams group %s: its records in %s are not readable: %s", gid, OFFSETS_TOPIC, e)
+                continue
+            classic = self.groups.get(gid)
+            if classic is not None and not classic.members and classic.protocol_type is None:
+                del self.groups[gid]  # the simple group its offset commits made on the way
         for cg in consumer_groups:
             # Its offset commits made a "simple" classic group of the same id on the way: the id is the
             # consumer group's.
@@ -422,6 +441,10 @@ class GroupCoordinator:
         self.consumer.expire_timers(now)
         for gid, mid in self.streams.expire(now):
             log.info("streams group %s: member %s fenced, its session timed out", gid, mid)
+            sg = self.streams_groups.get(gid)
+            records = self.streams.records(sg) if sg is not None else []
+            if records:
+                self._write_logged(gid, records, "streams group records")
         self._run()
 
     # ================================================================== writes
@@ -534,10 +557,11 @@ class GroupCoordinator:
         """The broker's topics as the streams group machine sees them: Kafka name -> partitions."""
         return {self.topics.kafka_name(t.name): t.partitions for t in self.topics.all()}
 
-    def streams_group_heartbeat(self, req: StreamsHeartbeat) -> StreamsResult:
-        """A StreamsGroupHeartbeat, answered at once (the group is not written: kop/coordinator/streams/group.py);
-        the internal topics its topology lacks are created in the background, as Kafka's broker does after
-        its coordinator answered, and the next heartbeat finds them."""
+    async def streams_group_heartbeat(self, req: StreamsHeartbeat) -> StreamsResult:
+        """A StreamsGroupHeartbeat, answered once the group's changed records are durable in __consumer_offsets
+        (a failed write answers its error; the member retries); the internal topics its topology lacks are
+        created in the background, as Kafka's broker does after its coordinator answered, and the next
+        heartbeat finds them."""
         err = self.partition_error(req.group_id) if req.group_id else 0
         if err:
             return StreamsResult(err, member_id=req.member_id)
@@ -549,6 +573,14 @@ class GroupCoordinator:
             if other is not None and req.member_epoch == 0:
                 self.machine.remove_group(req.group_id)  # an empty classic group (its offsets stay) gives way
         result = self.streams.heartbeat(req, self._timer_ms())
+        group = self.streams_groups.get(req.group_id)
+        records = self.streams.records(group) if group is not None else []
+        if records:
+            try:
+                await self._write(req.group_id, records)
+            except Exception as e:
+                log.warning("streams group %s: a write to %s failed: %r", req.group_id, OFFSETS_TOPIC, e)
+                return StreamsResult(append_error(e), member_id=req.member_id, member_epoch=req.member_epoch)
         for name, (partitions, configs) in result.to_create.items():
             if name not in self._creating:
                 self._creating.add(name)
@@ -795,7 +827,8 @@ class GroupCoordinator:
                     continue
                 parts = list(self.offset_manager.committed(gid))
                 del self.streams_groups[gid]
-                writes.append((gid, self._write(gid, OffsetManager.tombstones(gid, parts)), parts))
+                records = OffsetManager.tombstones(gid, parts) + self.streams.records(sg)
+                writes.append((gid, self._write(gid, records), parts))
                 continue
             cg = self.consumer_groups.get(gid)
             if cg is not None:
@@ -960,6 +993,7 @@ class _GroupLoad:
         self.coordinator = coordinator
         self.partition = partition
         self.consumer = ConsumerGroupReplayer()
+        self.streams: dict[str, dict[bytes, bytes]] = {}  # streams group -> its records' latest values
 
     def replay(self, fb: FetchedBatch) -> None:
         c = self.coordinator
@@ -972,11 +1006,11 @@ class _GroupLoad:
             return
         for r in decode_records(fb.batch):
             if r.key is not None:
-                c._replay(r.key, r.value, self.consumer, fb.base_offset + r.offset_delta)
+                c._replay(r.key, r.value, self.consumer, fb.base_offset + r.offset_delta, self.streams)
 
     def loaded(self) -> str:
         c = self.coordinator
-        c._on_loaded(self.partition, self.consumer.result())
+        c._on_loaded(self.partition, self.consumer.result(), self.streams)
         groups = sum(1 for gid in c.groups if c.partition_of(gid) == self.partition)
         return f"{groups} groups"
 

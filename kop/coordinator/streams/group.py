@@ -22,9 +22,10 @@ streamsGroupHeartbeat and streams CurrentAssignmentBuilder):
 
 Differences from Kafka 4.4, and why: standby and warm-up tasks are not assigned (num.standby.replicas 0, the
 broker default, is the only level); the rebalance timeout does not fence a member slow to revoke (its session
-must end); the group lives in memory only - its records are not written to __consumer_offsets, so a broker
-restart forgets it (members rejoin, FENCED/UNKNOWN_MEMBER_ID make them) while committed offsets survive; no
-IQ endpoint information (PartitionsByUserEndpoint is null). Clock: `now` arguments, monotonic milliseconds.
+must end); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
+leaves the change in memory (Kafka reverts it). Records: `records(group)` gives what changed since it was last
+asked (records.py, Kafka 4.4's types 17 and 19-23), `restore` rebuilds a group from them at load. Clock: `now`
+arguments, monotonic milliseconds.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from kop.coordinator.streams import records as srec
 from kop.coordinator.streams.assignor import Task, Tasks, assign
 from kop.coordinator.streams.topology import (
     STALE_TOPOLOGY,
@@ -114,6 +116,7 @@ class StreamsGroup:
     members: dict[str, StreamsMember] = field(default_factory=dict)
     targets: dict[str, Tasks] = field(default_factory=dict)
     shutdown: bool = False
+    written: dict[bytes, bytes] = field(default_factory=dict)  # its records as last written: key -> value
 
     @property
     def state(self) -> str:
@@ -309,6 +312,24 @@ class StreamsGroupMachine:
             for m in g.members.values():
                 m.deadline = max(m.deadline, now + self.session_timeout_ms)
 
+    # ------------------------------------------------------------------ records
+    def records(self, group: StreamsGroup) -> list[tuple[bytes, bytes | None]]:
+        """The __consumer_offsets records of what changed in `group` since this was last asked (to be written
+        before its answers go out); a group no longer here gets its tombstones."""
+        now = snapshot(group) if self.groups.get(group.group_id) is group else {}
+        out = srec.diff(group.written, now)
+        group.written = now
+        return out
+
+    def restore(self, group_id: str, values: dict[bytes, bytes], now: int) -> StreamsGroup:
+        """A group from its records as replayed at load (key -> latest value); its members' sessions start now."""
+        group = self.groups[group_id] = restored(group_id, values)
+        if group.topology is not None:
+            group.configured = configure(group.topology, self.partitions())
+        for m in group.members.values():
+            m.deadline = now + self.session_timeout_ms
+        return group
+
     # ------------------------------------------------------------------ offsets
     def validate_offset_commit(self, group: StreamsGroup, member_id: str, epoch: int) -> int:
         """A commit of a streams group: by a member at its epoch (or its previous one: a commit sent while the
@@ -354,3 +375,47 @@ def _invalid(req: StreamsHeartbeat) -> str | None:
     elif req.member_epoch < STATIC_LEAVE_EPOCH:
         return f"MemberEpoch is {req.member_epoch}, but must be greater than or equal to -2."
     return None
+
+
+def snapshot(group: StreamsGroup) -> dict[bytes, bytes]:
+    """Every record of the group as it is now: key -> value (Kafka 4.4's types 17, 19-23)."""
+    gid = group.group_id
+    out = {srec.encode_key(srec.METADATA, gid): srec.metadata_value(group.group_epoch),
+           srec.encode_key(srec.TARGET_METADATA, gid): srec.target_metadata_value(group.assignment_epoch)}
+    if group.topology is not None:
+        out[srec.encode_key(srec.TOPOLOGY, gid)] = srec.topology_value(group.topology)
+    for mid, m in group.members.items():
+        out[srec.encode_key(srec.MEMBER_METADATA, gid, mid)] = srec.member_value(
+            m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.topology_epoch,
+            m.process_id, m.user_endpoint, m.client_tags)
+        out[srec.encode_key(srec.TARGET_MEMBER, gid, mid)] = srec.target_member_value(group.targets.get(mid, EMPTY))
+        out[srec.encode_key(srec.CURRENT_ASSIGNMENT, gid, mid)] = srec.current_value(
+            m.member_epoch, m.previous_epoch, int(m.state), m.assigned, m.revoking)
+    return out
+
+
+def restored(group_id: str, values: dict[bytes, bytes]) -> StreamsGroup:
+    """The group its records describe (the inverse of `snapshot`)."""
+    group = StreamsGroup(group_id, written=dict(values))
+    for key, value in values.items():
+        kind, _, member_id = srec.decode_key(key)
+        if kind == srec.METADATA:
+            group.group_epoch = srec.read_epoch(value)
+        elif kind == srec.TARGET_METADATA:
+            group.assignment_epoch = srec.read_epoch(value)
+        elif kind == srec.TOPOLOGY:
+            group.topology = srec.read_topology(value)
+        elif kind == srec.TARGET_MEMBER:
+            group.targets[member_id or ""] = srec.read_target_member(value)
+        else:
+            m = group.members.setdefault(member_id or "", StreamsMember(member_id or ""))
+            if kind == srec.MEMBER_METADATA:
+                for name, v in srec.read_member(value).items():
+                    setattr(m, name, v)
+            else:
+                epoch, previous, state, m.assigned, m.revoking = srec.read_current(value)
+                m.member_epoch, m.previous_epoch = epoch, previous
+                m.state = MemberState(state) if state in (0, 1, 2) else MemberState.STABLE
+                m.sent = m.assigned
+    return group
+

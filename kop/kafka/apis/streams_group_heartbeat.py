@@ -6,8 +6,7 @@ creates the internal (repartition and changelog) topics it lacks and computes th
 assignor). v1 answers the acceptable recovery lag as an int64 and carries TopologyDescriptionRequired (always
 false here: no topology description is kept).
 
-How it differs from Kafka 4.4 (details in kop/coordinator/streams/group.py): groups live in memory, not in
-__consumer_offsets records; no standby or warm-up tasks; no IQ endpoint information (PartitionsByUserEndpoint
+How it differs from Kafka 4.4 (details in kop/coordinator/streams/group.py): no standby or warm-up tasks; no IQ endpoint information (PartitionsByUserEndpoint
 is null); no source topic regexes. ACLs: READ on the group and DESCRIBE on the source topics (Kafka also asks
 CREATE for the internal topics it creates).
 """
@@ -79,7 +78,7 @@ async def handle(ctx: RequestContext, req: StreamsGroupHeartbeatRequest) -> Stre
     if refused is not None:
         result = StreamsResult(refused[0], refused[1], req.member_id, req.member_epoch)
     else:
-        result = ctx.coordinator.streams_group_heartbeat(_request(ctx, req))
+        result = await ctx.coordinator.streams_group_heartbeat(_request(ctx, req))
     ok = not result.error
     tasks = result.active_tasks if ok else None
     return R(

@@ -1,0 +1,68 @@
+"""A streams group survives a broker restart: its records (Kafka 4.4's types 17, 19-23, written before each
+heartbeat is answered) are replayed when __consumer_offsets is loaded again. An in-process broker over a data
+directory (tests/test_coordinator_durability.py's), driven through the coordinator's own heartbeat entry point."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kop.coordinator.streams.group import MemberState, StreamsHeartbeat
+from kop.coordinator.streams.topology import Subtopology, TopicInfo, Topology
+from kop.protocol.errors import ErrorCode as E
+from tests.test_coordinator_durability import start_broker
+
+TOPOLOGY = Topology(0, (
+    Subtopology("0", ("in",), repartition_sink_topics=("app-r-repartition",)),
+    Subtopology("1", ("app-r-repartition",), state_changelog_topics=(TopicInfo("app-s-changelog", 0, 0),),
+                repartition_source_topics=(TopicInfo("app-r-repartition", 0, 0),)),
+))
+
+
+def _join(member: str) -> StreamsHeartbeat:
+    return StreamsHeartbeat("app", member, 0, rebalance_timeout_ms=30000, topology=TOPOLOGY,
+                            active_tasks=frozenset(), process_id=f"p-{member}")
+
+
+def test_a_streams_group_is_replayed_after_a_restart(tmp_path: Path) -> None:
+    async def main() -> None:
+        svc, _ = await start_broker(tmp_path)
+        try:
+            await svc.topics.create(svc.topics.parse("in"), 2)
+            first = await svc.coordinator.streams_group_heartbeat(_join("a"))
+            assert first.error == 0 and set(first.to_create) == {"app-r-repartition", "app-s-changelog"}
+            for name in first.to_create:  # created in the background: wait until both exist
+                for _ in range(400):
+                    if svc.topics.get(svc.topics.parse(name)) is not None:
+                        break
+                    await asyncio.sleep(0.05)
+                assert svc.topics.get(svc.topics.parse(name)) is not None, name
+            a = await svc.coordinator.streams_group_heartbeat(StreamsHeartbeat("app", "a", first.member_epoch))
+            assert a.error == 0 and len(a.active_tasks or ()) == 4
+            b = await svc.coordinator.streams_group_heartbeat(_join("b"))
+            told = await svc.coordinator.streams_group_heartbeat(StreamsHeartbeat("app", "a", a.member_epoch))
+            assert len(told.active_tasks or ()) == 2  # a must revoke two tasks for b
+            before = svc.coordinator.streams_groups["app"]
+            state = {m: (x.member_epoch, x.state, x.assigned, x.revoking) for m, x in before.members.items()}
+            epochs = (before.group_epoch, before.assignment_epoch)
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        try:
+            after = svc.coordinator.streams_groups["app"]
+            assert {m: (x.member_epoch, x.state, x.assigned, x.revoking) for m, x in after.members.items()} == state
+            assert (after.group_epoch, after.assignment_epoch, after.topology) == (*epochs, TOPOLOGY)
+            assert after.members["a"].state == MemberState.UNREVOKED_TASKS
+            # the members go on where they were: a revokes, then b gets the two tasks
+            done = await svc.coordinator.streams_group_heartbeat(StreamsHeartbeat(
+                "app", "a", a.member_epoch, active_tasks=told.active_tasks))
+            assert done.error == 0 and done.member_epoch == after.assignment_epoch
+            got = await svc.coordinator.streams_group_heartbeat(StreamsHeartbeat("app", "b", b.member_epoch))
+            assert got.error == 0 and len(got.active_tasks or ()) == 2
+            assert (await svc.coordinator.streams_group_heartbeat(StreamsHeartbeat("app", "zz", 3))).error \
+                == E.UNKNOWN_MEMBER_ID
+            assert "app" not in svc.coordinator.groups  # its offsets' simple group does not shadow it
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

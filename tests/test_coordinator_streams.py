@@ -304,3 +304,18 @@ def test_a_group_is_written_as_its_changes_and_restored_from_them() -> None:
                                                                      srec.MEMBER_METADATA]
     del d.m.groups["app"]
     assert all(v is None for _, v in d.m.records(group)) and group.written == {}
+
+
+def test_a_member_slow_to_revoke_is_fenced_after_its_rebalance_timeout() -> None:
+    d = Driver()
+    a = d.join("a")  # rebalance timeout 30 s
+    d.join("b")
+    assert d.m.groups["app"].members["a"].revoke_deadline is None
+    d.beat("a", a.member_epoch)  # told to revoke: its rebalance timeout starts
+    assert d.m.groups["app"].members["a"].revoke_deadline == d.now + 30000
+    for _ in range(6):  # it keeps heartbeating (its session stays alive) but never revokes
+        d.now += 5000
+        d.beat("a", a.member_epoch)
+        d.beat("b", d.m.groups["app"].members["b"].member_epoch)
+    assert d.m.expire(d.now) == [("app", "a")]
+    assert d.beat("b", d.m.groups["app"].members["b"].member_epoch).active_tasks == ALL

@@ -62,6 +62,14 @@ def test_a_streams_group_is_replayed_after_a_restart(tmp_path: Path) -> None:
             assert (await svc.coordinator.streams_group_heartbeat(StreamsHeartbeat("app", "zz", 3))).error \
                 == E.UNKNOWN_MEMBER_ID
             assert "app" not in svc.coordinator.groups  # its offsets' simple group does not shadow it
+            # commits carry the streams member epoch (OffsetCommit v9+), as a consumer group's
+            c = svc.coordinator
+            ok = await c.commit_offsets("app", done.member_epoch, "a", None, -1, 9, [("in", 0, 5, -1, "")])
+            stale = await c.commit_offsets("app", done.member_epoch + 1, "a", None, -1, 9, [("in", 1, 5, -1, "")])
+            assert (ok, stale) == ({("in", 0): 0}, {("in", 1): E.STALE_MEMBER_EPOCH})
+            assert c.fetch_offsets("app", [("in", [0])], "a", done.member_epoch)[1][0][2] == 5
+            assert c.fetch_offsets("app", [("in", [0])], "zz", 1)[0] == E.UNKNOWN_MEMBER_ID
+            assert c.validate_txn_offset_commit("app", done.member_epoch + 1, "a", None) == E.ILLEGAL_GENERATION
         finally:
             await svc.stop()
 

@@ -18,11 +18,11 @@ streamsGroupHeartbeat and streams CurrentAssignmentBuilder):
 * a member whose target drops tasks it owns is told its tasks without them (state UNREVOKED_TASKS, epoch kept)
   and moves on once a heartbeat shows them gone; tasks still owned by another member are held back
   (UNRELEASED_TASKS) until released;
-* a member whose heartbeats stop for the session timeout is fenced (removed, group epoch bumped).
+* a member whose heartbeats stop for the session timeout is fenced (removed, group epoch bumped), and so is one
+  that has not revoked its tasks within its rebalance timeout.
 
 Differences from Kafka 4.4, and why: standby and warm-up tasks are not assigned (num.standby.replicas 0, the
-broker default, is the only level); the rebalance timeout does not fence a member slow to revoke (its session
-must end); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
+broker default, is the only level); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
 leaves the change in memory (Kafka reverts it). Records: `records(group)` gives what changed since it was last
 asked (records.py, Kafka 4.4's types 17 and 19-23), `restore` rebuilds a group from them at load. Clock: `now`
 arguments, monotonic milliseconds.
@@ -104,6 +104,10 @@ class StreamsMember:
     revoking: Tasks = EMPTY  # tasks it still owns and must give up
     sent: Tasks | None = None  # the tasks last sent to it
     deadline: int = 0  # its session ends at this monotonic ms
+    revoke_deadline: int | None = None  # while it revokes: fenced unless done by then (its rebalance timeout)
+
+    def ends_at(self) -> int:
+        return self.deadline if self.revoke_deadline is None else min(self.deadline, self.revoke_deadline)
 
 
 @dataclass(slots=True)
@@ -170,6 +174,10 @@ class StreamsGroupMachine:
         if req.active_tasks is not None:
             _reported(member, req.active_tasks)
         self._reconcile(group, member)
+        if not member.revoking:
+            member.revoke_deadline = None
+        elif member.revoke_deadline is None and member.rebalance_timeout_ms > 0:
+            member.revoke_deadline = now + member.rebalance_timeout_ms
         out = StreamsResult(member_id=member.member_id, member_epoch=member.member_epoch, statuses=statuses,
                             to_create=dict(group.configured.to_create) if group.configured is not None else {})
         if member.sent != member.assigned or req.member_epoch == 0:
@@ -297,11 +305,12 @@ class StreamsGroupMachine:
         group.group_epoch += 1
 
     def next_deadline(self) -> int | None:
-        return min((m.deadline for g in self.groups.values() for m in g.members.values()), default=None)
+        return min((m.ends_at() for g in self.groups.values() for m in g.members.values()), default=None)
 
     def expire(self, now: int) -> list[tuple[str, str]]:
-        """Fence the members whose session ended: [(group id, member id)]."""
-        gone = [(g, m.member_id) for g in self.groups.values() for m in g.members.values() if m.deadline <= now]
+        """Fence the members whose session ended, or who did not revoke within their rebalance timeout:
+        [(group id, member id)]."""
+        gone = [(g, m.member_id) for g in self.groups.values() for m in g.members.values() if m.ends_at() <= now]
         for g, mid in gone:
             self.remove(g, mid)
         return [(g.group_id, mid) for g, mid in gone]
@@ -311,6 +320,8 @@ class StreamsGroupMachine:
         for g in self.groups.values():
             for m in g.members.values():
                 m.deadline = max(m.deadline, now + self.session_timeout_ms)
+                if m.revoke_deadline is not None:
+                    m.revoke_deadline = max(m.revoke_deadline, now + m.rebalance_timeout_ms)
 
     # ------------------------------------------------------------------ records
     def records(self, group: StreamsGroup) -> list[tuple[bytes, bytes | None]]:

@@ -74,3 +74,40 @@ def test_a_streams_group_is_replayed_after_a_restart(tmp_path: Path) -> None:
             await svc.stop()
 
     asyncio.run(main())
+
+
+def test_offsets_of_a_streams_group_expire_and_delete_as_a_consumer_groups(tmp_path: Path) -> None:
+    """Offsets of topics the group does not read expire offsets.retention after their commit (and may be deleted
+    with OffsetDelete); a group without members whose offsets are all gone is deleted, its records tombstoned, so
+    a restart does not bring it back."""
+    now = [1_000_000_000.0]
+
+    async def main() -> None:
+        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1")
+        c = svc.coordinator
+        c.clock = lambda: now[0]
+        try:
+            for name in ("in", "app-r-repartition", "app-s-changelog"):
+                await svc.topics.create(svc.topics.parse(name), 2)
+            a = await c.streams_group_heartbeat(_join("a"))
+            assert a.error == 0 and a.active_tasks
+            commits = [("in", 0, 5, -1, ""), ("other", 0, 3, -1, ""), ("other", 1, 4, -1, "")]
+            assert set((await c.commit_offsets("app", a.member_epoch, "a", None, -1, 9, commits)).values()) == {0}
+            assert await c.delete_offsets("app", [("in", [0]), ("other", [1])]) == (
+                0, {("in", 0): E.GROUP_SUBSCRIBED_TO_TOPIC, ("other", 1): 0})
+            now[0] += 61
+            assert await c.expire_offsets() == 1  # the offset of "other" the group does not read
+            assert c.fetch_offsets("app", [("in", [0])])[1][0][2] == 5
+            left = await c.streams_group_heartbeat(StreamsHeartbeat("app", "a", -1))
+            assert left.error == 0 and [g.state for g in c.list_groups(types=["streams"])[1]] == ["Empty"]
+            assert await c.expire_offsets() > 1  # the offset of "in" and the group's records
+            assert c.list_groups()[1] == [] and "app" not in c.streams_groups
+        finally:
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)
+        try:
+            assert "app" not in svc.coordinator.streams_groups and svc.coordinator.list_groups()[1] == []
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

@@ -597,6 +597,11 @@ class GroupCoordinator:
         finally:
             self._creating.discard(name)
 
+    def _streams_tombstones(self, sg: StreamsGroup) -> list[tuple[bytes, bytes | None]]:
+        """The records deleting a streams group no longer in `streams_groups`: its own, and a group metadata
+        tombstone, so that the simple group its offset commits make at load goes with them."""
+        return [*self.streams.records(sg), (rec.group_metadata_key(sg.group_id), None)]
+
     def streams_group(self, group_id: str) -> tuple[int, StreamsGroup | None, str | None]:
         """(error, group, message) for StreamsGroupDescribe, with Kafka 4.4's messages."""
         err = self.partition_error(group_id)
@@ -786,9 +791,12 @@ class GroupCoordinator:
         if err:
             return err, {}
         cg = self.consumer_groups.get(group_id)
-        if cg is not None:
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            is_subscribed: Callable[[str], bool] = self.streams.subscribed_topics(sg).__contains__
+        elif cg is not None:
             subscribed = self.consumer.subscribed_topics(cg)
-            is_subscribed: Callable[[str], bool] = subscribed.__contains__
+            is_subscribed = subscribed.__contains__
         else:
             group = self.groups.get(group_id)
             if group is None or group.is_in(S.DEAD):
@@ -827,7 +835,7 @@ class GroupCoordinator:
                     continue
                 parts = list(self.offset_manager.committed(gid))
                 del self.streams_groups[gid]
-                records = OffsetManager.tombstones(gid, parts) + self.streams.records(sg)
+                records = OffsetManager.tombstones(gid, parts) + self._streams_tombstones(sg)
                 writes.append((gid, self._write(gid, records), parts))
                 continue
             cg = self.consumer_groups.get(gid)
@@ -938,11 +946,20 @@ class GroupCoordinator:
             delete_group = all_expired and not cg.members
             if expired or delete_group:
                 per_group.append((gid, expired, delete_group))
+        for gid, sg in self.streams_groups.items():
+            # as a consumer group's: offsets of topics the group does not read expire after their commit
+            if self.runtime.is_loaded(self.partition_of(gid)):
+                expired, all_expired = self.offset_manager.expired(gid, now, retention_ms, _commit_time,
+                                                                   self.streams.subscribed_topics(sg).__contains__)
+                if expired or (all_expired and not sg.members):
+                    per_group.append((gid, expired, all_expired and not sg.members))
         total = 0
         waits = []
         for gid, expired, delete_group in per_group:
             records = OffsetManager.tombstones(gid, expired)
-            if delete_group and gid in self.consumer_groups:
+            if delete_group and gid in self.streams_groups:
+                records += self._streams_tombstones(self.streams_groups.pop(gid))
+            elif delete_group and gid in self.consumer_groups:
                 records += self.consumer.delete_group(gid)
             elif delete_group:
                 records.append((rec.group_metadata_key(gid), None))

@@ -342,6 +342,13 @@ class StreamsGroupMachine:
         return group
 
     # ------------------------------------------------------------------ offsets
+    @staticmethod
+    def subscribed_topics(group: StreamsGroup) -> set[str]:
+        """The topics a group with members reads (its source and repartition topics): their offsets are
+        neither deleted (OffsetDelete answers GROUP_SUBSCRIBED_TO_TOPIC) nor expired. None without members."""
+        if not group.members or group.topology is None:
+            return set()
+        return {t for s in group.topology.subtopologies for t in s.source_topics}
     def validate_offset_commit(self, group: StreamsGroup, member_id: str, epoch: int) -> int:
         """A commit of a streams group: by a member at its epoch (or its previous one: a commit sent while the
         heartbeat moving it was answered); a commit without member information only when it is empty."""

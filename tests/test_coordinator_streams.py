@@ -195,7 +195,12 @@ def test_epochs_fence_as_kafka_does() -> None:
     assert epoch > a.member_epoch
     # the previous epoch is accepted (a lost answer), an older one is not
     assert d.beat("a", a.member_epoch, owned=frozenset()).error == 0
-    assert d.beat("a", a.member_epoch - 1).error == E.FENCED_MEMBER_EPOCH
+    d.join("c")
+    a_owns = d.m.groups["app"].members["a"].assigned
+    d.beat("a", epoch)
+    d.beat("a", epoch, owned=a_owns & d.m.groups["app"].targets["a"])  # revoked again: a moves on once more
+    assert d.m.groups["app"].members["a"].member_epoch > epoch
+    assert d.beat("a", a.member_epoch).error == E.FENCED_MEMBER_EPOCH
     assert d.m.heartbeat(StreamsHeartbeat("other", "x", 3), d.now).error == E.GROUP_ID_NOT_FOUND
 
 
@@ -319,3 +324,17 @@ def test_a_member_slow_to_revoke_is_fenced_after_its_rebalance_timeout() -> None
         d.beat("b", d.m.groups["app"].members["b"].member_epoch)
     assert d.m.expire(d.now) == [("app", "a")]
     assert d.beat("b", d.m.groups["app"].members["b"].member_epoch).active_tasks == ALL
+
+
+def test_the_first_assignment_waits_for_the_initial_rebalance_delay() -> None:
+    d = Driver()
+    d.m.initial_delay_ms = 3000
+    a = d.join("a")
+    assert a.active_tasks == frozenset() and [code for code, _ in a.statuses or []] == [5]
+    d.now += 1000
+    b = d.join("b")  # joins within the delay: the first assignment counts it too
+    assert b.active_tasks == frozenset() and [code for code, _ in b.statuses or []] == [5]
+    d.now += 2000
+    got = d.beat("a", a.member_epoch)
+    assert got.statuses == [] and len(got.active_tasks or ()) == 2  # balanced at once, nothing to revoke
+    assert len(d.beat("b", b.member_epoch).active_tasks or ()) == 2

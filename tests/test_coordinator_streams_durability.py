@@ -26,7 +26,7 @@ def _join(member: str) -> StreamsHeartbeat:
 
 def test_a_streams_group_is_replayed_after_a_restart(tmp_path: Path) -> None:
     async def main() -> None:
-        svc, _ = await start_broker(tmp_path)
+        svc, _ = await start_broker(tmp_path, groupStreamsInitialRebalanceDelayMs="0")
         try:
             await svc.topics.create(svc.topics.parse("in"), 2)
             first = await svc.coordinator.streams_group_heartbeat(_join("a"))
@@ -83,7 +83,7 @@ def test_offsets_of_a_streams_group_expire_and_delete_as_a_consumer_groups(tmp_p
     now = [1_000_000_000.0]
 
     async def main() -> None:
-        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1")
+        svc, _ = await start_broker(tmp_path, offsetsRetentionMinutes="1", groupStreamsInitialRebalanceDelayMs="0")
         c = svc.coordinator
         c.clock = lambda: now[0]
         try:

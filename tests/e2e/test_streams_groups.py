@@ -19,7 +19,9 @@ import uuid
 
 import pytest
 
+from kop.protocol import api_info
 from tests.e2e.test_transactions_streams import IN, OUT, WORDS, last_counts, produce_lines, streams_app
+from tests.support.acl_brokers import RawClient
 from tests.support.clients import create_topic
 
 pytestmark = pytest.mark.java
@@ -98,3 +100,70 @@ def test_word_count_with_two_instances_one_killed(target, java_tools, tmp_path) 
         for app in apps:
             app.kill()
             app.wait(60)
+
+
+def _join(Q, group: str, member: str, source: str, changelog: str, topology: bool = True):
+    info = Q.TopicInfo(name=changelog, partitions=0, replication_factor=0, topic_configs=[])
+    return Q(group_id=group, member_id=member, member_epoch=0, endpoint_information_epoch=-1, rebalance_timeout_ms=30000,
+             topology=Q.Topology(epoch=0, subtopologies=[Q.Subtopology(
+                 subtopology_id="0", source_topics=[source], source_topic_regex=[], state_changelog_topics=[info],
+                 repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])]) if topology else None,
+             active_tasks=[], standby_tasks=[], warmup_tasks=[], process_id=f"p-{member}")
+
+
+def test_heartbeat_answers_as_kafka(target) -> None:
+    """Raw StreamsGroupHeartbeat/Describe requests (kop.protocol's codec) and what both brokers answer: a join whose
+    changelog topic is missing (MISSING_INTERNAL_TOPICS, no tasks until the coordinator has created it), every task
+    once it exists, Kafka's errors for a wrong epoch, an unknown member, a join without topology and a missing
+    source topic (MISSING_SOURCE_TOPICS), the describe of the group, and a leave."""
+    b = target.module_broker()
+    source, app = target.topic("in"), target.topic("app")
+    create_topic(b.bootstrap, source, 2)
+    Q, D = api_info(88).request_class, api_info(89).request_class
+    c = RawClient(b.bootstrap)
+    try:
+        F = api_info(10).request_class
+        for _ in range(100):  # a fresh broker creates __consumer_offsets on the first FindCoordinator
+            (found,) = c.call(10, 4, F(key_type=0, coordinator_keys=[app])).coordinators
+            if found.error_code == 0:
+                break
+            time.sleep(0.2)
+        for _ in range(100):  # ... and loads its partition next (NOT_COORDINATOR until then)
+            r = c.call(88, 0, _join(Q, app, "m1", source, f"{app}-store-changelog"))
+            if r.error_code not in (14, 16):
+                break
+            time.sleep(0.2)
+        # Kafka 4.4 also says ASSIGNMENT_DELAYED (5): the group's first assignment waits for the initial delay
+        assert (r.error_code, [s.status_code for s in r.status or [] if s.status_code != 5], r.active_tasks) == (
+            0, [3], []), r
+        assert f"Internal topics are missing: {app}-store-changelog" in [s.status_detail for s in r.status], r
+        assert r.member_epoch == 1, r  # a new group's first member
+        epoch = r.member_epoch
+        for _ in range(100):  # the changelog topic is being created: heartbeat until the tasks come
+            r = c.call(88, 0, Q(group_id=app, member_id="m1", member_epoch=epoch, endpoint_information_epoch=-1))
+            assert r.error_code == 0, r
+            epoch = r.member_epoch
+            if r.active_tasks:
+                break
+            time.sleep(0.2)
+        assert [(t.subtopology_id, sorted(t.partitions)) for t in r.active_tasks] == [("0", [0, 1])], r
+        assert r.heartbeat_interval_ms > 0 and not [s for s in r.status or [] if s.status_code != 0]
+        for q, error in [
+            (Q(group_id=app, member_id="m1", member_epoch=epoch + 1, endpoint_information_epoch=-1), 110),
+            (Q(group_id=app, member_id="nobody", member_epoch=1, endpoint_information_epoch=-1), 25),
+            (_join(Q, app, "m2", source, f"{app}-store-changelog", topology=False), 42),
+        ]:
+            assert c.call(88, 0, q).error_code == error, q
+        missing = c.call(88, 0, _join(Q, app + "-2", "m1", source + "-none", f"{app}-2-store-changelog"))
+        assert (missing.error_code, [s.status_code for s in missing.status if s.status_code != 5], missing.member_epoch
+                ) == (0, [1], 1), missing
+        assert not missing.active_tasks
+        (g,) = c.call(89, 0, D(group_ids=[app], include_authorized_operations=False)).groups
+        assert (g.error_code, g.group_state, [m.member_id for m in g.members]) == (0, "Stable", ["m1"]), g
+        assert [(s.subtopology_id, s.source_topics) for s in g.topology.subtopologies] == [("0", [source])]
+        (none,) = c.call(89, 0, D(group_ids=[app + "-none"], include_authorized_operations=False)).groups
+        assert none.error_code == 69, none
+        left = c.call(88, 0, Q(group_id=app, member_id="m1", member_epoch=-1, endpoint_information_epoch=-1))
+        assert (left.error_code, left.member_epoch) == (0, -1), left
+    finally:
+        c.close()

@@ -18,6 +18,9 @@ streamsGroupHeartbeat and streams CurrentAssignmentBuilder):
 * a member whose target drops tasks it owns is told its tasks without them (state UNREVOKED_TASKS, epoch kept)
   and moves on once a heartbeat shows them gone; tasks still owned by another member are held back
   (UNRELEASED_TASKS) until released;
+* the first assignment of a group that had no members waits for the initial rebalance delay (status
+  ASSIGNMENT_DELAYED meanwhile: Kafka 4.4's group.streams.initial.rebalance.delay.ms), so members starting
+  together are assigned at once rather than one after the other;
 * a member whose heartbeats stop for the session timeout is fenced (removed, group epoch bumped), and so is one
   that has not revoked its tasks within its rebalance timeout.
 
@@ -46,6 +49,7 @@ from kop.protocol.errors import ErrorCode
 
 E = ErrorCode
 LEAVE_EPOCH, STATIC_LEAVE_EPOCH = -1, -2
+ASSIGNMENT_DELAYED = 5  # Kafka 4.4's status code (group.streams.initial.rebalance.delay.ms)
 EMPTY: Tasks = frozenset()
 
 
@@ -121,6 +125,7 @@ class StreamsGroup:
     targets: dict[str, Tasks] = field(default_factory=dict)
     shutdown: bool = False
     written: dict[bytes, bytes] = field(default_factory=dict)  # its records as last written: key -> value
+    delayed_until: int | None = None  # the first assignment of a group that was empty waits until then
 
     @property
     def state(self) -> str:
@@ -144,8 +149,10 @@ class StreamsGroupMachine:
     """Every streams group of this coordinator. heartbeat() answers at once; expire(now) fences members whose
     session ended; partitions() (given) is the broker's topics now, Kafka name -> partition count."""
 
-    def __init__(self, session_timeout_ms: int, partitions: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(self, session_timeout_ms: int, partitions: Callable[[], Mapping[str, int]],
+                 initial_delay_ms: int = 0) -> None:
         self.session_timeout_ms = session_timeout_ms
+        self.initial_delay_ms = initial_delay_ms
         self.partitions = partitions
         self.groups: dict[str, StreamsGroup] = {}
 
@@ -162,6 +169,9 @@ class StreamsGroupMachine:
             group = self.groups[req.group_id] = StreamsGroup(req.group_id)
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(group, req, now)
+        if not group.members and self.initial_delay_ms > 0:
+            group.delayed_until = now + self.initial_delay_ms  # more members may be on their way
+        epoch_before = group.group_epoch
         member, result = self._member(group, req)
         if result is not None:
             return result
@@ -169,8 +179,18 @@ class StreamsGroupMachine:
         self._update_member(group, member, req)
         member.deadline = now + self.session_timeout_ms
         statuses = self._configure(group, req)
-        if group.assignment_epoch < group.group_epoch:
-            self._compute_targets(group)
+        # one heartbeat moves the group epoch by one at most, whatever changed (Kafka bumps it once)
+        group.group_epoch = min(group.group_epoch, epoch_before + 1)
+        if group.delayed_until is not None and now < group.delayed_until:
+            # members move to the group epoch with the targets as they were (none for the new ones)
+            statuses.insert(0, (ASSIGNMENT_DELAYED, "Assignment delayed due to the configured initial rebalance delay."))
+            group.assignment_epoch = group.group_epoch
+        else:
+            if group.delayed_until is not None:  # the delay is over: the first real assignment
+                group.delayed_until = None
+                group.group_epoch += 1
+            if group.assignment_epoch < group.group_epoch:
+                self._compute_targets(group)
         if req.active_tasks is not None:
             _reported(member, req.active_tasks)
         self._reconcile(group, member)

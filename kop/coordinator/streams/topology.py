@@ -118,7 +118,7 @@ def configure(topology: Topology, partitions: Mapping[str, int]) -> Configured:
                 out.to_create[c.name] = (c.partitions or n, dict(c.configs))
     if out.to_create:
         out.statuses.append((MISSING_INTERNAL_TOPICS,
-                             f"Internal topics are missing: [{', '.join(sorted(out.to_create))}]"))
+                             f"Internal topics are missing: {', '.join(sorted(out.to_create))}"))
         return out
     out.tasks = frozenset(tasks)
     return out

@@ -229,6 +229,7 @@ class BrokerConfig:
     groupStreamsSessionTimeoutMs: int = 45000
     groupStreamsHeartbeatIntervalMs: int = 5000  # must be below groupStreamsSessionTimeoutMs
     groupStreamsInitialRebalanceDelayMs: int = 3000  # a streams group that was empty waits this long to assign
+    groupStreamsNumStandbyReplicas: int = 0  # standby copies of each task, on other processes
     offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
     offsetsRetentionCheckIntervalMs: int = 600000
     offsetMetadataMaxSize: int = 4096  # longest commit metadata string
@@ -511,6 +512,8 @@ class BrokerConfig:
              "groupConsumerHeartbeatIntervalMs", "must be >= 1 and below groupConsumerSessionTimeoutMs")
         need(self.groupConsumerMaxSize >= 1, "groupConsumerMaxSize", "must be >= 1")
         need(self.groupStreamsInitialRebalanceDelayMs >= 0, "groupStreamsInitialRebalanceDelayMs", "must be >= 0")
+        need(0 <= self.groupStreamsNumStandbyReplicas <= 2, "groupStreamsNumStandbyReplicas",
+             "0 to 2 (Kafka's group.streams.max.standby.replicas)")
         need(1 <= self.groupStreamsHeartbeatIntervalMs < self.groupStreamsSessionTimeoutMs,
              "groupStreamsHeartbeatIntervalMs", "must be >= 1 and below groupStreamsSessionTimeoutMs")
         need(self.groupConsumerMigrationPolicy.strip().lower() in ("bidirectional", "upgrade", "downgrade", "disabled"),

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from kop.coordinator.streams import records as srec
-from kop.coordinator.streams.assignor import assign
+from kop.coordinator.streams.assignor import assign, assign_standby
 from kop.coordinator.streams.group import MemberState, StreamsGroupMachine, StreamsHeartbeat
 from kop.coordinator.streams.topology import (
     MISSING_INTERNAL_TOPICS,
@@ -268,7 +268,7 @@ def test_records_are_kafka_44s_bytes() -> None:
     assert srec.metadata_value(5) == bytes.fromhex("000000000005000000000000000000")
     current = bytes.fromhex("0000000000050000000401020230030000000000000001000101020231020000000100010100")
     assert srec.current_value(5, 4, 1, frozenset({("0", 0), ("0", 1)}), frozenset({("1", 1)})) == current
-    assert srec.read_current(current) == (5, 4, 1, frozenset({("0", 0), ("0", 1)}), frozenset({("1", 1)}))
+    assert srec.read_current(current) == (5, 4, 1, frozenset({("0", 0), ("0", 1)}), frozenset({("1", 1)}), frozenset())
     member = bytes.fromhex("000000000263032f68000493e0000000000370310102681f900002026b02760000")
     assert srec.member_value(None, None, "c", "/h", 300000, 0, "p1", ("h", 8080), {"k": "v"}) == member
     assert srec.read_member(member)["user_endpoint"] == ("h", 8080)
@@ -338,3 +338,35 @@ def test_the_first_assignment_waits_for_the_initial_rebalance_delay() -> None:
     got = d.beat("a", a.member_epoch)
     assert got.statuses == [] and len(got.active_tasks or ()) == 2  # balanced at once, nothing to revoke
     assert len(d.beat("b", b.member_epoch).active_tasks or ()) == 2
+
+
+def test_standby_copies_go_to_other_processes_and_stay_there() -> None:
+    members = {"a1": "pa", "a2": "pa", "b": "pb", "c": "pc"}
+    tasks = _tasks(4)
+    active = assign(tasks, members, {})
+    standby = assign_standby(tasks, members, active, {}, 1)
+    owner = {t: members[m] for m, ts in active.items() for t in ts}
+    assert sorted(t for ts in standby.values() for t in ts) == sorted(tasks)  # one copy each
+    assert all(members[m] != owner[t] for m, ts in standby.items() for t in ts)
+    assert standby == assign_standby(tasks, members, active, standby, 1)  # sticky
+    two = assign_standby(tasks, {"a": "pa", "b": "pb"}, {"a": frozenset(tasks)}, {}, 2)
+    assert two == {"a": frozenset(), "b": frozenset(tasks)}  # only one other process: one copy
+
+
+def test_standby_tasks_are_sent_with_the_active_ones() -> None:
+    d = Driver()
+    d.m.standby_replicas = 1
+    a = d.join("a")
+    assert a.active_tasks == ALL and a.standby_tasks == frozenset()  # no other process yet
+    b = d.join("b")
+    a2 = d.beat("a", a.member_epoch)
+    a3 = d.beat("a", a.member_epoch, owned=a2.active_tasks)  # a revoked what b gets: it keeps copies of them
+    b2 = d.beat("b", b.member_epoch)
+    stateful = frozenset(t for t in ALL if t[0] == "1")  # WORDCOUNT's subtopology 1 has the store
+    assert b2.active_tasks == ALL - a2.active_tasks and b2.standby_tasks == a2.active_tasks & stateful
+    assert (a3.active_tasks, a3.standby_tasks) == (a2.active_tasks, b2.active_tasks & stateful)
+    assert d.beat("a", a3.member_epoch).active_tasks is None  # unchanged since: not sent again
+    group = d.m.groups["app"]
+    back = StreamsGroupMachine(6000, lambda: d.partitions).restore("app", {**dict(d.m.records(group))}, d.now)
+    assert {m: x.standby for m, x in back.members.items()} == {m: x.standby for m, x in group.members.items()}
+    assert back.standby_targets == group.standby_targets

@@ -137,7 +137,8 @@ class GroupCoordinator:
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         # KIP-1071 streams groups (kop/coordinator/streams): in memory, beside the other two kinds
         self.streams = StreamsGroupMachine(config.groupStreamsSessionTimeoutMs, self._topic_partitions,
-                                           config.groupStreamsInitialRebalanceDelayMs)
+                                           config.groupStreamsInitialRebalanceDelayMs,
+                                           config.groupStreamsNumStandbyReplicas)
         self.streams_groups: dict[str, StreamsGroup] = self.streams.groups
         self._creating: set[str] = set()  # internal topics of streams groups being created
         # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)

@@ -3,7 +3,8 @@ Apache Kafka 4.4.
 
 Kafka's own WordCountDemo (the jars of test_transactions_streams.py) runs as two instances of one application
 with exactly_once_v2 on a 2-partition input topic: the coordinator creates the repartition and changelog topics
-and gives each instance tasks; one instance is SIGKILLed, its member is fenced when its session ends (the
+and gives each instance tasks (and, with one standby replica, a copy of the other's stateful tasks); one instance
+is SIGKILLed, its member is fenced when its session ends (the
 group's session timeout is set to Kafka's smallest allowed, 6 s) and the survivor takes over its tasks and
 state; the last count of every word read with read_committed equals the true counts. kafka-streams-groups
 (Kafka 4.4's StreamsGroupCommand) lists, describes and, once both instances are gone, deletes the group. The group machine's rules (epochs, revocation,
@@ -27,9 +28,12 @@ from tests.support.clients import create_topic
 pytestmark = pytest.mark.java
 GROUPS_TOOL = "org.apache.kafka.tools.streams.StreamsGroupCommand"
 # Kafka 4.4's group.streams.* defaults hold a session for 45 s at least: 6 s makes a killed member go quickly.
+# One standby replica: each instance keeps a copy of the other's state while both run.
 KAFKA_PROPERTIES = {"group.streams.min.session.timeout.ms": "6000", "group.streams.session.timeout.ms": "6000",
-                    "group.streams.min.heartbeat.interval.ms": "1000", "group.streams.heartbeat.interval.ms": "1000"}
-KOP_OVERRIDES = {"groupStreamsSessionTimeoutMs": 6000, "groupStreamsHeartbeatIntervalMs": 1000}
+                    "group.streams.min.heartbeat.interval.ms": "1000", "group.streams.heartbeat.interval.ms": "1000",
+                    "group.streams.num.standby.replicas": "1"}
+KOP_OVERRIDES = {"groupStreamsSessionTimeoutMs": 6000, "groupStreamsHeartbeatIntervalMs": 1000,
+                 "groupStreamsNumStandbyReplicas": 1}
 
 
 def _props(tmp_path, bootstrap: str, app_id: str, name: str):
@@ -47,6 +51,17 @@ def _lines(java_tools, bootstrap: str, *args: str) -> list[str]:
 
 # WordCount's two subtopologies (0: the input, 1: the repartition topic), 2 partitions each
 ALL_TASKS = {("0", 0), ("0", 1), ("1", 0), ("1", 1)}
+
+
+def _standby(java_tools, bootstrap: str, group: str) -> dict[str, set]:
+    """{member id: its standby tasks} as kafka-streams-groups --describe --members prints them."""
+    out = {}
+    for line in _lines(java_tools, bootstrap, "--describe", "--group", group, "--members")[1:]:
+        if line.startswith(group):
+            part = line.split("STANDBY:", 1)[1] if "STANDBY:" in line else ""
+            out[line.split()[1]] = {(sub, int(p)) for sub, ps in re.findall(r"(\w+):\[([\d, ]*)\]", part.split("WARMUP:")[0])
+                                    for p in ps.replace(",", " ").split()}
+    return out
 
 
 def _members(java_tools, bootstrap: str, group: str, want: int, timeout: float = 60) -> dict[str, set]:
@@ -84,6 +99,10 @@ def test_word_count_with_two_instances_one_killed(target, java_tools, tmp_path) 
         assert app_id in listed, listed
         members = _members(java_tools, b.bootstrap, app_id, 2)
         assert len(members) == 2 and set().union(*members.values()) == ALL_TASKS, members
+        standby = _standby(java_tools, b.bootstrap, app_id)
+        # copies of the stateful subtopology's tasks only (1: the counts' store), each of the other's
+        assert {m: standby[m] for m in members} == {m: {t for t in ALL_TASKS - ts if t[0] == "1"}
+                                                    for m, ts in members.items()}, standby
         apps[0].kill()  # SIGKILL: its member leaves only when its session ends
         apps[0].wait(60)
         produce_lines(b.bootstrap, second)

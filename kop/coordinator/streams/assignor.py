@@ -6,7 +6,8 @@ A task is (subtopology id, partition). What Kafka's StickyTaskAssignor promises,
   several stream threads is one process with several members) are balanced before members;
 * a task stays with its previous owner whenever balance allows (its state store stays where it is, so no
   restore from the changelog) - a previous owner whose process has gone no longer counts.
-Standby replicas (num.standby.replicas) are not assigned: the broker's default of 0 is the only level served.
+Standby replicas (`assign_standby`, groupStreamsNumStandbyReplicas): each on another process than the task's
+active one and than each other, sticky, on the least loaded member.
 Pure functions, no I/O (tests/test_coordinator_streams.py).
 """
 
@@ -58,3 +59,26 @@ def assign(tasks: Iterable[Task], members: Mapping[str, str], previous: Mapping[
 
 def _process_load(out: Mapping[str, set[Task]], members: Mapping[str, str], process: str) -> int:
     return sum(len(ts) for m, ts in out.items() if members[m] == process)
+
+
+def assign_standby(tasks: Iterable[Task], members: Mapping[str, str], active: Mapping[str, Tasks],
+                   previous: Mapping[str, Tasks], replicas: int) -> dict[str, Tasks]:
+    """`replicas` standby copies of each (stateful) task, each on a process other than the one running it actively and
+    other than each other's (a process keeps one state directory per task), kept where they were when allowed,
+    else on the least loaded member (active and standby tasks counted). A task without enough other processes
+    gets fewer copies, as Kafka's assignor does."""
+    out: dict[str, set[Task]] = {m: set() for m in members}
+    if replicas <= 0 or not members:
+        return {m: frozenset() for m in members}
+    owner_process = {t: members[m] for m, ts in active.items() if m in members for t in ts}
+    for t in sorted(set(tasks)):
+        used = {owner_process.get(t)}
+        for _ in range(replicas):
+            eligible = [m for m in sorted(members) if members[m] not in used]
+            if not eligible:
+                break
+            kept = [m for m in eligible if t in previous.get(m, ())]
+            m = kept[0] if kept else min(eligible, key=lambda m: (len(active.get(m, ())) + len(out[m]), m))
+            out[m].add(t)
+            used.add(members[m])
+    return {m: frozenset(ts) for m, ts in out.items()}

@@ -24,8 +24,12 @@ streamsGroupHeartbeat and streams CurrentAssignmentBuilder):
 * a member whose heartbeats stop for the session timeout is fenced (removed, group epoch bumped), and so is one
   that has not revoked its tasks within its rebalance timeout.
 
-Differences from Kafka 4.4, and why: standby and warm-up tasks are not assigned (num.standby.replicas 0, the
-broker default, is the only level); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
+Standby tasks (groupStreamsNumStandbyReplicas, Kafka's group.streams.num.standby.replicas, default 0) are kept
+on other processes than the active task's; a member drops a standby task at once and gets one once nobody of its
+process holds that task.
+
+Differences from Kafka 4.4, and why: no warm-up tasks (a task moves to its new owner at once, its state restored
+there from the changelog); standby tasks are not revoked through UNREVOKED_TASKS (they process nothing); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
 leaves the change in memory (Kafka reverts it). Records: `records(group)` gives what changed since it was last
 asked (records.py, Kafka 4.4's types 17 and 19-23), `restore` rebuilds a group from them at load. Clock: `now`
 arguments, monotonic milliseconds.
@@ -38,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from kop.coordinator.streams import records as srec
-from kop.coordinator.streams.assignor import Task, Tasks, assign
+from kop.coordinator.streams.assignor import Task, Tasks, assign, assign_standby
 from kop.coordinator.streams.topology import (
     STALE_TOPOLOGY,
     Configured,
@@ -84,7 +88,8 @@ class StreamsResult:
     message: str | None = None
     member_id: str = ""
     member_epoch: int = 0
-    active_tasks: Tasks | None = None  # None: unchanged
+    active_tasks: Tasks | None = None  # None: unchanged (then standby_tasks too)
+    standby_tasks: Tasks | None = None
     statuses: list[tuple[int, str]] | None = None
     to_create: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict)
 
@@ -107,6 +112,8 @@ class StreamsMember:
     assigned: Tasks = EMPTY  # the active tasks it may process now
     revoking: Tasks = EMPTY  # tasks it still owns and must give up
     sent: Tasks | None = None  # the tasks last sent to it
+    standby: Tasks = EMPTY  # its standby tasks (kept up to date from changelogs, not processed)
+    sent_standby: Tasks | None = None
     deadline: int = 0  # its session ends at this monotonic ms
     revoke_deadline: int | None = None  # while it revokes: fenced unless done by then (its rebalance timeout)
 
@@ -123,6 +130,7 @@ class StreamsGroup:
     configured: Configured | None = None
     members: dict[str, StreamsMember] = field(default_factory=dict)
     targets: dict[str, Tasks] = field(default_factory=dict)
+    standby_targets: dict[str, Tasks] = field(default_factory=dict)
     shutdown: bool = False
     written: dict[bytes, bytes] = field(default_factory=dict)  # its records as last written: key -> value
     delayed_until: int | None = None  # the first assignment of a group that was empty waits until then
@@ -142,7 +150,18 @@ class StreamsGroup:
         return "Stable"
 
     def owner_elsewhere(self, task: Task, member_id: str) -> bool:
-        return any(task in m.assigned or task in m.revoking for mid, m in self.members.items() if mid != member_id)
+        """Whether another member still runs the task, or keeps it as a standby in this member's process (a
+        process has one state directory per task)."""
+        process = self.members[member_id].process_id
+        return any(task in m.assigned or task in m.revoking or (task in m.standby and m.process_id == process)
+                   for mid, m in self.members.items() if mid != member_id)
+
+    def standby_free(self, task: Task, member_id: str) -> bool:
+        """Whether the member may keep a standby of the task now: nobody of its process holds the task."""
+        me = self.members[member_id]
+        return task not in me.assigned and task not in me.revoking and not any(
+            task in m.assigned or task in m.revoking or task in m.standby
+            for mid, m in self.members.items() if mid != member_id and m.process_id == me.process_id)
 
 
 class StreamsGroupMachine:
@@ -150,8 +169,9 @@ class StreamsGroupMachine:
     session ended; partitions() (given) is the broker's topics now, Kafka name -> partition count."""
 
     def __init__(self, session_timeout_ms: int, partitions: Callable[[], Mapping[str, int]],
-                 initial_delay_ms: int = 0) -> None:
+                 initial_delay_ms: int = 0, standby_replicas: int = 0) -> None:
         self.session_timeout_ms = session_timeout_ms
+        self.standby_replicas = standby_replicas
         self.initial_delay_ms = initial_delay_ms
         self.partitions = partitions
         self.groups: dict[str, StreamsGroup] = {}
@@ -200,8 +220,9 @@ class StreamsGroupMachine:
             member.revoke_deadline = now + member.rebalance_timeout_ms
         out = StreamsResult(member_id=member.member_id, member_epoch=member.member_epoch, statuses=statuses,
                             to_create=dict(group.configured.to_create) if group.configured is not None else {})
-        if member.sent != member.assigned or req.member_epoch == 0:
+        if member.sent != member.assigned or member.sent_standby != member.standby or req.member_epoch == 0:
             out.active_tasks = member.sent = member.assigned
+            out.standby_tasks = member.sent_standby = member.standby
         return out
 
     def _member(self, group: StreamsGroup, req: StreamsHeartbeat) -> tuple[StreamsMember | None, StreamsResult | None]:
@@ -218,9 +239,10 @@ class StreamsGroupMachine:
                     # the static member comes back under a new member id: it takes over the old one's tasks
                     del group.members[old.member_id]
                     group.targets[req.member_id] = group.targets.pop(old.member_id, EMPTY)
+                    group.standby_targets[req.member_id] = group.standby_targets.pop(old.member_id, EMPTY)
                     old.member_id = req.member_id
                     group.members[req.member_id] = old
-                    old.sent = None
+                    old.sent = old.sent_standby = None
                     old.member_epoch = old.previous_epoch
                     return old, None
             if member is None:
@@ -228,8 +250,8 @@ class StreamsGroupMachine:
                 group.group_epoch += 1
             else:  # a rejoin of a known member: it has dropped its tasks and starts over
                 member.member_epoch, member.previous_epoch, member.state = 0, -1, MemberState.STABLE
-                member.assigned = member.revoking = EMPTY
-                member.sent = None
+                member.assigned = member.revoking = member.standby = EMPTY
+                member.sent = member.sent_standby = None
             return member, None
         if member is None:
             return None, StreamsResult(E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group "
@@ -287,8 +309,13 @@ class StreamsGroupMachine:
 
     def _compute_targets(self, group: StreamsGroup) -> None:
         tasks = group.configured.tasks if group.configured is not None else EMPTY
-        group.targets = assign(tasks, {m.member_id: m.process_id or m.member_id for m in group.members.values()},
-                               group.targets)
+        processes = {m.member_id: m.process_id or m.member_id for m in group.members.values()}
+        group.targets = assign(tasks, processes, group.targets)
+        # standby copies only of tasks with state (a subtopology with changelog topics), as Kafka
+        stateful = {s.subtopology_id for s in group.topology.subtopologies if s.state_changelog_topics} \
+            if group.topology is not None else set()
+        group.standby_targets = assign_standby([t for t in tasks if t[0] in stateful], processes, group.targets,
+                                               group.standby_targets, self.standby_replicas)
         group.assignment_epoch = group.group_epoch
 
     def _reconcile(self, group: StreamsGroup, m: StreamsMember) -> None:
@@ -304,7 +331,11 @@ class StreamsGroupMachine:
             m.previous_epoch, m.member_epoch = m.member_epoch, group.assignment_epoch
         free = frozenset(t for t in target - m.assigned if not group.owner_elsewhere(t, m.member_id))
         m.assigned = m.assigned | free
-        m.state = MemberState.STABLE if m.assigned == target else MemberState.UNRELEASED_TASKS
+        # standby tasks: dropped at once (they process nothing), taken once nobody of its process holds them
+        standby = group.standby_targets.get(m.member_id, EMPTY)
+        m.standby = frozenset(t for t in standby if t in m.standby or group.standby_free(t, m.member_id))
+        done = m.assigned == target and m.standby == standby
+        m.state = MemberState.STABLE if done else MemberState.UNRELEASED_TASKS
 
     # ------------------------------------------------------------------ leaving and expiring
     def _leave(self, group: StreamsGroup, req: StreamsHeartbeat, now: int) -> StreamsResult:
@@ -322,6 +353,7 @@ class StreamsGroupMachine:
     def remove(self, group: StreamsGroup, member_id: str) -> None:
         group.members.pop(member_id, None)
         group.targets.pop(member_id, None)
+        group.standby_targets.pop(member_id, None)
         group.group_epoch += 1
 
     def next_deadline(self) -> int | None:
@@ -426,9 +458,10 @@ def snapshot(group: StreamsGroup) -> dict[bytes, bytes]:
         out[srec.encode_key(srec.MEMBER_METADATA, gid, mid)] = srec.member_value(
             m.instance_id, m.rack_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.topology_epoch,
             m.process_id, m.user_endpoint, m.client_tags)
-        out[srec.encode_key(srec.TARGET_MEMBER, gid, mid)] = srec.target_member_value(group.targets.get(mid, EMPTY))
+        out[srec.encode_key(srec.TARGET_MEMBER, gid, mid)] = srec.target_member_value(
+            group.targets.get(mid, EMPTY), group.standby_targets.get(mid, EMPTY))
         out[srec.encode_key(srec.CURRENT_ASSIGNMENT, gid, mid)] = srec.current_value(
-            m.member_epoch, m.previous_epoch, int(m.state), m.assigned, m.revoking)
+            m.member_epoch, m.previous_epoch, int(m.state), m.assigned, m.revoking, m.standby)
     return out
 
 
@@ -444,16 +477,16 @@ def restored(group_id: str, values: dict[bytes, bytes]) -> StreamsGroup:
         elif kind == srec.TOPOLOGY:
             group.topology = srec.read_topology(value)
         elif kind == srec.TARGET_MEMBER:
-            group.targets[member_id or ""] = srec.read_target_member(value)
+            group.targets[member_id or ""], group.standby_targets[member_id or ""] = srec.read_target_member(value)
         else:
             m = group.members.setdefault(member_id or "", StreamsMember(member_id or ""))
             if kind == srec.MEMBER_METADATA:
                 for name, v in srec.read_member(value).items():
                     setattr(m, name, v)
             else:
-                epoch, previous, state, m.assigned, m.revoking = srec.read_current(value)
+                epoch, previous, state, m.assigned, m.revoking, m.standby = srec.read_current(value)
                 m.member_epoch, m.previous_epoch = epoch, previous
                 m.state = MemberState(state) if state in (0, 1, 2) else MemberState.STABLE
-                m.sent = m.assigned
+                m.sent, m.sent_standby = m.assigned, m.standby
     return group
 

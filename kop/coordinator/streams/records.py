@@ -20,8 +20,8 @@ and are flexible (compact strings and arrays, a tagged-field section). A null va
 |      |                | ReplicationFactor int16, TopicConfigs [Key, Value]                                  |
 
 A group is written as the difference between what it is now and what was last written for it (`snapshot`,
-`diff`): the records of what changed, tombstones for what is gone. Standby and warm-up tasks are written empty
-(none are assigned here); copartition groups empty (not kept).
+`diff`): the records of what changed, tombstones for what is gone. Warm-up tasks and standby tasks pending
+revocation are written empty (none here); copartition groups empty (not kept).
 """
 
 from __future__ import annotations
@@ -161,19 +161,20 @@ def target_metadata_value(assignment_epoch: int) -> bytes:
     return _done(w)
 
 
-def target_member_value(active: Tasks) -> bytes:
+def target_member_value(active: Tasks, standby: Tasks = frozenset()) -> bytes:
     w = _start()
-    for tasks in (active, frozenset(), frozenset()):
+    for tasks in (active, standby, frozenset()):
         _tasks(w, tasks)
     return _done(w)
 
 
-def current_value(member_epoch: int, previous_epoch: int, state: int, active: Tasks, revoking: Tasks) -> bytes:
+def current_value(member_epoch: int, previous_epoch: int, state: int, active: Tasks, revoking: Tasks,
+                  standby: Tasks = frozenset()) -> bytes:
     w = _start()
     w.int32(member_epoch)
     w.int32(previous_epoch)
     w.out.append(state & 0xFF)
-    for tasks in (active, frozenset(), frozenset(), revoking, frozenset(), frozenset()):
+    for tasks in (active, standby, frozenset(), revoking, frozenset(), frozenset()):
         _tasks(w, tasks)
     return _done(w)
 
@@ -267,15 +268,17 @@ def read_member(data: bytes | memoryview) -> dict[str, object]:
     return out
 
 
-def read_target_member(data: bytes | memoryview) -> Tasks:
-    return _read_tasks(_reader(data))
+def read_target_member(data: bytes | memoryview) -> tuple[Tasks, Tasks]:
+    """(active tasks, standby tasks)."""
+    r = _reader(data)
+    return _read_tasks(r), _read_tasks(r)
 
 
-def read_current(data: bytes | memoryview) -> tuple[int, int, int, Tasks, Tasks]:
-    """(member epoch, previous epoch, state, active tasks, active tasks pending revocation)."""
+def read_current(data: bytes | memoryview) -> tuple[int, int, int, Tasks, Tasks, Tasks]:
+    """(member epoch, previous epoch, state, active tasks, active tasks pending revocation, standby tasks)."""
     r = _reader(data)
     epoch, previous, state = r.int32(), r.int32(), r._take(1)[0]
-    active = _read_tasks(r)
-    _read_tasks(r), _read_tasks(r)  # standby, warm-up
+    active, standby = _read_tasks(r), _read_tasks(r)
+    _read_tasks(r)  # warm-up
     revoking = _read_tasks(r)
-    return epoch, previous, state, active, revoking
+    return epoch, previous, state, active, revoking, standby

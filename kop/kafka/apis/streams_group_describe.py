@@ -3,8 +3,8 @@ client's describeStreamsGroups read them (kop/coordinator/streams/group.py).
 
 A missing id ("Group g not found.") or a group of another kind ("Group g is not a streams group.") is answered
 GROUP_ID_NOT_FOUND, as Kafka 4.4. The topology is the group's (topic names as the client spells them), each
-member's Assignment the active tasks it may process now, its TargetAssignment the assignor's; standby and
-warm-up tasks are empty (not assigned here), task offsets are not kept (empty). v1 (the topology description
+member's Assignment the active and standby tasks it has now, its TargetAssignment the assignor's; warm-up tasks
+are empty (not assigned here), task offsets are not kept (empty). v1 (the topology description
 of KIP-1331) is not served: the 4.4 admin client describes at v0.
 """
 
@@ -23,12 +23,15 @@ VERSIONS = (0, 0)
 R = StreamsGroupDescribeResponse
 
 
-def _assignment(active: Tasks) -> StreamsGroupDescribeResponse.Assignment:
+def _task_ids(tasks: Tasks) -> list[StreamsGroupDescribeResponse.TaskIds]:
     by: dict[str, list[int]] = {}
-    for sub, p in sorted(active):
+    for sub, p in sorted(tasks):
         by.setdefault(sub, []).append(p)
-    return R.Assignment(active_tasks=[R.TaskIds(subtopology_id=s, partitions=ps) for s, ps in by.items()],
-                        standby_tasks=[], warmup_tasks=[])
+    return [R.TaskIds(subtopology_id=s, partitions=ps) for s, ps in by.items()]
+
+
+def _assignment(active: Tasks, standby: Tasks) -> StreamsGroupDescribeResponse.Assignment:
+    return R.Assignment(active_tasks=_task_ids(active), standby_tasks=_task_ids(standby), warmup_tasks=[])
 
 
 def _info(ctx: RequestContext, t: TopicInfo) -> StreamsGroupDescribeResponse.TopicInfo:
@@ -54,8 +57,9 @@ def _described(ctx: RequestContext, gid: str, group: StreamsGroup, ops: int
         client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch, process_id=m.process_id,
         user_endpoint=None if m.user_endpoint is None else R.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]),
         client_tags=[R.KeyValue(key=k, value=v) for k, v in sorted(m.client_tags.items())],
-        task_offsets=[], task_end_offsets=[], assignment=_assignment(m.assigned),
-        target_assignment=_assignment(group.targets.get(m.member_id, frozenset())), is_classic=False)
+        task_offsets=[], task_end_offsets=[], assignment=_assignment(m.assigned, m.standby),
+        target_assignment=_assignment(group.targets.get(m.member_id, frozenset()),
+                                      group.standby_targets.get(m.member_id, frozenset())), is_classic=False)
         for m in group.members.values()]
     return D(error_code=0, error_message=None, group_id=gid, group_state=group.state, group_epoch=group.group_epoch,
              assignment_epoch=group.assignment_epoch, topology=topology, members=members, authorized_operations=ops)

@@ -6,7 +6,7 @@ creates the internal (repartition and changelog) topics it lacks and computes th
 assignor). v1 answers the acceptable recovery lag as an int64 and carries TopologyDescriptionRequired (always
 false here: no topology description is kept).
 
-How it differs from Kafka 4.4 (details in kop/coordinator/streams/group.py): no standby or warm-up tasks; no IQ endpoint information (PartitionsByUserEndpoint
+How it differs from Kafka 4.4 (details in kop/coordinator/streams/group.py): no warm-up tasks; no IQ endpoint information (PartitionsByUserEndpoint
 is null); no source topic regexes. ACLs: READ on the group and DESCRIBE on the source topics (Kafka also asks
 CREATE for the internal topics it creates).
 """
@@ -90,5 +90,6 @@ async def handle(ctx: RequestContext, req: StreamsGroupHeartbeatRequest) -> Stre
         status=None if not ok or result.statuses is None else [
             R.Status(status_code=c, status_detail=d) for c, d in result.statuses],
         active_tasks=_wire_tasks(tasks),
-        standby_tasks=None if tasks is None else [], warmup_tasks=None if tasks is None else [],
+        standby_tasks=_wire_tasks(result.standby_tasks if tasks is not None else None),
+        warmup_tasks=None if tasks is None else [],
         topology_description_required=False, endpoint_information_epoch=0, partitions_by_user_endpoint=None)

@@ -228,6 +228,11 @@ class BrokerConfig:
     # online migration of a group with members between the classic and the consumer protocol (Kafka's
     # group.consumer.migration.policy): bidirectional, upgrade, downgrade or disabled
     groupConsumerMigrationPolicy: str = "bidirectional"
+    # KIP-1071 streams groups (Kafka's group.streams.* keys; kop/coordinator/streams)
+    groupStreamsSessionTimeoutMs: int = 45000
+    groupStreamsHeartbeatIntervalMs: int = 5000  # must be below groupStreamsSessionTimeoutMs
+    groupStreamsInitialRebalanceDelayMs: int = 3000  # a streams group that was empty waits this long to assign
+    groupStreamsNumStandbyReplicas: int = 0  # standby copies of each task, on other processes
     offsetsRetentionMinutes: int = 10080  # offsets of an Empty group expire this long after it emptied
     offsetsRetentionCheckIntervalMs: int = 600000
     offsetMetadataMaxSize: int = 4096  # longest commit metadata string
@@ -515,6 +520,11 @@ class BrokerConfig:
         need(1 <= self.groupConsumerHeartbeatIntervalMs < self.groupConsumerSessionTimeoutMs,
              "groupConsumerHeartbeatIntervalMs", "must be >= 1 and below groupConsumerSessionTimeoutMs")
         need(self.groupConsumerMaxSize >= 1, "groupConsumerMaxSize", "must be >= 1")
+        need(self.groupStreamsInitialRebalanceDelayMs >= 0, "groupStreamsInitialRebalanceDelayMs", "must be >= 0")
+        need(0 <= self.groupStreamsNumStandbyReplicas <= 2, "groupStreamsNumStandbyReplicas",
+             "0 to 2 (Kafka's group.streams.max.standby.replicas)")
+        need(1 <= self.groupStreamsHeartbeatIntervalMs < self.groupStreamsSessionTimeoutMs,
+             "groupStreamsHeartbeatIntervalMs", "must be >= 1 and below groupStreamsSessionTimeoutMs")
         need(self.groupConsumerMigrationPolicy.strip().lower() in ("bidirectional", "upgrade", "downgrade", "disabled"),
              "groupConsumerMigrationPolicy", "bidirectional, upgrade, downgrade or disabled")
         need(self.offsetsRetentionMinutes >= 1, "offsetsRetentionMinutes", "must be >= 1")

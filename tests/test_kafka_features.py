@@ -64,7 +64,7 @@ def test_levels_are_stored_and_read_by_another_broker(tmp_path) -> None:
         await one.reload()
         await two.reload()
         assert one.finalized() == {"group.version": 1, "kraft.version": 0, "metadata.version": 33,
-                                   "share.version": 2, "transaction.version": 2}
+                                   "share.version": 2, "streams.version": 1, "transaction.version": 2}
         assert one.epoch == 0
         await one.update({"transaction.version": (1, SAFE_DOWNGRADE)}, validate_only=True)
         await two.reload()
@@ -99,10 +99,11 @@ def test_api_versions_lists_features_as_kafka(tmp_path) -> None:
     add_features(body, f, 4)
     assert {(k.name, k.min_version, k.max_version) for k in body.supported_features} == {
         ("group.version", 0, 1), ("kraft.version", 0, 1), ("metadata.version", 7, 33), ("share.version", 0, 2),
-        ("transaction.version", 0, 2)}
+        ("streams.version", 0, 1), ("transaction.version", 0, 2)}
     # level 0 (kraft.version, group.version disabled) is not finalized; min = max, as Kafka's
     assert {(k.name, k.min_version_level, k.max_version_level) for k in body.finalized_features} == {
-        ("metadata.version", 33, 33), ("share.version", 2, 2), ("transaction.version", 2, 2)}
+        ("metadata.version", 33, 33), ("share.version", 2, 2), ("streams.version", 1, 1),
+        ("transaction.version", 2, 2)}
     assert body.finalized_features_epoch == 1
     add_features(body, f, 3)  # v3 leaves out the supported features with minimum 0 (KAFKA-17011)
     assert [k.name for k in body.supported_features] == ["metadata.version"]

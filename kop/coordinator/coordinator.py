@@ -68,7 +68,9 @@ from kop.coordinator.group_state import (
 )
 from kop.coordinator.offsets import OffsetAndMetadata, OffsetManager, TopicPartition
 from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
-from kop.coordinator.share import group_records as srec
+from kop.coordinator.share import group_records as share_rec
+from kop.coordinator.streams import records as streams_rec
+from kop.coordinator.streams.group import StreamsGroup, StreamsGroupMachine, StreamsHeartbeat, StreamsResult
 from kop.offset.api import FetchedBatch
 from kop.protocol.errors import ErrorCode
 from kop.protocol.records import (
@@ -136,6 +138,12 @@ class GroupCoordinator:
         self.consumer_groups: dict[str, ConsumerGroup] = self.consumer.groups
         # share groups' records as replayed (raw key -> value), which the share coordinator restores its groups from
         self.share_records: dict[bytes, bytes] = {}
+        # KIP-1071 streams groups (kop/coordinator/streams): in memory, beside the other two kinds
+        self.streams = StreamsGroupMachine(config.groupStreamsSessionTimeoutMs, self._topic_partitions,
+                                           config.groupStreamsInitialRebalanceDelayMs,
+                                           config.groupStreamsNumStandbyReplicas)
+        self.streams_groups: dict[str, StreamsGroup] = self.streams.groups
+        self._creating: set[str] = set()  # internal topics of streams groups being created
         # committed and pending (transactional) offsets: commit, fetch, delete, expire (kop/coordinator/offsets.py)
         self.offset_manager = OffsetManager(config, self._write, self.partition_of, self.now_ms, self.topic_id_of)
         # the life of the __consumer_offsets partitions here (kop/coordinator/runtime.py)
@@ -224,15 +232,17 @@ class GroupCoordinator:
         gids = [gid for gid in self.groups if self.partition_of(gid) == p]
         self.machine.drop_groups(gids)
         cgids = [gid for gid in self.consumer_groups if self.partition_of(gid) == p]
-        for key in [k for k in self.share_records if self.partition_of(srec.decode_key(k).group) == p]:
+        for key in [k for k in self.share_records if self.partition_of(share_rec.decode_key(k).group) == p]:
             del self.share_records[key]
         self.consumer.drop_groups(cgids)
+        for sgid in [gid for gid in self.streams_groups if self.partition_of(gid) == p]:
+            del self.streams_groups[sgid]  # in memory only: another coordinator's members rejoin there
         self.offset_manager.drop_partition(p)
         self._run()
         return len(gids) + len(cgids)
 
     def _replay(self, key: bytes, value: bytes | None, consumer: ConsumerGroupReplayer | None = None,
-                record_offset: int = -1) -> None:
+                record_offset: int = -1, streams: dict[str, dict[bytes, bytes]] | None = None) -> None:
         """Apply one __consumer_offsets record (the same records this coordinator writes)."""
         try:
             k = rec.decode_key(key)
@@ -250,11 +260,17 @@ class GroupCoordinator:
                 self.groups[k.group] = self._group_from_record(k.group, rec.decode_group_metadata_value(value))
             elif k.version in crec.TYPES and consumer is not None:
                 consumer.replay(crec.decode_key(key), value)
-            elif k.version in srec.TYPES:  # share groups (kop/coordinator/share/group_records.py)
+            elif k.version in share_rec.TYPES:  # share groups (kop/coordinator/share/group_records.py)
                 if value is None:
                     self.share_records.pop(bytes(key), None)
                 else:
                     self.share_records[bytes(key)] = bytes(value)
+            elif k.version in streams_rec.TYPES and streams is not None:
+                values = streams.setdefault(streams_rec.decode_key(key)[1], {})
+                if value is None:
+                    values.pop(key, None)
+                else:
+                    values[key] = value
             else:
                 log.debug("skipping a version %d record key in %s (a streams group record)", k.version,
                           OFFSETS_TOPIC)
@@ -281,7 +297,19 @@ class GroupCoordinator:
         group.subscribed_topics = group.compute_subscribed_topics()
         return group
 
-    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup]) -> None:
+    def _on_loaded(self, p: int, consumer_groups: list[ConsumerGroup],
+                   streams: dict[str, dict[bytes, bytes]] | None = None) -> None:
+        for gid, values in (streams or {}).items():
+            if streams_rec.encode_key(streams_rec.METADATA, gid) not in values:
+                continue  # deleted
+            try:
+                self.streams.restore(gid, values, self._timer_ms())
+            except rec.RecordError as e:
+                log.warning("streams group %s: its records in %s are not readable: %s", gid, OFFSETS_TOPIC, e)
+                continue
+            classic = self.groups.get(gid)
+            if classic is not None and not classic.members and classic.protocol_type is None:
+                del self.groups[gid]  # the simple group its offset commits made on the way
         for cg in consumer_groups:
             # Its offset commits made a "simple" classic group of the same id on the way: the id is the
             # consumer group's.
@@ -387,7 +415,8 @@ class GroupCoordinator:
         self._run()
 
     def _arm(self) -> None:
-        deadlines = [d for d in (self.machine.next_deadline(), self.consumer.next_deadline()) if d is not None]
+        deadlines = [d for d in (self.machine.next_deadline(), self.consumer.next_deadline(),
+                                 self.streams.next_deadline()) if d is not None]
         deadline = None if self._stopped or not deadlines else min(deadlines)
         if deadline == self._wakeup_at:
             return
@@ -417,10 +446,17 @@ class GroupCoordinator:
             self._serving_epoch = epoch
             self.machine.refresh_timers(now)
             self.consumer.refresh_timers(now)
+            self.streams.refresh(now)
             self._run()
             return
         self.machine.expire_timers(now)
         self.consumer.expire_timers(now)
+        for gid, mid in self.streams.expire(now):
+            log.info("streams group %s: member %s fenced, its session timed out", gid, mid)
+            sg = self.streams_groups.get(gid)
+            records = self.streams.records(sg) if sg is not None else []
+            if records:
+                self._write_logged(gid, records, "streams group records")
         self._run()
 
     # ================================================================== writes
@@ -528,6 +564,68 @@ class GroupCoordinator:
             return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} is not a consumer group."
         return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
 
+    # ================================================================== StreamsGroupHeartbeat / Describe
+    def _topic_partitions(self) -> dict[str, int]:
+        """The broker's topics as the streams group machine sees them: Kafka name -> partitions."""
+        return {self.topics.kafka_name(t.name): t.partitions for t in self.topics.all()}
+
+    async def streams_group_heartbeat(self, req: StreamsHeartbeat) -> StreamsResult:
+        """A StreamsGroupHeartbeat, answered once the group's changed records are durable in __consumer_offsets
+        (a failed write answers its error; the member retries); the internal topics its topology lacks are
+        created in the background, as Kafka's broker does after its coordinator answered, and the next
+        heartbeat finds them."""
+        err = self.partition_error(req.group_id) if req.group_id else 0
+        if err:
+            return StreamsResult(err, member_id=req.member_id)
+        if req.group_id not in self.streams_groups:
+            other = self.consumer_groups.get(req.group_id) or self.groups.get(req.group_id)
+            if isinstance(other, ConsumerGroup) or (other is not None and not other.is_in(S.EMPTY, S.DEAD)):
+                return StreamsResult(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a streams group.",
+                                     req.member_id, req.member_epoch)
+            if other is not None and req.member_epoch == 0:
+                self.machine.remove_group(req.group_id)  # an empty classic group (its offsets stay) gives way
+        result = self.streams.heartbeat(req, self._timer_ms())
+        group = self.streams_groups.get(req.group_id)
+        records = self.streams.records(group) if group is not None else []
+        if records:
+            try:
+                await self._write(req.group_id, records)
+            except Exception as e:
+                log.warning("streams group %s: a write to %s failed: %r", req.group_id, OFFSETS_TOPIC, e)
+                return StreamsResult(append_error(e), member_id=req.member_id, member_epoch=req.member_epoch)
+        for name, (partitions, configs) in result.to_create.items():
+            if name not in self._creating:
+                self._creating.add(name)
+                self.loop.create_task(self._create_internal(req.group_id, name, partitions, configs))
+        self._arm()
+        return result
+
+    async def _create_internal(self, group_id: str, name: str, partitions: int, configs: dict[str, str]) -> None:
+        try:
+            await self.topics.create(self.topics.parse(name), partitions, configs)
+            log.info("streams group %s: created internal topic %s (%d partitions)", group_id, name, partitions)
+        except Exception as e:  # TOPIC_ALREADY_EXISTS included: the next heartbeat looks again
+            log.info("streams group %s: internal topic %s not created: %r", group_id, name, e)
+        finally:
+            self._creating.discard(name)
+
+    def _streams_tombstones(self, sg: StreamsGroup) -> list[tuple[bytes, bytes | None]]:
+        """The records deleting a streams group no longer in `streams_groups`: its own, and a group metadata
+        tombstone, so that the simple group its offset commits make at load goes with them."""
+        return [*self.streams.records(sg), (rec.group_metadata_key(sg.group_id), None)]
+
+    def streams_group(self, group_id: str) -> tuple[int, StreamsGroup | None, str | None]:
+        """(error, group, message) for StreamsGroupDescribe, with Kafka 4.4's messages."""
+        err = self.partition_error(group_id)
+        if err:
+            return err, None, None
+        group = self.streams_groups.get(group_id)
+        if group is not None:
+            return 0, group, None
+        if self._known(group_id) and not (group_id in self.groups and self.groups[group_id].is_in(S.DEAD)):
+            return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} is not a streams group."
+        return E.GROUP_ID_NOT_FOUND, None, f"Group {group_id} not found."
+
     def _write_logged(self, group_id: str, records: list[tuple[bytes, bytes | None]], what: str) -> None:
         def done(f: asyncio.Future[int]) -> None:
             if not f.cancelled() and f.exception() is not None:
@@ -552,7 +650,14 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         created = False
         cg = self.consumer_groups.get(group_id)
-        if cg is not None:
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            # A streams group: the generation id is the member epoch (KIP-1071), as a consumer group's.
+            err = self.streams.validate_offset_commit(sg, member_id, generation_id)
+            if err:
+                return dict.fromkeys(keys, err)
+            group = None
+        elif cg is not None:
             # A consumer group: the generation id is the member epoch (KIP-848), checked against the
             # partitions Kafka checks it for (those whose metadata is not too large).
             err = self.consumer.validate_offset_commit(cg, member_id, generation_id, api_version,
@@ -568,14 +673,14 @@ class GroupCoordinator:
             group = ClassicGroup(group_id, state_timestamp=self.now_ms())
             self.groups[group_id] = group
             created = True
-        if group is not None and cg is None:
+        if group is not None and cg is None and sg is None:
             err = self.machine.validate_offset_commit(group, member_id, instance_id, generation_id, self._timer_ms())
             self._arm()  # a member's commit restarted its session timer
             if err:
                 return dict.fromkeys(keys, err)
         result = await self.offset_manager.commit(group_id, partitions, retention_ms)
         if self.offset_manager.has_offsets(group_id):
-            if group_id not in self.groups and group_id not in self.consumer_groups:
+            if not self._known(group_id):
                 # The group was deleted while the commit was being written: the offsets bring it back, as
                 # replaying the log would.
                 self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
@@ -599,6 +704,10 @@ class GroupCoordinator:
         member) at the group's generation (ILLEGAL_GENERATION); a consumer group's member may also commit
         `partitions` with an older epoch by OffsetCommit's rule (KIP-1251, ConsumerGroupMachine's
         validate_offset_commit). No REBALANCE_IN_PROGRESS here."""
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            err = self.streams.validate_offset_commit(sg, member_id, generation_id)
+            return E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err
         cg = self.consumer_groups.get(group_id)
         if cg is not None:
             if generation_id < 0 and not member_id and instance_id is None:
@@ -641,8 +750,12 @@ class GroupCoordinator:
         return await self.offset_manager.txn_commit(group_id, producer_id, producer_epoch, partitions)
 
     def _ensure_group(self, group_id: str) -> None:
-        if group_id not in self.groups and group_id not in self.consumer_groups:
+        if not self._known(group_id):
             self.groups[group_id] = ClassicGroup(group_id, state_timestamp=self.now_ms())
+
+    def _known(self, group_id: str) -> bool:
+        """Whether a group of any kind has this id."""
+        return group_id in self.groups or group_id in self.consumer_groups or group_id in self.streams_groups
 
     def complete_transaction(self, partition: int, producer_id: int, commit: bool) -> None:
         """The transaction's marker landed in __consumer_offsets partition `partition`: its pending offsets
@@ -665,7 +778,13 @@ class GroupCoordinator:
         if err:
             return err, []
         cg = self.consumer_groups.get(group_id)
-        if cg is not None:
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            if member_id:
+                err = self.streams.validate_offset_commit(sg, member_id, member_epoch)
+                if err:
+                    return err, []
+        elif cg is not None:
             err = self.consumer.validate_offset_fetch(cg, member_id, member_epoch)
             if err:
                 return err, []
@@ -684,9 +803,12 @@ class GroupCoordinator:
         if err:
             return err, {}
         cg = self.consumer_groups.get(group_id)
-        if cg is not None:
+        sg = self.streams_groups.get(group_id)
+        if sg is not None:
+            is_subscribed: Callable[[str], bool] = self.streams.subscribed_topics(sg).__contains__
+        elif cg is not None:
             subscribed = self.consumer.subscribed_topics(cg)
-            is_subscribed: Callable[[str], bool] = subscribed.__contains__
+            is_subscribed = subscribed.__contains__
         else:
             group = self.groups.get(group_id)
             if group is None or group.is_in(S.DEAD):
@@ -717,6 +839,16 @@ class GroupCoordinator:
             err = self.partition_error(gid)
             if err:
                 result[gid] = err
+                continue
+            sg = self.streams_groups.get(gid)
+            if sg is not None:
+                if sg.members:
+                    result[gid] = E.NON_EMPTY_GROUP
+                    continue
+                parts = list(self.offset_manager.committed(gid))
+                del self.streams_groups[gid]
+                records = OffsetManager.tombstones(gid, parts) + self._streams_tombstones(sg)
+                writes.append((gid, self._write(gid, records), parts))
                 continue
             cg = self.consumer_groups.get(gid)
             if cg is not None:
@@ -774,6 +906,10 @@ class GroupCoordinator:
                 if want_states and cg.state.lower() not in want_states:
                     continue
                 out.append(ListedGroup(cg.group_id, "consumer", cg.state, "consumer"))
+        if not want_types or "streams" in want_types:
+            for sg in self.streams_groups.values():
+                if not want_states or sg.state.lower() in want_states:
+                    out.append(ListedGroup(sg.group_id, "streams", sg.state, "streams"))
         return 0, out
 
     def describe_group(self, group_id: str) -> DescribedGroup:
@@ -781,7 +917,7 @@ class GroupCoordinator:
         if err:
             return DescribedGroup(group_id, err, "", "", "", [])
         group = self.groups.get(group_id)
-        if group is None or group.is_in(S.DEAD) or group_id in self.consumer_groups:
+        if group is None or group.is_in(S.DEAD) or group_id in self.consumer_groups or group_id in self.streams_groups:
             # DescribeGroups knows classic groups only: Kafka 4.x describes a consumer group as Dead too
             # (kafka-consumer-groups then uses ConsumerGroupDescribe).
             return DescribedGroup(group_id, 0, S.DEAD.value, "", "", [], found=False)
@@ -822,11 +958,20 @@ class GroupCoordinator:
             delete_group = all_expired and not cg.members
             if expired or delete_group:
                 per_group.append((gid, expired, delete_group))
+        for gid, sg in self.streams_groups.items():
+            # as a consumer group's: offsets of topics the group does not read expire after their commit
+            if self.runtime.is_loaded(self.partition_of(gid)):
+                expired, all_expired = self.offset_manager.expired(gid, now, retention_ms, _commit_time,
+                                                                   self.streams.subscribed_topics(sg).__contains__)
+                if expired or (all_expired and not sg.members):
+                    per_group.append((gid, expired, all_expired and not sg.members))
         total = 0
         waits = []
         for gid, expired, delete_group in per_group:
             records = OffsetManager.tombstones(gid, expired)
-            if delete_group and gid in self.consumer_groups:
+            if delete_group and gid in self.streams_groups:
+                records += self._streams_tombstones(self.streams_groups.pop(gid))
+            elif delete_group and gid in self.consumer_groups:
                 records += self.consumer.delete_group(gid)
             elif delete_group:
                 records.append((rec.group_metadata_key(gid), None))
@@ -877,6 +1022,7 @@ class _GroupLoad:
         self.coordinator = coordinator
         self.partition = partition
         self.consumer = ConsumerGroupReplayer()
+        self.streams: dict[str, dict[bytes, bytes]] = {}  # streams group -> its records' latest values
 
     def replay(self, fb: FetchedBatch) -> None:
         c = self.coordinator
@@ -889,11 +1035,11 @@ class _GroupLoad:
             return
         for r in decode_records(fb.batch):
             if r.key is not None:
-                c._replay(r.key, r.value, self.consumer, fb.base_offset + r.offset_delta)
+                c._replay(r.key, r.value, self.consumer, fb.base_offset + r.offset_delta, self.streams)
 
     def loaded(self) -> str:
         c = self.coordinator
-        c._on_loaded(self.partition, self.consumer.result())
+        c._on_loaded(self.partition, self.consumer.result(), self.streams)
         groups = sum(1 for gid in c.groups if c.partition_of(gid) == self.partition)
         return f"{groups} groups"
 

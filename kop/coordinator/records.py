@@ -8,7 +8,7 @@ Keys (the version selects the record type):
 
 * 0 and 1 - offset commit key: group string, topic string, partition int32. Kafka writes version 1.
 * 2       - group metadata key: group string.
-* 3 and up - KIP-848 consumer groups, share and streams groups: never written here, skipped on load.
+* 3 and up - KIP-848 consumer groups (consumer_records.py) and streams groups (streams/records.py); others skipped on load.
 
 Values (a null value is a tombstone: the key's state is gone):
 

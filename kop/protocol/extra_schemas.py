@@ -343,3 +343,124 @@ SHARE_ADMIN_SCHEMAS: list[dict[str, Any]] = [
     ]),
 ]
 SCHEMAS += SHARE_SCHEMAS + SHARE_ADMIN_SCHEMAS
+
+# KIP-1071 streams groups, at Kafka 4.4's versions (read from its generated message classes: v1 of the
+# heartbeat response replaces the int32 AcceptableRecoveryLag by an int64 one and adds
+# TopologyDescriptionRequired; v1 of the describe adds the topology description, not served here)
+_KV = [_f("Key", "string"), _f("Value", "string")]
+_TOPIC_INFO = [_f("Name", "string"), _f("Partitions", "int32"), _f("ReplicationFactor", "int16"),
+               _f("TopicConfigs", "[]KeyValue")]
+_TASK_IDS = [_f("SubtopologyId", "string"), _f("Partitions", "[]int32")]
+_TASK_OFFSET = [_f("SubtopologyId", "string"), _f("Partition", "int32"), _f("Offset", "int64")]
+_ENDPOINT = [_f("Host", "string"), _f("Port", "uint16")]
+_STREAMS_COMMON = [{"name": "KeyValue", "versions": "0+", "fields": _KV},
+                   {"name": "TopicInfo", "versions": "0+", "fields": _TOPIC_INFO},
+                   {"name": "Endpoint", "versions": "0+", "fields": _ENDPOINT},
+                   {"name": "TaskOffset", "versions": "0+", "fields": _TASK_OFFSET},
+                   {"name": "TaskIds", "versions": "0+", "fields": _TASK_IDS}]
+
+SCHEMAS += [
+    _message("StreamsGroupHeartbeatRequest", "request", 88, "0-1", [
+        _f("GroupId", "string"),
+        _f("MemberId", "string"),
+        _f("MemberEpoch", "int32"),
+        _f("EndpointInformationEpoch", "int32"),
+        _f("InstanceId", "string", nullable="0+", default="null"),
+        _f("RackId", "string", nullable="0+", default="null"),
+        _f("RebalanceTimeoutMs", "int32", default=-1),
+        _f("Topology", "Topology", nullable="0+", default="null", fields=[
+            _f("Epoch", "int32"),
+            _f("Subtopologies", "[]Subtopology", fields=[
+                _f("SubtopologyId", "string"),
+                _f("SourceTopics", "[]string"),
+                _f("SourceTopicRegex", "[]string"),
+                _f("StateChangelogTopics", "[]TopicInfo"),
+                _f("RepartitionSinkTopics", "[]string"),
+                _f("RepartitionSourceTopics", "[]TopicInfo"),
+                _f("CopartitionGroups", "[]CopartitionGroup", fields=[
+                    _f("SourceTopics", "[]int16"),
+                    _f("SourceTopicRegex", "[]int16"),
+                    _f("RepartitionSourceTopics", "[]int16"),
+                ]),
+            ]),
+        ]),
+        _f("ActiveTasks", "[]TaskIds", nullable="0+", default="null"),
+        _f("StandbyTasks", "[]TaskIds", nullable="0+", default="null"),
+        _f("WarmupTasks", "[]TaskIds", nullable="0+", default="null"),
+        _f("ProcessId", "string", nullable="0+", default="null"),
+        _f("UserEndpoint", "Endpoint", nullable="0+", default="null"),
+        _f("ClientTags", "[]KeyValue", nullable="0+", default="null"),
+        _f("TaskOffsets", "[]TaskOffset", nullable="0+", default="null"),
+        _f("TaskEndOffsets", "[]TaskOffset", nullable="0+", default="null"),
+        _f("ShutdownApplication", "bool", default="false"),
+    ], common=_STREAMS_COMMON),
+    _message("StreamsGroupHeartbeatResponse", "response", 88, "0-1", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("ErrorCode", "int16"),
+        _f("ErrorMessage", "string", nullable="0+", default="null"),
+        _f("MemberId", "string"),
+        _f("MemberEpoch", "int32"),
+        _f("HeartbeatIntervalMs", "int32"),
+        _f("AcceptableRecoveryLagLegacy", "int32", "0"),
+        _f("TaskOffsetIntervalMs", "int32"),
+        _f("AcceptableRecoveryLag", "int64", "1+", default=-1),
+        _f("Status", "[]Status", nullable="0+", default="null", fields=[_f("StatusCode", "int8"), _f("StatusDetail", "string")]),
+        _f("ActiveTasks", "[]TaskIds", nullable="0+", default="null"),
+        _f("StandbyTasks", "[]TaskIds", nullable="0+", default="null"),
+        _f("WarmupTasks", "[]TaskIds", nullable="0+", default="null"),
+        _f("TopologyDescriptionRequired", "bool", "1+", default="false"),
+        _f("EndpointInformationEpoch", "int32"),
+        _f("PartitionsByUserEndpoint", "[]EndpointToPartitions", nullable="0+", default="null", fields=[
+            _f("UserEndpoint", "Endpoint"),
+            _f("ActivePartitions", "[]TopicPartition"),
+            _f("StandbyPartitions", "[]TopicPartition"),
+        ]),
+    ], common=[{"name": "TopicPartition", "versions": "0+", "fields": [_f("Topic", "string"),
+                                                                        _f("Partitions", "[]int32")]},
+               {"name": "TaskIds", "versions": "0+", "fields": _TASK_IDS},
+               {"name": "Endpoint", "versions": "0+", "fields": _ENDPOINT}]),
+    _message("StreamsGroupDescribeRequest", "request", 89, "0", [
+        _f("GroupIds", "[]string"),
+        _f("IncludeAuthorizedOperations", "bool"),
+    ]),
+    _message("StreamsGroupDescribeResponse", "response", 89, "0", [
+        _f("ThrottleTimeMs", "int32"),
+        _f("Groups", "[]DescribedGroup", fields=[
+            _f("ErrorCode", "int16"),
+            _f("ErrorMessage", "string", nullable="0+", default="null"),
+            _f("GroupId", "string"),
+            _f("GroupState", "string"),
+            _f("GroupEpoch", "int32"),
+            _f("AssignmentEpoch", "int32"),
+            _f("Topology", "Topology", nullable="0+", default="null", fields=[
+                _f("Epoch", "int32"),
+                _f("Subtopologies", "[]Subtopology", nullable="0+", default="null", fields=[
+                    _f("SubtopologyId", "string"),
+                    _f("SourceTopics", "[]string"),
+                    _f("RepartitionSinkTopics", "[]string"),
+                    _f("StateChangelogTopics", "[]TopicInfo"),
+                    _f("RepartitionSourceTopics", "[]TopicInfo"),
+                ]),
+            ]),
+            _f("Members", "[]Member", fields=[
+                _f("MemberId", "string"),
+                _f("MemberEpoch", "int32"),
+                _f("InstanceId", "string", nullable="0+", default="null"),
+                _f("RackId", "string", nullable="0+", default="null"),
+                _f("ClientId", "string"),
+                _f("ClientHost", "string"),
+                _f("TopologyEpoch", "int32"),
+                _f("ProcessId", "string"),
+                _f("UserEndpoint", "Endpoint", nullable="0+", default="null"),
+                _f("ClientTags", "[]KeyValue"),
+                _f("TaskOffsets", "[]TaskOffset"),
+                _f("TaskEndOffsets", "[]TaskOffset"),
+                _f("Assignment", "Assignment"),
+                _f("TargetAssignment", "Assignment"),
+                _f("IsClassic", "bool"),
+            ]),
+            _f("AuthorizedOperations", "int32", default="-2147483648"),
+        ]),
+    ], common=_STREAMS_COMMON + [{"name": "Assignment", "versions": "0+", "fields": [
+        _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"), _f("WarmupTasks", "[]TaskIds")]}]),
+]

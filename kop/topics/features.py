@@ -9,15 +9,15 @@ defaults (checked against a 4.4.0 broker's `kafka-features describe`):
 - kraft.version 0-1, finalized 0 (so not in the finalized list, as Kafka's broker shows it). It describes the
   controller quorum, which clients never see; a level set here is stored and advertised, with no effect.
 - group.version 0-1, finalized 1: the consumer group protocol of KIP-848 (ConsumerGroupHeartbeat).
+- streams.version 0-1, finalized 1: KIP-1071's streams groups (StreamsGroupHeartbeat; kop/coordinator/streams).
 - transaction.version 0-2, finalized 2: KIP-890 part 2 (docs/transactions.md). A Kafka 4.x producer reads the
   finalized level from ApiVersions and runs the TV2 path (EndTxn v5, implicit partition adds in Produce v12+)
   at 2, the classic path below; what the broker does follows the versions each client sends, so both kinds of
   clients keep working whatever the level.
 - share.version 0-2, finalized 2: share groups (KIP-932) at 1, their dead-letter queue (KIP-1191) at 2
   (kop/coordinator/share/dlq.py: below 2, a group's errors.deadletterqueue.topic.name has no effect).
-Not advertised: eligible.leader.replicas.version (replication; there are no replicas here) and
-streams.version (streams groups are not served): an update of them gets Kafka's "does not support this
-feature".
+Not advertised: eligible.leader.replicas.version (replication; there are no replicas here): an update of it
+gets Kafka's "does not support this feature".
 
 Validation is Kafka's FeatureControlManager, with its messages and INVALID_UPDATE_VERSION; an error fails the
 whole request ("The update failed for all features since the following feature had an error: ...").
@@ -42,6 +42,7 @@ TRANSACTION_VERSION = "transaction.version"
 GROUP_VERSION = "group.version"
 KRAFT_VERSION = "kraft.version"
 SHARE_VERSION = "share.version"
+STREAMS_VERSION = "streams.version"
 
 UPGRADE, SAFE_DOWNGRADE, UNSAFE_DOWNGRADE = 1, 2, 3
 
@@ -60,6 +61,7 @@ SUPPORTED: dict[str, Feature] = {f.name: f for f in (
     Feature(METADATA_VERSION, 7, 33, 33),
     Feature(SHARE_VERSION, 0, 2, 2),
     Feature(TRANSACTION_VERSION, 0, 2, 2),
+    Feature(STREAMS_VERSION, 0, 1, 1),
 )}
 
 

@@ -169,7 +169,6 @@ def test_kafka_features_describe_as_kafka(target, java_tools) -> None:
     assert lines["metadata.version"][0] == "3.3-IV3", r.stdout
     assert lines["metadata.version"][1] == lines["metadata.version"][2], r.stdout  # finalized at the newest
     assert lines["share.version"] == ("0", "2", "2"), r.stdout  # share groups with their dead-letter queue
-    # streams groups are not served here; Kafka 4.4 finalizes them (streams.version 1)
     # refusals (nothing changes: the reference broker is shared) and a dry run carry Kafka's messages
     refused = java_tools.run("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", b.bootstrap, "upgrade",
                              "--feature", "transaction.version=5", "--feature", "foo.version=1")
@@ -182,7 +181,8 @@ def test_kafka_features_describe_as_kafka(target, java_tools) -> None:
     if target.is_kop:
         tools = tuple(int(x) for x in re.findall(r"\d+", java_tools.version)[:2])
         assert lines["metadata.version"][1] == ("4.4-IV2" if tools >= (4, 4) else "UNKNOWN 33"), r.stdout
-        assert not {"streams.version", "eligible.leader.replicas.version"} & set(lines)
+        assert "eligible.leader.replicas.version" not in lines
+        assert lines["streams.version"] == ("0", "1", "1"), r.stdout  # streams groups (KIP-1071), as Kafka 4.4
 
 
 @pytest.fixture(scope="module")

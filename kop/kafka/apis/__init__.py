@@ -75,6 +75,8 @@ def _modules() -> list[ModuleType]:
         share_fetch,
         share_group_describe,
         share_group_heartbeat,
+        streams_group_describe,
+        streams_group_heartbeat,
         sync_group,
         txn_offset_commit,
         update_features,
@@ -93,6 +95,7 @@ def _modules() -> list[ModuleType]:
         list_groups, describe_groups, delete_groups, offset_delete,
         consumer_group_heartbeat, consumer_group_describe,  # KIP-848 (kop/coordinator/consumer_group.py)
         share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,  # KIP-932 (kop/coordinator/share)
+        streams_group_heartbeat, streams_group_describe,  # KIP-1071 (kop/coordinator/streams)
         describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,  # kafka-share-groups
         txn_offset_commit,
         # transaction coordinator (kop/coordinator/transactions)

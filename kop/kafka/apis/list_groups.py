@@ -3,7 +3,8 @@
 - v4+ filters by state (case-insensitive, Kafka's state names) and v5+ by group type: "classic",
   "consumer" (KIP-848 groups, listed with protocol type "consumer" and their states Empty, Assigning,
   Reconciling, Stable, as Kafka 4.x) or "share" (KIP-932 share groups, kop/coordinator/share: protocol type
-  "share", states Empty and Stable); "streams" lists nothing. Kafka 4.x tools need v5:
+  "share", states Empty and Stable) or "streams" (KIP-1071 groups, kop/coordinator/streams: protocol type
+  "streams", states Empty, NotReady, Assigning, Reconciling, Stable). Kafka 4.x tools need v5:
   kafka-consumer-groups --list --type and --reset-offsets (which also lists streams groups) fail on a
   broker below it.
 - Groups that only hold committed offsets (commits outside group management, or after their members left)

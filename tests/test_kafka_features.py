@@ -27,8 +27,10 @@ from kop.topics.features import (
      "controller 1 only supports versions 0-2"),
     ("foo.version", 1, UPGRADE, 0, "Invalid update version 1 for feature foo.version. Local controller 1 does "
      "not support this feature."),
-    ("streams.version", 1, UPGRADE, 0, "Invalid update version 1 for feature streams.version. Local controller 1 "
-     "does not support this feature."),
+    ("streams.version", 2, UPGRADE, 1, "Invalid update version 2 for feature streams.version. Local controller 1 "
+     "only supports versions 0-1"),
+    ("eligible.leader.replicas.version", 1, UPGRADE, 0, "Invalid update version 1 for feature "
+     "eligible.leader.replicas.version. Local controller 1 does not support this feature."),
     ("share.version", 3, UPGRADE, 2, "Invalid update version 3 for feature share.version. Local controller 1 "
      "only supports versions 0-2"),
     ("transaction.version", 1, UPGRADE, 2, "Invalid update version 1 for feature transaction.version. Can't "

@@ -25,7 +25,7 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, lookup, registry, schemas, subscriptions, views
+from kop.admin import auth, lag, lookup, namespaces, registry, schemas, subscriptions, views
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -90,8 +90,7 @@ class AdminServer:
         for path in ("/ready", V2 + "/brokers/ready"):
             r.add_get(path, self.ready)
         r.add_get(V2 + "/clusters", self.clusters)
-        r.add_get(V2 + "/tenants", self.tenants)
-        r.add_get(V2 + "/namespaces/{tenant}", self.namespaces)
+        namespaces.add_routes(self, r, V2)  # tenants, namespaces, their policies (kop/admin/namespaces.py)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}", self.non_persistent_topic_list)
@@ -208,12 +207,6 @@ class AdminServer:
     # ------------------------------------------------------------------ admin v2
     async def clusters(self, request: web.Request) -> web.Response:
         return _json([self.service.config.clusterName])
-
-    async def tenants(self, request: web.Request) -> web.Response:
-        return _json(views.tenants(self.service))
-
-    async def namespaces(self, request: web.Request) -> web.Response:
-        return _json(views.namespaces(self.service, request.match_info["tenant"]))
 
     async def topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info

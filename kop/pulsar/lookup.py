@@ -4,8 +4,9 @@ Topics are the Kafka handler's: `persistent://public/default/t` (or `t`, or `pub
 topic of N partitions is a Pulsar partitioned topic of N partitions, and `t-partition-N` is one of them. A Kafka
 topic always has partitions, so PARTITIONED_METADATA answers N >= 1 for every existing topic (clients then work on
 `…-partition-N`); asked about one partition it answers 0, as Pulsar does for a non-partitioned topic.
-A topic that does not exist is created (with `defaultNumPartitions`) when the client allows it and
-`allowAutoTopicCreation` is on - Pulsar standalone's default, with the difference that ours are always partitioned
+A topic in a namespace that does not exist is TopicNotFound "Namespace not found", as on Pulsar
+(kop/topics/namespaces.py). A topic that does not exist is created (with `defaultNumPartitions`) when the client
+allows it and `allowAutoTopicCreation` is on (both overridden by the namespace's autoTopicCreation policy) - Pulsar standalone's default, with the difference that ours are always partitioned
 (Pulsar's default auto-created type is non-partitioned), since a Kafka topic cannot be anything else.
 
 LOOKUP answers Connect (authoritative) with our own pulsar:// address for what this broker serves (standalone:
@@ -71,9 +72,14 @@ def split_name(conn: PulsarConnection, topic: str) -> tuple[TopicName, int | Non
 async def find_topic(conn: PulsarConnection, name: TopicName, create: bool) -> Topic | None:
     topics = conn.handler.service.topics
     topic = topics.get(name)
-    if topic is None and create and conn.handler.config.allowAutoTopicCreation and authorize.may_auto_create(conn, name):
+    if topic is None and not await topics.namespaces.exists(name.tenant, name.namespace):
+        raise NameError_(c.ServerError.TopicNotFound, "Namespace not found")  # Pulsar's answer and words
+    cfg = conn.handler.config  # the namespace's autoTopicCreation policy overrides the broker's keys
+    allowed, _, partitions = topics.namespaces.auto_creation(name.tenant, name.namespace, cfg.allowAutoTopicCreation,
+                                                             cfg.defaultNumPartitions)
+    if topic is None and create and allowed and authorize.may_auto_create(conn, name):
         try:
-            topic = await topics.create(name, conn.handler.config.defaultNumPartitions)
+            topic = await topics.create(name, partitions)
         except TopicError as e:
             if e.error != "TOPIC_ALREADY_EXISTS":
                 raise NameError_(c.ServerError.MetadataError, str(e)) from None

@@ -1,0 +1,150 @@
+"""Pulsar's admin REST for tenants, namespaces and the namespace policies this broker honours.
+
+Routes (under /admin/v2), answered as Apache Pulsar answers them (status codes, {"reason"} texts, bodies):
+
+* /tenants: GET (list); /tenants/{tenant}: PUT (create, TenantInfo body), POST (update), GET, DELETE (409 while it
+  has namespaces);
+* /namespaces/{tenant}: GET (list); /namespaces/{tenant}/{namespace}: PUT (create; an optional Policies body),
+  GET (Pulsar's Policies JSON), DELETE (409 while it has topics);
+* policies, GET / POST (set) / DELETE (remove), a GET of an unset one answering 200 with an empty body as Pulsar:
+  maxProducersPerTopic, maxConsumersPerTopic (Pulsar producers/consumers refused past them, ProducerBusy /
+  ConsumerBusy), deduplication (Pulsar producers' de-duplication, overriding brokerDeduplicationEnabled),
+  autoTopicCreation (overrides allowAutoTopicCreation and defaultNumPartitions for Pulsar clients' auto-creation).
+
+The store and the checks live in kop/topics/namespaces.py; this module only maps HTTP onto them. Policies Pulsar
+has and this broker does not honour (retention, messageTTL, schemaCompatibilityStrategy, backlogQuota, ...) are
+not served: their paths answer 404 rather than accept a setting that would change nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from kop.admin.views import AdminError
+from kop.topics import namespaces as ns_store
+from kop.topics.namespaces import NamespaceError
+
+if TYPE_CHECKING:
+    from kop.admin.server import AdminServer
+
+# REST path segment -> the Policies field it sets
+POLICY_PATHS = {
+    "maxProducersPerTopic": ns_store.MAX_PRODUCERS,
+    "maxConsumersPerTopic": ns_store.MAX_CONSUMERS,
+    "deduplication": ns_store.DEDUPLICATION,
+    "autoTopicCreation": ns_store.AUTO_TOPIC_CREATION,
+}
+
+
+def _json(data: Any, status: int = 200) -> web.Response:
+    if data is None:  # Pulsar answers an unset policy with 200 and no body
+        return web.Response(status=status)
+    return web.Response(text=json.dumps(data), status=status, content_type="application/json")
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError as e:
+        raise AdminError(400, f"Unrecognized JSON body: {e}") from None
+
+
+def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
+    store = server.service.topics.namespaces
+    cluster = server.service.config.clusterName
+
+    async def call(coro: Any) -> Any:
+        try:
+            return await coro
+        except NamespaceError as e:
+            raise AdminError(e.status, e.reason) from None
+
+    def plain(fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except NamespaceError as e:
+            raise AdminError(e.status, e.reason) from None
+
+    async def list_tenants(request: web.Request) -> web.Response:
+        return _json(store.tenants())
+
+    async def get_tenant(request: web.Request) -> web.Response:
+        tenant = request.match_info["tenant"]
+        await store.refresh(tenant)
+        return _json(plain(store.tenant, tenant))
+
+    async def put_tenant(request: web.Request) -> web.Response:
+        await call(store.create_tenant(request.match_info["tenant"], await _body(request)))
+        return web.Response(status=204)
+
+    async def post_tenant(request: web.Request) -> web.Response:
+        await call(store.update_tenant(request.match_info["tenant"], await _body(request)))
+        return web.Response(status=204)
+
+    async def delete_tenant(request: web.Request) -> web.Response:
+        await call(store.delete_tenant(request.match_info["tenant"]))
+        return web.Response(status=204)
+
+    async def list_namespaces(request: web.Request) -> web.Response:
+        tenant = request.match_info["tenant"]
+        await store.refresh(tenant)
+        return _json(plain(store.namespaces, tenant))
+
+    async def put_namespace(request: web.Request) -> web.Response:
+        m = request.match_info
+        await call(store.create_namespace(m["tenant"], m["namespace"], await _body(request)))
+        return web.Response(status=204)
+
+    async def get_namespace(request: web.Request) -> web.Response:
+        m = request.match_info
+        return _json(ns_store.view(await call(store.need(m["tenant"], m["namespace"])), cluster))
+
+    async def delete_namespace(request: web.Request) -> web.Response:
+        m = request.match_info
+        await call(store.delete_namespace(m["tenant"], m["namespace"]))
+        return web.Response(status=204)
+
+    r.add_get(v2 + "/tenants", list_tenants)
+    r.add_get(v2 + "/tenants/{tenant}", get_tenant)
+    r.add_put(v2 + "/tenants/{tenant}", put_tenant)
+    r.add_post(v2 + "/tenants/{tenant}", post_tenant)
+    r.add_delete(v2 + "/tenants/{tenant}", delete_tenant)
+    r.add_get(v2 + "/namespaces/{tenant}", list_namespaces)
+    ns_path = v2 + "/namespaces/{tenant}/{namespace}"
+    r.add_get(ns_path, get_namespace)
+    r.add_put(ns_path, put_namespace)
+    r.add_delete(ns_path, delete_namespace)
+    for segment, key in POLICY_PATHS.items():
+        _policy_routes(r, store, ns_path + "/" + segment, key, call)
+
+
+def _policy_routes(r: web.UrlDispatcher, store: ns_store.Namespaces, path: str, key: str, call: Any) -> None:
+    """GET / POST / DELETE of one namespace policy."""
+
+    async def get(request: web.Request) -> web.Response:
+        m = request.match_info
+        policies = await call(store.need(m["tenant"], m["namespace"]))
+        return _json(policies.get(key))
+
+    async def post(request: web.Request) -> web.Response:
+        m = request.match_info
+        value = await _body(request)
+        if value is None:
+            raise AdminError(400, f"{path.rsplit('/', 1)[-1]}: the body must be the value to set")
+        await call(store.set_policy(m["tenant"], m["namespace"], key, value))
+        return web.Response(status=204)
+
+    async def delete(request: web.Request) -> web.Response:
+        m = request.match_info
+        await call(store.set_policy(m["tenant"], m["namespace"], key, None))
+        return web.Response(status=204)
+
+    r.add_get(path, get)
+    r.add_post(path, post)
+    r.add_delete(path, delete)

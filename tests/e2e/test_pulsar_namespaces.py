@@ -16,6 +16,8 @@ import uuid
 import pulsar
 import pytest
 
+from tests.support.admin import kop_admin, kop_admin_json
+
 PULSAR_SIDE_TARGETS = ("pulsar", "kop")
 CLUSTER = "standalone"  # both brokers' clusterName in the suite
 
@@ -146,3 +148,25 @@ def test_pulsar_clients_follow_namespaces(target, admin, pulsar_service_url):
         consumer.close()
     finally:
         client.close()
+
+
+def test_kop_admin_cli(target, admin):
+    """kop-admin's tenants and namespaces commands, against Pulsar's REST as much as ours."""
+    tenant = f"tn-{uuid.uuid4().hex[:8]}"
+
+    def run(*args: str) -> str:
+        r = kop_admin(admin, *args)
+        assert r.returncode == 0, f"kop-admin {args}: {r.returncode}\n{r.stderr}"
+        return r.stdout.strip()
+
+    assert run("tenants", "create", "-r", "ops", tenant) == "done"  # allowed on the broker's clusters
+    assert kop_admin_json(admin, "tenants", "get", tenant) == {"adminRoles": ["ops"], "allowedClusters": [CLUSTER]}
+    assert tenant in run("tenants", "list").splitlines()
+    assert run("namespaces", "create", f"{tenant}/ns") == "done"
+    assert run("namespaces", "list", tenant).splitlines() == [f"{tenant}/ns"]
+    assert kop_admin_json(admin, "namespaces", "policies", f"{tenant}/ns")["replication_clusters"] == [CLUSTER]
+    refused = kop_admin(admin, "tenants", "delete", tenant)
+    assert refused.returncode == 1 and "The tenant still has active namespaces (HTTP 409)" in refused.stderr
+    assert run("namespaces", "delete", f"{tenant}/ns") == "done"
+    assert run("tenants", "delete", tenant) == "done"
+    assert kop_admin(admin, "namespaces", "list", tenant).returncode == 1

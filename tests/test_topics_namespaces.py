@@ -10,7 +10,7 @@ from kop.offset import open_embedded_storage
 from kop.server.service import BrokerService
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.topics import namespaces as n
-from kop.topics.namespaces import Namespaces, NamespaceError
+from kop.topics.namespaces import NamespaceError, Namespaces
 
 CFG = BrokerConfig.from_strings({})
 

@@ -9,10 +9,13 @@ Routes (under /admin/v2), answered as Apache Pulsar answers them (status codes, 
 * policies, GET / POST (set) / DELETE (remove), a GET of an unset one answering 200 with an empty body as Pulsar:
   maxProducersPerTopic, maxConsumersPerTopic (Pulsar producers/consumers refused past them, ProducerBusy /
   ConsumerBusy), deduplication (Pulsar producers' de-duplication, overriding brokerDeduplicationEnabled),
-  autoTopicCreation (overrides allowAutoTopicCreation and defaultNumPartitions for Pulsar clients' auto-creation).
+  autoTopicCreation (overrides allowAutoTopicCreation and defaultNumPartitions for Pulsar clients' auto-creation);
+* schemaCompatibilityStrategy: GET ("UNDEFINED" when unset) and PUT (a strategy's name; one Pulsar does not know
+  unsets it, as Pulsar's does): the strategy new schemas of the namespace's topics are checked with, on both
+  protocols' schema paths (kop/schemas/versions.py: a Confluent subject's own level still comes first).
 
 The store and the checks live in kop/topics/namespaces.py; this module only maps HTTP onto them. Policies Pulsar
-has and this broker does not honour (retention, messageTTL, schemaCompatibilityStrategy, backlogQuota, ...) are
+has and this broker does not honour (retention, messageTTL, backlogQuota, ...) are
 not served: their paths answer 404 rather than accept a setting that would change nothing.
 """
 
@@ -122,6 +125,19 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
     r.add_delete(ns_path, delete_namespace)
     for segment, key in POLICY_PATHS.items():
         _policy_routes(r, store, ns_path + "/" + segment, key, call)
+
+    async def get_strategy(request: web.Request) -> web.Response:
+        m = request.match_info
+        policies = await call(store.need(m["tenant"], m["namespace"]))
+        return _json(policies.get(ns_store.SCHEMA_COMPATIBILITY, "UNDEFINED"))
+
+    async def put_strategy(request: web.Request) -> web.Response:  # PUT only, as Pulsar (POST: 405)
+        m = request.match_info
+        await call(store.set_policy(m["tenant"], m["namespace"], ns_store.SCHEMA_COMPATIBILITY, await _body(request)))
+        return web.Response(status=204)
+
+    r.add_get(ns_path + "/schemaCompatibilityStrategy", get_strategy)
+    r.add_put(ns_path + "/schemaCompatibilityStrategy", put_strategy)
 
 
 def _policy_routes(r: web.UrlDispatcher, store: ns_store.Namespaces, path: str, key: str, call: Any) -> None:

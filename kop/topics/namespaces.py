@@ -32,8 +32,9 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kop.config import BrokerConfig
+from kop.config import SCHEMA_COMPATIBILITY_STRATEGIES, BrokerConfig
 from kop.storage.api import MetadataStore, NodeExistsError, NoSuchNodeError
+from kop.topics.names import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,11 @@ def _auto_topic_creation(value: Any) -> dict[str, Any]:
     return out
 
 
+def schema_strategy(value: Any) -> str | None:
+    """Pulsar's SchemaCompatibilityStrategy: a name it does not know (and UNDEFINED) unsets the policy, as on Pulsar."""
+    return value if value in SCHEMA_COMPATIBILITY_STRATEGIES else None
+
+
 def _boolean(value: Any) -> bool:
     if not isinstance(value, bool):
         raise NamespaceError(400, f"Cannot deserialize value of type `boolean` from {value!r}")
@@ -137,6 +143,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     MESSAGE_TTL: lambda v: _int_at_least(v, 0, "Invalid value for message TTL, message TTL must >= 0"),
     DEDUPLICATION: _boolean,
     RETENTION: _retention,
+    SCHEMA_COMPATIBILITY: schema_strategy,
     AUTO_TOPIC_CREATION: _auto_topic_creation,
 }
 
@@ -147,7 +154,8 @@ def check_policies(body: Any) -> dict[str, Any]:
         return {}
     if not isinstance(body, dict):
         raise NamespaceError(400, "expected a Policies object")
-    return {k: VALIDATORS[k](v) for k, v in body.items() if k in VALIDATORS and v is not None}
+    checked = {k: VALIDATORS[k](v) for k, v in body.items() if k in VALIDATORS and v is not None}
+    return {k: v for k, v in checked.items() if v is not None}
 
 
 def view(policies: dict[str, Any], cluster: str) -> dict[str, Any]:
@@ -343,7 +351,7 @@ class Namespaces:
         """Set (value not None) or remove (None) one policy, checked by VALIDATORS (or the caller)."""
         await self.need(tenant, ns)
         if value is not None and key in VALIDATORS:
-            value = VALIDATORS[key](value)
+            value = VALIDATORS[key](value)  # None: unset (an unknown schema compatibility strategy)
         policies = dict(self._namespaces[(tenant, ns)])
         if value is None:
             policies.pop(key, None)
@@ -351,6 +359,11 @@ class Namespaces:
             policies[key] = value
         await self.store.put(self._path(tenant, ns), json.dumps(policies, sort_keys=True).encode())
         self._namespaces[(tenant, ns)] = policies
+
+    def schema_strategy(self, name: TopicName) -> str | None:
+        """The namespace's schemaCompatibilityStrategy policy (None: unset, the broker's applies)."""
+        strategy = self.policy(name.tenant, name.namespace, SCHEMA_COMPATIBILITY)
+        return None if strategy is None else str(strategy)
 
     def auto_creation(self, tenant: str, ns: str, allowed: bool, partitions: int) -> tuple[bool, str | None, int]:
         """(allowed, topic type, partitions) for a topic auto-created in the namespace: its autoTopicCreation

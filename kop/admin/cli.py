@@ -185,7 +185,7 @@ def show_kv(data: dict[str, Any]) -> str:
     return _table(_scalars(data))
 
 
-def show_all(data: dict[str, Any]) -> str:
+def show_all(data: dict[str, object]) -> str:
     """Every field, lists and objects as JSON (a tenant's roles, a namespace's policies)."""
     return _table([(k, v if not isinstance(v, dict | list) else json.dumps(v)) for k, v in data.items()])
 
@@ -327,7 +327,7 @@ def _tenant(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
-def _create_tenant(a: AdminClient, n: argparse.Namespace) -> tuple[None, Callable[[Any], str]]:
+def _create_tenant(a: AdminClient, n: argparse.Namespace) -> tuple[None, Callable[[object], str]]:
     clusters = n.allowed_clusters.split(",") if n.allowed_clusters else a.get("/admin/v2/clusters")
     roles = n.admin_roles.split(",") if n.admin_roles else []
     a.send("PUT", f"/admin/v2/tenants/{n.tenant}", {"adminRoles": roles, "allowedClusters": clusters})

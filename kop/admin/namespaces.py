@@ -22,7 +22,8 @@ not served: their paths answer 404 rather than accept a setting that would chang
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from aiohttp import web
 
@@ -33,6 +34,8 @@ from kop.topics.namespaces import NamespaceError
 if TYPE_CHECKING:
     from kop.admin.server import AdminServer
 
+T = TypeVar("T")
+
 # REST path segment -> the Policies field it sets
 POLICY_PATHS = {
     "maxProducersPerTopic": ns_store.MAX_PRODUCERS,
@@ -42,13 +45,13 @@ POLICY_PATHS = {
 }
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
+def _json(data: object, status: int = 200) -> web.Response:
     if data is None:  # Pulsar answers an unset policy with 200 and no body
         return web.Response(status=status)
     return web.Response(text=json.dumps(data), status=status, content_type="application/json")
 
 
-async def _body(request: web.Request) -> Any:
+async def _body(request: web.Request) -> object:
     raw = await request.read()
     if not raw.strip():
         return None
@@ -62,15 +65,9 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
     store = server.service.topics.namespaces
     cluster = server.service.config.clusterName
 
-    async def call(coro: Any) -> Any:
+    def plain(fn: Callable[[str], T], arg: str) -> T:
         try:
-            return await coro
-        except NamespaceError as e:
-            raise AdminError(e.status, e.reason) from None
-
-    def plain(fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
+            return fn(arg)
         except NamespaceError as e:
             raise AdminError(e.status, e.reason) from None
 
@@ -124,7 +121,7 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
     r.add_put(ns_path, put_namespace)
     r.add_delete(ns_path, delete_namespace)
     for segment, key in POLICY_PATHS.items():
-        _policy_routes(r, store, ns_path + "/" + segment, key, call)
+        _policy_routes(r, store, ns_path + "/" + segment, key)
 
     async def get_strategy(request: web.Request) -> web.Response:
         m = request.match_info
@@ -140,7 +137,15 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
     r.add_put(ns_path + "/schemaCompatibilityStrategy", put_strategy)
 
 
-def _policy_routes(r: web.UrlDispatcher, store: ns_store.Namespaces, path: str, key: str, call: Any) -> None:
+async def call(step: Awaitable[T]) -> T:
+    """A store call, its NamespaceError as the AdminError (status and reason) the REST answers."""
+    try:
+        return await step
+    except NamespaceError as e:
+        raise AdminError(e.status, e.reason) from None
+
+
+def _policy_routes(r: web.UrlDispatcher, store: ns_store.Namespaces, path: str, key: str) -> None:
     """GET / POST / DELETE of one namespace policy."""
 
     async def get(request: web.Request) -> web.Response:

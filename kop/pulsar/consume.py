@@ -122,7 +122,7 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, e.code, str(e)))
         return
     # the namespace's maxConsumersPerTopic, checked before a subscription is made, as Pulsar does
-    limit = conn.handler.service.topics.namespaces.policy(topic.name.tenant, topic.name.namespace, MAX_CONSUMERS)
+    limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_CONSUMERS)
     if limit and sum(len(s.consumers) for s in state.subscriptions.values()) >= limit:  # 0: no limit
         conn.send(c.error(rid, c.ServerError.ConsumerBusy, "Topic reached max consumers limit"))
         return

@@ -208,7 +208,7 @@ def deduplication(conn: PulsarConnection, topic: Topic) -> bool:
 def producers_exceeded(conn: PulsarConnection, topic: Topic, state: PartitionState, shown: str
                        ) -> tuple[int, str] | None:
     """The namespace's maxProducersPerTopic (0: no limit), per partition as Pulsar counts per topic partition."""
-    limit = conn.handler.service.topics.namespaces.policy(topic.name.tenant, topic.name.namespace, MAX_PRODUCERS)
+    limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_PRODUCERS)
     if limit and len(state.producers) >= limit:
         return c.ServerError.ProducerBusy, f"Topic '{shown}' reached max producers limit"
     return None

@@ -30,7 +30,6 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from kop.config import SCHEMA_COMPATIBILITY_STRATEGIES, BrokerConfig
 from kop.storage.api import MetadataStore, NodeExistsError, NoSuchNodeError
@@ -39,6 +38,7 @@ from kop.topics.names import TopicName
 log = logging.getLogger(__name__)
 
 ROOT = "/kop/tenants"
+Policies = dict[str, object]  # a namespace's policies, or a TenantInfo, as stored (JSON)
 # Pulsar's NamedEntity rule for tenant and namespace names
 _NAME = re.compile(r"^[-=:.\w]+$")
 
@@ -68,7 +68,7 @@ def check_name(name: str, what: str) -> None:
         raise NamespaceError(412, f"{what} name is not valid")
 
 
-def tenant_info(body: Any, clusters: Iterable[str]) -> dict[str, list[str]]:
+def tenant_info(body: object, clusters: Iterable[str]) -> Policies:
     """A TenantInfo body checked as Pulsar checks it (412 for what it refuses); the stored form."""
     if not isinstance(body, dict):
         raise NamespaceError(412, "TenantInfo is null")
@@ -83,15 +83,15 @@ def tenant_info(body: Any, clusters: Iterable[str]) -> dict[str, list[str]]:
     return {"adminRoles": [str(r) for r in roles], "allowedClusters": [str(c) for c in allowed]}
 
 
-def _int_at_least(value: Any, low: int, error: str, status: int = 412) -> int:
+def _int_at_least(value: object, low: int, error: str, status: int = 412) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise NamespaceError(400, f"expected an integer, got {value!r}")
+        raise NamespaceError(400, f"expected an integer, got {value!r}")  # Jackson's refusal of the body
     if value < low:
         raise NamespaceError(status, error)
     return value
 
 
-def _retention(value: Any) -> dict[str, int]:
+def _retention(value: object) -> dict[str, int]:
     if not isinstance(value, dict):
         raise NamespaceError(400, "expected a RetentionPolicies object")
     minutes = value.get("retentionTimeInMinutes", 0)
@@ -105,11 +105,11 @@ def _retention(value: Any) -> dict[str, int]:
     return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": mb}
 
 
-def _auto_topic_creation(value: Any) -> dict[str, Any]:
+def _auto_topic_creation(value: object) -> Policies:
     bad = "Invalid configuration for autoTopicCreationOverride. the detail is "
     if not isinstance(value, dict) or not isinstance(value.get("allowAutoTopicCreation"), bool):
         raise NamespaceError(412, bad + "[allowAutoTopicCreation] cannot be null")
-    out: dict[str, Any] = {"allowAutoTopicCreation": value["allowAutoTopicCreation"]}
+    out: Policies = {"allowAutoTopicCreation": value["allowAutoTopicCreation"]}
     kind = value.get("topicType")
     if not out["allowAutoTopicCreation"]:
         return out
@@ -125,19 +125,19 @@ def _auto_topic_creation(value: Any) -> dict[str, Any]:
     return out
 
 
-def schema_strategy(value: Any) -> str | None:
+def schema_strategy(value: object) -> str | None:
     """Pulsar's SchemaCompatibilityStrategy: a name it does not know (and UNDEFINED) unsets the policy, as on Pulsar."""
     return value if value in SCHEMA_COMPATIBILITY_STRATEGIES else None
 
 
-def _boolean(value: Any) -> bool:
+def _boolean(value: object) -> bool:
     if not isinstance(value, bool):
         raise NamespaceError(400, f"Cannot deserialize value of type `boolean` from {value!r}")
     return value
 
 
 # policy field -> its check (raises NamespaceError, returns the value to store)
-VALIDATORS: dict[str, Callable[[Any], Any]] = {
+VALIDATORS: dict[str, Callable[[object], object]] = {
     MAX_PRODUCERS: lambda v: _int_at_least(v, 0, "maxProducersPerTopic must be 0 or more"),
     MAX_CONSUMERS: lambda v: _int_at_least(v, 0, "maxConsumersPerTopic must be 0 or more"),
     MESSAGE_TTL: lambda v: _int_at_least(v, 0, "Invalid value for message TTL, message TTL must >= 0"),
@@ -148,7 +148,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def check_policies(body: Any) -> dict[str, Any]:
+def check_policies(body: object) -> Policies:
     """A Policies body (PUT of a namespace): the fields this broker serves, each checked; others are ignored."""
     if body is None:
         return {}
@@ -158,9 +158,9 @@ def check_policies(body: Any) -> dict[str, Any]:
     return {k: v for k, v in checked.items() if v is not None}
 
 
-def view(policies: dict[str, Any], cluster: str) -> dict[str, Any]:
+def view(policies: Policies, cluster: str) -> Policies:
     """GET of a namespace: Pulsar's Policies JSON, with its defaults for what is not set."""
-    out: dict[str, Any] = {
+    out: Policies = {
         "auth_policies": {"namespace_auth": {}, "destination_auth": {}, "subscription_auth_roles": {}},
         "replication_clusters": [cluster],
         "backlog_quota_map": {},
@@ -178,8 +178,8 @@ class Namespaces:
     def __init__(self, config: BrokerConfig, store: MetadataStore) -> None:
         self.config = config
         self.store = store
-        self._tenants: dict[str, dict[str, Any]] = {}
-        self._namespaces: dict[tuple[str, str], dict[str, Any]] = {}  # (tenant, ns) -> policies set
+        self._tenants: dict[str, Policies] = {}
+        self._namespaces: dict[tuple[str, str], Policies] = {}  # (tenant, ns) -> policies set
         # Whether a namespace still has topics (set by TopicManager): deleting a non-empty one answers 409.
         self.has_topics: Callable[[str, str], bool] = lambda tenant, ns: False
 
@@ -242,7 +242,7 @@ class Namespaces:
     def tenants(self) -> list[str]:
         return sorted(self._tenants)
 
-    def tenant(self, tenant: str) -> dict[str, Any]:
+    def tenant(self, tenant: str) -> Policies:
         info = self._tenants.get(tenant)
         if info is None:
             raise NamespaceError(404, "Tenant does not exist")
@@ -265,12 +265,17 @@ class Namespaces:
     def all(self) -> list[tuple[str, str]]:
         return sorted(self._namespaces)
 
-    def policies(self, tenant: str, ns: str) -> dict[str, Any]:
+    def policies(self, tenant: str, ns: str) -> Policies:
         """The policies set on a namespace ({} for one that does not exist: nothing applies)."""
         return self._namespaces.get((tenant, ns), {})
 
-    def policy(self, tenant: str, ns: str, key: str) -> Any:
+    def policy(self, tenant: str, ns: str, key: str) -> object:
         return self._namespaces.get((tenant, ns), {}).get(key)
+
+    def limit(self, name: TopicName, key: str) -> int:
+        """An integer policy of the topic's namespace (max producers, ...); 0 when unset (no limit)."""
+        value = self.policy(name.tenant, name.namespace, key)
+        return value if isinstance(value, int) else 0
 
     async def refresh(self, tenant: str, ns: str | None = None) -> None:
         """Re-read a tenant (and its namespaces) or one namespace from the store (another broker may have changed it)."""
@@ -281,7 +286,7 @@ class Namespaces:
         else:
             await self._read_namespace(tenant, ns)
 
-    async def need(self, tenant: str, ns: str) -> dict[str, Any]:
+    async def need(self, tenant: str, ns: str) -> Policies:
         """The namespace's policies, freshly read; 404 "Namespace does not exist" as Pulsar answers."""
         await self.refresh(tenant, ns)
         if (tenant, ns) not in self._namespaces:
@@ -289,7 +294,7 @@ class Namespaces:
         return self._namespaces[(tenant, ns)]
 
     # ------------------------------------------------------------------ changes
-    async def create_tenant(self, tenant: str, body: Any) -> None:
+    async def create_tenant(self, tenant: str, body: object) -> None:
         check_name(tenant, "Tenant")
         info = tenant_info(body, [self.config.clusterName])
         try:
@@ -299,7 +304,7 @@ class Namespaces:
             raise NamespaceError(409, "Tenant already exist") from None
         self._tenants[tenant] = info
 
-    async def update_tenant(self, tenant: str, body: Any) -> None:
+    async def update_tenant(self, tenant: str, body: object) -> None:
         await self.refresh(tenant)
         if tenant not in self._tenants:
             raise NamespaceError(404, f"Tenant {tenant} not found")
@@ -319,7 +324,7 @@ class Namespaces:
             pass
         self._tenants.pop(tenant, None)
 
-    async def create_namespace(self, tenant: str, ns: str, body: Any = None) -> None:
+    async def create_namespace(self, tenant: str, ns: str, body: object = None) -> None:
         check_name(ns, "Namespace")
         await self.refresh(tenant)
         if tenant not in self._tenants:
@@ -347,7 +352,7 @@ class Namespaces:
             pass
         self._namespaces.pop((tenant, ns), None)
 
-    async def set_policy(self, tenant: str, ns: str, key: str, value: Any) -> None:
+    async def set_policy(self, tenant: str, ns: str, key: str, value: object) -> None:
         """Set (value not None) or remove (None) one policy, checked by VALIDATORS (or the caller)."""
         await self.need(tenant, ns)
         if value is not None and key in VALIDATORS:
@@ -369,8 +374,9 @@ class Namespaces:
         """(allowed, topic type, partitions) for a topic auto-created in the namespace: its autoTopicCreation
         override when set (Pulsar's rule), else the broker's `allowed` and `partitions` (type None: the broker's)."""
         override = self.policy(tenant, ns, AUTO_TOPIC_CREATION)
-        if override is None:
+        if not isinstance(override, dict):
             return allowed, None, partitions
-        if not override["allowAutoTopicCreation"]:
+        if not override.get("allowAutoTopicCreation"):
             return False, None, partitions
-        return True, override["topicType"], int(override.get("defaultNumPartitions") or partitions)
+        count = override.get("defaultNumPartitions")
+        return True, str(override.get("topicType")), count if isinstance(count, int) else partitions

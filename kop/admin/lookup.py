@@ -14,7 +14,8 @@ http(s):// addresses of the owning broker (an address it lacks left out; `broker
 The same rules as the binary LOOKUP, so the transport does not change what a client may do:
 - `{topic}` is a topic or one of its partitions (`t-partition-N`); a base name stands for partition 0, as the
   binary lookup has it. A topic that does not exist is created with `defaultNumPartitions` when
-  `allowAutoTopicCreation` is on and the role may create it (CREATE on the cluster or the topic), else 404.
+  `allowAutoTopicCreation` (or the namespace's autoTopicCreation policy) allows it and the role may create it
+  (CREATE on the cluster or the topic), else 404; in a namespace that does not exist, 404 "Namespace not found".
 - With `authorizationEnabled`, the role (the bearer token's, kop/admin/auth.py; this path is delegated, so any
   authenticated role may ask, not only super users) needs DESCRIBE on the topic: 403 with Pulsar's "Client is
   not authorized to Lookup" otherwise, checked before the topic is looked for.
@@ -48,6 +49,7 @@ log = logging.getLogger("kop.admin")
 
 PREFIXES = ("/lookup/",)  # kop/admin/auth.py: any authenticated role; authorized here, as the binary LOOKUP is
 PATH = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
+NAMESPACE_NOT_FOUND = "Namespace not found"  # Pulsar's answer for a topic in a namespace that does not exist
 NAMESPACE_TOPICS = "/admin/v2/namespaces/{tenant}/{namespace}/topics"
 LOOKUP_REFUSED = "Client is not authorized to Lookup"  # Pulsar's message (ServerCnx, TopicLookupBase)
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
@@ -103,7 +105,7 @@ async def auto_create(server: AdminServer, request: web.Request, role_key: str) 
         await _find_or_create(server, request, role_key, name, f"persistent://{name.tenant}/{name.namespace}/"
                                                                f"{name.local}")
     except AdminError as e:
-        if e.status != 404:
+        if e.status != 404 or e.reason == NAMESPACE_NOT_FOUND:
             raise
 
 
@@ -125,13 +127,17 @@ async def _find_or_create(server: AdminServer, request: web.Request, role_key: s
     topic = topics.get(name)
     if topic is not None:
         return topic
+    if not await topics.namespaces.exists(name.tenant, name.namespace):
+        raise AdminError(404, NAMESPACE_NOT_FOUND)  # Pulsar's rule (kop/topics/namespaces.py)
     kafka_name = topics.kafka_name(name)
     may_create = (_allowed(server, request, role_key, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
                   or _allowed(server, request, role_key, AclOperation.CREATE, ResourceType.TOPIC, kafka_name))
-    if not (service.config.allowAutoTopicCreation and may_create):
+    allowed, _, partitions = topics.namespaces.auto_creation(  # the namespace's policy over the broker's keys
+        name.tenant, name.namespace, service.config.allowAutoTopicCreation, service.config.defaultNumPartitions)
+    if not (allowed and may_create):
         raise AdminError(404, f"Topic {shown} does not exist")
     try:
-        return await topics.create(name, service.config.defaultNumPartitions)
+        return await topics.create(name, partitions)
     except TopicError as e:
         found = topics.get(name) if e.error == "TOPIC_ALREADY_EXISTS" else None
         if found is None:

@@ -27,9 +27,9 @@ CLUSTER = "standalone"  # both brokers' clusterName in the suite
 
 def call(admin_url: str, method: str, path: str, body: object = None, raw: bytes | None = None
          ) -> tuple[int, object]:
-    """(status, parsed JSON body or None for an empty one)."""
+    """(status, parsed JSON body or None for an empty one); `path` under /admin/v2 unless it is a /lookup one."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(admin_url + "/admin/v2" + path, data=data, method=method,
+    req = urllib.request.Request(admin_url + ("" if path.startswith("/lookup/") else "/admin/v2") + path, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -109,6 +109,10 @@ def test_namespaces(target, admin):
     assert call(admin, "GET", f"/namespaces/{tenant}/nx") == (404, {"reason": "Namespace does not exist"})
     assert call(admin, "GET", f"/persistent/{tenant}/nx") == (404, {"reason": "Namespace does not exist"})
     assert call(admin, "PUT", f"/persistent/{tenant}/nx/t/partitions", 2) == (404, {"reason": "Namespace not found"})
+    # an HTTP lookup client's calls
+    assert call(admin, "GET", f"/persistent/{tenant}/nx/t/partitions?checkAllowAutoCreation=true") == (
+        404, {"reason": "Namespace not found"})
+    assert call(admin, "GET", f"/lookup/v2/topic/persistent/{tenant}/nx/t") == (404, {"reason": "Namespace not found"})
     assert call(admin, "PUT", f"/persistent/{ns}/t/partitions", 2) == (204, None)
     assert call(admin, "DELETE", f"/namespaces/{ns}") == (409, {"reason": "Cannot delete non empty namespace"})
     assert call(admin, "DELETE", f"/namespaces/{tenant}/nx") == (
@@ -173,6 +177,16 @@ def test_pulsar_clients_follow_namespaces(target, admin, pulsar_service_url):
         with pytest.raises(pulsar.ConsumerBusy):
             client.subscribe(topic, "b")
         consumer.close()
+        # the namespace's autoTopicCreation decides over the broker's keys: off, or partitioned with 3 partitions
+        off = {"autoTopicCreationOverride": {"allowAutoTopicCreation": False}}
+        assert call(admin, "PUT", f"/namespaces/{tenant}/nocreate", off) == (204, None)
+        with pytest.raises(pulsar.TopicNotFound):
+            client.create_producer(f"persistent://{tenant}/nocreate/t")
+        three = {"autoTopicCreationOverride": {"allowAutoTopicCreation": True, "topicType": "partitioned",
+                                               "defaultNumPartitions": 3}}
+        assert call(admin, "PUT", f"/namespaces/{tenant}/three", three) == (204, None)
+        client.create_producer(f"persistent://{tenant}/three/t").close()
+        assert call(admin, "GET", f"/persistent/{tenant}/three/t/partitions")[1]["partitions"] == 3  # type: ignore[index]
         # the namespace's schema compatibility strategy decides over the broker's (FULL would take UserV2)
         body = {"schema_compatibility_strategy": "ALWAYS_INCOMPATIBLE"}
         assert call(admin, "PUT", f"/namespaces/{tenant}/strict", body) == (204, None)

@@ -10,6 +10,7 @@ from kop.offset import open_embedded_storage
 from kop.server.service import BrokerService
 from kop.storage.local.metadata import SqliteMetadataStore
 from kop.topics import namespaces as n
+from kop.topics.chores import retention_of
 from kop.topics.namespaces import NamespaceError, Namespaces
 
 CFG = BrokerConfig.from_strings({})
@@ -115,5 +116,29 @@ async def test_a_data_dir_without_namespaces_gets_its_topics_namespaces(tmp_path
         assert spaces.tenant("acme") == {"adminRoles": [], "allowedClusters": ["standalone"]}
         assert await storage.metadata_store.exists(f"{n.ROOT}/acme/old")  # stored, not only remembered
         await svc.topics.close()
+    finally:
+        await storage.close()
+
+
+async def test_retention_policy_sits_between_the_topic_and_the_broker(tmp_path) -> None:
+    storage = await open_embedded_storage(tmp_path, fsync="none")
+    try:
+        svc = BrokerService(CFG, storage)
+        topics = svc.topics
+        await topics.load()
+        plain = await topics.create(topics.parse("acme/r/plain"), 1)
+        own = await topics.create(topics.parse("acme/r/own"), 1, {"retention.ms": "5000"})
+        broker = (CFG.default_retention_ms, CFG.default_retention_bytes)
+        assert retention_of(topics, plain, CFG) == broker
+        await topics.namespaces.set_policy("acme", "r", n.RETENTION,
+                                           {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100})
+        assert retention_of(topics, plain, CFG) == (3_600_000, 100 << 20)
+        assert retention_of(topics, own, CFG) == (5000, 100 << 20)  # the topic's own config first
+        await topics.namespaces.set_policy("acme", "r", n.RETENTION,
+                                           {"retentionTimeInMinutes": -1, "retentionSizeInMB": -1})
+        assert retention_of(topics, plain, CFG) == (-1, -1)  # no limit: kept forever, as on Pulsar
+        await topics.namespaces.set_policy("acme", "r", n.RETENTION, None)
+        assert retention_of(topics, plain, CFG) == broker
+        await topics.close()
     finally:
         await storage.close()

@@ -10,12 +10,15 @@ Routes (under /admin/v2), answered as Apache Pulsar answers them (status codes, 
   maxProducersPerTopic, maxConsumersPerTopic (Pulsar producers/consumers refused past them, ProducerBusy /
   ConsumerBusy), deduplication (Pulsar producers' de-duplication, overriding brokerDeduplicationEnabled),
   autoTopicCreation (overrides allowAutoTopicCreation and defaultNumPartitions for Pulsar clients' auto-creation);
+* retention (RetentionPolicies: retentionTimeInMinutes, retentionSizeInMB, -1 = no limit): the retention of the
+  namespace's topics that set no retention.ms / retention.bytes of their own (kop/topics/chores.py), what both
+  protocols' data is deleted by - Pulsar's durable subscriptions still hold back what they have not acknowledged;
 * schemaCompatibilityStrategy: GET ("UNDEFINED" when unset) and PUT (a strategy's name; one Pulsar does not know
   unsets it, as Pulsar's does): the strategy new schemas of the namespace's topics are checked with, on both
   protocols' schema paths (kop/schemas/versions.py: a Confluent subject's own level still comes first).
 
 The store and the checks live in kop/topics/namespaces.py; this module only maps HTTP onto them. Policies Pulsar
-has and this broker does not honour (retention, messageTTL, backlogQuota, ...) are
+has and this broker does not honour (messageTTL, backlogQuota, ...) are
 not served: their paths answer 404 rather than accept a setting that would change nothing.
 """
 
@@ -42,6 +45,7 @@ POLICY_PATHS = {
     "maxConsumersPerTopic": ns_store.MAX_CONSUMERS,
     "deduplication": ns_store.DEDUPLICATION,
     "autoTopicCreation": ns_store.AUTO_TOPIC_CREATION,
+    "retention": ns_store.RETENTION,
 }
 
 

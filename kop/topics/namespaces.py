@@ -365,6 +365,16 @@ class Namespaces:
         await self.store.put(self._path(tenant, ns), json.dumps(policies, sort_keys=True).encode())
         self._namespaces[(tenant, ns)] = policies
 
+    def retention(self, name: TopicName) -> tuple[int, int] | None:
+        """The namespace's retention policy as (retention.ms, retention.bytes), -1 for no limit; None: unset."""
+        policy = self.policy(name.tenant, name.namespace, RETENTION)
+        if not isinstance(policy, dict):
+            return None
+        minutes, mb = policy.get("retentionTimeInMinutes", 0), policy.get("retentionSizeInMB", 0)
+        ms = -1 if not isinstance(minutes, int) or minutes < 0 else minutes * 60_000
+        size = -1 if not isinstance(mb, int) or mb < 0 else mb << 20
+        return ms, size
+
     def schema_strategy(self, name: TopicName) -> str | None:
         """The namespace's schemaCompatibilityStrategy policy (None: unset, the broker's applies)."""
         strategy = self.policy(name.tenant, name.namespace, SCHEMA_COMPATIBILITY)

@@ -125,7 +125,8 @@ def test_policies(target, admin):
     assert call(admin, "PUT", ns) == (204, None)
     values = {"maxProducersPerTopic": 1, "maxConsumersPerTopic": 2, "deduplication": True,
               "autoTopicCreation": {"allowAutoTopicCreation": True, "topicType": "partitioned",
-                                    "defaultNumPartitions": 2}}
+                                    "defaultNumPartitions": 2},
+              "retention": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}}
     for path, value in values.items():
         assert call(admin, "GET", f"{ns}/{path}") == (200, None), path
         assert call(admin, "POST", f"{ns}/{path}", value) == (204, None), path
@@ -135,6 +136,9 @@ def test_policies(target, admin):
     assert (policies["max_producers_per_topic"], policies["max_consumers_per_topic"]) == (1, 2)
     assert policies["deduplicationEnabled"] is True
     assert policies["autoTopicCreationOverride"] == values["autoTopicCreation"]
+    assert policies["retention_policies"] == values["retention"]
+    assert call(admin, "POST", f"{ns}/retention", {"retentionTimeInMinutes": -5, "retentionSizeInMB": 1}) == (
+        400, {"reason": "Invalid retention policy: time limit must be >= -1"})
     assert call(admin, "POST", f"{ns}/maxProducersPerTopic", -1) == (
         412, {"reason": "maxProducersPerTopic must be 0 or more"})
     assert call(admin, "POST", f"{ns}/autoTopicCreation", {"allowAutoTopicCreation": True, "topicType": "bogus"}) \

@@ -13,12 +13,14 @@ Routes (under /admin/v2), answered as Apache Pulsar answers them (status codes, 
 * retention (RetentionPolicies: retentionTimeInMinutes, retentionSizeInMB, -1 = no limit): the retention of the
   namespace's topics that set no retention.ms / retention.bytes of their own (kop/topics/chores.py), what both
   protocols' data is deleted by - Pulsar's durable subscriptions still hold back what they have not acknowledged;
+* messageTTL (seconds): Pulsar subscriptions of the namespace's topics acknowledge what was published longer ago
+  (kop/pulsar/message_ttl.py);
 * schemaCompatibilityStrategy: GET ("UNDEFINED" when unset) and PUT (a strategy's name; one Pulsar does not know
   unsets it, as Pulsar's does): the strategy new schemas of the namespace's topics are checked with, on both
   protocols' schema paths (kop/schemas/versions.py: a Confluent subject's own level still comes first).
 
 The store and the checks live in kop/topics/namespaces.py; this module only maps HTTP onto them. Policies Pulsar
-has and this broker does not honour (messageTTL, backlogQuota, ...) are
+has and this broker does not honour (backlogQuota, ...) are
 not served: their paths answer 404 rather than accept a setting that would change nothing.
 """
 
@@ -46,6 +48,7 @@ POLICY_PATHS = {
     "deduplication": ns_store.DEDUPLICATION,
     "autoTopicCreation": ns_store.AUTO_TOPIC_CREATION,
     "retention": ns_store.RETENTION,
+    "messageTTL": ns_store.MESSAGE_TTL,
 }
 
 

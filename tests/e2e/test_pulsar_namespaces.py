@@ -126,7 +126,7 @@ def test_policies(target, admin):
     values = {"maxProducersPerTopic": 1, "maxConsumersPerTopic": 2, "deduplication": True,
               "autoTopicCreation": {"allowAutoTopicCreation": True, "topicType": "partitioned",
                                     "defaultNumPartitions": 2},
-              "retention": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}}
+              "retention": {"retentionTimeInMinutes": 60, "retentionSizeInMB": 100}, "messageTTL": 120}
     for path, value in values.items():
         assert call(admin, "GET", f"{ns}/{path}") == (200, None), path
         assert call(admin, "POST", f"{ns}/{path}", value) == (204, None), path
@@ -137,6 +137,9 @@ def test_policies(target, admin):
     assert policies["deduplicationEnabled"] is True
     assert policies["autoTopicCreationOverride"] == values["autoTopicCreation"]
     assert policies["retention_policies"] == values["retention"]
+    assert policies["message_ttl_in_seconds"] == 120
+    assert call(admin, "POST", f"{ns}/messageTTL", -3) == (
+        412, {"reason": "Invalid value for message TTL, message TTL must >= 0"})
     assert call(admin, "POST", f"{ns}/retention", {"retentionTimeInMinutes": -5, "retentionSizeInMB": 1}) == (
         400, {"reason": "Invalid retention policy: time limit must be >= -1"})
     assert call(admin, "POST", f"{ns}/maxProducersPerTopic", -1) == (

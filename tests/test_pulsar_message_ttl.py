@@ -1,8 +1,10 @@
-"""A namespace's messageTTL (kop/pulsar/message_ttl.py), with the real `pulsar-client` against our broker subprocess:
-a subscription of a topic in a namespace with a TTL has its old messages expired (acknowledged) by the periodic pass,
-while a subscription in a namespace without one keeps its backlog. Ours only: Apache Pulsar's expiry runs every
-messageExpiryCheckIntervalInMinutes (a minute at least), too slow for the suite; the messageTTL REST answers are
-compared with Pulsar's in tests/e2e/test_pulsar_namespaces.py."""
+"""Namespace policies that act on Pulsar subscriptions, with the real `pulsar-client` against our broker subprocess:
+messageTTL (kop/pulsar/message_ttl.py) - a subscription of a topic in a namespace with a TTL has its old messages
+expired (acknowledged) by the periodic pass, while one in a namespace without it keeps its backlog - and the
+backlogQuota (kop/pulsar/backlog_quota.py) - a producer on a topic of a namespace whose quota a stalled subscription
+exceeds is refused, one beside it in a namespace without a quota is not. Ours only: Apache Pulsar runs these checks
+every minute or more, too slow for the suite; their REST answers are compared with Pulsar's in
+tests/e2e/test_pulsar_namespaces.py."""
 
 from __future__ import annotations
 
@@ -67,3 +69,27 @@ def test_message_ttl_expires_old_messages_of_the_namespace_only(broker: KopBroke
 
     until(lambda: backlog(tenant, "ttl") == 0, "the TTL namespace's subscription expired its messages")
     assert backlog("public", "default") == 3  # the same passes left the namespace without a TTL alone
+
+
+def test_backlog_quota_of_the_namespace_refuses_producers(broker: KopBroker) -> None:
+    admin = broker.admin_url
+    tenant = f"tn-{uuid.uuid4().hex[:8]}"
+    assert call(admin, "PUT", f"/tenants/{tenant}", {"allowedClusters": ["standalone"]})[0] == 204
+    assert call(admin, "PUT", f"/namespaces/{tenant}/quota")[0] == 204
+    quota = {"limitSize": 100, "limitTime": -1, "policy": "producer_exception"}
+    assert call(admin, "POST", f"/namespaces/{tenant}/quota/backlogQuota", quota) == (204, None)
+    local = f"t-{uuid.uuid4().hex[:8]}"
+    client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=10)
+    try:
+        for topic in (f"persistent://{tenant}/quota/{local}", f"persistent://public/default/{local}"):
+            stalled = client.subscribe(topic, "stalled", initial_position=pulsar.InitialPosition.Earliest)
+            p = client.create_producer(topic, batching_enabled=False)
+            for _ in range(10):
+                p.send(b"x" * 100)
+            p.close()
+            stalled.close()
+        with pytest.raises(Exception, match="(?i)quota"):  # ProducerBlockedQuotaExceededException
+            client.create_producer(f"persistent://{tenant}/quota/{local}")
+        client.create_producer(f"persistent://public/default/{local}").close()  # the broker has no quota
+    finally:
+        client.close()

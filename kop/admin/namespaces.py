@@ -15,12 +15,15 @@ Routes (under /admin/v2), answered as Apache Pulsar answers them (status codes, 
   protocols' data is deleted by - Pulsar's durable subscriptions still hold back what they have not acknowledged;
 * messageTTL (seconds): Pulsar subscriptions of the namespace's topics acknowledge what was published longer ago
   (kop/pulsar/message_ttl.py);
+* backlogQuotaMap (GET), backlogQuota (POST a BacklogQuota / DELETE, `?backlogQuotaType=destination_storage`, the
+  default, or `message_age`): the namespace's quota of that type replaces the broker's backlogQuotaDefault* limit
+  and policy for Pulsar subscriptions of its topics (kop/pulsar/backlog_quota.py);
 * schemaCompatibilityStrategy: GET ("UNDEFINED" when unset) and PUT (a strategy's name; one Pulsar does not know
   unsets it, as Pulsar's does): the strategy new schemas of the namespace's topics are checked with, on both
   protocols' schema paths (kop/schemas/versions.py: a Confluent subject's own level still comes first).
 
 The store and the checks live in kop/topics/namespaces.py; this module only maps HTTP onto them. Policies Pulsar
-has and this broker does not honour (backlogQuota, ...) are
+has and this broker does not honour (offload, dispatch rates, ...) are
 not served: their paths answer 404 rather than accept a setting that would change nothing.
 """
 
@@ -140,6 +143,22 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
         await call(store.set_policy(m["tenant"], m["namespace"], ns_store.SCHEMA_COMPATIBILITY, await _body(request)))
         return web.Response(status=204)
 
+    async def get_quotas(request: web.Request) -> web.Response:
+        m = request.match_info
+        return _json((await call(store.need(m["tenant"], m["namespace"]))).get(ns_store.BACKLOG_QUOTA, {}))
+
+    async def set_quota(request: web.Request) -> web.Response:
+        m = request.match_info
+        kind = request.query.get("backlogQuotaType", ns_store.DESTINATION_STORAGE)
+        body = await _body(request) if request.method == "POST" else None
+        if request.method == "POST" and body is None:
+            raise AdminError(400, "backlogQuota: the body must be a BacklogQuota")
+        await call(store.set_backlog_quota(m["tenant"], m["namespace"], kind, body))
+        return web.Response(status=204)
+
+    r.add_get(ns_path + "/backlogQuotaMap", get_quotas)
+    r.add_post(ns_path + "/backlogQuota", set_quota)
+    r.add_delete(ns_path + "/backlogQuota", set_quota)
     r.add_get(ns_path + "/schemaCompatibilityStrategy", get_strategy)
     r.add_put(ns_path + "/schemaCompatibilityStrategy", put_strategy)
 

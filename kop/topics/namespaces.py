@@ -52,6 +52,8 @@ SCHEMA_COMPATIBILITY = "schema_compatibility_strategy"
 BACKLOG_QUOTA = "backlog_quota_map"
 
 TOPIC_TYPES = ("partitioned", "non-partitioned")
+DESTINATION_STORAGE, MESSAGE_AGE = "destination_storage", "message_age"  # Pulsar's BacklogQuotaType
+BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 
 
 class NamespaceError(Exception):
@@ -128,6 +130,20 @@ def _auto_topic_creation(value: object) -> Policies:
 def schema_strategy(value: object) -> str | None:
     """Pulsar's SchemaCompatibilityStrategy: a name it does not know (and UNDEFINED) unsets the policy, as on Pulsar."""
     return value if value in SCHEMA_COMPATIBILITY_STRATEGIES else None
+
+
+def backlog_quota(value: object, where: str) -> Policies:
+    """A BacklogQuota body (limitSize bytes, limitTime seconds, policy; absent numbers are 0, as Jackson reads
+    them), stored as Pulsar shows it (with `limit`, the deprecated name of limitSize)."""
+    if not isinstance(value, dict):
+        raise NamespaceError(400, "expected a BacklogQuota object")
+    size, seconds = value.get("limitSize", value.get("limit", 0)), value.get("limitTime", 0)
+    size, seconds = _int_at_least(size, -(1 << 63), ""), _int_at_least(seconds, -(1 << 31), "")
+    policy = value.get("policy")
+    if policy not in BACKLOG_POLICIES:
+        raise NamespaceError(400, f"Set namespace[{where}] backlog quota failed because the data validation failed. "
+                                  "the attribute policy cannot be null")
+    return {"limit": size, "limitSize": size, "limitTime": seconds, "policy": policy}
 
 
 def _boolean(value: object) -> bool:
@@ -351,6 +367,19 @@ class Namespaces:
         except NoSuchNodeError:
             pass
         self._namespaces.pop((tenant, ns), None)
+
+    async def set_backlog_quota(self, tenant: str, ns: str, kind: str, body: object) -> None:
+        """Set (a BacklogQuota body) or remove (None) the namespace's quota of one BacklogQuotaType."""
+        if kind not in (DESTINATION_STORAGE, MESSAGE_AGE):
+            raise NamespaceError(404, f"Unknown backlogQuotaType {kind!r}")
+        policies = await self.need(tenant, ns)
+        quotas = policies.get(BACKLOG_QUOTA)
+        new = dict(quotas) if isinstance(quotas, dict) else {}
+        if body is None:
+            new.pop(kind, None)
+        else:
+            new[kind] = backlog_quota(body, f"{tenant}/{ns}")
+        await self.set_policy(tenant, ns, BACKLOG_QUOTA, new or None)
 
     async def set_policy(self, tenant: str, ns: str, key: str, value: object) -> None:
         """Set (value not None) or remove (None) one policy, checked by VALIDATORS (or the caller)."""

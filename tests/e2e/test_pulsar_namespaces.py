@@ -153,6 +153,21 @@ def test_policies(target, admin):
     assert call(admin, "POST", f"/namespaces/{tenant}/nx/maxProducersPerTopic", 1) == (
         404, {"reason": "Namespace does not exist"})
 
+    quotas = {"destination_storage": {"limit": 1000, "limitSize": 1000, "limitTime": -1, "policy": "producer_exception"},
+              "message_age": {"limit": 0, "limitSize": 0, "limitTime": 60, "policy": "producer_request_hold"}}
+    assert call(admin, "GET", f"{ns}/backlogQuotaMap") == (200, {})
+    assert call(admin, "POST", f"{ns}/backlogQuota", {"limitSize": 1000, "limitTime": -1,
+                                                      "policy": "producer_exception"}) == (204, None)
+    assert call(admin, "POST", f"{ns}/backlogQuota?backlogQuotaType=message_age",
+                {"limitTime": 60, "policy": "producer_request_hold"}) == (204, None)
+    assert call(admin, "GET", f"{ns}/backlogQuotaMap") == (200, quotas)
+    assert call(admin, "POST", f"{ns}/backlogQuota", {"limitSize": 1, "policy": "nope"}) == (400, {
+        "reason": f"Set namespace[{tenant}/pol] backlog quota failed because the data validation failed. the "
+                  "attribute policy cannot be null"})
+    assert call(admin, "DELETE", f"{ns}/backlogQuota") == (204, None)
+    assert call(admin, "DELETE", f"{ns}/backlogQuota?backlogQuotaType=message_age") == (204, None)
+    assert call(admin, "GET", f"{ns}/backlogQuotaMap") == (200, {})
+
     strategy = f"{ns}/schemaCompatibilityStrategy"
     assert call(admin, "GET", strategy) == (200, "UNDEFINED")
     assert call(admin, "PUT", strategy, "BACKWARD") == (204, None)

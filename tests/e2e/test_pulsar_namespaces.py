@@ -2,8 +2,9 @@
 
 Plain HTTP against /admin/v2 (the answers' status codes and JSON bodies are what is compared), then Pulsar's rules
 seen by pulsar-client: a producer in a namespace that does not exist fails with TopicNotFound, and a namespace's
-maxProducersPerTopic / maxConsumersPerTopic refuse the one past the limit (ProducerBusy / ConsumerBusy), and its
-schemaCompatibilityStrategy decides which schema a producer may bring (IncompatibleSchema). Every test
+maxProducersPerTopic / maxConsumersPerTopic refuse the one past the limit (ProducerBusy / ConsumerBusy), its
+deduplication drops a resent sequence id, its autoTopicCreation turns auto-creation off or sets the partitions, and
+its schemaCompatibilityStrategy decides which schema a producer may bring (IncompatibleSchema). Every test
 makes its own tenant (the reference is shared by the session).
 """
 
@@ -199,6 +200,16 @@ def test_pulsar_clients_follow_namespaces(target, admin, pulsar_service_url):
         with pytest.raises(pulsar.ConsumerBusy):
             client.subscribe(topic, "b")
         consumer.close()
+        # the namespace's deduplication (the broker's is off): a resent sequence id is dropped
+        assert call(admin, "PUT", f"/namespaces/{tenant}/dedup", {"deduplicationEnabled": True}) == (204, None)
+        topic = f"persistent://{tenant}/dedup/t"
+        reader = client.subscribe(topic, "r", initial_position=pulsar.InitialPosition.Earliest)
+        p = client.create_producer(topic, producer_name=f"dedup-{tenant}", batching_enabled=False)
+        for seq, value in ((5, b"first"), (5, b"resent"), (6, b"next")):
+            p.send(value, sequence_id=seq)
+        p.close()
+        assert [reader.receive(30_000).data() for _ in range(2)] == [b"first", b"next"]
+        reader.close()
         # the namespace's autoTopicCreation decides over the broker's keys: off, or partitioned with 3 partitions
         off = {"autoTopicCreationOverride": {"allowAutoTopicCreation": False}}
         assert call(admin, "PUT", f"/namespaces/{tenant}/nocreate", off) == (204, None)

@@ -66,14 +66,14 @@ class TopicRef:
 # ---------------------------------------------------------------------------------------------- names
 
 
-def _check_namespace(service: BrokerServices, tenant: str, namespace: str, reason: str = "Namespace does not exist"
-                     ) -> None:
+def check_namespace(service: BrokerServices, tenant: str, namespace: str) -> None:
+    """404 "Namespace does not exist", Pulsar's answer for a namespace it does not have (kop/topics/namespaces.py)."""
     if not service.topics.namespaces.known(tenant, namespace):
-        raise AdminError(404, reason)
+        raise AdminError(404, "Namespace does not exist")
 
 
 def _topics_in(service: BrokerServices, tenant: str, namespace: str) -> list[Topic]:
-    _check_namespace(service, tenant, namespace)
+    check_namespace(service, tenant, namespace)
     found = [t for t in service.topics.all() if (t.name.tenant, t.name.namespace) == (tenant, namespace)]
     return sorted(found, key=lambda t: t.name.local)
 
@@ -92,7 +92,7 @@ def partitioned_topic_list(service: BrokerServices, tenant: str, namespace: str)
 
 def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
     """The topic a URL names, or 404 (unknown namespace, topic or partition)."""
-    _check_namespace(service, tenant, namespace)
+    check_namespace(service, tenant, namespace)
     m = PARTITION_SUFFIX.match(local)
     base, partition = (m["base"], int(m["index"])) if m else (local, None)
     try:

@@ -25,7 +25,8 @@ from urllib.parse import quote
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from kop.admin import auth, lag, lookup, namespaces, registry, schemas, subscriptions, views
+from kop.admin import auth, lag, lookup, registry, schemas, subscriptions, views
+from kop.admin import namespaces as namespace_routes
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ class AdminServer:
         for path in ("/ready", V2 + "/brokers/ready"):
             r.add_get(path, self.ready)
         r.add_get(V2 + "/clusters", self.clusters)
-        namespaces.add_routes(self, r, V2)  # tenants, namespaces, their policies (kop/admin/namespaces.py)
+        namespace_routes.add_routes(self, r, V2)  # tenants, namespaces, their policies (kop/admin/namespaces.py)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}", self.non_persistent_topic_list)

@@ -133,6 +133,12 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
     for segment, key in POLICY_PATHS.items():
         _policy_routes(r, store, ns_path + "/" + segment, key)
 
+    _quota_and_strategy_routes(r, store, ns_path)
+
+
+def _quota_and_strategy_routes(r: web.UrlDispatcher, store: ns_store.Namespaces, ns_path: str) -> None:
+    """The two policies whose paths are not GET/POST/DELETE of one value: backlogQuota and schemaCompatibilityStrategy."""
+
     async def get_strategy(request: web.Request) -> web.Response:
         m = request.match_info
         policies = await call(store.need(m["tenant"], m["namespace"]))

@@ -142,3 +142,23 @@ async def test_retention_policy_sits_between_the_topic_and_the_broker(tmp_path) 
         await topics.close()
     finally:
         await storage.close()
+
+
+async def test_cluster_mode_rereads_policies_set_on_another_broker(tmp_path) -> None:
+    """Two brokers' caches over one store (as on one ZooKeeper): a policy set through one applies on the other
+    from its next decision (`fresh`), and only in cluster mode (embedded, nothing else writes the store)."""
+    store = SqliteMetadataStore(tmp_path)
+    one, other = Namespaces(CFG, store), Namespaces(CFG, store)
+    await one.load([])
+    await other.load([])
+    await one.create_tenant("acme", {"allowedClusters": ["standalone"]})
+    await one.create_namespace("acme", "a")
+    name = n.TopicName("acme", "a", "t")
+    assert await other.exists("acme", "a") and other.limit(name, n.MAX_PRODUCERS) == 0
+    await one.set_policy("acme", "a", n.MAX_PRODUCERS, 2)
+    await other.fresh(name)
+    assert other.limit(name, n.MAX_PRODUCERS) == 0  # embedded: the cache is the truth, no read
+    other.clustered = lambda: True
+    await other.fresh(name)
+    assert other.limit(name, n.MAX_PRODUCERS) == 2
+    await store.close()

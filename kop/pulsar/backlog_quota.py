@@ -164,6 +164,7 @@ async def check(cfg: BrokerConfig, states: list[PartitionState]) -> int:
     acted = 0
     now = int(time.time() * 1000)
     for state in states:
+        await state.handler.service.topics.namespaces.fresh(state.seam.topic.name)  # cluster mode: set elsewhere
         q = quota_of(cfg, state)
         if not q.limited:
             continue

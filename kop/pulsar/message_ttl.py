@@ -31,6 +31,7 @@ async def expire(namespaces: Namespaces, states: list[PartitionState]) -> int:
     now = int(time.time() * 1000)
     moved = 0
     for state in states:
+        await namespaces.fresh(state.seam.topic.name)  # cluster mode: policies set on another broker
         ttl = namespaces.limit(state.seam.topic.name, MESSAGE_TTL)
         if ttl <= 0:
             continue

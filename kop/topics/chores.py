@@ -26,6 +26,7 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
     whose cleanup.policy contains delete. Returns how many ledgers were deleted."""
     deleted = 0
     for topic in topics.all():
+        await topics.namespaces.fresh(topic.name)  # cluster mode: a retention policy set on another broker
         retention_ms, retention_bytes = retention_of(topics, topic, config)
         if retention_ms < 0 and retention_bytes < 0:
             continue

@@ -136,6 +136,7 @@ class TopicManager:
         self.schema_ids: RegisteredSchemaIds | None = None
         # Tenants and namespaces (kop/topics/namespaces.py): loaded after the topics, which may name some
         self.namespaces = Namespaces(config, self.store)
+        self.namespaces.clustered = lambda: self.ownership is not None
         self.namespaces.has_topics = lambda tenant, ns: any(
             (t.name.tenant, t.name.namespace) == (tenant, ns) for t in self._topics.values())
 

@@ -18,8 +18,8 @@ so that no topic ever sits in a namespace that does not exist; the Pulsar side (
 admin REST) refuses instead, as Pulsar does.
 
 Cluster mode: the cache is filled at start-up and on every miss (`exists` re-reads the store), so a namespace
-created on another broker is found; a policy changed or a namespace deleted on another broker is seen by this one
-after `refresh` (every admin GET of it) or a restart.
+created on another broker is found; its policies are re-read where one decides something (`fresh`: PRODUCER,
+SUBSCRIBE, the TTL and backlog-quota passes) and on every admin read, so a policy set on any broker applies on all.
 
 Errors are NamespaceError with the HTTP status and reason Pulsar's admin answers, so the REST layer only maps them.
 """
@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Iterable
 
 from kop.config import SCHEMA_COMPATIBILITY_STRATEGIES, BrokerConfig
-from kop.storage.api import MetadataStore, NodeExistsError, NoSuchNodeError
+from kop.storage.api import MetadataStore, NodeExistsError, NoSuchNodeError, StorageError
 from kop.topics.names import TopicName
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,8 @@ class Namespaces:
         self._namespaces: dict[tuple[str, str], Policies] = {}  # (tenant, ns) -> policies set
         # Whether a namespace still has topics (set by TopicManager): deleting a non-empty one answers 409.
         self.has_topics: Callable[[str, str], bool] = lambda tenant, ns: False
+        # Whether other brokers share the store (cluster mode, set by TopicManager): `fresh` then re-reads.
+        self.clustered: Callable[[], bool] = lambda: False
 
     @staticmethod
     def _path(tenant: str, namespace: str | None = None) -> str:
@@ -301,6 +303,16 @@ class Namespaces:
                     del self._namespaces[key]
         else:
             await self._read_namespace(tenant, ns)
+
+    async def fresh(self, name: TopicName) -> None:
+        """In cluster mode, re-read the policies of the topic's namespace (another broker may have changed them):
+        called where a policy decides something once (PRODUCER, SUBSCRIBE, the periodic passes), so that a change
+        made on any broker applies on every broker from its next such decision. One store read; none embedded."""
+        if self.clustered():
+            try:
+                await self._read_namespace(name.tenant, name.namespace)
+            except StorageError as e:  # the store is unreachable now: decide on what was read last
+                log.debug("namespace %s/%s not re-read: %s", name.tenant, name.namespace, e)
 
     async def need(self, tenant: str, ns: str) -> Policies:
         """The namespace's policies, freshly read; 404 "Namespace does not exist" as Pulsar answers."""

@@ -128,7 +128,9 @@ async def partition_exceeded(q: Quota, state: PartitionState) -> set[str]:
 
 
 async def refusal(cfg: BrokerConfig, state: PartitionState) -> tuple[int, str] | None:
-    """The error a PRODUCER gets while the partition's backlog is over quota (producer_* policies)."""
+    """The error a PRODUCER gets while the partition's backlog is over quota (producer_* policies). First of the
+    PRODUCER's namespace-policy checks, it re-reads them in cluster mode (max producers, deduplication follow)."""
+    await state.handler.service.topics.namespaces.fresh(state.seam.topic.name)
     q = quota_of(cfg, state)
     if not cfg.backlogQuotaCheckEnabled or not q.limited or {q.size_policy, q.age_policy} == {EVICTION}:
         return None

@@ -130,7 +130,6 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     if topic.internal:  # __consumer_offsets: the group coordinator's records, written by it alone
         conn.send(c.error(rid, c.ServerError.NotAllowedError, f"{req.topic} is an internal topic"))
         return
-    await conn.handler.service.topics.namespaces.fresh(topic.name)  # cluster mode: policies set elsewhere
     blocked = await backlog_quota.refusal(conn.handler.config, state)
     if blocked is not None:  # a subscription's backlog is over quota (producer_request_hold/_exception)
         conn.send(c.error(rid, blocked[0], blocked[1]))

@@ -13,6 +13,8 @@
     kop-admin topics clear-backlog -s audit orders
     kop-admin topics peek-messages -s audit -n 3 orders-partition-0
     kop-admin topics unsubscribe -s audit [-f] orders
+    kop-admin tenants list | get acme | create [-r roles] [-c clusters] acme | delete acme
+    kop-admin namespaces list acme | create acme/orders | delete acme/orders | policies acme/orders
 
 Readable tables by default, the server's JSON with --json. Topic names are Pulsar's: `persistent://t/ns/x`,
 `t/ns/x`, or `x` (public/default), with `-partition-<i>` for one partition. Exit status: 0 done, 1 the
@@ -183,6 +185,11 @@ def show_kv(data: dict[str, Any]) -> str:
     return _table(_scalars(data))
 
 
+def show_all(data: dict[str, object]) -> str:
+    """Every field, lists and objects as JSON (a tenant's roles, a namespace's policies)."""
+    return _table([(k, v if not isinstance(v, dict | list) else json.dumps(v)) for k, v in data.items()])
+
+
 def show_message_id(data: dict[str, Any]) -> str:
     out = _table(_scalars(data))
     if data.get("ledgerId") == -1 and data.get("entryId") == -1:
@@ -324,6 +331,49 @@ def _sub_commands(topics: argparse._SubParsersAction, cmd: Callable[..., argpars
     c.add_argument("topic", type=topic_path, help="one partition (topic-partition-<i>)")
 
 
+def _tenant(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _create_tenant(a: AdminClient, n: argparse.Namespace) -> tuple[None, Callable[[object], str]]:
+    clusters = n.allowed_clusters.split(",") if n.allowed_clusters else a.get("/admin/v2/clusters")
+    roles = n.admin_roles.split(",") if n.admin_roles else []
+    a.send("PUT", f"/admin/v2/tenants/{n.tenant}", {"adminRoles": roles, "allowedClusters": clusters})
+    return None, _done
+
+
+def _tenant_commands(tenants: argparse._SubParsersAction, namespaces: argparse._SubParsersAction,
+                     cmd: Callable[..., argparse.ArgumentParser]) -> None:
+    """tenants list/get/create/delete, namespaces list/create/delete/policies (kop/admin/namespaces.py)."""
+    cmd(tenants, "list", lambda a, n: (a.get("/admin/v2/tenants"), show_list), "list the tenants")
+    c = cmd(tenants, "get", lambda a, n: (a.get(f"/admin/v2/tenants/{n.tenant}"), show_all),
+            "a tenant's admin roles and allowed clusters")
+    c.add_argument("tenant", type=_tenant)
+    c = cmd(tenants, "create", _create_tenant, "create a tenant")
+    c.add_argument("-r", "--admin-roles", default="", help="comma-separated admin roles")
+    c.add_argument("-c", "--allowed-clusters", default="",
+                   help="comma-separated clusters (default: the broker's clusters)")
+    c.add_argument("tenant", type=_tenant)
+    c = cmd(tenants, "delete", lambda a, n: (a.send("DELETE", f"/admin/v2/tenants/{n.tenant}") and None, _done),
+            "delete a tenant (it must have no namespaces)")
+    c.add_argument("tenant", type=_tenant)
+
+    c = cmd(namespaces, "list", lambda a, n: (a.get(f"/admin/v2/namespaces/{n.tenant}"), show_list),
+            "list the namespaces of a tenant")
+    c.add_argument("tenant", type=_tenant)
+    c = cmd(namespaces, "create",
+            lambda a, n: (a.send("PUT", f"/admin/v2/namespaces/{n.namespace}") and None, _done),
+            "create a namespace (its tenant must exist)")
+    c.add_argument("namespace", type=namespace_path, help="tenant/namespace")
+    c = cmd(namespaces, "delete",
+            lambda a, n: (a.send("DELETE", f"/admin/v2/namespaces/{n.namespace}") and None, _done),
+            "delete a namespace (it must have no topics)")
+    c.add_argument("namespace", type=namespace_path, help="tenant/namespace")
+    c = cmd(namespaces, "policies", lambda a, n: (a.get(f"/admin/v2/namespaces/{n.namespace}"), show_all),
+            "the policies of a namespace")
+    c.add_argument("namespace", type=namespace_path, help="tenant/namespace")
+
+
 # ---------------------------------------------------------------------------------------------- commands
 
 Command = Callable[[AdminClient, argparse.Namespace], tuple[Any, Callable[[Any], str]]]
@@ -394,13 +444,9 @@ def _parser() -> argparse.ArgumentParser:
 
     namespaces = groups.add_parser("namespaces", help="namespaces").add_subparsers(
         dest="command", required=True, metavar="COMMAND")
-    c = cmd(namespaces, "list", lambda a, n: (a.get(f"/admin/v2/namespaces/{n.tenant}"), show_list),
-            "list the namespaces of a tenant")
-    c.add_argument("tenant", type=lambda s: urllib.parse.quote(s, safe=""))
-
     tenants = groups.add_parser("tenants", help="tenants").add_subparsers(
         dest="command", required=True, metavar="COMMAND")
-    cmd(tenants, "list", lambda a, n: (a.get("/admin/v2/tenants"), show_list), "list the tenants")
+    _tenant_commands(tenants, namespaces, cmd)
 
     brokers = groups.add_parser("brokers", help="this broker").add_subparsers(
         dest="command", required=True, metavar="COMMAND")

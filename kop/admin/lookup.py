@@ -16,7 +16,8 @@ The same rules as the binary LOOKUP, so the transport does not change what a cli
   binary lookup has it. A missing base name that the role may auto-create (`allowAutoTopicCreation`, CREATE on
   the cluster or the topic) is answered without creating anything when `allowAutoTopicCreationType` is
   `non-partitioned` (the client's producer or consumer creates it; the partitioned metadata answers 0), and
-  created with `defaultNumPartitions` when it is `partitioned` (or the name is a partition's); else 404.
+  created with `defaultNumPartitions` when it is `partitioned` (or the name is a partition's); else 404. The namespace's autoTopicCreation policy overrides the broker's keys; in a
+  namespace that does not exist, 404 "Namespace not found".
 - With `authorizationEnabled`, the role (the bearer token's, kop/admin/auth.py; this path is delegated, so any
   authenticated role may ask, not only super users) needs DESCRIBE on the topic: 403 with Pulsar's "Client is
   not authorized to Lookup" otherwise, checked before the topic is looked for.
@@ -45,6 +46,7 @@ from kop.security.acl.model import CLUSTER_NAME, AclOperation, ResourceType, jav
 from kop.security.principal import KafkaPrincipal
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
+from kop.topics.namespaces import AutoCreate
 
 if TYPE_CHECKING:
     from kop.admin.server import AdminServer
@@ -54,6 +56,7 @@ log = logging.getLogger("kop.admin")
 
 PREFIXES = ("/lookup/",)  # kop/admin/auth.py: any authenticated role; authorized here, as the binary LOOKUP is
 PATH = "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}"
+NAMESPACE_NOT_FOUND = "Namespace not found"  # Pulsar's answer for a topic in a namespace that does not exist
 NAMESPACE_TOPICS = "/admin/v2/namespaces/{tenant}/{namespace}/topics"
 LOOKUP_REFUSED = "Client is not authorized to Lookup"  # Pulsar's message (ServerCnx, TopicLookupBase)
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
@@ -104,13 +107,15 @@ async def auto_create(server: AdminServer, request: web.Request, role_key: str) 
     if not _allowed(server, request, role_key, AclOperation.DESCRIBE, ResourceType.TOPIC,
                     server.service.topics.kafka_name(name)):
         raise AdminError(403, "Client is not authorized to Get Partition Metadata")
-    if server.service.config.allowAutoTopicCreationType != "partitioned":
+    if not await server.service.topics.namespaces.exists(name.tenant, name.namespace):
+        raise AdminError(404, NAMESPACE_NOT_FOUND)  # Pulsar's rule (kop/topics/namespaces.py)
+    if not _rule(server, name).partitioned:
         return server.service.topics.get(name) is None and _may_create(server, request, role_key, name)
     try:
         await _find_or_create(server, request, role_key, name, f"persistent://{name.tenant}/{name.namespace}/"
                                                                f"{name.local}")
     except AdminError as e:
-        if e.status != 404:
+        if e.status != 404 or e.reason == NAMESPACE_NOT_FOUND:
             raise
     return False
 
@@ -125,10 +130,17 @@ def _allowed(server: AdminServer, request: web.Request, role_key: str, op: AclOp
                                 name)
 
 
+def _rule(server: AdminServer, name: TopicName) -> AutoCreate:
+    """The binary lookup's auto-creation rule (kop/topics/namespaces.py): the broker's keys under the policy."""
+    cfg = server.service.config
+    return server.service.topics.namespaces.auto_create_rule(
+        name, cfg.allowAutoTopicCreation, cfg.allowAutoTopicCreationType, cfg.defaultNumPartitions)
+
+
 def _may_create(server: AdminServer, request: web.Request, role_key: str, name: TopicName) -> bool:
     """Whether a missing topic of this name is auto-created for this role (the switch, CREATE on cluster or topic)."""
     kafka_name = server.service.topics.kafka_name(name)
-    return server.service.config.allowAutoTopicCreation and (
+    return _rule(server, name).allowed and (
         _allowed(server, request, role_key, AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
         or _allowed(server, request, role_key, AclOperation.CREATE, ResourceType.TOPIC, kafka_name))
 
@@ -141,10 +153,13 @@ async def _find_or_create(server: AdminServer, request: web.Request, role_key: s
     topic = topics.get(name)
     if topic is not None:
         return topic
+    if not await topics.namespaces.exists(name.tenant, name.namespace):
+        raise AdminError(404, NAMESPACE_NOT_FOUND)  # Pulsar's rule (kop/topics/namespaces.py)
     if not _may_create(server, request, role_key, name):
         raise AdminError(404, f"Topic {shown} does not exist")
+    rule = _rule(server, name)
     try:
-        return await topics.create(name, service.config.defaultNumPartitions)
+        return await topics.create(name, rule.partitions)
     except TopicError as e:
         found = topics.get(name) if e.error == "TOPIC_ALREADY_EXISTS" else None
         if found is None:
@@ -220,9 +235,11 @@ async def _check_target(server: AdminServer, request: web.Request, role_key: str
     nothing then; with allowAutoTopicCreationType=partitioned (or a partition's name) it creates the topic first,
     as the binary lookup does (kop/pulsar/lookup.py)."""
     service = server.service
-    if partition is None and service.config.allowAutoTopicCreationType != "partitioned" \
-            and service.topics.get(name) is None and _may_create(server, request, role_key, name):
-        return
+    if partition is None and not _rule(server, name).partitioned and service.topics.get(name) is None:
+        if not await service.topics.namespaces.exists(name.tenant, name.namespace):
+            raise AdminError(404, NAMESPACE_NOT_FOUND)  # Pulsar's rule (kop/topics/namespaces.py)
+        if _may_create(server, request, role_key, name):
+            return
     topic = await _find_or_create(server, request, role_key, name, shown)
     if partition is not None and not topic.partitioned:
         raise AdminError(404, f"Topic {shown} does not exist: {topic.name.canonical} is a non-partitioned topic")

@@ -37,6 +37,7 @@ from kop.admin import (
     topics,
     views,
 )
+from kop.admin import namespaces as namespace_routes
 from kop.admin.views import AdminError
 
 if TYPE_CHECKING:
@@ -101,8 +102,7 @@ class AdminServer:
         for path in ("/ready", V2 + "/brokers/ready"):
             r.add_get(path, self.ready)
         r.add_get(V2 + "/clusters", self.clusters)
-        r.add_get(V2 + "/tenants", self.tenants)
-        r.add_get(V2 + "/namespaces/{tenant}", self.namespaces)
+        namespace_routes.add_routes(self, r, V2)  # tenants, namespaces, their policies (kop/admin/namespaces.py)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}", self.non_persistent_topic_list)
@@ -222,12 +222,6 @@ class AdminServer:
     # ------------------------------------------------------------------ admin v2
     async def clusters(self, request: web.Request) -> web.Response:
         return _json([self.service.config.clusterName])
-
-    async def tenants(self, request: web.Request) -> web.Response:
-        return _json(views.tenants(self.service))
-
-    async def namespaces(self, request: web.Request) -> web.Response:
-        return _json(views.namespaces(self.service, request.match_info["tenant"]))
 
     async def topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info

@@ -70,28 +70,9 @@ class TopicRef:
 # ---------------------------------------------------------------------------------------------- names
 
 
-def _namespaces(service: BrokerServices) -> set[tuple[str, str]]:
-    cfg = service.config
-    known = {(cfg.kafkaTenant, cfg.kafkaNamespace), (cfg.kafkaMetadataTenant, cfg.kafkaMetadataNamespace)}
-    known.update((t.name.tenant, t.name.namespace) for t in service.topics.all())
-    return known
-
-
-def tenants(service: BrokerServices) -> list[str]:
-    """The configured tenants (kafkaTenant, kafkaMetadataTenant) and those of existing topics."""
-    return sorted({t for t, _ in _namespaces(service)})
-
-
-def namespaces(service: BrokerServices, tenant: str) -> list[str]:
-    found = sorted(f"{t}/{ns}" for t, ns in _namespaces(service) if t == tenant)
-    if not found:
-        raise AdminError(404, "Tenant does not exist")
-    return found
-
-
 def check_namespace(service: BrokerServices, tenant: str, namespace: str) -> None:
-    """404 "Namespace does not exist", Pulsar's answer for a namespace it does not have."""
-    if (tenant, namespace) not in _namespaces(service):
+    """404 "Namespace does not exist", Pulsar's answer for a namespace it does not have (kop/topics/namespaces.py)."""
+    if not service.topics.namespaces.known(tenant, namespace):
         raise AdminError(404, "Namespace does not exist")
 
 
@@ -132,7 +113,8 @@ async def create_partitioned_topic(service: BrokerServices, tenant: str, namespa
                                    partitions: int) -> None:
     from kop.topics.manager import TopicError
 
-    check_namespace(service, tenant, namespace)
+    if not await service.topics.namespaces.exists(tenant, namespace):
+        raise AdminError(404, "Namespace not found")  # Pulsar's words for a create
     if PARTITION_SUFFIX.match(local):
         raise AdminError(412, f"Partitioned topic name should not contain '-partition-': {local}")
     if partitions < 1:

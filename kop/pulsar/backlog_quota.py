@@ -18,7 +18,9 @@ bounds it, with Pulsar's broker keys and policies:
 
 The check runs every ``backlogQuotaCheckIntervalInSeconds`` over the partitions the pulsar handler serves, and
 on every PRODUCER. Kafka consumer groups are not cursors: they neither hold data back nor count here.
-Differences from Pulsar: the quota is broker-wide (no namespace/topic policies yet).
+A namespace's backlogQuota policy (kop/topics/namespaces.py, `backlog_quota_map`) replaces the broker's limit and
+policy for each quota type it sets: destination_storage (limitSize, bytes) and message_age (limitTime, seconds).
+Differences from Pulsar: no topic-level quotas.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
 from kop.pulsar.subscriptions import backlog_entries, move_forward, nth_unacked
+from kop.topics.namespaces import BACKLOG_QUOTA, DESTINATION_STORAGE, MESSAGE_AGE
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
@@ -41,9 +45,42 @@ log = logging.getLogger(__name__)
 HOLD, EXCEPTION, EVICTION = "producer_request_hold", "producer_exception", "consumer_backlog_eviction"
 
 
-def enabled(cfg: BrokerConfig) -> bool:
-    return cfg.backlogQuotaCheckEnabled and (cfg.backlogQuotaDefaultLimitBytes >= 0
-                                             or cfg.backlogQuotaDefaultLimitSecond >= 0)
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """The backlog quota of one partition: per quota type (Pulsar's destination_storage and message_age) its
+    limit (-1: none) and policy."""
+
+    limit_bytes: int
+    limit_seconds: int
+    size_policy: str
+    age_policy: str
+
+    @property
+    def limited(self) -> bool:
+        return self.limit_bytes >= 0 or self.limit_seconds >= 0
+
+    def policies(self, size_over: bool, age_over: bool) -> set[str]:
+        """The policies of the quota types exceeded."""
+        return ({self.size_policy} if size_over else set()) | ({self.age_policy} if age_over else set())
+
+
+def quota_of(cfg: BrokerConfig, state: PartitionState) -> Quota:
+    """The partition's quota: its namespace's backlogQuota policy for each type set there (kop/topics/namespaces.py),
+    else the broker's backlogQuotaDefault* keys, as Pulsar resolves them."""
+    broker = Quota(cfg.backlogQuotaDefaultLimitBytes, cfg.backlogQuotaDefaultLimitSecond,
+                   cfg.backlogQuotaDefaultRetentionPolicy, cfg.backlogQuotaDefaultRetentionPolicy)
+    name = state.seam.topic.name
+    quotas = state.handler.service.topics.namespaces.policy(name.tenant, name.namespace, BACKLOG_QUOTA)
+    if not isinstance(quotas, dict):
+        return broker
+    storage, age = quotas.get(DESTINATION_STORAGE), quotas.get(MESSAGE_AGE)
+    limit_bytes, size_policy = broker.limit_bytes, broker.size_policy
+    limit_seconds, age_policy = broker.limit_seconds, broker.age_policy
+    if isinstance(storage, dict):
+        limit_bytes, size_policy = int(storage.get("limitSize", -1)), str(storage.get("policy", HOLD))
+    if isinstance(age, dict):
+        limit_seconds, age_policy = int(age.get("limitTime", -1)), str(age.get("policy", HOLD))
+    return Quota(limit_bytes, limit_seconds, size_policy, age_policy)
 
 
 async def backlog_bytes(sub: Subscription) -> int:
@@ -73,72 +110,82 @@ async def oldest_age_ms(sub: Subscription, now_ms: int) -> int:
     return max(0, now_ms - appended)
 
 
-async def exceeded(cfg: BrokerConfig, sub: Subscription, now_ms: int) -> tuple[bool, bool]:
+async def exceeded(q: Quota, sub: Subscription, now_ms: int) -> tuple[bool, bool]:
     """(over the size limit, over the time limit) for one durable subscription."""
-    size = cfg.backlogQuotaDefaultLimitBytes >= 0 and await backlog_bytes(sub) > cfg.backlogQuotaDefaultLimitBytes
-    age = (cfg.backlogQuotaDefaultLimitSecond >= 0
-           and await oldest_age_ms(sub, now_ms) > cfg.backlogQuotaDefaultLimitSecond * 1000)
+    size = q.limit_bytes >= 0 and await backlog_bytes(sub) > q.limit_bytes
+    age = q.limit_seconds >= 0 and await oldest_age_ms(sub, now_ms) > q.limit_seconds * 1000
     return size, age
 
 
-async def partition_exceeded(cfg: BrokerConfig, state: PartitionState) -> bool:
+async def partition_exceeded(q: Quota, state: PartitionState) -> set[str]:
+    """The policies of the quota types some durable subscription of the partition exceeds."""
     now = int(time.time() * 1000)
+    out: set[str] = set()
     for sub in list(state.subscriptions.values()):
-        if sub.durable and any(await exceeded(cfg, sub, now)):
-            return True
-    return False
+        if sub.durable:
+            out |= q.policies(*await exceeded(q, sub, now))
+    return out
 
 
 async def refusal(cfg: BrokerConfig, state: PartitionState) -> tuple[int, str] | None:
-    """The error a PRODUCER gets while the partition's backlog is over quota (producer_* policies)."""
-    if not enabled(cfg) or cfg.backlogQuotaDefaultRetentionPolicy == EVICTION:
+    """The error a PRODUCER gets while the partition's backlog is over quota (producer_* policies). First of the
+    PRODUCER's namespace-policy checks, it re-reads them in cluster mode (max producers, deduplication follow)."""
+    await state.handler.service.topics.namespaces.fresh(state.seam.topic.name)
+    q = quota_of(cfg, state)
+    if not cfg.backlogQuotaCheckEnabled or not q.limited or {q.size_policy, q.age_policy} == {EVICTION}:
         return None
-    if not await partition_exceeded(cfg, state):
+    over = await partition_exceeded(q, state) - {EVICTION}
+    if not over:
         return None
-    if cfg.backlogQuotaDefaultRetentionPolicy == EXCEPTION:
+    if EXCEPTION in over:
         return c.ServerError.ProducerBlockedQuotaExceededException, "Cannot create producer on topic with " \
             "backlog quota exceeded"
     return c.ServerError.ProducerBlockedQuotaExceededError, "Cannot create producer on topic with backlog " \
         "quota exceeded"
 
 
-async def evict(cfg: BrokerConfig, sub: Subscription, size_over: bool, age_over: bool) -> None:
+async def evict(q: Quota, sub: Subscription, size_over: bool, age_over: bool) -> None:
     """consumer_backlog_eviction: skip the oldest entries until the subscription is within the quota."""
     plog = sub.plog
     if age_over:
-        await move_forward(sub, await plog.offset_appended_since(int(time.time() * 1000)
-                                                                 - cfg.backlogQuotaDefaultLimitSecond * 1000))
+        await move_forward(sub, await plog.offset_appended_since(int(time.time() * 1000) - q.limit_seconds * 1000))
     if size_over:
         size = await backlog_bytes(sub)
         entries = await backlog_entries(sub)
-        if size > cfg.backlogQuotaDefaultLimitBytes and entries:
-            skip = min(entries, math.ceil((size - cfg.backlogQuotaDefaultLimitBytes) / (size / entries)))
+        if size > q.limit_bytes and entries:
+            skip = min(entries, math.ceil((size - q.limit_bytes) / (size / entries)))
             pos = await nth_unacked(sub, skip)
             target = plog.high_watermark if pos is None else await plog.offset_after(pos)
             await move_forward(sub, target)
 
 
 async def check(cfg: BrokerConfig, states: list[PartitionState]) -> int:
-    """One pass over the served partitions; returns on how many the policy acted."""
-    if not enabled(cfg):
+    """One pass over the served partitions; returns on how many a policy acted."""
+    if not cfg.backlogQuotaCheckEnabled:
         return 0
     acted = 0
     now = int(time.time() * 1000)
     for state in states:
+        await state.handler.service.topics.namespaces.fresh(state.seam.topic.name)  # cluster mode: set elsewhere
+        q = quota_of(cfg, state)
+        if not q.limited:
+            continue
         over = []
         for sub in list(state.subscriptions.values()):
             if sub.durable:
-                size_over, age_over = await exceeded(cfg, sub, now)
+                size_over, age_over = await exceeded(q, sub, now)
                 if size_over or age_over:
                     over.append((sub, size_over, age_over))
         if not over:
             continue
         acted += 1
-        if cfg.backlogQuotaDefaultRetentionPolicy == EVICTION:
-            for sub, size_over, age_over in over:
+        for sub, size_over, age_over in over:
+            evict_size, evict_age = size_over and q.size_policy == EVICTION, age_over and q.age_policy == EVICTION
+            if evict_size or evict_age:
                 log.info("%s/%s: backlog over quota; evicting its oldest entries", state.ledger_name, sub.name)
-                await evict(cfg, sub, size_over, age_over)
-        else:  # the producers reconnect and are refused (refusal) until the backlog is within the quota
+                await evict(q, sub, evict_size, evict_age)
+        if any(q.policies(size_over, age_over) - {EVICTION} for _, size_over, age_over in over):
+            # the producers reconnect and are refused (refusal) until the backlog is within the quota
             for p in list(state.producers.values()):
                 p.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=p.producer_id, request_id=0))
                 p.conn.producers.pop(p.producer_id, None)

@@ -57,6 +57,7 @@ from kop.pulsar.subscription import (
     Subscription,
     last_position,
 )
+from kop.topics.namespaces import MAX_CONSUMERS
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,12 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         await check_subscriber(conn, topic.name, req, idle)
     except SchemaRefused as e:
         conn.send(c.error(rid, e.code, str(e)))
+        return
+    # the namespace's maxConsumersPerTopic, checked before a subscription is made, as Pulsar does
+    await conn.handler.service.topics.namespaces.fresh(topic.name)  # cluster mode: policies set elsewhere
+    limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_CONSUMERS)
+    if limit and sum(len(s.consumers) for s in state.subscriptions.values()) >= limit:  # 0: no limit
+        conn.send(c.error(rid, c.ServerError.ConsumerBusy, "Topic reached max consumers limit"))
         return
     sub = state.subscriptions.get(req.subscription)
     if sub is None:

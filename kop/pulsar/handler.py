@@ -34,7 +34,7 @@ from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
 from kop.net.tls import server_context
 from kop.protocol_handler import ProtocolHandler
-from kop.pulsar import backlog_quota
+from kop.pulsar import backlog_quota, message_ttl
 from kop.pulsar.commands_table import COMMANDS
 from kop.pulsar.connection import CommandHandler, PulsarConnection
 from kop.pulsar.lookup import LISTENER, LISTENER_TLS
@@ -71,6 +71,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.subscriptions: SubscriptionsAdmin
         self.commands: Mapping[int, CommandHandler] = COMMANDS  # what serves each command type
         self._quota: PeriodicTask | None = None  # backlogQuotaCheckIntervalInSeconds, while started
+        self._ttl: PeriodicTask | None = None  # the same interval (kop/pulsar/message_ttl.py)
         self.draining = False
 
     # ------------------------------------------------------------------ plugin API
@@ -103,6 +104,9 @@ class PulsarProtocolHandler(ProtocolHandler):
         self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
                                    lambda: backlog_quota.check(self.config, list(self.partitions.values())), log)
         self._quota.start()
+        self._ttl = PeriodicTask("message-ttl", self.config.backlogQuotaCheckIntervalInSeconds, lambda: message_ttl.expire(
+            services.topics.namespaces, list(self.partitions.values())), log)  # namespaces' messageTTL
+        self._ttl.start()
         self.net = services.net
         self.net.add_connections(self.connections)
         self.request_bytes = self.net.request_bytes
@@ -132,6 +136,8 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.draining = True
         if self._quota is not None:
             await self._quota.stop()
+        if self._ttl is not None:
+            await self._ttl.stop()
         for t in self._accept_tasks:
             t.cancel()
         await asyncio.gather(*self._accept_tasks, return_exceptions=True)

@@ -9,6 +9,8 @@ the client allowing it) the kind `allowAutoTopicCreationType` says: `non-partiti
 the PRODUCER or SUBSCRIBE - PARTITIONED_METADATA and LOOKUP create nothing, as in Pulsar - or `partitioned`, created
 with `defaultNumPartitions` by PARTITIONED_METADATA. A partition's name (`t-partition-N`) only ever names, and
 auto-creates, a partitioned topic. Message ids on a non-partitioned topic carry partition -1.
+A topic in a namespace that does not exist is TopicNotFound "Namespace not found", as on Pulsar
+(kop/topics/namespaces.py), and the namespace's autoTopicCreation policy overrides the broker's keys.
 
 LOOKUP answers Connect (authoritative) with our own pulsar:// address for what this broker serves (standalone:
 everything), and for a name no topic of ours can have: Pulsar's lookup finds the owner of any name without
@@ -41,6 +43,7 @@ from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName
+from kop.topics.namespaces import AutoCreate
 
 if TYPE_CHECKING:
     from kop.pulsar.subscription import PartitionState
@@ -72,15 +75,22 @@ def split_name(conn: PulsarConnection, topic: str) -> tuple[TopicName, int | Non
         raise NameError_(c.ServerError.InvalidTopicName, str(e)) from None
 
 
-def creates_partitioned(conn: PulsarConnection) -> bool:
-    """allowAutoTopicCreationType: whether a Pulsar client's base name auto-creates a partitioned topic
-    (defaultNumPartitions) rather than a non-partitioned one (Pulsar's default)."""
-    return conn.handler.config.allowAutoTopicCreationType == "partitioned"
+def auto_create_rule(conn: PulsarConnection, name: TopicName) -> AutoCreate:
+    """The broker's auto-creation keys under the namespace's autoTopicCreation policy (kop/topics/namespaces.py)."""
+    cfg = conn.handler.config
+    return conn.handler.service.topics.namespaces.auto_create_rule(
+        name, cfg.allowAutoTopicCreation, cfg.allowAutoTopicCreationType, cfg.defaultNumPartitions)
+
+
+def creates_partitioned(conn: PulsarConnection, name: TopicName) -> bool:
+    """Whether a Pulsar client's base name auto-creates a partitioned topic rather than a non-partitioned one
+    (Pulsar's default; allowAutoTopicCreationType, or the namespace's policy)."""
+    return auto_create_rule(conn, name).partitioned
 
 
 def may_create(conn: PulsarConnection, name: TopicName) -> bool:
     """Whether a missing topic of this name would be auto-created for this client (switch and CREATE right)."""
-    return conn.handler.config.allowAutoTopicCreation and authorize.may_auto_create(conn, name)
+    return auto_create_rule(conn, name).allowed and authorize.may_auto_create(conn, name)
 
 
 async def find_topic(conn: PulsarConnection, name: TopicName, create: bool, partitioned: bool | None = None) -> Topic | None:
@@ -88,10 +98,13 @@ async def find_topic(conn: PulsarConnection, name: TopicName, create: bool, part
     allowAutoTopicCreationType's (a non-partitioned topic has one partition, a partitioned one defaultNumPartitions)."""
     topics = conn.handler.service.topics
     topic = topics.get(name)
+    if topic is None and not await topics.namespaces.exists(name.tenant, name.namespace):
+        raise NameError_(c.ServerError.TopicNotFound, "Namespace not found")  # Pulsar's answer and words
     if topic is None and create and may_create(conn, name):
-        kind = creates_partitioned(conn) if partitioned is None else partitioned
+        rule = auto_create_rule(conn, name)
+        kind = rule.partitioned if partitioned is None else partitioned
         try:
-            topic = await topics.create(name, conn.handler.config.defaultNumPartitions if kind else 1, partitioned=kind)
+            topic = await topics.create(name, rule.partitions if kind else 1, partitioned=kind)
         except TopicError as e:
             if e.error != "TOPIC_ALREADY_EXISTS":
                 raise NameError_(c.ServerError.MetadataError, str(e)) from None
@@ -133,10 +146,12 @@ async def _lookup_target(conn: PulsarConnection, topic_name: str, check: Check) 
     topic, so a later createPartitionedTopic of that name is not refused. With allowAutoTopicCreationType=partitioned
     the lookup creates the partitioned topic, as PARTITIONED_METADATA would have."""
     name, partition = split_name(conn, topic_name)
-    if partition is None and not creates_partitioned(conn) and conn.handler.service.topics.get(name) is None:
+    if partition is None and not creates_partitioned(conn, name) and conn.handler.service.topics.get(name) is None:
         refusal = check(name)
         if refusal is not None:
             raise NameError_(c.ServerError.AuthorizationError, refusal)
+        if not await conn.handler.service.topics.namespaces.exists(name.tenant, name.namespace):
+            raise NameError_(c.ServerError.TopicNotFound, "Namespace not found")  # Pulsar's answer and words
         if may_create(conn, name):
             return name, 0
     topic, partition = await resolve_partition(conn, topic_name, check=check)
@@ -170,7 +185,7 @@ async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
             answer = 0
         else:  # only a partitioned topic is created here; a non-partitioned one by the PRODUCER/SUBSCRIBE that follows
             allow = not req.HasField("metadata_auto_creation_enabled") or req.metadata_auto_creation_enabled
-            topic = await find_topic(conn, name, allow and creates_partitioned(conn))
+            topic = await find_topic(conn, name, allow and creates_partitioned(conn, name))
             answer = topic.partitions if topic is not None and topic.partitioned else 0
     except NameError_ as e:
         conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, response=PARTITIONED_RESPONSE.Failed,

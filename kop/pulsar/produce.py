@@ -62,12 +62,14 @@ from kop.pulsar.convert import ConversionError, pulsar_to_kafka, unconverted_to_
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, producer_version
 from kop.schemas.versions import stamp_version
+from kop.topics.namespaces import DEDUPLICATION, MAX_PRODUCERS
 from kop.topics.partition import Writer
 from kop.topics.write_rules import AppendRefused
 
 if TYPE_CHECKING:
     from kop.offset.api import Position
     from kop.pulsar.subscription import PartitionState
+    from kop.topics.manager import Topic
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +164,7 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     if not name:
         name = f"kop-{conn.handler.config.kafkaBrokerId}-{next(_names)}"
     last = -1
-    if conn.handler.config.brokerDeduplicationEnabled:
+    if deduplication(conn, topic):
         try:
             await state.dedup.load()
         except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
@@ -173,8 +175,8 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ProducerBusy,
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
-    refused = access_refusal(state, mode, req)  # again: the awaits above let others in
-    if refused is not None:
+    refused = access_refusal(state, mode, req) or producers_exceeded(conn, topic, state, req.topic)
+    if refused is not None:  # again: the awaits above let others in
         conn.send(c.error(rid, refused[0], refused[1]))
         return
     if exclusive:
@@ -193,6 +195,23 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     fields = {} if state.topic_epoch is None else {"topic_epoch": state.topic_epoch}
     conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
                         schema_version=schema_version, **fields))
+
+
+def deduplication(conn: PulsarConnection, topic: Topic) -> bool:
+    """Whether Pulsar producers' sends are de-duplicated on `topic`: its namespace's deduplication policy, else
+    `brokerDeduplicationEnabled` (Pulsar's order)."""
+    ns = topic.name
+    enabled = conn.handler.service.topics.namespaces.policy(ns.tenant, ns.namespace, DEDUPLICATION)
+    return conn.handler.config.brokerDeduplicationEnabled if enabled is None else bool(enabled)
+
+
+def producers_exceeded(conn: PulsarConnection, topic: Topic, state: PartitionState, shown: str
+                       ) -> tuple[int, str] | None:
+    """The namespace's maxProducersPerTopic (0: no limit), per partition as Pulsar counts per topic partition."""
+    limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_PRODUCERS)
+    if limit and len(state.producers) >= limit:
+        return c.ServerError.ProducerBusy, f"Topic '{shown}' reached max producers limit"
+    return None
 
 
 def access_refusal(state: PartitionState, mode: int, req: Any) -> tuple[int, str] | None:
@@ -310,7 +329,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         send_refused(conn, pid, seq, f"message refused: {e}")
         return
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
-    dedup = p.state.dedup if conn.handler.config.brokerDeduplicationEnabled else None
+    dedup = p.state.dedup if deduplication(conn, p.state.seam.topic) else None
     top = highest if highest is not None else seq
     if dedup is not None and md.num_chunks_from_msg > 1 and md.chunk_id < md.num_chunks_from_msg - 1:
         dedup = None  # a message's chunks share its sequence id: its last chunk is the one checked and recorded

@@ -549,8 +549,14 @@ class ConfluentRegistry:
         return before
 
     async def topic_strategy(self, topic: TopicName) -> str:
-        """The Pulsar strategy of the topic: `<topic>-value`'s level (kop/schemas/versions.py asks)."""
-        return level_to_strategy(await self.level(self.subject_of(topic)))
+        """The Pulsar strategy of the topic (kop/schemas/versions.py asks): `<topic>-value`'s own level, else the
+        namespace's schemaCompatibilityStrategy policy, else the global level - Pulsar's topic, namespace, broker."""
+        subject = self.subject_of(topic)
+        if await self._setting("config", subject) is None:
+            policy = self.versions.namespace_strategy(topic)
+            if policy is not None:
+                return policy
+        return level_to_strategy(await self.level(subject))
 
     async def mode(self, subject: str | None = None, default_to_global: bool = True) -> str:
         own = await self._setting("mode", subject) if subject is not None else None

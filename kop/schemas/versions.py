@@ -13,8 +13,9 @@ holding JSON (`type` = the wire Schema.Type number, `data` base64, `properties`,
 created with "must not exist yet", so two brokers (cluster mode) racing for the same next version cannot both win:
 the loser reads again and retries. Deleting a topic deletes its schemas, as Pulsar does.
 
-Compatibility (`schemaCompatibilityStrategy`, Pulsar's key and default FULL, broker-wide, unless the Confluent
-registry's /config levels say otherwise - Pulsar's namespace and topic policies are not served): a new schema must
+Compatibility (`schemaCompatibilityStrategy`, Pulsar's key and default FULL, broker-wide, unless the namespace's
+schemaCompatibilityStrategy policy or the Confluent registry's /config levels say otherwise: a subject's own level
+first - the topic's, then the namespace policy, then the registry's global level or the broker's key): a new schema must
 be compatible with the latest version (with every version for the *_TRANSITIVE strategies). A different type is
 incompatible (Pulsar's rule, except ALWAYS_COMPATIBLE). The definitions are compared by kop/schemas/compat.py, the
 checks the Confluent registry uses too: AVRO and JSON schemas that are Avro definitions (what Pulsar's clients
@@ -226,6 +227,9 @@ class SchemaRegistry:
         # The topic's strategy (the Confluent registry's compatibility level of `<topic>-value`, else its global
         # level: kop/schemas/registry.py sets it); None: `strategy` for every topic.
         self.strategy_of: Callable[[TopicName], Awaitable[str]] | None = None
+        # The namespace's schemaCompatibilityStrategy policy (kop/topics/namespaces.py; None: not set), set by the
+        # composition root: below a topic's own (Confluent subject) level, above the broker's default, as in Pulsar.
+        self.namespace_strategy: Callable[[TopicName], str | None] = lambda name: None
         # A version's resolved references (the registry's, for definitions registered with references).
         self.refs_of: Callable[[list[SchemaData]], Awaitable[Resolver]] | None = None
         self.changed: list[Callable[[TopicName], None]] = []  # told after this broker writes a topic's versions
@@ -234,7 +238,9 @@ class SchemaRegistry:
 
     async def strategy_for(self, name: TopicName) -> str:
         """The compatibility strategy the topic's schemas follow."""
-        return self.strategy if self.strategy_of is None else await self.strategy_of(name)
+        if self.strategy_of is not None:
+            return await self.strategy_of(name)
+        return self.namespace_strategy(name) or self.strategy
 
     async def _resolver(self, versions: list[SchemaData]) -> Resolver:
         return _no_refs if self.refs_of is None else await self.refs_of(versions)

@@ -120,6 +120,7 @@ class BrokerService:
         # registry over them (subjects, global ids, levels) - what the pulsar handler, the admin REST and the
         # prefix code all use. A deleted topic's schemas go with it, as in Pulsar.
         self.schema_versions = SchemaRegistry(storage.metadata_store, config.schemaCompatibilityStrategy)
+        self.schema_versions.namespace_strategy = self.topics.namespaces.schema_strategy
         self.schema_registry = ConfluentRegistry(storage.metadata_store, self.schema_versions, self.topics.parse,
                                                  self.topics.kafka_name, config.schemaCompatibilityStrategy)
         self.schema_ids: TopicSchemaIds = self.schema_registry

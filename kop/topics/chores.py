@@ -26,8 +26,8 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
     whose cleanup.policy contains delete. Returns how many ledgers were deleted."""
     deleted = 0
     for topic in topics.all():
-        retention_ms = int(effective(topic.configs, "retention.ms", config))
-        retention_bytes = int(effective(topic.configs, "retention.bytes", config))
+        await topics.namespaces.fresh(topic.name)  # cluster mode: a retention policy set on another broker
+        retention_ms, retention_bytes = retention_of(topics, topic, config)
         if retention_ms < 0 and retention_bytes < 0:
             continue
         if "delete" not in effective(topic.configs, "cleanup.policy", config):
@@ -47,6 +47,20 @@ async def apply_retention(topics: TopicManager, config: BrokerConfig) -> int:
     if deleted:
         log.info("retention deleted %d ledgers", deleted)
     return deleted
+
+
+def retention_of(topics: TopicManager, topic: Topic, config: BrokerConfig) -> tuple[int, int]:
+    """(retention.ms, retention.bytes) of a topic: its own config, else its namespace's retention policy
+    (kop/topics/namespaces.py, Pulsar's minutes and MB), else the broker's defaults - Pulsar's topic, namespace,
+    broker order, on the one retention both protocols' data share."""
+    policy = topics.namespaces.retention(topic.name)
+    out = []
+    for name, i in (("retention.ms", 0), ("retention.bytes", 1)):
+        if name in topic.configs or policy is None:
+            out.append(int(effective(topic.configs, name, config)))
+        else:
+            out.append(policy[i])
+    return out[0], out[1]
 
 
 async def _retention_floor(topics: TopicManager, topic: Topic, partition: int) -> int | None:

@@ -34,6 +34,7 @@ from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
 from kop.storage.api import NodeExistsError, StorageError
 from kop.topics.names import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicName, parse_topic_name
+from kop.topics.namespaces import Namespaces
 from kop.topics.partition import Partition, ProducerTables, RegisteredSchemaIds
 from kop.topics.scope import NameScope
 from kop.topics.topic_config import ledger_config, validate_topic_configs
@@ -155,6 +156,11 @@ class TopicManager:
         # The schema store (kop/schemas/, set by the composition root): the ids a Kafka record may name on a
         # topic with confluent.*.schema.validation. None: such configs are refused (_validate_configs).
         self.schema_ids: RegisteredSchemaIds | None = None
+        # Tenants and namespaces (kop/topics/namespaces.py): loaded after the topics, which may name some
+        self.namespaces = Namespaces(config, self.store)
+        self.namespaces.clustered = lambda: self.ownership is not None
+        self.namespaces.has_topics = lambda tenant, ns: any(
+            (t.name.tenant, t.name.namespace) == (tenant, ns) for t in self._topics.values())
 
     def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(coro)
@@ -207,6 +213,7 @@ class TopicManager:
                         continue
                     self._remember(topic)
         log.info("loaded %d topics", len(self._topics))
+        await self.namespaces.load({(t.name.tenant, t.name.namespace) for t in self._topics.values()})
 
     def _remember(self, topic: Topic) -> None:
         self._topics[topic.name.canonical] = topic
@@ -263,6 +270,8 @@ class TopicManager:
             )
             if validate_only:
                 return topic
+            # a Kafka client may name any namespace; the Pulsar side checks existence before it gets here
+            await self.namespaces.ensure(name.tenant, name.namespace)
             try:
                 stat = await self.store.put(self._path(name), topic.to_json(), expected_version=-1)
             except NodeExistsError:

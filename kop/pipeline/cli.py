@@ -125,7 +125,7 @@ def _catalog_args(p: argparse.ArgumentParser, warehouse_required: bool) -> None:
     p.add_argument("--namespace", default="kafka", help="the tables' namespace (default kafka)")
 
 
-def _add_tables_parser(jobs: Any) -> None:
+def _add_tables_parser(jobs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from kop.pipeline.iceberg_schema import PARTITIONINGS
 
     t = jobs.add_parser("tables", help="topics as Iceberg tables, exactly once",

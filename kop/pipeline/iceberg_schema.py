@@ -32,7 +32,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from kop.pipeline.kafka_meta import PipelineError
 
@@ -79,7 +78,7 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def spark_type(t: Any, named: dict[str, str] | None = None) -> str:
+def spark_type(t: object, named: dict[str, str] | None = None) -> str:
     """The Spark SQL type (DDL text) that spark-avro's from_avro gives an Avro type.
 
     Follows org.apache.spark.sql.avro.SchemaConverters: a union of null and one type is that type (nullable),

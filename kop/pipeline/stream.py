@@ -40,7 +40,7 @@ import signal
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kop.pipeline.kafka_meta import PipelineError
 
@@ -131,6 +131,12 @@ _INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOExcept
 
 class BatchInterrupted(Exception):
     """A micro-batch cut short by our own stop of the query (see BatchWriter.stopping)."""
+
+
+class Stoppable(Protocol):
+    """A foreachBatch function that wait_or_stop tells when the stop is ours (BatchWriter, TableWriter)."""
+
+    stopping: bool
 
 
 def interrupted_by_stop(e: Exception, stopping: bool, batch_id: int) -> BatchInterrupted | None:
@@ -269,7 +275,7 @@ def run_stream(spark: SparkSession, cfg: StreamConfig, writer: BatchWriter | Non
     wait_or_stop(start_stream(spark, cfg, writer), writer)
 
 
-def wait_or_stop(query: StreamingQuery, writer: Any) -> None:
+def wait_or_stop(query: StreamingQuery, writer: Stoppable) -> None:
     """Wait for a started query until it ends or fails (raises StreamingQueryException), or until SIGINT/SIGTERM;
     then set `writer.stopping` (see BatchWriter) and stop it cleanly, so the checkpoint is consistent."""
     stop = threading.Event()

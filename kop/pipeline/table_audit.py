@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.pipeline import iceberg_schema as schema
 from kop.pipeline.kafka_meta import READ_COMMITTED, PipelineError, snapshot_topic
@@ -59,7 +59,7 @@ class TableAuditReport:
         return all(p.missing == 0 and p.duplicates == 0 for p in self.partitions)
 
     def to_json(self) -> str:
-        doc: dict[str, Any] = asdict(self)
+        doc = asdict(self)
         doc["ok"] = self.ok
         for p, src in zip(doc["partitions"], self.partitions, strict=True):
             p["pending"] = src.pending

@@ -30,16 +30,17 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.pipeline import iceberg_schema as schema
 from kop.pipeline.kafka_meta import READ_COMMITTED, PipelineError
 
 if TYPE_CHECKING:
+    from py4j.java_gateway import JavaObject
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
 
-    from kop.pipeline.avro import RegistryClient
+    from kop.pipeline.avro import RegisteredSchema, RegistryClient
 
 log = logging.getLogger("kop.pipeline.tables")
 
@@ -70,17 +71,20 @@ class TablesConfig:
 
 
 def catalog_conf(catalog: str, warehouse: str) -> dict[str, str]:
-    """The Spark settings that register Iceberg's Hadoop catalog `catalog` on `warehouse`."""
+    """The Spark settings that register Iceberg's Hadoop catalog `catalog` on `warehouse` (no table cache)."""
     if "://" not in warehouse:
         warehouse = str(Path(warehouse).resolve())
     return {
         f"spark.sql.catalog.{catalog}": "org.apache.iceberg.spark.SparkCatalog",
         f"spark.sql.catalog.{catalog}.type": "hadoop",
         f"spark.sql.catalog.{catalog}.warehouse": warehouse,
+        # Each streaming query runs its batches in a clone of the session, with its own catalog instance: with
+        # Iceberg's table cache on, the caller's session would keep reading the snapshot it loaded first.
+        f"spark.sql.catalog.{catalog}.cache-enabled": "false",
     }
 
 
-def load_table(spark: SparkSession, name: str) -> Any:
+def load_table(spark: SparkSession, name: str) -> JavaObject:
     """The org.apache.iceberg.Table behind a Spark table name (py4j), fresh from the catalog."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -89,7 +93,7 @@ def load_table(spark: SparkSession, name: str) -> Any:
     return table
 
 
-def kop_summary(table: Any) -> dict[str, str]:
+def kop_summary(table: JavaObject) -> dict[str, str]:
     """The summary of the newest snapshot the job (or a compaction of it) wrote: the current one, or the nearest
     ancestor with kop.kafka.offsets (another writer's commit, e.g. a DELETE, carries none). {} for none."""
     snap = table.currentSnapshot()
@@ -120,7 +124,7 @@ class TopicTable:
     topic: str
     name: str
     columns: list[tuple[str, str]]
-    reader: Any | None  # the latest RegisteredSchema (Avro record) or None: kafka_value
+    reader: RegisteredSchema | None  # the latest Avro record schema, or None: kafka_value
     writers: dict[int, str | None] = field(default_factory=dict)  # Confluent id -> schema text (None: unusable)
     last_batch: int | None = None  # the last batch of this query in the table
     covered: dict[int, int] = field(default_factory=dict)
@@ -163,24 +167,30 @@ class TableWriter:
             self.query_id = read_query_id(spark, self.cfg.checkpoint)
         batch = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
+            # One job for what the batch holds: its offsets per partition and the Confluent ids of its values.
+            prefixed, schema_id = _confluent_prefix()
             stats: dict[str, dict[int, tuple[int, int, int]]] = {}
+            ids: dict[str, set[int]] = {}
             for r in batch.groupBy("topic", "partition").agg(
-                    F.min("offset").alias("first"), F.max("offset").alias("last"), F.count(F.lit(1)).alias("n")
+                    F.min("offset").alias("first"), F.max("offset").alias("last"), F.count(F.lit(1)).alias("n"),
+                    F.collect_set(F.when(prefixed, schema_id)).alias("ids"),
             ).collect():
                 stats.setdefault(r["topic"], {})[int(r["partition"])] = (int(r["first"]), int(r["last"]), int(r["n"]))
+                ids.setdefault(r["topic"], set()).update(int(i) for i in r["ids"])
             for topic in sorted(stats):
-                self._write_topic(spark, batch.where(F.col("topic") == topic), batch_id, topic, stats[topic])
+                self._write_topic(spark, batch.where(F.col("topic") == topic), batch_id, topic, stats[topic],
+                                  ids[topic])
         finally:
             batch.unpersist()
 
     def _write_topic(self, spark: SparkSession, rows: DataFrame, batch_id: int, topic: str,
-                     stats: dict[int, tuple[int, int, int]]) -> None:
+                     stats: dict[int, tuple[int, int, int]], ids: set[int]) -> None:
         t = self._table(spark, topic)
         if t.last_batch is not None and batch_id <= t.last_batch:
             log.info("batch %d: already in %s (a re-run after a restart): skipped", batch_id, t.name)
             return
         if t.reader is not None:
-            self._learn_ids(spark, rows, t)
+            self._learn_ids(spark, ids, t)
         out = self._rows(rows, t)
         covered = schema.merge_covered(t.covered, stats)
         assert self.query_id is not None
@@ -224,7 +234,7 @@ class TableWriter:
                  f"Avro schema id {reader.id}" if reader is not None else "raw values")
         return t
 
-    def _latest_schema(self, topic: str) -> Any | None:
+    def _latest_schema(self, topic: str) -> RegisteredSchema | None:
         """The latest `<topic>-value` schema when it is an Avro record the table can have as columns, else None."""
         if self.registry is None:
             return None
@@ -241,11 +251,9 @@ class TableWriter:
         schema.value_columns(latest.schema)  # refuses a schema that cannot be columns (PipelineError)
         return latest
 
-    def _learn_ids(self, spark: SparkSession, rows: DataFrame, t: TopicTable) -> None:
+    def _learn_ids(self, spark: SparkSession, ids: set[int], t: TopicTable) -> None:
         """Fetch the writer schemas of ids met for the first time; a newer latest version evolves the table."""
         assert self.registry is not None and t.reader is not None
-        prefixed, schema_id = _confluent_prefix()
-        ids = {int(r[0]) for r in rows.where(prefixed).select(schema_id).distinct().collect()}
         new = sorted(ids - set(t.writers))
         if not new:
             return

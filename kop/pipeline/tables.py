@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from py4j.java_gateway import JavaObject
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import StructType
 
     from kop.pipeline.avro import RegisteredSchema, RegistryClient
 
@@ -123,8 +124,9 @@ class TopicTable:
 
     topic: str
     name: str
-    columns: list[tuple[str, str]]
+    columns: list[tuple[str, str]]  # what the job writes: Kafka's and the reader schema's
     reader: RegisteredSchema | None  # the latest Avro record schema, or None: kafka_value
+    table_schema: StructType | None = None  # the table's columns: those the job does not write get nulls
     writers: dict[int, str | None] = field(default_factory=dict)  # Confluent id -> schema text (None: unusable)
     last_batch: int | None = None  # the last batch of this query in the table
     covered: dict[int, int] = field(default_factory=dict)
@@ -219,7 +221,7 @@ class TableWriter:
         alter = schema.add_columns_sql(name, existing, columns)
         if alter:  # the schema evolved while the job was stopped
             spark.sql(alter)
-        t = TopicTable(topic, name, columns, reader)
+        t = TopicTable(topic, name, columns, reader, spark.table(name).schema)
         if reader is not None:
             t.writers[reader.id] = reader.schema
         summary = kop_summary(load_table(spark, name))
@@ -271,7 +273,7 @@ class TableWriter:
                 log.info("topic %s: schema version %d (id %d) adds columns: %s", t.topic, latest.version, latest.id,
                          alter)
                 spark.sql(alter)
-            t.reader, t.columns = latest, columns
+            t.reader, t.columns, t.table_schema = latest, columns, spark.table(t.name).schema
             t.writers[latest.id] = latest.schema
 
     def _rows(self, rows: DataFrame, t: TopicTable) -> DataFrame:
@@ -282,18 +284,29 @@ class TableWriter:
                  F.col("timestamp").alias("kafka_timestamp"), F.col("timestampType").alias("kafka_timestamp_type"),
                  F.col("key").alias("kafka_key"), F.col("headers").alias("kafka_headers")]
         if t.reader is None:
-            return rows.select(*kafka, F.col("value").alias("kafka_value"))
+            return _with_missing_columns(rows.select(*kafka, F.col("value").alias("kafka_value")), t)
         record = decode_column(t.reader.schema, t.writers)
         decoded = rows.withColumn("_record", record)
         prefixed, schema_id = _confluent_prefix()
         fields = [c for c, _ in t.columns if c not in {k for k, _ in (*schema.KAFKA_COLUMNS,
                                                                      *schema.TYPED_EXTRA_COLUMNS)}]
-        return decoded.select(
+        return _with_missing_columns(decoded.select(
             *kafka,
             *[F.col("_record")[f].alias(f) for f in fields],
             F.when(prefixed, schema_id.cast("int")).alias("kafka_schema_id"),
             F.when(F.col("_record").isNull(), F.col("value")).alias("kafka_raw_value"),
-        )
+        ), t)
+
+
+def _with_missing_columns(df: DataFrame, t: TopicTable) -> DataFrame:
+    """`df` with nulls for the table's columns it lacks (a field a later schema version removed, the kafka_value of
+    a table that was raw before its topic had a schema): an append must name every column of the table."""
+    from pyspark.sql import functions as F
+
+    have = set(df.columns)
+    gone = [F.lit(None).cast(f.dataType).alias(f.name) for f in (t.table_schema.fields if t.table_schema else [])
+            if f.name not in have]
+    return df.select("*", *gone) if gone else df
 
 
 def _confluent_prefix() -> tuple[Column, Column]:

@@ -2,7 +2,7 @@
 
 One broker and one SparkSession for the module. The topic (2 partitions) gets Avro records from confluent-kafka's
 AvroSerializer registered at the broker's own registry, with keys and headers, and a transaction aborted in the
-middle; then a second, compatible schema version (one more field) and more records. The job runs three times
+middle; then a second, compatible schema version (one more field) and more records, and a third. The job runs three times
 with --available-now and small micro-batches (maxOffsetsPerTrigger):
 
 1. over the v1 records; then the checkpoint's last commit-log entry is removed: the state a job killed after its
@@ -10,7 +10,7 @@ with --available-now and small micro-batches (maxOffsetsPerTrigger):
 2. restarted with the same writer object (in-memory state): the batch Spark runs again must not be written
    again, and the v2 records' new schema id makes the table gain the new column mid-run;
 3. the commit log entry removed again, and a fresh writer (a new process: state read back from the table's
-   snapshot summary) finishes the v2 records.
+   snapshot summary) writes records of a third version that drops `note` (the column stays, null for them) and adds `channel`.
 
 Then the table's rows equal the committed records, each once (partition, offset, key, headers, decoded value,
 timestamp), through Spark SQL and through PyIceberg (DuckDB's iceberg extension cannot be loaded here: it is
@@ -40,6 +40,9 @@ V1 = {"type": "record", "name": "Order", "fields": [
 V2 = {"type": "record", "name": "Order", "fields": [
     {"name": "customer", "type": "string"}, {"name": "cents", "type": "long"},
     {"name": "note", "type": ["null", "string"], "default": None}]}
+V3 = {"type": "record", "name": "Order", "fields": [  # drops note (it has a default: its column stays, null), adds channel
+    {"name": "customer", "type": "string"}, {"name": "cents", "type": "long"},
+    {"name": "channel", "type": ["null", "string"], "default": None}]}
 QUERY_DEADLINE = 5 * STALL_TIMEOUT  # liveness only
 
 
@@ -83,6 +86,7 @@ class AvroOrders:
         for _ in range(count):
             i, self.n = self.n, self.n + 1
             value = {"customer": f"c-{i % 7}", "cents": i * 31 + 1, **(extra or {})}
+            value = {f["name"]: value.get(f["name"]) for f in version["fields"]}
             ts, key, headers = 1_700_000_000_000 + i * 3_600_000, f"k-{i}", [("seq", str(i).encode())]
 
             def on_delivery(err, msg, value=value, ts=ts, key=key, headers=headers) -> None:
@@ -90,7 +94,7 @@ class AvroOrders:
                     errors.append(str(err))
                 else:
                     self.committed[(msg.partition(), msg.offset())] = {
-                        "key": key, "ts": ts, "headers": headers, "note": None, **value}
+                        "key": key, "ts": ts, "headers": headers, "note": None, "channel": None, **value}
 
             self.producer.produce(TOPIC, value=serialize(value, ctx), key=key.encode(), partition=i % 2,
                                   timestamp=ts, headers=headers, on_delivery=on_delivery)
@@ -129,14 +133,16 @@ def forget_last_commit(checkpoint: Path) -> int:
 
 def table_rows(spark) -> dict[tuple[int, int], dict]:
     rows = spark.sql(f"SELECT kafka_partition p, kafka_offset o, CAST(kafka_key AS STRING) key, "
-                     f"unix_millis(kafka_timestamp) ts, kafka_headers h, customer, cents, note, kafka_raw_value "
+                     f"unix_millis(kafka_timestamp) ts, kafka_headers h, customer, cents, note, channel, "
+                     f"kafka_raw_value "
                      f"FROM {TABLE}").collect()
     out: dict[tuple[int, int], dict] = {}
     for r in rows:
         assert (r["p"], r["o"]) not in out, f"offset {r['o']} of partition {r['p']} is in the table twice"
         assert r["kafka_raw_value"] is None, "a record did not decode"
         out[(r["p"], r["o"])] = {"key": r["key"], "ts": r["ts"], "headers": [(h["key"], bytes(h["value"]))
-                                 for h in r["h"]], "note": r["note"], "customer": r["customer"], "cents": r["cents"]}
+                                 for h in r["h"]], "note": r["note"], "channel": r["channel"], "customer": r["customer"],
+                                 "cents": r["cents"]}
     return out
 
 
@@ -158,8 +164,8 @@ def test_topic_to_table_exactly_once_across_restarts(broker: KopBroker, spark, t
     assert writer.tables[TOPIC].last_batch is not None and writer.tables[TOPIC].last_batch > redo
     assert "note" in spark.table(TABLE).columns
     redo = forget_last_commit(ckpt)
-    orders.produce(V2, 10, {"note": "v2"})
-    run_available_now(spark, cfg, TableWriter(cfg))  # 3: a fresh writer reads the summary back
+    orders.produce(V3, 10, {"channel": "web"})
+    run_available_now(spark, cfg, TableWriter(cfg))  # 3: a fresh writer reads the summary back; V3 lacks note
 
     got = table_rows(spark)
     assert got == orders.committed  # every committed record once, no aborted one, values decoded

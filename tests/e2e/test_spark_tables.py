@@ -2,15 +2,17 @@
 
 One broker and one SparkSession for the module. The topic (2 partitions) gets Avro records from confluent-kafka's
 AvroSerializer registered at the broker's own registry, with keys and headers, and a transaction aborted in the
-middle; then a second, compatible schema version (one more field) and more records, and a third. The job runs three times
-with --available-now and small micro-batches (maxOffsetsPerTrigger):
+middle; then a second, compatible schema version (one more field) and more records, and a third. The job runs
+four times with --available-now and small micro-batches (maxOffsetsPerTrigger):
 
 1. over the v1 records; then the checkpoint's last commit-log entry is removed: the state a job killed after its
    Iceberg commit and before Spark's own commit leaves behind;
 2. restarted with the same writer object (in-memory state): the batch Spark runs again must not be written
    again, and the v2 records' new schema id makes the table gain the new column mid-run;
-3. the commit log entry removed again, and a fresh writer (a new process: state read back from the table's
-   snapshot summary) writes records of a third version that drops `note` (the column stays, null for them) and adds `channel`.
+3. `kop pipeline tables` as a command (a new process), over records of a third version that drops `note` (the
+   column stays, null for them) and adds `channel`, in steps of 10, killed with SIGKILL as soon as it logs its
+   first written batch - before Spark's commit of that batch, as the log of the next run shows ("already in");
+4. a fresh writer (state read back from the table's snapshot summary) finishes.
 
 Then the table's rows equal the committed records, each once (partition, offset, key, headers, decoded value,
 timestamp), through Spark SQL and through PyIceberg (DuckDB's iceberg extension cannot be loaded here: it is
@@ -22,6 +24,10 @@ table it shows exactly them as missing.
 from __future__ import annotations
 
 import json
+import queue
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -131,6 +137,31 @@ def forget_last_commit(checkpoint: Path) -> int:
     return last
 
 
+def kill_mid_run(cfg: TablesConfig) -> None:
+    """`kop pipeline tables` as a command, killed (SIGKILL) as soon as it logs its first written batch."""
+    cmd = [sys.executable, "-m", "kop.cli", "pipeline", "tables", "--bootstrap-server", cfg.bootstrap, "--topic", TOPIC,
+           "--warehouse", cfg.warehouse, "--checkpoint", cfg.checkpoint, "--schema-registry", str(cfg.schema_registry),
+           "--max-offsets-per-trigger", "10", "--available-now"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in proc.stderr or []:
+            lines.put(line)
+        lines.put(None)  # the command ended
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    try:
+        while not any(" records of spark-tables -> " in line for line in seen):
+            line = lines.get(timeout=QUERY_DEADLINE)
+            assert line is not None, f"the command ended ({proc.wait()}) before a batch:\n{''.join(seen[-40:])}"
+            seen.append(line)
+    finally:
+        proc.kill()
+        proc.wait(STALL_TIMEOUT)
+
+
 def table_rows(spark) -> dict[tuple[int, int], dict]:
     rows = spark.sql(f"SELECT kafka_partition p, kafka_offset o, CAST(kafka_key AS STRING) key, "
                      f"unix_millis(kafka_timestamp) ts, kafka_headers h, customer, cents, note, channel, "
@@ -163,9 +194,10 @@ def test_topic_to_table_exactly_once_across_restarts(broker: KopBroker, spark, t
     run_available_now(spark, cfg, writer)  # 2: batch `redo` again (skipped), then the v2 records
     assert writer.tables[TOPIC].last_batch is not None and writer.tables[TOPIC].last_batch > redo
     assert "note" in spark.table(TABLE).columns
-    redo = forget_last_commit(ckpt)
-    orders.produce(V3, 10, {"channel": "web"})
-    run_available_now(spark, cfg, TableWriter(cfg))  # 3: a fresh writer reads the summary back; V3 lacks note
+    redo = writer.tables[TOPIC].last_batch
+    orders.produce(V3, 40, {"channel": "web"})
+    kill_mid_run(cfg)  # 3: the command (a new process, V3 lacks note), killed with SIGKILL after its first batch
+    run_available_now(spark, cfg, TableWriter(cfg))  # 4: a fresh writer reads the summary back and finishes
 
     got = table_rows(spark)
     assert got == orders.committed  # every committed record once, no aborted one, values decoded

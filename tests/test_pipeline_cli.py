@@ -180,3 +180,20 @@ def test_the_token_needs_avro() -> None:
     r = kop(*STREAM, "--schema-registry-token", "t0k3n")
     assert r.returncode == 2 and "--schema-registry-token is only used with --value-format avro" in r.stderr
     assert "t0k3n" not in r.stderr
+
+
+def test_tables_and_audit_table_usage_errors_exit_2_without_spark(kop_broker, tmp_path: Path) -> None:
+    """`kop pipeline tables` and `audit --table` (issue 26) refuse bad input before a JVM starts."""
+    r = kop("audit", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--table")
+    assert r.returncode == 2 and "--table needs --warehouse" in r.stderr, r.stderr
+    r = kop("tables", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--warehouse", str(tmp_path / "w"),
+            "--checkpoint", str(tmp_path / "c"), "--namespace", "a-b")
+    assert r.returncode == 2 and "namespace 'a-b': expected an identifier" in r.stderr, r.stderr
+    r = kop("tables", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--topic-pattern", "x.*",
+            "--warehouse", str(tmp_path / "w"), "--checkpoint", str(tmp_path / "c"))
+    assert r.returncode == 2 and "not allowed with argument" in r.stderr, r.stderr
+    broker = kop_broker()
+    r = kop("audit", "--bootstrap-server", broker.bootstrap, "--topic", "nope", "--table",
+            "--warehouse", str(tmp_path / "w"))
+    assert r.returncode == 2 and "topic 'nope' does not exist" in r.stderr, r.stderr
+    assert "Spark" not in r.stderr and "jdk.incubator" not in r.stderr  # no JVM was started

@@ -90,3 +90,16 @@ def test_setup_fetches_what_the_session_requires() -> None:
     assert set(line.split("=", 1)[1].split(",")) == set(CONNECTOR_ARTIFACTS)
     pom = (root / "tools" / "java" / "spark-kafka" / "pom.xml").read_text()
     assert "<artifactId>spark-avro_${scala.binary.version}</artifactId>" in pom
+
+
+def test_the_iceberg_runtime_is_found_and_matched_to_pyspark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kop.pipeline.session import iceberg_jar
+
+    line = ".".join(V.split(".")[:2])
+    assert Path(iceberg_jar()).name.startswith(f"iceberg-spark-runtime-{line}_2.13-")  # scripts/setup's fetch
+    monkeypatch.setenv("KOP_SPARK_ICEBERG_JARS", str(make(tmp_path / "other", ["iceberg-spark-runtime-3.5_2.13-1.10.1.jar"])))
+    with pytest.raises(SparkSetupError, match=f"built for Spark 3.5, the installed pyspark is {V}"):
+        iceberg_jar()
+    monkeypatch.setenv("KOP_SPARK_ICEBERG_JARS", str(tmp_path / "nowhere"))
+    with pytest.raises(SparkSetupError, match="found none; run scripts/setup"):
+        iceberg_jar()

@@ -2,6 +2,10 @@
 
     kop pipeline audit  --bootstrap-server H:P --topic T [--from-offsets JSON] [--to-offsets JSON] [--json]
                         [--isolation-level read_committed|read_uncommitted]
+    kop pipeline audit  --bootstrap-server H:P --topic T --table [NAME] --warehouse DIR|URL [--catalog kop]
+    kop pipeline tables --bootstrap-server H:P --topic T [--topic T2 ...] | --topic-pattern REGEX
+                        --warehouse DIR|URL --checkpoint DIR [--schema-registry URL] [--namespace kafka]
+                        [--partition-by day|hour|month|none] [--compact-every N] [--available-now] ...
     kop pipeline stream --bootstrap-server H:P --topic T [--topic T2 ...] --output-topic O
                         --parquet DIR --checkpoint DIR [--starting-offsets earliest|latest|JSON]
                         [--starting-timestamp MS] [--max-offsets-per-trigger N] [--fail-on-data-loss true|false]
@@ -64,6 +68,13 @@ def add_pipeline_parser(sub: Any) -> None:
                         "offset, records of aborted transactions are hidden gaps; read_uncommitted: up to the log "
                         "end, aborted records are read and counted")
     a.add_argument("--max-gap-ranges", type=int, default=1000, help="list at most this many gaps (all are counted)")
+    a.add_argument("--table", nargs="?", const="", metavar="NAME",
+                   help="audit the topic's Iceberg table of `kop pipeline tables` instead: which offsets of the "
+                        "topic are in it, which are missing, per partition. NAME: [CATALOG.]NAMESPACE.TABLE "
+                        "(default: the topic's table in --namespace)")
+    _catalog_args(a, warehouse_required=False)
+
+    _add_tables_parser(jobs)
 
     s = jobs.add_parser("stream", help="per-key aggregates of JSON or Avro events to a topic and to Parquet",
                         description="Structured Streaming from --topic(s) to --output-topic and --parquet, with "
@@ -106,6 +117,49 @@ def add_pipeline_parser(sub: Any) -> None:
     s.add_argument("--query-name", help="name of the streaming query (shown in Spark's logs)")
 
 
+def _catalog_args(p: argparse.ArgumentParser, warehouse_required: bool) -> None:
+    p.add_argument("--warehouse", required=warehouse_required, metavar="DIR|URL",
+                   help="the Iceberg warehouse: a directory or a Hadoop URL (s3a://bucket/path); Iceberg's Hadoop "
+                        "catalog keeps the tables there")
+    p.add_argument("--catalog", default="kop", help="the catalog's name in Spark SQL (default kop)")
+    p.add_argument("--namespace", default="kafka", help="the tables' namespace (default kafka)")
+
+
+def _add_tables_parser(jobs: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from kop.pipeline.iceberg_schema import PARTITIONINGS
+
+    t = jobs.add_parser("tables", help="topics as Iceberg tables, exactly once",
+                        description="Structured Streaming from the topics to one Apache Iceberg table per topic "
+                                    "(Kafka columns + the value's Avro fields, or raw bytes), exactly once; the "
+                                    "snapshot summary records the offsets covered. See docs/spark.md.")
+    _common(t)
+    src = t.add_mutually_exclusive_group(required=True)
+    src.add_argument("--topic", action="append", dest="topics", help="input topic (repeatable, or a,b,c)")
+    src.add_argument("--topic-pattern", metavar="REGEX", help="every topic whose name matches (Spark's "
+                                                              "subscribePattern)")
+    _catalog_args(t, warehouse_required=True)
+    t.add_argument("--checkpoint", required=True, metavar="DIR", help="checkpoint location (offsets, commits)")
+    t.add_argument("--starting-offsets", default="earliest",
+                   help="first start only: earliest (default), latest or Spark offsets JSON")
+    t.add_argument("--max-offsets-per-trigger", type=int, metavar="N", help="cap on records per micro-batch")
+    t.add_argument("--fail-on-data-loss", choices=("true", "false"), default="true")
+    trig = t.add_mutually_exclusive_group()
+    trig.add_argument("--trigger-interval", default="0 seconds", help="micro-batch interval, e.g. '1 minute'")
+    trig.add_argument("--available-now", action="store_true", help="process what is available now, then exit")
+    t.add_argument("--partition-by", choices=tuple(PARTITIONINGS), default="day",
+                   help="hidden partitioning by the record timestamp (default day)")
+    t.add_argument("--compact-every", type=int, default=0, metavar="N",
+                   help="rewrite each table's small data files every N batches (default 0: never)")
+    t.add_argument("--schema-registry", metavar="URL",
+                   help="a Confluent-compatible registry (KoP: the admin URL): topics whose <topic>-value is an "
+                        "Avro record get its fields as columns; without it every table has raw kafka_value")
+    t.add_argument("--schema-registry-token", metavar="TOKEN",
+                   help="Bearer token for the registry (default: KOP_SCHEMA_REGISTRY_TOKEN). Never printed")
+    t.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default=READ_COMMITTED,
+                   help="how the topics are read (default read_committed)")
+    t.add_argument("--query-name", help="name of the streaming query (shown in Spark's logs)")
+
+
 def _pairs(items: list[str], what: str) -> dict[str, str]:
     out = {}
     for item in items:
@@ -127,6 +181,10 @@ def run_pipeline(args: argparse.Namespace) -> int:
     try:
         conf = _pairs(args.conf, "--conf")
         options = _pairs(args.option, "--option")
+        if args.job == "audit" and args.table is not None:
+            return _audit_table(args, conf)
+        if args.job == "tables":
+            return _tables(args, conf, options)
         if args.job == "audit":
             from kop.pipeline.audit import isolation_of
             from kop.pipeline.kafka_meta import parse_offsets_json, resolve_range, snapshot_topic
@@ -173,6 +231,64 @@ def _audit(spark: Any, args: argparse.Namespace, from_offsets: dict[int, int], t
         spark.stop()
     print(report.to_json() if args.json else report.format_table())
     return 0 if report.ok else 1
+
+
+def _audit_table(args: argparse.Namespace, conf: dict[str, str]) -> int:
+    from kop.pipeline.iceberg_schema import table_identifier
+    from kop.pipeline.kafka_meta import snapshot_topic
+    from kop.pipeline.session import build_session
+    from kop.pipeline.table_audit import audit_table
+    from kop.pipeline.tables import catalog_conf
+
+    if not args.warehouse:
+        raise PipelineError("--table needs --warehouse DIR|URL (where `kop pipeline tables` keeps the tables)")
+    parts = args.table.split(".") if args.table else []
+    if len(parts) > 3 or any(not p for p in parts):
+        raise PipelineError(f"--table {args.table!r}: expected [CATALOG.]NAMESPACE.TABLE or TABLE")
+    name = (table_identifier(args.catalog, args.namespace, args.topic) if not parts else
+            ".".join([args.catalog, args.namespace, *parts][-3:]) if len(parts) < 3 else args.table)
+    level = args.isolation_level or READ_COMMITTED
+    snapshot_topic(args.bootstrap_server, args.topic)  # an unknown topic is reported before a JVM starts
+    spark = build_session("kop-pipeline-audit-table", args.master, args.jars_dir,
+                          {**catalog_conf(args.catalog, args.warehouse), **conf})
+    try:
+        report = audit_table(spark, args.bootstrap_server, args.topic, name, level, args.max_gap_ranges)
+    finally:
+        spark.stop()
+    print(report.to_json() if args.json else report.format_table())
+    return 0 if report.ok else 1
+
+
+def _tables(args: argparse.Namespace, conf: dict[str, str], options: dict[str, str]) -> int:
+    from pyspark.errors import StreamingQueryException
+
+    from kop.pipeline.iceberg_schema import table_identifier
+    from kop.pipeline.session import build_session
+    from kop.pipeline.tables import TablesConfig, TableWriter, run_tables
+
+    cfg = TablesConfig(
+        bootstrap=args.bootstrap_server,
+        topics=[t for spec in (args.topics or []) for t in spec.split(",") if t],
+        topic_pattern=args.topic_pattern, warehouse=args.warehouse, checkpoint=args.checkpoint,
+        catalog=args.catalog, namespace=args.namespace, partition_by=args.partition_by,
+        starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
+        fail_on_data_loss=args.fail_on_data_loss == "true", trigger_interval=args.trigger_interval,
+        available_now=args.available_now, compact_every=args.compact_every,
+        schema_registry=args.schema_registry, schema_registry_token=args.schema_registry_token,
+        isolation_level=args.isolation_level, query_name=args.query_name, source_options=options,
+    )
+    for topic in cfg.topics:
+        table_identifier(cfg.catalog, cfg.namespace, topic)  # bad names are usage errors before a JVM starts
+    writer = TableWriter(cfg)
+    spark = build_session("kop-pipeline-tables", args.master, args.jars_dir, conf)
+    try:
+        run_tables(spark, cfg, writer)
+    except StreamingQueryException as e:
+        print(f"kop pipeline tables: the query failed: {e}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    return 0
 
 
 def _stream_config(args: argparse.Namespace, options: dict[str, str]) -> Any:

@@ -19,6 +19,12 @@ A missing jar, or a connector or spark-avro built for another Spark version than
 error that
 says what to run - a silently different classpath would fail later with a far less readable
 ClassNotFoundException or NoSuchMethodError inside a task.
+
+Apache Iceberg's Spark runtime (`kop pipeline tables`) is one more jar, fetched by the set-up through
+tools/java/spark-iceberg/pom.xml into `.cache/spark-iceberg/` (or the folder KOP_SPARK_ICEBERG_JARS names).
+It is on every session's classpath, like spark-avro and for the same reason: a test
+process' first session fixes the classpath of all the later ones. Its Spark line (the `4.0` of
+iceberg-spark-runtime-4.0_2.13) must be the installed pyspark's.
 """
 
 from __future__ import annotations
@@ -43,6 +49,9 @@ CONNECTOR_ARTIFACTS: tuple[str, ...] = (
 # The ones built by Spark itself, whose version must be the installed pyspark's.
 SPARK_BUILT_ARTIFACTS: tuple[str, ...] = ("spark-sql-kafka-0-10_2.13", "spark-token-provider-kafka-0-10_2.13",
                                           "spark-avro_2.13")
+
+ICEBERG_ARTIFACT_PREFIX = "iceberg-spark-runtime-"
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 
 _LOG4J2 = Path(__file__).with_name("log4j2.properties")
 
@@ -94,13 +103,43 @@ def connector_jars(jars_dir: str | Path | None = None) -> list[str]:
     return [str(found[a]) for a in CONNECTOR_ARTIFACTS]
 
 
+def default_iceberg_dir() -> Path:
+    env = os.environ.get("KOP_SPARK_ICEBERG_JARS")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / ".cache" / "spark-iceberg"
+
+
+def iceberg_jar(iceberg_dir: str | Path | None = None) -> str:
+    """The absolute path of Iceberg's Spark runtime jar, checked against the installed pyspark's Spark line."""
+    import pyspark
+
+    folder = Path(iceberg_dir) if iceberg_dir is not None else default_iceberg_dir()
+    hint = ("run scripts/setup (make setup) to fetch it from Maven Central (tools/java/spark-iceberg/pom.xml), or "
+            "point KOP_SPARK_ICEBERG_JARS at a folder")
+    pattern = re.compile(re.escape(ICEBERG_ARTIFACT_PREFIX) + r"(\d+\.\d+)_2\.13-(\d[^/]*)\.jar$")
+    matches = sorted(p for p in folder.glob("*.jar") if pattern.match(p.name)) if folder.is_dir() else []
+    if len(matches) != 1:
+        found = [m.name for m in matches] if matches else "none"
+        raise SparkSetupError(f"expected one Iceberg Spark runtime jar in {folder}, found {found}; {hint}")
+    m = pattern.match(matches[0].name)
+    assert m is not None
+    spark_line = ".".join(pyspark.__version__.split(".")[:2])
+    if m.group(1) != spark_line:
+        raise SparkSetupError(f"{matches[0].name} is built for Spark {m.group(1)}, the installed pyspark is "
+                              f"{pyspark.__version__}; {hint}")
+    return str(matches[0].resolve())
+
+
 def build_session(
     app_name: str = "kop-pipeline",
     master: str = "local[2]",
     jars_dir: str | Path | None = None,
     conf: Mapping[str, str] | None = None,
 ) -> SparkSession:
-    """A SparkSession with the Kafka connector and spark-avro on its classpath, sized for one machine.
+    """A SparkSession with the Kafka connector, spark-avro and Iceberg's runtime on its classpath, sized for one
+    machine. Iceberg's SQL extensions (MERGE, DELETE, CALL) are on: its parser hands every other statement to
+    Spark's.
 
     The defaults keep a local job lean: two cores, as many shuffle partitions as cores (Spark's default of
     200 turns a per-key aggregate over a few thousand keys into 200 tiny tasks per micro-batch), no web UI,
@@ -114,7 +153,7 @@ def build_session(
     """
     from pyspark.sql import SparkSession
 
-    jars = connector_jars(jars_dir)
+    jars = [*connector_jars(jars_dir), iceberg_jar()]
     builder = SparkSession.builder.appName(app_name).master(master)
     settings: dict[str, str] = {
         "spark.jars": ",".join(jars),
@@ -124,6 +163,7 @@ def build_session(
         "spark.default.parallelism": "2",
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{_LOG4J2}",
+        "spark.sql.extensions": ICEBERG_EXTENSIONS,
     }
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read by the JVM's start-up, before any setting

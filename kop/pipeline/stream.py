@@ -40,7 +40,7 @@ import signal
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kop.pipeline.kafka_meta import PipelineError
 
@@ -133,6 +133,21 @@ class BatchInterrupted(Exception):
     """A micro-batch cut short by our own stop of the query (see BatchWriter.stopping)."""
 
 
+class Stoppable(Protocol):
+    """A foreachBatch function that wait_or_stop tells when the stop is ours (BatchWriter, TableWriter)."""
+
+    stopping: bool
+
+
+def interrupted_by_stop(e: Exception, stopping: bool, batch_id: int) -> BatchInterrupted | None:
+    """The two-line error for a batch cut short by our own stop (BatchWriter says why), None for other errors."""
+    text = str(e)
+    hit = next((name for name in _INTERRUPTIONS if name in text), None) if stopping else None
+    if hit is None:
+        return None
+    return BatchInterrupted(f"batch {batch_id}: {_PROXY_ERROR_PREFIX} (stopping): {hit}")
+
+
 class BatchWriter:
     """The foreachBatch function: one batch's aggregate to Parquet, then to the output topic.
 
@@ -171,11 +186,10 @@ class BatchWriter:
         try:
             self._write(batch_df, batch_id)
         except Py4JJavaError as e:
-            text = str(e)
-            hit = next((name for name in _INTERRUPTIONS if name in text), None) if self.stopping else None
-            if hit is None:
+            short = interrupted_by_stop(e, self.stopping, batch_id)
+            if short is None:
                 raise
-            raise BatchInterrupted(f"batch {batch_id}: {_PROXY_ERROR_PREFIX} (stopping): {hit}") from None
+            raise short from None
 
     def _write(self, batch_df: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F
@@ -258,7 +272,12 @@ def run_stream(spark: SparkSession, cfg: StreamConfig, writer: BatchWriter | Non
     """Run until the query ends (available-now), fails (raises StreamingQueryException), or SIGINT/SIGTERM
     asks it to stop - then stop it cleanly, so the checkpoint is consistent for the next start."""
     writer = writer or BatchWriter(cfg)
-    query = start_stream(spark, cfg, writer)
+    wait_or_stop(start_stream(spark, cfg, writer), writer)
+
+
+def wait_or_stop(query: StreamingQuery, writer: Stoppable) -> None:
+    """Wait for a started query until it ends or fails (raises StreamingQueryException), or until SIGINT/SIGTERM;
+    then set `writer.stopping` (see BatchWriter) and stop it cleanly, so the checkpoint is consistent."""
     stop = threading.Event()
     previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():

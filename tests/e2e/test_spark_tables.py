@@ -1,0 +1,242 @@
+"""`kop pipeline tables` (issue 26): a topic as an Iceberg table, exactly once, read back by Spark and PyIceberg.
+
+One broker and one SparkSession for the module. The topic (2 partitions) gets Avro records from confluent-kafka's
+AvroSerializer registered at the broker's own registry, with keys and headers, and a transaction aborted in the
+middle; then a second, compatible schema version (one more field) and more records, and a third. The job runs
+four times with --available-now and small micro-batches (maxOffsetsPerTrigger):
+
+1. over the v1 records; then the checkpoint's last commit-log entry is removed: the state a job killed after its
+   Iceberg commit and before Spark's own commit leaves behind;
+2. restarted with the same writer object (in-memory state): the batch Spark runs again must not be written
+   again, and the v2 records' new schema id makes the table gain the new column mid-run;
+3. `kop pipeline tables` as a command (a new process), over records of a third version that drops `note` (the
+   column stays, null for them) and adds `channel`, in steps of 10, killed with SIGKILL as soon as it logs its
+   first written batch - before Spark's commit of that batch, as the log of the next run shows ("already in");
+4. a fresh writer (state read back from the table's snapshot summary) finishes.
+
+Then the table's rows equal the committed records, each once (partition, offset, key, headers, decoded value,
+timestamp), through Spark SQL and through PyIceberg (DuckDB's iceberg extension cannot be loaded here: it is
+downloaded on first use, and this machine has no route to DuckDB's extension repository); the snapshot summary's
+offsets cover every partition's records; `audit --table` finds no gap, and after rows are deleted from the
+table it shows exactly them as missing.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from kop.pipeline import iceberg_schema as schema
+from kop.pipeline.table_audit import audit_table
+from kop.pipeline.tables import TablesConfig, TableWriter, kop_summary, load_table, start_tables
+from tests.support.broker import KopBroker
+from tests.support.clients import STALL_TIMEOUT, create_topic
+from tests.support.spark import spark_session
+
+TOPIC = "spark-tables"
+TABLE = "kop.kafka.spark_tables"
+V1 = {"type": "record", "name": "Order", "fields": [
+    {"name": "customer", "type": "string"}, {"name": "cents", "type": "long"}]}
+V2 = {"type": "record", "name": "Order", "fields": [
+    {"name": "customer", "type": "string"}, {"name": "cents", "type": "long"},
+    {"name": "note", "type": ["null", "string"], "default": None}]}
+V3 = {"type": "record", "name": "Order", "fields": [  # drops note (it has a default: its column stays, null), adds channel
+    {"name": "customer", "type": "string"}, {"name": "cents", "type": "long"},
+    {"name": "channel", "type": ["null", "string"], "default": None}]}
+QUERY_DEADLINE = 5 * STALL_TIMEOUT  # liveness only
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory):
+    b = KopBroker(tmp_path_factory.mktemp("kop-spark-tables"))
+    b.start()
+    yield b
+    b.stop()
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("kop-test-spark-tables")
+    yield session
+    session.stop()
+
+
+class AvroOrders:
+    """Produces Avro orders with keys and headers and records what the broker committed, per (partition, offset)."""
+
+    def __init__(self, broker: KopBroker) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.schema_registry import SchemaRegistryClient
+
+        self.registry = SchemaRegistryClient({"url": broker.admin_url})
+        self.bootstrap = broker.bootstrap
+        self.producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 20})
+        self.committed: dict[tuple[int, int], dict] = {}
+        self.n = 0
+
+    def serializer(self, version: dict):
+        from confluent_kafka.schema_registry.avro import AvroSerializer
+
+        return AvroSerializer(self.registry, json.dumps(version))
+
+    def produce(self, version: dict, count: int, extra: dict | None = None) -> None:
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        serialize, ctx, errors = self.serializer(version), SerializationContext(TOPIC, MessageField.VALUE), []
+        for _ in range(count):
+            i, self.n = self.n, self.n + 1
+            value = {"customer": f"c-{i % 7}", "cents": i * 31 + 1, **(extra or {})}
+            value = {f["name"]: value.get(f["name"]) for f in version["fields"]}
+            ts, key, headers = 1_700_000_000_000 + i * 3_600_000, f"k-{i}", [("seq", str(i).encode())]
+
+            def on_delivery(err, msg, value=value, ts=ts, key=key, headers=headers) -> None:
+                if err is not None:
+                    errors.append(str(err))
+                else:
+                    self.committed[(msg.partition(), msg.offset())] = {
+                        "key": key, "ts": ts, "headers": headers, "note": None, "channel": None, **value}
+
+            self.producer.produce(TOPIC, value=serialize(value, ctx), key=key.encode(), partition=i % 2,
+                                  timestamp=ts, headers=headers, on_delivery=on_delivery)
+            self.producer.poll(0)
+        assert self.producer.flush(STALL_TIMEOUT) == 0 and not errors, errors
+
+    def aborted(self, count: int) -> None:
+        """A transaction of `count` v1 records, aborted: read_committed never returns them."""
+        from confluent_kafka import Producer
+        from confluent_kafka.serialization import MessageField, SerializationContext
+
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": f"tx-{TOPIC}"})
+        p.init_transactions(STALL_TIMEOUT)
+        p.begin_transaction()
+        serialize, ctx = self.serializer(V1), SerializationContext(TOPIC, MessageField.VALUE)
+        for i in range(count):
+            p.produce(TOPIC, value=serialize({"customer": "aborted", "cents": -1}, ctx), key=b"aborted",
+                      partition=i % 2)
+        p.flush(STALL_TIMEOUT)
+        p.abort_transaction(STALL_TIMEOUT)
+
+
+def run_available_now(spark, cfg: TablesConfig, writer: TableWriter) -> None:
+    query = start_tables(spark, cfg, writer)
+    assert query.awaitTermination(QUERY_DEADLINE), "the available-now query did not finish"
+    assert query.exception() is None, query.exception()
+
+
+def forget_last_commit(checkpoint: Path) -> int:
+    """Remove the newest entry of Spark's commit log: Spark then runs that batch again at the next start."""
+    last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+    (checkpoint / "commits" / str(last)).unlink()
+    (checkpoint / "commits" / f".{last}.crc").unlink(missing_ok=True)
+    return last
+
+
+def kill_mid_run(cfg: TablesConfig) -> None:
+    """`kop pipeline tables` as a command, killed (SIGKILL) as soon as it logs its first written batch."""
+    cmd = [sys.executable, "-m", "kop.cli", "pipeline", "tables", "--bootstrap-server", cfg.bootstrap, "--topic", TOPIC,
+           "--warehouse", cfg.warehouse, "--checkpoint", cfg.checkpoint, "--schema-registry", str(cfg.schema_registry),
+           "--max-offsets-per-trigger", "10", "--available-now"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        for line in proc.stderr or []:
+            lines.put(line)
+        lines.put(None)  # the command ended
+
+    threading.Thread(target=pump, daemon=True).start()
+    seen: list[str] = []
+    try:
+        while not any(" records of spark-tables -> " in line for line in seen):
+            line = lines.get(timeout=QUERY_DEADLINE)
+            assert line is not None, f"the command ended ({proc.wait()}) before a batch:\n{''.join(seen[-40:])}"
+            seen.append(line)
+    finally:
+        proc.kill()
+        proc.wait(STALL_TIMEOUT)
+
+
+def table_rows(spark) -> dict[tuple[int, int], dict]:
+    rows = spark.sql(f"SELECT kafka_partition p, kafka_offset o, CAST(kafka_key AS STRING) key, "
+                     f"unix_millis(kafka_timestamp) ts, kafka_headers h, customer, cents, note, channel, "
+                     f"kafka_raw_value "
+                     f"FROM {TABLE}").collect()
+    out: dict[tuple[int, int], dict] = {}
+    for r in rows:
+        assert (r["p"], r["o"]) not in out, f"offset {r['o']} of partition {r['p']} is in the table twice"
+        assert r["kafka_raw_value"] is None, "a record did not decode"
+        out[(r["p"], r["o"])] = {"key": r["key"], "ts": r["ts"], "headers": [(h["key"], bytes(h["value"]))
+                                 for h in r["h"]], "note": r["note"], "channel": r["channel"], "customer": r["customer"],
+                                 "cents": r["cents"]}
+    return out
+
+
+def test_topic_to_table_exactly_once_across_restarts(broker: KopBroker, spark, tmp_path: Path) -> None:
+    create_topic(broker.bootstrap, TOPIC, 2)
+    orders = AvroOrders(broker)
+    orders.produce(V1, 30)
+    orders.aborted(6)
+    orders.produce(V1, 30)
+    ckpt = tmp_path / "checkpoint"
+    cfg = TablesConfig(bootstrap=broker.bootstrap, topics=[TOPIC], warehouse=str(tmp_path / "warehouse"),
+                       checkpoint=str(ckpt), max_offsets_per_trigger=40, compact_every=2, available_now=True,
+                       schema_registry=broker.admin_url)
+    writer = TableWriter(cfg)
+    run_available_now(spark, cfg, writer)  # 1
+    redo = forget_last_commit(ckpt)
+    orders.produce(V2, 30, {"note": "v2"})
+    run_available_now(spark, cfg, writer)  # 2: batch `redo` again (skipped), then the v2 records
+    assert writer.tables[TOPIC].last_batch is not None and writer.tables[TOPIC].last_batch > redo
+    assert "note" in spark.table(TABLE).columns
+    redo = writer.tables[TOPIC].last_batch
+    orders.produce(V3, 40, {"channel": "web"})
+    kill_mid_run(cfg)  # 3: the command (a new process, V3 lacks note), killed with SIGKILL after its first batch
+    run_available_now(spark, cfg, TableWriter(cfg))  # 4: a fresh writer reads the summary back and finishes
+
+    got = table_rows(spark)
+    assert got == orders.committed  # every committed record once, no aborted one, values decoded
+    summary = kop_summary(load_table(spark, TABLE))
+    ends = {p: max(o for q, o in orders.committed if q == p) + 1 for p in (0, 1)}
+    assert schema.decode_offsets(summary[schema.SUMMARY_OFFSETS]) == ends
+    assert summary[schema.SUMMARY_TOPIC] == TOPIC and int(summary[schema.SUMMARY_BATCH_ID]) > redo
+    history = spark.sql(f"SELECT operation FROM {TABLE}.snapshots").collect()
+    assert "replace" in {r["operation"] for r in history}  # --compact-every 2 compacted the small files
+
+    check_pyiceberg(tmp_path / "warehouse", orders.committed)
+    check_audit(broker, spark, orders.committed)
+
+
+def check_pyiceberg(warehouse: Path, committed: dict[tuple[int, int], dict]) -> None:
+    """PyIceberg reads the Hadoop catalog's table straight from its newest metadata file."""
+    from pyiceberg.table import StaticTable
+
+    metadata = warehouse / "kafka" / "spark_tables" / "metadata"
+    version = (metadata / "version-hint.text").read_text().strip()
+    table = StaticTable.from_metadata(str(metadata / f"v{version}.metadata.json"))
+    rows = table.scan(selected_fields=("kafka_partition", "kafka_offset", "customer", "cents", "note")).to_arrow()
+    got = {(r["kafka_partition"], r["kafka_offset"]): (r["customer"], r["cents"], r["note"]) for r in rows.to_pylist()}
+    assert len(got) == rows.num_rows
+    assert got == {k: (v["customer"], v["cents"], v["note"]) for k, v in committed.items()}
+    assert str(table.spec().fields[0].transform) == "day"
+
+
+def check_audit(broker: KopBroker, spark, committed: dict[tuple[int, int], dict]) -> None:
+    report = audit_table(spark, broker.bootstrap, TOPIC, TABLE)
+    assert report.ok, report.format_table()
+    assert sum(p.table_rows for p in report.partitions) == len(committed)
+    assert all(p.missing == 0 and p.pending == 0 for p in report.partitions), report.format_table()
+    gone = sorted(o for p, o in committed if p == 0)[5:8]
+    spark.sql(f"DELETE FROM {TABLE} WHERE kafka_partition = 0 AND kafka_offset IN ({', '.join(map(str, gone))})")
+    report = audit_table(spark, broker.bootstrap, TOPIC, TABLE)
+    assert not report.ok
+    p0 = report.partitions[0]
+    assert p0.missing == 3 and report.partitions[1].missing == 0, report.format_table()
+    assert gone == [5, 6, 7] and p0.missing_ranges == [(5, 7)]  # the first 30 records: 15 per partition
+    assert "partition 0: offsets 5..7 (3) are in the topic, not in the table" in report.format_table()
+

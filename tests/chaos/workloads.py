@@ -1,0 +1,345 @@
+"""The chaos suite's workloads: real clients in threads against the cluster under test, each recording a
+History (tests/chaos/checker.py) as it goes, and reading the log back once the load stopped.
+
+- IdempotentProducer: confluent-kafka, enable.idempotence, acks=all, unique values spread over partitions.
+- GroupConsumer: a consumer group of two confluent-kafka members reading that topic with manual synchronous
+  commits, asking the coordinator for the group's committed offsets now and then (stale reads).
+- TransactionalCopier: consume-transform-produce with confluent-kafka transactions (kafka-python has none):
+  read_committed input, output plus sendOffsetsToTransaction committed together; every fourth transaction
+  writes marker values only and is aborted - none may ever reach a read_committed reader.
+- PulsarWorkload: a pulsar-client producer and a durable Shared subscription acknowledging what it receives.
+
+A client error during a fault is no finding by itself (clients retry, or the workload starts a new session);
+only what the checker finds in the histories is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from .checker import Ack, Commit, CommittedAnswer, History, Read
+
+# librdkafka logs every dropped connection at NOTICE: a fault's expected noise (errors reach the workloads).
+QUIET = {"log_level": 2}
+FINAL_READ_S = 90  # bound on reading the log back after the heal (the cluster converging; not a measurement)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+class Workload:
+    """A thread running `run` until stop(); `history` is appended under `lock`."""
+
+    name = "workload"
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.history = History(workloads={self.name})
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i, target in enumerate(self.targets()):
+            t = threading.Thread(target=self._guarded, args=(target,), name=f"chaos-{self.name}-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def targets(self) -> list[Any]:
+        return [self.run]
+
+    def run(self) -> None:  # pragma: no cover - every subclass defines it (or targets)
+        raise NotImplementedError
+
+    def _guarded(self, target: Any) -> None:
+        try:
+            target()
+        except Exception as e:  # a workload that died is reported (and shows as stuck), not swallowed
+            self.errors.append(f"{self.name}: {e!r}")
+
+    def stop(self, timeout: float = 60) -> None:
+        self.stopping.set()
+        for t in self._threads:
+            t.join(timeout)
+
+    def final_read(self) -> None:
+        """Fill history.final (default: nothing to read back)."""
+
+
+def read_log(bootstrap: str, topic: str, partitions: int, committed: bool) -> dict[tuple[str, int], list]:
+    """Every record of `topic` from the beginning up to each partition's end (the last stable offset under
+    read_committed): {(topic, partition): [(offset, value)]}."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": f"chaos-read-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    out: dict[tuple[str, int], list] = {(topic, p): [] for p in range(partitions)}
+    try:
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        done: set[int] = set()
+        deadline = now() + FINAL_READ_S
+        while len(done) < partitions and now() < deadline:
+            for m in c.consume(500, 0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+                        done.add(m.partition())
+                    continue
+                out[(topic, m.partition())].append((m.offset(), m.value().decode()))
+    finally:
+        c.close()
+    return out
+
+
+class IdempotentProducer(Workload):
+    name = "producer"
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, name: str = "producer") -> None:
+        self.name = name
+        super().__init__(bootstrap)
+        self.topic, self.partitions = topic, partitions
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 5, "message.timeout.ms": 300000, "retry.backoff.ms": 100})
+        seq = 0
+        while not self.stopping.is_set():
+            value = f"{self.name}-{seq}"
+            try:
+                p.produce(self.topic, value.encode(), partition=seq % self.partitions,
+                          on_delivery=self._delivered(value, seq))
+            except BufferError:
+                p.poll(0.1)
+                continue
+            seq += 1
+            p.poll(0.005)
+        p.flush(30)
+
+    def _delivered(self, value: str, seq: int) -> Any:
+        def cb(err: Any, msg: Any) -> None:
+            if err is None:
+                with self.lock:
+                    self.history.acks.append(Ack(self.name, msg.topic(), msg.partition(), msg.offset(), value, seq,
+                                                 now()))
+        return cb
+
+    def final_read(self) -> None:
+        self.history.final.update(read_log(self.bootstrap, self.topic, self.partitions, committed=False))
+
+
+class GroupConsumer(Workload):
+    """Two members of one group; reader names are `<group>/<member>` (the checker groups reads by group)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.name = group
+        super().__init__(bootstrap)
+        self.topic, self.group = topic, group
+        self.history.group_topics[(group, topic)] = 0
+
+    def targets(self) -> list[Any]:
+        return [lambda: self.member("m1"), lambda: self.member("m2")]
+
+    def member(self, member: str) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        c = Consumer({**QUIET, "bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                      "heartbeat.interval.ms": 1000})
+        c.subscribe([self.topic])
+        asked_last = 0.0
+        try:
+            while not self.stopping.is_set():
+                msgs = [m for m in c.consume(200, 0.3) if not m.error()]
+                with self.lock:
+                    self.history.reads += [Read(f"{self.group}/{member}", m.topic(), m.partition(), m.offset(),
+                                                m.value().decode()) for m in msgs]
+                try:
+                    if msgs:
+                        self._commit(c)
+                    if now() - asked_last > 1:
+                        asked_last = now()
+                        self._ask(c)
+                except KafkaException:
+                    pass  # a fault: the next round tries again
+        finally:
+            c.close()
+
+    def _commit(self, c: Any) -> None:
+        done = c.commit(asynchronous=False)
+        at = now()
+        with self.lock:
+            self.history.commits += [Commit(self.group, tp.topic, tp.partition, tp.offset, at)
+                                     for tp in done or [] if tp.error is None and tp.offset >= 0]
+
+    def _ask(self, c: Any) -> None:
+        assignment = c.assignment()
+        if not assignment:
+            return
+        asked = now()
+        got = c.committed(assignment, timeout=10)
+        with self.lock:
+            self.history.answers += [CommittedAnswer(self.group, tp.topic, tp.partition, tp.offset, asked)
+                                     for tp in got if tp.error is None and tp.offset >= 0]
+
+
+class TransactionalCopier(Workload):
+    name = "txn"
+
+    def __init__(self, bootstrap: str, source: str, sink: str, partitions: int) -> None:
+        super().__init__(bootstrap)
+        self.source, self.sink, self.partitions = source, sink, partitions
+        self.transactional_id = f"chaos-txn-{uuid.uuid4().hex[:6]}"
+        self.seq = 0
+        self.rounds = 0
+        self.history.final_committed.add(sink)
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        while not self.stopping.is_set():
+            try:
+                self._session()
+            except KafkaException as e:  # fenced, timed out, coordinator moved: a new session resumes
+                self.errors.append(f"txn session ended: {e}")
+                time.sleep(0.5)
+
+    def _session(self) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        c = Consumer({**QUIET, "bootstrap.servers": self.bootstrap, "group.id": self.transactional_id,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed"})
+        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                      "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
+        try:
+            p.init_transactions(30)
+            c.subscribe([self.source])
+            while not self.stopping.is_set():
+                self.rounds += 1
+                if self.rounds % 4 == 0:
+                    self._aborted_round(p)
+                else:
+                    self._copy_round(c, p)
+        finally:
+            c.close()
+            p.flush(5)
+
+    def _aborted_round(self, p: Any) -> None:
+        values = [f"{self.name}-aborted-{self.rounds}-{k}" for k in range(3)]
+        with self.lock:
+            self.history.aborted.update(values)  # never committed, whatever happens next
+        p.begin_transaction()
+        for k, v in enumerate(values):
+            p.produce(self.sink, v.encode(), partition=k % self.partitions)
+        p.abort_transaction(30)
+
+    def _copy_round(self, c: Any, p: Any) -> None:
+        msgs = [m for m in c.consume(100, 0.3) if not m.error()]
+        if not msgs:
+            return
+        p.begin_transaction()
+        written = []
+        for m in msgs:
+            value = f"{self.name}:{m.partition()}:{m.offset()}"
+            p.produce(self.sink, value.encode(), partition=m.partition() % self.partitions)
+            written.append((value, m.partition() % self.partitions, self.seq))
+            self.seq += 1
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        at = now()
+        with self.lock:
+            self.history.acks += [Ack(self.name, self.sink, part, None, v, seq, at) for v, part, seq in written]
+
+    def final_read(self) -> None:
+        self.history.final.update(read_log(self.bootstrap, self.sink, self.partitions, committed=True))
+
+
+class PulsarWorkload(Workload):
+    name = "pulsar"
+
+    def __init__(self, service_url: str, topic: str, partitions: int) -> None:
+        super().__init__(service_url)
+        self.topic = f"persistent://public/default/{topic}"
+        self.short, self.partitions = topic, partitions
+        self.received: dict[str, tuple[int, Any]] = {}
+
+    def targets(self) -> list[Any]:
+        import pulsar
+
+        quiet = logging.getLogger("chaos-pulsar")
+        quiet.setLevel(logging.CRITICAL)
+        self.client = pulsar.Client(self.bootstrap, operation_timeout_seconds=30, logger=quiet)
+        self.consumer = self.client.subscribe(self.topic, "chaos-durable", consumer_type=pulsar.ConsumerType.Shared,
+                                              initial_position=pulsar.InitialPosition.Earliest)
+        return [self.produce, self.consume]
+
+    def produce(self) -> None:
+        import pulsar
+
+        producer = self.client.create_producer(self.topic, send_timeout_millis=0, batching_enabled=False,
+                                               block_if_queue_full=True, max_pending_messages=1000)
+        seq = 0
+        while not self.stopping.is_set():
+            value = f"{self.name}-{seq}"
+
+            def cb(res: Any, msg_id: Any, value: str = value, seq: int = seq) -> None:
+                if res == pulsar.Result.Ok:
+                    with self.lock:
+                        self.history.acks.append(Ack(self.name, self.short, max(msg_id.partition(), 0),
+                                                     _position(msg_id), value, seq, now()))
+            producer.send_async(value.encode(), cb)
+            seq += 1
+            time.sleep(0.005)
+        producer.flush()
+
+    def consume(self) -> None:
+        while not self.stopping.is_set():
+            self._receive_one()
+
+    def _receive_one(self) -> bool:
+        import pulsar
+
+        try:
+            msg = self.consumer.receive(timeout_millis=300)
+        except pulsar.Timeout:
+            return False
+        except pulsar.PulsarException:
+            time.sleep(0.2)
+            return False
+        mid = msg.message_id()
+        value = msg.data().decode()
+        with self.lock:
+            self.history.reads.append(Read(f"{self.name}/sub", self.short, max(mid.partition(), 0),
+                                           _position(mid), value))
+            self.received[value] = (max(mid.partition(), 0), _position(mid))
+        self.consumer.acknowledge(msg)
+        return True
+
+    def final_read(self) -> None:
+        """What the subscription was handed is the log as far as Pulsar shows it: receive on until every
+        acknowledged value came (or the bound passes: the rest are lost)."""
+        deadline = now() + FINAL_READ_S
+        while now() < deadline and any(a.value not in self.received for a in self.history.acks):
+            self._receive_one()
+        final: dict[tuple[str, int], list] = {(self.short, p): [] for p in range(self.partitions)}
+        for rd in {(rd.partition, rd.position, rd.value) for rd in self.history.reads}:
+            final.setdefault((self.short, rd[0]), []).append((rd[1], rd[2]))
+        self.history.final.update(final)
+        self.client.close()
+
+
+def _position(msg_id: Any) -> tuple[int, int, int] | None:
+    """(ledger, entry, batch index); None for the receipt of a resend de-duplication dropped (ledger -1: it
+    names no entry, the first copy is where the record is)."""
+    if msg_id.ledger_id() < 0:
+        return None
+    return (msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())

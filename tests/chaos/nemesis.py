@@ -80,7 +80,7 @@ class ChaosCluster:
             b = KopBookKeeperBroker(self.base / f"kop-{i}", self.bk, settings, chroot=self.chroot, port=port)
             self.brokers.append(b)
             b.start()
-        wait_settled(self.bk, self.chroot, list(range(1, self.count + 1)))
+        zk_retrying(lambda: wait_settled(self.bk, self.chroot, list(range(1, self.count + 1))))
         return self
 
     def heal(self) -> None:
@@ -96,7 +96,7 @@ class ChaosCluster:
                 os.kill(b.pid or 0, signal.SIGCONT)
             else:
                 b.start()
-        self.bk.ensure_all_up()
+        zk_retrying(self.bk.ensure_all_up)
 
     def stop(self) -> None:
         for b in self.brokers:
@@ -159,7 +159,22 @@ def _kill_bookies(n: int) -> Callable[[ChaosCluster, int], list[int]]:
 
 def _start_bookies(cc: ChaosCluster, victims: list[int]) -> None:
     for i in victims:
-        cc.bk.start_bookie(i)
+        zk_retrying(lambda i=i: cc.bk.start_bookie(i))
+
+
+def zk_retrying(action: Callable[[], Any], timeout: float = 120) -> Any:
+    """`action` again while the harness's own ZooKeeper client answers ConnectionLoss (it too is starved on
+    a loaded machine, or reconnecting after a ZooKeeper fault): a bound on the heal, not a measurement."""
+    from kazoo.exceptions import KazooException
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return action()
+        except KazooException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def _kill_zookeeper(cc: ChaosCluster, trial: int) -> None:

@@ -82,7 +82,7 @@ def read_log(bootstrap: str, topic: str, partitions: int, committed: bool) -> di
                   "isolation.level": "read_committed" if committed else "read_uncommitted"})
     out: dict[tuple[str, int], list] = {(topic, p): [] for p in range(partitions)}
     try:
-        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        ends = {p: _high_watermark(c, topic, p) for p in range(partitions)}
         c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         done: set[int] = set()
         deadline = now() + FINAL_READ_S
@@ -96,6 +96,20 @@ def read_log(bootstrap: str, topic: str, partitions: int, committed: bool) -> di
     finally:
         c.close()
     return out
+
+
+def _high_watermark(c: Any, topic: str, partition: int) -> int:
+    """The partition's high watermark, asked again while the client's metadata still names an old leader."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = now() + FINAL_READ_S
+    while True:
+        try:
+            return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1])
+        except KafkaException:
+            if now() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 class IdempotentProducer(Workload):

@@ -26,7 +26,7 @@ from tests.support.clients import create_topic
 
 from .checker import ANOMALIES, History, Report, check
 from .nemesis import FAULTS, ChaosCluster, Fault, wait_serving
-from .workloads import GroupConsumer, IdempotentProducer, PulsarWorkload, TransactionalCopier, Workload, now
+from .workloads import GroupConsumer, IdempotentProducer, PulsarWorkload, Remote, TransactionalCopier, now
 
 PARTITIONS = 4
 PULSAR_PARTITIONS = 2
@@ -53,30 +53,26 @@ class TrialResult:
 
 def split_known(fault: str, report: Report) -> list[str]:
     """Move the Pulsar duplicates out of report.duplicated (the known gap above); returns them."""
-    known = [d for d in report.duplicated if d.startswith(f"{PulsarWorkload.name}-")]
+    known = [d for d in report.duplicated if d.startswith("pulsar-")]
     report.duplicated = [d for d in report.duplicated if d not in known]
     return known
 
 
-def workloads_for(cc: ChaosCluster) -> list[Workload]:
+def workloads_for(cc: ChaosCluster) -> list[Remote]:
+    """The four workloads on fresh topics, each in a process of its own (workloads.Remote says why)."""
     tag = uuid.uuid4().hex[:6]
     source, sink, ptopic = f"chaos-{tag}", f"chaos-{tag}-out", f"chaos-{tag}-pulsar"
     create_topic(cc.bootstrap, source, PARTITIONS)
     create_topic(cc.bootstrap, sink, PARTITIONS)
     create_topic(cc.bootstrap, ptopic, PULSAR_PARTITIONS)
-    return [IdempotentProducer(cc.bootstrap, source, PARTITIONS),
-            GroupConsumer(cc.bootstrap, source, f"chaos-group-{tag}"),
-            TransactionalCopier(cc.bootstrap, source, sink, PARTITIONS),
-            PulsarWorkload(cc.pulsar_url, ptopic, PULSAR_PARTITIONS)]
+    return [Remote(IdempotentProducer, cc.bootstrap, source, PARTITIONS),
+            Remote(GroupConsumer, cc.bootstrap, source, f"chaos-group-{tag}"),
+            Remote(TransactionalCopier, cc.bootstrap, source, sink, PARTITIONS),
+            Remote(PulsarWorkload, cc.pulsar_url, ptopic, PULSAR_PARTITIONS)]
 
 
-def _recovered(ws: list[Workload], healed: float) -> bool:
-    for w in ws:
-        with w.lock:
-            h = w.history
-            if not any(a.at >= healed for a in h.acks) and not any(c.at >= healed for c in h.commits):
-                return False
-    return True
+def _recovered(ws: list[Remote], healed: float) -> bool:
+    return all(w.last_ack() >= healed for w in ws)
 
 
 def run_trial(cc: ChaosCluster, fault: Fault, trial: int, load_s: float) -> TrialResult:
@@ -103,7 +99,7 @@ def run_trial(cc: ChaosCluster, fault: Fault, trial: int, load_s: float) -> Tria
             w.stop()
     history = History()
     for w in ws:
-        w.final_read()
+        w.collect()
         history.extend(w.history)
     errors = [e for w in ws for e in w.errors if "session ended" not in e]
     report = check(history, healed)

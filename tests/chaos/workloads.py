@@ -357,3 +357,58 @@ def _position(msg_id: Any) -> tuple[int, int, int] | None:
     if msg_id.ledger_id() < 0:
         return None
     return (msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())
+
+
+class Remote:
+    """A workload in a process of its own (multiprocessing, spawn). Why: the harness forks JVMs and brokers
+    (with a preexec_fn) while the load runs, and forking a process whose native client threads (librdkafka,
+    the Pulsar C++ client) hold locks can hang the child before it execs; the harness process keeps no
+    such threads. The child runs the workload until stop(), reads the log back and sends its History."""
+
+    def __init__(self, cls: type[Workload], *args: Any) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.name = getattr(cls, "name", cls.__name__)
+        self._stop = ctx.Event()
+        self._last = ctx.Value("d", 0.0)  # monotonic time of the latest acknowledgement (one clock per host)
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_remote_main, args=(cls, args, self._stop, self._last, send),
+                                 name=f"chaos-{self.name}", daemon=True)
+        self.history = History()
+        self.errors: list[str] = []
+
+    def start(self) -> None:
+        self._proc.start()
+
+    def last_ack(self) -> float:
+        return float(self._last.value)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def collect(self, timeout: float = 300) -> None:
+        """The child's History once it read the log back (bounded: a child that never answers is an error)."""
+        if self._recv.poll(timeout):
+            self.history, self.errors = self._recv.recv()
+        else:
+            self.errors.append(f"{self.name}: no history after {timeout:.0f}s")
+        self._proc.join(30)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+
+def _remote_main(cls: type[Workload], args: tuple, stop: Any, last: Any, send: Any) -> None:
+    w = cls(*args)
+    w.start()
+    while not stop.wait(0.2):
+        with w.lock:
+            h = w.history
+            latest = max([a.at for a in h.acks[-1:]] + [c.at for c in h.commits[-1:]] + [0.0])
+        last.value = max(last.value, latest)
+    w.stop()
+    try:
+        w.final_read()
+    except Exception as e:
+        w.errors.append(f"{w.name}: read-back failed: {e!r}")
+    send.send((w.history, w.errors))

@@ -131,3 +131,13 @@ def test_stall_and_stuck():
     got = stalls(h, healed_at=12.0)
     assert got == {"p": 0.0, "g": 0.5, "txn": None}
     assert check(h, healed_at=12.0).stuck == ["txn"]
+
+
+def test_undelivered_by_a_durable_subscription():
+    h = History(workloads={"pulsar"})
+    h.acks += [Ack("pulsar", "pt", 0, None, "pulsar-0", 0, at=1.0), Ack("pulsar", "pt", 0, None, "pulsar-1", 1, at=2.0)]
+    h.final[("pt", 0)] = [(0, "pulsar-0"), (1, "pulsar-1")]
+    h.delivered["pt"] = {"pulsar-0", "pulsar-1"}
+    assert check(h).anomalies() == {}
+    h.delivered["pt"] = {"pulsar-0"}
+    assert _only(h, "undelivered") == ["pulsar-1 (pt-0)"]

@@ -17,6 +17,8 @@ Anomalies (each a list of short strings, one per finding, in `Report`):
 - stale_reads: a committed-offset answer lower than a commit acknowledged before the question was asked.
 - aborted_reads: a read_committed reader (a consumer, or the final read) handed a value of a transaction
   that was aborted.
+- undelivered: an acknowledged write that is in the log but that a durable subscription never handed to
+  its consumer (Pulsar: at-least-once delivery broken, though nothing was lost from the log).
 Stall: per workload, the time from the fault's heal to its first acknowledgement after it (None: none came,
 reported as stuck).
 """
@@ -92,6 +94,8 @@ class History:
     # A group's reads must cover [start, last commit) of each partition it read: (group, topic) -> start.
     group_topics: dict[tuple[str, str], int] = field(default_factory=dict)
     workloads: set[str] = field(default_factory=set)
+    # Durable subscriptions: topic -> every value handed to the subscription's consumers.
+    delivered: dict[str, set[str]] = field(default_factory=dict)
 
     def extend(self, other: History) -> None:
         self.acks += other.acks
@@ -103,10 +107,11 @@ class History:
         self.final_committed |= other.final_committed
         self.group_topics.update(other.group_topics)
         self.workloads |= other.workloads
+        self.delivered.update(other.delivered)
 
 
 ANOMALIES = ("lost", "duplicated", "wrong_offsets", "reordered", "backward_commits", "stale_reads",
-             "aborted_reads")
+             "aborted_reads", "undelivered")
 
 
 @dataclass
@@ -119,6 +124,7 @@ class Report:
     backward_commits: list[str] = field(default_factory=list)
     stale_reads: list[str] = field(default_factory=list)
     aborted_reads: list[str] = field(default_factory=list)
+    undelivered: list[str] = field(default_factory=list)
     stalls: dict[str, float | None] = field(default_factory=dict)
 
     def anomalies(self) -> dict[str, list[str]]:
@@ -140,6 +146,8 @@ def check(h: History, healed_at: float | None = None) -> Report:
     r.backward_commits = _backward_commits(h.commits)
     r.stale_reads = _stale_reads(h.commits, h.answers)
     r.aborted_reads = _aborted_reads(h)
+    r.undelivered = [f"{a.value} ({a.topic}-{a.partition})" for a in h.acks
+                     if a.topic in h.delivered and a.value in where and a.value not in h.delivered[a.topic]]
     if healed_at is not None:
         r.stalls = stalls(h, healed_at)
     return r

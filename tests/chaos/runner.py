@@ -68,7 +68,7 @@ def workloads_for(cc: ChaosCluster) -> list[Remote]:
     return [Remote(IdempotentProducer, cc.bootstrap, source, PARTITIONS),
             Remote(GroupConsumer, cc.bootstrap, source, f"chaos-group-{tag}"),
             Remote(TransactionalCopier, cc.bootstrap, source, sink, PARTITIONS),
-            Remote(PulsarWorkload, cc.pulsar_url, ptopic, PULSAR_PARTITIONS)]
+            Remote(PulsarWorkload, cc.pulsar_url, ptopic, PULSAR_PARTITIONS, cc.bootstrap)]
 
 
 def _recovered(ws: list[Remote], healed: float) -> bool:
@@ -109,7 +109,7 @@ def run_trial(cc: ChaosCluster, fault: Fault, trial: int, load_s: float) -> Tria
 def table(results: list[TrialResult]) -> str:
     """One row per fault: trials, acked, each anomaly's count, max / median stall after heal, stuck."""
     head = ["fault", "trials", "acked", "lost", "duplicated", "wrong offsets", "reordered", "backward commits",
-            "stale reads", "aborted reads", "max stall s", "median stall s", "stuck", "known"]
+            "stale reads", "aborted reads", "undelivered", "max stall s", "median stall s", "stuck", "known"]
     rows = [head]
     for name in dict.fromkeys(r.fault for r in results):
         rs = [r for r in results if r.fault == name]

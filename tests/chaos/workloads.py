@@ -278,13 +278,17 @@ class TransactionalCopier(Workload):
 
 
 class PulsarWorkload(Workload):
+    """The log is read back through the Kafka port (the same topic): message ids are not Kafka offsets, so
+    acknowledgements name no position, and the subscription's receptions are checked for delivery."""
+
     name = "pulsar"
 
-    def __init__(self, service_url: str, topic: str, partitions: int) -> None:
+    def __init__(self, service_url: str, topic: str, partitions: int, kafka_bootstrap: str) -> None:
         super().__init__(service_url)
         self.topic = f"persistent://public/default/{topic}"
-        self.short, self.partitions = topic, partitions
-        self.received: dict[str, tuple[int, Any]] = {}
+        self.short, self.partitions, self.kafka_bootstrap = topic, partitions, kafka_bootstrap
+        self.received: set[str] = set()
+        self.history.delivered[topic] = self.received
 
     def targets(self) -> list[Any]:
         import pulsar
@@ -308,8 +312,8 @@ class PulsarWorkload(Workload):
             def cb(res: Any, msg_id: Any, value: str = value, seq: int = seq) -> None:
                 if res == pulsar.Result.Ok:
                     with self.lock:
-                        self.history.acks.append(Ack(self.name, self.short, max(msg_id.partition(), 0),
-                                                     _position(msg_id), value, seq, now()))
+                        self.history.acks.append(Ack(self.name, self.short, max(msg_id.partition(), 0), None,
+                                                     value, seq, now()))
             producer.send_async(value.encode(), cb)
             seq += 1
             time.sleep(0.005)
@@ -331,23 +335,22 @@ class PulsarWorkload(Workload):
             return False
         mid = msg.message_id()
         value = msg.data().decode()
-        with self.lock:
-            self.history.reads.append(Read(f"{self.name}/sub", self.short, max(mid.partition(), 0),
-                                           _position(mid), value))
-            self.received[value] = (max(mid.partition(), 0), _position(mid))
+        with self.lock:  # under a topic name of their own: message ids, compared among themselves only
+            self.history.reads.append(Read(f"{self.name}/sub", f"{self.short}#subscription",
+                                           max(mid.partition(), 0), _position(mid), value))
+            self.received.add(value)
         self.consumer.acknowledge(msg)
         return True
 
     def final_read(self) -> None:
-        """What the subscription was handed is the log as far as Pulsar shows it: receive on until every
-        acknowledged value came (or the bound passes: the rest are lost)."""
-        deadline = now() + FINAL_READ_S
-        while now() < deadline and any(a.value not in self.received for a in self.history.acks):
+        """The log through the Kafka port; then the subscription receives on until it was handed every
+        acknowledged value that is in the log (bounded: the rest are undelivered)."""
+        self.history.final.update(read_log(self.kafka_bootstrap, self.short, self.partitions, committed=False))
+        stored = {v for entries in self.history.final.values() for _, v in entries}
+        deadline = now() + FINAL_READ_S / 3
+        while now() < deadline and any(a.value in stored and a.value not in self.received
+                                       for a in self.history.acks):
             self._receive_one()
-        final: dict[tuple[str, int], list] = {(self.short, p): [] for p in range(self.partitions)}
-        for rd in {(rd.partition, rd.position, rd.value) for rd in self.history.reads}:
-            final.setdefault((self.short, rd[0]), []).append((rd[1], rd[2]))
-        self.history.final.update(final)
         self.client.close()
 
 
@@ -389,16 +392,29 @@ class Remote:
 
     def collect(self, timeout: float = 300) -> None:
         """The child's History once it read the log back (bounded: a child that never answers is an error)."""
-        if self._recv.poll(timeout):
-            self.history, self.errors = self._recv.recv()
-        else:
-            self.errors.append(f"{self.name}: no history after {timeout:.0f}s")
+        try:
+            if self._recv.poll(timeout):
+                self.history, self.errors = self._recv.recv()
+            else:
+                self.errors.append(f"{self.name}: no history after {timeout:.0f}s")
+        except EOFError:  # the child died without sending: its workload shows as missing from the stalls
+            self._proc.join(30)
+            self.errors.append(f"{self.name}: its process ended with {self._proc.exitcode} before sending")
         self._proc.join(30)
         if self._proc.is_alive():
             self._proc.kill()
 
 
 def _remote_main(cls: type[Workload], args: tuple, stop: Any, last: Any, send: Any) -> None:
+    try:
+        _remote_run(cls, args, stop, last, send)
+    except BaseException as e:
+        import traceback
+
+        send.send((History(), [f"{cls.__name__}: {e!r}\n{traceback.format_exc()}"]))
+
+
+def _remote_run(cls: type[Workload], args: tuple, stop: Any, last: Any, send: Any) -> None:
     w = cls(*args)
     w.start()
     while not stop.wait(0.2):

@@ -4,12 +4,16 @@
 # make fuzz  : 10^6 mutated Kafka requests, then 10^6 mutated Pulsar commands, each against a broker it starts,
 #              health-checked every 10^5 (tests/fuzz.py, tests/fuzz_pulsar.py);
 #              FUZZ_ARGS="--frames 100000 --seed 7" to change the runs
+# make chaos : the fault suite's full matrix (tests/chaos/runner.py, docs/cluster.md): every fault kind
+#              CHAOS_ARGS="--trials 3" times under load, a table of anomalies and stalls at the end;
+#              CHAOS_ARGS="--trials 1 --faults broker-kill,bookie-kill" for a subset
 PYTHON ?= python3
 PYTEST_ARGS ?=
 BENCH_ARGS ?=
 FUZZ_ARGS ?= --frames 1000000
+CHAOS_ARGS ?= --trials 3
 
-.PHONY: setup test bench lint fuzz typecheck
+.PHONY: setup test bench lint fuzz typecheck chaos
 
 setup:
 	PYTHON=$(PYTHON) bash scripts/setup
@@ -26,6 +30,9 @@ bench: setup
 fuzz: setup
 	$(PYTHON) -m tests.fuzz $(FUZZ_ARGS)
 	$(PYTHON) -m tests.fuzz --protocol pulsar $(FUZZ_ARGS)
+
+chaos: setup
+	$(PYTHON) -m tests.chaos.runner $(CHAOS_ARGS)
 
 lint:
 	$(PYTHON) -m ruff check .

@@ -88,6 +88,24 @@ async def test_idempotent_retries_are_answered_with_the_first_offsets(service) -
     assert e.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
 
 
+async def test_a_cancelled_waiter_does_not_make_a_stored_batch_forgotten(service) -> None:
+    """The produce request waiting for durability is cancelled (its connection closed) while the append
+    goes on: the append is not cancelled with it, so the producer state keeps the batch and the client's
+    retry is answered as a duplicate, not stored twice (a broker cut from its clients, tests/chaos)."""
+    import asyncio
+
+    seam = await _partition(service, "cancelled-waiter")
+    first = _batch(NewRecord(None, b"a"), producer_id=8, producer_epoch=0, base_sequence=0)
+    issued = await seam.issue(bytearray(first), Writer.KAFKA)
+    waiter = asyncio.ensure_future(issued.base_offset())
+    await asyncio.sleep(0)
+    waiter.cancel()
+    assert issued.durable is not None and await issued.durable == 0
+    retry = await seam.issue(bytearray(first), Writer.KAFKA)
+    assert retry.duplicate is not None and await retry.base_offset() == 0
+    assert seam.log.high_watermark == 1
+
+
 async def test_a_transactional_batch_needs_its_transactional_id(service) -> None:
     seam = await _partition(service, "txn")
     b = _batch(NewRecord(None, b"a"), producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)

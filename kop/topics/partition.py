@@ -100,11 +100,14 @@ class Issued:
     nrecords: int
 
     async def base_offset(self) -> int:
+        """Shielded: a waiter cancelled (its connection closed) must not cancel the append, which goes on;
+        a cancelled future would make the producer state forget a batch that is stored, and the client's
+        retry would be stored twice (found by the chaos suite: a broker cut from its clients)."""
         if self.duplicate is not None:
             base = self.duplicate.base_offset
             return base if isinstance(base, int) else await asyncio.shield(base)
         assert self.durable is not None
-        return await self.durable
+        return await asyncio.shield(self.durable)
 
 
 class ProducerTables:

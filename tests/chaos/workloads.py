@@ -1,0 +1,430 @@
+"""The chaos suite's workloads: real clients in threads against the cluster under test, each recording a
+History (tests/chaos/checker.py) as it goes, and reading the log back once the load stopped.
+
+- IdempotentProducer: confluent-kafka, enable.idempotence, acks=all, unique values spread over partitions.
+- GroupConsumer: a consumer group of two confluent-kafka members reading that topic with manual synchronous
+  commits, asking the coordinator for the group's committed offsets now and then (stale reads).
+- TransactionalCopier: consume-transform-produce with confluent-kafka transactions (kafka-python has none):
+  read_committed input, output plus sendOffsetsToTransaction committed together; every fourth transaction
+  writes marker values only and is aborted - none may ever reach a read_committed reader.
+- PulsarWorkload: a pulsar-client producer and a durable Shared subscription acknowledging what it receives.
+
+A client error during a fault is no finding by itself (clients retry, or the workload starts a new session);
+only what the checker finds in the histories is.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from typing import Any
+
+from .checker import Ack, Commit, CommittedAnswer, History, Read
+
+# librdkafka logs every dropped connection at NOTICE: a fault's expected noise (errors reach the workloads).
+QUIET = {"log_level": 2}
+FINAL_READ_S = 90  # bound on reading the log back after the heal (the cluster converging; not a measurement)
+
+
+def now() -> float:
+    return time.monotonic()
+
+
+class Workload:
+    """A thread running `run` until stop(); `history` is appended under `lock`."""
+
+    name = "workload"
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.history = History(workloads={self.name})
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.errors: list[str] = []
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        for i, target in enumerate(self.targets()):
+            t = threading.Thread(target=self._guarded, args=(target,), name=f"chaos-{self.name}-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def targets(self) -> list[Any]:
+        return [self.run]
+
+    def run(self) -> None:  # pragma: no cover - every subclass defines it (or targets)
+        raise NotImplementedError
+
+    def _guarded(self, target: Any) -> None:
+        try:
+            target()
+        except Exception as e:  # a workload that died is reported (and shows as stuck), not swallowed
+            self.errors.append(f"{self.name}: {e!r}")
+
+    def stop(self, timeout: float = 60) -> None:
+        self.stopping.set()
+        for t in self._threads:
+            t.join(timeout)
+
+    def final_read(self) -> None:
+        """Fill history.final (default: nothing to read back)."""
+
+
+def read_log(bootstrap: str, topic: str, partitions: int, committed: bool) -> dict[tuple[str, int], list]:
+    """Every record of `topic` from the beginning up to each partition's end (the last stable offset under
+    read_committed): {(topic, partition): [(offset, value)]}."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    c = Consumer({**QUIET, "bootstrap.servers": bootstrap, "group.id": f"chaos-read-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "enable.partition.eof": True,
+                  "isolation.level": "read_committed" if committed else "read_uncommitted"})
+    out: dict[tuple[str, int], list] = {(topic, p): [] for p in range(partitions)}
+    try:
+        ends = {p: _high_watermark(c, topic, p) for p in range(partitions)}
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        done: set[int] = set()
+        deadline = now() + FINAL_READ_S
+        while len(done) < partitions and now() < deadline:
+            for m in c.consume(500, 0.5):
+                if m.error():
+                    if m.error().code() == KafkaError._PARTITION_EOF and m.offset() >= ends[m.partition()]:
+                        done.add(m.partition())
+                    continue
+                out[(topic, m.partition())].append((m.offset(), m.value().decode()))
+    finally:
+        c.close()
+    return out
+
+
+def _high_watermark(c: Any, topic: str, partition: int) -> int:
+    """The partition's high watermark, asked again while the client's metadata still names an old leader."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    deadline = now() + FINAL_READ_S
+    while True:
+        try:
+            return int(c.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1])
+        except KafkaException:
+            if now() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+class IdempotentProducer(Workload):
+    name = "producer"
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, name: str = "producer") -> None:
+        self.name = name
+        super().__init__(bootstrap)
+        self.topic, self.partitions = topic, partitions
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+
+        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "enable.idempotence": True, "acks": "all",
+                      "linger.ms": 5, "message.timeout.ms": 300000, "retry.backoff.ms": 100})
+        seq = 0
+        while not self.stopping.is_set():
+            value = f"{self.name}-{seq}"
+            try:
+                p.produce(self.topic, value.encode(), partition=seq % self.partitions,
+                          on_delivery=self._delivered(value, seq))
+            except BufferError:
+                p.poll(0.1)
+                continue
+            seq += 1
+            p.poll(0.005)
+        p.flush(30)
+
+    def _delivered(self, value: str, seq: int) -> Any:
+        def cb(err: Any, msg: Any) -> None:
+            if err is None:
+                with self.lock:
+                    self.history.acks.append(Ack(self.name, msg.topic(), msg.partition(), msg.offset(), value, seq,
+                                                 now()))
+        return cb
+
+    def final_read(self) -> None:
+        self.history.final.update(read_log(self.bootstrap, self.topic, self.partitions, committed=False))
+
+
+class GroupConsumer(Workload):
+    """Two members of one group; reader names are `<group>/<member>` (the checker groups reads by group)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        self.name = group
+        super().__init__(bootstrap)
+        self.topic, self.group = topic, group
+        self.history.group_topics[(group, topic)] = 0
+
+    def targets(self) -> list[Any]:
+        return [lambda: self.member("m1"), lambda: self.member("m2")]
+
+    def member(self, member: str) -> None:
+        from confluent_kafka import Consumer, KafkaException
+
+        c = Consumer({**QUIET, "bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                      "heartbeat.interval.ms": 1000})
+        c.subscribe([self.topic])
+        asked_last = 0.0
+        try:
+            while not self.stopping.is_set():
+                msgs = [m for m in c.consume(200, 0.3) if not m.error()]
+                with self.lock:
+                    self.history.reads += [Read(f"{self.group}/{member}", m.topic(), m.partition(), m.offset(),
+                                                m.value().decode()) for m in msgs]
+                try:
+                    if msgs:
+                        self._commit(c)
+                    if now() - asked_last > 1:
+                        asked_last = now()
+                        self._ask(c)
+                except KafkaException:
+                    pass  # a fault: the next round tries again
+        finally:
+            c.close()
+
+    def _commit(self, c: Any) -> None:
+        done = c.commit(asynchronous=False)
+        at = now()
+        with self.lock:
+            self.history.commits += [Commit(self.group, tp.topic, tp.partition, tp.offset, at)
+                                     for tp in done or [] if tp.error is None and tp.offset >= 0]
+
+    def _ask(self, c: Any) -> None:
+        assignment = c.assignment()
+        if not assignment:
+            return
+        asked = now()
+        got = c.committed(assignment, timeout=10)
+        with self.lock:
+            self.history.answers += [CommittedAnswer(self.group, tp.topic, tp.partition, tp.offset, asked)
+                                     for tp in got if tp.error is None and tp.offset >= 0]
+
+
+class TransactionalCopier(Workload):
+    name = "txn"
+
+    def __init__(self, bootstrap: str, source: str, sink: str, partitions: int) -> None:
+        super().__init__(bootstrap)
+        self.source, self.sink, self.partitions = source, sink, partitions
+        self.transactional_id = f"chaos-txn-{uuid.uuid4().hex[:6]}"
+        self.seq = 0
+        self.rounds = 0
+        self.history.final_committed.add(sink)
+
+    def run(self) -> None:
+        from confluent_kafka import KafkaException
+
+        while not self.stopping.is_set():
+            try:
+                self._session()
+            except KafkaException as e:  # fenced, timed out, coordinator moved: a new session resumes
+                self.errors.append(f"txn session ended: {e}")
+                time.sleep(0.5)
+
+    def _session(self) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        c = Consumer({**QUIET, "bootstrap.servers": self.bootstrap, "group.id": self.transactional_id,
+                      "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed"})
+        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                      "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
+        try:
+            p.init_transactions(30)
+            c.subscribe([self.source])
+            while not self.stopping.is_set():
+                self.rounds += 1
+                if self.rounds % 4 == 0:
+                    self._aborted_round(p)
+                else:
+                    self._copy_round(c, p)
+        finally:
+            c.close()
+            p.flush(5)
+
+    def _aborted_round(self, p: Any) -> None:
+        values = [f"{self.name}-aborted-{self.rounds}-{k}" for k in range(3)]
+        with self.lock:
+            self.history.aborted.update(values)  # never committed, whatever happens next
+        p.begin_transaction()
+        for k, v in enumerate(values):
+            p.produce(self.sink, v.encode(), partition=k % self.partitions)
+        p.abort_transaction(30)
+
+    def _copy_round(self, c: Any, p: Any) -> None:
+        msgs = [m for m in c.consume(100, 0.3) if not m.error()]
+        if not msgs:
+            return
+        p.begin_transaction()
+        written = []
+        for m in msgs:
+            value = f"{self.name}:{m.partition()}:{m.offset()}"
+            p.produce(self.sink, value.encode(), partition=m.partition() % self.partitions)
+            written.append((value, m.partition() % self.partitions, self.seq))
+            self.seq += 1
+        p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
+        p.commit_transaction(30)
+        at = now()
+        with self.lock:
+            self.history.acks += [Ack(self.name, self.sink, part, None, v, seq, at) for v, part, seq in written]
+
+    def final_read(self) -> None:
+        self.history.final.update(read_log(self.bootstrap, self.sink, self.partitions, committed=True))
+
+
+class PulsarWorkload(Workload):
+    """The log is read back through the Kafka port (the same topic): message ids are not Kafka offsets, so
+    acknowledgements name no position, and the subscription's receptions are checked for delivery."""
+
+    name = "pulsar"
+
+    def __init__(self, service_url: str, topic: str, partitions: int, kafka_bootstrap: str) -> None:
+        super().__init__(service_url)
+        self.topic = f"persistent://public/default/{topic}"
+        self.short, self.partitions, self.kafka_bootstrap = topic, partitions, kafka_bootstrap
+        self.received: set[str] = set()
+        self.history.delivered[topic] = self.received
+
+    def targets(self) -> list[Any]:
+        import pulsar
+
+        quiet = logging.getLogger("chaos-pulsar")
+        quiet.setLevel(logging.CRITICAL)
+        self.client = pulsar.Client(self.bootstrap, operation_timeout_seconds=30, logger=quiet)
+        self.consumer = self.client.subscribe(self.topic, "chaos-durable", consumer_type=pulsar.ConsumerType.Shared,
+                                              initial_position=pulsar.InitialPosition.Earliest)
+        return [self.produce, self.consume]
+
+    def produce(self) -> None:
+        import pulsar
+
+        producer = self.client.create_producer(self.topic, send_timeout_millis=0, batching_enabled=False,
+                                               block_if_queue_full=True, max_pending_messages=1000)
+        seq = 0
+        while not self.stopping.is_set():
+            value = f"{self.name}-{seq}"
+
+            def cb(res: Any, msg_id: Any, value: str = value, seq: int = seq) -> None:
+                if res == pulsar.Result.Ok:
+                    with self.lock:
+                        self.history.acks.append(Ack(self.name, self.short, max(msg_id.partition(), 0), None,
+                                                     value, seq, now()))
+            producer.send_async(value.encode(), cb)
+            seq += 1
+            time.sleep(0.005)
+        producer.flush()
+
+    def consume(self) -> None:
+        while not self.stopping.is_set():
+            self._receive_one()
+
+    def _receive_one(self) -> bool:
+        import pulsar
+
+        try:
+            msg = self.consumer.receive(timeout_millis=300)
+        except pulsar.Timeout:
+            return False
+        except pulsar.PulsarException:
+            time.sleep(0.2)
+            return False
+        mid = msg.message_id()
+        value = msg.data().decode()
+        with self.lock:  # under a topic name of their own: message ids, compared among themselves only
+            self.history.reads.append(Read(f"{self.name}/sub", f"{self.short}#subscription",
+                                           max(mid.partition(), 0), _position(mid), value))
+            self.received.add(value)
+        self.consumer.acknowledge(msg)
+        return True
+
+    def final_read(self) -> None:
+        """The log through the Kafka port; then the subscription receives on until it was handed every
+        acknowledged value that is in the log (bounded: the rest are undelivered)."""
+        self.history.final.update(read_log(self.kafka_bootstrap, self.short, self.partitions, committed=False))
+        stored = {v for entries in self.history.final.values() for _, v in entries}
+        deadline = now() + FINAL_READ_S / 3
+        while now() < deadline and any(a.value in stored and a.value not in self.received
+                                       for a in self.history.acks):
+            self._receive_one()
+        self.client.close()
+
+
+def _position(msg_id: Any) -> tuple[int, int, int] | None:
+    """(ledger, entry, batch index); None for the receipt of a resend de-duplication dropped (ledger -1: it
+    names no entry, the first copy is where the record is)."""
+    if msg_id.ledger_id() < 0:
+        return None
+    return (msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())
+
+
+class Remote:
+    """A workload in a process of its own (multiprocessing, spawn). Why: the harness forks JVMs and brokers
+    (with a preexec_fn) while the load runs, and forking a process whose native client threads (librdkafka,
+    the Pulsar C++ client) hold locks can hang the child before it execs; the harness process keeps no
+    such threads. The child runs the workload until stop(), reads the log back and sends its History."""
+
+    def __init__(self, cls: type[Workload], *args: Any) -> None:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.name = getattr(cls, "name", cls.__name__)
+        self._stop = ctx.Event()
+        self._last = ctx.Value("d", 0.0)  # monotonic time of the latest acknowledgement (one clock per host)
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_remote_main, args=(cls, args, self._stop, self._last, send),
+                                 name=f"chaos-{self.name}", daemon=True)
+        self.history = History()
+        self.errors: list[str] = []
+
+    def start(self) -> None:
+        self._proc.start()
+
+    def last_ack(self) -> float:
+        return float(self._last.value)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def collect(self, timeout: float = 300) -> None:
+        """The child's History once it read the log back (bounded: a child that never answers is an error)."""
+        try:
+            if self._recv.poll(timeout):
+                self.history, self.errors = self._recv.recv()
+            else:
+                self.errors.append(f"{self.name}: no history after {timeout:.0f}s")
+        except EOFError:  # the child died without sending: its workload shows as missing from the stalls
+            self._proc.join(30)
+            self.errors.append(f"{self.name}: its process ended with {self._proc.exitcode} before sending")
+        self._proc.join(30)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+
+def _remote_main(cls: type[Workload], args: tuple, stop: Any, last: Any, send: Any) -> None:
+    try:
+        _remote_run(cls, args, stop, last, send)
+    except BaseException as e:
+        import traceback
+
+        send.send((History(), [f"{cls.__name__}: {e!r}\n{traceback.format_exc()}"]))
+
+
+def _remote_run(cls: type[Workload], args: tuple, stop: Any, last: Any, send: Any) -> None:
+    w = cls(*args)
+    w.start()
+    while not stop.wait(0.2):
+        with w.lock:
+            h = w.history
+            latest = max([a.at for a in h.acks[-1:]] + [c.at for c in h.commits[-1:]] + [0.0])
+        last.value = max(last.value, latest)
+    w.stop()
+    try:
+        w.final_read()
+    except Exception as e:
+        w.errors.append(f"{w.name}: read-back failed: {e!r}")
+    send.send((w.history, w.errors))

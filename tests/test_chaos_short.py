@@ -1,0 +1,44 @@
+"""The chaos suite's short form (issue #24; the full matrix is `make chaos`, tests/chaos/runner.py): every
+fault kind of tests/chaos/nemesis.py once, on ONE cluster shared by the module (the test process's ZooKeeper
+and four bookies, two of our brokers on a 4 s session, each behind its ZooKeeper and client forwarders),
+healed between faults, with a few seconds of load from all four workloads (idempotent producer, a group
+with manual commits, transactional consume-transform-produce, Pulsar producer + durable subscription).
+
+Each trial must end with no anomaly the checker knows (lost, duplicated, wrong offsets, reordered, committed
+offsets going backward, stale reads, aborted reads) and no workload stuck after the heal; Pulsar duplicates
+after a partition changed owners are a known gap counted apart (tests/chaos/runner.py `split_known`). The ensemble
+fault (one of three ZooKeeper members killed) needs a cluster of its own (three more JVMs, four more
+bookies): it runs in `make chaos` only.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chaos.nemesis import FAULTS, ChaosCluster
+from tests.chaos.runner import run_trial, table
+
+LOAD_S = 2.0
+SHORT = [f for f in FAULTS if not f.ensemble]
+
+
+@pytest.fixture(scope="module")
+def chaos_cluster():  # noqa: ANN201 - tests.chaos.nemesis.ChaosCluster
+    from tests.support.bookkeeper import shared_cluster
+
+    bk = shared_cluster()
+    bk.ensure_all_up()
+    cc = ChaosCluster(bk, brokers=2).start()
+    yield cc
+    cc.stop()
+    bk.ensure_all_up()
+
+
+@pytest.mark.parametrize("fault", SHORT, ids=[f.name for f in SHORT])
+def test_fault(chaos_cluster, fault):
+    result = run_trial(chaos_cluster, fault, 0, LOAD_S)
+    print(table([result]))  # shown with the failure, or with -s
+    r = result.report
+    assert r.acked > 0 and len(r.stalls) == 4  # the four workloads ran and were checked
+    assert r.anomalies() == {}, (r.anomalies(), result.errors)
+    assert r.stuck == [], (r.stalls, result.errors)

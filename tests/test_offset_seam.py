@@ -35,6 +35,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the ids of the partition's ledgers, to ask the ledger store which of them are damaged",
     ("kop/topics/chores.py", "_newest_entry_time", "ml"):
         "the compaction chore walks ledgers through kop/offset/compaction.py's CompactableLog, which exposes ml",
+    ("kop/pulsar/compacted.py", "__init__", "ml"):
+        "Pulsar's compaction horizon is a property of the managed ledger (read at open), not an offset conversion",
+    ("kop/pulsar/compacted.py", "_run", "ml"):
+        "Pulsar's compaction horizon is a property of the managed ledger (written after a compaction)",
 }
 
 

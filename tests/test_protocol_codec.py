@@ -197,3 +197,19 @@ def test_defaults_follow_the_schema() -> None:
         for fields in model.fields_of.values():
             for f in fields:
                 default_kind(f)
+
+
+def test_a_null_element_of_a_nullable_array_is_refused_as_kafka_refuses_it() -> None:
+    """A nullable array may be null; its elements may not (Kafka's readers: "non-nullable field ... was serialized
+    as null"). The fuzzer found a null topic name in ShareGroupHeartbeat's SubscribedTopicNames kept by the group
+    and then unencodable in ShareGroupDescribe."""
+    from kop.protocol.errors import DecodeError
+
+    R = message_class("ShareGroupHeartbeatRequest")
+    ok = R(group_id="g", member_id="m", member_epoch=0, rack_id=None, subscribed_topic_names=["t"])
+    assert decode_message("ShareGroupHeartbeatRequest", 1, encode_message(ok, 1)).subscribed_topic_names == ["t"]
+    absent = R(group_id="g", member_id="m", member_epoch=0, rack_id=None, subscribed_topic_names=None)
+    assert decode_message("ShareGroupHeartbeatRequest", 1, encode_message(absent, 1)).subscribed_topic_names is None
+    bad = R(group_id="g", member_id="m", member_epoch=0, rack_id=None, subscribed_topic_names=["t", None])
+    with pytest.raises(DecodeError, match="null in a non-nullable field"):
+        decode_message("ShareGroupHeartbeatRequest", 1, encode_message(bad, 1))

@@ -31,7 +31,7 @@ from typing import TypeAlias, cast
 from .compression import BytesLike
 from .errors import DecodeError
 from .model import ZERO_UUID, MessageModel, Struct, default_kind
-from .schema import FIXED_TYPES, FieldSpec
+from .schema import FIXED_TYPES, NO_VERSIONS, FieldSpec
 
 #: ``decode(data, pos) -> (obj, pos)``
 Decoder: TypeAlias = Callable[[memoryview, int], tuple[Struct, int]]
@@ -379,7 +379,10 @@ class DecoderGen(_Emitter):
                 self.emit(i3, f"{item} = _new({self.cls_name(f)})")
                 self.fields(f.fields or [], item, i3, where + "[]")
             else:
-                elem = FieldSpec(f.name, f.attr, et, f.versions, f.nullable_versions, f.tagged_versions,
+                # an array's elements are never null, even in a nullable array (Kafka's generated readers refuse
+                # a null element: "non-nullable field ... was serialized as null"); the fuzzer found a None topic
+                # name kept by a share group and then unencodable in ShareGroupDescribe
+                elem = FieldSpec(f.name, f.attr, et, f.versions, NO_VERSIONS, f.tagged_versions,
                                  None, None, False, f.flexible_versions)
                 self.field(elem, item, i3, where + "[]")
             self.flush()

@@ -323,12 +323,16 @@ def health_check(bootstrap: str, topic: str = "fuzz-health", records: int = 200)
     try:
         c2.subscribe([topic])
         got: list[bytes] = []
+        errors: list[str] = []  # what the consumer was told, for the failure message (a CI run once read 0)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and len(got) < records:
             for m2 in c2.consume(num_messages=1000, timeout=1.0):
                 if not m2.error():
                     got.append(m2.value())
-        assert got[-records:] == values, f"health-check consumer read {len(got)} of {records} records"
+                elif len(errors) < 10:
+                    errors.append(str(m2.error()))
+        assert got[-records:] == values, (f"health-check consumer read {len(got)} of {records} records; "
+                                          f"assignment {c2.assignment()}, errors {errors}")
     finally:
         c2.close()
 

@@ -41,3 +41,37 @@ async def test_deleting_a_topic_of_many_partitions_asks_the_store_once(tmp_path)
         assert svc.topics.get(svc.topics.parse("cleanup.policy")) is None
     finally:
         await storage.close()
+
+
+async def test_a_create_cancelled_after_its_record_landed_still_registers_the_topic(tmp_path) -> None:
+    """A client that gives up (its request task cancelled) while the topic record is being written must not
+    leave a record the broker does not know: every later create would get TOPIC_ALREADY_EXISTS and Metadata
+    would never list the topic."""
+    import asyncio
+
+    cfg = BrokerConfig.from_strings({})
+    storage = await open_embedded_storage(tmp_path, fsync="none")
+    svc = BrokerService(cfg, storage)
+    await svc.topics.load()
+    store = svc.topics.store
+    put = store.put
+    landed = asyncio.Event()
+
+    async def slow_put(path, value, expected_version=None):  # the write lands, then its caller is cancelled
+        stat = await put(path, value, expected_version=expected_version)
+        landed.set()
+        await asyncio.sleep(0.2)
+        return stat
+
+    try:
+        store.put = slow_put  # a spy around the real write
+        name = svc.topics.parse("interrupted")
+        creating = asyncio.ensure_future(svc.topics.create(name, 2))
+        await landed.wait()
+        creating.cancel()
+        await asyncio.sleep(0.5)
+        store.put = put
+        topic = svc.topics.get(name)
+        assert topic is not None and topic.partitions == 2
+    finally:
+        await storage.close()

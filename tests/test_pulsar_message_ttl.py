@@ -8,10 +8,8 @@ tests/e2e/test_pulsar_namespaces.py."""
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -19,18 +17,9 @@ import pytest
 from tests.e2e.test_pulsar_namespaces import call
 from tests.support.admin import ok, topic_url
 from tests.support.broker import KopBroker
+from tests.support.cluster import eventually
 
 WAIT_S = 60  # a guard against hangs while the periodic pass comes round, not a timing assertion
-
-
-def until(what: Callable[[], Any], why: str) -> Any:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(0.2)
-    raise AssertionError(f"never happened: {why}")
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +56,7 @@ def test_message_ttl_expires_old_messages_of_the_namespace_only(broker: KopBroke
         stats = ok(topic_url(admin, f"{local}-partition-0", tenant, namespace) + "/stats")
         return int(stats["subscriptions"]["slow"]["msgBacklog"])
 
-    until(lambda: backlog(tenant, "ttl") == 0, "the TTL namespace's subscription expired its messages")
+    eventually("the TTL namespace's subscription expired its messages", lambda: backlog(tenant, "ttl") == 0, WAIT_S)
     assert backlog("public", "default") == 3  # the same passes left the namespace without a TTL alone
 
 

@@ -309,16 +309,37 @@ class BookKeeperCluster:
     def ensure_all_up(self, timeout: float = 60) -> None:
         """Every bookie running and registered (restarting any that died): tests start from a whole
         cluster whatever the previous test did to it."""
-        for b in self.bookies:
-            if not b.alive():
-                self.start_bookie(b.index, timeout)
-        self.wait_registered([b.index for b in self.bookies], timeout)
+        # A bookie can also die while we wait: after a ZooKeeper outage longer than its session, its
+        # client opens a new session while the restored old one still holds its registration, and the
+        # bookie gives up ("NodeExists ... expired") and exits. That is the previous test's doing too,
+        # so it is restarted like any dead bookie, a bounded number of times.
+        deadline = time.monotonic() + max(timeout, 1)
+        restarts = {b.index: 0 for b in self.bookies}
+        want = {b.bookie_id for b in self.bookies}
+        while True:
+            for b in self.bookies:
+                if not b.alive():
+                    if restarts[b.index] >= 3:
+                        raise RuntimeError(f"bookie {b.index} exited {restarts[b.index]} times after restarts\n"
+                                           f"--- {b.log_path}\n{tail(b.log_path)}")
+                    restarts[b.index] += 1
+                    self._spawn_bookie(b)
+            if want <= set(self.available()):
+                return
+            if time.monotonic() > deadline:
+                self.wait_registered([b.index for b in self.bookies], 0)  # raises with the bookies' logs
+                return
+            time.sleep(0.1)
 
     def start_bookie(self, index: int, timeout: float = 60) -> None:
         """(Re)start a bookie on its port and directories; waits until it is registered again."""
         b = self.bookies[index]
         if b.alive():
             return
+        self._spawn_bookie(b)
+        self.wait_registered([index], timeout)
+
+    def _spawn_bookie(self, b: Bookie) -> None:
         # A killed bookie's ephemeral registration may not have expired yet: a restart would fail with
         # NodeExists ("bookie already registered"). Removing it is what the expiry would do.
         zk = self.zk()
@@ -329,7 +350,6 @@ class BookKeeperCluster:
         except NoNodeError:
             pass
         b.start()
-        self.wait_registered([index], timeout)
 
     def bookie_by_id(self, bookie_id: str) -> Bookie:
         for b in self.bookies:

@@ -92,8 +92,8 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     def _build(self) -> web.Application:
-        authenticate = auth.middleware(self.service.config, registry.PREFIXES + lookup.PREFIXES,
-                                       registry.ROLE_KEY)  # None: authenticationEnabled is false
+        authenticate = auth.middleware(self.service.config, registry.PREFIXES + lookup.PREFIXES, registry.ROLE_KEY,
+                                       self.service.topics.namespaces)  # None: authenticationEnabled is false
         app = web.Application(middlewares=[_errors] if authenticate is None else [authenticate, _errors])
         r = app.router
         r.add_get("/metrics", self.metrics)

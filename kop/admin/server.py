@@ -34,6 +34,7 @@ from kop.admin import (
     registry,
     schemas,
     subscriptions,
+    topic_policies,
     topics,
     views,
 )
@@ -119,6 +120,7 @@ class AdminServer:
         permissions.add_routes(self, r, TOPIC)  # Pulsar's grant/revoke as Kafka ACLs (kop/admin/permissions.py)
         topics.add_routes(self, r, TOPIC)  # create a non-partitioned topic, delete either kind (kop/admin/topics.py)
         compaction.add_routes(self, r, TOPIC)  # Pulsar's topic compaction (kop/admin/compaction.py)
+        topic_policies.add_routes(self, r, TOPIC)  # topic-level policies (kop/admin/topic_policies.py)
         schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
         lookup.add_routes(self, r, registry.ROLE_KEY)  # Pulsar's HTTP lookup (kop/admin/lookup.py)
         registry.add_routes(self, r)  # Confluent Schema Registry's API, at the root (kop/admin/registry.py)

@@ -198,16 +198,16 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
 
 
 def deduplication(conn: PulsarConnection, topic: Topic) -> bool:
-    """Whether Pulsar producers' sends are de-duplicated on `topic`: its namespace's deduplication policy, else
-    `brokerDeduplicationEnabled` (Pulsar's order)."""
-    ns = topic.name
-    enabled = conn.handler.service.topics.namespaces.policy(ns.tenant, ns.namespace, DEDUPLICATION)
+    """Whether Pulsar producers' sends are de-duplicated on `topic`: its own deduplicationEnabled policy, else its
+    namespace's deduplication policy, else `brokerDeduplicationEnabled` (Pulsar's order)."""
+    enabled = conn.handler.service.topics.namespaces.effective(topic.name, DEDUPLICATION)
     return conn.handler.config.brokerDeduplicationEnabled if enabled is None else bool(enabled)
 
 
 def producers_exceeded(conn: PulsarConnection, topic: Topic, state: PartitionState, shown: str
                        ) -> tuple[int, str] | None:
-    """The namespace's maxProducersPerTopic (0: no limit), per partition as Pulsar counts per topic partition."""
+    """The topic's maxProducers, else its namespace's maxProducersPerTopic (0: no limit), per partition as Pulsar
+    counts per topic partition."""
     limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_PRODUCERS)
     if limit and len(state.producers) >= limit:
         return c.ServerError.ProducerBusy, f"Topic '{shown}' reached max producers limit"

@@ -14,10 +14,12 @@ from kop.offset.entry_format import (
     encode_entry_header,
     parse_entry,
     parse_entry_full,
+    producer_and_sequence_of,
     producer_name_of,
 )
 from kop.offset.interceptor import INDEX_PROPERTY, IndexInterceptor
 from kop.protocol.records import build_batch
+from kop.storage.protobuf import encode_varint
 
 
 def batch(n: int, ts: int = 1_000, *, log_append: bool = False, transactional: bool = False) -> bytes:
@@ -108,3 +110,16 @@ def test_transactional_batches_are_told_on_issue_and_untold_when_their_add_fails
     icpt.after_add_entry(Position(1, 1), txn1)  # durable: no longer undoable
     icpt.on_adds_failed(txn2)
     assert unissued == [5]
+
+
+def test_a_named_entry_keeps_its_sequence_id_for_a_new_owners_replay() -> None:
+    """A Pulsar SEND's highest sequence id goes into MessageMetadata.sequence_id beside the name (what
+    kop/pulsar/dedup.py replays); other entries have no producer and give ("", -1)."""
+    icpt = IndexInterceptor()
+    (header, data), _ = icpt.before_add_entry(NamedEntry(batch(1), b"dp", encode_varint(300)), 1)
+    assert producer_and_sequence_of(header + data) == ("dp", 300)
+    assert parse_entry_full(header + data).metadata.sequence_id == 300
+    (header, data), _ = icpt.before_add_entry(NamedEntry(batch(1), b"dp"), 1)  # no sequence id given: 0
+    assert producer_and_sequence_of(header + data) == ("dp", 0)
+    (header, data), _ = icpt.before_add_entry(batch(1), 1)
+    assert producer_and_sequence_of(header + data) == ("", -1)

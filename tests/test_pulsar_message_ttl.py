@@ -82,3 +82,34 @@ def test_backlog_quota_of_the_namespace_refuses_producers(broker: KopBroker) -> 
         client.create_producer(f"persistent://public/default/{local}").close()  # the broker has no quota
     finally:
         client.close()
+
+
+def test_a_topic_message_ttl_overrides_its_namespaces(broker: KopBroker) -> None:
+    """A topic's own messageTTL (kop/admin/topic_policies.py) decides over its namespace's: 1 s on one topic of a
+    namespace whose TTL is an hour expires that topic's backlog only."""
+    admin = broker.admin_url
+    tenant = f"tn-{uuid.uuid4().hex[:8]}"
+    assert call(admin, "PUT", f"/tenants/{tenant}", {"allowedClusters": ["standalone"]})[0] == 204
+    assert call(admin, "PUT", f"/namespaces/{tenant}/hour", {"message_ttl_in_seconds": 3600})[0] == 204
+    expiring, kept = f"t-{uuid.uuid4().hex[:8]}", f"u-{uuid.uuid4().hex[:8]}"
+    for local in (expiring, kept):
+        assert call(admin, "PUT", f"/persistent/{tenant}/hour/{local}/partitions", 1)[0] == 204
+    assert call(admin, "POST", f"/persistent/{tenant}/hour/{expiring}/messageTTL?messageTTL=1") == (204, None)
+    client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=30)
+    try:
+        for local in (expiring, kept):
+            topic = f"persistent://{tenant}/hour/{local}"
+            client.subscribe(topic, "slow", initial_position=pulsar.InitialPosition.Earliest).close()
+            p = client.create_producer(topic, batching_enabled=False)
+            for i in range(3):
+                p.send(f"m{i}".encode())
+            p.close()
+    finally:
+        client.close()
+
+    def backlog(local: str) -> int:
+        stats = ok(topic_url(admin, f"{local}-partition-0", tenant, "hour") + "/stats")
+        return int(stats["subscriptions"]["slow"]["msgBacklog"])
+
+    eventually("the topic's own TTL expired its messages", lambda: backlog(expiring) == 0, WAIT_S)
+    assert backlog(kept) == 3  # the same passes kept the namespace's hour for the topic without its own

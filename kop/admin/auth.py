@@ -11,10 +11,10 @@ certificate's CN on webServicePortTls with AuthenticationProviderTls, or else `a
 - no credentials, a malformed header, or credentials that are refused (forged, expired, wrong key or
   password), and no anonymous role: 401, with the reason in Pulsar's `{"reason": ...}` body (the reason
   never contains the credentials);
-- a role that is not one of `superUserRoles`: 403. Every admin v2 operation here administers
-  topics and subscriptions across tenants, which Pulsar reserves to super users (or tenant admins, which
-  we do not have), and the readiness and broker endpoints are cluster administration: so the role must be
-  a super user.
+- a role that is not one of `superUserRoles`: 403. The readiness, broker and cluster endpoints are cluster
+  administration, which Pulsar reserves to super users. With `authorizationEnabled`, a tenant's paths are also
+  open to the roles in its `adminRoles`, and others are refused there as Pulsar refuses them
+  (kop/admin/tenant_access.py); without it, only super users administer, as before.
 
 Without `authenticationEnabled` nothing is checked, as Pulsar does. With it but without any provider or anonymous
 role (a broker whose Kafka listeners authenticate SASL users only), nothing but the open paths is served: 401.
@@ -28,14 +28,16 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
+from kop.admin import tenant_access
 from kop.config import BrokerConfig
 from kop.security.acl import Authorizer
 from kop.security.authn import METHOD_HEADER, AuthenticationFailed, Authenticators, peer_certificate
+from kop.topics.namespaces import Namespaces
 
 log = logging.getLogger("kop.admin")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-REQUIRES_SUPER_USER = "This operation requires super-user access"
+REQUIRES_SUPER_USER = tenant_access.REQUIRES_SUPER_USER
 
 
 def _refuse(status: int, reason: str) -> web.Response:
@@ -47,11 +49,12 @@ def _client_certificate(request: web.Request) -> bytes | None:
     return peer_certificate(transport.get_extra_info("ssl_object")) if transport is not None else None
 
 
-def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (),
-               role_key: str = "kop.role") -> Callable[..., Awaitable[web.StreamResponse]] | None:
+def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (), role_key: str = "kop.role",
+               tenants: Namespaces | None = None) -> Callable[..., Awaitable[web.StreamResponse]] | None:
     """The aiohttp middleware enforcing the module docstring's rules; None when authentication is off. Paths
     under a `delegated` prefix (the schema registry's, kop/admin/registry.py) need an authenticated role but no
-    super user: the role is left in `request[role_key]` for the route to authorize."""
+    super user: the role is left in `request[role_key]` for the route to authorize. `tenants` (the store of
+    tenants, with authorization on) lets tenant admins administer their tenants."""
     if not cfg.authenticationEnabled:
         return None
     authenticators = Authenticators.from_config(cfg, tokens_by_key=True)  # a bad key or file stops start-up
@@ -77,6 +80,12 @@ def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (),
         if request.path == "/" or request.path.startswith(delegated):
             request[role_key] = role
             return await handler(request)
-        return _refuse(403, REQUIRES_SUPER_USER)
+        if tenants is None or not cfg.authorizationEnabled:
+            return _refuse(403, REQUIRES_SUPER_USER)
+        refusal = await tenant_access.check(tenants, request.method, request.path, role)
+        if refusal is not None:
+            return _refuse(*refusal)
+        request[role_key] = role
+        return await handler(request)
 
     return authenticate

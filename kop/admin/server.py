@@ -34,6 +34,7 @@ from kop.admin import (
     registry,
     schemas,
     subscriptions,
+    topic_policies,
     topics,
     views,
 )
@@ -92,8 +93,8 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     def _build(self) -> web.Application:
-        authenticate = auth.middleware(self.service.config, registry.PREFIXES + lookup.PREFIXES,
-                                       registry.ROLE_KEY)  # None: authenticationEnabled is false
+        authenticate = auth.middleware(self.service.config, registry.PREFIXES + lookup.PREFIXES, registry.ROLE_KEY,
+                                       self.service.topics.namespaces)  # None: authenticationEnabled is false
         app = web.Application(middlewares=[_errors] if authenticate is None else [authenticate, _errors])
         r = app.router
         r.add_get("/metrics", self.metrics)
@@ -119,6 +120,7 @@ class AdminServer:
         permissions.add_routes(self, r, TOPIC)  # Pulsar's grant/revoke as Kafka ACLs (kop/admin/permissions.py)
         topics.add_routes(self, r, TOPIC)  # create a non-partitioned topic, delete either kind (kop/admin/topics.py)
         compaction.add_routes(self, r, TOPIC)  # Pulsar's topic compaction (kop/admin/compaction.py)
+        topic_policies.add_routes(self, r, TOPIC)  # topic-level policies (kop/admin/topic_policies.py)
         schemas.add_routes(self, r, V2 + "/schemas/{tenant}/{namespace}/{topic}")
         lookup.add_routes(self, r, registry.ROLE_KEY)  # Pulsar's HTTP lookup (kop/admin/lookup.py)
         registry.add_routes(self, r)  # Confluent Schema Registry's API, at the root (kop/admin/registry.py)

@@ -110,10 +110,11 @@ class PartitionLog(abc.ABC):
 
     @abc.abstractmethod
     def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
-                            producer_name: str = "") -> asyncio.Future[tuple[Position, int]]:
+                            producer_name: str = "", sequence_id: int = 0) -> asyncio.Future[tuple[Position, int]]:
         """Issue the append now; the future gives (entry position, base offset) once durable. The Pulsar
-        handler needs the position: its SEND_RECEIPT names the entry (ledger, entry). `producer_name` (a Pulsar
-        producer's) is kept in the entry's metadata, where FetchedBatch.entry gives it back."""
+        handler needs the position: its SEND_RECEIPT names the entry (ledger, entry). `producer_name` and
+        `sequence_id` (a Pulsar producer's) are kept in the entry's metadata, where FetchedBatch.entry gives them
+        back."""
 
     # ---- offset <-> position: the only place either is computed from the other (ARCHITECTURE.md)
 

@@ -10,7 +10,10 @@ Layout (Pulsar's broker entry metadata and KoP's kafka entry format, docs/archit
     the Kafka record batch, exactly as the producer sent it
 
 `producer_name` is "" for every writer but a Pulsar producer, whose SEND is appended as a ``NamedEntry`` (issue #22):
-Pulsar keeps the producer's name per entry and its consumers read it back (``producer_name_of``).
+Pulsar keeps the producer's name per entry and its consumers read it back (``producer_name_of``). Such an entry's
+`sequence_id` is the SEND's highest sequence id, as Pulsar stores it: a broker that takes the partition over
+replays the entries after the de-duplication snapshot to learn each producer's last one
+(``producer_and_sequence_of``, kop/pulsar/dedup.py).
 
 `index` is the offset of the batch's LAST record (Pulsar's AppendIndexMetadataInterceptor), so
 base offset = index - last_offset_delta. These are the bytes a KoP broker with entryFormat=kafka and the
@@ -66,13 +69,14 @@ def _varint(value: int) -> bytes:
 
 
 class NamedEntry(NamedTuple):
-    """A record batch appended with its producer's name (a Pulsar SEND, UTF-8): what the managed ledger hands the
-    index interceptor (kop/offset/interceptor.py), which writes the name into the entry's MessageMetadata and stores
-    the batch alone. A tuple of two buffers, so that it is the managed ledger's `Sequence[Buffer]` to the type
-    checker; its size is counted once the interceptor has unwrapped it."""
+    """A record batch appended with its producer's name (a Pulsar SEND, UTF-8) and sequence id (its varint):
+    what the managed ledger hands the index interceptor (kop/offset/interceptor.py), which writes both into the
+    entry's MessageMetadata and stores the batch alone. A tuple of buffers, so that it is the managed ledger's
+    `Sequence[Buffer]` to the type checker; its size is counted once the interceptor has unwrapped it."""
 
     batch: Buffer
     producer_name: bytes
+    sequence_id: bytes = b"\x00"
 
 
 class EntryHeaderEncoder:
@@ -85,14 +89,15 @@ class EntryHeaderEncoder:
         self._ms = -1
         self._ms_varint = b""
 
-    def encode(self, broker_timestamp: int, index: int, num_messages: int, producer_name: bytes = b"") -> bytes:
+    def encode(self, broker_timestamp: int, index: int, num_messages: int, producer_name: bytes = b"",
+               sequence_id: bytes = b"\x00") -> bytes:
         if broker_timestamp != self._ms:
             self._ms = broker_timestamp
             self._ms_varint = encode_varint(broker_timestamp)
         ts = self._ms_varint
         bem = b"\x08" + ts + b"\x10" + _varint(index)
         prefix = _MD_PREFIX if not producer_name else b"".join(
-            (b"\x0a", _varint(len(producer_name)), producer_name, b"\x10\x00\x18"))
+            (b"\x0a", _varint(len(producer_name)), producer_name, b"\x10", sequence_id, b"\x18"))
         md = prefix + ts + _MD_PROPERTIES + _MD_NUM_TAG + _varint(num_messages)
         return b"".join((_BEM_HEAD, _U32.pack(len(bem)), bem, _U32.pack(len(md)), md))
 
@@ -140,6 +145,28 @@ def parse_entry(data: Buffer) -> tuple[int, int, int]:
     if start > len(data):
         raise EntryFormatError("entry headers are truncated")
     return ts, index, start
+
+
+def producer_and_sequence_of(data: Buffer) -> tuple[str, int]:
+    """(producer name, sequence id) of a stored entry's MessageMetadata; ("", -1) for an entry without a producer
+    name (every writer but a Pulsar producer)."""
+    name = producer_name_of(data)
+    if not name:
+        return "", -1
+    try:
+        pos = 0
+        if data[0] == 0x0E and data[1] == 0x02:
+            pos = 6 + _U32.unpack_from(data, 2)[0]
+        if data[pos] == 0x0E and data[pos + 1] == 0x01:
+            pos += 6
+        start = pos + 4
+        end = start + _U32.unpack_from(data, pos)[0]
+        for number, wire, value, _fs, _fe in iter_fields(data, start, end):
+            if number == 2 and wire == VARINT:
+                return name, value
+    except (IndexError, struct.error, ProtobufError):
+        pass
+    return name, -1
 
 
 def producer_name_of(data: Buffer) -> str:

@@ -65,8 +65,8 @@ class IndexInterceptor(ManagedLedgerInterceptor):
         index = prev + num_messages
         self.index = index
         now = time.time_ns() // 1_000_000
-        if type(data) is NamedEntry:  # a Pulsar SEND: its producer's name goes into the entry's metadata
-            header = self._encoder.encode(now, index, num_messages, data.producer_name)
+        if type(data) is NamedEntry:  # a Pulsar SEND: its producer's name and sequence id go into the entry's metadata
+            header = self._encoder.encode(now, index, num_messages, data.producer_name, data.sequence_id)
             data = data.batch
         else:
             header = self._encoder.encode(now, index, num_messages)

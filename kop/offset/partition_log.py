@@ -57,6 +57,7 @@ from kop.offset.producer_state import AbortedTxn, ProducerStateTable
 from kop.offset.retention import LOG_START_PROPERTY, Retention
 from kop.offset.transactions import PRODUCER_STATE_PROPERTY, ProducerStateStore, read_tail
 from kop.storage.api import Buffer, LedgerDamagedError, NoSuchLedgerError, StorageError
+from kop.storage.protobuf import encode_varint
 
 if TYPE_CHECKING:
     from kop.managed_ledger import ManagedLedgerFactory
@@ -230,10 +231,10 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
         return out
 
     def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
-                            producer_name: str = "") -> asyncio.Future[tuple[Position, int]]:
+                            producer_name: str = "", sequence_id: int = 0) -> asyncio.Future[tuple[Position, int]]:
         """append_nowait() that also gives the entry's position: the Pulsar handler's SEND_RECEIPT carries
-        the message id (ledger, entry), which the base offset alone does not name. `producer_name`: the Pulsar
-        producer's, kept in the entry's metadata (entry_format.NamedEntry)."""
+        the message id (ledger, entry), which the base offset alone does not name. `producer_name` and
+        `sequence_id`: the Pulsar producer's, kept in the entry's metadata (entry_format.NamedEntry)."""
         out: asyncio.Future[tuple[Position, int]] = self._loop.create_future()
 
         def done(f: asyncio.Future[tuple[Position, AddContext]]) -> None:
@@ -248,7 +249,8 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
                 out.set_result((position, context[0] + 1))
 
         try:
-            data = NamedEntry(batch, producer_name.encode("utf-8")) if producer_name else batch
+            data = NamedEntry(batch, producer_name.encode("utf-8"), encode_varint(max(sequence_id, 0))) \
+                if producer_name else batch
             self.ml.add_entry_nowait(data, last_offset_delta + 1).add_done_callback(done)
         except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
             out.set_exception(e)

@@ -19,8 +19,8 @@ bounds it, with Pulsar's broker keys and policies:
 The check runs every ``backlogQuotaCheckIntervalInSeconds`` over the partitions the pulsar handler serves, and
 on every PRODUCER. Kafka consumer groups are not cursors: they neither hold data back nor count here.
 A namespace's backlogQuota policy (kop/topics/namespaces.py, `backlog_quota_map`) replaces the broker's limit and
-policy for each quota type it sets: destination_storage (limitSize, bytes) and message_age (limitTime, seconds).
-Differences from Pulsar: no topic-level quotas.
+policy for each quota type it sets: destination_storage (limitSize, bytes) and message_age (limitTime, seconds);
+a topic's own backlogQuota policy replaces its namespace's the same way, type by type.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from kop.protocol.records import parse_batch_header
 from kop.pulsar.codec import commands as c
 from kop.pulsar.subscriptions import backlog_entries, move_forward, nth_unacked
-from kop.topics.namespaces import BACKLOG_QUOTA, DESTINATION_STORAGE, MESSAGE_AGE
+from kop.topics.namespaces import DESTINATION_STORAGE, MESSAGE_AGE
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
@@ -65,13 +65,13 @@ class Quota:
 
 
 def quota_of(cfg: BrokerConfig, state: PartitionState) -> Quota:
-    """The partition's quota: its namespace's backlogQuota policy for each type set there (kop/topics/namespaces.py),
-    else the broker's backlogQuotaDefault* keys, as Pulsar resolves them."""
+    """The partition's quota: for each type, its topic's backlogQuota policy, else its namespace's
+    (kop/topics/namespaces.py), else the broker's backlogQuotaDefault* keys, as Pulsar resolves them."""
     broker = Quota(cfg.backlogQuotaDefaultLimitBytes, cfg.backlogQuotaDefaultLimitSecond,
                    cfg.backlogQuotaDefaultRetentionPolicy, cfg.backlogQuotaDefaultRetentionPolicy)
     name = state.seam.topic.name
-    quotas = state.handler.service.topics.namespaces.policy(name.tenant, name.namespace, BACKLOG_QUOTA)
-    if not isinstance(quotas, dict):
+    quotas = state.handler.service.topics.namespaces.backlog_quotas(name)
+    if not quotas:
         return broker
     storage, age = quotas.get(DESTINATION_STORAGE), quotas.get(MESSAGE_AGE)
     limit_bytes, size_policy = broker.limit_bytes, broker.size_policy

@@ -129,7 +129,7 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     except SchemaRefused as e:
         conn.send(c.error(rid, e.code, str(e)))
         return
-    # the namespace's maxConsumersPerTopic, checked before a subscription is made, as Pulsar does
+    # the topic's maxConsumers, else the namespace's maxConsumersPerTopic, checked before a subscription is made
     await conn.handler.service.topics.namespaces.fresh(topic.name)  # cluster mode: policies set elsewhere
     limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_CONSUMERS)
     if limit and sum(len(s.consumers) for s in state.subscriptions.values()) >= limit:  # 0: no limit

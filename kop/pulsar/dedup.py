@@ -5,12 +5,19 @@ Pulsar's rule (MessageDeduplication): the broker remembers, per producer name, t
 duplicate: it is not stored and its receipt names no entry (ledger -1, entry -1). PRODUCER_SUCCESS tells a
 producer that comes back its `last_sequence_id`, so the client resumes after it.
 
-Persistence, as Pulsar does, in a cursor named `pulsar.dedup` of the partition's managed ledger, whose
+Persistence, as Pulsar does: a snapshot in a cursor named `pulsar.dedup` of the partition's managed ledger, whose
 properties map producer names to their highest persisted sequence id (kop/managed_ledger/cursor.py; written
-coalesced after appends). Difference: Pulsar also replays the entries after that cursor's position at recovery,
-so a crash loses nothing; our entries are Kafka batches that do not carry the producer name, so the few
-sequence ids appended after the last write of the cursor are forgotten by a crash (a resend of those is
-stored again). A clean stop writes the cursor.
+coalesced after appends), plus a replay of the entries after it. Every entry a Pulsar producer appends keeps its
+producer name and the SEND's highest sequence id in its MessageMetadata (kop/offset/entry_format.py), and the
+snapshot says up to which offset it is complete (the property "" - never a producer's name: an unnamed producer
+gets one from the broker); whoever loads the state next - this broker after a restart, or the broker that took
+the partition over when its owner died or lost its session - reads the entries from there to the end and takes
+each producer's highest sequence id. So a producer that resends after an owner change or a crash gets the right
+`last_sequence_id` and its resends are dropped, not stored twice. The snapshot is made when the first
+de-duplicated producer comes (before any of its SENDs), so there is always one to replay from. Differences: a
+chunked message's chunks before its last are stored with the sequence id before the message's (only the last
+chunk is checked and recorded, as Pulsar does); a snapshot written before this replay existed has no offset and
+is taken as it is.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from kop.managed_ledger.cursor import CursorInfo
+from kop.offset.entry_format import producer_and_sequence_of
 
 if TYPE_CHECKING:
     from kop.pulsar.subscription import PartitionState
@@ -27,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CURSOR = "pulsar.dedup"
+SNAPSHOT_OFFSET = ""  # the snapshot's property: the offset up to which it is complete (entries from it are replayed)
+REPLAY_BYTES = 1 << 20  # per read of the replay
 
 
 class Deduplication:
@@ -35,6 +45,7 @@ class Deduplication:
         self.pushed: dict[str, int] = {}
         self.persisted: dict[str, int] = {}
         self.version = -1
+        self.covered = 0  # the offset up to which `persisted` is complete (the snapshot's SNAPSHOT_OFFSET)
         self._loaded: asyncio.Future[None] | None = None
         self._dirty = False
         self._saver: asyncio.Task[None] | None = None
@@ -43,11 +54,7 @@ class Deduplication:
         if self._loaded is None:
             self._loaded = asyncio.get_running_loop().create_future()
             try:
-                got = await self.state.handler.cursors.load(self.state.ledger_name, CURSOR)
-                if got is not None:
-                    self.persisted = dict(got[0].properties)
-                    self.pushed = dict(self.persisted)
-                    self.version = got[1]
+                await self._load()
                 self._loaded.set_result(None)
             except BaseException as e:
                 self._loaded.set_exception(e)
@@ -55,6 +62,48 @@ class Deduplication:
                 self._loaded = None
                 raise
         await self._loaded
+
+    async def _load(self) -> None:
+        """The snapshot, then the entries after it (the module docstring); a first snapshot when there is none."""
+        cursors, ledger = self.state.handler.cursors, self.state.ledger_name
+        got = await cursors.load(ledger, CURSOR)
+        if got is None:  # no de-duplicated producer here yet: snapshot the end, before its first SEND
+            self.covered = self.state.plog.high_watermark
+            try:
+                self.version = await cursors.save(ledger, CURSOR, self._snapshot(), -1)
+                return
+            except Exception:  # made meanwhile (a previous owner still writing it): read it as any other
+                got = await cursors.load(ledger, CURSOR)
+                if got is None:
+                    raise
+        properties = dict(got[0].properties)
+        start = properties.pop(SNAPSHOT_OFFSET, None)
+        self.persisted, self.version = properties, got[1]
+        if start is not None:
+            self.covered = await self._replay(start)
+        self.pushed = dict(self.persisted)
+
+    async def _replay(self, start: int) -> int:
+        """Each producer's highest sequence id in the entries from `start` on; returns the offset replayed to."""
+        plog = self.state.plog
+        offset, end, seen = max(start, plog.log_start_offset), plog.high_watermark, 0
+        while offset < end:
+            got = await plog.read(offset, REPLAY_BYTES)
+            if not got.batches:
+                break
+            for fb in got.batches:
+                name, seq = producer_and_sequence_of(fb.entry) if fb.entry is not None else ("", -1)
+                if name and seq > self.persisted.get(name, -1):
+                    self.persisted[name] = seq
+                    seen += 1
+            offset = got.next_offset
+        if seen:
+            log.info("%s: de-duplication replayed offsets %d..%d after its snapshot", self.state.ledger_name,
+                     start, offset)
+        return offset
+
+    def _snapshot(self) -> CursorInfo:
+        return CursorInfo(properties={**self.persisted, SNAPSHOT_OFFSET: self.covered})
 
     def last_sequence_id(self, producer: str) -> int:
         return self.persisted.get(producer, -1)
@@ -66,7 +115,10 @@ class Deduplication:
         self.pushed[producer] = max(highest, sequence_id)
         return False
 
-    def persisted_up_to(self, producer: str, highest: int) -> None:
+    def persisted_up_to(self, producer: str, highest: int, next_offset: int) -> None:
+        """An entry of `producer` up to `highest` is durable, and so is everything before `next_offset` (appends
+        complete in order)."""
+        self.covered = max(self.covered, next_offset)
         if highest > self.persisted.get(producer, -1):
             self.persisted[producer] = highest
             self._dirty = True
@@ -82,8 +134,7 @@ class Deduplication:
         while self._dirty:
             self._dirty = False
             try:
-                self.version = await cursors.save(self.state.ledger_name, CURSOR,
-                                                  CursorInfo(properties=dict(self.persisted)), self.version)
+                self.version = await cursors.save(self.state.ledger_name, CURSOR, self._snapshot(), self.version)
             except Exception as e:  # noqa: BLE001 - BadVersion (another owner) or a store outage
                 log.warning("%s: de-duplication state not persisted: %s", self.state.ledger_name, e)
                 try:

@@ -1,5 +1,5 @@
-"""Pulsar's message TTL: a namespace's messageTTL policy (`message_ttl_in_seconds`, kop/topics/namespaces.py)
-acknowledges, on every subscription of its topics' partitions, the messages published longer ago than the TTL -
+"""Pulsar's message TTL: a topic's messageTTL policy, else its namespace's (`message_ttl_in_seconds`,
+kop/topics/namespaces.py), acknowledges, on every subscription of its topics' partitions, the messages published longer ago than the TTL -
 what Pulsar's PersistentMessageExpiryMonitor does, and what `expire-messages` does once over the admin REST.
 
 Why the backlog-quota pass's interval: Pulsar runs the expiry every `messageExpiryCheckIntervalInMinutes` (5 by

@@ -28,7 +28,7 @@ ProducerFenced, which is how a fenced-out client learns it.
 Differences from Pulsar's broker: WaitForExclusive is answered ProducerBusy at once instead of waiting; the topic
 epoch lives in memory (Pulsar stores it with the managed ledger), so a producer fenced out before a restart or a
 takeover is let in again when it reconnects after it; de-duplication by producer name and sequence id
-when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, and its crash window). A producer's schema
+when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, across restarts and owner changes). A producer's schema
 is registered per topic (kop/pulsar/schemas.py; PRODUCER_SUCCESS carries its version, IncompatibleSchema when the
 strategy refuses it) and the version each SEND carries is kept with the stored batch (kop/schemas/versions.py
 stamp_version); internal topics (__consumer_offsets) take no producers; a
@@ -198,16 +198,16 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
 
 
 def deduplication(conn: PulsarConnection, topic: Topic) -> bool:
-    """Whether Pulsar producers' sends are de-duplicated on `topic`: its namespace's deduplication policy, else
-    `brokerDeduplicationEnabled` (Pulsar's order)."""
-    ns = topic.name
-    enabled = conn.handler.service.topics.namespaces.policy(ns.tenant, ns.namespace, DEDUPLICATION)
+    """Whether Pulsar producers' sends are de-duplicated on `topic`: its own deduplicationEnabled policy, else its
+    namespace's deduplication policy, else `brokerDeduplicationEnabled` (Pulsar's order)."""
+    enabled = conn.handler.service.topics.namespaces.effective(topic.name, DEDUPLICATION)
     return conn.handler.config.brokerDeduplicationEnabled if enabled is None else bool(enabled)
 
 
 def producers_exceeded(conn: PulsarConnection, topic: Topic, state: PartitionState, shown: str
                        ) -> tuple[int, str] | None:
-    """The namespace's maxProducersPerTopic (0: no limit), per partition as Pulsar counts per topic partition."""
+    """The topic's maxProducers, else its namespace's maxProducersPerTopic (0: no limit), per partition as Pulsar
+    counts per topic partition."""
     limit = conn.handler.service.topics.namespaces.limit(topic.name, MAX_PRODUCERS)
     if limit and len(state.producers) >= limit:
         return c.ServerError.ProducerBusy, f"Topic '{shown}' reached max producers limit"
@@ -331,8 +331,10 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
     highest = req.highest_sequence_id if req.HasField("highest_sequence_id") else None
     dedup = p.state.dedup if deduplication(conn, p.state.seam.topic) else None
     top = highest if highest is not None else seq
-    if dedup is not None and md.num_chunks_from_msg > 1 and md.chunk_id < md.num_chunks_from_msg - 1:
+    entry_seq = top  # kept with the entry: what a new owner's de-duplication replays (kop/pulsar/dedup.py)
+    if md.num_chunks_from_msg > 1 and md.chunk_id < md.num_chunks_from_msg - 1:
         dedup = None  # a message's chunks share its sequence id: its last chunk is the one checked and recorded
+        entry_seq = max(seq - 1, 0)
     if dedup is not None and dedup.is_duplicate(p.name, seq, top):
         # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
         fields = {"producer_id": pid, "sequence_id": seq, "message_id": c.message_id(-1, -1)}
@@ -341,7 +343,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.SEND_RECEIPT, **fields))
         return
     try:
-        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name)
+        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name, entry_seq)
     except AppendRefused as e:  # the topic's write rules, as a Kafka producer meets them
         send_refused(conn, pid, seq, f"{e.error}: {e.message}")
         return
@@ -359,11 +361,11 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             err = "cancelled" if f.cancelled() else str(f.exception())
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
-        position, _base = f.result()
+        position, base = f.result()
         p.state.msg_in += header.last_offset_delta + 1  # an encrypted batch is one record of N messages
         p.state.bytes_in += nbytes
         if dedup is not None:
-            dedup.persisted_up_to(name, top)
+            dedup.persisted_up_to(name, top, base + header.last_offset_delta + 1)
         fields = {"producer_id": pid, "sequence_id": seq,
                   "message_id": c.message_id(position.ledger_id, position.entry_id, partition)}
         if highest is not None:

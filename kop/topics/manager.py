@@ -161,6 +161,7 @@ class TopicManager:
         self.namespaces.clustered = lambda: self.ownership is not None
         self.namespaces.has_topics = lambda tenant, ns: any(
             (t.name.tenant, t.name.namespace) == (tenant, ns) for t in self._topics.values())
+        self.deletion_listeners.append(lambda t: self.namespaces.drop_topic(t.name))  # its topic-level policies
 
     def _spawn(self, coro: Coroutine[object, object, object]) -> None:
         task = asyncio.ensure_future(coro)

@@ -21,6 +21,12 @@ Cluster mode: the cache is filled at start-up and on every miss (`exists` re-rea
 created on another broker is found; its policies are re-read where one decides something (`fresh`: PRODUCER,
 SUBSCRIBE, the TTL and backlog-quota passes) and on every admin read, so a policy set on any broker applies on all.
 
+Topic-level policies (the same fields, set on one topic through kop/admin/topic_policies.py) live in
+`/kop/topic-policies/<tenant>/<ns>/<topic>`, a tree of their own (a namespace's node keeps no children, so its
+delete stays one node's), are loaded at start-up, re-read with their namespace's by `fresh`, and deleted with their
+topic (TopicManager's deletion listener). `effective` is the one rule: the topic's value, else the namespace's;
+`limit`, `retention`, `backlog_quotas` and `schema_strategy` go through it, so every decision honours both levels.
+
 Errors are NamespaceError with the HTTP status and reason Pulsar's admin answers, so the REST layer only maps them.
 """
 
@@ -39,6 +45,7 @@ from kop.topics.names import TopicName
 log = logging.getLogger(__name__)
 
 ROOT = "/kop/tenants"
+TOPIC_ROOT = "/kop/topic-policies"  # /kop/topic-policies/<tenant>/<ns>/<topic>: a topic's policies (JSON)
 Policies = dict[str, object]  # a namespace's policies, or a TenantInfo, as stored (JSON)
 # Pulsar's NamedEntity rule for tenant and namespace names
 _NAME = re.compile(r"^[-=:.\w]+$")
@@ -174,6 +181,15 @@ VALIDATORS: dict[str, Callable[[object], object]] = {
 }
 
 
+# The topic level's checks: the namespace level's, with the topic REST's own words where Pulsar's differ
+TOPIC_VALIDATORS: dict[str, Callable[[object], object]] = {
+    **VALIDATORS,
+    MAX_PRODUCERS: lambda v: _int_at_least(v, 0, "maxProducers must be 0 or more"),
+    MAX_CONSUMERS: lambda v: _int_at_least(v, 0, "maxConsumers must be 0 or more"),
+    MESSAGE_TTL: lambda v: _int_at_least(v, 0, "Invalid value for message TTL"),
+}
+
+
 def check_policies(body: object) -> Policies:
     """A Policies body (PUT of a namespace): the fields this broker serves, each checked; others are ignored."""
     if body is None:
@@ -206,6 +222,7 @@ class Namespaces:
         self.store = store
         self._tenants: dict[str, Policies] = {}
         self._namespaces: dict[tuple[str, str], Policies] = {}  # (tenant, ns) -> policies set
+        self._topics: dict[TopicName, Policies] = {}  # topic-level policies, only topics with some set
         # Whether a namespace still has topics (set by TopicManager): deleting a non-empty one answers 409.
         self.has_topics: Callable[[str, str], bool] = lambda tenant, ns: False
         # Whether other brokers share the store (cluster mode, set by TopicManager): `fresh` then re-reads.
@@ -227,7 +244,12 @@ class Namespaces:
             await self._read_tenant(tenant)
         for tenant, ns in [*self.builtin(), *in_use]:
             await self.ensure(tenant, ns)
-        log.info("loaded %d tenants, %d namespaces", len(self._tenants), len(self._namespaces))
+        for tenant in await self.store.children(TOPIC_ROOT):
+            for ns in await self.store.children(f"{TOPIC_ROOT}/{tenant}"):
+                for local in await self.store.children(f"{TOPIC_ROOT}/{tenant}/{ns}"):
+                    await self._read_topic(TopicName(tenant, ns, local))
+        log.info("loaded %d tenants, %d namespaces, %d topics' policies", len(self._tenants), len(self._namespaces),
+                 len(self._topics))
 
     async def _read_tenant(self, tenant: str) -> bool:
         got = await self.store.get(self._path(tenant))
@@ -300,10 +322,83 @@ class Namespaces:
     def policy(self, tenant: str, ns: str, key: str) -> object:
         return self._namespaces.get((tenant, ns), {}).get(key)
 
+    def effective(self, name: TopicName, key: str) -> object:
+        """A policy as it applies to a topic: the topic's own (topic-level policies), else its namespace's; None
+        when neither sets it (the broker's key applies). The one rule every policy is honoured through."""
+        own = self._topics.get(name)
+        if own is not None and key in own:
+            return own[key]
+        return self.policy(name.tenant, name.namespace, key)
+
     def limit(self, name: TopicName, key: str) -> int:
-        """An integer policy of the topic's namespace (max producers, ...); 0 when unset (no limit)."""
-        value = self.policy(name.tenant, name.namespace, key)
+        """An integer policy of the topic, or else its namespace (max producers, ...); 0 when unset (no limit)."""
+        value = self.effective(name, key)
         return value if isinstance(value, int) else 0
+
+    def backlog_quotas(self, name: TopicName) -> Policies:
+        """The backlog quotas that apply to a topic, per BacklogQuotaType: the topic's own for each type it sets,
+        else its namespace's (Pulsar resolves each type on its own)."""
+        out: Policies = {}
+        for quotas in (self.policy(name.tenant, name.namespace, BACKLOG_QUOTA), self._topics.get(name, {}).get(
+                BACKLOG_QUOTA)):
+            if isinstance(quotas, dict):
+                out.update(quotas)
+        return out
+
+    def topic_policies(self, name: TopicName) -> Policies:
+        """The policies set on the topic itself ({} when none)."""
+        return self._topics.get(name, {})
+
+    @staticmethod
+    def _topic_path(name: TopicName) -> str:
+        return f"{TOPIC_ROOT}/{name.tenant}/{name.namespace}/{name.local}"
+
+    async def _read_topic(self, name: TopicName) -> None:
+        got = await self.store.get(self._topic_path(name))
+        if got is None:
+            self._topics.pop(name, None)
+        else:
+            self._topics[name] = json.loads(got[0] or b"{}")
+
+    async def fresh_topic(self, name: TopicName) -> Policies:
+        """The topic's own policies, re-read from the store (another broker may have set them)."""
+        await self._read_topic(name)
+        return self.topic_policies(name)
+
+    async def set_topic_policy(self, name: TopicName, key: str, value: object) -> None:
+        """Set (value not None) or remove (None) one topic-level policy, checked by TOPIC_VALIDATORS."""
+        if value is not None and key in TOPIC_VALIDATORS:
+            value = TOPIC_VALIDATORS[key](value)
+        policies = dict(await self.fresh_topic(name))
+        if value is None:
+            policies.pop(key, None)
+        else:
+            policies[key] = value
+        if policies:
+            await self.store.put(self._topic_path(name), json.dumps(policies, sort_keys=True).encode())
+            self._topics[name] = policies
+        else:
+            await self.drop_topic(name)
+
+    async def set_topic_backlog_quota(self, name: TopicName, kind: str, body: object) -> None:
+        """Set (a BacklogQuota body) or remove (None) the topic's quota of one BacklogQuotaType."""
+        if kind not in (DESTINATION_STORAGE, MESSAGE_AGE):
+            raise NamespaceError(404, f"Unknown backlogQuotaType {kind!r}")
+        quotas = (await self.fresh_topic(name)).get(BACKLOG_QUOTA)
+        new = dict(quotas) if isinstance(quotas, dict) else {}
+        if body is None:
+            new.pop(kind, None)
+        else:
+            new[kind] = backlog_quota(body, f"{name.tenant}/{name.namespace}")
+        await self.set_topic_policy(name, BACKLOG_QUOTA, new or None)
+
+    async def drop_topic(self, name: TopicName) -> None:
+        """Remove a topic's policies (all of them: the topic was deleted, as Pulsar deletes them with it)."""
+        self._topics.pop(name, None)
+        try:
+            await self.store.delete(self._topic_path(name))
+        except NoSuchNodeError:
+            pass
 
     async def refresh(self, tenant: str, ns: str | None = None) -> None:
         """Re-read a tenant (and its namespaces) or one namespace from the store (another broker may have changed it)."""
@@ -315,12 +410,14 @@ class Namespaces:
             await self._read_namespace(tenant, ns)
 
     async def fresh(self, name: TopicName) -> None:
-        """In cluster mode, re-read the policies of the topic's namespace (another broker may have changed them):
-        called where a policy decides something once (PRODUCER, SUBSCRIBE, the periodic passes), so that a change
-        made on any broker applies on every broker from its next such decision. One store read; none embedded."""
+        """In cluster mode, re-read the policies of the topic and of its namespace (another broker may have changed
+        them): called where a policy decides something once (PRODUCER, SUBSCRIBE, the periodic passes), so that a
+        change made on any broker applies on every broker from its next such decision. Two store reads; none
+        embedded."""
         if self.clustered():
             try:
                 await self._read_namespace(name.tenant, name.namespace)
+                await self._read_topic(name)
             except StorageError as e:  # the store is unreachable now: decide on what was read last
                 log.debug("namespace %s/%s not re-read: %s", name.tenant, name.namespace, e)
 
@@ -417,8 +514,9 @@ class Namespaces:
         self._namespaces[(tenant, ns)] = policies
 
     def retention(self, name: TopicName) -> tuple[int, int] | None:
-        """The namespace's retention policy as (retention.ms, retention.bytes), -1 for no limit; None: unset."""
-        policy = self.policy(name.tenant, name.namespace, RETENTION)
+        """The topic's, else its namespace's retention policy as (retention.ms, retention.bytes), -1 for no limit;
+        None: unset."""
+        policy = self.effective(name, RETENTION)
         if not isinstance(policy, dict):
             return None
         minutes, mb = policy.get("retentionTimeInMinutes", 0), policy.get("retentionSizeInMB", 0)
@@ -427,8 +525,8 @@ class Namespaces:
         return ms, size
 
     def schema_strategy(self, name: TopicName) -> str | None:
-        """The namespace's schemaCompatibilityStrategy policy (None: unset, the broker's applies)."""
-        strategy = self.policy(name.tenant, name.namespace, SCHEMA_COMPATIBILITY)
+        """The topic's, else its namespace's schemaCompatibilityStrategy policy (None: unset, the broker's applies)."""
+        strategy = self.effective(name, SCHEMA_COMPATIBILITY)
         return None if strategy is None else str(strategy)
 
     def auto_create_rule(self, name: TopicName, allowed: bool, topic_type: str, partitions: int) -> AutoCreate:

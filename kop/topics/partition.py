@@ -183,14 +183,15 @@ class Partition:
 
     async def issue_entry(self, batch: bytes | bytearray | memoryview, writer: Writer,
                           header: BatchHeader | None = None,
-                          producer_name: str = "") -> asyncio.Future[tuple[Position, int]]:
+                          producer_name: str = "", sequence_id: int = 0) -> asyncio.Future[tuple[Position, int]]:
         """issue() for a writer that needs the entry's position back (a Pulsar SEND_RECEIPT names the entry):
         the future gives (position, base offset) once durable. Batches without a producer id only (Pulsar
-        producers keep their own de-duplication, kop/pulsar/dedup.py). `producer_name`: kept with the entry."""
+        producers keep their own de-duplication, kop/pulsar/dedup.py). `producer_name` and `sequence_id` (the
+        SEND's highest): kept with the entry, which a new owner's de-duplication replays."""
         batch, header, max_ts, _ = await self._prepare(batch, writer, header)
         if header.producer_id >= 0 or header.is_transactional:
             raise AppendRefused("INVALID_RECORD", "issue_entry takes batches without producer state")
-        return self.log.append_entry_nowait(batch, header.last_offset_delta, max_ts, producer_name)
+        return self.log.append_entry_nowait(batch, header.last_offset_delta, max_ts, producer_name, sequence_id)
 
     async def append(self, batch: bytes | bytearray | memoryview, writer: Writer = Writer.COORDINATOR) -> int:
         """issue() and wait: the base offset once durable (the coordinators' internal-topic writes). A

@@ -248,3 +248,55 @@ def test_kop_admin_cli(target, admin):
     assert refused.returncode == 1 and "The tenant still has active namespaces (HTTP 409)" in refused.stderr
     assert run("namespaces", "delete", f"{tenant}/ns") == "done"
     assert run("tenants", "delete", tenant) == "done"
+
+
+def test_topic_policies_override_the_namespace(target, admin, pulsar_service_url):
+    """Topic-level policies (kop/admin/topic_policies.py): set, read and removed over Pulsar's topic paths, refused
+    as Pulsar refuses them, and a topic's maxProducers overriding its namespace's maxProducersPerTopic."""
+    ns = f"{new_tenant(admin)}/pol"
+    assert call(admin, "PUT", f"/namespaces/{ns}", {"max_producers_per_topic": 1}) == (204, None)
+    t = f"/persistent/{ns}/t"
+    assert call(admin, "PUT", t + "/partitions", 1) == (204, None)
+    assert call(admin, "GET", t + "/messageTTL") == (200, None)
+    assert call(admin, "POST", t + "/messageTTL?messageTTL=20") == (204, None)
+    assert call(admin, "GET", t + "/messageTTL") == (200, 20)
+    assert call(admin, "POST", t + "/messageTTL?messageTTL=-1") == (412, {"reason": "Invalid value for message TTL"})
+    assert call(admin, "DELETE", t + "/messageTTL") == (204, None)
+    assert call(admin, "GET", t + "/messageTTL") == (200, None)
+    retention = {"retentionTimeInMinutes": 10, "retentionSizeInMB": 5}
+    assert call(admin, "POST", t + "/retention", retention) == (204, None)
+    assert call(admin, "GET", t + "/retention") == (200, retention)
+    assert call(admin, "POST", t + "/retention", {"retentionTimeInMinutes": 10, "retentionSizeInMB": 0})[0] == 400
+    assert call(admin, "POST", t + "/deduplicationEnabled", True) == (204, None)
+    assert call(admin, "GET", t + "/deduplicationEnabled") == (200, True)
+    assert call(admin, "DELETE", t + "/deduplicationEnabled") == (204, None)
+    assert call(admin, "POST", t + "/maxConsumers", -2) == (412, {"reason": "maxConsumers must be 0 or more"})
+    quota = {"limitSize": 1000, "limitTime": -1, "policy": "producer_exception"}
+    assert call(admin, "POST", t + "/backlogQuota", quota) == (204, None)
+    assert call(admin, "GET", t + "/backlogQuotaMap") == (200, {"destination_storage": {"limit": 1000, **quota}})
+    assert call(admin, "DELETE", t + "/backlogQuota") == (204, None)
+    assert call(admin, "GET", t + "/backlogQuotaMap") == (200, {})
+    assert call(admin, "PUT", t + "/schemaCompatibilityStrategy", "FULL") == (204, None)
+    assert call(admin, "GET", t + "/schemaCompatibilityStrategy") == (200, "FULL")
+    assert call(admin, "DELETE", t + "/schemaCompatibilityStrategy") == (204, None)
+    assert call(admin, "GET", t + "/schemaCompatibilityStrategy") == (200, None)
+    assert call(admin, "GET", t + "-partition-0/maxProducers") == (
+        412, {"reason": "Not allowed to set/get topic policy for a partition"})
+    assert call(admin, "GET", f"/persistent/{ns}/nosuch/maxProducers") == (
+        404, {"reason": f"Topic persistent://{ns}/nosuch not found"})
+    assert call(admin, "GET", t + "/maxProducers?applied=true") == (200, 1)  # the namespace's
+    assert call(admin, "POST", t + "/maxProducers", 2) == (204, None)
+    assert call(admin, "GET", t + "/maxProducers") == (200, 2)
+    client = pulsar.Client(pulsar_service_url, operation_timeout_seconds=30,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        producers = [client.create_producer(f"persistent://{ns}/t") for _ in range(2)]  # 2 > the namespace's 1
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(f"persistent://{ns}/t")
+        sibling = client.create_producer(f"persistent://{ns}/u")  # a topic without its own: the namespace's 1
+        with pytest.raises(pulsar.ProducerBusy):
+            client.create_producer(f"persistent://{ns}/u")
+        for p in (*producers, sibling):
+            p.close()
+    finally:
+        client.close()

@@ -45,13 +45,16 @@ KOP_KEYS = {
 
 
 class Admin:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, role: str | None = "admin") -> None:
         self.url = url
+        self.role = role  # None: no credentials
 
     def call(self, method: str, path: str, body: object = None) -> tuple[int, object]:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, method=method, data=data, headers={
-            "Content-Type": "application/json", "Authorization": "Bearer " + token("admin")})
+        headers = {"Content-Type": "application/json"}
+        if self.role is not None:
+            headers["Authorization"] = "Bearer " + token(self.role)
+        req = urllib.request.Request(self.url + path, method=method, data=data, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 raw = r.read()
@@ -142,3 +145,51 @@ def test_a_grant_replaces_the_roles_actions_and_unknown_names_are_404(target, en
     local = target.topic("no-such-topic")
     missing = admin.call("POST", f"/admin/v2/persistent/public/default/{local}/permissions/{role}", ["consume"])
     assert missing[0] == 404 and "not found" in str(missing[1])
+
+
+def reason(answer: tuple[int, object]) -> tuple[int, str]:
+    """(status, the {"reason"} of a refusal)."""
+    status, body = answer
+    return status, json.loads(body)["reason"] if isinstance(body, str) and body else ""
+
+
+def test_tenant_admins_administer_their_tenant_and_others_are_refused_as_pulsar_refuses(endpoint) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    tenant, tadmin, other = f"team-{suffix}", f"tadmin-{suffix}", f"bob-{suffix}"
+    ns, info = f"{tenant}/ns", {"adminRoles": [tadmin], "allowedClusters": ["standalone"]}
+    admin, mine, theirs = Admin(endpoint.admin_url), Admin(endpoint.admin_url, tadmin), Admin(endpoint.admin_url, other)
+    who = f"originalPrincipal [null] and clientAppId [{other}]"
+    assert reason(theirs.call("PUT", f"/admin/v2/tenants/{tenant}", info)) == (
+        401, f"Unauthorized to validateBothTenantOperationAndSuperUser for {who} about operation [CREATE_TENANT] ")
+    assert admin.call("PUT", f"/admin/v2/tenants/{tenant}", info)[0] == 204
+    assert mine.call("PUT", f"/admin/v2/tenants/{tenant}-2", info)[0] == 401  # only super users create tenants
+    assert mine.call("GET", "/admin/v2/tenants")[0] == 401  # nor list them
+    assert mine.call("GET", f"/admin/v2/tenants/{tenant}") == (200, info)
+    assert reason(theirs.call("PUT", f"/admin/v2/namespaces/{ns}")) == (401, "Unauthorized to validateTenantOperation "
+                                                                              f"for {who} about operation [CREATE_NAMESPACE] on tenant [{tenant}]")
+    assert mine.call("PUT", f"/admin/v2/namespaces/{ns}")[0] == 204
+    assert mine.call("PUT", f"/admin/v2/namespaces/public/ns-{suffix}")[0] == 401  # not its tenant
+    assert mine.call("GET", f"/admin/v2/namespaces/{tenant}") == (200, [ns])
+    assert reason(theirs.call("POST", f"/admin/v2/namespaces/{ns}/messageTTL", 30)) == (
+        403, f"Unauthorized to validateNamespacePolicyOperation for operation [WRITE] on namespace [{ns}] on policy [TTL]")
+    assert theirs.call("GET", f"/admin/v2/namespaces/{ns}")[0] == 403
+    assert mine.call("POST", f"/admin/v2/namespaces/{ns}/messageTTL", 30)[0] == 204
+    assert mine.call("GET", f"/admin/v2/namespaces/{ns}/messageTTL") == (200, 30)
+    assert reason(theirs.call("POST", f"/admin/v2/namespaces/{ns}/permissions/carol", ["produce"])) == (
+        403, f"Unauthorized to validateNamespaceOperation for operation [GRANT_PERMISSION] on namespace [{ns}]")
+    assert mine.call("POST", f"/admin/v2/namespaces/{ns}/permissions/carol", ["produce"])[0] == 204
+    assert as_sets(mine.call("GET", f"/admin/v2/namespaces/{ns}/permissions")[1]) == {"carol": {"produce"}}
+    topic_path = f"/admin/v2/persistent/{ns}/t"
+    assert mine.call("PUT", topic_path + "/partitions", 1)[0] == 204
+    assert reason(theirs.call("POST", topic_path + "/permissions/carol", ["consume"])) == (
+        401, "Don't have permission to administrate resources on this tenant")
+    assert mine.call("POST", topic_path + "/permissions/carol", ["consume"])[0] == 204
+    assert theirs.call("GET", f"/admin/v2/persistent/{ns}")[0] == 403
+    assert mine.call("DELETE", topic_path + "/partitions")[0] == 204
+    assert mine.call("DELETE", f"/admin/v2/namespaces/{ns}/permissions/carol")[0] == 204
+    assert theirs.call("DELETE", f"/admin/v2/namespaces/{ns}")[0] == 401
+    assert Admin(endpoint.admin_url, None).call("DELETE", f"/admin/v2/namespaces/{ns}")[0] == 401  # no credentials
+    assert mine.call("DELETE", f"/admin/v2/namespaces/{ns}")[0] == 204
+    assert theirs.call("DELETE", f"/admin/v2/tenants/{tenant}")[0] == 401
+    assert mine.call("DELETE", f"/admin/v2/tenants/{tenant}")[0] == 204  # Pulsar 4.0.7 lets a tenant admin do it
+    assert reason(theirs.call("PUT", f"/admin/v2/namespaces/{tenant}/ns")) == (404, "Tenant does not exist")

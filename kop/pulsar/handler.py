@@ -2,7 +2,8 @@
 
 It serves `pulsar-client` on `brokerServicePort` (6650; 0 = ephemeral) in the broker process, over the topics,
 partition logs and offsets of the Kafka handler: `persistent://public/default/t` is Kafka's `t`, and its partitions
-are `t-partition-N`, or it is a non-partitioned topic, one partition under its own name (kop/pulsar/lookup.py). One stored format for both protocols - Kafka record batches - converted at the edge
+are `t-partition-N`, or it is a non-partitioned topic, one partition under its own name (kop/pulsar/lookup.py); `non-persistent://` topics are an in-memory fan-out beside them (kop/pulsar/nonpersistent.py).
+One stored format for both protocols - Kafka record batches - converted at the edge
 (kop/pulsar/convert.py): a SEND becomes one Kafka batch of N records (N offsets), a stored batch goes out as one
 Pulsar batch entry of N messages. Message ids are (ledger, entry, partition, batch index = offset - base offset),
 the ids PIP-415's getMessageIdByIndex names.
@@ -38,6 +39,7 @@ from kop.pulsar import backlog_quota, message_ttl
 from kop.pulsar.commands_table import COMMANDS
 from kop.pulsar.connection import CommandHandler, PulsarConnection
 from kop.pulsar.lookup import LISTENER, LISTENER_TLS
+from kop.pulsar.nonpersistent import NonPersistentAdmin, NonPersistentTopics, PartitionedTopics
 from kop.pulsar.subscription import PartitionState
 from kop.pulsar.subscriptions import SubscriptionsAdmin
 from kop.schemas.versions import SchemaRegistry
@@ -66,6 +68,8 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.authenticators = Authenticators()  # Pulsar's providers and anonymousUserRole (initialize())
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
+        self.non_persistent = NonPersistentTopics()  # non-persistent://... topics served now (in memory)
+        self.non_persistent_partitioned: PartitionedTopics  # their partition counts, in the metadata store (start())
         self.cursors: CursorStore
         self.schemas: SchemaRegistry  # the broker's (start()); provided with the subscriptions (provides())
         self.subscriptions: SubscriptionsAdmin
@@ -99,6 +103,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.cursors = CursorStore(services.topics.store)
         self.schemas = services.schema_versions  # the broker's one store (kop/schemas/versions.py)
         self.subscriptions = SubscriptionsAdmin(self)
+        self.non_persistent_partitioned = PartitionedTopics(services.topics.store)
         # unacknowledged entries outlive retention
         services.topics.retention_floors.append(self.subscriptions.backlog_floor)
         self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
@@ -151,9 +156,11 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.listening = False
 
     def provides(self) -> ProvidedServices:
-        """The admin REST's way in (kop/services.py): subscriptions (kop/admin/subscriptions.py) and the schema
-        registry (kop/admin/schemas.py)."""
-        return ProvidedServices(pulsar_subscriptions=self.subscriptions, pulsar_schemas=self.schemas)
+        """The admin REST's way in (kop/services.py): subscriptions (kop/admin/subscriptions.py), the schema
+        registry (kop/admin/schemas.py) and the non-persistent topics (kop/admin/non_persistent.py)."""
+        return ProvidedServices(pulsar_subscriptions=self.subscriptions, pulsar_schemas=self.schemas,
+                                pulsar_non_persistent=NonPersistentAdmin(self.non_persistent,
+                                                                         self.non_persistent_partitioned))
 
     def bound_port(self, listener_name: str) -> int | None:
         if not self.listening:

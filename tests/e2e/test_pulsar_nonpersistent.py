@@ -144,3 +144,18 @@ def test_refusals(target, client):
     topic = f"non-persistent://public/default/{target.topic('np-rc')}"
     with pytest.raises(pulsar.PulsarException):
         client.subscribe(topic, "rc", is_read_compacted=True)  # compaction is a persistent topic's
+
+
+def test_http_service_url(target, pulsar_broker):
+    """A client given the admin port's http:// URL finds the topic over HTTP lookup."""
+    topic = f"non-persistent://public/default/{target.topic('np-http')}"
+    http = pulsar.Client(pulsar_broker.admin_url, operation_timeout_seconds=60,
+                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    try:
+        consumer = http.subscribe(topic, "s")
+        producer = http.create_producer(topic, batching_enabled=False)
+        for p in payloads(3):
+            producer.send(p)
+        assert [consumer.receive(RECEIVE_MS).data() for _ in range(3)] == payloads(3)
+    finally:
+        http.close()

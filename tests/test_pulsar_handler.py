@@ -137,6 +137,40 @@ def test_partitioned_metadata_creates_a_missing_topic_only_when_allowed(broker: 
     w.close()
 
 
+def test_non_persistent_topic_over_the_wire(broker: KopBroker) -> None:
+    """A producer with a schema on a non-persistent topic: the schema is the name's (GET_SCHEMA answers it under
+    either domain), the receipt names no position, nothing is stored for Kafka clients; acks and seeks are answered,
+    GET_LAST_MESSAGE_ID is refused (kop/pulsar/nonpersistent_commands.py)."""
+    topic = name()
+    w = wire(broker)
+    schema = c.pb.Schema(name=topic, schema_data=b"", type=c.pb.Schema.Type.String)
+    w.send(c.command(c.PRODUCER, topic=f"non-persistent://public/default/{topic}", producer_id=1, request_id=1,
+                     schema=schema))
+    version = w.expect(c.PRODUCER_SUCCESS).schema_version
+    for i, domain in enumerate(("non-persistent", "persistent")):
+        w.send(c.command(c.GET_SCHEMA, topic=f"{domain}://public/default/{topic}", request_id=10 + i))
+        got = w.expect(c.GET_SCHEMA_RESPONSE)
+        assert (got.schema.type, got.schema_version) == (c.pb.Schema.Type.String, version)
+    w.send(c.command(c.SUBSCRIBE, topic=f"non-persistent://public/default/{topic}", subscription="s", subType=0,
+                     consumer_id=2, request_id=2))
+    w.expect(c.SUCCESS)
+    w.send(c.command(c.FLOW, consumer_id=2, messagePermits=10))
+    md = c.pb.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1)
+    w.raw(encode_message(c.command(c.SEND, producer_id=1, sequence_id=0), md, b"hello"))
+    receipt = w.expect(c.SEND_RECEIPT)
+    assert (receipt.message_id.ledgerId, receipt.message_id.entryId) == (0, 0)
+    delivered = w.expect(c.MESSAGE)
+    assert (delivered.consumer_id, delivered.message_id.ledgerId, delivered.message_id.entryId) == (2, 0, 0)
+    w.send(c.command(c.ACK, consumer_id=2, ack_type=0, message_id=[c.message_id(0, 0)], request_id=3))
+    assert w.expect(c.ACK_RESPONSE).request_id == 3
+    w.send(c.command(c.SEEK, consumer_id=2, request_id=4, message_publish_time=0))
+    assert w.expect(c.SUCCESS).request_id == 4
+    w.send(c.command(c.GET_LAST_MESSAGE_ID, consumer_id=2, request_id=5))
+    assert w.expect(c.ERROR).error == c.ServerError.UnknownError
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: 0}  # the persistent topic of the name: nothing in it
+    w.close()
+
+
 def test_lookup_connects_to_this_broker(broker: KopBroker) -> None:
     topic = name()
     create_topic(broker.bootstrap, topic, partitions=2)

@@ -46,6 +46,6 @@ COMMANDS: Mapping[int, CommandHandler] = MappingProxyType({
     c.CLOSE_CONSUMER: np.by_consumer(consume.close_consumer, np.close_consumer),
     c.CONSUMER_STATS: np.by_consumer(consumer_stats.consumer_stats, np.consumer_stats),
     # schemas
-    c.GET_SCHEMA: schemas.get_schema,
+    c.GET_SCHEMA: np.by_topic(schemas.get_schema, np.same_name(schemas.get_schema)),
     c.GET_OR_CREATE_SCHEMA: schemas.get_or_create_schema,
 })

@@ -14,6 +14,7 @@ in the connection's `np_producers` / `np_consumers`). As on Apache Pulsar:
 * PRODUCER: access modes, maxProducersPerTopic and the schema as on persistent topics (the same functions); SEND:
   `maxMessageSize` (produce.size_refusal), then SEND_RECEIPT (ledger 0, entry 0) at once and the entry offered to
   every subscription; nothing is stored, de-duplication does not apply (Pulsar: no-op on non-persistent topics).
+  GET_SCHEMA on a non-persistent name answers the schema of the name (one schema per name, as in Pulsar).
 * SUBSCRIBE: Exclusive, Shared, Failover, Key_Shared; readCompacted is refused NotAllowed ("readCompacted only valid
   on persistent topics"); the initial position and start message id mean nothing (there is nothing before now).
   FLOW adds permits; ACK is answered (ACK_RESPONSE when asked) and changes nothing; REDELIVER changes nothing (what
@@ -79,6 +80,16 @@ def by_consumer(persistent: CommandHandler, non_persistent: CommandHandler) -> C
     async def serve(conn: PulsarConnection, frame: Frame) -> None:
         fn = non_persistent if frame.inner.consumer_id in conn.np_consumers else persistent
         await fn(conn, frame)
+    return serve
+
+
+def same_name(persistent: CommandHandler) -> CommandHandler:
+    """GET_SCHEMA on a non-persistent name: the persistent command on the same name, since a topic's schema is its
+    name's whatever the domain (Pulsar's schema id, TopicName.getSchemaName, leaves the domain out)."""
+    async def serve(conn: PulsarConnection, frame: Frame) -> None:
+        req = frame.inner
+        req.topic = "persistent://" + req.topic.removeprefix(PREFIX)
+        await persistent(conn, frame)
     return serve
 
 

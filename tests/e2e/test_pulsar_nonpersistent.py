@@ -6,7 +6,8 @@ gets all of them in order, a Shared one spreads them over its consumers; message
 subscriber that comes later sees only later messages; a partitioned non-persistent topic created over the admin REST
 spreads a producer's messages over its partitions, and the admin REST lists and reports it; a consumer that does not
 keep up loses what comes past its receiver queue (its permits), it is not queued for it; a namespace that does not
-exist is TopicNotFound; readCompacted is refused. Each test has its own topic names (the reference is shared by the
+exist is TopicNotFound; readCompacted is refused; a schema binds the topic (an incompatible producer is refused) and
+nothing of it shows among the persistent topics; a client over an http:// service URL (HTTP lookup) works. Each test has its own topic names (the reference is shared by the
 session); whether a base name auto-creates a partitioned or a non-partitioned topic (allowAutoTopicCreationType) does
 not change what is asserted.
 """
@@ -19,6 +20,12 @@ import urllib.request
 
 import pulsar
 import pytest
+from pulsar.schema import Integer, JsonSchema, Record, StringSchema
+
+
+class Point(Record):
+    x = Integer()
+    y = Integer()
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop")
 
@@ -136,6 +143,21 @@ def test_a_slow_consumer_loses_what_is_past_its_receiver_queue(target, client, p
     stats = admin(pulsar_broker, "GET", stats_path(client, topic))[1]
     assert stats["subscriptions"]["slow"]["msgOutCounter"] == 6
     assert stats["subscriptions"]["fast"]["msgOutCounter"] == 21
+
+
+def test_schema_and_the_persistent_domain(target, client, pulsar_broker):
+    """A schema binds a non-persistent topic as a persistent one; nothing of it shows in the persistent domain."""
+    name = target.topic("np-schema")
+    topic = f"non-persistent://public/default/{name}"
+    consumer = client.subscribe(topic, "s", schema=JsonSchema(Point))
+    producer = client.create_producer(topic, schema=JsonSchema(Point), batching_enabled=False)
+    producer.send(Point(x=1, y=2))
+    got = consumer.receive(RECEIVE_MS).value()
+    assert (got.x, got.y) == (1, 2)
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(topic, schema=StringSchema())
+    persistent = admin(pulsar_broker, "GET", "persistent/public/default")[1]
+    assert not [t for t in persistent if name in t]
 
 
 def test_refusals(target, client):

@@ -31,6 +31,7 @@ class Conn:
         self.peer = f"127.0.0.1:{abs(hash(name)) % 60000}"
         self.client_version = "test"
         self.np_producers: dict[int, NPProducer] = {}
+        self.np_consumers: dict[int, NPConsumer] = {}
         self.commands: list[c.pb.BaseCommand] = []
 
     def write(self, data: bytes) -> None:
@@ -196,3 +197,18 @@ def test_drops_are_exported_as_a_counter_per_subscription():
     assert line in text
     assert 'pulsar_subscription_msg_out_total{namespace="public/default",subscription="s",' \
            'topic="non-persistent://public/default/t"} 1.0' in text
+
+
+def test_a_released_topic_tells_its_clients_to_go():
+    registry, topic, producer = setup()
+    producer.conn.np_producers[1] = producer
+    conn = Conn()
+    k = consumer(topic, "s", SHARED, conn, 4, permits=1)
+    conn.np_consumers[4] = k
+    other = registry.open(TopicName("public", "default", "kept"), None)
+    consumer(other, "s", EXCLUSIVE, Conn(), 5, permits=1)
+    assert registry.disown(lambda t: t is other) == 1
+    assert [cmd.type for cmd in producer.conn.commands] == [c.CLOSE_PRODUCER]
+    assert [(cmd.type, cmd.close_consumer.consumer_id) for cmd in conn.commands] == [(c.CLOSE_CONSUMER, 4)]
+    assert not producer.conn.np_producers and not conn.np_consumers
+    assert registry.get(NAME, None) is None and registry.get(other.name, None) is other

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 
 from kop.aio import PeriodicTask
 from kop.cluster import listeners as named_listeners
+from kop.cluster.bundles import Bundle
 from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
@@ -180,6 +181,13 @@ class PulsarProtocolHandler(ProtocolHandler):
         if tls is not None or self.tls_port:
             out.append((LISTENER_TLS, *(tls or (host, self.tls_port))))
         return out + self.named_listeners.entries()
+
+    async def ownership_changed(self, bundle: Bundle, owned: bool) -> None:
+        """A bundle released: the non-persistent topics no longer owned let their clients go (they look them up
+        again); the persistent partitions are released through partition_log_released."""
+        if not owned:
+            owns = self.service.topics.owns_name
+            self.non_persistent.disown(lambda t: owns(t.name, max(t.partition, 0)))
 
     def connection_closed(self, conn: Counted) -> None:
         """A connection accepted by the acceptor closed: free its slot."""

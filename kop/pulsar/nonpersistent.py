@@ -35,6 +35,7 @@ import datetime
 import json
 import time
 import urllib.parse
+from collections.abc import Callable
 from typing import Protocol
 
 from kop.pulsar.codec import commands as c
@@ -57,6 +58,7 @@ class Sink(Protocol):
     peer: str  # "ip:port"
     client_version: str
     np_producers: dict[int, NPProducer]
+    np_consumers: dict[int, NPConsumer]
 
     @property
     def backlogged(self) -> bool: ...
@@ -115,7 +117,8 @@ class NPProducer:
         self.topic.remove_producer(self)
 
     def fence(self) -> None:
-        """ExclusiveWithFencing took the topic: closed (CLOSE_PRODUCER, as Pulsar's Producer.close(true))."""
+        """Closed by the broker (CLOSE_PRODUCER, as Pulsar's Producer.close(true)): ExclusiveWithFencing took the
+        topic, or this broker no longer owns it; the client reconnects (and is refused, when fenced out)."""
         self.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=self.producer_id, request_id=0))
         self.conn.np_producers.pop(self.producer_id, None)
         self.close()
@@ -144,6 +147,12 @@ class NPConsumer:
 
     def close(self) -> None:
         self.subscription.remove_consumer(self)
+
+    def disconnect(self) -> None:
+        """Told to go (CLOSE_CONSUMER): the client looks the topic up again and resubscribes where it is served."""
+        self.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=self.consumer_id, request_id=0))
+        self.conn.np_consumers.pop(self.consumer_id, None)
+        self.close()
 
 
 class NPSubscription:
@@ -313,6 +322,19 @@ class NonPersistentTopics:
     def release(self, topic: NPTopic) -> None:
         if topic.idle and self.topics.get(topic.full_name) is topic:
             del self.topics[topic.full_name]
+
+    def disown(self, still_owned: Callable[[NPTopic], bool]) -> int:
+        """Cluster mode, a bundle released: the clients of every topic no longer owned are told to go (they look it
+        up again and reconnect to its new owner), as Pulsar closes a non-persistent topic on unload. The number of
+        topics let go."""
+        gone = [t for t in list(self.topics.values()) if not still_owned(t)]
+        for topic in gone:
+            for p in list(topic.producers.values()):
+                p.fence()
+            for sub in list(topic.subscriptions.values()):
+                for k in list(sub.consumers):
+                    k.disconnect()
+        return len(gone)
 
     def in_namespace(self, tenant: str, namespace: str) -> list[NPTopic]:
         return [t for t in self.topics.values() if (t.name.tenant, t.name.namespace) == (tenant, namespace)]

@@ -9,7 +9,9 @@ in the connection's `np_producers` / `np_consumers`). As on Apache Pulsar:
   TopicNotFound. PARTITIONED_METADATA answers the partition count of a partitioned non-persistent topic (created
   over the admin REST, or auto-created by PARTITIONED_METADATA when allowAutoTopicCreationType=partitioned, with
   defaultNumPartitions), 0 otherwise. LOOKUP answers as for the persistent topic of the same name (the same owner in
-  cluster mode). Authorization is the persistent topic's: Kafka ACLs have no domain, so WRITE/READ/DESCRIBE on a
+  cluster mode); a PRODUCER or SUBSCRIBE on a broker that does not own that name is ServiceNotReady (the client
+  looks it up again), and a broker that lets the bundle go tells the topic's clients to go (CLOSE_PRODUCER,
+  CLOSE_CONSUMER: PulsarProtocolHandler.ownership_changed). Authorization is the persistent topic's: Kafka ACLs have no domain, so WRITE/READ/DESCRIBE on a
   topic name cover both of its domains.
 * PRODUCER: access modes, maxProducersPerTopic and the schema as on persistent topics (the same functions); SEND:
   `maxMessageSize` (produce.size_refusal), then SEND_RECEIPT (ledger 0, entry 0) at once and the entry offered to
@@ -140,6 +142,8 @@ async def open_topic(conn: PulsarConnection, rid: int, topic: str, check: Check)
         if conn.handler.non_persistent.get(name, partition) is None and partition is None and \
                 not may_create(conn, name):
             raise NameError_(c.ServerError.TopicNotFound, f"Topic {topic} does not exist")
+        if not conn.handler.service.topics.owns_name(name, partition or 0):  # cluster mode: the client looks again
+            raise NameError_(c.ServerError.ServiceNotReady, f"{topic} is not served by this broker now; retry")
     except NameError_ as e:
         conn.send(c.error(rid, e.code, str(e)))
         return None

@@ -28,6 +28,7 @@ Kafka clients never see these topics: the same short name on the Kafka port is t
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from kop.pulsar import authorize
@@ -60,6 +61,7 @@ from kop.topics.namespaces import MAX_CONSUMERS, MAX_PRODUCERS
 
 _PARTITION = re.compile(r"^(?P<base>.+)-partition-(?P<index>0|[1-9][0-9]{0,8})$")
 STICKY = c.pb.KeySharedMode.STICKY
+_names = itertools.count()  # generated producer names (Pulsar's <cluster>-<broker>-<n>)
 
 
 # ---------------------------------------------------------------------------------------------------- routing
@@ -211,7 +213,7 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         topic.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else \
             (0 if topic.topic_epoch is None else topic.topic_epoch + 1)
     pname = req.producer_name if req.HasField("producer_name") and req.producer_name else \
-        f"kop-{conn.handler.config.kafkaBrokerId}-np-{id(conn):x}-{req.producer_id}"
+        f"kop-{conn.handler.config.kafkaBrokerId}-np-{next(_names)}"
     p = NPProducer(conn, req.producer_id, pname, topic, refused, exclusive=mode != 0)
     topic.producers[pname] = p
     conn.np_producers[req.producer_id] = p

@@ -126,6 +126,17 @@ def test_partitioned_topic_over_the_admin_rest(target, client, pulsar_broker):
     status, summed = admin(pulsar_broker, "GET", f"{path}/partitioned-stats")
     assert status == 200 and summed["msgInCounter"] == 30 and summed["metadata"]["partitions"] == 3
     assert admin(pulsar_broker, "GET", "non-persistent/public/nosuchns")[0] == 404
+    assert admin(pulsar_broker, "PUT", "non-persistent/public/default/np-zero/partitions", 0)[0] == 406
+
+
+def test_a_namespace_with_a_partitioned_non_persistent_topic_is_not_empty(target, pulsar_broker):
+    ns = f"public/{target.topic('np-ns')}"
+    assert admin(pulsar_broker, "PUT", f"namespaces/{ns}")[0] == 204
+    assert admin(pulsar_broker, "PUT", f"non-persistent/{ns}/t/partitions", 2)[0] == 204
+    assert admin(pulsar_broker, "DELETE", f"namespaces/{ns}")[0] == 409
+    assert admin(pulsar_broker, "DELETE", f"non-persistent/{ns}/t/partitions")[0] == 204
+    assert admin(pulsar_broker, "DELETE", f"non-persistent/{ns}/t/partitions")[0] == 404
+    assert admin(pulsar_broker, "DELETE", f"namespaces/{ns}")[0] == 204
 
 
 def test_a_slow_consumer_loses_what_is_past_its_receiver_queue(target, client, pulsar_broker):

@@ -171,6 +171,25 @@ def test_non_persistent_topic_over_the_wire(broker: KopBroker) -> None:
     w.close()
 
 
+def test_non_persistent_access_modes(broker: KopBroker) -> None:
+    """Exclusive producers on a non-persistent topic as on a persistent one: a Shared one beside it is ProducerBusy,
+    ExclusiveWithFencing closes it (CLOSE_PRODUCER) and takes the next topic epoch."""
+    topic = f"non-persistent://public/default/{name()}"
+    first, second = wire(broker), wire(broker)
+    first.send(c.command(c.PRODUCER, topic=topic, producer_id=1, request_id=1, producer_access_mode=1))
+    assert first.expect(c.PRODUCER_SUCCESS).topic_epoch == 0
+    second.send(c.command(c.PRODUCER, topic=topic, producer_id=1, request_id=2))
+    assert second.expect(c.ERROR).error == c.ServerError.ProducerBusy
+    second.send(c.command(c.PRODUCER, topic=topic, producer_id=2, request_id=3, producer_access_mode=3))
+    assert second.expect(c.PRODUCER_SUCCESS).topic_epoch == 1
+    assert first.expect(c.CLOSE_PRODUCER).producer_id == 1
+    md = c.pb.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1)
+    first.raw(encode_message(c.command(c.SEND, producer_id=1, sequence_id=0), md, b"late"))
+    assert first.expect(c.SEND_ERROR).error == c.ServerError.NotAllowedError  # that producer is gone
+    first.close()
+    second.close()
+
+
 def test_lookup_connects_to_this_broker(broker: KopBroker) -> None:
     topic = name()
     create_topic(broker.bootstrap, topic, partitions=2)

@@ -128,8 +128,10 @@ async def _partitions(conn: PulsarConnection, name: TopicName, create: bool) -> 
     return n
 
 
-async def open_topic(conn: PulsarConnection, rid: int, topic: str, check: Check) -> tuple[TopicName, NPTopic] | None:
-    """The topic a PRODUCER/SUBSCRIBE names, created when missing and allowed; None once answered ERROR."""
+async def resolve(conn: PulsarConnection, rid: int, topic: str, check: Check) -> tuple[TopicName, int | None] | None:
+    """The name and partition a PRODUCER/SUBSCRIBE names, when it may be served here (created when missing and
+    allowed); None once answered ERROR. Nothing is opened: the caller opens the topic only after its last await, so
+    that a topic released meanwhile (idle: its last client went) is never the one a new client joins."""
     try:
         name, partition = split(conn, topic)
         refusal = check(name)
@@ -149,7 +151,7 @@ async def open_topic(conn: PulsarConnection, rid: int, topic: str, check: Check)
     except NameError_ as e:
         conn.send(c.error(rid, e.code, str(e)))
         return None
-    return name, conn.handler.non_persistent.open(name, partition)
+    return name, partition
 
 
 # ---------------------------------------------------------------------------------------------------- lookup
@@ -196,39 +198,41 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
                             schema_version=existing.schema_version))
         return
-    opened = await open_topic(conn, rid, req.topic, lambda name: authorize.produce_refusal(conn, name))
-    if opened is None:
+    resolved = await resolve(conn, rid, req.topic, lambda name: authorize.produce_refusal(conn, name))
+    if resolved is None:
         return
-    name, topic = opened
-    refused = await _producer_refusal(conn, name, topic, req)
-    if isinstance(refused, tuple):
+    name, partition = resolved
+    try:  # registered first, as Pulsar does (tryAddSchema, then addProducer); one schema per topic name
+        version = await producer_version(conn, name, req)
+    except SchemaRefused as e:
+        conn.send(c.error(rid, e.code, str(e)))
+        return
+    topic = conn.handler.non_persistent.open(name, partition)  # no await from here on
+    refused = _producer_refusal(conn, name, topic, req)
+    if refused is not None:
         conn.handler.non_persistent.release(topic)
         conn.send(c.error(rid, refused[0], refused[1]))
         return
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else 0
+    fenced = list(topic.producers.values()) if mode == EXCLUSIVE_WITH_FENCING else []
     if mode != 0:
-        if mode == EXCLUSIVE_WITH_FENCING:
-            for old in list(topic.producers.values()):
-                old.fence()
         topic.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else \
             (0 if topic.topic_epoch is None else topic.topic_epoch + 1)
     pname = req.producer_name if req.HasField("producer_name") and req.producer_name else \
         f"kop-{conn.handler.config.kafkaBrokerId}-np-{next(_names)}"
-    p = NPProducer(conn, req.producer_id, pname, topic, refused, exclusive=mode != 0)
+    p = NPProducer(conn, req.producer_id, pname, topic, version, exclusive=mode != 0)
     topic.producers[pname] = p
     conn.np_producers[req.producer_id] = p
+    for old in fenced:  # after the new one joined: the topic never looks idle meanwhile
+        old.fence()
     fields = {} if topic.topic_epoch is None else {"topic_epoch": topic.topic_epoch}
     conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=pname, last_sequence_id=-1,
-                        schema_version=refused, **fields))
+                        schema_version=version, **fields))
 
 
-async def _producer_refusal(conn: PulsarConnection, name: TopicName, topic: NPTopic, req: c.pb.CommandProducer
-                            ) -> tuple[int, str] | bytes:
-    """(ServerError, message) refusing a PRODUCER, else the schema version it gets (b"" for none)."""
-    try:  # registered first, as Pulsar does (tryAddSchema, then addProducer); one schema per topic name
-        version = await producer_version(conn, name, req)
-    except SchemaRefused as e:
-        return e.code, str(e)
+def _producer_refusal(conn: PulsarConnection, name: TopicName, topic: NPTopic, req: c.pb.CommandProducer
+                      ) -> tuple[int, str] | None:
+    """(ServerError, message) refusing a PRODUCER on the topic as it is now, None to let it in."""
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else 0
     if mode not in (0, 1, 2, 3):
         return c.ServerError.NotAllowedError, f"producer access mode {mode} is not supported"
@@ -241,7 +245,7 @@ async def _producer_refusal(conn: PulsarConnection, name: TopicName, topic: NPTo
     limit = conn.handler.service.topics.namespaces.limit(name, MAX_PRODUCERS)
     if limit and len(topic.producers) >= limit:
         return c.ServerError.ProducerBusy, f"Topic '{req.topic}' reached max producers limit"
-    return version
+    return None
 
 
 async def send(conn: PulsarConnection, frame: Frame) -> None:
@@ -305,41 +309,43 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, refused[0], refused[1]))
         return
     durable = not req.HasField("durable") or req.durable
-    opened = await open_topic(conn, rid, req.topic, lambda name: authorize.subscribe_refusal(
+    resolved = await resolve(conn, rid, req.topic, lambda name: authorize.subscribe_refusal(
         conn, name, req.subscription, durable))
-    if opened is None:
+    if resolved is None:
         return
-    name, topic = opened
-    error = await _consumer_refusal(conn, name, topic, req)
-    sub = topic.subscription(req.subscription, req.subType, durable) if error is None else None
-    k = None
-    if sub is not None:
-        k = NPConsumer(conn, req.consumer_id, sub, req.consumer_name or f"consumer-{req.consumer_id}",
-                       req.priority_level)
-        if req.subType == KEY_SHARED and req.HasField("keySharedMeta") and req.keySharedMeta.keySharedMode == STICKY:
-            k.ranges = [(r.start, r.end) for r in req.keySharedMeta.hashRanges]
-        error = sub.add_consumer(k, req.subType)
-        if error is not None and not sub.consumers:
-            topic.remove_subscription(sub)
-    if error is not None or k is None:
+    name, partition = resolved
+    now = conn.handler.non_persistent.get(name, partition)
+    idle = now is None or (not now.producers and not any(s.consumers for s in now.subscriptions.values()))
+    try:  # kop/pulsar/schemas.py: registered on an idle topic, else checked against the name's versions
+        await check_subscriber(conn, name, req, idle)
+    except SchemaRefused as e:
+        conn.send(c.error(rid, e.code, str(e)))
+        return
+    topic = conn.handler.non_persistent.open(name, partition)  # no await from here on
+    error = _join(conn, name, topic, req, durable)
+    if error is not None:
         conn.handler.non_persistent.release(topic)
-        code, message = error or (c.ServerError.UnknownError, "no subscription")
-        conn.send(c.error(rid, code, message))
+        conn.send(c.error(rid, error[0], error[1]))
         return
-    conn.np_consumers[req.consumer_id] = k
     conn.send(c.command(c.SUCCESS, request_id=rid))
 
 
-async def _consumer_refusal(conn: PulsarConnection, name: TopicName, topic: NPTopic, req: c.pb.CommandSubscribe
-                            ) -> tuple[int, str] | None:
-    idle = not topic.producers and not any(s.consumers for s in topic.subscriptions.values())
-    try:
-        await check_subscriber(conn, name, req, idle)
-    except SchemaRefused as e:
-        return e.code, str(e)
+def _join(conn: PulsarConnection, name: TopicName, topic: NPTopic, req: c.pb.CommandSubscribe, durable: bool
+          ) -> tuple[int, str] | None:
+    """Add the SUBSCRIBE's consumer to its subscription, or (ServerError, message) refusing it."""
     limit = conn.handler.service.topics.namespaces.limit(name, MAX_CONSUMERS)
     if limit and sum(len(s.consumers) for s in topic.subscriptions.values()) >= limit:
         return c.ServerError.ConsumerBusy, "Topic reached max consumers limit"
+    sub = topic.subscription(req.subscription, req.subType, durable)
+    k = NPConsumer(conn, req.consumer_id, sub, req.consumer_name or f"consumer-{req.consumer_id}", req.priority_level)
+    if req.subType == KEY_SHARED and req.HasField("keySharedMeta") and req.keySharedMeta.keySharedMode == STICKY:
+        k.ranges = [(r.start, r.end) for r in req.keySharedMeta.hashRanges]
+    error = sub.add_consumer(k, req.subType)
+    if error is not None:
+        if not sub.consumers:
+            topic.remove_subscription(sub)
+        return error
+    conn.np_consumers[req.consumer_id] = k
     return None
 
 

@@ -186,6 +186,10 @@ def test_non_persistent_access_modes(broker: KopBroker) -> None:
     md = c.pb.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1)
     first.raw(encode_message(c.command(c.SEND, producer_id=1, sequence_id=0), md, b"late"))
     assert first.expect(c.SEND_ERROR).error == c.ServerError.NotAllowedError  # that producer is gone
+    # maxMessageSize binds a non-persistent SEND as a persistent one (produce.size_refusal)
+    second.raw(encode_message(c.command(c.SEND, producer_id=2, sequence_id=0), md, b"x" * (MAX_MESSAGE + 100)))
+    refused = second.expect(c.SEND_ERROR)
+    assert refused.error == c.ServerError.NotAllowedError and "maxMessageSize" in refused.message
     first.close()
     second.close()
 

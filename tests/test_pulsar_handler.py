@@ -167,6 +167,10 @@ def test_non_persistent_topic_over_the_wire(broker: KopBroker) -> None:
     assert w.expect(c.SUCCESS).request_id == 4
     w.send(c.command(c.GET_LAST_MESSAGE_ID, consumer_id=2, request_id=5))
     assert w.expect(c.ERROR).error == c.ServerError.UnknownError
+    full = f"non-persistent://public/default/{topic}"
+    for rid, mode, listed in ((6, 0, False), (7, 1, True), (8, 2, True)):  # PERSISTENT, NON_PERSISTENT, ALL
+        w.send(c.command(c.GET_TOPICS_OF_NAMESPACE, namespace="public/default", request_id=rid, mode=mode))
+        assert (full in w.expect(c.GET_TOPICS_OF_NAMESPACE_RESPONSE).topics) == listed
     assert end_offsets(broker.bootstrap, topic, 1) == {0: 0}  # the persistent topic of the name: nothing in it
     w.close()
 

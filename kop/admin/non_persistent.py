@@ -6,8 +6,9 @@ topics (kop/pulsar/nonpersistent.py, through kop/services.py PulsarNonPersistent
 - `GET .../{namespace}/partitioned`: the partitioned non-persistent topics.
 - `PUT .../{topic}/partitions` (body: the partition count): createPartitionedTopic; 204, 409 "This topic already
   exists", 406 for a count below 1. `GET .../{topic}/partitions`: {"partitions": N, "deleted": false}, N = 0 for a
-  topic that is not partitioned. `DELETE .../{topic}/partitions`: 204, 404 "Topic ... not found.". A namespace with non-persistent topics (served
-  now, or partitioned ones) is not deleted: 409 "Cannot delete non empty namespace" (kop/admin/namespaces.py).
+  topic that is not partitioned. `DELETE .../{topic}/partitions`: 204, 404 "Topic ... not found.". A namespace
+  with non-persistent topics (served now, or partitioned ones) is not deleted: 409 "Cannot delete non empty
+  namespace" (kop/admin/namespaces.py).
 - `GET .../{topic}/stats`: Pulsar's NonPersistentTopicStats of a topic or partition served now (msgDropRate and
   per-subscription msgDropRate, plus our msgDropCount), 404 "Topic not found" otherwise. `GET
   .../{topic}/partitioned-stats`: the partitions' counters summed, with `metadata` and (perPartition, the default)

@@ -11,8 +11,8 @@ in the connection's `np_producers` / `np_consumers`). As on Apache Pulsar:
   defaultNumPartitions), 0 otherwise. LOOKUP answers as for the persistent topic of the same name (the same owner in
   cluster mode); a PRODUCER or SUBSCRIBE on a broker that does not own that name is ServiceNotReady (the client
   looks it up again), and a broker that lets the bundle go tells the topic's clients to go (CLOSE_PRODUCER,
-  CLOSE_CONSUMER: PulsarProtocolHandler.ownership_changed). Authorization is the persistent topic's: Kafka ACLs have no domain, so WRITE/READ/DESCRIBE on a
-  topic name cover both of its domains.
+  CLOSE_CONSUMER: PulsarProtocolHandler.ownership_changed). Authorization is the persistent topic's: Kafka ACLs have
+  no domain, so WRITE/READ/DESCRIBE on a topic name cover both of its domains.
 * PRODUCER: access modes, maxProducersPerTopic and the schema as on persistent topics (the same functions); SEND:
   `maxMessageSize` (produce.size_refusal), then SEND_RECEIPT (ledger 0, entry 0) at once and the entry offered to
   every subscription; nothing is stored, de-duplication does not apply (Pulsar: no-op on non-persistent topics).
@@ -74,6 +74,7 @@ def by_topic(persistent: CommandHandler, non_persistent: CommandHandler) -> Comm
 
 
 def by_producer(persistent: CommandHandler, non_persistent: CommandHandler) -> CommandHandler:
+    """SEND, CLOSE_PRODUCER: by the producer they name (ids are the client's, unique on its connection)."""
     async def serve(conn: PulsarConnection, frame: Frame) -> None:
         fn = non_persistent if frame.inner.producer_id in conn.np_producers else persistent
         await fn(conn, frame)
@@ -81,6 +82,8 @@ def by_producer(persistent: CommandHandler, non_persistent: CommandHandler) -> C
 
 
 def by_consumer(persistent: CommandHandler, non_persistent: CommandHandler) -> CommandHandler:
+    """FLOW, ACK, SEEK, ...: by the consumer they name (an unknown id goes to the persistent side, which answers
+    ConsumerNotFound or ignores it)."""
     async def serve(conn: PulsarConnection, frame: Frame) -> None:
         fn = non_persistent if frame.inner.consumer_id in conn.np_consumers else persistent
         await fn(conn, frame)

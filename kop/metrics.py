@@ -453,9 +453,10 @@ def _pulsar_families(m: BrokerMetrics) -> Iterator[Metric]:
         t[5] += 1
         t[6] += s["consumers"]
         t[7] = max(t[7], s["producers"])
-        acc = subs.setdefault((s["namespace"], label, s["subscription"]), [0, 0, 0, 0, 0])
+        acc = subs.setdefault((s["namespace"], label, s["subscription"]), [0, 0, 0, 0, 0, 0])
         for i, k in enumerate(("msgBacklog", "unackedMessages", "consumers", "msgOutCounter", "bytesOutCounter")):
             acc[i] += s[k]
+        acc[5] += s.get("msgDropCount", 0)  # non-persistent subscriptions (kop/pulsar/nonpersistent.py)
     for i, (name, doc, kind) in enumerate((
         ("pulsar_in_messages_total", "Messages Pulsar producers stored", CounterMetricFamily),
         ("pulsar_in_bytes_total", "Bytes Pulsar producers stored (as Kafka batches)", CounterMetricFamily),
@@ -477,6 +478,8 @@ def _pulsar_families(m: BrokerMetrics) -> Iterator[Metric]:
         ("pulsar_subscription_consumers_count", "Connected consumers of the subscription"),
         ("pulsar_subscription_msg_out", "Messages dispatched to the subscription's consumers (a counter)"),
         ("pulsar_subscription_bytes_out", "Bytes dispatched to the subscription's consumers (a counter)"),
+        ("pulsar_subscription_msg_drop", "Messages a non-persistent subscription dropped (a counter; Pulsar's "
+                                         "msgDropRate is its rate)"),
     )):
         kind = CounterMetricFamily if i >= 3 else GaugeMetricFamily
         fam = kind(name, doc, labels=["namespace", "topic", "subscription"])

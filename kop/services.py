@@ -126,6 +126,23 @@ class PulsarSchemas(Protocol):
         ...
 
 
+class PulsarNonPersistent(Protocol):
+    """Pulsar's non-persistent topics as the admin REST drives them (kop/pulsar/nonpersistent.py NonPersistentAdmin):
+    the ones served now, their stats, and the partitioned topics' partition counts."""
+
+    def served(self, tenant: str, namespace: str) -> list[str]: ...
+
+    def stats(self, name: TopicName, partition: int | None) -> dict[str, object] | None: ...
+
+    async def partitions(self, name: TopicName) -> int: ...
+
+    async def create_partitioned(self, name: TopicName, partitions: int) -> bool: ...
+
+    async def delete_partitioned(self, name: TopicName) -> bool: ...
+
+    async def partitioned_names(self, tenant: str, namespace: str) -> list[str]: ...
+
+
 class TransactionVerifier(Protocol):
     """What a partition leader asks the transaction coordinator (KIP-890 part 1): before the first
     transactional batch of a transaction on a partition is appended, whether the partition is in the
@@ -150,6 +167,7 @@ class ProvidedServices:
 
     pulsar_subscriptions: PulsarSubscriptions | None = None
     pulsar_schemas: PulsarSchemas | None = None
+    pulsar_non_persistent: PulsarNonPersistent | None = None
 
 
 class BrokerServices(Protocol):
@@ -173,6 +191,7 @@ class BrokerServices(Protocol):
     # Provided by a protocol handler (ProvidedServices): the pulsar handler's, None without it or before it started.
     pulsar_subscriptions: PulsarSubscriptions | None
     pulsar_schemas: PulsarSchemas | None
+    pulsar_non_persistent: PulsarNonPersistent | None
     authorizer: Authorizer | None  # Kafka's ACLs (authorizationEnabled); None: nothing is checked
     scram_store: ScramCredentialStore  # SCRAM users, in the metadata store (shared by a cluster's brokers)
     # the Confluent ids of topics' schemas (kop/schemas/): the Pulsar handler adds and strips Confluent's prefix

@@ -125,13 +125,77 @@ def test_partitioned_metadata_creates_a_missing_topic_only_when_allowed(broker: 
     w.send(c.command(c.PARTITIONED_METADATA, topic=absent, request_id=2))
     assert w.expect(c.PARTITIONED_METADATA_RESPONSE).partitions == 1
     assert end_offsets(broker.bootstrap, absent, 1) == {0: 0}  # Kafka sees the topic it created
+    # a non-persistent name is served too (kop/pulsar/nonpersistent_commands.py), in a namespace that exists only
     w.send(c.command(c.PARTITIONED_METADATA, topic="non-persistent://public/default/x", request_id=3))
+    assert w.expect(c.PARTITIONED_METADATA_RESPONSE).response == 0
+    w.send(c.command(c.PARTITIONED_METADATA, topic="non-persistent://public/nope/x", request_id=5))
     got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
-    assert got.response == 1 and got.error == c.ServerError.NotAllowedError
+    assert got.response == 1 and got.error == c.ServerError.TopicNotFound
     w.send(c.command(c.PARTITIONED_METADATA, topic="persistent://public/default/bad name", request_id=4))
     got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
     assert got.response == 1 and got.error == c.ServerError.InvalidTopicName
     w.close()
+
+
+def test_non_persistent_topic_over_the_wire(broker: KopBroker) -> None:
+    """A producer with a schema on a non-persistent topic: the schema is the name's (GET_SCHEMA answers it under
+    either domain), the receipt names no position, nothing is stored for Kafka clients; acks and seeks are answered,
+    GET_LAST_MESSAGE_ID is refused (kop/pulsar/nonpersistent_commands.py)."""
+    topic = name()
+    w = wire(broker)
+    schema = c.pb.Schema(name=topic, schema_data=b"", type=c.pb.Schema.Type.String)
+    w.send(c.command(c.PRODUCER, topic=f"non-persistent://public/default/{topic}", producer_id=1, request_id=1,
+                     schema=schema))
+    version = w.expect(c.PRODUCER_SUCCESS).schema_version
+    for i, domain in enumerate(("non-persistent", "persistent")):
+        w.send(c.command(c.GET_SCHEMA, topic=f"{domain}://public/default/{topic}", request_id=10 + i))
+        got = w.expect(c.GET_SCHEMA_RESPONSE)
+        assert (got.schema.type, got.schema_version) == (c.pb.Schema.Type.String, version)
+    w.send(c.command(c.SUBSCRIBE, topic=f"non-persistent://public/default/{topic}", subscription="s", subType=0,
+                     consumer_id=2, request_id=2))
+    w.expect(c.SUCCESS)
+    w.send(c.command(c.FLOW, consumer_id=2, messagePermits=10))
+    md = c.pb.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1)
+    w.raw(encode_message(c.command(c.SEND, producer_id=1, sequence_id=0), md, b"hello"))
+    receipt = w.expect(c.SEND_RECEIPT)
+    assert (receipt.message_id.ledgerId, receipt.message_id.entryId) == (0, 0)
+    delivered = w.expect(c.MESSAGE)
+    assert (delivered.consumer_id, delivered.message_id.ledgerId, delivered.message_id.entryId) == (2, 0, 0)
+    w.send(c.command(c.ACK, consumer_id=2, ack_type=0, message_id=[c.message_id(0, 0)], request_id=3))
+    assert w.expect(c.ACK_RESPONSE).request_id == 3
+    w.send(c.command(c.SEEK, consumer_id=2, request_id=4, message_publish_time=0))
+    assert w.expect(c.SUCCESS).request_id == 4
+    w.send(c.command(c.GET_LAST_MESSAGE_ID, consumer_id=2, request_id=5))
+    assert w.expect(c.ERROR).error == c.ServerError.UnknownError
+    full = f"non-persistent://public/default/{topic}"
+    for rid, mode, listed in ((6, 0, False), (7, 1, True), (8, 2, True)):  # PERSISTENT, NON_PERSISTENT, ALL
+        w.send(c.command(c.GET_TOPICS_OF_NAMESPACE, namespace="public/default", request_id=rid, mode=mode))
+        assert (full in w.expect(c.GET_TOPICS_OF_NAMESPACE_RESPONSE).topics) == listed
+    assert end_offsets(broker.bootstrap, topic, 1) == {0: 0}  # the persistent topic of the name: nothing in it
+    w.close()
+
+
+def test_non_persistent_access_modes(broker: KopBroker) -> None:
+    """Exclusive producers on a non-persistent topic as on a persistent one: a Shared one beside it is ProducerBusy,
+    ExclusiveWithFencing closes it (CLOSE_PRODUCER) and takes the next topic epoch."""
+    topic = f"non-persistent://public/default/{name()}"
+    first, second = wire(broker), wire(broker)
+    first.send(c.command(c.PRODUCER, topic=topic, producer_id=1, request_id=1, producer_access_mode=1))
+    assert first.expect(c.PRODUCER_SUCCESS).topic_epoch == 0
+    second.send(c.command(c.PRODUCER, topic=topic, producer_id=1, request_id=2))
+    assert second.expect(c.ERROR).error == c.ServerError.ProducerBusy
+    second.send(c.command(c.PRODUCER, topic=topic, producer_id=2, request_id=3, producer_access_mode=3))
+    assert second.expect(c.PRODUCER_SUCCESS).topic_epoch == 1
+    assert first.expect(c.CLOSE_PRODUCER).producer_id == 1
+    md = c.pb.MessageMetadata(producer_name="x", sequence_id=0, publish_time=1)
+    first.raw(encode_message(c.command(c.SEND, producer_id=1, sequence_id=0), md, b"late"))
+    assert first.expect(c.SEND_ERROR).error == c.ServerError.NotAllowedError  # that producer is gone
+    # maxMessageSize binds a non-persistent SEND as a persistent one (produce.size_refusal)
+    second.raw(encode_message(c.command(c.SEND, producer_id=2, sequence_id=0), md, b"x" * (MAX_MESSAGE + 100)))
+    refused = second.expect(c.SEND_ERROR)
+    assert refused.error == c.ServerError.NotAllowedError and "maxMessageSize" in refused.message
+    first.close()
+    second.close()
 
 
 def test_lookup_connects_to_this_broker(broker: KopBroker) -> None:

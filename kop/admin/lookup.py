@@ -28,7 +28,8 @@ The same rules as the binary LOOKUP, so the transport does not change what a cli
 - Named listeners: the `listenerName` query (or the `X-Pulsar-ListenerName` header) picks the pulsar addresses
   of that listener (kop/cluster/listeners.py); a name the broker lacks is Pulsar's 500 "the broker do not have
   <name> listener".
-Differences: `non-persistent` topics are not served (405).
+`non-persistent` topics are looked up as the persistent topic of the same name (its owner serves them,
+kop/pulsar/nonpersistent_commands.py); only their namespace must exist (their producer or consumer creates them).
 """
 
 from __future__ import annotations
@@ -75,14 +76,16 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, role_key: str) -> None
 
 def _namespace_topics(server: AdminServer, request: web.Request) -> list[str]:
     """Pulsar's `GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=...` (what an HTTP lookup client's regex
-    consumer lists): every partition of every topic, as GET_TOPICS_OF_NAMESPACE lists them; none for mode
-    NON_PERSISTENT (there are none here); 404 for a namespace that does not exist."""
+    consumer lists): every partition of every topic, as GET_TOPICS_OF_NAMESPACE lists them; for mode NON_PERSISTENT
+    the non-persistent topics served now, for ALL both; 404 for a namespace that does not exist."""
     m = request.match_info
     tenant, namespace = m["tenant"], m["namespace"]
     views.topic_list(server.service, tenant, namespace)  # 404 for an unknown namespace
-    if request.query.get("mode", "PERSISTENT").upper() == "NON_PERSISTENT":
-        return []
-    names: list[str] = []
+    mode = request.query.get("mode", "PERSISTENT").upper()
+    np = server.service.pulsar_non_persistent
+    names = np.served(tenant, namespace) if np is not None and mode in ("NON_PERSISTENT", "ALL") else []
+    if mode == "NON_PERSISTENT":
+        return names
     for topic in server.service.topics.all():
         if topic.internal or topic.deleted or (topic.name.tenant, topic.name.namespace) != (tenant, namespace):
             continue
@@ -186,9 +189,7 @@ async def _lookup(server: AdminServer, request: web.Request, role_key: str) -> w
     m = request.match_info
     domain, tenant, namespace, local = m["domain"], m["tenant"], m["namespace"], m["topic"]
     shown = f"{domain}://{tenant}/{namespace}/{local}"
-    if domain == "non-persistent":
-        raise AdminError(405, f"{shown}: non-persistent topics are not served")
-    if domain != "persistent":
+    if domain not in ("persistent", "non-persistent"):
         raise AdminError(404, f"Unknown topic domain {domain!r}")
     pm = _PARTITION.match(local)
     base, partition = (pm["base"], int(pm["index"])) if pm else (local, 0)
@@ -202,7 +203,10 @@ async def _lookup(server: AdminServer, request: web.Request, role_key: str) -> w
                     service.topics.kafka_name(name)):
         log.warning("admin lookup of %s refused to role %s", shown, request.get(role_key))
         raise AdminError(403, LOOKUP_REFUSED)
-    await _check_target(server, request, role_key, name, shown, None if pm is None else partition)
+    if domain == "persistent":
+        await _check_target(server, request, role_key, name, shown, None if pm is None else partition)
+    elif not await service.topics.namespaces.exists(tenant, namespace):  # its producer or consumer creates it
+        raise AdminError(404, NAMESPACE_NOT_FOUND)
     ownership = service.ownership
     if not service.topics.owns_name(name, partition):  # cluster mode: the bundle may have no owner yet, or another
         await ownership.owner_of(name, partition)  # triggers an acquisition when the bundle has none

@@ -117,6 +117,10 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
 
     async def delete_namespace(request: web.Request) -> web.Response:
         m = request.match_info
+        np = server.service.pulsar_non_persistent  # its non-persistent topics count too, as in Pulsar
+        if np is not None and (np.served(m["tenant"], m["namespace"])
+                               or await np.partitioned_names(m["tenant"], m["namespace"])):
+            raise AdminError(409, "Cannot delete non empty namespace")
         await call(store.delete_namespace(m["tenant"], m["namespace"]))
         return web.Response(status=204)
 

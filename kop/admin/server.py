@@ -30,6 +30,7 @@ from kop.admin import (
     compaction,
     lag,
     lookup,
+    non_persistent,
     permissions,
     registry,
     schemas,
@@ -106,7 +107,6 @@ class AdminServer:
         namespace_routes.add_routes(self, r, V2)  # tenants, namespaces, their policies (kop/admin/namespaces.py)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
-        r.add_get(V2 + "/non-persistent/{tenant}/{namespace}", self.non_persistent_topic_list)
         r.add_get(TOPIC + "/partitions", self.partitioned_metadata)
         r.add_put(TOPIC + "/partitions", self.create_partitioned_topic)
         r.add_get(TOPIC + "/stats", self.stats)
@@ -116,6 +116,7 @@ class AdminServer:
         r.add_get(TOPIC + "/getMessageIdByIndex", self.message_id_by_index)
         r.add_get(TOPIC + "/getIndexByMessageId", self.index_by_message_id)
         r.add_get(V2 + "/non-persistent/{tenant}/{namespace}/{topic}/getMessageIdByIndex", self.non_persistent)
+        non_persistent.add_routes(self, r, V2)  # non-persistent topics: list, partitions, stats (kop/admin/non_persistent.py)
         subscriptions.add_routes(self, r, TOPIC)
         permissions.add_routes(self, r, TOPIC)  # Pulsar's grant/revoke as Kafka ACLs (kop/admin/permissions.py)
         topics.add_routes(self, r, TOPIC)  # create a non-partitioned topic, delete either kind (kop/admin/topics.py)
@@ -228,13 +229,6 @@ class AdminServer:
     async def topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info
         return _json(views.topic_list(self.service, m["tenant"], m["namespace"]))
-
-    async def non_persistent_topic_list(self, request: web.Request) -> web.Response:
-        """No non-persistent topics here: [] for a known namespace. Pulsar's Java admin `topics().getList`
-        asks for both domains and merges them."""
-        m = request.match_info
-        views.topic_list(self.service, m["tenant"], m["namespace"])  # 404 for an unknown namespace
-        return _json([])
 
     async def partitioned_topic_list(self, request: web.Request) -> web.Response:
         m = request.match_info

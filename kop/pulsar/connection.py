@@ -42,6 +42,7 @@ from kop.security.principal import ANONYMOUS, KafkaPrincipal
 
 if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
+    from kop.pulsar.nonpersistent import NPConsumer, NPProducer
     from kop.pulsar.produce import Producer
     from kop.pulsar.subscription import Consumer
 
@@ -107,6 +108,9 @@ class PulsarConnection(asyncio.BufferedProtocol):
         self.broker_entry_metadata = False
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
+        # producers and consumers of non-persistent topics (kop/pulsar/nonpersistent_commands.py routes by these ids)
+        self.np_producers: dict[int, NPProducer] = {}
+        self.np_consumers: dict[int, NPConsumer] = {}
         self.can_write = asyncio.Event()
         self.can_write.set()
         self.paused_reading = False
@@ -295,3 +299,9 @@ class PulsarConnection(asyncio.BufferedProtocol):
         for consumer in list(self.consumers.values()):
             consumer.subscription.remove_consumer(consumer)
         self.consumers.clear()
+        for np_producer in list(self.np_producers.values()):
+            np_producer.close()
+        for np_consumer in list(self.np_consumers.values()):
+            np_consumer.close()
+        self.np_producers.clear()
+        self.np_consumers.clear()

@@ -2,7 +2,8 @@
 
 It serves `pulsar-client` on `brokerServicePort` (6650; 0 = ephemeral) in the broker process, over the topics,
 partition logs and offsets of the Kafka handler: `persistent://public/default/t` is Kafka's `t`, and its partitions
-are `t-partition-N`, or it is a non-partitioned topic, one partition under its own name (kop/pulsar/lookup.py). One stored format for both protocols - Kafka record batches - converted at the edge
+are `t-partition-N`, or it is a non-partitioned topic, one partition under its own name (kop/pulsar/lookup.py); `non-persistent://` topics are an in-memory fan-out beside them (kop/pulsar/nonpersistent.py).
+One stored format for both protocols - Kafka record batches - converted at the edge
 (kop/pulsar/convert.py): a SEND becomes one Kafka batch of N records (N offsets), a stored batch goes out as one
 Pulsar batch entry of N messages. Message ids are (ledger, entry, partition, batch index = offset - base offset),
 the ids PIP-415's getMessageIdByIndex names.
@@ -29,6 +30,7 @@ from collections.abc import Mapping
 
 from kop.aio import PeriodicTask
 from kop.cluster import listeners as named_listeners
+from kop.cluster.bundles import Bundle
 from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
@@ -38,6 +40,7 @@ from kop.pulsar import backlog_quota, message_ttl
 from kop.pulsar.commands_table import COMMANDS
 from kop.pulsar.connection import CommandHandler, PulsarConnection
 from kop.pulsar.lookup import LISTENER, LISTENER_TLS
+from kop.pulsar.nonpersistent import NonPersistentAdmin, NonPersistentTopics, PartitionedTopics
 from kop.pulsar.subscription import PartitionState
 from kop.pulsar.subscriptions import SubscriptionsAdmin
 from kop.schemas.versions import SchemaRegistry
@@ -66,6 +69,8 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.authenticators = Authenticators()  # Pulsar's providers and anonymousUserRole (initialize())
         self.request_bytes = self.net.request_bytes
         self.partitions: dict[str, PartitionState] = {}  # ledger name -> subscriptions and producers
+        self.non_persistent = NonPersistentTopics()  # non-persistent://... topics served now (in memory)
+        self.non_persistent_partitioned: PartitionedTopics  # their partition counts, in the metadata store (start())
         self.cursors: CursorStore
         self.schemas: SchemaRegistry  # the broker's (start()); provided with the subscriptions (provides())
         self.subscriptions: SubscriptionsAdmin
@@ -99,6 +104,7 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.cursors = CursorStore(services.topics.store)
         self.schemas = services.schema_versions  # the broker's one store (kop/schemas/versions.py)
         self.subscriptions = SubscriptionsAdmin(self)
+        self.non_persistent_partitioned = PartitionedTopics(services.topics.store)
         # unacknowledged entries outlive retention
         services.topics.retention_floors.append(self.subscriptions.backlog_floor)
         self._quota = PeriodicTask("backlog-quota", self.config.backlogQuotaCheckIntervalInSeconds,
@@ -151,9 +157,11 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.listening = False
 
     def provides(self) -> ProvidedServices:
-        """The admin REST's way in (kop/services.py): subscriptions (kop/admin/subscriptions.py) and the schema
-        registry (kop/admin/schemas.py)."""
-        return ProvidedServices(pulsar_subscriptions=self.subscriptions, pulsar_schemas=self.schemas)
+        """The admin REST's way in (kop/services.py): subscriptions (kop/admin/subscriptions.py), the schema
+        registry (kop/admin/schemas.py) and the non-persistent topics (kop/admin/non_persistent.py)."""
+        return ProvidedServices(pulsar_subscriptions=self.subscriptions, pulsar_schemas=self.schemas,
+                                pulsar_non_persistent=NonPersistentAdmin(self.non_persistent,
+                                                                         self.non_persistent_partitioned))
 
     def bound_port(self, listener_name: str) -> int | None:
         if not self.listening:
@@ -173,6 +181,13 @@ class PulsarProtocolHandler(ProtocolHandler):
         if tls is not None or self.tls_port:
             out.append((LISTENER_TLS, *(tls or (host, self.tls_port))))
         return out + self.named_listeners.entries()
+
+    async def ownership_changed(self, bundle: Bundle, owned: bool) -> None:
+        """A bundle released: the non-persistent topics no longer owned let their clients go (they look them up
+        again); the persistent partitions are released through partition_log_released."""
+        if not owned:
+            owns = self.service.topics.owns_name
+            self.non_persistent.disown(lambda t: owns(t.name, max(t.partition, 0)))
 
     def connection_closed(self, conn: Counted) -> None:
         """A connection accepted by the acceptor closed: free its slot."""

@@ -1,5 +1,7 @@
 """PARTITIONED_METADATA, LOOKUP and GET_TOPICS_OF_NAMESPACE: finding topics and who serves them.
 
+Names `non-persistent://...` are served by kop/pulsar/nonpersistent_commands.py (the command table routes them
+there), with the name rules, namespace check, authorization and ownership answers of this module.
 Topics are the Kafka handler's: `persistent://public/default/t` (or `t`, or `public/default/t`) is Kafka's `t`. A topic
 is one of Pulsar's two kinds (kop/topics/manager.py Topic.partitioned): a partitioned topic of N partitions, whose
 partitions are `t-partition-N`, or a non-partitioned topic, one partition stored under its own name that Kafka clients
@@ -21,7 +23,8 @@ pulsar:// address the owner registered (kop/cluster/ownership.py BrokerInfo, lis
 without an owner yet is acquired first, and one still without an owner gets Failed/ServiceNotReady, which the
 client retries.
 GET_TOPICS_OF_NAMESPACE lists the partitions (`…-partition-N`, as Pulsar lists partitioned topics) and the
-non-partitioned topics by their own names, filtered by
+non-partitioned topics by their own names - persistent ones for mode PERSISTENT (the default), the non-persistent
+topics served now (kop/pulsar/nonpersistent.py) for NON_PERSISTENT, both for ALL -, filtered by
 `topics_pattern` when the client sends one (Python's `re`, close to Java's for the patterns clients use).
 
 With `authorizationEnabled` (kop/pulsar/authorize.py): PARTITIONED_METADATA and LOOKUP need DESCRIBE on the topic
@@ -212,6 +215,14 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed, error=e.code,
                             message=str(e)))
         return
+    await answer_lookup(conn, req, name, partition)
+
+
+async def answer_lookup(conn: PulsarConnection, req: c.pb.CommandLookupTopic, name: TopicName, partition: int
+                        ) -> None:
+    """LOOKUP_RESPONSE for a partition found: Connect to ourselves, or Redirect to its owner (the non-persistent
+    topic of the same name is served where the persistent one is: kop/pulsar/nonpersistent_commands.py)."""
+    rid = req.request_id
     service = conn.handler.service
     listener = req.advertised_listener_name or None  # the client's listenerName (kop/cluster/listeners.py)
     redirect = not service.topics.owns_name(name, partition)
@@ -243,7 +254,11 @@ async def topics_of_namespace(conn: PulsarConnection, frame: Frame) -> None:
     tenant, _, namespace = req.namespace.partition("/")
     topics = conn.handler.service.topics
     names: list[str] = []
-    for topic in topics.all():
+    mode = req.mode if req.HasField("mode") else c.pb.CommandGetTopicsOfNamespace.PERSISTENT
+    if mode != c.pb.CommandGetTopicsOfNamespace.PERSISTENT:  # NON_PERSISTENT or ALL: the ones served now
+        names.extend(t.full_name for t in conn.handler.non_persistent.in_namespace(tenant, namespace)
+                     if authorize.may_describe(conn, t.name))
+    for topic in topics.all() if mode != c.pb.CommandGetTopicsOfNamespace.NON_PERSISTENT else ():
         if topic.internal or (topic.name.tenant, topic.name.namespace) != (tenant, namespace) or topic.deleted:
             continue
         if not authorize.may_describe(conn, topic.name):  # hidden, as Kafka's Metadata hides it

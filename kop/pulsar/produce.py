@@ -51,7 +51,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kop.protocol.records import parse_batch_header
 from kop.pulsar import authorize, backlog_quota
@@ -214,7 +215,25 @@ def producers_exceeded(conn: PulsarConnection, topic: Topic, state: PartitionSta
     return None
 
 
-def access_refusal(state: PartitionState, mode: int, req: Any) -> tuple[int, str] | None:
+class _Exclusive(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def exclusive(self) -> bool: ...
+
+
+class ProducerAccess(Protocol):
+    """What the access-mode rule reads of a topic: its producers and its topic epoch (a persistent partition's
+    PartitionState, a non-persistent topic: kop/pulsar/nonpersistent.py)."""
+
+    @property
+    def producers(self) -> Mapping[str, _Exclusive]: ...
+
+    topic_epoch: int | None
+
+
+def access_refusal(state: ProducerAccess, mode: int, req: Any) -> tuple[int, str] | None:
     """(ServerError, message) refusing a PRODUCER of access ``mode`` on the partition as it is now, None to let it
     in: Pulsar 4.0's AbstractTopic.incrementTopicEpochIfNeeded, except that WaitForExclusive does not wait."""
     holder = next((p.name for p in state.producers.values() if p.exclusive), None)
@@ -268,6 +287,18 @@ def send_refused(conn: PulsarConnection, pid: int, seq: int, message: str) -> No
     conn.send(c.send_error(pid, seq, refusal_code(conn), message))
 
 
+def size_refusal(conn: PulsarConnection, frame: Frame) -> str | None:
+    """Why a SEND is over `maxMessageSize`, None when it is not; the one size rule of Pulsar SENDs, persistent or
+    not. A chunk is up to maxMessageSize of payload plus its metadata: Pulsar's broker checks no chunk's size
+    (AbstractTopic.isExceedMaximumMessageSize), the frame limit (maxMessageSize + 10 KiB) bounds it. Raises what
+    parsing the metadata raises."""
+    limit = conn.handler.config.maxMessageSize
+    size = len(frame.headers_and_payload or b"")
+    if size > limit and frame.metadata.num_chunks_from_msg <= 1:
+        return f"message of {size} bytes exceeds maxMessageSize {limit}"
+    return None
+
+
 def stored_batch(md: Any, payload: Any, limit: int, schema_id: int | None) -> bytes | bytearray:
     """The Kafka batch a SEND's entry is stored as: converted (kop/pulsar/convert.py), else - a payload that does not
     decompress, or to more than ``limit``, messages that do not parse - as sent (kop/pulsar/opaque.py), as Pulsar's
@@ -307,13 +338,11 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
     if p is None:
         return
     limit = conn.handler.config.maxMessageSize
-    size = len(frame.headers_and_payload or b"")
     try:
         md = frame.metadata
-        # A chunk is up to maxMessageSize of payload plus its metadata: Pulsar's broker checks no chunk's size
-        # (AbstractTopic.isExceedMaximumMessageSize), the frame limit (maxMessageSize + 10 KiB) bounds it.
-        if size > limit and md.num_chunks_from_msg <= 1:
-            send_refused(conn, pid, seq, f"message of {size} bytes exceeds maxMessageSize {limit}")
+        too_large = size_refusal(conn, frame)
+        if too_large is not None:
+            send_refused(conn, pid, seq, too_large)
             return
         raw_version = md.schema_version
         schema_id = p.schema_ids.get(raw_version, _UNRESOLVED) if raw_version else None

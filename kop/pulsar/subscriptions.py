@@ -41,6 +41,7 @@ from kop.pulsar.codec.batch import decompress_payload
 from kop.pulsar.compacted import AlreadyRunning
 from kop.pulsar.convert import ConversionError, kafka_to_pulsar, unbatched
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
+from kop.pulsar.nonpersistent import metric_samples
 from kop.pulsar.opaque import is_opaque
 from kop.pulsar.subscription import (
     EXCLUSIVE,
@@ -230,6 +231,8 @@ class SubscriptionsAdmin:
                 out.append({**where, "subscription": None,
                             "msgInCounter": state.msg_in, "bytesInCounter": state.bytes_in,
                             "producers": len(state.producers)})
+        for topic in list(self.handler.non_persistent.topics.values()):
+            out.extend(metric_samples(topic))
         return out
 
     # ------------------------------------------------------------------ retention

@@ -40,7 +40,7 @@ from kop.schemas.versions import SchemaRegistry
 from kop.security.acl import Authorizer
 from kop.security.metadata_stores import MetadataAclStore, MetadataScramCredentialStore
 from kop.security.sasl.scram import ScramCredentialStore
-from kop.services import PulsarSchemas, PulsarSubscriptions
+from kop.services import PulsarNonPersistent, PulsarSchemas, PulsarSubscriptions
 from kop.topics.broker_configs import BrokerConfigs
 from kop.topics.chores import LogCleaner, apply_retention
 from kop.topics.features import Features
@@ -94,6 +94,7 @@ class BrokerService:
         # Services protocol handlers provide (ProtocolHandler.provides), registered once each has started.
         self.pulsar_subscriptions: PulsarSubscriptions | None = None
         self.pulsar_schemas: PulsarSchemas | None = None
+        self.pulsar_non_persistent: PulsarNonPersistent | None = None
         self.ready = False  # topics loaded and every listener accepting (the /ready endpoint)
         self.stopped = False
         # Who serves what: this broker alone, or brokers sharing ZooKeeper (cluster mode).
@@ -180,6 +181,9 @@ class BrokerService:
         if provided.pulsar_schemas is not None:
             self._refuse_second(handler, "pulsar_schemas", self.pulsar_schemas)
             self.pulsar_schemas = provided.pulsar_schemas
+        if provided.pulsar_non_persistent is not None:
+            self._refuse_second(handler, "pulsar_non_persistent", self.pulsar_non_persistent)
+            self.pulsar_non_persistent = provided.pulsar_non_persistent
 
     def _refuse_second(self, handler: ProtocolHandler, service: str, registered: object) -> None:
         if registered is not None:

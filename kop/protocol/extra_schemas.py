@@ -467,7 +467,8 @@ SCHEMAS += [
 
 # KIP-932's share coordinator RPCs that a share-partition leader sends to the broker owning the state's
 # __share_group_state partition (kop/coordinator/share/persister.py): ReadShareGroupState (84) and
-# WriteShareGroupState (85), v0 as in Apache Kafka 4.4 (clients/src/main/resources/common/message).
+# WriteShareGroupState (85), v0 as in Apache Kafka 4.4 (clients/src/main/resources/common/message; 4.4 also has
+# WriteShareGroupState v1, with DeliveryCompleteCount, not used here).
 _STATE_BATCH = [_f("FirstOffset", "int64"), _f("LastOffset", "int64"), _f("DeliveryState", "int8"),
                 _f("DeliveryCount", "int16")]
 _STATE_RESULT = [_f("Partition", "int32"), _f("ErrorCode", "int16"),

@@ -180,9 +180,9 @@ class ShareCoordinator:
         await self._reload_configs(key[0])
         try:
             got = await self.persister.read(key)
-        except PersisterError as e:
+        except Exception as e:  # noqa: BLE001 - retriable for the client: the next ShareFetch reads again
             log.info("share-partition state %s not read: %s", key, e)
-            return e.error
+            return e.error if isinstance(e, PersisterError) else ErrorCode.COORDINATOR_NOT_AVAILABLE
         if key not in self.partitions:
             self._fetched[key] = got
         return 0

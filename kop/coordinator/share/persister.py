@@ -17,6 +17,8 @@ Placing the state with the topic partition instead would change Kafka's placemen
 Kafka's own tools (FindCoordinator's share keys, the __share_group_state formatter) rely on.
 
 When the state partition is loaded on this broker the local store is used directly (standalone: always).
+Otherwise one connection per broker, one request at a time, to the owner's first advertised Kafka listener,
+without authentication (as the transaction markers' channel, kop/coordinator/transactions/markers.py).
 Transient failures - the owner moving, loading, unreachable - are retried briefly (RETRIES x RETRY_S);
 after that the caller gets PersisterError with Kafka's code and tries again later (a ShareFetch answers the
 partition's error, a failed write stays pending and is written with the next flush).

@@ -133,3 +133,36 @@ def test_a_closed_connection_ends_its_sessions_and_releases_their_records() -> N
     share.connection_closed(conn_a)
     assert ("g", "a") not in share.sessions and ("g", "b") in share.sessions
     assert sp.state(0) == (RecordState.AVAILABLE, 1) and sp.state(2) == (RecordState.ACQUIRED, 1)
+
+
+def test_cluster_bundle_moves_forget_share_partitions_and_groups_which_come_back_from_their_records() -> None:
+    """Cluster mode (ShareCoordinator.bundle_moved / restore_group): a released bundle's share-partitions are
+    forgotten (their next leader reads their durable state), as are the groups whose __consumer_offsets partition
+    this broker no longer serves; a group taken over is restored from its records with its members and epochs."""
+    import asyncio
+
+    from kop.coordinator.share import group_records as grec
+    from kop.topics.names import TopicName
+
+    async def run() -> None:
+        share = ShareCoordinator(lambda: TOPICS, 45_000, 5000, clock=Clock())
+        epoch = share.heartbeat(hb("m1", 0, ["a"])).member_epoch
+        records = grec.records_of(share.groups.groups["g"])
+        for p in (0, 1):
+            share.share_partition(("g", T1, p), log_start=0, high_watermark=0)
+        share.share_partition(("g", T2, 0), log_start=0, high_watermark=0)
+        names = {T1: TopicName("public", "default", "a")}  # T2: deleted meanwhile, no name
+
+        share.bundle_moved(True, lambda name, p: True, names.get, lambda gid: False)  # acquired: nothing forgotten
+        assert len(share.partitions) == 3 and "g" in share.groups.groups
+        share.bundle_moved(False, lambda name, p: name.local == "a" and p == 0, names.get, lambda gid: True)
+        assert set(share.partitions) == {("g", T1, 1)} and "g" in share.groups.groups  # still its coordinator
+        share.bundle_moved(False, lambda name, p: False, names.get, lambda gid: False)
+        assert "g" not in share.groups.groups  # its __consumer_offsets partition went with another bundle
+
+        share.restore_group("g", records)  # this broker coordinates it again (the first heartbeat restores it)
+        again = share.heartbeat(hb("m1", epoch))
+        assert (again.error, again.member_epoch) == (0, epoch)
+        share.stop()
+
+    asyncio.run(run())

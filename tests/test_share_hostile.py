@@ -206,3 +206,50 @@ def test_share_version_0_turns_share_groups_off(broker) -> None:
     finally:
         set_level(2, 1)  # UPGRADE
     assert heartbeat(c, "g-off", "m", 0, ["t"]).error_code == 0
+
+
+def test_share_coordinator_rpcs_write_then_read_and_the_leader_serves_that_state(broker) -> None:
+    """ReadShareGroupState / WriteShareGroupState (84/85, what a share-partition leader sends its share coordinator
+    in cluster mode: tests/test_cluster_share_groups.py) on one broker: a never-written share-partition reads
+    StartOffset -1; a written state reads back as written; and a share-partition first served after the write
+    starts from it - r0 and r1 written ACKNOWLEDGED, the group's consumer gets r2 only. A state this broker could
+    not take up (a batch of 2^62 offsets, a reversed one, an ACQUIRED state) is INVALID_REQUEST and not kept."""
+    from confluent_kafka import Producer
+
+    from kop.protocol.messages import ReadShareGroupStateRequest as Rd
+    from kop.protocol.messages import WriteShareGroupStateRequest as W
+
+    topic, group = f"hostile-rpc-{uuid.uuid4().hex[:6]}", f"hostile-g-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(3):
+        p.produce(topic, value=b"r%d" % i)
+    assert p.flush(30) == 0
+    c = Client(broker.bootstrap)
+    (tp,) = heartbeat(c, group, "m1", 0, [topic]).assignment.topic_partitions
+    tid = tp.topic_id
+
+    def read() -> Any:
+        r = c.call(84, 0, Rd(group_id=group, topics=[Rd.ReadStateData(topic_id=tid, partitions=[
+            Rd.ReadStateData.PartitionData(partition=0, leader_epoch=0)])]))
+        return r.results[0].partitions[0]
+
+    assert (read().error_code, read().start_offset, read().state_batches) == (0, -1, [])
+    P = W.WriteStateData.PartitionData
+    w = c.call(85, 0, W(group_id=group, topics=[W.WriteStateData(topic_id=tid, partitions=[P(
+        partition=0, state_epoch=0, leader_epoch=0, start_offset=0,
+        state_batches=[P.StateBatch(first_offset=0, last_offset=1, delivery_state=2, delivery_count=1)])])]))
+    assert w.results[0].partitions[0].error_code == 0
+    for first, last, state in ((0, 2**62, 2), (1, 0, 2), (0, 1, 1)):  # a range to walk for ever, reversed, ACQUIRED
+        bad = c.call(85, 0, W(group_id=group, topics=[W.WriteStateData(topic_id=tid, partitions=[P(
+            partition=0, state_epoch=0, leader_epoch=0, start_offset=0, state_batches=[P.StateBatch(
+                first_offset=first, last_offset=last, delivery_state=state, delivery_count=1)])])]))
+        assert bad.results[0].partitions[0].error_code == E.INVALID_REQUEST, (first, last, state)
+    got = read()
+    assert (got.error_code, got.start_offset) == (0, 0)
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in got.state_batches] == [
+        (0, 1, 2, 1)]
+    served = fetch(c, group, "m1", 0, tid)
+    acquired = [(a.first_offset, a.last_offset) for t in served.responses for q in t.partitions
+                for a in q.acquired_records]
+    assert acquired == [(2, 2)], served

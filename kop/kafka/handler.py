@@ -29,9 +29,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kop.aio import PeriodicTask
+from kop.cluster.ownership import ZooKeeperOwnership
 from kop.config import BrokerConfig, Listener
 from kop.coordinator.share.coordinator import ShareCoordinator
 from kop.coordinator.share.dlq import DeadLetterQueue
+from kop.coordinator.share.persister import SharePersister
 from kop.coordinator.share.store import ShareStateStore
 from kop.kafka.apis import Api, build_table
 from kop.kafka.apis.metadata import TopicEntryCache
@@ -47,6 +49,7 @@ from kop.services import BrokerServices
 from kop.topics.features import SHARE_VERSION
 
 if TYPE_CHECKING:
+    from kop.cluster.bundles import Bundle
     from kop.kafka.connection import KafkaConnection, _Pending
     from kop.kafka.sasl import SaslSession
     from kop.topics.names import TopicName
@@ -123,8 +126,9 @@ class KafkaProtocolHandler(ProtocolHandler):
         self.metrics = services.metrics
         dlq = DeadLetterQueue(services.topics, lambda: services.features.level(SHARE_VERSION))  # KIP-1191
         # __share_group_state when present; membership in __consumer_offsets, configs in the metadata store
-        await self.share.start(ShareStateStore(self.config, services.topics), dlq, services.coordinator,
-                               services.storage.metadata_store)
+        store = ShareStateStore(self.config, services.topics)
+        await self.share.start(store, dlq, services.coordinator, services.storage.metadata_store,
+                               SharePersister(store, services.ownership, self.config.kafkaBrokerId))
         self.metrics.active_connections = lambda: len(self.connections)
         self.metrics.fetch_sessions = lambda: len(self.fetch_sessions)
         self.metrics.incremental_fetches = lambda: self.fetch_sessions.incremental_fetches
@@ -195,6 +199,20 @@ class KafkaProtocolHandler(ProtocolHandler):
         await self.share.close()
         if self.sasl_mechanisms is not None:
             await self.sasl_mechanisms.stop()
+
+    async def ownership_changed(self, bundle: Bundle, owned: bool) -> None:
+        """Cluster mode: share groups follow the bundle (kop/coordinator/share/coordinator.py `bundle_moved`)."""
+        own = self.service.ownership
+        if not isinstance(own, ZooKeeperOwnership):
+            return
+        topics, coordinator = self.service.topics, self.service.coordinator
+
+        def topic_of(topic_id: bytes) -> TopicName | None:
+            t = topics.get_by_id(topic_id)
+            return t.name if t is not None else None
+
+        self.share.bundle_moved(owned, lambda name, p: own.bundle_of(name, p) == bundle, topic_of,
+                                lambda gid: coordinator.partition_error(gid) == 0)
 
     def connection_closed(self, conn: KafkaConnection) -> None:
         """A connection accepted by the acceptor closed: free its slot; end the share sessions it opened."""

@@ -464,3 +464,46 @@ SCHEMAS += [
     ], common=_STREAMS_COMMON + [{"name": "Assignment", "versions": "0+", "fields": [
         _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"), _f("WarmupTasks", "[]TaskIds")]}]),
 ]
+
+# KIP-932's share coordinator RPCs that a share-partition leader sends to the broker owning the state's
+# __share_group_state partition (kop/coordinator/share/persister.py): ReadShareGroupState (84) and
+# WriteShareGroupState (85), v0 as in Apache Kafka 4.4 (clients/src/main/resources/common/message; 4.4 also has
+# WriteShareGroupState v1, with DeliveryCompleteCount, not used here).
+_STATE_BATCH = [_f("FirstOffset", "int64"), _f("LastOffset", "int64"), _f("DeliveryState", "int8"),
+                _f("DeliveryCount", "int16")]
+_STATE_RESULT = [_f("Partition", "int32"), _f("ErrorCode", "int16"),
+                 _f("ErrorMessage", "string", nullable="0+", default="null")]
+SCHEMAS += [
+    _message("ReadShareGroupStateRequest", "request", 84, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]ReadStateData", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionData", fields=[_f("Partition", "int32"), _f("LeaderEpoch", "int32")]),
+        ]),
+    ]),
+    _message("ReadShareGroupStateResponse", "response", 84, "0", [
+        _f("Results", "[]ReadStateResult", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionResult", fields=[
+                *_STATE_RESULT, _f("StateEpoch", "int32"), _f("StartOffset", "int64"),
+                _f("StateBatches", "[]StateBatch", fields=_STATE_BATCH),
+            ]),
+        ]),
+    ]),
+    _message("WriteShareGroupStateRequest", "request", 85, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]WriteStateData", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionData", fields=[
+                _f("Partition", "int32"), _f("StateEpoch", "int32"), _f("LeaderEpoch", "int32"),
+                _f("StartOffset", "int64"), _f("StateBatches", "[]StateBatch", fields=_STATE_BATCH),
+            ]),
+        ]),
+    ]),
+    _message("WriteShareGroupStateResponse", "response", 85, "0", [
+        _f("Results", "[]WriteStateResult", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionResult", fields=_STATE_RESULT),
+        ]),
+    ]),
+]

@@ -1632,6 +1632,44 @@ class ProduceResponse(Struct):
     node_endpoints: list[ProduceResponse.NodeEndpoint]
     def __init__(self, *, responses: list[ProduceResponse.TopicProduceResponse] = ..., throttle_time_ms: int = ..., node_endpoints: list[ProduceResponse.NodeEndpoint] = ...) -> None: ...
 
+class ReadShareGroupStateRequest(Struct):
+    class ReadStateData(Struct):
+        PartitionData: ClassVar[type[ReadShareGroupStateRequest.PartitionData]]
+        topic_id: bytes
+        partitions: list[ReadShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ReadShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        partition: int
+        leader_epoch: int
+        def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+    group_id: str
+    topics: list[ReadShareGroupStateRequest.ReadStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[ReadShareGroupStateRequest.ReadStateData] = ...) -> None: ...
+
+class ReadShareGroupStateResponse(Struct):
+    class ReadStateResult(Struct):
+        PartitionResult: ClassVar[type[ReadShareGroupStateResponse.PartitionResult]]
+        topic_id: bytes
+        partitions: list[ReadShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ReadShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Struct):
+        StateBatch: ClassVar[type[ReadShareGroupStateResponse.StateBatch]]
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        start_offset: int
+        state_batches: list[ReadShareGroupStateResponse.StateBatch]
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., start_offset: int = ..., state_batches: list[ReadShareGroupStateResponse.StateBatch] = ...) -> None: ...
+    class StateBatch(Struct):
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_state: int = ..., delivery_count: int = ...) -> None: ...
+    results: list[ReadShareGroupStateResponse.ReadStateResult]
+    def __init__(self, *, results: list[ReadShareGroupStateResponse.ReadStateResult] = ...) -> None: ...
+
 class SaslAuthenticateRequest(Struct):
     auth_bytes: bytes
     def __init__(self, *, auth_bytes: bytes = ...) -> None: ...
@@ -2126,6 +2164,44 @@ class UpdateFeaturesResponse(Struct):
     results: list[UpdateFeaturesResponse.UpdatableFeatureResult]
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., results: list[UpdateFeaturesResponse.UpdatableFeatureResult] = ...) -> None: ...
 
+class WriteShareGroupStateRequest(Struct):
+    class WriteStateData(Struct):
+        PartitionData: ClassVar[type[WriteShareGroupStateRequest.PartitionData]]
+        topic_id: bytes
+        partitions: list[WriteShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[WriteShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        StateBatch: ClassVar[type[WriteShareGroupStateRequest.StateBatch]]
+        partition: int
+        state_epoch: int
+        leader_epoch: int
+        start_offset: int
+        state_batches: list[WriteShareGroupStateRequest.StateBatch]
+        def __init__(self, *, partition: int = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., state_batches: list[WriteShareGroupStateRequest.StateBatch] = ...) -> None: ...
+    class StateBatch(Struct):
+        first_offset: int
+        last_offset: int
+        delivery_state: int
+        delivery_count: int
+        def __init__(self, *, first_offset: int = ..., last_offset: int = ..., delivery_state: int = ..., delivery_count: int = ...) -> None: ...
+    group_id: str
+    topics: list[WriteShareGroupStateRequest.WriteStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[WriteShareGroupStateRequest.WriteStateData] = ...) -> None: ...
+
+class WriteShareGroupStateResponse(Struct):
+    class WriteStateResult(Struct):
+        PartitionResult: ClassVar[type[WriteShareGroupStateResponse.PartitionResult]]
+        topic_id: bytes
+        partitions: list[WriteShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[WriteShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Struct):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    results: list[WriteShareGroupStateResponse.WriteStateResult]
+    def __init__(self, *, results: list[WriteShareGroupStateResponse.WriteStateResult] = ...) -> None: ...
+
 class WriteTxnMarkersRequest(Struct):
     class WritableTxnMarker(Struct):
         WritableTxnMarkerTopic: ClassVar[type[WriteTxnMarkersRequest.WritableTxnMarkerTopic]]
@@ -2266,6 +2342,8 @@ __all__ = [
     'OffsetForLeaderEpochResponse',
     'ProduceRequest',
     'ProduceResponse',
+    'ReadShareGroupStateRequest',
+    'ReadShareGroupStateResponse',
     'SaslAuthenticateRequest',
     'SaslAuthenticateResponse',
     'SaslHandshakeRequest',
@@ -2288,6 +2366,8 @@ __all__ = [
     'TxnOffsetCommitResponse',
     'UpdateFeaturesRequest',
     'UpdateFeaturesResponse',
+    'WriteShareGroupStateRequest',
+    'WriteShareGroupStateResponse',
     'WriteTxnMarkersRequest',
     'WriteTxnMarkersResponse',
 ]

@@ -11,6 +11,15 @@ that changed are written through the group coordinator's runtime before a heartb
 restored from the records its load replayed); the group configs in the metadata store (Kafka: its metadata
 log), one node per group under /kop/share-group-configs, read at start.
 Records archived for a group with a dead-letter queue are written to it when the state is (dlq.py).
+
+Cluster mode splits the roles as Kafka does (persister.py says why): membership is served by the broker owning
+the group's __consumer_offsets partition (ShareGroupHeartbeat elsewhere answers NOT_COORDINATOR; a coordinator
+that acquires the partition restores the group from its records at the first heartbeat, and one that loses it
+forgets the group); share-partitions by the broker owning the topic partition, which reads a share-partition's
+state from its share coordinator when it first serves it and writes it there after each change (persister.py);
+and this broker's own __share_group_state partitions follow its bundles (`bundle_moved`). A share-partition
+whose topic partition moves away is forgotten here: its acquired records are AVAILABLE again in the durable
+state the next owner reads, acknowledged ones stay acknowledged.
 """
 
 from __future__ import annotations
@@ -29,10 +38,12 @@ from kop.coordinator.share import group_records as grec
 from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME, DeadLetterQueue
 from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
 from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
+from kop.coordinator.share.persister import PersisterError, SharePersister
 from kop.coordinator.share.records import ShareState
 from kop.coordinator.share.store import ShareStateStore
 from kop.protocol.errors import ErrorCode
 from kop.storage.api import MetadataStore
+from kop.topics.names import TopicName
 
 if TYPE_CHECKING:
     from kop.coordinator.coordinator import GroupCoordinator  # it imports group_records
@@ -51,6 +62,7 @@ GROUP_CONFIG_DEFAULTS: dict[str, str] = {
     COPY_RECORD: "false",
 }
 FINAL_EPOCH = -1
+RETRY_WRITE_S = 1.0  # a state write that failed is tried again this long after (if nothing wrote it meanwhile)
 CONFIGS_PATH = "/kop/share-group-configs"
 #: the order Kafka tombstones a share group's records in: the members' first, the group epoch last
 _TOMBSTONE_ORDER = (grec.CURRENT_ASSIGNMENT, grec.TARGET_MEMBER, grec.MEMBER_METADATA, grec.TARGET_METADATA,
@@ -79,7 +91,7 @@ class ShareCoordinator:
         self._dirty: set[Key] = set()  # share-partitions changed since their last snapshot
         self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
         self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
-        self._flushes: set[asyncio.Task[None]] = set()
+        self._flushes: set[asyncio.Task[dict[Key, int]]] = set()
         self.dlq: DeadLetterQueue | None = None  # the dead-letter queue writer, once the broker started
         self.group_coordinator: GroupCoordinator | None = None  # where membership records go (__consumer_offsets)
         self.config_store: MetadataStore | None = None  # where group configs go
@@ -87,6 +99,10 @@ class ShareCoordinator:
         self._dirty_groups: set[str] = set()  # groups whose membership changed since
         self._dirty_configs: set[str] = set()  # groups whose configs changed since
         self._restore: asyncio.Task[None] | None = None
+        self.persister: SharePersister | None = None  # where states are read and written (cluster: RPCs)
+        self._fetched: dict[Key, ShareState | None] = {}  # states read for share-partitions about to be made
+        self._sent: dict[Key, int] = {}  # per share-partition: the snapshot epoch last handed to a write
+        self._retry: asyncio.TimerHandle | None = None
 
     def now(self) -> int:
         return int(self._clock() * 1000)
@@ -130,7 +146,10 @@ class ShareCoordinator:
         sp = self.partitions.get(key)
         if sp is None:
             gid = key[0]
-            durable = self.store.states.get(key) if self.store is not None else None
+            if key in self._fetched:  # read from the share coordinator (cluster mode: load_state)
+                durable = self._fetched.pop(key)
+            else:
+                durable = self.store.states.get(key) if self.store is not None else None
             if durable is not None:  # state from before a restart
                 start = durable.start_offset
             else:
@@ -148,13 +167,96 @@ class ShareCoordinator:
             self._dirty.add(key)
         return sp
 
+    @property
+    def clustered(self) -> bool:
+        return self.persister is not None and self.persister.clustered
+
+    async def load_state(self, key: Key) -> int:
+        """Cluster mode: before a share-partition is first made here, its durable state is read from its share
+        coordinator (wherever that is); 0, or the error to answer the partition with (retriable)."""
+        if key in self.partitions or not self.clustered:
+            return 0
+        assert self.persister is not None
+        await self._reload_configs(key[0])
+        try:
+            got = await self.persister.read(key)
+        except Exception as e:  # noqa: BLE001 - retriable for the client: the next ShareFetch reads again
+            log.info("share-partition state %s not read: %s", key, e)
+            return e.error if isinstance(e, PersisterError) else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if key not in self.partitions:
+            self._fetched[key] = got
+        return 0
+
+    async def _reload_configs(self, group_id: str) -> None:
+        """Cluster mode: the group's configs as stored now (IncrementalAlterConfigs may have reached another
+        broker); a share-partition takes them when it is made here."""
+        store = self.config_store
+        if store is None or group_id in self._dirty_configs:
+            return
+        try:
+            got = await store.get(f"{CONFIGS_PATH}/{urllib.parse.quote(group_id, safe='')}")
+        except Exception as e:  # noqa: BLE001 - the configs known here are used
+            log.info("share group %s configs not read: %s", group_id, e)
+            return
+        if got is not None:
+            self.configs[group_id] = json.loads(got[0])
+        else:
+            self.configs.pop(group_id, None)
+
+    def bundle_moved(self, owned: bool, in_bundle: Callable[[TopicName, int], bool],
+                     topic_of: Callable[[bytes], TopicName | None], group_served: Callable[[str], bool]) -> None:
+        """Cluster mode: this broker acquired (`owned`) or released a bundle. Its __share_group_state partitions
+        are loaded or unloaded; on release, the share-partitions of its topic partitions are forgotten (their
+        state is durable; the next owner reads it) and so are the groups whose __consumer_offsets partition
+        this broker no longer serves (restored from their records if it comes back)."""
+        store = self.store
+        topic = store.runtime.topic if store is not None else None
+        if store is not None and topic is not None:
+            for p in range(topic.partitions):
+                if in_bundle(topic.name, p):
+                    (store.runtime.load_partition if owned else store.runtime.unload_partition)(p)
+        if owned:
+            return
+        for key in list(self.partitions):
+            name = topic_of(key[1])
+            if name is None or in_bundle(name, key[2]):
+                self._forget(key)
+        for gid in [g for g in self.groups.groups if not group_served(g)]:
+            del self.groups.groups[gid]
+            self._written.pop(gid, None)
+            self._dirty_groups.discard(gid)
+        self.wake()
+
+    def _forget(self, key: Key) -> None:
+        self.partitions.pop(key, None)
+        self._epochs.pop(key, None)
+        self._sent.pop(key, None)
+        self._fetched.pop(key, None)
+        self._dirty.discard(key)
+
+    def restore_group(self, group_id: str, records: dict[bytes, bytes]) -> None:
+        """A share group this coordinator does not hold yet, restored from its __consumer_offsets records (cluster
+        mode: the partition was acquired after start-up), its members' sessions starting now."""
+        if group_id in self.groups.groups:
+            return
+        mine = {k: v for k, v in records.items() if grec.decode_key(k).group == group_id}
+        if not mine:
+            return
+        deadline = self.now() + self.groups.session_timeout_ms
+        group = grec.restore(mine, deadline).get(group_id)
+        if group is not None:
+            self.groups.groups[group_id] = group
+            self._written[group_id] = dict(mine)
+            self.arm()
+
     # ------------------------------------------------------------------ durability
     async def start(self, store: ShareStateStore, dlq: DeadLetterQueue | None = None,
-                    group_coordinator: GroupCoordinator | None = None, config_store: MetadataStore | None = None
-                    ) -> None:
+                    group_coordinator: GroupCoordinator | None = None, config_store: MetadataStore | None = None,
+                    persister: SharePersister | None = None) -> None:
         """At broker start: durable state from an earlier run is loaded (when its topic exists), the group
         configs read, and the groups restored once the group coordinator has replayed __consumer_offsets."""
         self.store = store
+        self.persister = persister
         self.dlq = dlq
         self.group_coordinator = group_coordinator
         self.config_store = config_store
@@ -192,8 +294,11 @@ class ShareCoordinator:
             self._materialize()
 
     def _materialize(self) -> None:
-        """Every loaded state as a share-partition (listed and described before any fetch of it)."""
+        """Every loaded state as a share-partition (listed and described before any fetch of it). Not in cluster
+        mode: there the states loaded here are the share coordinator's, and the share-partitions their leaders'."""
         assert self.store is not None
+        if self.clustered:
+            return
         for key, durable in self.store.states.items():
             if key not in self.partitions and key not in self._deleted:
                 self.share_partition(key, durable.start_offset, durable.start_offset)
@@ -201,17 +306,18 @@ class ShareCoordinator:
     def changed(self, keys: Iterable[Key]) -> None:
         self._dirty.update(keys)
 
-    async def flush(self) -> None:
+    async def flush(self) -> dict[Key, int]:
         """Write a snapshot of every changed share-partition (a tombstone for a forgotten one), durable when
         this returns - acknowledgements are answered after their state is written, as in Kafka - and the
-        records archived for a dead-letter queue to it."""
+        records archived for a dead-letter queue to it. Answers the share-partitions whose state could not be
+        written, with the error: they stay pending and are written again (the next flush, or RETRY_WRITE_S on)."""
         await self._write_dead()
         await self._write_groups()
         await self._write_configs()
         if self.store is None:
             self._dirty.clear()
             self._deleted.clear()
-            return
+            return {}
         dirty, self._dirty = self._dirty, set()
         deleted, self._deleted = self._deleted, set()
         now = int(time.time() * 1000)
@@ -222,12 +328,30 @@ class ShareCoordinator:
                 epoch = self._epochs[key] = self._epochs.get(key, -1) + 1
                 start, batches = sp.snapshot()
                 writes.append((key, ShareState(start, tuple(batches), epoch)))
+        failed: dict[Key, int] = {}
         for key, state in writes:
+            if state is not None:
+                if self._sent.get(key, -1) > state.snapshot_epoch:
+                    continue  # a later snapshot of it was written meanwhile (concurrent flushes)
+                self._sent[key] = state.snapshot_epoch
             try:
-                await self.store.write(key, state, now)
-            except Exception as e:  # noqa: BLE001 - the state in memory stays right; the next change writes it whole
-                # e.g. cluster mode, where the state's __share_group_state partition is another broker's
+                if state is None or self.persister is None:
+                    await self.store.write(key, state, now)
+                else:
+                    await self.persister.write(key, state, now)
+            except Exception as e:  # noqa: BLE001 - the state in memory stays right; it is written again whole
+                # e.g. cluster mode, where the state's __share_group_state partition is moving to another broker
                 log.warning("share-partition state %s not written: %s", key, e)
+                if state is not None and key in self.partitions:
+                    self._dirty.add(key)
+                    failed[key] = e.error if isinstance(e, PersisterError) else ErrorCode.UNKNOWN_SERVER_ERROR
+        if failed and self._retry is None:
+            self._retry = asyncio.get_running_loop().call_later(RETRY_WRITE_S, self._retry_writes)
+        return failed
+
+    def _retry_writes(self) -> None:
+        self._retry = None
+        self.flush_soon()
 
     async def _write_dead(self) -> None:
         for (gid, tid, p), sp in list(self.partitions.items()):
@@ -305,7 +429,7 @@ class ShareCoordinator:
         self._flushes.add(task)
         task.add_done_callback(self._flush_done)
 
-    def _flush_done(self, task: asyncio.Task[None]) -> None:
+    def _flush_done(self, task: asyncio.Task[dict[Key, int]]) -> None:
         self._flushes.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.warning("share-group state write failed: %s", task.exception())
@@ -434,11 +558,16 @@ class ShareCoordinator:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         self.wake()
 
     async def close(self) -> None:
         """After the connections closed: the last writes finish, the store's runtime stops."""
         if self._flushes:
             await asyncio.gather(*self._flushes, return_exceptions=True)
+        if self.persister is not None:
+            self.persister.close()
         if self.store is not None:
             await self.store.stop()

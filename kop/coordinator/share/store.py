@@ -10,8 +10,9 @@ from on first use after a restart.
 
 The topic is created on first use of share groups (brokers that never see one do not carry it) and loaded at
 start when it exists. Its 50 partitions are Kafka's share.coordinator.state.topic.num.partitions default; it
-lives in the default tenant and namespace under its Kafka name. Cluster mode is not handled (share groups are
-served alone: kop/coordinator/share/coordinator.py).
+lives in the default tenant and namespace under its Kafka name. In cluster mode this broker loads the partitions
+whose bundles it owns (kop/coordinator/share/coordinator.py `bundle_moved`) and is the share coordinator of
+their keys: share-partition leaders elsewhere read and write them through it (kop/coordinator/share/persister.py).
 """
 
 from __future__ import annotations
@@ -76,10 +77,11 @@ class ShareStateStore:
         return _Load(self, partition)
 
     def drop(self, partition: int) -> None:
-        for key in [k for k in self.states if self._partition(k) == partition]:
+        for key in [k for k in self.states if self.partition_of(k) == partition]:
             del self.states[key]
 
-    def _partition(self, key: Key) -> int:
+    def partition_of(self, key: Key) -> int:
+        """The __share_group_state partition of a share-partition (Kafka's placement of group:topicId:partition)."""
         return self.runtime.partition_of(srec.coordinator_key(*key))
 
     async def start_if_present(self) -> None:
@@ -98,7 +100,7 @@ class ShareStateStore:
         """A snapshot of `key`'s state, or its tombstone (None), once durable."""
         raw_key = srec.encode_key(srec.SNAPSHOT, *key)
         value = None if state is None else srec.encode_snapshot(state, now_ms)
-        await self.runtime.write(self._partition(key), [(raw_key, value)], now_ms)
+        await self.runtime.write(self.partition_of(key), [(raw_key, value)], now_ms)
         if state is None:
             self.states.pop(key, None)
         else:

@@ -69,6 +69,7 @@ def _modules() -> list[ModuleType]:
         offset_fetch,
         offset_for_leader_epoch,
         produce,
+        read_share_group_state,
         sasl_authenticate,
         sasl_handshake,
         share_acknowledge,
@@ -80,6 +81,7 @@ def _modules() -> list[ModuleType]:
         sync_group,
         txn_offset_commit,
         update_features,
+        write_share_group_state,
         write_txn_markers,
     )
 
@@ -97,6 +99,7 @@ def _modules() -> list[ModuleType]:
         share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,  # KIP-932 (kop/coordinator/share)
         streams_group_heartbeat, streams_group_describe,  # KIP-1071 (kop/coordinator/streams)
         describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,  # kafka-share-groups
+        read_share_group_state, write_share_group_state,  # the share coordinator's inter-broker RPCs (cluster mode)
         txn_offset_commit,
         # transaction coordinator (kop/coordinator/transactions)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,

@@ -14,9 +14,10 @@
   coordinator is not running.
 - SHARE keys (type 2, v6): the share coordinator of a share-partition (keys "group:topicId:partition", what
   Kafka's brokers ask for __share_group_state). Alone, this broker keeps every share-partition's state
-  (kop/coordinator/share), so it is the answer; in cluster mode there is no share coordinator to name yet
-  and the key gets INVALID_REQUEST (a retriable COORDINATOR_NOT_AVAILABLE would make a client retry until
-  its timeout, while this fails it at once). Share consumers find their group's coordinator with GROUP keys.
+  (kop/coordinator/share), so it is the answer; in cluster mode it is the owner of the key's
+  __share_group_state partition (the topic created on first use), found as for the other key types - the
+  broker our share-partition leaders read and write the state at (kop/coordinator/share/persister.py).
+  Share consumers find their group's coordinator with GROUP keys.
 - An unknown key type fails the whole request with INVALID_REQUEST, as Kafka does.
 - error_message is "NONE" on success, like Kafka's Errors.NONE.message().
 - A tenant login's keys are hashed as their global ids (kop/topics/scope.py: its group `g` is `A/ns/g`),
@@ -61,11 +62,17 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
     h = ctx.handler
     node = h.node_for(ctx.listener_name)
     key_type = req.key_type if ctx.version >= 1 else GROUP
+    own = ctx.services.ownership
     coordinator: _Coordinator | None = ctx.coordinator if key_type == GROUP else ctx.services.transactions
+    clustered_share = key_type == SHARE and ctx.version >= 6 and own.clustered  # else answered by this broker
+    if key_type == SHARE:
+        coordinator = None
+        if clustered_share and h.share.store is not None:
+            await h.share.store.ready()  # the share coordinator's topic, created on first use
+            coordinator = h.share.store.runtime
     keys = list(req.coordinator_keys) if ctx.version >= 4 else [req.key]
     owners: dict[str, Node | None] = {}  # key -> coordinator node (cluster mode)
-    own = ctx.services.ownership
-    if key_type in (GROUP, TRANSACTION) and own.clustered and coordinator is not None and coordinator.topic is not None:
+    if own.clustered and coordinator is not None and coordinator.topic is not None:
         topic = coordinator.topic
 
         names = ctx.names  # the partition is the global id's (a tenant's `g` is another group than `g`)
@@ -86,9 +93,9 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
         refused = authorize.coordinator_refused(ctx, key_type, key)
         if refused is not None:
             return refused[0], refused[1], None
-        if key_type in (GROUP, TRANSACTION):
+        if key_type in (GROUP, TRANSACTION) or clustered_share:
             if coordinator is None or not coordinator.available:
-                what = "group" if key_type == GROUP else "transaction"
+                what = {GROUP: "group", TRANSACTION: "transaction"}.get(key_type, "share")
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE, f"The {what} coordinator is not available.", None
             if own.clustered:
                 found = owners.get(key)
@@ -97,8 +104,6 @@ async def handle(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordi
                 return 0, "NONE", found
             return 0, "NONE", node
         if key_type == SHARE and ctx.version >= 6:
-            if own.clustered:
-                return ErrorCode.INVALID_REQUEST, "Share coordinators are not supported in cluster mode.", None
             return 0, "NONE", node
         return ErrorCode.INVALID_REQUEST, f"Unknown coordinator type {key_type}.", None
 

@@ -113,7 +113,10 @@ async def handle(ctx: RequestContext, req: ShareAcknowledgeRequest) -> ShareAckn
         responses.append(R.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
     if req.share_session_epoch == FINAL_EPOCH:
         share.close_session(gid, req.member_id)
-    await share.flush()  # answered once the new state is durable, as Kafka
+    unwritten = await share.flush()  # answered once the new state is durable, as Kafka
+    for done in responses:
+        for part in done.partitions:
+            part.error_code = part.error_code or unwritten.get((gid, done.topic_id, part.partition_index), 0)
     share.arm()
     return R(throttle_time_ms=0, error_code=0, error_message=None, responses=responses, node_endpoints=[],
              acquisition_lock_timeout_ms=int(share.config(gid, "share.record.lock.duration.ms")))

@@ -15,7 +15,10 @@ share session, with the acknowledgements of what it got before piggy-backed.
   partitions or for records coming back (released, a lock timed out, a member gone), then looks again.
 - AcquisitionLockTimeoutMs is the group's share.record.lock.duration.ms.
 - The acknowledgements' new state (and a new share-partition's start) is written to __share_group_state
-  before the answer (kop/coordinator/share/store.py).
+  before the answer (kop/coordinator/share/store.py); a write that failed gives the partition's
+  AcknowledgeErrorCode (it is written again later). Cluster mode: this broker leads the partition (else
+  NOT_LEADER_OR_FOLLOWER) and reads a share-partition's state from its share coordinator on first use
+  (kop/coordinator/share/persister.py), the partition's error while that fails.
 
 - share.isolation.level read_committed: only records below the last stable offset are acquired, and those
   of aborted transactions are archived undelivered (read_uncommitted, the default, delivers them all).
@@ -75,6 +78,9 @@ async def _acquire(ctx: RequestContext, share: ShareCoordinator, gid: str, membe
         plog = await ctx.partition_log(found[1], tp[1])
     except PartitionError as e:
         return e.code, [], []
+    error = await share.load_state((gid, tp[0], tp[1]))  # cluster mode: from its share coordinator, on first use
+    if error:
+        return error, [], []
     sp = share.share_partition((gid, tp[0], tp[1]), plog.log_start_offset, plog.high_watermark)
     committed = share.config(gid, "share.isolation.level") == "read_committed"
     if committed:
@@ -203,11 +209,11 @@ async def handle(ctx: RequestContext, req: ShareFetchRequest) -> ShareFetchRespo
             if parts or acks or remaining <= 0 or ctx.handler.draining or not session.partitions:
                 break
             await _wait(ctx, share, session, remaining)
-    await share.flush()  # the acknowledgements' state (and that of new share-partitions) durable first
+    unwritten = await share.flush()  # the acknowledgements' state (and that of new share-partitions) durable first
     share.arm()
     for tp, ack_error in acks.items():
         p = parts.get(tp) or _partition(tp[1], 0, [], [])
-        p.acknowledge_error_code = ack_error
+        p.acknowledge_error_code = ack_error or unwritten.get((gid, *tp), 0)
         parts[tp] = p
     by_topic: dict[bytes, list[ShareFetchResponse.PartitionData]] = {}
     for (tid, _), p in parts.items():

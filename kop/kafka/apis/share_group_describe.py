@@ -2,7 +2,9 @@
 show: each share group's state, epochs, assignor ("simple") and members with their assignments.
 
 A group id this broker has no share group for is GROUP_ID_NOT_FOUND ("Group g not found.", or "Group g is
-not a share group." when a classic or consumer group holds the id), as Kafka 4.4 answers.
+not a share group." when a classic or consumer group holds the id), as Kafka 4.4 answers. Cluster mode: a group
+coordinated by another broker is NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while its partition loads here),
+and one whose partition this broker took over is restored from its records first.
 """
 
 from __future__ import annotations
@@ -46,6 +48,11 @@ async def handle(ctx: RequestContext, req: ShareGroupDescribeRequest) -> ShareGr
             out.append(failed(ErrorCode.GROUP_AUTHORIZATION_FAILED))
             continue
         global_id = ctx.names.global_id(gid)
+        error = ctx.coordinator.partition_error(global_id)
+        if error:
+            out.append(failed(error))
+            continue
+        share.restore_group(global_id, ctx.coordinator.share_records)
         group = share.groups.groups.get(global_id)
         if group is None:
             why = "is not a share group" if other_group(ctx, global_id) else "not found"

@@ -12,9 +12,11 @@ and their epochs and they go on heartbeating.
 With share.version finalized at 0 (UpdateFeatures), share groups are off and the share-group APIs answer
 UNSUPPORTED_VERSION, as Kafka's (share_acknowledge.share_disabled).
 
-How it differs from Kafka 4.4: in cluster mode
-the group lives on the broker the member reached (FindCoordinator's group owner), the share-partition states
-on the brokers serving ShareFetch - they are not one coordinator yet. A group id used by a classic or consumer
+Cluster mode: the group is served by the owner of its __consumer_offsets partition (FindCoordinator's answer);
+elsewhere NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS while it loads. A coordinator that took the partition
+over restores the group from its records at the first heartbeat, so members keep their ids and epochs.
+
+How it differs from Kafka 4.4: a group id used by a classic or consumer
 group is answered GROUP_ID_NOT_FOUND as Kafka does ("Group ... is not a share group."). No ACLs (GROUP READ /
 TOPIC DESCRIBE) are checked beyond the group's.
 """
@@ -31,6 +33,11 @@ from kop.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbea
 
 API_KEY = 76
 VERSIONS = (1, 1)
+#: Kafka's messages of the coordinator errors (Errors.X.message())
+_COORDINATOR_MESSAGES: dict[int, str] = {
+    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
+    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
+}
 
 
 def other_group(ctx: RequestContext, group_id: str) -> bool:
@@ -56,6 +63,10 @@ async def handle(ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> ShareG
     if other_group(ctx, gid):
         return refuse(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a share group.")
     await share.groups_ready()  # the groups restored from __consumer_offsets
+    error = ctx.coordinator.partition_error(gid)
+    if error:  # cluster mode: another broker coordinates the group, or its partition is loading here
+        return refuse(error, _COORDINATOR_MESSAGES.get(error, "The coordinator is not available."))
+    share.restore_group(gid, ctx.coordinator.share_records)
     names = req.subscribed_topic_names
     result = share.heartbeat(ShareHeartbeat(
         group_id=gid, member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,

@@ -192,6 +192,9 @@ def test_tables_and_audit_table_usage_errors_exit_2_without_spark(kop_broker, tm
     r = kop("tables", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--topic-pattern", "x.*",
             "--warehouse", str(tmp_path / "w"), "--checkpoint", str(tmp_path / "c"))
     assert r.returncode == 2 and "not allowed with argument" in r.stderr, r.stderr
+    r = kop("tables", "--bootstrap-server", "127.0.0.1:1", "--topic", "t", "--warehouse", str(tmp_path / "w"),
+            "--checkpoint", str(tmp_path / "c"), "--mode", "merge")
+    assert r.returncode == 2 and "argument --mode: invalid choice: 'merge'" in r.stderr, r.stderr
     broker = kop_broker()
     r = kop("audit", "--bootstrap-server", broker.bootstrap, "--topic", "nope", "--table",
             "--warehouse", str(tmp_path / "w"))

@@ -6,6 +6,8 @@
   columns are refused.
 * The snapshot summary round-trips (offsets covered per partition, the batch's ranges) and says which batch of
   which query the newest snapshot holds - what makes a re-run batch a no-op.
+* Table modes: a compacted topic gets an upsert table under --mode auto, an existing table keeps its mode and an
+  explicit other mode is refused; the MERGE of an upsert batch deletes on tombstones and never inserts one.
 """
 
 from __future__ import annotations
@@ -104,3 +106,34 @@ def test_the_summary_round_trips_and_names_the_batch() -> None:
     assert s.merge_covered(covered, {0: (3, 4, 2)}) == covered
     with pytest.raises(PipelineError, match="not a partition -> offset map"):
         s.decode_offsets("[1, 2]")
+
+
+def test_table_mode_is_chosen_from_the_cleanup_policy_and_kept_by_an_existing_table() -> None:
+    assert s.wanted_mode("auto", compacted=True) == "upsert"
+    assert s.wanted_mode("auto", compacted=False) == "append"
+    assert s.wanted_mode("append", compacted=True) == "append"
+    assert s.wanted_mode("upsert", compacted=False) == "upsert"
+    with pytest.raises(PipelineError, match="--mode 'merge'"):
+        s.wanted_mode("merge", compacted=True)
+    assert "'kop.table-mode' = 'upsert'" in s.create_table_sql("t", s.table_columns(None), "day", "upsert")
+    assert "'kop.table-mode' = 'append'" in s.create_table_sql("t", s.table_columns(None), "day")
+    assert s.choose_mode("auto", "upsert", "t") == "upsert"
+    assert s.choose_mode("auto", None, "t") == "append"  # a table made before modes existed
+    assert s.choose_mode("upsert", "upsert", "t") == "upsert"
+    with pytest.raises(PipelineError, match="table kop.kafka.t is an append table .*, not upsert"):
+        s.choose_mode("upsert", None, "kop.kafka.t")
+    with pytest.raises(PipelineError, match="table t is an upsert table"):
+        s.choose_mode("append", "upsert", "t")
+
+
+def test_merge_deletes_on_a_tombstone_and_never_inserts_one() -> None:
+    sql = s.merge_sql("kop.kafka.users", "src", ["kafka_partition", "kafka_key", "name"])
+    assert sql.splitlines() == [
+        "MERGE INTO kop.kafka.users t USING src s",
+        "ON t.kafka_partition = s.kafka_partition AND t.kafka_key = s.kafka_key",
+        "WHEN MATCHED AND s._kop_tombstone THEN DELETE",
+        "WHEN MATCHED THEN UPDATE SET t.`kafka_partition` = s.`kafka_partition`, t.`kafka_key` = s.`kafka_key`, "
+        "t.`name` = s.`name`",
+        "WHEN NOT MATCHED AND NOT s._kop_tombstone THEN INSERT (`kafka_partition`, `kafka_key`, `name`) "
+        "VALUES (s.`kafka_partition`, s.`kafka_key`, s.`name`)",
+    ]

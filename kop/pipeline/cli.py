@@ -5,7 +5,8 @@
     kop pipeline audit  --bootstrap-server H:P --topic T --table [NAME] --warehouse DIR|URL [--catalog kop]
     kop pipeline tables --bootstrap-server H:P --topic T [--topic T2 ...] | --topic-pattern REGEX
                         --warehouse DIR|URL --checkpoint DIR [--schema-registry URL] [--namespace kafka]
-                        [--partition-by day|hour|month|none] [--compact-every N] [--available-now] ...
+                        [--partition-by day|hour|month|none] [--compact-every N] [--mode auto|append|upsert]
+                        [--available-now] ...
     kop pipeline stream --bootstrap-server H:P --topic T [--topic T2 ...] --output-topic O
                         --parquet DIR --checkpoint DIR [--starting-offsets earliest|latest|JSON]
                         [--starting-timestamp MS] [--max-offsets-per-trigger N] [--fail-on-data-loss true|false]
@@ -157,6 +158,10 @@ def _add_tables_parser(jobs: argparse._SubParsersAction[argparse.ArgumentParser]
                    help="Bearer token for the registry (default: KOP_SCHEMA_REGISTRY_TOKEN). Never printed")
     t.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default=READ_COMMITTED,
                    help="how the topics are read (default read_committed)")
+    t.add_argument("--mode", choices=("auto", "append", "upsert"), default="auto",
+                   help="auto (default): a compacted topic (cleanup.policy compact) gets an upsert table, one row "
+                        "per key with its latest value, tombstones delete; any other topic an append table, one row "
+                        "per record. append/upsert: that mode for every topic. An existing table keeps its mode")
     t.add_argument("--query-name", help="name of the streaming query (shown in Spark's logs)")
 
 
@@ -274,7 +279,7 @@ def _tables(args: argparse.Namespace, conf: dict[str, str], options: dict[str, s
         starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
         fail_on_data_loss=args.fail_on_data_loss == "true", trigger_interval=args.trigger_interval,
         available_now=args.available_now, compact_every=args.compact_every,
-        schema_registry=args.schema_registry, schema_registry_token=args.schema_registry_token,
+        schema_registry=args.schema_registry, schema_registry_token=args.schema_registry_token, mode=args.mode,
         isolation_level=args.isolation_level, query_name=args.query_name, source_options=options,
     )
     for topic in cfg.topics:

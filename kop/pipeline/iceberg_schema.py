@@ -10,8 +10,9 @@ then, for a topic whose `<topic>-value` subject holds an Avro record schema, one
 that schema (typed as spark-avro's `from_avro` decodes it, so the table's columns are exactly what the job
 writes) and `kafka_schema_id INT` (the Confluent id the record was written with) and `kafka_raw_value BINARY` (the value,
 only when it could not be decoded: nothing is ever dropped); for a topic without a usable schema, `kafka_value BINARY`.
-Pulsar-produced records carry their event time as `kafka_timestamp` and their properties as `kafka_headers` (the broker's
-mapping, kop/pulsar/convert.py); their publish time and producer name are not part of a Kafka record.
+Pulsar-produced records carry their event time (else their publish time) as `kafka_timestamp`, their partition key as
+`kafka_key` and their properties as `kafka_headers` (the broker's mapping, kop/pulsar/convert.py); the publish time of a
+message with an event time, and the producer name, are not part of a Kafka record, so Spark's kafka source never sees them.
 
 Snapshot summary. Every snapshot the job commits carries, as string properties (Iceberg summaries are
 string -> string), the state that makes a re-run batch idempotent and lets `kop pipeline audit --table` say what
@@ -25,6 +26,15 @@ the table covers:
     kop.kafka.batch     JSON {"<partition>": [first, last, count]}: the records this batch added
 
 Compaction commits copy the first four forward, so the newest snapshot always answers.
+
+Table modes (the table property `kop.table-mode`, fixed when the table is created):
+
+    append   every record is a row (the archive of the topic)
+    upsert   one row per (kafka_partition, kafka_key): the latest record of the key, a tombstone (null value)
+             deletes the row; the job MERGEs each batch's last record per key (merge_sql)
+
+`--mode auto` (the default) makes the table of a topic whose cleanup.policy includes `compact` an upsert table
+and any other an append table (wanted_mode); an existing table keeps its mode (choose_mode).
 """
 
 from __future__ import annotations
@@ -57,6 +67,12 @@ SUMMARY_TOPIC = "kop.kafka.topic"
 SUMMARY_OFFSETS = "kop.kafka.offsets"
 SUMMARY_BATCH = "kop.kafka.batch"
 CARRIED_FORWARD = (SUMMARY_QUERY, SUMMARY_BATCH_ID, SUMMARY_TOPIC, SUMMARY_OFFSETS)
+
+TABLE_MODE_PROPERTY = "kop.table-mode"
+APPEND, UPSERT, AUTO = "append", "upsert", "auto"
+MODES = (AUTO, APPEND, UPSERT)
+# the MERGE source's flag for a record with a null value (a tombstone): not a table column
+TOMBSTONE_COLUMN = "_kop_tombstone"
 
 _PRIMITIVES = {
     "null": "VOID", "boolean": "BOOLEAN", "int": "INT", "long": "BIGINT", "float": "FLOAT", "double": "DOUBLE",
@@ -162,15 +178,56 @@ def table_columns(schema_text: str | None) -> list[tuple[str, str]]:
     return [*KAFKA_COLUMNS, *value_columns(schema_text), *TYPED_EXTRA_COLUMNS]
 
 
-def create_table_sql(name: str, columns: Iterable[tuple[str, str]], partition_by: str) -> str:
-    """CREATE TABLE IF NOT EXISTS for Iceberg (format v2), hidden-partitioned by `partition_by` (PARTITIONINGS)."""
+def create_table_sql(name: str, columns: Iterable[tuple[str, str]], partition_by: str, mode: str = APPEND) -> str:
+    """CREATE TABLE IF NOT EXISTS for Iceberg (format v2), hidden-partitioned by `partition_by` (PARTITIONINGS),
+    its mode (append or upsert) recorded as the table property kop.table-mode (an existing table keeps its own)."""
     if partition_by not in PARTITIONINGS:
         raise PipelineError(f"--partition-by {partition_by!r}: expected one of {', '.join(PARTITIONINGS)}")
+    if mode not in (APPEND, UPSERT):
+        raise PipelineError(f"table mode {mode!r}: expected {APPEND} or {UPSERT}")
     cols = ",\n  ".join(f"{_quote(c)} {t}" for c, t in columns)
     transform = PARTITIONINGS[partition_by]
     parts = f"\nPARTITIONED BY ({transform})" if transform else ""
     return (f"CREATE TABLE IF NOT EXISTS {name} (\n  {cols}\n) USING iceberg{parts}\n"
-            f"TBLPROPERTIES ('format-version' = '2', 'write.parquet.compression-codec' = 'zstd')")
+            f"TBLPROPERTIES ('format-version' = '2', 'write.parquet.compression-codec' = 'zstd', "
+            f"'{TABLE_MODE_PROPERTY}' = '{mode}')")
+
+
+def wanted_mode(requested: str, compacted: bool) -> str:
+    """The mode a new table gets: --mode append or upsert as given; auto: upsert for a compacted topic."""
+    if requested not in MODES:
+        raise PipelineError(f"--mode {requested!r}: expected one of {', '.join(MODES)}")
+    if requested != AUTO:
+        return requested
+    return UPSERT if compacted else APPEND
+
+
+def choose_mode(requested: str, existing: str | None, name: str) -> str:
+    """The mode the job writes a table in: the table's own (`existing`, its kop.table-mode; None, a table made
+    before modes existed, is append). An explicit --mode that differs is refused: an append table turned upsert
+    would keep every old row of a key, an upsert table turned append would get a row per record."""
+    have = existing or APPEND
+    if have not in (APPEND, UPSERT):
+        raise PipelineError(f"table {name} has {TABLE_MODE_PROPERTY}={have!r}: expected {APPEND} or {UPSERT}")
+    if requested not in (AUTO, have):
+        raise PipelineError(f"table {name} is an {have} table (its {TABLE_MODE_PROPERTY}), not {requested}: "
+                            f"write it with --mode {have} or auto, or into another --namespace")
+    return have
+
+
+def merge_sql(name: str, source: str, columns: Iterable[str]) -> str:
+    """The MERGE of one batch into an upsert table. `source` (a view) holds the batch's last record per
+    (kafka_partition, kafka_key), keys not null, with TOMBSTONE_COLUMN true where the value is null; `columns`
+    are the table's. A tombstone deletes its key's row; any other record replaces it or is inserted. Applying
+    the same batch twice leaves what applying it once left (a re-run batch after a crash changes nothing)."""
+    cols = [_quote(c) for c in columns]
+    updates = ", ".join(f"t.{c} = s.{c}" for c in cols)
+    return (f"MERGE INTO {name} t USING {source} s\n"
+            f"ON t.kafka_partition = s.kafka_partition AND t.kafka_key = s.kafka_key\n"
+            f"WHEN MATCHED AND s.{TOMBSTONE_COLUMN} THEN DELETE\n"
+            f"WHEN MATCHED THEN UPDATE SET {updates}\n"
+            f"WHEN NOT MATCHED AND NOT s.{TOMBSTONE_COLUMN} THEN INSERT ({', '.join(cols)}) "
+            f"VALUES ({', '.join(f's.{c}' for c in cols)})")
 
 
 def add_columns_sql(name: str, existing: Iterable[str], columns: Iterable[tuple[str, str]]) -> str | None:

@@ -12,6 +12,8 @@ source over [log start, covered end) - read_committed by default, as the job rea
 
 Offsets the reader never returns - transaction markers, records of aborted transactions, holes left by compaction
 - are not records of the topic, so they are never "missing". Exit status 0 when nothing is missing or duplicated.
+An upsert table (a compacted topic's, kop.pipeline.tables) is refused: it keeps one row per key, so every
+superseded record would count as missing.
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def audit_table(spark: SparkSession, bootstrap: str, topic: str, table: str,
 
     snap = snapshot_topic(bootstrap, topic)
     jtable = load_table(spark, table)
+    if jtable.properties().get(schema.TABLE_MODE_PROPERTY) == schema.UPSERT:
+        raise PipelineError(f"table {table} is an upsert table (one row per key): the audit compares offsets record "
+                            f"by record, and an upsert table keeps only each key's latest record")
     summary = kop_summary(jtable)
     if summary.get(schema.SUMMARY_TOPIC, topic) != topic:
         raise PipelineError(f"table {table} holds topic {summary[schema.SUMMARY_TOPIC]!r}, not {topic!r}")

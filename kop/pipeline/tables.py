@@ -19,6 +19,15 @@ bytes in kafka_raw_value. A new schema id met in a batch makes the job ask the r
 version again: a newer one adds its new top-level fields as columns (ALTER TABLE ... ADD COLUMNS) before the
 batch is written. Without a registry, or for a topic without an Avro record schema, the table has kafka_value.
 
+Upsert tables. The table of a compacted topic (cleanup.policy includes compact; or any topic with
+`--mode upsert`; `--mode append` turns it off) holds one row per (kafka_partition, kafka_key): the latest
+record of the key, and no row for a key whose latest record is a tombstone (a null value). Each batch is
+MERGEd (Iceberg's Spark SQL extensions): its last record per key, by offset, replaces or inserts the key's row,
+or deletes it when it is a tombstone; records without a key are not rows (Kafka refuses them on a compacted
+topic). The MERGE is one commit and carries the same snapshot summary as an append (Iceberg's CommitMetadata),
+and applying a batch twice leaves what applying it once does, so the exactly-once argument above holds. The
+mode is kept as the table property kop.table-mode; an existing table keeps its mode.
+
 Compaction. Every `--compact-every N` batches each table's small data files are rewritten into larger ones
 (Iceberg's rewrite_data_files action), with the kop.* summary carried forward to the rewrite's snapshot.
 """
@@ -27,7 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -66,6 +75,7 @@ class TablesConfig:
     compact_every: int = 0  # batches; 0: never
     schema_registry: str | None = None
     schema_registry_token: str | None = None
+    mode: str = schema.AUTO  # auto (upsert for compacted topics), append or upsert
     isolation_level: str = READ_COMMITTED
     query_name: str | None = None
     source_options: dict[str, str] = field(default_factory=dict)
@@ -131,6 +141,7 @@ class TopicTable:
     last_batch: int | None = None  # the last batch of this query in the table
     covered: dict[int, int] = field(default_factory=dict)
     batches_since_compaction: int = 0
+    upsert: bool = False  # MERGE by (kafka_partition, kafka_key) instead of append
 
 
 class TableWriter:
@@ -196,12 +207,17 @@ class TableWriter:
         out = self._rows(rows, t)
         covered = schema.merge_covered(t.covered, stats)
         assert self.query_id is not None
-        writer = out.writeTo(t.name)
-        for k, v in schema.batch_summary(self.query_id, batch_id, topic, covered, stats).items():
-            writer = writer.option(f"snapshot-property.{k}", v)
-        writer.append()
+        summary = schema.batch_summary(self.query_id, batch_id, topic, covered, stats)
+        if t.upsert:
+            merge(spark, out, t.name, [f.name for f in spark.table(t.name).schema.fields], summary)
+        else:
+            writer = out.writeTo(t.name)
+            for k, v in summary.items():
+                writer = writer.option(f"snapshot-property.{k}", v)
+            writer.append()
         t.last_batch, t.covered = batch_id, covered
-        log.info("batch %d: %d records of %s -> %s", batch_id, sum(n for *_, n in stats.values()), topic, t.name)
+        log.info("batch %d: %d records of %s -> %s%s", batch_id, sum(n for *_, n in stats.values()), topic, t.name,
+                 " (merged: the last record per key)" if t.upsert else "")
         t.batches_since_compaction += 1
         if self.cfg.compact_every and t.batches_since_compaction >= self.cfg.compact_every:
             compact(spark, t.name)
@@ -216,7 +232,7 @@ class TableWriter:
         reader = self._latest_schema(topic)
         columns = schema.table_columns(reader.schema if reader is not None else None)
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {cfg.catalog}.{cfg.namespace}")
-        spark.sql(schema.create_table_sql(name, columns, cfg.partition_by))
+        spark.sql(schema.create_table_sql(name, columns, cfg.partition_by, self._wanted_mode(spark, name, topic)))
         existing = [str(c) for c in spark.table(name).columns]
         alter = schema.add_columns_sql(name, existing, columns)
         if alter:  # the schema evolved while the job was stopped
@@ -224,7 +240,10 @@ class TableWriter:
         t = TopicTable(topic, name, columns, reader, spark.table(name).schema)
         if reader is not None:
             t.writers[reader.id] = reader.schema
-        summary = kop_summary(load_table(spark, name))
+        jtable = load_table(spark, name)
+        t.upsert = schema.choose_mode(cfg.mode, jtable.properties().get(schema.TABLE_MODE_PROPERTY),
+                                      name) == schema.UPSERT
+        summary = kop_summary(jtable)
         assert self.query_id is not None
         t.last_batch = schema.committed_batch(summary, self.query_id)
         if summary and t.last_batch is None:
@@ -232,9 +251,18 @@ class TableWriter:
                         name, summary.get(schema.SUMMARY_QUERY), self.query_id)
         t.covered = schema.decode_offsets(summary.get(schema.SUMMARY_OFFSETS))
         self.tables[topic] = t
-        log.info("topic %s -> table %s (%s)", topic, name,
+        log.info("topic %s -> %s table %s (%s)", topic, schema.UPSERT if t.upsert else schema.APPEND, name,
                  f"Avro schema id {reader.id}" if reader is not None else "raw values")
         return t
+
+    def _wanted_mode(self, spark: SparkSession, name: str, topic: str) -> str:
+        """The mode a table made now would get; --mode auto asks the broker for the topic's cleanup.policy (only
+        when the table does not exist yet: an existing table keeps its own mode)."""
+        from kop.pipeline.kafka_meta import snapshot_topic
+
+        if self.cfg.mode != schema.AUTO or spark.catalog.tableExists(name):
+            return schema.wanted_mode(self.cfg.mode, compacted=False)
+        return schema.wanted_mode(schema.AUTO, snapshot_topic(self.cfg.bootstrap, topic).compacted)
 
     def _latest_schema(self, topic: str) -> RegisteredSchema | None:
         """The latest `<topic>-value` schema when it is an Avro record the table can have as columns, else None."""
@@ -283,6 +311,8 @@ class TableWriter:
         kafka = [F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
                  F.col("timestamp").alias("kafka_timestamp"), F.col("timestampType").alias("kafka_timestamp_type"),
                  F.col("key").alias("kafka_key"), F.col("headers").alias("kafka_headers")]
+        if t.upsert:
+            kafka.append(F.col("value").isNull().alias(schema.TOMBSTONE_COLUMN))
         if t.reader is None:
             return _with_missing_columns(rows.select(*kafka, F.col("value").alias("kafka_value")), t)
         record = decode_column(t.reader.schema, t.writers)
@@ -337,6 +367,46 @@ def decode_column(reader: str, writers: Mapping[int, str | None]) -> Column:
         record = F.when(cond, decoded) if record is None else record.when(cond, decoded)
     assert record is not None  # the reader's own id is always a writer
     return record
+
+
+def merge(spark: SparkSession, out: DataFrame, name: str, columns: list[str], summary: Mapping[str, str]) -> None:
+    """One batch's rows MERGEd into an upsert table (iceberg_schema.merge_sql): per (kafka_partition, kafka_key)
+    the record with the highest offset; keyless records dropped. One Iceberg commit, whose snapshot summary gets
+    `summary` through Iceberg's CommitMetadata (a MERGE has no write options; the properties are a thread-local
+    of the thread that commits, which is the one running the statement: the call below, through py4j)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    last = Window.partitionBy("kafka_partition", "kafka_key").orderBy(F.col("kafka_offset").desc())
+    latest = (out.where(F.col("kafka_key").isNotNull()).withColumn("_kop_rank", F.row_number().over(last))
+              .where(F.col("_kop_rank") == 1).drop("_kop_rank"))
+    view = "kop_upsert_" + name.replace(".", "_")
+    latest.createOrReplaceTempView(view)
+    try:
+        sql = schema.merge_sql(name, view, columns)
+        jvm = spark.sparkContext._jvm
+        assert jvm is not None
+        props = jvm.java.util.HashMap()
+        for k, v in summary.items():
+            props.put(k, v)
+        exc = jvm.java.lang.Class.forName("java.lang.RuntimeException")
+        jvm.org.apache.iceberg.spark.CommitMetadata.withCommitProperties(props, _JavaCallable(lambda: spark.sql(sql)),
+                                                                         exc)
+    finally:
+        spark.catalog.dropTempView(view)
+
+
+class _JavaCallable:
+    """A Python function as a java.util.concurrent.Callable (py4j's callback server, which foreachBatch runs on)."""
+
+    def __init__(self, fn: Callable[[], object]) -> None:
+        self.fn = fn
+
+    def call(self) -> None:
+        self.fn()
+
+    class Java:
+        implements = ["java.util.concurrent.Callable"]
 
 
 def compact(spark: SparkSession, name: str) -> None:

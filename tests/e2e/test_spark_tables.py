@@ -10,7 +10,8 @@ four times with --available-now and small micro-batches (maxOffsetsPerTrigger):
 2. restarted with the same writer object (in-memory state): the batch Spark runs again must not be written
    again, and the v2 records' new schema id makes the table gain the new column mid-run;
 3. `kop pipeline tables` as a command (a new process), over records of a third version that drops `note` (the
-   column stays, null for them) and adds `channel`, in steps of 10, killed with SIGKILL as soon as it logs its
+   column stays, null for them) and adds `channel`, and records of a pulsar-client producer with Pulsar's Avro
+   schema (the same definition: the topic's Pulsar schema is the registry's subject), in steps of 10, killed with SIGKILL as soon as it logs its
    first written batch - before Spark's commit of that batch, as the log of the next run shows ("already in");
 4. a fresh writer (state read back from the table's snapshot summary) finishes.
 
@@ -19,6 +20,11 @@ timestamp), through Spark SQL and through PyIceberg (DuckDB's iceberg extension 
 downloaded on first use, and this machine has no route to DuckDB's extension repository); the snapshot summary's
 offsets cover every partition's records; `audit --table` finds no gap, and after rows are deleted from the
 table it shows exactly them as missing.
+
+test_compacted_topic_as_upsert_table: a compacted topic's table is an upsert table (one row per key, tombstones
+delete), equal to the topic folded by key after a restart that re-runs a batch.
+test_spark_reads_a_non_partitioned_pulsar_topic (issue 22): Spark's kafka source on a topic a Pulsar producer
+auto-created non-partitioned: one partition, continuous offsets.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 import pytest
 
 from kop.pipeline import iceberg_schema as schema
+from kop.pipeline.kafka_meta import PipelineError
 from kop.pipeline.table_audit import audit_table
 from kop.pipeline.tables import TablesConfig, TableWriter, kop_summary, load_table, start_tables
 from tests.support.broker import KopBroker
@@ -54,7 +61,8 @@ QUERY_DEADLINE = 5 * STALL_TIMEOUT  # liveness only
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory):
-    b = KopBroker(tmp_path_factory.mktemp("kop-spark-tables"))
+    # Pulsar's default kind of auto-created topic, named here, not taken from the test broker's default
+    b = KopBroker(tmp_path_factory.mktemp("kop-spark-tables"), {"allowAutoTopicCreationType": "non-partitioned"})
     b.start()
     yield b
     b.stop()
@@ -78,6 +86,7 @@ class AvroOrders:
         self.bootstrap = broker.bootstrap
         self.producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 20})
         self.committed: dict[tuple[int, int], dict] = {}
+        self.sent: dict[str, dict] = {}  # the Pulsar producer's, by key
         self.n = 0
 
     def serializer(self, version: dict):
@@ -106,6 +115,68 @@ class AvroOrders:
                                   timestamp=ts, headers=headers, on_delivery=on_delivery)
             self.producer.poll(0)
         assert self.producer.flush(STALL_TIMEOUT) == 0 and not errors, errors
+
+    def pulsar(self, broker: KopBroker, version: dict, count: int, extra: dict) -> None:
+        """`count` orders from a pulsar-client producer with Pulsar's Avro schema `version` (the topic's Pulsar
+        schema is the registry's `<topic>-value`: Kafka consumers get Confluent's prefix), the key as the partition
+        key, a property; every other one without an event time, so that Kafka's view has the publish time. Where
+        they landed (partition, offset) and what a Kafka consumer sees of them is read back from the topic."""
+        import time
+
+        import pulsar
+        from pulsar.schema import AvroSchema
+
+        ends = self._ends()
+        before = int(time.time() * 1000)
+        client = pulsar.Client(broker.pulsar_url)
+        try:
+            producer = client.create_producer(TOPIC, schema=AvroSchema(None, schema_definition=version),
+                                              producer_name="pulsar-orders")
+            for j in range(count):
+                i, self.n = self.n, self.n + 1
+                value = {"customer": f"c-{i % 7}", "cents": i * 31 + 1, **extra}
+                event = {"event_timestamp": 1_700_000_000_000 + i * 3_600_000} if j % 2 == 0 else {}
+                producer.send({f["name"]: value.get(f["name"]) for f in version["fields"]}, partition_key=f"k-{i}",
+                              properties={"seq": str(i)}, **event)
+                self.sent[f"k-{i}"] = {"key": f"k-{i}", "note": None, "channel": None, **value, **event}
+        finally:
+            client.close()
+        after = int(time.time() * 1000)
+        for (p, o), rec in self._read_from(ends, count).items():
+            sent = self.sent[rec["key"]]
+            assert rec["headers"] == [("seq", rec["key"].removeprefix("k-").encode())]  # the property
+            if "event_timestamp" in sent:
+                assert rec["ts"] == sent["event_timestamp"]
+            else:  # no event time: Kafka's view of a Pulsar message has its publish time, set by the broker
+                assert before <= rec["ts"] <= after
+            self.committed[(p, o)] = {**{k: v for k, v in sent.items() if k != "event_timestamp"}, **rec}
+
+    def _ends(self) -> dict[int, int]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "ends"})
+        try:
+            return {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=STALL_TIMEOUT)[1] for p in (0, 1)}
+        finally:
+            c.close()
+
+    def _read_from(self, ends: dict[int, int], count: int) -> dict[tuple[int, int], dict]:
+        """The next `count` records after `ends`, as a Kafka consumer sees them: key, timestamp, headers."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "pulsar-view", "enable.auto.commit": False})
+        out: dict[tuple[int, int], dict] = {}
+        try:
+            c.assign([TopicPartition(TOPIC, p, o) for p, o in ends.items()])
+            while len(out) < count:
+                msg = c.poll(STALL_TIMEOUT)
+                assert msg is not None and msg.error() is None, msg and msg.error()
+                assert msg.value()[:1] == b"\x00"  # Confluent's prefix: the Pulsar schema version's registry id
+                out[(msg.partition(), msg.offset())] = {"key": msg.key().decode(), "ts": msg.timestamp()[1],
+                                                        "headers": [(k, bytes(v)) for k, v in msg.headers() or []]}
+        finally:
+            c.close()
+        return out
 
     def aborted(self, count: int) -> None:
         """A transaction of `count` v1 records, aborted: read_committed never returns them."""
@@ -196,6 +267,7 @@ def test_topic_to_table_exactly_once_across_restarts(broker: KopBroker, spark, t
     assert "note" in spark.table(TABLE).columns
     redo = writer.tables[TOPIC].last_batch
     orders.produce(V3, 40, {"channel": "web"})
+    orders.pulsar(broker, V3, 10, {"channel": "pulsar"})
     kill_mid_run(cfg)  # 3: the command (a new process, V3 lacks note), killed with SIGKILL after its first batch
     run_available_now(spark, cfg, TableWriter(cfg))  # 4: a fresh writer reads the summary back and finishes
 
@@ -240,3 +312,114 @@ def check_audit(broker: KopBroker, spark, committed: dict[tuple[int, int], dict]
     assert gone == [5, 6, 7] and p0.missing_ranges == [(5, 7)]  # the first 30 records: 15 per partition
     assert "partition 0: offsets 5..7 (3) are in the topic, not in the table" in report.format_table()
 
+
+
+UPSERT_TOPIC = "spark-upsert"
+# a catalog of its own: a session's catalog keeps the warehouse it was first used with (the other test's)
+UPSERT_CATALOG = "kopupsert"
+UPSERT_TABLE = f"{UPSERT_CATALOG}.kafka.spark_upsert"
+
+
+def produce_keyed(bootstrap: str, rows: list[tuple[str, str | None]]) -> None:
+    """(key, value or None for a tombstone) to the upsert topic; key k-N always to partition N % 2."""
+    from confluent_kafka import Producer
+
+    producer, errors = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5}), []
+    for key, value in rows:
+        producer.produce(UPSERT_TOPIC, key=key.encode(), value=None if value is None else value.encode(),
+                         partition=int(key.split("-")[1]) % 2,
+                         on_delivery=lambda err, _msg: errors.append(str(err)) if err is not None else None)
+    assert producer.flush(STALL_TIMEOUT) == 0 and not errors, errors
+
+
+def fold_topic(bootstrap: str, topic: str, partitions: int) -> tuple[dict[tuple[int, str], tuple[int, str]],
+                                                                       dict[int, int]]:
+    """The topic read from the start with a Kafka consumer and folded: (partition, key) -> (offset, value) of the
+    key's last record, a tombstone removing the key; and the end offset of each partition."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fold-{topic}", "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=STALL_TIMEOUT)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        folded: dict[tuple[int, str], tuple[int, str]] = {}
+        at = dict.fromkeys(ends, -1)
+        while any(at[p] + 1 < ends[p] for p in ends):
+            msg = consumer.poll(STALL_TIMEOUT)
+            assert msg is not None, f"no record within {STALL_TIMEOUT} s; read up to {at}, ends {ends}"
+            assert msg.error() is None, msg.error()
+            p, key = msg.partition(), msg.key().decode()
+            at[p] = msg.offset()
+            if msg.value() is None:
+                folded.pop((p, key), None)
+            else:
+                folded[(p, key)] = (msg.offset(), msg.value().decode())
+        return folded, ends
+    finally:
+        consumer.close()
+
+
+def test_compacted_topic_as_upsert_table(broker: KopBroker, spark, tmp_path: Path) -> None:
+    """A compacted topic's table (mode chosen from its cleanup.policy) equals the topic folded by key, after
+    updates and tombstones in batches of several records per key, and a restart that re-runs a batch."""
+    create_topic(broker.bootstrap, UPSERT_TOPIC, 2, {"cleanup.policy": "compact"})
+    # 8 keys, 3 versions each; k-1 deleted; k-2 deleted then set again; k-3 set, deleted, set, deleted
+    first = [(f"k-{k}", f"v{v}-{k}") for v in range(3) for k in range(8)]
+    first += [("k-1", None), ("k-2", None), ("k-2", "again-2"), ("k-3", None), ("k-3", "x-3"), ("k-3", None)]
+    produce_keyed(broker.bootstrap, first)
+    ckpt = tmp_path / "checkpoint"
+    cfg = TablesConfig(bootstrap=broker.bootstrap, topics=[UPSERT_TOPIC], warehouse=str(tmp_path / "warehouse"),
+                       checkpoint=str(ckpt), max_offsets_per_trigger=25, available_now=True, catalog=UPSERT_CATALOG)
+    writer = TableWriter(cfg)
+    run_available_now(spark, cfg, writer)
+    assert writer.tables[UPSERT_TOPIC].upsert
+    redo = forget_last_commit(ckpt)  # a job killed after its MERGE, before Spark's commit
+    # after the restart: k-1 comes back, k-4 and k-2 go, k-5 changes twice, a new key k-9
+    produce_keyed(broker.bootstrap, [("k-1", "back-1"), ("k-4", None), ("k-5", "w1-5"), ("k-2", None),
+                                     ("k-5", "w2-5"), ("k-9", "new-9")])
+    writer = TableWriter(cfg)  # a fresh writer: its state comes from the table's snapshot summary
+    run_available_now(spark, cfg, writer)
+    assert writer.tables[UPSERT_TOPIC].last_batch is not None and writer.tables[UPSERT_TOPIC].last_batch > redo
+
+    rows = spark.sql(f"SELECT kafka_partition p, CAST(kafka_key AS STRING) k, kafka_offset o, "
+                     f"CAST(kafka_value AS STRING) v FROM {UPSERT_TABLE}").collect()
+    got = {(r["p"], r["k"]): (r["o"], r["v"]) for r in rows}
+    assert len(got) == len(rows), "a key has two rows"
+    folded, ends = fold_topic(broker.bootstrap, UPSERT_TOPIC, 2)
+    assert got == folded
+    assert {k for _, k in got} == {"k-0", "k-1", "k-5", "k-6", "k-7", "k-9"}
+    assert got[(1, "k-5")][1] == "w2-5" and got[(1, "k-1")][1] == "back-1"
+    jtable = load_table(spark, UPSERT_TABLE)
+    assert jtable.properties().get(schema.TABLE_MODE_PROPERTY) == schema.UPSERT
+    summary = kop_summary(jtable)
+    assert schema.decode_offsets(summary[schema.SUMMARY_OFFSETS]) == ends
+    with pytest.raises(PipelineError, match="is an upsert table"):
+        audit_table(spark, broker.bootstrap, UPSERT_TOPIC, UPSERT_TABLE)
+
+
+def test_spark_reads_a_non_partitioned_pulsar_topic(broker: KopBroker, spark) -> None:
+    """A topic a pulsar-client producer auto-created non-partitioned (the module's broker names that kind) is, to
+    Spark's kafka source, a topic of one partition, 0, whose offsets run 0..n-1 over batched and single messages."""
+    import pulsar
+
+    topic = "spark-non-partitioned"
+    client = pulsar.Client(broker.pulsar_url)
+    try:
+        producer = client.create_producer(f"persistent://public/default/{topic}", batching_enabled=True,
+                                          batching_max_messages=4, batching_max_publish_delay_ms=60_000)
+        assert client.get_topic_partitions(f"persistent://public/default/{topic}") == [
+            f"persistent://public/default/{topic}"]  # no -partition-N: a non-partitioned topic
+        for i in range(10):  # batches of 4, 4 and 2 messages
+            producer.send_async(f"m-{i}".encode(), None)
+        producer.flush()
+        single = client.create_producer(f"persistent://public/default/{topic}", batching_enabled=False)
+        for i in range(10, 13):  # not batched: one message an entry
+            single.send(f"m-{i}".encode())
+    finally:
+        client.close()
+    rows = (spark.read.format("kafka").option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", topic).option("startingOffsets", "earliest").option("endingOffsets", "latest")
+            .load().select("partition", "offset", "value").orderBy("offset").collect())
+    assert [(r["partition"], r["offset"], bytes(r["value"])) for r in rows] == [
+        (0, i, f"m-{i}".encode()) for i in range(13)]

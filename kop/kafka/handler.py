@@ -39,6 +39,7 @@ from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.listeners import ListenerSecurity, SaslMechanisms, listener_security, principal_mapper
 from kop.metrics import BrokerMetrics
 from kop.net.acceptor import Acceptor, listen
+from kop.net.shared import shared_sockets
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ApiVersionsResponse
@@ -143,6 +144,10 @@ class KafkaProtocolHandler(ProtocolHandler):
             for sock in socks:
                 factory = lambda name=lst.name: KafkaConnection(self, name)  # noqa: E731
                 self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept", ssl=tls))
+        for name, sock in shared_sockets("kafka"):  # a worker of a node: the node's port too (kop/net/shared.py)
+            factory = lambda name=name: KafkaConnection(self, name)  # noqa: E731
+            self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept-node",
+                                                     ssl=self.security_of(name).ssl_context))
         if self.config.connectionMaxIdleMs > 0:
             limit = self.config.connectionMaxIdleMs / 1000
             self._chores.append(PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log))

@@ -32,6 +32,7 @@ from kop.cluster import listeners as named_listeners
 from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
 from kop.net.acceptor import Acceptor, Counted, listen
+from kop.net.shared import shared_sockets
 from kop.net.tls import server_context
 from kop.protocol_handler import ProtocolHandler
 from kop.pulsar import backlog_quota, message_ttl
@@ -115,6 +116,8 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.listening = True
         for sock in self._sockets:
             self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept"))
+        for _, sock in shared_sockets("pulsar"):  # a worker of a node: the node's port too (kop/net/shared.py)
+            self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept-node"))
         if self._tls_context is not None:
             tls_socks = listen(self.config.bindAddress or None, self.config.brokerServicePortTls)
             self._sockets += tls_socks

@@ -52,6 +52,8 @@ class KopBroker(ServerProcess):
             # every topic was partitioned expect a Pulsar client to auto-create partitioned topics; tests of
             # non-partitioned topics set "non-partitioned" (the broker's and Pulsar's default)
             "allowAutoTopicCreationType": "partitioned",
+            # one process: tests of a node of several workers (tests/test_node_workers.py) set numWorkers
+            "numWorkers": "1",
         }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
         self.pulsar_port = int(self.overrides["brokerServicePort"])

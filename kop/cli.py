@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_pipeline(args)
     if args.command == "storage":
         return storage_check(Path(args.data_dir))
-    from kop.node.worker import node_workers, worker_identity, worker_overrides
+    from kop.node.worker import check_node_config, node_workers, worker_identity, worker_overrides
 
     worker = worker_identity()  # a worker of a node (kop/node/): KOP_NODE_WORKER=i/N
     logging.basicConfig(
@@ -116,9 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "broker":
             check_cluster_config(config)
         workers = node_workers(config) if args.command == "standalone" and worker is None else 1
-        if workers > 1 and config.storage_backend != "embedded":
-            raise ConfigError("numWorkers > 1 needs the embedded storage (on BookKeeper + ZooKeeper, run one "
-                              "`kop broker` per core: docs/cluster.md)")
+        if workers > 1:
+            check_node_config(config)
     except ConfigError as e:
         print(f"kop: configuration error: {e}", file=sys.stderr)
         return 2

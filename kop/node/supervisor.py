@@ -6,7 +6,7 @@ What it does, in order:
    unreferenced ledgers run here, while no worker writes (a worker never collects: a ledger another worker
    has just created would look unreferenced). Then it holds the ledger directory's lock for the node's life,
    so a second node or broker on the same data dir is refused, as for one process.
-2. Binds the node's ports - each Kafka listener, Pulsar's brokerServicePort - and hands the listening sockets
+2. Binds the node's ports - each Kafka listener, Pulsar's brokerServicePort[Tls] - and hands the listening sockets
    to every worker (kop/net/shared.py): a client bootstraps on them whichever worker is up.
 3. Serves the node's admin HTTP address itself (kop/node/admin.py: /metrics of all workers, labelled by worker;
    the rest forwarded to a worker).
@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kop.cluster import listeners as named_listeners
 from kop.cluster.workers import WORKERS_ROOT
 from kop.config import BrokerConfig
 from kop.net.acceptor import listen
@@ -103,7 +104,10 @@ class Supervisor:
         for lst in self.config.listeners:
             self._share("kafka", lst.name, listen(lst.host or None, lst.port))
         if "pulsar" in [p.lower() for p in self.config.protocols]:
-            self._share("pulsar", "pulsar", listen(self.config.bindAddress or None, self.config.brokerServicePort))
+            bind = self.config.bindAddress or None
+            self._share("pulsar", named_listeners.PLAIN, listen(bind, self.config.brokerServicePort))
+            if self.config.brokerServicePortTls >= 0:
+                self._share("pulsar", named_listeners.TLS, listen(bind, self.config.brokerServicePortTls))
         if self.config.webServicePort >= 0:
             self.admin = NodeAdmin(self.config.webServiceBindAddress or None, self.config.webServicePort,
                                    self.worker_urls, len(self.workers))

@@ -53,10 +53,26 @@ def worker_overrides(config: BrokerConfig, index: int) -> dict[str, str]:
     return out
 
 
+def check_node_config(config: BrokerConfig) -> None:
+    """What a node of several workers cannot serve; raises ConfigError naming the key. Pulsar's named
+    listeners (advertisedListeners) advertise fixed host:port pairs - the node's ports - where a LOOKUP must
+    name the owning worker's own port; the embedded storage is the only one the workers share safely (on
+    BookKeeper + ZooKeeper, run one `kop broker` per core instead: docs/cluster.md)."""
+    if config.storage_backend != "embedded":
+        raise ConfigError("numWorkers > 1 needs the embedded storage (on BookKeeper + ZooKeeper, run one "
+                          "`kop broker` per core: docs/cluster.md)")
+    if config.advertisedListeners:
+        raise ConfigError("numWorkers > 1 cannot serve Pulsar's advertisedListeners (each worker has ports of its "
+                          "own); set numWorkers=1 or leave advertisedListeners empty")
+
+
 def node_workers(config: BrokerConfig) -> int:
-    """How many workers the node runs: numWorkers, 0 meaning one per CPU core this process may use."""
+    """How many workers the node runs: numWorkers, 0 meaning one per CPU core this process may use (on the
+    embedded storage; 1 on BookKeeper + ZooKeeper, which a node of workers does not serve)."""
     if config.numWorkers > 0:
         return config.numWorkers
+    if config.storage_backend != "embedded":
+        return 1
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not Linux

@@ -116,8 +116,10 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.listening = True
         for sock in self._sockets:
             self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept"))
-        for _, sock in shared_sockets("pulsar"):  # a worker of a node: the node's port too (kop/net/shared.py)
-            self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept-node"))
+        for name, sock in shared_sockets("pulsar"):  # a worker of a node: the node's ports too (kop/net/shared.py)
+            tls = self._tls_context if name == LISTENER_TLS else None
+            self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept-node",
+                                                     ssl=tls))
         if self._tls_context is not None:
             tls_socks = listen(self.config.bindAddress or None, self.config.brokerServicePortTls)
             self._sockets += tls_socks

@@ -33,11 +33,15 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kop.config import BrokerConfig, ConfigError, parse_overrides
 from kop.pipeline.cli import add_pipeline_parser, run_pipeline
 
+if TYPE_CHECKING:
+    from kop.cluster.ownership import Ownership
+    from kop.offset.storage import LogStorage
+    from kop.topics.manager import TopicManager
 log = logging.getLogger("kop")
 
 _EPILOG = """\
@@ -315,7 +319,8 @@ async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str, worker:
     return await _stop_bounded(service, config, stop)
 
 
-def _worker_ownership(config: BrokerConfig, storage: Any, worker: tuple[int, int] | None) -> Any:
+def _worker_ownership(config: BrokerConfig, storage: LogStorage,
+                      worker: tuple[int, int] | None) -> Callable[[TopicManager], Ownership] | None:
     """The ownership factory of a worker of a node (kop/cluster/workers.py); None outside a node."""
     if worker is None:
         return None

@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import zlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kop.cluster.bundles import Bundle, bundle_for
 from kop.cluster.ownership import BrokerInfo, Ownership
@@ -154,6 +154,3 @@ class WorkerOwnership(Ownership):
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), remaining)
-
-    def describe(self) -> dict[str, Any]:
-        return {"worker": self.index, "workers": self.workers, "peers": sorted(self._peers)}

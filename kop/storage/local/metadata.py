@@ -75,7 +75,7 @@ def parent_of(path: str) -> str:
     return head or "/"
 
 
-def _guarded(callback: Callable[..., Any], *args: Any) -> None:
+def _guarded(callback: Callable[..., object], *args: object) -> None:
     """Run a watch callback; one that raises is logged, not allowed to stop the poll."""
     try:
         callback(*args)
@@ -101,8 +101,9 @@ class SqliteMetadataStore(MetadataStore):
         self._db: sqlite3.Connection | None = None
         self._closed = False
         # Polling watches: path -> [callback, last value seen]; "children" and "data" kinds apart.
-        self._child_watches: dict[int, tuple[str, Callable[[list[str]], Any], list[Any]]] = {}
-        self._data_watches: dict[int, tuple[str, Callable[[bytes | None, Stat | None], Any], list[Any]]] = {}
+        self._child_watches: dict[int, tuple[str, Callable[[list[str]], object], list[list[str]]]] = {}
+        self._data_watches: dict[int, tuple[str, Callable[[bytes | None, Stat | None], object],
+                                             list[tuple[bytes, Stat] | None]]] = {}
         self._watch_ids = 0
         self._writes = 0  # this process's writes: data_version does not move for them
         self._poller: asyncio.Task[None] | None = None
@@ -257,7 +258,7 @@ class SqliteMetadataStore(MetadataStore):
 
     # ---- watches (polled; see the module docstring)
 
-    async def watch_children_async(self, path: str, callback: Callable[[list[str]], Any]) -> Callable[[], None]:
+    async def watch_children_async(self, path: str, callback: Callable[[list[str]], object]) -> Callable[[], None]:
         """Call `callback(children)` now and after every change of `path`'s children. Returns a stop function."""
         check_path(path)
         names = await self.children(path)
@@ -269,7 +270,7 @@ class SqliteMetadataStore(MetadataStore):
         return lambda: self._child_watches.pop(key, None) and None
 
     async def watch_data_async(self, path: str,
-                               callback: Callable[[bytes | None, Stat | None], Any]) -> Callable[[], None]:
+                               callback: Callable[[bytes | None, Stat | None], object]) -> Callable[[], None]:
         """Call `callback(value, stat)` now and after every change of `path` (None, None: no such node)."""
         check_path(path)
         got = await self.get(path)

@@ -90,6 +90,14 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
     return {p.id: p.leader for p in md.topics[topic].partitions.values()}
 
 
+def _brokers(bootstrap: str) -> dict[int, tuple[str, int]]:
+    """The brokers (workers) Metadata names: id -> (host, port)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return {b.id: (b.host, b.port) for b in admin.list_topics(timeout=30).brokers.values()}
+
+
 def _read_all(bootstrap: str, topic: str, partitions: int, expected: int) -> list[tuple[int, int, bytes]]:
     """Every record of `topic` from the start, (partition, offset, value), read_committed."""
     from confluent_kafka import Consumer, TopicPartition
@@ -214,7 +222,9 @@ def test_worker_killed_under_acks_all_load_loses_no_acked_record(node: Node) -> 
     try:
         wait_until("load acknowledged", lambda: len(acked) >= 200, 30)
         victim = worker_of(TopicName("public", "default", topic), 0, WORKERS)
+        brokers = _brokers(node.broker.bootstrap)
         node.kill_worker(victim)
+        assert _brokers(node.broker.bootstrap) == brokers  # restarted on the same ports (the supervisor holds them)
         after = len(acked)
         wait_until("acknowledged after the restart", lambda: len(acked) >= after + 200, 60)
     finally:
@@ -268,10 +278,16 @@ def _stored_mark_delete(node: Node, ledger: str, subscription: str) -> tuple[int
     return None if md is None else (md.ledger_id, md.entry_id)
 
 
-def test_sigterm_stops_every_worker_gracefully(node: Node) -> None:
-    """Last: SIGTERM to the node stops both workers gracefully (ledgers sealed) and the node exits 0."""
+def test_sigterm_stops_every_worker_gracefully_and_a_restarted_node_keeps_their_ports(node: Node) -> None:
+    """Last: SIGTERM to the node stops both workers gracefully (ledgers sealed) and the node exits 0; started
+    again, its workers listen where clients knew them, and the records are all there."""
     pids = node.worker_pids()
+    brokers = _brokers(node.broker.bootstrap)
     assert node.broker.stop(timeout=120) == 0
     log = node.log().rsplit("shutting down 2 workers", 1)[-1]
     assert all(f"[worker {i}] kop.server.service: broker stopped" in log for i in pids), node.broker.log_tail()
     assert "without a clean shutdown" not in log
+    node.broker.start()
+    wait_until("node ready", node.ready, 90, node.broker.proc, node.broker.log_path)
+    assert _brokers(node.broker.bootstrap) == brokers
+    assert len(_read_all(node.broker.bootstrap, "wk-both", 4, 60)) == 60

@@ -38,8 +38,8 @@ from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.listeners import ListenerSecurity, SaslMechanisms, listener_security, principal_mapper
 from kop.metrics import BrokerMetrics
-from kop.net.acceptor import Acceptor, listen
-from kop.net.shared import shared_sockets
+from kop.net.acceptor import Acceptor
+from kop.net.shared import listen_or_inherit, shared_sockets
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ApiVersionsResponse
@@ -137,7 +137,7 @@ class KafkaProtocolHandler(ProtocolHandler):
         precompile(list(self.apis))  # generate every served codec now, not on each first request
         await self._start_authentication(services)
         for lst in self.config.listeners:
-            socks = listen(lst.host or None, lst.port)
+            socks = listen_or_inherit("kafka", lst.name, lst.host or None, lst.port)  # a node's worker: kop/net/shared.py
             self._sockets += socks
             self._bound.append(Listener(lst.name, lst.host, socks[0].getsockname()[1]))
             tls = self.security_of(lst.name).ssl_context

@@ -7,7 +7,9 @@ What it does, in order:
    has just created would look unreferenced). Then it holds the ledger directory's lock for the node's life,
    so a second node or broker on the same data dir is refused, as for one process.
 2. Binds the node's ports - each Kafka listener, Pulsar's brokerServicePort[Tls] - and hands the listening sockets
-   to every worker (kop/net/shared.py): a client bootstraps on them whichever worker is up.
+   to every worker (kop/net/shared.py): a client bootstraps on them whichever worker is up. It binds each
+   worker's own ports too and keeps them: a restarted worker listens where clients knew it (the same numbers
+   again after a node restart, when they are free).
 3. Serves the node's admin HTTP address itself (kop/node/admin.py: /metrics of all workers, labelled by worker;
    the rest forwarded to a worker).
 4. Starts worker i = `kop standalone` with the same arguments and KOP_NODE_WORKER=i/N (kop/node/worker.py),
@@ -50,6 +52,7 @@ from kop.storage.local.metadata import SqliteMetadataStore
 
 log = logging.getLogger("kop.node")
 
+PORTS_ROOT = "/kop/node/ports"  # each worker's own port numbers, kept for the node's next run
 _WORKER_MAIN = "import sys; from kop.cli import main; sys.exit(main())"
 _PR_SET_PDEATHSIG = 1
 STEADY_SECONDS = 10.0  # a worker that ran this long is restarted at once
@@ -71,6 +74,7 @@ class Worker:
     restart_at: float = 0.0
     restarts: int = 0
     exits: list[int] = field(default_factory=list)
+    own: list[list[object]] = field(default_factory=list)  # [kind, listener name, fd] of its own ports
 
 
 class Supervisor:
@@ -108,11 +112,40 @@ class Supervisor:
             self._share("pulsar", named_listeners.PLAIN, listen(bind, self.config.brokerServicePort))
             if self.config.brokerServicePortTls >= 0:
                 self._share("pulsar", named_listeners.TLS, listen(bind, self.config.brokerServicePortTls))
+        await self._bind_own_ports()
         if self.config.webServicePort >= 0:
             self.admin = NodeAdmin(self.config.webServiceBindAddress or None, self.config.webServicePort,
                                    self.worker_urls, len(self.workers))
             await self.admin.start()
             log.info("node admin HTTP at %s", self.admin.url)
+
+    async def _bind_own_ports(self) -> None:
+        """Bind each worker's own ports (kop/net/shared.py `listen_or_inherit`): the numbers of the node's
+        previous run (/kop/node/ports/<i>) where they are free, so that clients that knew the workers' addresses
+        reach them again after a node restart; new ephemeral ones otherwise."""
+        assert self.metadata is not None
+        wanted = [("kafka", lst.name, lst.host or None) for lst in self.config.listeners]
+        if "pulsar" in [p.lower() for p in self.config.protocols]:
+            wanted.append(("pulsar", named_listeners.PLAIN, self.config.bindAddress or None))
+            if self.config.brokerServicePortTls >= 0:
+                wanted.append(("pulsar", named_listeners.TLS, self.config.bindAddress or None))
+        for w in self.workers:
+            path = f"{PORTS_ROOT}/{w.index}"
+            got = await self.metadata.get(path)
+            before: dict[str, int] = json.loads(got[0]) if got is not None and got[0] else {}
+            ports: dict[str, int] = {}
+            for kind, name, host in wanted:
+                key = f"{kind}:{name}"
+                try:
+                    socks = listen(host, before.get(key, 0))
+                except OSError as e:
+                    log.warning("worker %d's %s port %d of the previous run is taken (%s): a new one", w.index,
+                                key, before.get(key, 0), e)
+                    socks = listen(host, 0)
+                self.sockets += socks
+                w.own += [[kind + "-own", name, s.fileno()] for s in socks]
+                ports[key] = socks[0].getsockname()[1]
+            await self.metadata.put(path, json.dumps(ports).encode())
 
     def _share(self, kind: str, name: str, socks: list[socket.socket]) -> None:
         self.sockets += socks
@@ -142,8 +175,8 @@ class Supervisor:
     def spawn(self, w: Worker) -> None:
         env = dict(os.environ)
         env[WORKER_ENV] = f"{w.index}/{len(self.workers)}"
-        env[SHARED_ENV] = json.dumps(self.spec)
-        fds = [int(str(x[2])) for x in self.spec]
+        env[SHARED_ENV] = json.dumps(self.spec + w.own)
+        fds = [int(str(x[2])) for x in self.spec + w.own]
         w.proc = subprocess.Popen([sys.executable, "-c", _WORKER_MAIN, *self.argv], env=env, pass_fds=fds,
                                   start_new_session=True, preexec_fn=_die_with_parent)
         w.started = time.monotonic()
@@ -178,6 +211,8 @@ class Supervisor:
             if ok:
                 log.info("kop standalone node ready: %d workers (broker ids %s), data dir %s", len(self.workers),
                          [int(str(r["brokerId"])) for _, r in sorted(regs.items())], self.data_dir.resolve())
+                if self.admin is not None:  # last, so that tools reading the log find the node's, not a worker's
+                    log.info("node admin HTTP listening on %s", self.admin.url)
                 return
             await asyncio.sleep(0.2)
 

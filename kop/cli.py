@@ -33,11 +33,15 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kop.config import BrokerConfig, ConfigError, parse_overrides
 from kop.pipeline.cli import add_pipeline_parser, run_pipeline
 
+if TYPE_CHECKING:
+    from kop.cluster.ownership import Ownership
+    from kop.offset.storage import LogStorage
+    from kop.topics.manager import TopicManager
 log = logging.getLogger("kop")
 
 _EPILOG = """\
@@ -72,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                        "or on BookKeeper + ZooKeeper when metadataStoreUrl/zookeeperServers is set")
     _add_common(s, "a broker config file (key=value lines, KoP/Pulsar key names; conf/standalone.conf)")
     s.add_argument("--data-dir", default="data", help="where ledgers and metadata are kept (default: ./data)")
+    s.add_argument("--workers", type=int, metavar="N", help="worker processes of this node (numWorkers: 1 = one "
+                   "process, 0 = one per core; embedded storage only; docs/architecture.md)")
     b = sub.add_parser(
         "broker", help="run one broker of a cluster: BookKeeper + ZooKeeper storage shared with the other "
         "brokers, topic ownership through ZooKeeper (docs/cluster.md)",
@@ -96,20 +102,33 @@ def main(argv: list[str] | None = None) -> int:
         return run_pipeline(args)
     if args.command == "storage":
         return storage_check(Path(args.data_dir))
+    from kop.node.worker import check_node_config, node_workers, worker_identity, worker_overrides
+
+    worker = worker_identity()  # a worker of a node (kop/node/): KOP_NODE_WORKER=i/N
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        format="%(asctime)s %(levelname)s " + (f"[worker {worker[0]}] " if worker else "") + "%(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
-        config = BrokerConfig.load(args.config, parse_overrides(args.override))
+        overrides = parse_overrides(args.override)
+        if getattr(args, "workers", None) is not None:
+            overrides["numWorkers"] = str(args.workers)
+        config = BrokerConfig.load(args.config, overrides)
+        if worker is not None:
+            config = BrokerConfig.load(args.config, {**overrides, **worker_overrides(config, worker[0])})
         if args.command == "broker":
             check_cluster_config(config)
+        workers = node_workers(config) if args.command == "standalone" and worker is None else 1
+        if workers > 1:
+            check_node_config(config)
     except ConfigError as e:
         print(f"kop: configuration error: {e}", file=sys.stderr)
         return 2
+    if workers > 1:
+        return run_node(config, Path(args.data_dir), sys.argv[1:] if argv is None else argv, workers)
     if args.command == "standalone":
-        return run_broker(config, Path(args.data_dir), "standalone")
+        return run_broker(config, Path(args.data_dir), "standalone", worker)
     if args.command == "broker":
         return run_broker(config, None, "broker")
     return 2
@@ -212,7 +231,20 @@ def _warn_loopback_advertised(config: BrokerConfig) -> None:
                     "machine")
 
 
-def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
+def run_node(config: BrokerConfig, data_dir: Path, argv: list[str], workers: int) -> int:
+    """`kop standalone` with several worker processes: the supervisor (kop/node/supervisor.py)."""
+    from kop.node.supervisor import serve_node
+    from kop.storage.api import StorageError
+
+    try:
+        return asyncio.run(serve_node(config, data_dir, argv, workers))
+    except (OSError, StorageError) as e:
+        print(f"kop: cannot start: {e}", file=sys.stderr)
+        return 1
+
+
+def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str,
+               worker: tuple[int, int] | None = None) -> int:
     try:
         import uvloop
 
@@ -222,7 +254,7 @@ def run_broker(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     from kop.storage.api import StorageError
 
     try:
-        return runner(_serve(config, data_dir, mode))
+        return runner(_serve(config, data_dir, mode, worker))
     except ConfigError as e:
         print(f"kop: configuration error: {e}", file=sys.stderr)
         return 2
@@ -243,10 +275,10 @@ def dump_tasks() -> None:
                                            describe_threads())
 
 
-async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
+async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str, worker: tuple[int, int] | None = None) -> int:
     from kop.protocol_handler import load_handlers
     from kop.server.service import BrokerService
-    from kop.server.storage import open_bookkeeper_storage, open_storage
+    from kop.server.storage import open_bookkeeper_storage, open_embedded_storage, open_storage
 
     handlers = load_handlers(config)  # config problems surface before any file is touched
     stop = asyncio.Event()
@@ -268,9 +300,12 @@ async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
             return 0
     else:
         data_dir.mkdir(parents=True, exist_ok=True)
-        storage = await open_storage(data_dir, config)  # embedded, or BookKeeper + ZooKeeper (docs/bookkeeper.md)
+        if worker is None:
+            storage = await open_storage(data_dir, config)  # embedded, or BookKeeper + ZooKeeper (docs/bookkeeper.md)
+        else:  # a worker of a node: the supervisor holds the directory (kop/node/)
+            storage = await open_embedded_storage(data_dir, config, exclusive=False)
         where = f"data dir {data_dir.resolve()}"
-    service = BrokerService(config, storage)
+    service = BrokerService(config, storage, _worker_ownership(config, storage, worker))
     try:
         await service.start(handlers)
     except BaseException:
@@ -282,6 +317,18 @@ async def _serve(config: BrokerConfig, data_dir: Path | None, mode: str) -> int:
     log.info("shutting down")
     stop.clear()
     return await _stop_bounded(service, config, stop)
+
+
+def _worker_ownership(config: BrokerConfig, storage: LogStorage,
+                      worker: tuple[int, int] | None) -> Callable[[TopicManager], Ownership] | None:
+    """The ownership factory of a worker of a node (kop/cluster/workers.py); None outside a node."""
+    if worker is None:
+        return None
+    from kop.cluster.workers import WorkerOwnership
+
+    index, workers = worker
+    return lambda topics: WorkerOwnership(topics, storage.metadata_store, index, workers,
+                                          config.defaultNumberOfNamespaceBundles)
 
 
 async def _stop_bounded(service: object, config: BrokerConfig, again: asyncio.Event) -> int:

@@ -144,6 +144,10 @@ class BrokerConfig:
     kafkaProtocolMap: str = ""
     advertisedAddress: str = ""  # empty: 127.0.0.1 when listening on a wildcard address
     kafkaBrokerId: int = 1
+    # Worker processes of one `kop standalone` node (kop/node/, docs/architecture.md): 1 = one process (the
+    # default); N > 1 = N processes, worker i being broker kafkaBrokerId + i, each owning a share of the
+    # partitions; 0 = one per CPU core. Embedded storage only.
+    numWorkers: int = 1
     clusterName: str = "standalone"
     # --- topics and namespaces
     kafkaTenant: str = "public"
@@ -383,6 +387,7 @@ class BrokerConfig:
         self._derived["advertised"] = adv
         self._validate_security()
         need(self.kafkaBrokerId >= 0, "kafkaBrokerId", "must be >= 0")
+        need(0 <= self.numWorkers <= 256, "numWorkers", "0 (one per core) or 1..256")
         for key in ("kafkaTenant", "kafkaNamespace", "kafkaMetadataTenant", "kafkaMetadataNamespace"):
             need(bool(re.fullmatch(r"[A-Za-z0-9_.\-=:]+", getattr(self, key))), key, "must be a non-empty name")
         need(1 <= self.defaultNumPartitions <= 100000, "defaultNumPartitions", "must be between 1 and 100000")

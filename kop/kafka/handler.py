@@ -40,7 +40,8 @@ from kop.kafka.apis.metadata import TopicEntryCache
 from kop.kafka.fetch_sessions import FetchSessionCache
 from kop.kafka.listeners import ListenerSecurity, SaslMechanisms, listener_security, principal_mapper
 from kop.metrics import BrokerMetrics
-from kop.net.acceptor import Acceptor, listen
+from kop.net.acceptor import Acceptor
+from kop.net.shared import listen_or_inherit, shared_sockets
 from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ApiVersionsResponse
@@ -140,13 +141,17 @@ class KafkaProtocolHandler(ProtocolHandler):
         precompile(list(self.apis))  # generate every served codec now, not on each first request
         await self._start_authentication(services)
         for lst in self.config.listeners:
-            socks = listen(lst.host or None, lst.port)
+            socks = listen_or_inherit("kafka", lst.name, lst.host or None, lst.port)  # a node's worker: kop/net/shared.py
             self._sockets += socks
             self._bound.append(Listener(lst.name, lst.host, socks[0].getsockname()[1]))
             tls = self.security_of(lst.name).ssl_context
             for sock in socks:
                 factory = lambda name=lst.name: KafkaConnection(self, name)  # noqa: E731
                 self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept", ssl=tls))
+        for name, sock in shared_sockets("kafka"):  # a worker of a node: the node's port too (kop/net/shared.py)
+            factory = lambda name=name: KafkaConnection(self, name)  # noqa: E731
+            self._accept_tasks.append(self.net.serve(sock, factory, "kafka-accept-node",
+                                                     ssl=self.security_of(name).ssl_context))
         if self.config.connectionMaxIdleMs > 0:
             limit = self.config.connectionMaxIdleMs / 1000
             self._chores.append(PeriodicTask("kafka-idle", min(limit / 2, 30), self._close_idle, log))

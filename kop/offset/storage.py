@@ -161,26 +161,29 @@ async def open_embedded_storage(
     verify_reads: bool = True,
     collect_garbage: bool = True,
     damaged_ledger_policy: str = "serve-intact",
+    exclusive: bool = True,
 ) -> LogStorage:
     """LogStorage on the embedded backends under `data_dir` (created if missing).
 
     fsync: "always" (default; appends complete after fdatasync, group commit), "interval" (fsync every
     fsync_interval_ms in the background), "none" (page cache only). The sqlite metadata store fsyncs
     every commit only with "always". Broker keys: localStoreFsyncPolicy, localStoreFsyncIntervalMs; the
-    managed-ledger keys map through ManagedLedgerConfig.from_broker_config(config)."""
+    managed-ledger keys map through ManagedLedgerConfig.from_broker_config(config). `exclusive=False`: a
+    worker of a multi-process node (kop/node/) - the directory is not locked (the supervisor holds it) and
+    nothing is garbage-collected (another worker may have just created a ledger it has yet to record)."""
     if fsync not in FSYNC_POLICIES:
         raise ValueError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
     root = os.fspath(data_dir)
     os.makedirs(root, exist_ok=True)
     ledgers = LocalLedgerStore(os.path.join(root, LEDGERS_DIR), fsync=fsync,
                                fsync_interval_ms=fsync_interval_ms, verify_reads=verify_reads,
-                               damaged_ledger_policy=damaged_ledger_policy)
+                               damaged_ledger_policy=damaged_ledger_policy, exclusive=exclusive)
     try:
         metadata = SqliteMetadataStore(root, durable=fsync == "always", filename=METADATA_FILE)
     except BaseException:
         await ledgers.close()
         raise
     storage = LogStorage(ledgers, metadata, managed_ledger_config)
-    if collect_garbage:
+    if collect_garbage and exclusive:
         await storage.collect_garbage()
     return storage

@@ -33,7 +33,8 @@ from kop.cluster import listeners as named_listeners
 from kop.cluster.bundles import Bundle
 from kop.config import BrokerConfig, ConfigError
 from kop.managed_ledger.cursor import CursorStore
-from kop.net.acceptor import Acceptor, Counted, listen
+from kop.net.acceptor import Acceptor, Counted
+from kop.net.shared import listen_or_inherit, shared_sockets
 from kop.net.tls import server_context
 from kop.protocol_handler import ProtocolHandler
 from kop.pulsar import backlog_quota, message_ttl
@@ -116,13 +117,19 @@ class PulsarProtocolHandler(ProtocolHandler):
         self.net = services.net
         self.net.add_connections(self.connections)
         self.request_bytes = self.net.request_bytes
-        self._sockets = listen(self.config.bindAddress or None, self.config.brokerServicePort)
+        self._sockets = listen_or_inherit("pulsar", LISTENER, self.config.bindAddress or None,
+                                          self.config.brokerServicePort)  # a node's worker: kop/net/shared.py
         self.port = self._sockets[0].getsockname()[1]
         self.listening = True
         for sock in self._sockets:
             self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept"))
+        for name, sock in shared_sockets("pulsar"):  # a worker of a node: the node's ports too (kop/net/shared.py)
+            tls = self._tls_context if name == LISTENER_TLS else None
+            self._accept_tasks.append(self.net.serve(sock, lambda: PulsarConnection(self), "pulsar-accept-node",
+                                                     ssl=tls))
         if self._tls_context is not None:
-            tls_socks = listen(self.config.bindAddress or None, self.config.brokerServicePortTls)
+            tls_socks = listen_or_inherit("pulsar", LISTENER_TLS, self.config.bindAddress or None,
+                                          self.config.brokerServicePortTls)
             self._sockets += tls_socks
             self.tls_port = tls_socks[0].getsockname()[1]
             for sock in tls_socks:

@@ -58,7 +58,10 @@ _INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STAT
 
 
 class BrokerService:
-    def __init__(self, config: BrokerConfig, storage: LogStorage) -> None:
+    def __init__(self, config: BrokerConfig, storage: LogStorage,
+                 ownership: Callable[[TopicManager], Ownership] | None = None) -> None:
+        """`ownership`: makes the ownership of a worker of a multi-process node (kop/node/,
+        kop/cluster/workers.py); None: local, or ZooKeeper's in cluster mode."""
         self.config = config
         self.storage = storage
         self.topics = TopicManager(config, storage)
@@ -105,6 +108,9 @@ class BrokerService:
             self.topics.paused = True  # nothing is served before the registration
             self.ownership.on_acquired.append(self._bundle_acquired)
             self.ownership.on_released.append(self._bundle_released)
+        elif ownership is not None:  # a worker of a node: a static share of the partitions, never moves
+            self.ownership = ownership(self.topics)
+            self.topics.ownership = self.ownership
         # SCRAM users and ACLs live in the metadata store, so every broker of a cluster shares them.
         self.scram_store: ScramCredentialStore = MetadataScramCredentialStore(storage.metadata_store)
         self.acl_store = MetadataAclStore(storage.metadata_store)

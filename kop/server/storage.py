@@ -24,7 +24,8 @@ async def open_storage(data_dir: Path, config: BrokerConfig) -> LogStorage:
     return await open_embedded_storage(data_dir, config)
 
 
-async def open_embedded_storage(data_dir: Path, config: BrokerConfig) -> LogStorage:
+async def open_embedded_storage(data_dir: Path, config: BrokerConfig, *, exclusive: bool = True) -> LogStorage:
+    """`exclusive=False`: a worker of a multi-process node (kop/node/; kop.offset.open_embedded_storage)."""
     return await _open_embedded(
         data_dir,
         fsync=config.localStoreFsyncPolicy,
@@ -32,6 +33,7 @@ async def open_embedded_storage(data_dir: Path, config: BrokerConfig) -> LogStor
         managed_ledger_config=ManagedLedgerConfig.from_broker_config(config),
         verify_reads=config.localStoreVerifyChecksums,
         damaged_ledger_policy=config.localStoreDamagedLedgerPolicy,
+        exclusive=exclusive,
     )
 
 

@@ -52,6 +52,9 @@ class KopBroker(ServerProcess):
             # every topic was partitioned expect a Pulsar client to auto-create partitioned topics; tests of
             # non-partitioned topics set "non-partitioned" (the broker's and Pulsar's default)
             "allowAutoTopicCreationType": "partitioned",
+            # one process, unless KOP_TEST_WORKERS asks every test broker to be a node of that many workers (to
+            # run a part of the suite against one); tests of a node (tests/test_node_workers.py) set numWorkers
+            "numWorkers": os.environ.get("KOP_TEST_WORKERS", "1"),
         }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
         self.pulsar_port = int(self.overrides["brokerServicePort"])
@@ -97,7 +100,8 @@ class KopBroker(ServerProcess):
             wait_until(
                 f"kop broker on {self.bootstrap}",
                 lambda: port_open("127.0.0.1", self.port)
-                and (not self.serves_pulsar or port_open("127.0.0.1", self.pulsar_port)),
+                and (not self.serves_pulsar or port_open("127.0.0.1", self.pulsar_port))
+                and (self.overrides.get("numWorkers", "1") == "1" or self._node_ready()),
                 timeout,
                 self.proc,
                 self.log_path,
@@ -106,6 +110,10 @@ class KopBroker(ServerProcess):
             self.kill()
             raise
         return self
+
+    def _node_ready(self) -> bool:
+        """A node of several workers (numWorkers != 1): its supervisor logged that every worker is ready."""
+        return "node ready" in self.log_path.read_text(errors="replace").rsplit("===== start #", 1)[-1]
 
     @property
     def admin_url(self) -> str:

@@ -4,6 +4,8 @@ Layout under the store directory::
 
     LOCK                 flock()ed by the owning process: two brokers on one directory would corrupt it
     ledger-ids           "next=<n>": ids below n may have been handed out (reserved in blocks; never reused)
+    ledger-ids.lock      flock()ed while a block is reserved: the worker processes of one node (kop/node/)
+                         share the directory, each reserving disjoint blocks
     <id>.log             the entries, each framed (below); append-only while the ledger is open
     <id>.idx             sidecar index, written when the ledger is sealed; its presence means CLOSED
 
@@ -107,6 +109,24 @@ def _fsync_dir(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _reserve_block(id_path: str, at_least: int) -> int:
+    """Reserve the ledger ids [start, start + _ID_BLOCK) and return start: at least `at_least` and at least
+    what the counter file says, under an flock of its own, so that processes sharing the directory (the
+    workers of one node) never hand out the same id. Always synced, whatever the fsync policy: reusing a
+    ledger id would splice two ledgers together."""
+    fd = os.open(id_path + ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        stored = 0
+        with contextlib.suppress(FileNotFoundError, ValueError), open(id_path) as f:
+            stored = int(f.read().strip().removeprefix("next="))
+        start = max(at_least, stored)
+        _write_atomic(id_path, f"next={start + _ID_BLOCK}\n".encode(), True)
+        return start
+    finally:
+        os.close(fd)  # releases the flock
 
 
 def _write_atomic(path: str, data: bytes, sync: bool) -> None:
@@ -726,8 +746,11 @@ class LocalLedgerStore(LedgerStore):
         verify_reads: bool = True,
         io_threads: int = 4,
         damaged_ledger_policy: str = "serve-intact",
+        exclusive: bool = True,
     ) -> None:
-        """`verify_reads` re-checks the frame CRC on every read: on by default, because Kafka's broker serves
+        """`exclusive=False`: do not lock the directory - a worker of a multi-process node (kop/node/),
+        whose supervisor holds the lock for all of them and each of which writes only the ledgers of the
+        partitions it owns. `verify_reads` re-checks the frame CRC on every read: on by default, because Kafka's broker serves
         a flipped byte as is and only clients that check CRCs notice (librdkafka does not by default); the
         cost on the fetch path is measured in docs/benchmarks.md. `damaged_ledger_policy`: "serve-intact"
         records damage found at start-up and serves the intact entries; "refuse-start" raises
@@ -747,7 +770,8 @@ class LocalLedgerStore(LedgerStore):
         except OSError as e:
             raise StorageError(f"ledger directory {self.directory} cannot be written: {e.strerror or e}") from e
         try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if exclusive:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as e:
             os.close(self._lock_fd)
             raise StorageError(f"ledger directory {self.directory} is in use by another process") from e
@@ -852,12 +876,9 @@ class LocalLedgerStore(LedgerStore):
         async with self._id_lock:
             if self._next_id < self._id_limit:
                 return
-            limit = self._next_id + _ID_BLOCK
-            # Always synced, whatever the policy: reusing a ledger id would splice two ledgers together.
-            await asyncio.get_running_loop().run_in_executor(
-                self._executor, _write_atomic, self._id_path, f"next={limit}\n".encode(), True
-            )
-            self._id_limit = limit
+            start = await asyncio.get_running_loop().run_in_executor(
+                self._executor, _reserve_block, self._id_path, self._next_id)
+            self._next_id, self._id_limit = start, start + _ID_BLOCK
 
     def _ensure_interval_task(self) -> None:
         if self.fsync == "interval" and self._interval_task is None and not self._closed:

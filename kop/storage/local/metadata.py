@@ -16,13 +16,19 @@ above answer as KAFKA_STORAGE_ERROR instead of closing connections. Opening the 
 broker that says it is ready and cannot record anything; ``probe_writable`` repeats that write for /ready.
 
 Other processes (the offline inspect tool) may read the database while the broker writes: WAL readers
-never block the writer.
+never block the writer. The worker processes of one node (kop/node/) all write it: every write is a
+`BEGIN IMMEDIATE` transaction under a busy timeout, and compare-and-set is atomic across processes.
+
+Watches (`watch_children_async`, `watch_data_async`, ZooKeeperMetadataStore's API, used by the topic manager
+of a multi-process node) are polls: every 0.25 s the store asks sqlite's `PRAGMA data_version`, which moves
+when another connection committed, and re-reads the watched nodes only then (or after a write of its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import sqlite3
 import time
@@ -41,6 +47,9 @@ from kop.storage.api import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+WATCH_POLL_SECONDS = 0.25
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS nodes (
@@ -66,6 +75,14 @@ def parent_of(path: str) -> str:
     return head or "/"
 
 
+def _guarded(callback: Callable[..., object], *args: object) -> None:
+    """Run a watch callback; one that raises is logged, not allowed to stop the poll."""
+    try:
+        callback(*args)
+    except Exception:
+        log.exception("metadata watch callback failed")
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -83,6 +100,13 @@ class SqliteMetadataStore(MetadataStore):
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kop-metadata")
         self._db: sqlite3.Connection | None = None
         self._closed = False
+        # Polling watches: path -> [callback, last value seen]; "children" and "data" kinds apart.
+        self._child_watches: dict[int, tuple[str, Callable[[list[str]], object], list[list[str]]]] = {}
+        self._data_watches: dict[int, tuple[str, Callable[[bytes | None, Stat | None], object],
+                                             list[tuple[bytes, Stat] | None]]] = {}
+        self._watch_ids = 0
+        self._writes = 0  # this process's writes: data_version does not move for them
+        self._poller: asyncio.Task[None] | None = None
         try:
             self._executor.submit(self._connect).result()
             problem = self._executor.submit(self._probe).result()
@@ -222,17 +246,84 @@ class SqliteMetadataStore(MetadataStore):
         check_path(path)
         if path == "/":
             raise ValueError("cannot write the root node")
+        self._writes += 1
         return await self._call(self._put, path, bytes(value), expected_version)
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
+        self._writes += 1
         await self._call(self._delete, check_path(path), expected_version)
 
     async def children(self, path: str) -> list[str]:
         return await self._call(self._children, check_path(path))
 
+    # ---- watches (polled; see the module docstring)
+
+    async def watch_children_async(self, path: str, callback: Callable[[list[str]], object]) -> Callable[[], None]:
+        """Call `callback(children)` now and after every change of `path`'s children. Returns a stop function."""
+        check_path(path)
+        names = await self.children(path)
+        self._watch_ids += 1
+        key = self._watch_ids
+        self._child_watches[key] = (path, callback, [names])
+        asyncio.get_running_loop().call_soon(_guarded, callback, names)
+        self._start_poller()
+        return lambda: self._child_watches.pop(key, None) and None
+
+    async def watch_data_async(self, path: str,
+                               callback: Callable[[bytes | None, Stat | None], object]) -> Callable[[], None]:
+        """Call `callback(value, stat)` now and after every change of `path` (None, None: no such node)."""
+        check_path(path)
+        got = await self.get(path)
+        self._watch_ids += 1
+        key = self._watch_ids
+        self._data_watches[key] = (path, callback, [got])
+        asyncio.get_running_loop().call_soon(_guarded, callback, *(got if got is not None else (None, None)))
+        self._start_poller()
+        return lambda: self._data_watches.pop(key, None) and None
+
+    def _start_poller(self) -> None:
+        if self._poller is None and not self._closed:
+            self._poller = asyncio.get_running_loop().create_task(self._poll(), name="metadata-watch-poll")
+
+    def _data_version(self) -> int:
+        assert self._db is not None
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    async def _poll(self) -> None:
+        seen = (-1, -1)
+        while not self._closed:
+            await asyncio.sleep(WATCH_POLL_SECONDS)
+            try:
+                now = (await self._call(self._data_version), self._writes)
+                if now != seen:
+                    seen = now
+                    await self._recheck()
+            except StorageError as e:
+                if not self._closed:
+                    log.warning("metadata watch poll failed: %s", e)
+
+    async def _recheck(self) -> None:
+        for path, callback, last in list(self._child_watches.values()):
+            names = await self.children(path)
+            if names != last[0]:
+                last[0] = names
+                _guarded(callback, names)
+        for dpath, dcallback, dlast in list(self._data_watches.values()):
+            got = await self.get(dpath)
+            before = dlast[0]
+            if (got is None) != (before is None) or (got is not None and before is not None
+                                                    and (got[1].version, got[0]) != (before[1].version, before[0])):
+                dlast[0] = got
+                _guarded(dcallback, *(got if got is not None else (None, None)))
+
     async def close(self) -> None:
         if self._closed:
             return
+        if self._poller is not None:
+            self._poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._poller
+            self._poller = None
         await self._call(self._close)
         self._closed = True
         self._executor.shutdown(wait=True)

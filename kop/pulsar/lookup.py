@@ -36,7 +36,7 @@ leaves out the topics the role may not DESCRIBE.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from kop.cluster import listeners as named_listeners
@@ -178,24 +178,38 @@ async def open_partition(conn: PulsarConnection, request_id: int, topic_name: st
 
 async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
-    rid = req.request_id
-    try:
+
+    async def count() -> int:
         name, partition = split_name(conn, req.topic)
         refusal = authorize.describe_refusal(conn, name, authorize.PARTITIONED_METADATA)
         if refusal is not None:
             raise NameError_(c.ServerError.AuthorizationError, refusal)
         if partition is not None:
-            answer = 0
-        else:  # only a partitioned topic is created here; a non-partitioned one by the PRODUCER/SUBSCRIBE that follows
-            allow = not req.HasField("metadata_auto_creation_enabled") or req.metadata_auto_creation_enabled
-            topic = await find_topic(conn, name, allow and creates_partitioned(conn, name))
-            answer = topic.partitions if topic is not None and topic.partitioned else 0
+            return 0
+        # only a partitioned topic is created here; a non-partitioned one by the PRODUCER/SUBSCRIBE that follows
+        allow = not req.HasField("metadata_auto_creation_enabled") or req.metadata_auto_creation_enabled
+        topic = await find_topic(conn, name, allow and creates_partitioned(conn, name))
+        return topic.partitions if topic is not None and topic.partitioned else 0
+
+    await answer_partitioned_metadata(conn, req.request_id, count)
+
+
+async def answer_partitioned_metadata(conn: PulsarConnection, rid: int, count: Callable[[], Awaitable[int]]) -> None:
+    """PARTITIONED_METADATA_RESPONSE with `count()`'s partitions, or Failed with the NameError_ it raised: the one
+    reply shape of the persistent and non-persistent (kop/pulsar/nonpersistent_commands.py) topics."""
+    try:
+        answer = await count()
     except NameError_ as e:
         conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, response=PARTITIONED_RESPONSE.Failed,
                             error=e.code, message=str(e)))
         return
     conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, partitions=answer,
                         response=PARTITIONED_RESPONSE.Success))
+
+
+def lookup_failed(conn: PulsarConnection, rid: int, e: NameError_) -> None:
+    conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed, error=e.code,
+                        message=str(e)))
 
 
 async def lookup(conn: PulsarConnection, frame: Frame) -> None:
@@ -212,8 +226,7 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Connect,
                                 brokerServiceUrl=conn.handler.service_url, authoritative=True))
             return
-        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=rid, response=LOOKUP_RESPONSE.Failed, error=e.code,
-                            message=str(e)))
+        lookup_failed(conn, rid, e)
         return
     await answer_lookup(conn, req, name, partition)
 

@@ -38,12 +38,13 @@ from kop.pulsar.connection import CommandHandler, PulsarConnection
 from kop.pulsar.dedup import CURSOR as DEDUP_CURSOR
 from kop.pulsar.key_shared import key_hash, sticky_key
 from kop.pulsar.lookup import (
-    PARTITIONED_RESPONSE,
     Check,
     NameError_,
     answer_lookup,
+    answer_partitioned_metadata,
     auto_create_rule,
     creates_partitioned,
+    lookup_failed,
     may_create,
 )
 from kop.pulsar.nonpersistent import (
@@ -160,21 +161,17 @@ async def resolve(conn: PulsarConnection, rid: int, topic: str, check: Check) ->
 # ---------------------------------------------------------------------------------------------------- lookup
 async def partitioned_metadata(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
-    rid = req.request_id
-    try:
+
+    async def count() -> int:
         name, partition = split(conn, req.topic)
         refusal = authorize.describe_refusal(conn, name, authorize.PARTITIONED_METADATA)
         if refusal is not None:
             raise NameError_(c.ServerError.AuthorizationError, refusal)
         await _known_namespace(conn, name)
         allow = not req.HasField("metadata_auto_creation_enabled") or req.metadata_auto_creation_enabled
-        answer = 0 if partition is not None else await _partitions(conn, name, create=allow)
-    except NameError_ as e:
-        conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, response=PARTITIONED_RESPONSE.Failed,
-                            error=e.code, message=str(e)))
-        return
-    conn.send(c.command(c.PARTITIONED_METADATA_RESPONSE, request_id=rid, partitions=answer,
-                        response=PARTITIONED_RESPONSE.Success))
+        return 0 if partition is not None else await _partitions(conn, name, create=allow)
+
+    await answer_partitioned_metadata(conn, req.request_id, count)
 
 
 async def lookup(conn: PulsarConnection, frame: Frame) -> None:
@@ -186,8 +183,7 @@ async def lookup(conn: PulsarConnection, frame: Frame) -> None:
             raise NameError_(c.ServerError.AuthorizationError, refusal)
         await _known_namespace(conn, name)
     except NameError_ as e:
-        conn.send(c.command(c.LOOKUP_RESPONSE, request_id=req.request_id, response=c.pb.CommandLookupTopicResponse.Failed,
-                            error=e.code, message=str(e)))
+        lookup_failed(conn, req.request_id, e)
         return
     await answer_lookup(conn, req, name, partition or 0)
 

@@ -17,7 +17,7 @@ that re-created its consumer after any error (tests/chaos/workloads.py Transacti
 now). The same runs found Pulsar de-duplication losing acknowledged messages after a failed append (fixed in
 kop/pulsar/dedup.py, kop/pulsar/produce.py and the managed ledger). Still open, and why the module stays out:
 acknowledged Pulsar records a durable subscription stopped delivering after a takeover, one unexplained
-`bookie-quorum` loss of Pulsar records, and a copier whose consumer got no assignment (docs/cluster.md, the
+`bookie-quorum` loss of Pulsar records, and a copier that stayed stuck once after its way out had run (docs/cluster.md, the
 fault suite, with the runs' numbers). It runs with `make chaos-short`
 (KOP_CHAOS_SHORT=1); tests/conftest.py deselects it otherwise, visibly.
 """

@@ -1,8 +1,9 @@
 """The chaos suite's short form (issue #24; the full matrix is `make chaos`, tests/chaos/runner.py): every
 fault kind of tests/chaos/nemesis.py once, on ONE cluster shared by the module (the test process's ZooKeeper
 and four bookies, two of our brokers on a 4 s session, each behind its ZooKeeper and client forwarders),
-healed between faults, with a few seconds of load from all four workloads (idempotent producer, a group
-with manual commits, transactional consume-transform-produce, Pulsar producer + durable subscription).
+healed between faults, with a second of load - once each workload has had its first acknowledgement - from
+all four workloads (idempotent producer, a group with manual commits, transactional consume-transform-produce,
+Pulsar producer + durable subscription).
 
 Each trial must end with no anomaly the checker knows (lost, duplicated, wrong offsets, reordered, committed
 offsets going backward, stale reads, aborted reads) and no workload stuck after the heal; Pulsar duplicates
@@ -10,10 +11,15 @@ after a partition changed owners are a known gap counted apart (tests/chaos/runn
 fault (one of three ZooKeeper members killed) needs a cluster of its own (three more JVMs, four more
 bookies): it runs in `make chaos` only.
 
-Not in `make test` yet: in one of two runs on the 2-core machine (2026-11-29) the bookie-quorum and
-partition-broker-zookeeper trials ended with a workload stuck after the heal (the transactional copier committed
-nothing for 120 s), so the module is a flaky test until that liveness defect is fixed at its cause. It runs with
-`make chaos-short` (KOP_CHAOS_SHORT=1); tests/conftest.py deselects it otherwise, visibly.
+Not in `make test` yet: it was taken out for a stuck transactional copier (no commit for 120 s after a heal),
+which was the workload - librdkafka's send_offsets_to_transaction blocking past its timeout, and a copier
+that re-created its consumer after any error (tests/chaos/workloads.py TransactionalCopier says how it copes
+now). The same runs found Pulsar de-duplication losing acknowledged messages after a failed append (fixed in
+kop/pulsar/dedup.py, kop/pulsar/produce.py and the managed ledger). Still open, and why the module stays out:
+acknowledged Pulsar records a durable subscription stopped delivering after a takeover, one unexplained
+`bookie-quorum` loss of Pulsar records, and a copier that stayed stuck once after its way out had run (docs/cluster.md, the
+fault suite, with the runs' numbers). It runs with `make chaos-short`
+(KOP_CHAOS_SHORT=1); tests/conftest.py deselects it otherwise, visibly.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import pytest
 from tests.chaos.nemesis import FAULTS, ChaosCluster
 from tests.chaos.runner import run_trial, table
 
-LOAD_S = 2.0
+LOAD_S = 1.0  # seconds of load before each fault, once every workload has had its first acknowledgement
 SHORT = [f for f in FAULTS if not f.ensemble]
 pytestmark = pytest.mark.chaos_short
 
@@ -47,4 +53,6 @@ def test_fault(chaos_cluster, fault):
     r = result.report
     assert r.acked > 0 and len(r.stalls) == 4  # the four workloads ran and were checked
     assert r.anomalies() == {}, (r.anomalies(), result.errors)
+    if r.stuck:  # the stuck workloads' recoveries, whole (pytest shortens the assertion's message)
+        print(f"healed at {result.healed}; stalls {r.stalls}; notes:", *result.notes[-30:], sep="\n")
     assert r.stuck == [], (r.stalls, result.errors)

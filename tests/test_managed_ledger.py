@@ -330,6 +330,22 @@ async def test_a_failed_ledger_fails_later_adds_restores_the_interceptor_and_rol
         assert await read_all(ml) == [b"00000001-ok", b"00000002-ok", b"00000003-ok", b"00000004-next"]
 
 
+async def test_a_failed_add_fails_the_adds_queued_behind_it(tmp_path):
+    """Adds complete in call order, failures included: adds queued for the next ledger (the current one is
+    full) when the in-flight ones fail fail with them, rather than land in the next ledger behind a hole (a
+    Pulsar producer's resend of the failed ones looked like duplicates of them and was dropped: issue #24)."""
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
+        inflight = [ml.add_entry_nowait(b"a"), ml.add_entry_nowait(b"b")]
+        queued = [ml.add_entry_nowait(b"c"), ml.add_entry_nowait(b"d")]
+        assert ml.rolling_over  # c and d wait for the next ledger
+        await e.ledgers.open_ledger(ml.current_ledger_id, recover=True)
+        results = await asyncio.gather(*inflight, *queued, return_exceptions=True)
+        assert [isinstance(r, ManagedLedgerError) for r in results] == [True] * 4
+        await ml.add_entry(b"e")
+        assert await read_all(ml) == [b"e"]
+
+
 # ---- search ----------------------------------------------------------------------------------------------
 
 

@@ -480,6 +480,10 @@ class ManagedLedger:
         if self._inflight_empty is not None:
             self._inflight_empty.set_result(None)
             self._inflight_empty = None
+        # Adds complete in call order, failures included: the adds queued behind the failed ones (waiting for a
+        # rollover) fail with them rather than land in the next ledger behind a hole - a Pulsar producer's
+        # resend of a failed message would then look like a duplicate of what was stored after it (issue #24).
+        self._fail_pending(err)
         if self._state == _OPEN:
             self._start_rollover()  # the failed ledger takes no more adds; later adds go to a new one
 

@@ -1,9 +1,13 @@
 """Message de-duplication by producer name and sequence id (`brokerDeduplicationEnabled`), per partition.
 
 Pulsar's rule (MessageDeduplication): the broker remembers, per producer name, the highest sequence id pushed
-(in flight included) and the highest persisted. A SEND whose sequence id is not above the pushed one is a
-duplicate: it is not stored and its receipt names no entry (ledger -1, entry -1). PRODUCER_SUCCESS tells a
-producer that comes back its `last_sequence_id`, so the client resumes after it.
+(in flight included) and the highest persisted. A SEND whose sequence id is not above the persisted one is a
+duplicate: it is not stored and its receipt names no entry (ledger -1, entry -1); one above the persisted id but
+not above the pushed one may be a resend of a message still being written (its fate unknown): it gets a
+SEND_ERROR, and the client sends it again later. After a failed append the producer's pushed id goes back to
+the persisted one, and its later SENDs on that connection are refused until the client reconnects and resends
+them (Pulsar fences the topic and disconnects its producers), so no later message is stored behind a hole.
+PRODUCER_SUCCESS tells a producer that comes back its `last_sequence_id`, so the client resumes after it.
 
 Persistence, as Pulsar does: a snapshot in a cursor named `pulsar.dedup` of the partition's managed ledger, whose
 properties map producer names to their highest persisted sequence id (kop/managed_ledger/cursor.py; written
@@ -37,6 +41,7 @@ log = logging.getLogger(__name__)
 CURSOR = "pulsar.dedup"
 SNAPSHOT_OFFSET = ""  # the snapshot's property: the offset up to which it is complete (entries from it are replayed)
 REPLAY_BYTES = 1 << 20  # per read of the replay
+NOT_DUP, DUP, UNKNOWN = 0, 1, 2  # Pulsar's MessageDupStatus
 
 
 class Deduplication:
@@ -108,12 +113,17 @@ class Deduplication:
     def last_sequence_id(self, producer: str) -> int:
         return self.persisted.get(producer, -1)
 
-    def is_duplicate(self, producer: str, sequence_id: int, highest: int) -> bool:
-        """True for a resend; otherwise `highest` is now the producer's pushed sequence id."""
-        if sequence_id <= self.pushed.get(producer, -1):
-            return True
-        self.pushed[producer] = max(highest, sequence_id)
-        return False
+    def check(self, producer: str, sequence_id: int, highest: int) -> int:
+        """Pulsar's MessageDeduplication.isDuplicate: NOT_DUP (`highest` is now the producer's pushed sequence
+        id), DUP (a resend of what is stored: answered with a receipt naming no entry) or UNKNOWN: not above
+        the pushed id but above the persisted one - a resend of a message whose first copy is still being
+        written and may yet fail (a connection that dropped while its appends were pending, issue #24).
+        Taking that for a duplicate loses the message when the first copy's append fails; Pulsar answers it
+        with an error instead, and the client resends it later, when the first copy's fate is known."""
+        if sequence_id > self.pushed.get(producer, -1):
+            self.pushed[producer] = max(highest, sequence_id)
+            return NOT_DUP
+        return DUP if sequence_id <= self.persisted.get(producer, -1) else UNKNOWN
 
     def persisted_up_to(self, producer: str, highest: int, next_offset: int) -> None:
         """An entry of `producer` up to `highest` is durable, and so is everything before `next_offset` (appends
@@ -126,7 +136,8 @@ class Deduplication:
                 self._saver = asyncio.get_running_loop().create_task(self._save())
 
     def failed(self, producer: str) -> None:
-        """An append failed: what was pushed after the last persisted id may be sent again."""
+        """An append failed: what was pushed after the last persisted id may be sent again (the producer's
+        later SENDs on that connection are refused meanwhile: kop/pulsar/produce.py `send`)."""
         self.pushed[producer] = self.persisted.get(producer, -1)
 
     async def _save(self) -> None:

@@ -60,6 +60,7 @@ from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
 from kop.pulsar.connection import PulsarConnection
 from kop.pulsar.convert import ConversionError, pulsar_to_kafka, unconverted_to_kafka
+from kop.pulsar.dedup import DUP, NOT_DUP, UNKNOWN
 from kop.pulsar.lookup import open_partition
 from kop.pulsar.schemas import SchemaRefused, producer_version
 from kop.schemas.versions import stamp_version
@@ -69,6 +70,7 @@ from kop.topics.write_rules import AppendRefused
 
 if TYPE_CHECKING:
     from kop.offset.api import Position
+    from kop.pulsar.dedup import Deduplication
     from kop.pulsar.subscription import PartitionState
     from kop.topics.manager import Topic
 
@@ -83,7 +85,8 @@ MAX_SCHEMA_IDS = 64  # versions whose ids a producer keeps (a client naming rand
 
 
 class Producer:
-    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive", "schema_version", "schema_ids")
+    __slots__ = ("conn", "producer_id", "name", "state", "partition", "exclusive", "schema_version", "schema_ids",
+                 "failed")
 
     def __init__(self, conn: PulsarConnection, producer_id: int, name: str, state: PartitionState,
                  exclusive: bool, schema_version: bytes = b"") -> None:
@@ -96,6 +99,9 @@ class Producer:
         self.state = state
         self.partition = state.partition
         self.exclusive = exclusive
+        # An append of this producer failed: its later SENDs here are refused (see `send`) until the client
+        # reconnects and resends from the failed one, as Pulsar disconnects producers after a failed add.
+        self.failed = False
 
     def close(self) -> None:
         if self.state.producers.get(self.name) is self:
@@ -364,12 +370,21 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
     if md.num_chunks_from_msg > 1 and md.chunk_id < md.num_chunks_from_msg - 1:
         dedup = None  # a message's chunks share its sequence id: its last chunk is the one checked and recorded
         entry_seq = max(seq - 1, 0)
-    if dedup is not None and dedup.is_duplicate(p.name, seq, top):
+    if p.failed:  # stored behind the failed one, it would leave a hole that de-duplication cannot mend
+        conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError,
+                               "an earlier message of this producer failed: reconnect and resend"))
+        return
+    status = NOT_DUP if dedup is None else dedup.check(p.name, seq, top)
+    if status == DUP:
         # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
         fields = {"producer_id": pid, "sequence_id": seq, "message_id": c.message_id(-1, -1)}
         if highest is not None:
             fields["highest_sequence_id"] = highest
         conn.send(c.command(c.SEND_RECEIPT, **fields))
+        return
+    if status == UNKNOWN:  # the first copy is still being written: the client sends it again later
+        conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError,
+                               f"message {seq} is still being persisted; resend it"))
         return
     try:
         fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name, entry_seq)
@@ -377,6 +392,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         send_refused(conn, pid, seq, f"{e.error}: {e.message}")
         return
     except Exception as e:  # noqa: BLE001
+        _append_failed(p, dedup)
         conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, str(e)))
         return
     partition = p.partition
@@ -385,8 +401,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
 
     def done(f: asyncio.Future[tuple[Position, int]]) -> None:
         if f.cancelled() or f.exception() is not None:
-            if dedup is not None:
-                dedup.failed(name)
+            _append_failed(p, dedup)
             err = "cancelled" if f.cancelled() else str(f.exception())
             conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"append failed: {err}"))
             return
@@ -402,3 +417,13 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.SEND_RECEIPT, **fields))
 
     fut.add_done_callback(done)
+
+
+def _append_failed(p: Producer, dedup: Deduplication | None) -> None:
+    """A SEND's append failed (issue #24: a lost ack quorum lost acknowledged messages before this): what the
+    producer pushed since its last persisted message may be sent again, and nothing more of it is stored on this
+    connection - a later message stored behind the failed one would make the resend of the failed one look like
+    a duplicate. The client reconnects on the SEND_ERROR and resends from the failed message."""
+    p.failed = True
+    if dedup is not None:
+        dedup.failed(p.name)

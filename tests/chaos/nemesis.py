@@ -110,7 +110,10 @@ class ChaosCluster:
                 self.brokers[0].purge()
         except Exception:
             pass
-        shutil.rmtree(self.base, ignore_errors=True)
+        if not os.environ.get("KOP_CHAOS_KEEP"):  # KOP_CHAOS_KEEP=1: the brokers' logs stay, for a post-mortem
+            shutil.rmtree(self.base, ignore_errors=True)
+        else:
+            print("KEPT", self.base, flush=True)
 
 
 @dataclass

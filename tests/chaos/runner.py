@@ -31,6 +31,7 @@ from .workloads import GroupConsumer, IdempotentProducer, PulsarWorkload, Remote
 PARTITIONS = 4
 PULSAR_PARTITIONS = 2
 RECOVERY_BOUND_S = 120  # how long to wait for every workload to be acknowledged after a heal
+STARTUP_BOUND_S = 60  # how long to wait for every workload's first acknowledgement before the fault
 
 
 # A known gap, not hidden: Pulsar de-duplication forgets the sequence ids appended after its cursor's last
@@ -46,6 +47,8 @@ class TrialResult:
     report: Report
     errors: list[str] = field(default_factory=list)
     known: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # the workloads' recoveries ("... session ended at <t>: ...")
+    healed: float | None = None  # when the fault was healed (the workloads' clock, time.monotonic)
 
     def clean(self) -> bool:
         return not self.report.anomalies() and not self.report.stuck
@@ -71,6 +74,15 @@ def workloads_for(cc: ChaosCluster) -> list[Remote]:
             Remote(PulsarWorkload, cc.pulsar_url, ptopic, PULSAR_PARTITIONS, cc.bootstrap)]
 
 
+def _wait_started(ws: list[Remote]) -> None:
+    """Until every workload has had its first acknowledgement (bounded): the fault is to meet running clients,
+    not processes still starting - on a loaded machine a workload's process took longer than the load time to
+    start, and a Pulsar subscribe made during a lost ack quorum timed out (its workload died)."""
+    deadline = now() + STARTUP_BOUND_S
+    while not all(w.last_ack() > 0 for w in ws) and now() < deadline:
+        time.sleep(0.1)
+
+
 def _recovered(ws: list[Remote], healed: float) -> bool:
     return all(w.last_ack() >= healed for w in ws)
 
@@ -81,6 +93,7 @@ def run_trial(cc: ChaosCluster, fault: Fault, trial: int, load_s: float) -> Tria
     try:
         for w in ws:
             w.start()
+        _wait_started(ws)
         time.sleep(load_s)
         ctx = fault.apply(cc, trial)
         try:
@@ -102,8 +115,9 @@ def run_trial(cc: ChaosCluster, fault: Fault, trial: int, load_s: float) -> Tria
         w.collect()
         history.extend(w.history)
     errors = [e for w in ws for e in w.errors if "session ended" not in e]
+    notes = [e for w in ws for e in w.errors if "session ended" in e]
     report = check(history, healed)
-    return TrialResult(fault.name, trial, report, errors, split_known(fault.name, report))
+    return TrialResult(fault.name, trial, report, errors, split_known(fault.name, report), notes, healed)
 
 
 def table(results: list[TrialResult]) -> str:

@@ -26,6 +26,7 @@ from .checker import Ack, Commit, CommittedAnswer, History, Read
 # librdkafka logs every dropped connection at NOTICE: a fault's expected noise (errors reach the workloads).
 QUIET = {"log_level": 2}
 FINAL_READ_S = 90  # bound on reading the log back after the heal (the cluster converging; not a measurement)
+HUNG_S = 45.0  # a transactional call blocked this long (its own timeouts are 30 s) is taken for hung
 
 
 def now() -> float:
@@ -206,6 +207,17 @@ class GroupConsumer(Workload):
 
 
 class TransactionalCopier(Workload):
+    """Consume-transform-produce as a correct application writes it (confluent-kafka's transactional API
+    docs and its eos example): ONE consumer for the whole run; a commit that fails retriably is committed
+    again; any other failure aborts the transaction and rewinds the consumer to its committed offsets; only a
+    fatal error (the producer fenced), a failed abort or a call that hung makes a new producer, whose
+    init_transactions fences the old one and aborts what it left open.
+
+    Issue #24's stuck copier (no commit in the 120 s after a heal) was this workload: py-spy showed it
+    blocked inside librdkafka's send_offsets_to_transaction long past the call's 30 s timeout after a
+    ZooKeeper kill (librdkafka issues 5456 and 5511), with no way out; it also re-created its consumer with
+    its producer after any error, which an application does not do. See `run` for the way out."""
+
     name = "txn"
 
     def __init__(self, bootstrap: str, source: str, sink: str, partitions: int) -> None:
@@ -214,38 +226,111 @@ class TransactionalCopier(Workload):
         self.transactional_id = f"chaos-txn-{uuid.uuid4().hex[:6]}"
         self.seq = 0
         self.rounds = 0
+        self.rewind = False  # an aborted transaction's input must be consumed again
+        self.generation = 0  # the session thread that may use the consumer (run)
+        self.progress = now()  # when the session last finished a step (run's watchdog)
         self.history.final_committed.add(sink)
 
     def run(self) -> None:
-        from confluent_kafka import KafkaException
-
-        while not self.stopping.is_set():
-            try:
-                self._session()
-            except KafkaException as e:  # fenced, timed out, coordinator moved: a new session resumes
-                self.errors.append(f"txn session ended: {e}")
-                time.sleep(0.5)
-
-    def _session(self) -> None:
-        from confluent_kafka import Consumer, Producer
+        """The consumer, and a session thread per producer. librdkafka's send_offsets_to_transaction can
+        block past its timeout, for good, when the group coordinator was unreachable (librdkafka issues 5456
+        and 5511, open in 2.16): a call blocked over HUNG_S is left behind with its thread, and a new session
+        with a new producer (whose init_transactions fences the old one) goes on - what an application using
+        this client has to do too; the old thread returns without touching the consumer if it ever wakes."""
+        from confluent_kafka import Consumer
 
         c = Consumer({**QUIET, "bootstrap.servers": self.bootstrap, "group.id": self.transactional_id,
                       "enable.auto.commit": False, "auto.offset.reset": "earliest",
                       "isolation.level": "read_committed"})
-        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
-                      "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
+        c.subscribe([self.source])
+        t = None
         try:
-            p.init_transactions(30)
-            c.subscribe([self.source])
             while not self.stopping.is_set():
-                self.rounds += 1
-                if self.rounds % 4 == 0:
-                    self._aborted_round(p)
-                else:
-                    self._copy_round(c, p)
+                self.generation += 1
+                self.progress = now()
+                t = threading.Thread(target=self._session, args=(c, self.generation), daemon=True,
+                                     name=f"chaos-txn-session-{self.generation}")
+                t.start()
+                while t.is_alive() and not self.stopping.is_set() and now() - self.progress < HUNG_S:
+                    t.join(0.5)
+                if t.is_alive() and not self.stopping.is_set():
+                    self.errors.append(f"txn session ended at {now():.1f}: a transactional call blocked for "
+                                       f"{HUNG_S:.0f} s (librdkafka 5456): a new producer")
+                    self.rewind = True
+            if t is not None:
+                t.join(60)
         finally:
             c.close()
-            p.flush(5)
+
+    def _session(self, c: Any, generation: int) -> None:
+        from confluent_kafka import KafkaException
+
+        p = None
+        try:
+            while not self.stopping.is_set() and generation == self.generation:
+                try:
+                    if p is None:  # first, so that its init_transactions aborts what the old one left open
+                        p = self._producer()
+                except KafkaException as e:
+                    p = self._recover(None, e)
+                    continue
+                if generation != self.generation or (self.rewind and not self._rewind(c)):
+                    continue
+                try:
+                    self.rounds += 1
+                    if self.rounds % 4 == 0:
+                        self._aborted_round(p)
+                    else:
+                        self._copy_round(c, p)
+                    self.progress = now()
+                except KafkaException as e:
+                    p = self._recover(p, e)
+        finally:
+            if p is not None:
+                p.flush(5)
+
+    def _producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        p = Producer({**QUIET, "bootstrap.servers": self.bootstrap, "transactional.id": self.transactional_id,
+                      "transaction.timeout.ms": 10000, "message.timeout.ms": 10000})
+        p.init_transactions(30)
+        return p
+
+    def _recover(self, p: Any, e: Exception) -> Any:
+        """After a failed step: the producer to go on with (None: make a new one). The transaction is
+        aborted unless the producer is fenced (fatal); either way the input is consumed again."""
+        from confluent_kafka import KafkaException
+
+        err = e.args[0] if e.args else None
+        fatal = err is not None and hasattr(err, "fatal") and err.fatal()
+        self.errors.append(f"txn session ended at {now():.1f}: {e}{' (fatal)' if fatal else ''}")
+        self.rewind = True
+        if p is None or fatal:
+            time.sleep(0.2)
+            return None
+        try:
+            p.abort_transaction(30)
+        except KafkaException as abort_error:  # no transaction open, or the coordinator unreachable
+            self.errors.append(f"txn session ended at {now():.1f}: abort: {abort_error}")
+            return None
+        return p
+
+    def _rewind(self, c: Any) -> bool:
+        """Back to the committed offsets (stable ones: a transaction's offsets count once it completed), as
+        the eos example does after an abort; False when the group coordinator did not answer (tried again)."""
+        from confluent_kafka import OFFSET_BEGINNING, KafkaException, TopicPartition
+
+        try:
+            assignment = c.assignment()
+            for tp in c.committed(assignment, timeout=30) if assignment else []:
+                c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else OFFSET_BEGINNING))
+        except KafkaException as e:
+            self.errors.append(f"txn session ended at {now():.1f}: rewind: {e}")
+            time.sleep(0.2)
+            return False
+        self.rewind = False
+        return True
 
     def _aborted_round(self, p: Any) -> None:
         values = [f"{self.name}-aborted-{self.rounds}-{k}" for k in range(3)]
@@ -268,10 +353,23 @@ class TransactionalCopier(Workload):
             written.append((value, m.partition() % self.partitions, self.seq))
             self.seq += 1
         p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
-        p.commit_transaction(30)
+        self._commit(p)
         at = now()
         with self.lock:
             self.history.acks += [Ack(self.name, self.sink, part, None, v, seq, at) for v, part, seq in written]
+
+    def _commit(self, p: Any) -> None:
+        """commit_transaction, again while it fails retriably (its outcome unknown: committing again is safe)."""
+        from confluent_kafka import KafkaException
+
+        while True:
+            try:
+                p.commit_transaction(30)
+                return
+            except KafkaException as e:
+                if not e.args[0].retriable() or self.stopping.is_set():
+                    raise
+                self.errors.append(f"txn session ended at {now():.1f}: commit retried: {e}")
 
     def final_read(self) -> None:
         self.history.final.update(read_log(self.bootstrap, self.sink, self.partitions, committed=True))
@@ -288,6 +386,7 @@ class PulsarWorkload(Workload):
         self.topic = f"persistent://public/default/{topic}"
         self.short, self.partitions, self.kafka_bootstrap = topic, partitions, kafka_bootstrap
         self.received: set[str] = set()
+        self.receipts: dict[str, tuple[int, int, int]] = {}  # value -> its receipt (ledger, entry, partition)
         self.history.delivered[topic] = self.received
 
     def targets(self) -> list[Any]:
@@ -296,15 +395,31 @@ class PulsarWorkload(Workload):
         quiet = logging.getLogger("chaos-pulsar")
         quiet.setLevel(logging.CRITICAL)
         self.client = pulsar.Client(self.bootstrap, operation_timeout_seconds=30, logger=quiet)
-        self.consumer = self.client.subscribe(self.topic, "chaos-durable", consumer_type=pulsar.ConsumerType.Shared,
-                                              initial_position=pulsar.InitialPosition.Earliest)
+        self.consumer = self._retrying("subscribe", lambda: self.client.subscribe(
+            self.topic, "chaos-durable", consumer_type=pulsar.ConsumerType.Shared,
+            initial_position=pulsar.InitialPosition.Earliest))
         return [self.produce, self.consume]
+
+    def _retrying(self, what: str, action: Any) -> Any:
+        """`action` again while it times out, as an application retries: a subscribe or a producer's
+        creation that meets the fault (its cursor or lookup waits on storage) times out after 30 s."""
+        import pulsar
+
+        deadline = now() + FINAL_READ_S
+        while True:
+            try:
+                return action()
+            except pulsar.PulsarException as e:
+                if now() > deadline:
+                    raise
+                self.errors.append(f"pulsar session ended at {now():.1f}: {what}: {e!r}")
 
     def produce(self) -> None:
         import pulsar
 
-        producer = self.client.create_producer(self.topic, send_timeout_millis=0, batching_enabled=False,
-                                               block_if_queue_full=True, max_pending_messages=1000)
+        producer = self._retrying("create_producer", lambda: self.client.create_producer(
+            self.topic, send_timeout_millis=0, batching_enabled=False, block_if_queue_full=True,
+            max_pending_messages=1000))
         seq = 0
         while not self.stopping.is_set():
             value = f"{self.name}-{seq}"
@@ -312,6 +427,7 @@ class PulsarWorkload(Workload):
             def cb(res: Any, msg_id: Any, value: str = value, seq: int = seq) -> None:
                 if res == pulsar.Result.Ok:
                     with self.lock:
+                        self.receipts[value] = (msg_id.ledger_id(), msg_id.entry_id(), msg_id.partition())
                         self.history.acks.append(Ack(self.name, self.short, max(msg_id.partition(), 0), None,
                                                      value, seq, now()))
             producer.send_async(value.encode(), cb)
@@ -352,6 +468,11 @@ class PulsarWorkload(Workload):
                                        for a in self.history.acks):
             self._receive_one()
         self.client.close()
+        lost = [a.value for a in self.history.acks if a.value not in stored]
+        if lost:  # what the receipts said (ledger -1: answered as a duplicate) and whether the subscription had them
+            self.errors.append(f"pulsar: {len(lost)} acknowledged values not in the log read back, e.g. "
+                               f"{[(v, self.receipts.get(v), v in self.received) for v in lost[:5]]}; "
+                               f"read back per partition: {[(k, len(v)) for k, v in self.history.final.items()]}")
 
 
 def _position(msg_id: Any) -> tuple[int, int, int] | None:

@@ -27,6 +27,7 @@ from kop.storage.api import NoSuchLedgerError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:
+    from kop.cluster.ownership import Ownership
     from kop.managed_ledger import ManagedLedger
     from kop.offset.partition_log import ManagedPartitionLog
     from kop.services import BrokerServices
@@ -143,7 +144,7 @@ def need_partition(ref: TopicRef, what: str) -> int:
     return ref.partition
 
 
-async def every_partition_here(ownership: Any, ref: TopicRef) -> list[int]:
+async def every_partition_here(ownership: Ownership, ref: TopicRef) -> list[int]:
     """The partitions of a base name for an endpoint that acts on each of them (Pulsar's broker does so for a
     partitioned topic's base name, forwarding to each partition's owner). Embedded mode, or a cluster broker that
     owns every one of them (a one-broker cluster: kop-bk's; owners are acquired as a lookup would): all of them.

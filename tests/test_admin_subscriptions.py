@@ -2,7 +2,8 @@
 with the real `pulsar-client` against `kop standalone`: list, create at a position, stats (msgBacklog,
 unackedMessages, consumers), reset cursor by time and by message id (connected consumers are disconnected and
 come back at the new position), skip, skip_all, expire, peek with Pulsar's headers, delete, and Pulsar's refusals
-on a partitioned topic's base name."""
+on a partitioned topic's base name. The producers auto-create non-partitioned topics (Pulsar's default), so the
+per-topic calls name the topic itself; the refusals' topic is created partitioned over the admin REST."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pulsar
 
-from tests.support.admin import ok, topic_url
+from tests.support.admin import create_partitioned_topic, ok, topic_url
 from tests.support.broker import KopBroker
 
 RECEIVE_MS = 30000  # a guard against hangs, not a timing assertion
@@ -54,7 +55,7 @@ def sub_stats(broker: KopBroker, part: str, sub: str) -> dict[str, Any]:
 def test_create_list_stats_skip_expire_clear_delete(broker: KopBroker, client: pulsar.Client) -> None:
     topic = name()
     produce(client, topic, 5)
-    part = f"{topic}-partition-0"
+    part = topic  # non-partitioned
     base = topic_url(broker.admin_url, part)
     assert call("PUT", base + "/subscription/s1", {"ledgerId": -1, "entryId": -1})[0] == 204  # earliest
     assert call("PUT", base + "/subscription/s2")[0] == 204  # no body: latest
@@ -93,7 +94,7 @@ def test_create_list_stats_skip_expire_clear_delete(broker: KopBroker, client: p
 def test_reset_cursor_rewinds_connected_consumers(broker: KopBroker, client: pulsar.Client) -> None:
     topic = name()
     ids = produce(client, topic, 4)
-    part = f"{topic}-partition-0"
+    part = topic  # non-partitioned
     base = topic_url(broker.admin_url, part)
     c = client.subscribe(topic, "r", initial_position=pulsar.InitialPosition.Earliest)
     for i in range(4):
@@ -105,7 +106,7 @@ def test_reset_cursor_rewinds_connected_consumers(broker: KopBroker, client: pul
     while sub_stats(broker, part, "r")["msgBacklog"] != 0 and time.monotonic() < deadline:
         time.sleep(0.2)
     mid = ids[1]
-    body = {"ledgerId": mid.ledger_id(), "entryId": mid.entry_id(), "partitionIndex": 0, "isExcluded": False}
+    body = {"ledgerId": mid.ledger_id(), "entryId": mid.entry_id(), "partitionIndex": mid.partition(), "isExcluded": False}
     assert call("POST", base + "/subscription/r/resetcursor", body)[0] == 204
     assert c.receive(RECEIVE_MS).data() == b"m1"  # the client was disconnected and came back at m1
     assert sub_stats(broker, part, "r")["msgBacklog"] == 3
@@ -117,6 +118,7 @@ def test_reset_cursor_rewinds_connected_consumers(broker: KopBroker, client: pul
 
 def test_partitioned_base_name_refusals(broker: KopBroker, client: pulsar.Client) -> None:
     topic = name()
+    create_partitioned_topic(broker.admin_url, topic, 1)
     produce(client, topic, 1)
     base = topic_url(broker.admin_url, topic)
     assert call("PUT", base + "/subscription/p")[0] == 204
@@ -132,7 +134,7 @@ def test_kop_admin_subscription_verbs(broker: KopBroker, client: pulsar.Client) 
 
     topic = name()
     produce(client, topic, 4)
-    part = f"{topic}-partition-0"
+    part = topic  # non-partitioned: the per-topic verbs and the whole-topic ones name the same
     admin = broker.admin_url
 
     def run(*args: str) -> str:
@@ -165,14 +167,14 @@ def test_pulsar_metrics_per_topic_and_subscription(broker: KopBroker, client: pu
     from tests.support.admin import Scrape
 
     topic = name()
-    full = f"persistent://public/default/{topic}-partition-0"
+    full = f"persistent://public/default/{topic}"  # non-partitioned
     c = client.subscribe(topic, "met", initial_position=pulsar.InitialPosition.Earliest,
                          consumer_type=pulsar.ConsumerType.Shared)
     produce(client, topic, 3)
     msgs = [c.receive(RECEIVE_MS) for _ in range(3)]
     c.acknowledge(msgs[0])
     deadline = time.monotonic() + 30  # the ack travels asynchronously; a guard, not a timing assertion
-    while sub_stats(broker, f"{topic}-partition-0", "met")["unackedMessages"] != 2 and time.monotonic() < deadline:
+    while sub_stats(broker, topic, "met")["unackedMessages"] != 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     s = Scrape(broker.admin_url)
     sub = {"namespace": "public/default", "topic": full, "subscription": "met"}

@@ -143,7 +143,7 @@ def test_a_role_without_acls_can_do_nothing(broker: KopBroker) -> None:
         cl.close()
     w = wire(broker, "nobody")
     try:  # the raw answers are Pulsar's: AuthorizationError and its messages
-        w.send(c.command(c.LOOKUP, topic=NS + topic + "-partition-0", request_id=1))
+        w.send(c.command(c.LOOKUP, topic=NS + topic, request_id=1))
         got = w.expect(c.LOOKUP_RESPONSE)
         assert (got.response, got.error, got.message) == (
             c.pb.CommandLookupTopicResponse.Failed, c.ServerError.AuthorizationError, "Client is not authorized to Lookup")
@@ -151,7 +151,7 @@ def test_a_role_without_acls_can_do_nothing(broker: KopBroker) -> None:
         got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
         assert (got.error, got.message) == (c.ServerError.AuthorizationError,
                                             "Client is not authorized to Get Partition Metadata")
-        w.send(c.command(c.PRODUCER, topic=NS + topic + "-partition-0", producer_id=1, request_id=3))
+        w.send(c.command(c.PRODUCER, topic=NS + topic, producer_id=1, request_id=3))
         got = w.expect(c.ERROR)
         assert (got.request_id, got.error, got.message) == (3, c.ServerError.AuthorizationError,
                                                             "Client is not authorized to Produce")
@@ -199,7 +199,7 @@ def test_write_lets_a_role_produce_and_read_on_topic_and_group_lets_it_consume(
     try:  # namespace listing: the topics the role may DESCRIBE (READ implies it), and no other
         w.send(c.command(c.GET_TOPICS_OF_NAMESPACE, namespace="public/default", request_id=1))
         listed = w.expect(c.GET_TOPICS_OF_NAMESPACE_RESPONSE).topics
-        assert list(listed) == [f"{NS}{topic}-partition-0"]
+        assert list(listed) == [f"{NS}{topic}"]
     finally:
         w.close()
 
@@ -213,7 +213,7 @@ def test_a_deny_wins_over_an_allow(broker: KopBroker, admin: KafkaAdminClient) -
     try:
         with pytest.raises(pulsar.AuthorizationError):
             cl.create_producer(NS + topic)
-        assert cl.get_topic_partitions(NS + topic) == [f"{NS}{topic}-partition-0"]  # DESCRIBE still allowed
+        assert cl.get_topic_partitions(NS + topic) == [f"{NS}{topic}"]  # DESCRIBE still allowed
     finally:
         cl.close()
 
@@ -275,7 +275,7 @@ def test_get_last_message_id_needs_describe(broker: KopBroker, admin: KafkaAdmin
           acl("lm", ACLOperation.READ, ResourceType.GROUP, "lm-sub"))
     w = wire(broker, "lm")
     try:
-        w.send(c.command(c.SUBSCRIBE, topic=f"{NS}{topic}-partition-0", subscription="lm-sub", subType=0,
+        w.send(c.command(c.SUBSCRIBE, topic=f"{NS}{topic}", subscription="lm-sub", subType=0,
                          consumer_id=1, request_id=1))
         w.expect(c.SUCCESS)
         w.send(c.command(c.GET_LAST_MESSAGE_ID, consumer_id=1, request_id=2))
@@ -298,7 +298,7 @@ def test_auto_creation_needs_create(broker: KopBroker, admin: KafkaAdminClient) 
             cl.create_producer(NS + topic)
         grant(admin, acl("maker", ACLOperation.CREATE, ResourceType.TOPIC, topic))
         cl.create_producer(NS + topic).send(b"created")
-        assert cl.get_topic_partitions(NS + topic) == [f"{NS}{topic}-partition-0"]
+        assert cl.get_topic_partitions(NS + topic) == [f"{NS}{topic}"]
     finally:
         cl.close()
 

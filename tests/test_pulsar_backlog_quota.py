@@ -59,17 +59,17 @@ def test_retention_keeps_what_a_subscription_has_not_acknowledged(broker: KopBro
     produce(client, kept, 6)
     produce(client, free, 6)
     # retention runs: the topic nobody subscribed loses its closed ledgers (Kafka consumer semantics) ...
-    until(lambda: stats(broker, f"{free}-partition-0")["logStartOffset"] > 0, "retention trimmed the free topic")
+    until(lambda: stats(broker, free)["logStartOffset"] > 0, "retention trimmed the free topic")
     time.sleep(1)  # a few more retention passes (not a timing assertion: the check below must hold regardless)
     # ... while the subscribed one keeps everything its subscription has not acknowledged
-    assert stats(broker, f"{kept}-partition-0")["logStartOffset"] == 0
+    assert stats(broker, kept)["logStartOffset"] == 0
     got = [c.receive(RECEIVE_MS) for _ in range(6)]
     assert [m.data() for m in got] == [f"m{i}".encode() for i in range(6)]
     for m in got[:4]:
         c.acknowledge(m)
     # once acknowledged, retention applies again
-    until(lambda: stats(broker, f"{kept}-partition-0")["logStartOffset"] >= 4, "acknowledged ledgers trimmed")
-    assert stats(broker, f"{kept}-partition-0")["subscriptions"]["slow"]["msgBacklog"] == 2
+    until(lambda: stats(broker, kept)["logStartOffset"] >= 4, "acknowledged ledgers trimmed")
+    assert stats(broker, kept)["subscriptions"]["slow"]["msgBacklog"] == 2
     c.close()
     client.close()
 
@@ -85,7 +85,7 @@ def test_consumer_backlog_eviction(tmp_path) -> None:
         c = client.subscribe(topic, "stalled", initial_position=pulsar.InitialPosition.Earliest,
                              receiver_queue_size=1)
         produce(client, topic, 8)
-        part = f"{topic}-partition-0"
+        part = topic
         until(lambda: stats(b, part)["subscriptions"]["stalled"]["msgBacklog"] <= 1, "the backlog was evicted")
         c.close()
         client.close()
@@ -110,7 +110,7 @@ def test_producer_exception(tmp_path) -> None:
         # acknowledging the backlog lifts the block
         for _ in range(10):
             c.acknowledge(c.receive(RECEIVE_MS))
-        until(lambda: stats(b, f"{topic}-partition-0")["subscriptions"]["stalled"]["msgBacklog"] == 0, "acked")
+        until(lambda: stats(b, topic)["subscriptions"]["stalled"]["msgBacklog"] == 0, "acked")
         client.create_producer(topic, batching_enabled=False).close()
         c.close()
         client.close()

@@ -39,21 +39,23 @@ def test_what_each_record_means_to_the_view():
     assert record_keys(_kafka_batch([(b"k2", None)])) == [(0, b"k2", True)]
 
 
-def _compact(admin: str, topic: str, trigger: bool = True) -> None:
-    """Trigger a compaction of the topic (unless done already) and wait until partition 0's has ended."""
+def _compact(admin: str, topic: str, trigger: bool = True, part: str | None = None) -> None:
+    """Trigger a compaction of the topic (unless done already) and wait until the compaction of `part` (the topic
+    itself when it is non-partitioned, as a Pulsar producer creates it; a partition of a Kafka-created one) ended."""
     if trigger:
         req = urllib.request.Request(topic_url(admin, topic) + "/compaction", method="PUT")
         with urllib.request.urlopen(req, timeout=60) as resp:
             assert resp.status == 204
     deadline = time.monotonic() + WAIT_S
-    while (status := ok(topic_url(admin, f"{topic}-partition-0") + "/compaction"))["status"] == "RUNNING":
+    while (status := ok(topic_url(admin, part or topic) + "/compaction"))["status"] == "RUNNING":
         assert time.monotonic() < deadline, "the compaction did not end"
         time.sleep(0.1)
     assert status == {"status": "SUCCESS", "lastError": ""}
 
 
 def _read(client: pulsar.Client, topic: str, compacted: bool, n: int) -> list[tuple[str, bytes]]:
-    reader = client.create_reader(f"persistent://public/default/{topic}-partition-0", pulsar.MessageId.earliest,
+    """The first n messages of `topic` (a non-partitioned topic or one partition's name) from the earliest."""
+    reader = client.create_reader(f"persistent://public/default/{topic}", pulsar.MessageId.earliest,
                                   is_read_compacted=compacted)
     got = []
     for _ in range(n):
@@ -84,8 +86,8 @@ def test_the_horizon_outlives_a_restart_and_a_delete_topic_keeps_everything(brok
     broker.stop()
     broker.start()
     # in memory, as Pulsar's; kop-admin (pulsar-admin's verbs) reads it
-    assert kop_admin(broker.admin_url, "topics", "compaction-status", f"{topic}-partition-0").stdout == "NOT_RUN\n"
-    assert kop_admin_json(broker.admin_url, "topics", "compaction-status", f"{topic}-partition-0") == {
+    assert kop_admin(broker.admin_url, "topics", "compaction-status", topic).stdout == "NOT_RUN\n"
+    assert kop_admin_json(broker.admin_url, "topics", "compaction-status", topic) == {
         "status": "NOT_RUN", "lastError": ""}
     client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=60)
     assert _read(client, topic, True, 2) == [("k2", b"b"), ("k1", b"c")]  # the view is rebuilt
@@ -103,7 +105,7 @@ def test_a_compact_topic_is_cleaned_for_kafka_consumers_too(broker):
         producer.send(topic, key=key, value=value, partition=0).get(timeout=60)
     producer.close()
     assert kop_admin(broker.admin_url, "topics", "compact", topic).stdout == "done\n"  # what _compact PUTs
-    _compact(broker.admin_url, topic, trigger=False)
+    _compact(broker.admin_url, topic, trigger=False, part=f"{topic}-partition-0")  # Kafka's topics are partitioned
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, auto_offset_reset="earliest",
                              enable_auto_commit=False, consumer_timeout_ms=RECEIVE_MS)
     consumer.assign([TopicPartition(topic, 0)])
@@ -116,7 +118,7 @@ def test_a_compact_topic_is_cleaned_for_kafka_consumers_too(broker):
     # the cleaner's pass: superseded records gone, the tombstone kept for delete.retention.ms (Kafka's rule)
     assert kafka_seen == [(2, b"k1", b"c"), (3, b"k2", None), (4, b"k3", b"x")]
     client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=60)
-    assert _read(client, topic, True, 2) == [("k1", b"c"), ("k3", b"x")]  # the tombstone deletes k2
+    assert _read(client, f"{topic}-partition-0", True, 2) == [("k1", b"c"), ("k3", b"x")]  # the tombstone deletes k2
     client.close()
 
 
@@ -133,7 +135,7 @@ def test_individual_acks_of_a_thinned_batch_hold(broker):
         producer.send_async(value, None, partition_key=key)
     producer.flush()
     _compact(broker.admin_url, topic)
-    partition = f"persistent://public/default/{topic}-partition-0"
+    partition = f"persistent://public/default/{topic}"  # non-partitioned: the producer created it
     consumer = client.subscribe(partition, "s", is_read_compacted=True, initial_position=pulsar.InitialPosition.Earliest)
     got = []
     for _ in range(3):

@@ -216,10 +216,11 @@ def test_negative_acks_are_redelivered_with_a_count(client: pulsar.Client) -> No
 @pytest.mark.parametrize("explicit", [True, False], ids=["named-dlq", "default-dlq"])
 def test_dead_letter_topics_as_the_client_implements_them(client: pulsar.Client, explicit: bool) -> None:
     """The client moves a message to its dead-letter topic after max_redeliver_count redeliveries (it counts on
-    the broker's redelivery_count); the default name is `<partition>-<subscription>-DLQ`."""
+    the broker's redelivery_count); the default name is `<topic>-<subscription>-DLQ` (the producer auto-created
+    a non-partitioned topic, Pulsar's default kind; a partitioned topic's is its partition's name)."""
     topic = name()
     dlq = f"persistent://public/default/{topic}-dead" if explicit else \
-        f"persistent://public/default/{topic}-partition-0-s-DLQ"
+        f"persistent://public/default/{topic}-s-DLQ"
     policy = pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=2, dead_letter_topic=dlq if explicit else None)
     consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared, dead_letter_policy=policy,
                                 negative_ack_redelivery_delay_ms=100, initial_position=pulsar.InitialPosition.Earliest)
@@ -248,8 +249,9 @@ def test_exclusive_redelivery_rewinds(client: pulsar.Client) -> None:
 # ---------------------------------------------------------------------------------------------- seek
 def test_seek_by_message_id_and_by_time(client: pulsar.Client) -> None:
     topic = name()
-    # The C++ client seeks by id only on one partition (its multi-topic consumer refuses), by time on both.
-    part = f"persistent://public/default/{topic}-partition-0"
+    # A non-partitioned topic (the consumer auto-creates Pulsar's default kind): the C++ client seeks it by id
+    # (its multi-topic consumer of a partitioned one refuses), and by time.
+    part = f"persistent://public/default/{topic}"
     consumer = client.subscribe(part, "seek", initial_position=pulsar.InitialPosition.Earliest)
     whole = client.subscribe(topic, "seek-whole", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(topic)
@@ -273,7 +275,7 @@ def test_seek_by_message_id_and_by_time(client: pulsar.Client) -> None:
 
 def test_get_last_message_id(client: pulsar.Client) -> None:
     topic = name()
-    part = f"persistent://public/default/{topic}-partition-0"  # the multi-topic consumer does not ask
+    part = f"persistent://public/default/{topic}"  # non-partitioned (a multi-topic consumer would not ask)
     consumer = client.subscribe(part, "last")
     empty = consumer.get_last_message_id()
     assert (empty.ledger_id(), empty.entry_id()) == (-1, -1)
@@ -286,7 +288,7 @@ def test_get_last_message_id(client: pulsar.Client) -> None:
     last = consumer.get_last_message_id()
     newest = max(ids, key=lambda m: (m.ledger_id(), m.entry_id(), m.batch_index()))
     assert (last.ledger_id(), last.entry_id(), last.batch_index(), last.partition()) == (
-        newest.ledger_id(), newest.entry_id(), 3, 0)
+        newest.ledger_id(), newest.entry_id(), 3, -1)
     single = client.create_producer(topic).send(b"alone")
     last = consumer.get_last_message_id()
     assert (last.ledger_id(), last.entry_id(), last.batch_index()) == (single.ledger_id(), single.entry_id(), -1)
@@ -296,7 +298,7 @@ def test_get_last_message_id(client: pulsar.Client) -> None:
 def test_readers_from_earliest_and_from_an_id(client: pulsar.Client) -> None:
     topic = name()
     ids = produce(client, topic, 5)
-    part = f"persistent://public/default/{topic}-partition-0"  # the C++ client reads one partition per reader
+    part = f"persistent://public/default/{topic}"  # non-partitioned: the C++ client's reader takes it whole
     reader = client.create_reader(part, pulsar.MessageId.earliest)
     assert [reader.read_next(RECEIVE_MS).data() for _ in range(5)] == [f"m{i}".encode() for i in range(5)]
     assert not reader.has_message_available()
@@ -407,7 +409,7 @@ def test_mark_delete_moves_only_over_contiguous_acks(broker: KopBroker, client: 
 
     topic = name()
     ids = produce(client, topic, 5)
-    part = f"persistent://public/default/{topic}-partition-0"
+    part = f"persistent://public/default/{topic}"  # non-partitioned, as the producer created it
 
     def subscribe(w: WireClient) -> list:
         w.send(c.command(c.SUBSCRIBE, topic=part, subscription="raw", subType=1, consumer_id=1, request_id=1,
@@ -486,7 +488,7 @@ def test_permits_bound_what_is_sent(broker: KopBroker, client: pulsar.Client) ->
     producer.flush()
     w = WireClient(broker.pulsar_port)
     w.connect()
-    w.send(c.command(c.SUBSCRIBE, topic=f"persistent://public/default/{topic}-partition-0", subscription="p",
+    w.send(c.command(c.SUBSCRIBE, topic=f"persistent://public/default/{topic}", subscription="p",
                      subType=0, consumer_id=1, request_id=1, initialPosition=1))
     w.expect(c.SUCCESS)
     w.send(c.command(c.FLOW, consumer_id=1, messagePermits=3))

@@ -116,7 +116,44 @@ def test_partitioned_metadata_of_a_topic_created_with_kafka(broker: KopBroker) -
     w.close()
 
 
-def test_partitioned_metadata_creates_a_missing_topic_only_when_allowed(broker: KopBroker) -> None:
+def test_partitioned_metadata_creates_nothing_on_the_default_kind(broker: KopBroker) -> None:
+    """On Pulsar's default (allowAutoTopicCreationType=non-partitioned) PARTITIONED_METADATA of a missing topic
+    answers 0 and creates nothing: the PRODUCER or SUBSCRIBE that follows creates the non-partitioned topic."""
+    w = wire(broker)
+    absent = name()
+    for i, allow in enumerate((False, True)):
+        w.send(c.command(c.PARTITIONED_METADATA, topic=absent, request_id=i, metadata_auto_creation_enabled=allow))
+        got = w.expect(c.PARTITIONED_METADATA_RESPONSE)
+        assert (got.partitions, got.response) == (0, 0)
+    w.send(c.command(c.PARTITIONED_METADATA, topic=absent, request_id=2))
+    assert w.expect(c.PARTITIONED_METADATA_RESPONSE).partitions == 0
+    w.close()
+    assert absent not in kafka_topics(broker)
+    round_trip_with_real_client(broker)
+
+
+def kafka_topics(broker: KopBroker) -> set[str]:
+    """The topics Kafka's Metadata lists (asking for none creates none)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        return set(admin.list_topics())
+    finally:
+        admin.close()
+
+
+def test_partitioned_metadata_creates_a_missing_topic_only_when_allowed(tmp_path: Path) -> None:
+    """With allowAutoTopicCreationType=partitioned PARTITIONED_METADATA creates the partitioned topic unless the
+    client says metadata_auto_creation_enabled=false."""
+    b = KopBroker(tmp_path / "kop", {"allowAutoTopicCreationType": "partitioned"}).start()
+    try:
+        _partitioned_metadata_answers(b)
+    finally:
+        b.stop()
+
+
+def _partitioned_metadata_answers(broker: KopBroker) -> None:
     w = wire(broker)
     absent = name()
     w.send(c.command(c.PARTITIONED_METADATA, topic=absent, request_id=1, metadata_auto_creation_enabled=False))
@@ -324,7 +361,7 @@ def test_send_errors_checksum_size_and_unknown_producer(broker: KopBroker) -> No
     assert w.expect(c.SEND_ERROR).sequence_id == 2
     w.send_message(c.command(c.SEND, producer_id=1, sequence_id=3), md, b"good")
     got = w.expect(c.SEND_RECEIPT)
-    assert got.sequence_id == 3 and got.message_id.partition == 0
+    assert got.sequence_id == 3 and got.message_id.partition == -1  # the producer made a non-partitioned topic
     assert end_offsets(broker.bootstrap, topic, 1) == {0: 1}  # only the good one was stored
     w.close()
 

@@ -53,7 +53,7 @@ def test_message_ttl_expires_old_messages_of_the_namespace_only(broker: KopBroke
         client.close()
 
     def backlog(tenant: str, namespace: str) -> int:
-        stats = ok(topic_url(admin, f"{local}-partition-0", tenant, namespace) + "/stats")
+        stats = ok(topic_url(admin, local, tenant, namespace) + "/stats")
         return int(stats["subscriptions"]["slow"]["msgBacklog"])
 
     eventually("the TTL namespace's subscription expired its messages", lambda: backlog(tenant, "ttl") == 0, WAIT_S)

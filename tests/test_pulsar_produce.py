@@ -26,8 +26,9 @@ def name() -> str:
     return f"p-{uuid.uuid4().hex[:10]}"
 
 
-def message_id_by_index(broker: KopBroker, topic: str, partition: int, index: int) -> dict[str, int]:
-    return ok(topic_url(broker.admin_url, f"{topic}-partition-{partition}") + f"/getMessageIdByIndex?index={index}")
+def message_id_by_index(broker: KopBroker, topic: str, index: int) -> dict[str, int]:
+    """PIP-415's answer for `topic` (a non-partitioned topic, or one partition's name)."""
+    return ok(topic_url(broker.admin_url, topic) + f"/getMessageIdByIndex?index={index}")
 
 
 CODECS = {
@@ -76,11 +77,12 @@ def test_pulsar_messages_read_by_kafka_consumers(broker: KopBroker, client: puls
                 assert g.timestamp == event
             assert g.create_time
     # Receipts: (ledger, entry, partition); batch index = position in the batch; PIP-415 agrees offset by offset.
+    # The producer auto-created a non-partitioned topic (Pulsar's default kind): partition -1.
     ordered = sorted(ids, key=lambda m: (m.ledger_id(), m.entry_id(), m.batch_index()))
     for offset, mid in enumerate(ordered):
-        assert mid.partition() == 0
-        admin = message_id_by_index(broker, topic, 0, offset)
-        assert (admin["ledgerId"], admin["entryId"], admin["partitionIndex"]) == (mid.ledger_id(), mid.entry_id(), 0)
+        assert mid.partition() == -1
+        admin = message_id_by_index(broker, topic, offset)
+        assert (admin["ledgerId"], admin["entryId"], admin["partitionIndex"]) == (mid.ledger_id(), mid.entry_id(), -1)
     if batched:
         assert len({(m.ledger_id(), m.entry_id()) for m in ids}) < 25  # some entries hold several messages
     else:

@@ -2,11 +2,12 @@
 LongRunningProcessStatus ({"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}).
 
 As Pulsar's PersistentTopics: the trigger answers 204 at once (the compaction runs in the background), on a
-partitioned topic's base name it starts one per partition, and a trigger while one runs is 409 "Compaction already
-in progress"; the status is per partition (a base name is 404 naming a partition, as the other per-partition
-endpoints here answer). What a compaction does - and what it means on a topic whose cleanup.policy is delete - is
-kop/pulsar/compacted.py's. The work is done by the pulsar handler behind kop/services.py's `PulsarSubscriptions`;
-without the pulsar handler both endpoints answer 404 (no Pulsar topic is served).
+partitioned topic's base name it starts one per partition (in cluster mode when this broker owns them all, else 412:
+views.every_partition_here), and a trigger while one runs is 409 "Compaction already in progress"; the status is per
+partition (a base name is 404 naming a partition, as the other per-partition endpoints here answer). What a compaction
+does - and what it means on a topic whose cleanup.policy is delete - is kop/pulsar/compacted.py's. The work is done by
+the pulsar handler behind kop/services.py's `PulsarSubscriptions`; without the pulsar handler both endpoints answer
+404 (no Pulsar topic is served).
 """
 
 from __future__ import annotations
@@ -48,10 +49,7 @@ class _Handlers:
             await self.server._redirect_if_not_owner(request, ref, ref.partition)
             parts = [ref.partition]
         else:
-            if self.server.service.ownership.clustered:
-                raise AdminError(412, f"{ref.name}: in cluster mode name one partition "
-                                      f"(e.g. {ref.partition_name(0)}); each is served by its owner")
-            parts = list(range(ref.topic.partitions))
+            parts = await views.every_partition_here(self.server.service.ownership, ref)
         try:
             for p in parts:
                 await api.trigger_compaction(ref.topic, p)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
+from kop.admin import views
 from kop.admin.views import AdminError
 from kop.services import PulsarSubscriptions, SubscriptionError
 
@@ -85,10 +86,7 @@ class _Handlers:
         else:
             if base_allowed is not None:
                 raise AdminError(405, base_allowed)
-            if self.server.service.ownership.clustered:
-                raise AdminError(412, f"{ref.name}: in cluster mode name one partition "
-                                      f"(e.g. {ref.partition_name(0)}); each is served by its owner")
-            parts = list(range(ref.topic.partitions))
+            parts = await views.every_partition_here(self.server.service.ownership, ref)
         out = []
         try:
             for p in parts:

@@ -243,8 +243,13 @@ async def answer_lookup(conn: PulsarConnection, req: c.pb.CommandLookupTopic, na
     if redirect:
         own = service.ownership
         await own.owner_of(name, partition)  # triggers an acquisition when the bundle has no owner
-        info = own.owner_cached(name, partition)
-        registered = [] if info is None or info.broker_id == conn.handler.config.kafkaBrokerId else list(info.listeners)
+        # the acquisition may have made this broker the owner (the first lookup of a topic whose PRODUCER is to
+        # create it): Connect with our own addresses, as Pulsar answers once it assigned the bundle
+        redirect = not service.topics.owns_name(name, partition)
+        if redirect:
+            info = own.owner_cached(name, partition)
+            mine = conn.handler.config.kafkaBrokerId
+            registered = [] if info is None or info.broker_id == mine else list(info.listeners)
     try:
         plain, tls = named_listeners.select(registered, listener) if registered else (None, None)
     except named_listeners.UnknownListener as e:

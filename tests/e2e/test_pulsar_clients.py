@@ -4,11 +4,10 @@ A Pulsar-side module (tests/e2e/conftest.py): it runs on the targets in PULSAR_S
 Apache Pulsar 4.0.x standalone shared by the session, which proves these tests right, and our broker on both
 storage backends (`kop`, `kop-bk`), which must give the same answers.
 
-Every topic here is partitioned (one partition), on every target: both run with
-`allowAutoTopicCreationType=partitioned` (tests/support/pulsar_server.py, tests/support/broker.py), so these tests
-exercise partitioned topics; Pulsar's default kind, non-partitioned, is tests/e2e/test_pulsar_nonpartitioned.py's.
-The C++ client's single-partition operations - seek by message id, readers, `get_last_message_id` - take the
-partition's name here, `t-partition-0`, on Apache Pulsar as on ours.
+Both run on Pulsar's defaults, so a client's producer or consumer auto-creates a non-partitioned topic (Pulsar's
+`allowAutoTopicCreationType=non-partitioned`): the C++ client's single-topic operations - seek by message id,
+readers - take the topic's own name. The regex subscription mixes in a partitioned topic created over the admin
+REST, as a Pulsar user would (partitioned topics in depth: tests/e2e/test_pulsar_java_matrix.py).
 
 What is checked, on messages each test writes to its own topic: batched and unbatched produce with every
 compression codec (contents, keys, properties, event times, batch indexes in the message ids); Exclusive
@@ -27,6 +26,7 @@ import uuid
 import pulsar
 import pytest
 
+from tests.support.admin import create_partitioned_topic
 from tests.support.pulsar_java import PulsarJava
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
@@ -47,11 +47,6 @@ def client(pulsar_service_url: str):
 
 def topic_name(target, hint: str) -> str:
     return f"persistent://{NAMESPACE}/{target.topic(hint)}"
-
-
-def partition_0(topic: str) -> str:
-    """The one partition of a topic (see the module docstring: every topic here is partitioned)."""
-    return f"{topic}-partition-0"
 
 
 def produce(client: pulsar.Client, topic: str, n: int, start: int = 0, batched: bool = False,
@@ -267,9 +262,9 @@ def test_negative_ack_redelivers_with_a_growing_count(target, client):
 def test_seek_by_message_id_and_by_publish_time(target, client):
     topic = topic_name(target, "seek")
     ids = produce(client, topic, 10)
-    # seek by message id is a single-partition operation in the C++ client (OperationNotSupported on a
-    # partitioned topic, whichever broker): it is done on the partition
-    consumer = client.subscribe(partition_0(topic), "sk", initial_position=pulsar.InitialPosition.Earliest)
+    # seek by message id is a single-topic operation in the C++ client (OperationNotSupported on a partitioned
+    # topic, whichever broker): the producer auto-created a non-partitioned one
+    consumer = client.subscribe(topic, "sk", initial_position=pulsar.InitialPosition.Earliest)
     got = receive_n(consumer, 10)
 
     # The broker resets the cursor *to* the id (Apache Pulsar logs "Reset subscription to message id L:6"); the
@@ -288,7 +283,7 @@ def test_seek_by_message_id_and_by_publish_time(target, client):
         check_fields(m, index_of(m))
     consumer.close()
 
-    inclusive = client.subscribe(partition_0(topic), "sk-incl", initial_position=pulsar.InitialPosition.Earliest,
+    inclusive = client.subscribe(topic, "sk-incl", initial_position=pulsar.InitialPosition.Earliest,
                                  start_message_id_inclusive=True)
     receive_n(inclusive, 10)
     inclusive.seek(ids[6])
@@ -303,8 +298,8 @@ def test_readers(target, client):
     topic = topic_name(target, "reader")
     ids = produce(client, topic, 8)
 
-    # readers of a partitioned topic: the C++ client reads one partition (see the module docstring)
-    reader = client.create_reader(partition_0(topic), pulsar.MessageId.earliest)
+    # a reader of the non-partitioned topic the producer created (the C++ client reads one topic or partition)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
     got = [reader.read_next(RECEIVE_MS) for _ in range(8)]
     assert [index_of(m) for m in got] == list(range(8))
     for i, m in enumerate(got):
@@ -312,31 +307,33 @@ def test_readers(target, client):
     assert not reader.has_message_available()
     reader.close()
 
-    exclusive = client.create_reader(partition_0(topic), ids[4])
+    exclusive = client.create_reader(topic, ids[4])
     assert index_of(exclusive.read_next(RECEIVE_MS)) == 5
     exclusive.close()
-    inclusive = client.create_reader(partition_0(topic), ids[4], start_message_id_inclusive=True)
+    inclusive = client.create_reader(topic, ids[4], start_message_id_inclusive=True)
     assert index_of(inclusive.read_next(RECEIVE_MS)) == 4
     inclusive.close()
 
-    latest = client.create_reader(partition_0(topic), pulsar.MessageId.latest)
+    latest = client.create_reader(topic, pulsar.MessageId.latest)
     assert not latest.has_message_available()
     produce(client, topic, 2, start=8)
     assert [index_of(latest.read_next(RECEIVE_MS)) for _ in range(2)] == [8, 9]
     latest.close()
 
 
-def test_regex_subscription(target, client):
+def test_regex_subscription(target, client, pulsar_broker):
     tag = uuid.uuid4().hex[:8]
     matching = [f"persistent://{NAMESPACE}/rx-{tag}-{s}" for s in ("a", "b")]
     other = f"persistent://{NAMESPACE}/other-{tag}-a"
+    create_partitioned_topic(pulsar_broker.admin_url, matching[0], 1)  # the other two: non-partitioned
     for n, topic in enumerate([*matching, other]):
         produce(client, topic, 3, start=10 * n)
     consumer = client.subscribe(re.compile(f"persistent://{NAMESPACE}/rx-{tag}-.*"), "rx",
                                 initial_position=pulsar.InitialPosition.Earliest)
     got = receive_n(consumer, 6)
     assert sorted(index_of(m) for m in got) == [0, 1, 2, 10, 11, 12]
-    assert {m.topic_name() for m in got} == {partition_0(t) for t in matching}  # a partitioned topic's messages
+    # a partitioned topic's messages name their partition, a non-partitioned topic's the topic
+    assert {m.topic_name() for m in got} == {f"{matching[0]}-partition-0", matching[1]}
     for m in got:
         check_fields(m, index_of(m))
     consumer.close()
@@ -361,7 +358,7 @@ def test_java_client_round_trip_with_python(target, client, pulsar_broker):
     assert all(m["redeliveryCount"] == 0 for m in consumed)
 
     # and the Python client reads the Java producer's messages (batched, LZ4) with their fields
-    reader = client.create_reader(partition_0(topic), pulsar.MessageId.earliest)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
     got = [reader.read_next(RECEIVE_MS) for _ in range(10)][4:]
     reader.close()
     for i, m in enumerate(got):
@@ -383,7 +380,7 @@ def _normalised(data: dict, endpoint) -> dict:
 def test_http_service_url_lookup(target, pulsar_broker):
     """A client given the admin port's http:// URL as its service URL looks topics up over HTTP (/lookup/v2/...,
     the partitioned metadata and schema REST) and then produces and consumes; the raw LookupData answered for
-    a partition names the pulsar:// and http:// addresses of its broker, field by field as Apache Pulsar's."""
+    a topic names the pulsar:// and http:// addresses of its broker, field by field as Apache Pulsar's."""
     import json
     import urllib.request
 
@@ -405,7 +402,7 @@ def test_http_service_url_lookup(target, pulsar_broker):
     finally:
         http_client.close()
 
-    local = partition_0(topic).removeprefix("persistent://")
+    local = topic.removeprefix("persistent://")
     url = f"{pulsar_broker.admin_url.rstrip('/')}/lookup/v2/topic/persistent/{local}"
     with urllib.request.urlopen(url, timeout=30) as resp:
         assert resp.status == 200
@@ -449,7 +446,7 @@ def _http_lookup_with_tokens(service_url: str, admin_url: str) -> None:
     import jwt
 
     topic = f"persistent://{NAMESPACE}/http-auth-{uuid.uuid4().hex[:8]}"
-    url = f"{admin_url.rstrip('/')}/lookup/v2/topic/persistent/{partition_0(topic).split('://')[1]}"
+    url = f"{admin_url.rstrip('/')}/lookup/v2/topic/persistent/{topic.split('://')[1]}"
 
     def get(role: str | None) -> tuple[int, dict]:
         headers = {} if role is None else {

@@ -2,8 +2,9 @@
 and `readCompacted` consumers and readers.
 
 A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar 4.0.x standalone (`pulsar`),
-which proves them right, and on our broker (`kop`). Every topic is partitioned on every target, so the per-partition
-answers are asked of `<topic>-partition-0`.
+which proves them right, and on our broker (`kop`, `kop-bk`). Both run on Pulsar's defaults, so a producer
+auto-creates a non-partitioned topic; the first test creates its topic partitioned (one partition) over the admin
+REST and asks the per-partition answers of `<topic>-partition-0`.
 
 What is checked:
 - `GET .../compaction` answers LongRunningProcessStatus JSON: NOT_RUN before any trigger, SUCCESS once the
@@ -12,7 +13,8 @@ What is checked:
   compaction's horizon - keyless messages are gone, an unbatched empty value stays (Pulsar 4.0 counts its size with
   the message's headers), a batch loses only the superseded messages - and then everything written after it; a
   reader without readCompacted reads everything;
-- the same with Pulsar's Java admin client (triggerCompaction, compactionStatus) and a Java readCompacted reader,
+- the same on a non-partitioned topic with Pulsar's Java admin client (triggerCompaction, compactionStatus) and a
+  Java readCompacted reader,
   which skips the batch slots compaction emptied (the pulsar-admin CLI is not on the Maven Central we fetch
   from: tests/support/pulsar_java.py);
 - a readCompacted SUBSCRIBE on a Shared or Key_Shared subscription is refused NotAllowedError (Pulsar: Exclusive and
@@ -30,10 +32,11 @@ import pulsar
 import pytest
 
 from kop.pulsar.codec import commands as c
+from tests.support.admin import create_partitioned_topic
 from tests.support.pulsar_java import PulsarJava
 from tests.support.pulsar_wire import WireClient
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a measured quantity
 COMPACTION_WAIT_S = 60  # how long the test waits for a compaction to end (a wait, not an assertion on time)
@@ -116,6 +119,7 @@ def test_compaction_trigger_status_and_read_compacted(target, pulsar_broker, cli
     name = target.topic("cmp")
     topic = f"persistent://public/default/{name}"
     partition = f"{name}-partition-0"
+    create_partitioned_topic(pulsar_broker.admin_url, topic, 1)
     _send_history(client, topic)
     assert _rest(pulsar_broker, "GET", f"{partition}/compaction") == (200, {"status": "NOT_RUN", "lastError": ""})
     status, body = _rest(pulsar_broker, "PUT", f"{name}/compaction")  # the partitioned topic: each partition
@@ -151,20 +155,19 @@ def test_compaction_trigger_status_and_read_compacted(target, pulsar_broker, cli
 
 def test_java_admin_and_reader(target, pulsar_broker, client):
     name = target.topic("cmp-java")
-    topic = f"persistent://public/default/{name}"
-    partition = f"{topic}-partition-0"
+    topic = f"persistent://public/default/{name}"  # non-partitioned: the producer creates it
     _send_history(client, topic)
     after = client.create_producer(topic, batching_enabled=False)
     with PulsarJava(pulsar_broker.service_url, pulsar_broker.admin_url).session() as java:
-        assert java(f"compaction-status {partition}") == {"status": "NOT_RUN", "lastError": ""}
+        assert java(f"compaction-status {topic}") == {"status": "NOT_RUN", "lastError": ""}
         assert java(f"compact {topic}") is True
         deadline = time.monotonic() + COMPACTION_WAIT_S
-        while (status := java(f"compaction-status {partition}"))["status"] in ("NOT_RUN", "RUNNING"):
+        while (status := java(f"compaction-status {topic}"))["status"] in ("NOT_RUN", "RUNNING"):
             assert time.monotonic() < deadline, "the compaction did not end"
             time.sleep(0.2)
         assert status == {"status": "SUCCESS", "lastError": ""}
         after.send(b"after", partition_key="k1")
-        java(f"reader r {partition} earliest compacted=true")
+        java(f"reader r {topic} earliest compacted=true")
         got = java("read r 6")
         assert [(m["key"], m["value"].encode()) for m in got] == COMPACTED  # the Java client skips emptied slots
         assert java("has-available r") is False
@@ -176,12 +179,12 @@ def test_read_compacted_needs_exclusive_or_failover(target, pulsar_broker, clien
     answer is asked on the wire: NotAllowedError for Shared and Key_Shared, SUCCESS for Exclusive (Failover: the
     Python clients above)."""
     topic = f"persistent://public/default/{target.topic('cmp-shared')}"
-    client.create_producer(topic).close()  # the topic exists (partitioned, one partition)
+    client.create_producer(topic).close()  # the topic exists (non-partitioned)
     w = WireClient(int(pulsar_broker.service_url.rsplit(":", 1)[1]))
     w.connect()
     try:
         for rid, sub_type in enumerate((SHARED, KEY_SHARED, EXCLUSIVE), start=1):
-            w.send(c.command(c.SUBSCRIBE, topic=f"{topic}-partition-0", subscription=f"s{sub_type}", subType=sub_type,
+            w.send(c.command(c.SUBSCRIBE, topic=topic, subscription=f"s{sub_type}", subType=sub_type,
                              consumer_id=rid, request_id=rid, read_compacted=True))
             got = w.expect(c.SUCCESS if sub_type == EXCLUSIVE else c.ERROR)
             if sub_type != EXCLUSIVE:

@@ -64,7 +64,7 @@ def test_consumer_stats(target, client, pulsar_broker):
     for i in range(5):
         producer.send(f"m-{i}".encode())
     producer.close()
-    partition = f"{topic}-partition-0"
+    partition = topic  # non-partitioned, as the producer created it
 
     w = wire_to(pulsar_broker.service_url)
     local_port = w.sock.getsockname()[1]

@@ -66,7 +66,7 @@ def _kafka_records(bootstrap: str, topic: str, n: int) -> list:
 
 
 def _sub_stats(admin_url: str, topic: str, sub: str) -> dict:
-    stats = ok(topic_url(admin_url, f"{topic.rsplit('/', 1)[1]}-partition-0") + "/stats")
+    stats = ok(topic_url(admin_url, topic.rsplit('/', 1)[1]) + "/stats")  # non-partitioned
     return stats["subscriptions"][sub]
 
 

@@ -59,7 +59,7 @@ def test_index_and_broker_publish_time(target):
     # the C++ client (pulsar-client) reads the same MESSAGE frames, metadata in front or not
     client = pulsar.Client(endpoint.service_url, operation_timeout_seconds=60,
                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
-    reader = client.create_reader(f"{topic}-partition-0", pulsar.MessageId.earliest)
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)  # non-partitioned
     assert [reader.read_next(60_000).data() for _ in range(7)] == [f"m-{i}".encode() for i in range(7)]
     client.close()
     if not target.is_kop:
@@ -67,7 +67,7 @@ def test_index_and_broker_publish_time(target):
     # ours: the index is the Kafka offset, and PIP-415's lookup names the entry that holds it
     kafka = consume_kafka_python(endpoint.handle.bootstrap, local, {0: 7})
     assert [(g.offset, g.value) for g in kafka] == [(m["index"], m["value"].encode()) for m in got]
-    admin = topic_url(endpoint.admin_url, f"{local}-partition-0")
+    admin = topic_url(endpoint.admin_url, local)
     for m, parts in zip(got, ids, strict=True):
         by_index = ok(f"{admin}/getMessageIdByIndex?index={m['index']}")
         assert (str(by_index["ledgerId"]), str(by_index["entryId"])) == (parts[0], parts[1])

@@ -3,11 +3,9 @@ test_pulsar_clients.py, driven through tests/support/pulsar_java.py - one JVM pe
 step of a test a command to it, because a JVM start is the expensive part on a small machine.
 
 A Pulsar-side module (tests/e2e/conftest.py): `pulsar`, a real Apache Pulsar 4.0.x standalone, proves these
-tests right; our broker on both storage backends (`kop`, `kop-bk`) must give the same answers. Every topic is
-partitioned (one partition unless a test says otherwise), on every target: see test_pulsar_clients.py for why.
-The Java client serves a partitioned topic with one multi-topics consumer or reader whatever the partition
-count, so consumers, seeks and readers take the topic's own name - except a reader that starts at a message id,
-which the Java client (like the C++ one) allows on a single partition only.
+tests right; our broker on both storage backends (`kop`, `kop-bk`) must give the same answers. Both run on Pulsar's
+defaults: a producer or consumer auto-creates a non-partitioned topic (message ids and consumer events carry
+partition -1), except the three-partition topic below, created explicitly.
 
 What is checked, each test on topics of its own:
 * batched and unbatched produce with every compression codec, consumed with values, keys, properties, event
@@ -189,14 +187,15 @@ def test_failover_one_active_consumer_then_takeover(target, java):
     # the active consumer gets everything, in order; the other nothing, and each was told which it is
     assert [idx(m) for m in first[active]] == list(range(10))
     assert first[standby] == []
-    assert wait_events(java, active, "active:0")[-1] == "active:0"
-    assert wait_events(java, standby, "inactive:0")[-1] == "inactive:0"
+    # (P = -1: the consumer created a non-partitioned topic)
+    assert wait_events(java, active, "active:-1")[-1] == "active:-1"
+    assert wait_events(java, standby, "inactive:-1")[-1] == "inactive:-1"
     for m in first[active][:5]:
         java(f"ack {active} {m['id']}")
     java(f"close {active}")  # the other consumer becomes active and gets what was not acknowledged
     rest = java(f"receive {standby} 5")
     assert [idx(m) for m in rest] == list(range(5, 10))
-    assert wait_events(java, standby, "active:0")[-1] == "active:0"
+    assert wait_events(java, standby, "active:-1")[-1] == "active:-1"
 
 
 def test_key_shared_keeps_each_key_on_one_consumer_in_order(target, java):
@@ -318,11 +317,11 @@ def test_readers(target, java):
         assert m["id"] == ids[i]
     assert java("has-available r") is False
 
-    # the Java client starts a partitioned topic's reader at the earliest or the latest message only ("The
-    # partitioned topic startMessageId is illegal", whichever broker): from a message id, read the partition
-    java(f"reader after {topic}-partition-0 {ids[4]}")
+    # from a message id: the Java client allows it on a non-partitioned topic or one partition (on a partitioned
+    # topic "The partitioned topic startMessageId is illegal", whichever broker)
+    java(f"reader after {topic} {ids[4]}")
     assert [idx(m) for m in java("read after 1")] == [5]
-    java(f"reader from {topic}-partition-0 {ids[4]} inclusive=true")
+    java(f"reader from {topic} {ids[4]} inclusive=true")
     assert [idx(m) for m in java("read from 1")] == [4]
 
     java(f"reader latest {topic} latest")
@@ -343,12 +342,12 @@ def test_regex_subscription_picks_up_topics(target, java):
     java(f"subscribe rx persistent://{NAMESPACE}/rx-{tag}-.* rx Shared pattern=true discoveryS=1")
     got = java("receive rx 3")
     assert sorted(idx(m) for m in got) == [0, 1, 2]
-    assert {m["topic"] for m in got} == {f"{a}-partition-0"}
+    assert {m["topic"] for m in got} == {a}  # non-partitioned: the topic's own name
     # a matching topic created after the subscription is found (by the periodic check or a topic-list watcher)
     java(f"produce {b} 3 false NONE start=10")
     got = java("receive rx 3")
     assert sorted(idx(m) for m in got) == [10, 11, 12]
-    assert {m["topic"] for m in got} == {f"{b}-partition-0"}
+    assert {m["topic"] for m in got} == {b}
     for m in got:
         check_fields(m, idx(m))
     assert java(f"receive rx 1 timeoutMs={GAP_MS} partial=true") == []  # nothing from the topic that does not match

@@ -22,7 +22,7 @@ import pytest
 from kop.pulsar.codec import commands as c
 from tests.support.pulsar_wire import WireClient
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 LISTENERS = {"advertisedListeners": "internal:pulsar://127.0.0.1:{brokerServicePort},"
                                     "external:pulsar://localhost:{brokerServicePort}",

@@ -22,7 +22,7 @@ from pulsar.schema import AvroSchema, Integer, Record, String
 from tests.support.admin import kop_admin, kop_admin_json
 from tests.support.net import wait_until
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 CLUSTER = "standalone"  # both brokers' clusterName in the suite
 
 

@@ -1,14 +1,14 @@
 """Pulsar's non-partitioned topics (issue 22), beside the partitioned ones, with `pulsar-client` and the admin REST. A
-Pulsar-side module (tests/e2e/conftest.py) on `pulsar`, an Apache Pulsar 4.0.x standalone run with Pulsar's default
-`allowAutoTopicCreationType=non-partitioned` (the module's own reference: the session's runs with `partitioned`),
-and on `kop`, ours with the same setting (its default). Each test writes its own topic, which the client's producer
-auto-creates as a non-partitioned topic: partitioned metadata answers 0, message ids carry partition -1, the topic's
-name has no `-partition-N` suffix. What is checked: produce and consume with a zero receiver queue; seek by message
-id and by publish time; `get_last_message_id`; readers; the same with Pulsar's Java client; a client over an http://
-service URL (HTTP lookup); the admin REST's create/list/delete of both kinds with Pulsar's status codes, and its 412
-for a deletion while clients are connected; a lookup of a missing name creates nothing, so a partitioned topic of
-that name can be created next. On our broker only (no `target`): Kafka clients on a non-partitioned topic a Pulsar
-producer created - one partition, offsets continuous across both protocols, a consumer group committing.
+Pulsar-side module (tests/e2e/conftest.py) on `pulsar`, the session's Apache Pulsar 4.0.x standalone (on Pulsar's
+default `allowAutoTopicCreationType=non-partitioned`), and on `kop` and `kop-bk`, ours on its own default (the same).
+Each test writes its own topic, which the client's producer auto-creates as a non-partitioned topic: partitioned
+metadata answers 0, message ids carry partition -1, the topic's name has no `-partition-N` suffix. What is checked:
+produce and consume with a zero receiver queue; seek by message id and by publish time; `get_last_message_id`;
+readers; the same with Pulsar's Java client; a client over an http:// service URL (HTTP lookup); the admin REST's
+create/list/delete of both kinds with Pulsar's status codes, and its 412 for a deletion while clients are connected; a
+lookup of a missing name creates nothing, so a partitioned topic of that name can be created next. On our broker only
+(no `target`): Kafka clients on a non-partitioned topic a Pulsar producer created - one partition, offsets continuous
+across both protocols, a consumer group committing.
 """
 
 from __future__ import annotations
@@ -26,15 +26,14 @@ from kafka.errors import InvalidPartitionsError
 from tests.support.broker import KopBroker
 from tests.support.pulsar_java import PulsarJava
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
-NON_PARTITIONED = {"allowAutoTopicCreationType": "non-partitioned"}
 RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a measured quantity
 
 
 def endpoint(target):
-    """The module's broker: Pulsar's default topic kind on both targets."""
-    return target.pulsar_broker(NON_PARTITIONED, **NON_PARTITIONED)
+    """The module's broker (the session's reference on `pulsar`): Pulsar's default topic kind on every target."""
+    return target.pulsar_broker()
 
 
 @pytest.fixture
@@ -212,8 +211,7 @@ def test_java_client(target, broker):
 
 @pytest.fixture(scope="module")
 def kop(tmp_path_factory):
-    b = KopBroker(tmp_path_factory.mktemp("kop-np"), {**NON_PARTITIONED, "offsetsTopicNumPartitions": 1,
-                                                       "groupInitialRebalanceDelayMs": 0})
+    b = KopBroker(tmp_path_factory.mktemp("kop-np"), {"offsetsTopicNumPartitions": 1, "groupInitialRebalanceDelayMs": 0})
     b.start()
     yield b
     b.stop()

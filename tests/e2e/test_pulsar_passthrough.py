@@ -119,8 +119,8 @@ def kafka_view(target, endpoint, topic: str) -> list:
 
 
 def peek(endpoint, short: str, sub: str) -> tuple[dict[str, str], bytes]:
-    """The admin REST's peek at the first message of a subscription of partition 0 of the topic."""
-    url = f"{endpoint.admin_url}/admin/v2/persistent/public/default/{short}-partition-0/subscription/{sub}/position/1"
+    """The admin REST's peek at the first message of a subscription of the (non-partitioned) topic."""
+    url = f"{endpoint.admin_url}/admin/v2/persistent/public/default/{short}/subscription/{sub}/position/1"
     with urllib.request.urlopen(url, timeout=60) as r:
         return dict(r.headers), r.read()
 

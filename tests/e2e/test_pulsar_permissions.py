@@ -2,7 +2,7 @@
 
 A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar 4.0.x standalone with token
 authentication and authorization on (`pulsar`), which proves them right, and on our broker with the same settings
-(`kop`), where the grants are Kafka ACLs in the one authorizer (kop/security/pulsar_permissions.py). The REST
+(`kop`, `kop-bk`), where the grants are Kafka ACLs in the one authorizer (kop/security/pulsar_permissions.py). The REST
 calls are Pulsar's (what pulsar-admin and the Java admin client send); the clients are `pulsar-client` with
 tokens. Only the super user `admin` administers.
 """
@@ -19,7 +19,7 @@ import jwt
 import pulsar
 import pytest
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 SECRET = b"pulsar-permissions-secret-0123456"
 NS_PATH = "/admin/v2/namespaces/public/default/permissions"

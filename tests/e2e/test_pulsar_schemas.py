@@ -2,8 +2,9 @@
 AvroSchema, schema versions, compatibility, GET_SCHEMA and the admin REST's schema endpoints.
 
 A Pulsar-side module (tests/e2e/conftest.py): the same tests run on Apache Pulsar 4.0.x standalone (`pulsar`), which
-proves them right, and on our broker. Every topic is partitioned on every target (see test_pulsar_clients.py); a
-partitioned topic's partitions share one schema, on Pulsar as on ours.
+proves them right, and on our broker, both on Pulsar's defaults (a client auto-creates a non-partitioned topic); the
+admin REST test's topic is created partitioned (two partitions), whose partitions share one schema, on Pulsar as on
+ours.
 
 What is checked: a StringSchema and a JsonSchema round trip; an Avro producer gets version 0, a second producer with
 an evolved (FULL-compatible: a new optional field) schema gets version 1, a third with the first schema gets
@@ -27,6 +28,7 @@ import pytest
 from _pulsar import SchemaType  # the C++ client's enum (pulsar.schema uses it too)
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 
+from tests.support.admin import create_partitioned_topic
 from tests.support.pulsar_java import PulsarJava
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")  # kop-bk: the versions live in ZooKeeper there
@@ -161,6 +163,7 @@ def _get_json(url: str) -> tuple[int, dict]:
 def test_admin_rest_schema_latest_and_by_version(target, client, pulsar_broker):
     local = target.topic("rest")
     topic = f"persistent://public/default/{local}"
+    create_partitioned_topic(pulsar_broker.admin_url, topic, 2)  # the schema is the topic's, not a partition's
     client.create_producer(topic, schema=AvroSchema(User)).close()
     client.create_producer(topic, schema=AvroSchema(UserV2)).close()
     base = f"{pulsar_broker.admin_url}/admin/v2/schemas/public/default/{local}/schema"

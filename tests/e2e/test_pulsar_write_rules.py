@@ -58,7 +58,7 @@ import pytest
 
 from tests.support.clients import consume_kafka_python, create_topic, end_offsets
 
-PULSAR_SIDE_TARGETS = ("kop",)
+PULSAR_SIDE_TARGETS = ("kop", "kop-bk")
 
 RECEIVE_MS = 30_000  # a generous bound for one receive; never a measured quantity
 SEND_TIMEOUT_MS = 10_000  # the producers' send timeout: a refusal comes sooner (asserted: not Timeout)

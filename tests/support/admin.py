@@ -48,6 +48,20 @@ def topic_url(admin: str, topic: str, tenant: str = "public", namespace: str = "
     return f"{admin}/admin/v2/persistent/{tenant}/{namespace}/{urllib.parse.quote(topic, safe='')}"
 
 
+def create_partitioned_topic(admin: str, topic: str, partitions: int) -> None:
+    """Create `topic` (`persistent://tenant/ns/local` or a local name in public/default) as a partitioned topic over
+    the admin REST, as a Pulsar user does: a Pulsar client's producer or consumer auto-creates a non-partitioned one
+    (Pulsar's default allowAutoTopicCreationType), on Apache Pulsar and on ours."""
+    tenant, namespace, local = "public", "default", topic
+    if "://" in topic:
+        tenant, namespace, local = topic.split("://", 1)[1].split("/", 2)
+    req = urllib.request.Request(topic_url(admin.rstrip("/"), local, tenant, namespace) + "/partitions",
+                                 data=str(partitions).encode(), method="PUT",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        assert resp.status == 204, f"create {topic} ({partitions} partitions): HTTP {resp.status}"
+
+
 class Scrape:
     """One /metrics scrape: sample values by name and labels."""
 

@@ -48,10 +48,6 @@ class KopBroker(ServerProcess):
             "bindAddress": "127.0.0.1",
             "webServicePort": "0",
             "webServiceBindAddress": "127.0.0.1",
-            # as the suite's Apache Pulsar reference runs (tests/support/pulsar_server.py): the tests written when
-            # every topic was partitioned expect a Pulsar client to auto-create partitioned topics; tests of
-            # non-partitioned topics set "non-partitioned" (the broker's and Pulsar's default)
-            "allowAutoTopicCreationType": "partitioned",
             # one process, unless KOP_TEST_WORKERS asks every test broker to be a node of that many workers (to
             # run a part of the suite against one); tests of a node (tests/test_node_workers.py) set numWorkers
             "numWorkers": os.environ.get("KOP_TEST_WORKERS", "1"),

@@ -62,10 +62,6 @@ DEFAULT_CONFIG: dict[str, str] = {
     ),
     "exposingBrokerEntryMetadataToClientEnabled": "true",
     "allowAutoTopicCreation": "true",
-    # as KoP requires of its Pulsar (and as ours always is: a Kafka topic has partitions): auto-created topics
-    # are partitioned, one partition unless a test says otherwise
-    "allowAutoTopicCreationType": "partitioned",
-    "defaultNumPartitions": "1",
     # tests use many short-lived topics; Pulsar would otherwise GC inactive ones under the tests' feet
     "brokerDeleteInactiveTopicsEnabled": "false",
 }

@@ -41,9 +41,11 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   produce TOPIC N BATCHING(true|false) COMPRESSION(NONE|LZ4|ZLIB|ZSTD|SNAPPY) [start=S] [keys=K]
  *           [batch=B] [gapMs=G] [encryptKey=NAME publicKey=PEM]
  *       messages I = S..S+N-1 (S = 0 unless given): values "java-I", keys "key-(I%K)" (K = 3 unless given),
- *       property idx=I, event time 1700000000000+I; at most B messages a batch; with gapMs each is sent once
- *       the previous one is stored, G ms later (distinct publish times); encrypted for the key NAME whose public
- *       half is the file PEM with encryptKey; -> the message ids
+ *       property idx=I, event time 1700000000000+I; B messages a batch (the last one: the rest, sent by the final
+ *       flush - no time limit closes a batch early, so its shape never depends on the machine's load); with gapMs
+ *       each is sent once the previous one is stored, G ms later (distinct publish times; each its own batch
+ *       after 50 ms); encrypted for the key NAME whose public half is the file PEM with encryptKey; -> the
+ *       message ids
  *   consume TOPIC SUBSCRIPTION TYPE(Exclusive|Shared|Failover|Key_Shared) N
  *       from the earliest message, acks each; -> [{value,key,properties,eventTime,publishTime,redeliveryCount,id}]
  *   produce-avro TOPIC DEFINITION RECORDS    DEFINITION: an Avro record schema, RECORDS: a JSON array of objects,
@@ -216,8 +218,11 @@ public final class PulsarJava {
         int batch = Integer.parseInt(opts.getOrDefault("batch", "1000"));
         long gap = Long.parseLong(opts.getOrDefault("gapMs", "-1"));
         List<String> ids = new ArrayList<>();
+        // without gapMs a batch closes when full or at the final flush, never on a timer: on a loaded machine a 50 ms
+        // delay split batches (and the Java client sends a batch of one as an unbatched message)
+        long delayMs = gap >= 0 ? 50 : 600_000;
         ProducerBuilder<byte[]> pb = client.newProducer().topic(topic).enableBatching(batching)
-                .batchingMaxMessages(batch).batchingMaxPublishDelay(50, TimeUnit.MILLISECONDS)
+                .batchingMaxMessages(batch).batchingMaxPublishDelay(delayMs, TimeUnit.MILLISECONDS)
                 .compressionType(compression);
         if (opts.containsKey("encryptKey")) {
             pb.addEncryptionKey(opts.get("encryptKey")).cryptoKeyReader(

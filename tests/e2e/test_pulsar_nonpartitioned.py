@@ -13,16 +13,13 @@ across both protocols, a consumer group committing.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 import pulsar
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions
 from kafka.errors import InvalidPartitionsError
 
+from tests.support.admin import rest
 from tests.support.broker import KopBroker
 from tests.support.pulsar_java import PulsarJava
 
@@ -50,16 +47,7 @@ def client(broker):
 
 
 def admin(broker, method: str, path: str, body: object = None) -> tuple[int, object]:
-    """(status, parsed body or None) of one admin REST call."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{broker.admin_url}/admin/v2/{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as e:
-        return e.code, None
+    return rest(broker.admin_url, method, path, body)
 
 
 def produce(client: pulsar.Client, topic: str, n: int) -> list[pulsar.MessageId]:

@@ -14,13 +14,11 @@ not change what is asserted.
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-
 import pulsar
 import pytest
 from pulsar.schema import Integer, JsonSchema, Record, StringSchema
+
+from tests.support.admin import rest
 
 
 class Point(Record):
@@ -41,16 +39,7 @@ def client(pulsar_broker):
 
 
 def admin(broker, method: str, path: str, body: object = None) -> tuple[int, object]:
-    """(status, parsed body or None) of one admin REST call."""
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(f"{broker.admin_url}/admin/v2/{path}", data=data, method=method,
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            raw = resp.read()
-            return resp.status, json.loads(raw) if raw else None
-    except urllib.error.HTTPError as e:
-        return e.code, None
+    return rest(broker.admin_url, method, path, body)
 
 
 def payloads(n: int, prefix: str = "m") -> list[bytes]:

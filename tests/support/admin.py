@@ -62,6 +62,19 @@ def create_partitioned_topic(admin: str, topic: str, partitions: int) -> None:
         assert resp.status == 204, f"create {topic} ({partitions} partitions): HTTP {resp.status}"
 
 
+def rest(admin: str, method: str, path: str, body: object = None) -> tuple[int, Any]:
+    """(status, parsed JSON body or None) of one call to `admin`/admin/v2/`path`, without raising on 4xx/5xx."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"{admin}/admin/v2/{path}", data=data, method=method,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as e:
+        return e.code, None
+
+
 class Scrape:
     """One /metrics scrape: sample values by name and labels."""
 

@@ -35,14 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import Awaitable, Callable
 from typing import Protocol, cast
 
+from kop.coordinator.broker_link import BrokerLink
 from kop.coordinator.runtime import CoordinatorError
 from kop.coordinator.share import records as srec
 from kop.coordinator.share.store import ShareStateStore
-from kop.protocol import decode_response, encode_request
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import (
     ReadShareGroupStateRequest,
@@ -94,36 +93,6 @@ class Placement(Protocol):
     async def owner_of(self, topic: TopicName, partition: int, wait: float = 1.0) -> Owner | None: ...
 
 
-class _Connection:
-    """One connection to one broker, one request at a time (the persister's calls are few and small)."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.lock = asyncio.Lock()
-        self.correlation = 0
-
-    async def request(self, api_key: int, body: Struct) -> Struct:
-        async with self.lock:
-            if self.writer is None or self.writer.is_closing():
-                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-            assert self.reader is not None
-            self.correlation += 1
-            self.writer.write(encode_request(api_key, 0, self.correlation, CLIENT_ID, body))
-            await self.writer.drain()
-            (size,) = struct.unpack(">i", await self.reader.readexactly(4))
-            correlation, response = decode_response(api_key, 0, await self.reader.readexactly(size))
-            if correlation != self.correlation:
-                raise ConnectionError(f"correlation id {correlation}, expected {self.correlation}")
-            return response
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
 class SharePersister:
     """Reads and writes share-partition states, locally or at the share coordinator (module docstring)."""
 
@@ -131,7 +100,7 @@ class SharePersister:
         self.store = store
         self.placement = placement if placement is not None and placement.clustered else None
         self.broker_id = broker_id
-        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._connections: dict[tuple[str, int], BrokerLink] = {}
 
     @property
     def clustered(self) -> bool:
@@ -161,7 +130,7 @@ class SharePersister:
             await asyncio.sleep(RETRY_S)
         raise AssertionError("unreachable")
 
-    async def _owner(self, key: Key) -> _Connection | None:
+    async def _owner(self, key: Key) -> BrokerLink | None:
         """The connection to the state partition's owner; None when that is this broker and it is loaded."""
         if self.local(key):
             return None
@@ -175,12 +144,12 @@ class SharePersister:
             raise PersisterError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
         conn = self._connections.get((owner.host, owner.port))
         if conn is None:
-            conn = self._connections[(owner.host, owner.port)] = _Connection(owner.host, owner.port)
+            conn = self._connections[(owner.host, owner.port)] = BrokerLink(owner.host, owner.port, CLIENT_ID)
         return conn
 
-    async def _call(self, conn: _Connection, api_key: int, body: Struct) -> Struct:
+    async def _call(self, conn: BrokerLink, api_key: int, body: Struct) -> Struct:
         try:
-            return await asyncio.wait_for(conn.request(api_key, body), REQUEST_TIMEOUT_S)
+            return await asyncio.wait_for(conn.request(body, api_key, 0), REQUEST_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 - refused, timed out, broken frame: retried as a network error
             conn.close()
             raise PersisterError(ErrorCode.NETWORK_EXCEPTION, f"{conn.host}:{conn.port}: {e!r}") from None

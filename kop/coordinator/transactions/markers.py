@@ -15,11 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import Sequence
 from typing import Protocol, cast
 
-from kop.protocol import api_info, decode_response, encode_request
+from kop.coordinator.broker_link import BrokerLink
+from kop.protocol import api_info
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 from kop.protocol.model import Struct
@@ -70,40 +70,11 @@ class _Response(Protocol):
     markers: Sequence[_MarkerResult]
 
 
-class _Connection:
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-        self.lock = asyncio.Lock()
-        self.correlation = 0
-
-    async def request(self, body: Struct, api_key: int = API_KEY, version: int = VERSION) -> Struct:
-        async with self.lock:
-            if self.writer is None or self.writer.is_closing():
-                self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-            assert self.reader is not None
-            self.correlation += 1
-            self.writer.write(encode_request(api_key, version, self.correlation, CLIENT_ID, body))
-            await self.writer.drain()
-            (size,) = struct.unpack(">i", await self.reader.readexactly(4))
-            frame = await self.reader.readexactly(size)
-            correlation, response = decode_response(api_key, version, frame)
-            if correlation != self.correlation:
-                raise ConnectionError(f"correlation id {correlation}, expected {self.correlation}")
-            return response
-
-    def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-        self.reader = self.writer = None
-
-
 class MarkerChannel:
     """WriteTxnMarkers to other brokers; see the module docstring."""
 
     def __init__(self) -> None:
-        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._connections: dict[tuple[str, int], BrokerLink] = {}
 
     async def write_marker(self, host: str, port: int, topic: str, partition: int, producer_id: int,
                            producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
@@ -115,7 +86,7 @@ class MarkerChannel:
             coordinator_epoch=coordinator_epoch)])
         conn = self._connection(host, port)
         try:
-            response = cast("_Response", await asyncio.wait_for(conn.request(body), REQUEST_TIMEOUT_S))
+            response = cast("_Response", await asyncio.wait_for(conn.request(body, API_KEY, VERSION), REQUEST_TIMEOUT_S))
         except Exception as e:  # noqa: BLE001 - refused, timed out, broken frame: the marker is retried
             log.warning("WriteTxnMarkers to %s:%d failed: %r", host, port, e)
             conn.close()
@@ -151,10 +122,10 @@ class MarkerChannel:
                         return int(p.partition_error_code)
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
-    def _connection(self, host: str, port: int) -> _Connection:
+    def _connection(self, host: str, port: int) -> BrokerLink:
         conn = self._connections.get((host, port))
         if conn is None:
-            conn = self._connections[(host, port)] = _Connection(host, port)
+            conn = self._connections[(host, port)] = BrokerLink(host, port, CLIENT_ID)
         return conn
 
     def close(self) -> None:

@@ -24,10 +24,10 @@ import json
 import os
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from bench.scenarios import RECORD_SIZES
+from bench.scenarios import CapacityScenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "bench" / "loadgen"
@@ -111,24 +111,6 @@ def tree_cpu_seconds(pid: int | None) -> float | None:
     return total
 
 
-@dataclass(frozen=True)
-class CapacityScenario:
-    size_name: str
-    partitions: int
-
-    @property
-    def record_size(self) -> int:
-        return RECORD_SIZES[self.size_name]
-
-    @property
-    def name(self) -> str:
-        return f"cap-{self.size_name}-{self.partitions}p"
-
-    def records(self, producer_mb: float, max_records: int) -> int:
-        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
-
-
-CAPACITY_SCENARIOS = [CapacityScenario(s, p) for p in (16, 64) for s in ("1k", "100b")]
 
 
 def worker_counts(cpus: int | None = None) -> list[int]:
@@ -166,12 +148,12 @@ def measure_capacity(bootstrap: str, pid: int | None, topic: str, sc: CapacitySc
     return out
 
 
-def start_worker_brokers(work: Path, fsync: str, counts: list[int]) -> dict[str, object]:
+def start_worker_brokers(work: Path, fsync: str, counts: list[int]) -> dict[str, Any]:
     """Ours as a node of k workers for each k > 1 in counts (the 1-worker broker is the bench's `kop`)."""
     from bench.brokers import KOP_COMMON
     from tests.support.broker import KopBroker
 
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for k in counts:
         if k > 1:
             b = KopBroker(work / f"kop-w{k}", {**KOP_COMMON, "localStoreFsyncPolicy": fsync, "numWorkers": k})
@@ -180,6 +162,39 @@ def start_worker_brokers(work: Path, fsync: str, counts: list[int]) -> dict[str,
     return out
 
 
-def wait_settled(seconds: float = 1.0) -> None:
-    """A short pause between phases, so one broker's background work (flushes) does not land in the next's."""
-    time.sleep(seconds)
+def run_phase(bench, scenarios: list[CapacityScenario], a, work: Path) -> None:
+    """The capacity phase: Kafka and ours (the bench's running brokers) plus ours as nodes of 2 ... N workers
+    (started here, stopped at the end), each scenario against each broker per round, the order rotated every
+    round as the other phases do; measurements go to bench.measurements (medians by bench/report.py)."""
+    counts = worker_counts()
+    print(f"bench: capacity phase, ours with {', '.join(map(str, counts))} worker(s)", flush=True)
+    extra: dict[str, Any] = {}
+    try:
+        extra = start_worker_brokers(work, a.kop_fsync, counts)
+        brokers = {"kafka": bench.brokers["kafka"], "kop": bench.brokers["kop"], **extra}
+        for rnd in range(1, a.rounds + 1):
+            for sc in scenarios:
+                n = sc.records(a.producer_mb, a.max_records)
+                for name in bench.order(list(brokers), rnd):
+                    _one(bench, brokers[name], name, sc, rnd, n)
+    except Exception as e:  # noqa: BLE001 - a node that does not start must not throw away the run
+        bench.errors.append(f"capacity phase: {str(e).splitlines()[0][:300]}")
+    finally:
+        for b in extra.values():
+            b.stop()
+
+
+def _one(bench, b, name: str, sc: CapacityScenario, rnd: int, n: int) -> None:
+    t0 = time.monotonic()
+    try:
+        metrics = measure_capacity(b.bootstrap, b.pid, f"{sc.name}-{rnd}-{bench.stamp}", sc, n)
+    except Exception as e:  # noqa: BLE001 - one failed run must not throw away the others
+        msg = f"{sc.name} on {name}, round {rnd}: {str(e).splitlines()[0][:300]}"
+        print(f"  FAILED {msg}", flush=True)
+        bench.errors.append(msg)
+        return
+    bench.measurements.append({"scenario": sc.name, "broker": name, "round": rnd, "metrics": metrics,
+                               "wall_s": round(time.monotonic() - t0, 1)})
+    shown = ", ".join(f"{k}={metrics[k]:,.2f}" for k in ("cap_p_mbps", "cap_c_mbps", "cap_p_cpu_ms_per_mb",
+                                                          "cap_c_cpu_ms_per_mb") if k in metrics)
+    print(f"  round {rnd} {sc.name:24s} {name:6s} {shown}  ({time.monotonic() - t0:.0f} s)", flush=True)

@@ -66,7 +66,22 @@ METRICS: dict[str, Metric] = {
     "cpu_per_wall": Metric("broker CPU s / wall s (cores busy)", False, False, "{:,.2f}", in_table=False),
     "load_cpu_s": Metric("load generator CPU s (perf tool JVMs + bench)", False, False, "{:,.1f}"),
     "side_cpu_s": Metric("bookies' CPU s (4 JVMs, BookKeeper mode)", False, False, "{:,.1f}"),
+    # The capacity scenarios (bench/capacity.py, cap-*): the light Go generator, the broker's process tree CPU
+    # (supervisor + workers; Kafka's JVM) per MB produced and per MB consumed, and the generator's own CPU.
+    "cap_p_mbps": Metric("produce MB/s (Go generator, acks=all)", True, False, "{:,.1f}"),
+    "cap_c_mbps": Metric("consume MB/s (Go generator, no group)", True, False, "{:,.1f}"),
+    "cap_p_rps": Metric("produce records/s (Go generator)", True, False, "{:,.0f}", in_table=False),
+    "cap_c_rps": Metric("consume records/s (Go generator)", True, False, "{:,.0f}", in_table=False),
+    "cap_p_cpu_ms_per_mb": Metric("broker CPU ms per MB produced (process tree)", False, False, "{:,.2f}"),
+    "cap_c_cpu_ms_per_mb": Metric("broker CPU ms per MB consumed (process tree)", False, False, "{:,.2f}"),
+    "cap_p_cores": Metric("broker cores busy while producing", False, False, "{:,.2f}"),
+    "cap_c_cores": Metric("broker cores busy while consuming", False, False, "{:,.2f}"),
+    "gen_p_cpu_ms_per_mb": Metric("generator CPU ms per MB produced", False, False, "{:,.2f}"),
+    "gen_c_cpu_ms_per_mb": Metric("generator CPU ms per MB consumed", False, False, "{:,.2f}"),
 }
+CAP_PREFIX = "cap-"
+CAP_METRICS = ("cap_p_mbps", "cap_c_mbps", "cap_p_cpu_ms_per_mb", "cap_c_cpu_ms_per_mb", "cap_p_cores",
+               "cap_c_cores", "gen_p_cpu_ms_per_mb", "gen_c_cpu_ms_per_mb")
 GOAL_METRICS = ("p_mbps", "c_fetch_mbps", "e2e_p99_ms")
 # Misses that get a "where the time goes" entry (and, with --profile, a profile): the goals, plus the e2e
 # average, which is exact where the p99 is in whole milliseconds.
@@ -284,6 +299,85 @@ def where_time_goes(summary: dict, profiles: dict | None = None, measurements: l
     return out
 
 
+def _workers(broker: str) -> int:
+    """kop -> 1, kop-w2 -> 2 (bench/capacity.broker_name); 0 for anything else."""
+    if broker == "kop":
+        return 1
+    return int(broker[5:]) if broker.startswith("kop-w") and broker[5:].isdigit() else 0
+
+
+def capacity_brokers(summary: dict) -> list[str]:
+    """Kafka, then ours by worker count, as far as any capacity scenario ran on them."""
+    seen = {b for sc, per in summary.items() if sc.startswith(CAP_PREFIX) for b in per}
+    return [b for b in [BASE] if b in seen] + sorted((b for b in seen if _workers(b)), key=_workers)
+
+
+def _cap_ratio(metric: str, ours: float | None, base: float | None) -> str:
+    """A ratio cell; none for the cores busy (more cores busy is neither good nor bad: it is how a node of
+    several workers gets its capacity)."""
+    return "-" if metric.endswith("_cores") else _fmt_ratio(metric, ratio(ours, base))
+
+
+def capacity_table(summary: dict) -> str:
+    """The capacity scenarios, every broker side by side (Kafka, ours with 1, 2 ... N workers), each of ours
+    as a ratio to Kafka, and 2 workers / 1 worker; '' when no capacity scenario ran."""
+    brokers = capacity_brokers(summary)
+    ours = [b for b in brokers if b != BASE]
+    if not ours:
+        return ""
+    name = {b: "Apache Kafka" if b == BASE else f"kop {_workers(b)} worker{'s' if _workers(b) > 1 else ''}"
+            for b in brokers}
+    two = "kop-w2" in ours and "kop" in ours
+    head = ("| scenario | metric (median of rounds) | better | " + " | ".join(name[b] for b in brokers)
+            + " | " + " | ".join(f"{_workers(b)}w / Kafka" for b in ours) + (" | 2w / 1w |" if two else " |"))
+    lines = [head, "|---|---|:---:|" + "---:|" * (len(brokers) + len(ours) + two)]
+    for sc, per in summary.items():
+        if not sc.startswith(CAP_PREFIX):
+            continue
+        first = True
+        for k in CAP_METRICS:
+            vals = {b: per.get(b, {}).get(k) for b in brokers}
+            if all(v is None for v in vals.values()):
+                continue
+            line = (f"| {sc if first else ''} | {METRICS[k].label} | "
+                    f"{'higher' if METRICS[k].higher_is_better else 'lower'} | "
+                    + " | ".join(_fmt(k, vals[b]) for b in brokers) + " | "
+                    + " | ".join(_cap_ratio(k, vals[b], vals.get(BASE)) for b in ours))
+            if two:
+                line += f" | {_cap_ratio(k, vals['kop-w2'], vals['kop'])}"
+            lines.append(line + " |")
+            first = False
+    return "\n".join(lines)
+
+
+CURVE_CORES = (1, 2, 4, 8, 16)
+
+
+def expected_curve(summary: dict, cores: tuple[int, ...] = CURVE_CORES) -> str:
+    """The expected capacity on a machine of N cores, computed (not measured) from the measured broker CPU per
+    MB: MB/s = N x 1000 / (CPU ms per MB). Ours uses the figure of its largest node measured (so the cost of
+    spreading over workers is in it), Kafka its own; both assume every core is the broker's (the generator on
+    other cores), linear scaling, and no disk or network limit - an upper bound, flatter in practice."""
+    brokers = capacity_brokers(summary)
+    ours = [b for b in brokers if b != BASE]
+    if not ours:
+        return ""
+    node = ours[-1]
+    head = ("| scenario | direction | CPU ms/MB: Kafka | ours (" + node + ") | "
+            + " | ".join(f"{n} cores: ours / Kafka MB/s" for n in cores) + " |")
+    lines = [head, "|---|---|---:|---:|" + "---:|" * len(cores)]
+    for sc, per in summary.items():
+        if not sc.startswith(CAP_PREFIX):
+            continue
+        for d, k in (("produce", "cap_p_cpu_ms_per_mb"), ("consume", "cap_c_cpu_ms_per_mb")):
+            o, kf = per.get(node, {}).get(k), per.get(BASE, {}).get(k)
+            if not o:
+                continue
+            cells = [f"{n * 1000 / o:,.0f} / " + (f"{n * 1000 / kf:,.0f}" if kf else "-") for n in cores]
+            lines.append(f"| {sc} | {d} | {_fmt(k, kf)} | {_fmt(k, o)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def to_json(result: dict) -> str:
     """JSON with NaN written as null (json.dumps would write the invalid token NaN)."""
     def clean(x):
@@ -296,6 +390,16 @@ def to_json(result: dict) -> str:
         return x
 
     return json.dumps(clean(result), indent=2)
+
+
+def _capacity_text(summary: dict) -> str:
+    table = capacity_table(summary)
+    if not table:
+        return ""
+    return ("### Capacity (light Go generator, ours with 1, 2 ... N workers)\n\n" + table
+            + "\n\nExpected capacity on more cores, **computed from the CPU per MB above, not measured**"
+            " (N x 1000 / CPU ms per MB; linear, every core the broker's, no disk or network limit):\n\n"
+            + expected_curve(summary))
 
 
 def docs_section(result: dict, md_table: str, charts: list[str]) -> str:
@@ -332,6 +436,8 @@ goal direction (below 1 where higher is better, above 1 where lower is better).
 {md_table}
 
 {where_text}
+
+{_capacity_text(result["summary"])}
 
 {notes}
 

@@ -12,6 +12,9 @@ rounds, ratio ours / Kafka; bench/scenarios.py names the scenarios):
 1. producer matrix: kafka-producer-perf-test over {1 KiB, 100 B} x {1, 16 partitions} x {acks=1, all} x
    {none, lz4}, each followed by kafka-consumer-perf-test over the same records; then EndToEndLatency runs;
 2. BookKeeper row: p-1k-16p-all-none against Kafka, ours embedded and ours on ZooKeeper + 4 bookies;
+2a. capacity (bench/capacity.py): the light Go generator bench/loadgen (franz-go) produces then consumes
+   {1 KiB, 100 B} x {16, 64 partitions} against Kafka and ours as nodes of 1, 2 and N (= cores) workers; the
+   brokers' process-tree CPU per MB produced and consumed, and the generator's own CPU;
 3. scale scenarios (bench/scale.py): random-offset fetch over 10^3..10^7 records, 1 000 connections,
    10 000 partitions.
 Every run also records the CPU seconds of the broker process (/proc/<pid>/stat; Kafka's JVM, our broker, and
@@ -45,10 +48,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import brokers as B  # noqa: E402
-from bench import chart, report, scale  # noqa: E402
+from bench import capacity, chart, report, scale  # noqa: E402
 from bench import profile as prof  # noqa: E402
 from bench.scenarios import (  # noqa: E402
     BK_SCENARIO,
+    CAPACITY_SCENARIOS,
     SCALE_SCENARIOS,
     all_names,
     e2e_scenarios,
@@ -274,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     e2es = [s for s in e2e_scenarios() if matches(s.name, pats)]
     bk = matches(BK_SCENARIO.name, pats)
     scales = [s for s in SCALE_SCENARIOS if matches(s, pats)]
+    caps = [s for s in CAPACITY_SCENARIOS if matches(s.name, pats)]
     command = "python bench/run.py" + ("" if not (argv if argv is not None else sys.argv[1:])
                                        else " " + shlex.join(argv if argv is not None else sys.argv[1:]))
     machine = machine_info()
@@ -288,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kafka.start()
         kop.start()
-        if producers or e2es or bk:
+        if producers or e2es or bk or caps:
             print("bench: warm-up (JIT of the tools and of Kafka, first-connection paths of ours)", flush=True)
             for b in bench.brokers.values():
                 run_producer(bench.tools, b.bootstrap, f"warmup-{bench.stamp}", min(a.max_records, 50_000), 100,
@@ -325,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
                     if sc.name in wanted:
                         bench.profile(sc.name, lambda bs, topic, sc=sc: run_e2e(
                             bench.tools, sc, bs, topic, a.e2e_records))
+
+        # 2a. capacity: the light Go generator against Kafka and ours with 1, 2 ... N workers (bench/capacity.py)
+        if caps:
+            capacity.run_phase(bench, caps, a, work)
 
         # 2. the BookKeeper-mode row
         if bk:
@@ -390,6 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     machine["loadavg_1m_after"] = round(os.getloadavg()[0], 2)
     summary = report.summarize(bench.measurements)
     print("\n" + report.text_table(summary) + "\n")
+    if report.capacity_table(summary):
+        print(report.capacity_table(summary) + "\n\n" + report.expected_curve(summary) + "\n")
     for miss in report.goals(summary):
         print(f"goal missed: {miss}")
     for line in report.where_time_goes(summary, bench.profiles, bench.measurements):

@@ -7,6 +7,8 @@ Names are short and stable (they are keys in the JSON and rows of docs/benchmark
     e2e-1k-acks1         EndToEndLatency (kafka-e2e-latency), 1 KiB records, one partition, acks=1
     bk-p-1k-16p-all-none the p-1k-16p-all-none run again with a third broker: ours on ZooKeeper + 4 bookies
     scale-*              the scale scenarios of bench/scale.py
+    cap-1k-16p           capacity (bench/capacity.py): the Go generator bench/loadgen produces then consumes 1 KiB
+                         records over 16 partitions, acks=all, against Kafka and ours with 1, 2 ... N workers
 
 Record counts are sized by bytes (--producer-mb) and capped (--max-records), so a 100 B scenario does not
 take ten times as long as a 1 KiB one: the per-record cost dominates small records on both brokers.
@@ -62,6 +64,26 @@ class E2EScenario:
         return f"e2e-{self.size_name}-acks{self.acks}"
 
 
+@dataclass(frozen=True)
+class CapacityScenario:
+    """The light Go generator (bench/loadgen) produces then consumes back one fresh topic (bench/capacity.py)."""
+
+    size_name: str
+    partitions: int
+
+    @property
+    def record_size(self) -> int:
+        return RECORD_SIZES[self.size_name]
+
+    @property
+    def name(self) -> str:
+        return f"cap-{self.size_name}-{self.partitions}p"
+
+    def records(self, producer_mb: float, max_records: int) -> int:
+        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
+
+
+CAPACITY_SCENARIOS = tuple(CapacityScenario(s, p) for p in (16, 64) for s in ("1k", "100b"))
 SCALE_SCENARIOS = ("scale-offset-search", "scale-1000-connections", "scale-10k-partitions")
 BK_SCENARIO = ProducerScenario("1k", 16, "all", "none", bk=True)
 
@@ -79,7 +101,7 @@ def e2e_scenarios() -> list[E2EScenario]:
 
 def all_names() -> list[str]:
     return ([s.name for s in producer_matrix()] + [s.name for s in e2e_scenarios()] + [BK_SCENARIO.name]
-            + list(SCALE_SCENARIOS))
+            + [s.name for s in CAPACITY_SCENARIOS] + list(SCALE_SCENARIOS))
 
 
 def matches(name: str, patterns: list[str] | None) -> bool:

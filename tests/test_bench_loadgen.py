@@ -63,3 +63,29 @@ def test_worker_counts_are_1_2_and_the_cores():
     assert capacity.worker_counts(2) == [1, 2]
     assert capacity.worker_counts(16) == [1, 2, 16]
     assert [capacity.broker_name(k) for k in (1, 2)] == ["kop", "kop-w2"]
+
+
+def _m(scenario: str, broker: str, rnd: int, **metrics: float) -> dict:
+    return {"scenario": scenario, "broker": broker, "round": rnd, "metrics": metrics}
+
+
+def test_capacity_table_and_expected_curve_on_canned_numbers():
+    from bench import report
+
+    summary = report.summarize([
+        _m("cap-1k-16p", "kafka", 1, cap_p_mbps=100.0, cap_p_cpu_ms_per_mb=4.0, cap_c_cpu_ms_per_mb=2.0),
+        _m("cap-1k-16p", "kop", 1, cap_p_mbps=50.0, cap_p_cpu_ms_per_mb=8.0, cap_c_cpu_ms_per_mb=4.0),
+        _m("cap-1k-16p", "kop-w2", 1, cap_p_mbps=90.0, cap_p_cpu_ms_per_mb=10.0, cap_c_cpu_ms_per_mb=5.0),
+        _m("p-1k-16p-all-none", "kafka", 1, p_mbps=1.0),
+    ])
+    assert report.capacity_brokers(summary) == ["kafka", "kop", "kop-w2"]
+    table = report.capacity_table(summary).splitlines()
+    assert "| Apache Kafka | kop 1 worker | kop 2 workers | 1w / Kafka | 2w / Kafka | 2w / 1w |" in table[0]
+    produce = next(line for line in table if "produce MB/s" in line)
+    assert produce.endswith("| 100.0 | 50.0 | 90.0 | **0.50** | **0.90** | 1.80 |")  # bold = misses the goal
+    curve = report.expected_curve(summary).splitlines()
+    assert "ours (kop-w2)" in curve[0]
+    # 1000 / 10 ms per MB = 100 MB/s per core for ours, 250 for Kafka; 4 cores: 400 / 1,000
+    produce_row = next(line for line in curve if "| produce |" in line)
+    assert "| 400 / 1,000 |" in produce_row and "| 100 / 250 |" in produce_row
+    assert report.capacity_table(report.summarize([_m("p-1k-16p-all-none", "kop", 1, p_mbps=1.0)])) == ""

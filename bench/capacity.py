@@ -172,6 +172,9 @@ def run_phase(bench, scenarios: list[CapacityScenario], a, work: Path) -> None:
     try:
         extra = start_worker_brokers(work, a.kop_fsync, counts)
         brokers = {"kafka": bench.brokers["kafka"], "kop": bench.brokers["kop"], **extra}
+        for b in brokers.values():  # untimed: Kafka's JIT and our workers' first-connection paths
+            topic = f"cap-warmup-{bench.stamp}-{os.urandom(3).hex()}"
+            measure_capacity(b.bootstrap, None, topic, CapacityScenario("1k", 16), 20_000)
         for rnd in range(1, a.rounds + 1):
             for sc in scenarios:
                 n = sc.records(a.producer_mb, a.max_records)

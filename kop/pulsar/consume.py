@@ -91,6 +91,17 @@ def _consumer_or_error(conn: PulsarConnection, req: Any) -> Consumer | None:
     return k
 
 
+def served(conn: PulsarConnection, rid: int, state: PartitionState) -> bool:
+    """Whether `state` is still served here (PartitionState.served); else the client is answered ServiceNotReady
+    and looks the partition up again. Checked after a command's awaits, before it attaches anything: a partition
+    released meanwhile (its session lost, or handed to another broker) has told its clients to go already, and a
+    consumer attached to it afterwards would never hear of it - it would wait forever for messages (issue #24)."""
+    if state.served():
+        return True
+    conn.send(c.error(rid, c.ServerError.ServiceNotReady, "the partition is not served by this broker now; retry"))
+    return False
+
+
 async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -150,6 +161,8 @@ async def subscribe(conn: PulsarConnection, frame: Frame) -> None:
     if sub.consumers and sub_type == EXCLUSIVE:
         conn.send(c.error(rid, c.ServerError.ConsumerBusy, "Exclusive consumer is already connected"))
         return
+    if not served(conn, rid, state):
+        return
     sub.sub_type = sub_type
     sub.keep_without_consumers = False
     name = req.consumer_name or f"consumer-{req.consumer_id}"
@@ -169,7 +182,7 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
                             durable: bool) -> Subscription | None:
     """A subscription not served yet: a durable one is recovered from its stored cursor, or created at the
     initial position and stored at once (as Pulsar creates the cursor on SUBSCRIBE); a reader starts at its
-    start message id."""
+    start message id. None once the client was answered an error (the partition left this broker)."""
     plog = state.plog
     initial = req.initialPosition if req.HasField("initialPosition") else LATEST
     # Latest = the last stable offset: records of a Kafka transaction still open are not skipped when it
@@ -179,6 +192,8 @@ async def _new_subscription(conn: PulsarConnection, state: PartitionState, req: 
     start = plog.log_start_offset if initial == EARLIEST else latest
     if durable:
         got = await conn.handler.cursors.load(state.ledger_name, req.subscription)
+        if not served(conn, req.request_id, state):
+            return None  # released meanwhile: the new owner has the cursor, this broker must not write it
         if got is not None:
             info, version = got
             offset = info.properties.get(NEXT_OFFSET)

@@ -182,8 +182,8 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ProducerBusy,
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
-    refused = access_refusal(state, mode, req) or producers_exceeded(conn, topic, state, req.topic)
-    if refused is not None:  # again: the awaits above let others in
+    refused = access_refusal(state, mode, req) or producers_exceeded(conn, topic, state, req.topic) or not_served(state)
+    if refused is not None:  # again: the awaits above let others in, or saw the partition released
         conn.send(c.error(rid, refused[0], refused[1]))
         return
     if exclusive:
@@ -202,6 +202,14 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     fields = {} if state.topic_epoch is None else {"topic_epoch": state.topic_epoch}
     conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
                         schema_version=schema_version, **fields))
+
+
+def not_served(state: PartitionState) -> tuple[int, str] | None:
+    """ServiceNotReady when the partition left this broker while a PRODUCER awaited (PartitionState.served): a
+    producer added to the dropped state would append through a closed log, and no CLOSE_PRODUCER would come."""
+    if state.served():
+        return None
+    return c.ServerError.ServiceNotReady, "the partition is not served by this broker now; retry"
 
 
 def deduplication(conn: PulsarConnection, topic: Topic) -> bool:

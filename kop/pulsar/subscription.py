@@ -113,6 +113,17 @@ class PartitionState:
         self.compaction = CompactedView(self.plog)  # Pulsar's topic compaction: trigger, status, readCompacted view
         self.msg_in = 0  # messages and bytes Pulsar producers stored here (metrics, admin stats)
         self.bytes_in = 0
+        # set when the partition stops being served here (abandon): a SUBSCRIBE or PRODUCER that got this state
+        # before and awaited since must not join it - nothing would ever tell its client to go (served())
+        self.abandoned = False
+
+    def served(self) -> bool:
+        """Whether this state is still the one its partition is served through here: not abandoned, still the
+        handler's, and the broker serving (cluster mode: not paused). A command that awaited since it got the state
+        checks this before it attaches a consumer or producer, as its partition may have moved meanwhile."""
+        handler = self.handler
+        return (not self.abandoned and handler.partitions.get(self.ledger_name) is self
+                and not handler.service.topics.paused)
 
     def converted(self, fb: FetchedBatch) -> Converted | None:
         """(headers and payload of the Pulsar entry, number of messages, Key_Shared hash of its sticky key, Confluent
@@ -192,6 +203,7 @@ class PartitionState:
 
     def abandon(self) -> None:
         """The partition is no longer served here: tell clients to reconnect (they look it up again)."""
+        self.abandoned = True
         self.compaction.stop()
         for sub in list(self.subscriptions.values()):
             for consumer in list(sub.consumers):

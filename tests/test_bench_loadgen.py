@@ -30,7 +30,7 @@ def test_loadgen_counts_match_kafka_python(broker):
     topic = "loadgen-counts"
     create_topic(broker.bootstrap, topic, PARTITIONS)
     out = capacity.run_loadgen(broker.bootstrap, topic, RECORDS, SIZE, PARTITIONS)
-    assert (out["records"], out["bytes"]) == (RECORDS, RECORDS * SIZE)
+    assert (out["records"], out["bytes"], out["clients"]) == (RECORDS, RECORDS * SIZE, capacity.GENERATOR_CLIENTS)
     assert (out["consumed"], out["consumed_bytes"]) == (RECORDS, RECORDS * SIZE)
     assert out["cpu_s"] > 0
 

@@ -9,6 +9,9 @@ and when the consumer left again during that read (the next SEND_ERROR), `stop()
 entry taken off the queue: neither pending, nor queued, nor acknowledged, it was never sent again and the
 subscription's mark-delete position stayed before it for good.
 
+The same holds when the dispatcher fails (a read the storage cannot serve): it closes its consumers, and what they
+were sent and had not acknowledged goes to the consumers that come back, as when they leave.
+
 The subscription here is real; its partition, log and connections are minimal stand-ins (the log's read waits on a
 gate, so the test decides when the read is under way), since the window is a single await that a real broker
 only meets by chance.
@@ -24,14 +27,17 @@ from kop.managed_ledger import Position
 from kop.offset.api import FetchedBatch, ReadResult
 from kop.pulsar.codec import commands as c
 from kop.pulsar.subscription import SHARED, Consumer, Entry, PartitionState, Subscription
+from kop.storage.api import StorageError
 
 POS = Position(7, 3)  # the entry delivered to the first consumer, holding offset 0
+POS2 = Position(7, 4)  # one delivered to the second consumer, holding offset 1
 
 
 class GatedLog:
     """A partition log of one stored entry (offset 0) whose reads wait until the test opens the gate."""
 
-    def __init__(self) -> None:
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.fail = fail  # raised by reads once the gate opens (a read the storage cannot serve)
         self.gate = asyncio.Event()
         self.reading = asyncio.Event()  # set when a read is waiting on the gate
         self.log_start_offset = 0
@@ -42,6 +48,8 @@ class GatedLog:
         self.reads += 1
         self.reading.set()
         await self.gate.wait()
+        if self.fail is not None:
+            raise self.fail
         fb = FetchedBatch(0, 0, memoryview(b"batch"), POS)
         return ReadResult([fb], 1, None)
 
@@ -60,6 +68,7 @@ class Conn:
     broker_entry_metadata = False
 
     def __init__(self) -> None:
+        self.consumers: dict[int, Consumer] = {}
         self.frames: list[bytes] = []
         self.wrote = asyncio.Event()
 
@@ -131,3 +140,25 @@ async def test_an_entry_acknowledged_while_its_replay_read_was_cancelled_is_not_
     sub.remove_consumer(second)
     await asyncio.sleep(0)
     assert not sub.replay and POS not in sub.outstanding and sub.mark_delete == POS
+
+
+async def test_a_failed_dispatcher_hands_what_its_consumers_had_not_acknowledged_to_the_next_ones():
+    plog = GatedLog(fail=StorageError("no bookie of the write set answered"))
+    sub = Subscription(partition(plog), "chaos-durable", SHARED, False, 1)
+    first, _ = consumer(sub, 1)
+    second, _ = consumer(sub, 2)
+    sub.consumers.append(first)
+    for pos, k, offset in ((POS, first, 0), (POS2, second, 1)):
+        sub.outstanding[pos] = Entry(pos, offset, offset)
+        sub.pending[pos] = k
+        k.pending.add(pos)
+    sub.add_consumer(second)
+    dispatcher = sub._task
+    assert dispatcher is not None
+    sub.remove_consumer(first)  # POS goes to the replay queue; the dispatcher reads it
+    await asyncio.wait_for(plog.reading.wait(), 10)
+    plog.gate.set()  # that read fails: the dispatcher fails and closes its consumers
+    await asyncio.wait({dispatcher}, timeout=10)
+    assert dispatcher.done() and not sub.consumers and not second.pending
+    assert sorted(e.position for e in sub.replay) == [POS, POS2], "a closed consumer's entries were never sent again"
+    assert not sub.pending

@@ -439,7 +439,9 @@ class Subscription:
             for k in list(self.consumers):
                 k.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=k.consumer_id, request_id=0))
                 k.conn.consumers.pop(k.consumer_id, None)
-            self.consumers.clear()
+                # as if it had left: what it was sent and did not acknowledge goes to the consumers that come
+                # back (cleared with the list, it stayed pending to a consumer that is gone, never sent again)
+                self.remove_consumer(k)
 
     # long: the dispatcher's whole decision per round (replay, read, convert - asking about unknown schema ids -,
     # pick a consumer, send), kept in one place so that its early returns read in order.

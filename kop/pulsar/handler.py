@@ -47,7 +47,7 @@ from kop.pulsar.subscriptions import SubscriptionsAdmin
 from kop.schemas.versions import SchemaRegistry
 from kop.security.authn import Authenticators
 from kop.services import BrokerServices, ProvidedServices
-from kop.topics.manager import Topic
+from kop.topics.manager import Topic, TopicError
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +233,13 @@ class PulsarProtocolHandler(ProtocolHandler):
             return state
         seam = await self.service.topics.partition(topic, partition)
         state = self.partitions.get(ledger)
-        if state is None or state.plog is not seam.log:
-            state = PartitionState(self, ledger, seam)
-            self.partitions[ledger] = state
+        if state is not None and state.plog is seam.log:
+            return state
+        if topic.logs.get(partition) is not seam.log:
+            # Let go while this call awaited its opening (its bundle released; issue #24): the release told no state
+            # of it, so one made now would serve its clients from a closed log, and nothing would tell them to go.
+            raise TopicError("NOT_LEADER_OR_FOLLOWER", "the partition was released while it opened; retry")
+        if state is not None:
+            state.abandon()  # over an older log of the partition: its clients look the partition up again
+        state = self.partitions[ledger] = PartitionState(self, ledger, seam)
         return state

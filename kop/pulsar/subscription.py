@@ -439,7 +439,9 @@ class Subscription:
             for k in list(self.consumers):
                 k.conn.send(c.command(c.CLOSE_CONSUMER, consumer_id=k.consumer_id, request_id=0))
                 k.conn.consumers.pop(k.consumer_id, None)
-            self.consumers.clear()
+                # as if it had left: what it was sent and did not acknowledge goes to the consumers that come
+                # back (cleared with the list, it stayed pending to a consumer that is gone, never sent again)
+                self.remove_consumer(k)
 
     # long: the dispatcher's whole decision per round (replay, read, convert - asking about unknown schema ids -,
     # pick a consumer, send), kept in one place so that its early returns read in order.
@@ -467,6 +469,11 @@ class Subscription:
                 got = await self.plog.read(entry.base_offset, 1)
             except OffsetOutOfRange:
                 got = None
+            except BaseException:
+                # Cancelled (its last consumer left: stop()) or a failed read: the entry was taken off the queue
+                # and is neither pending nor behind M, so nothing else would ever send it again (issue #24)
+                self._requeue(entry)
+                raise
             if epoch != self.epoch:
                 return  # a rewind or seek happened while reading
             fb = next((b for b in got.batches if b.position == entry.position), None) if got else None
@@ -544,6 +551,17 @@ class Subscription:
         self._advance()
         if blocked and self.sub_type == KEY_SHARED:
             await self._wait(None, timeout=0.2)  # woken by FLOW, acks and consumer changes
+
+    def _requeue(self, entry: Entry) -> None:
+        """Put an entry taken off the replay queue back, in log order, unless it was acknowledged, re-sent or queued
+        again meanwhile (or a rewind dropped it): a replay read that did not finish must not lose its entry."""
+        pos = entry.position
+        if pos not in self.outstanding or pos in self.pending or pos in self.acked:
+            return
+        if any(e.position == pos for e in self.replay):
+            return
+        self.replay.append(entry)
+        self.replay = deque(sorted(self.replay, key=lambda e: e.position))
 
     def _hold(self, pos: Position, deliver_at: int) -> bool:
         """Whether the entry just read is held back (Pulsar's trackDelayedDelivery): on Shared and Key_Shared

@@ -62,6 +62,10 @@ def test_tokens_decide_401_403_200(broker) -> None:
     status, body = get(url, "Bearer " + token("alice"))
     assert status == 200 and body == '["standalone"]'  # as Pulsar: listing the clusters needs no super user
     status, body = get(broker.admin_url + "/admin/v2/brokers/health", "Bearer " + token("alice"))
+    assert status == 401 and json.loads(body)["reason"].startswith(
+        "Unauthorized to validateBothSuperuserAndBrokerOperation for originalPrincipal [null] and clientAppId "
+        "[alice] about operation [HEALTH_CHECK] on broker [127.0.0.1:")  # Pulsar's answer
+    status, body = get(broker.admin_url + "/ready", "Bearer " + token("alice"))
     assert status == 403 and "super-user" in body
     status, body = get(url, "Bearer " + token("admin"))
     assert status == 200 and body == '["standalone"]'

@@ -193,6 +193,11 @@ def test_admin_rest_with_basic_credentials(endpoint: Secured) -> None:
     assert get(tenants, basic("alice", "hunter2:"))[0] == 200  # Java's split drops the trailing empty field
     assert refusal(get(tenants, basic("bob", "pw"))) == (401, list_tenants_refused("bob"))
     assert get(clusters, basic("bob", "pw")) == (200, '["standalone"]')  # any authenticated role lists them
+    status, body = get(endpoint.admin_url + "/admin/v2/brokers/health", basic("bob", "pw"))
+    assert status == 401 and json.loads(body)["reason"].startswith(
+        "Unauthorized to validateBothSuperuserAndBrokerOperation for originalPrincipal [null] and clientAppId [bob] "
+        "about operation [HEALTH_CHECK] on broker [127.0.0.1:")
+    assert get(endpoint.admin_url + "/admin/v2/brokers/health", basic("alice", "hunter2"))[0] == 200
     # refused credentials, naming no method: the anonymous role; naming basic: 401
     assert refusal(get(tenants, basic("alice", "wrong"))) == (401, list_tenants_refused("guest"))
     assert refusal(get(tenants, basic("nobody", "x"))) == (401, list_tenants_refused("guest"))

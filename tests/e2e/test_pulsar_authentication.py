@@ -14,7 +14,8 @@ AuthenticationError, which pulsar-client (C++) retries until its operation timeo
 client that names no method (no credentials, or a certificate without AuthenticationTLS) is the anonymous role. The
 admin REST tries every provider when the request names none and falls back to the anonymous role when all refuse; a
 request naming its method (X-Pulsar-Auth-Method-Name) gets 401 "Authentication required" instead. Listing the
-clusters needs no more than an authenticated role.
+clusters needs no more than an authenticated role; the broker health check is a super user's (401 with Pulsar's
+reason for others).
 """
 
 from __future__ import annotations

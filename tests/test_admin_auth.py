@@ -9,6 +9,7 @@ without authenticationEnabled; a broker with authentication on but no token key 
 from __future__ import annotations
 
 import base64
+import json
 import time
 import urllib.error
 import urllib.request
@@ -59,13 +60,21 @@ def test_tokens_decide_401_403_200(broker) -> None:
     unsigned = jwt.encode({"sub": "admin"}, None, algorithm="none")
     assert get(url, "Bearer " + unsigned)[0] == 401
     status, body = get(url, "Bearer " + token("alice"))
+    assert status == 200 and body == '["standalone"]'  # as Pulsar: listing the clusters needs no super user
+    status, body = get(broker.admin_url + "/admin/v2/brokers/health", "Bearer " + token("alice"))
+    assert status == 401 and json.loads(body)["reason"].startswith(
+        "Unauthorized to validateBothSuperuserAndBrokerOperation for originalPrincipal [null] and clientAppId "
+        "[alice] about operation [HEALTH_CHECK] on broker [127.0.0.1:")  # Pulsar's answer
+    status, body = get(broker.admin_url + "/ready", "Bearer " + token("alice"))
     assert status == 403 and "super-user" in body
+    # Pulsar's isReady checks only authentication (its answer for such a role is 200 "ok"): the state, no refusal
+    assert get(broker.admin_url + "/admin/v2/brokers/ready", "Bearer " + token("alice"))[0] in (200, 503)
     status, body = get(url, "Bearer " + token("admin"))
     assert status == 200 and body == '["standalone"]'
     assert get(url, "bearer " + token("ops"))[0] == 200  # the scheme is case-insensitive
     # a refused token's reason never echoes the token
     status, body = get(url, "Bearer " + token("admin", OTHER))
-    assert token("admin", OTHER) not in body and "reason" in body
+    assert token("admin", OTHER) not in body and json.loads(body) == {"reason": "Authentication required"}
 
 
 def test_kop_admin_sends_its_token(broker, capsys) -> None:

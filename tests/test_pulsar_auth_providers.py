@@ -106,7 +106,7 @@ def get(url: str, headers: dict[str, str], context: ssl.SSLContext | None = None
 
 
 def test_admin_rest_basic_and_anonymous(broker: KopBroker) -> None:
-    url = broker.admin_url + "/admin/v2/clusters"
+    url = broker.admin_url + "/admin/v2/persistent/public/default"
     alice = "Basic " + base64.b64encode(b"alice:hunter2").decode()
     wrong = "Basic " + base64.b64encode(b"alice:wrong").decode()
     assert get(url, {"Authorization": alice}) == 200
@@ -126,7 +126,7 @@ def test_tls_client_certificate_names_the_role(broker: KopBroker, certs: Path) -
 
 
 def test_admin_rest_over_https_takes_the_client_certificate(broker: KopBroker, certs: Path) -> None:
-    url = f"https://localhost:{broker.overrides['webServicePortTls']}/admin/v2/clusters"
+    url = f"https://localhost:{broker.overrides['webServicePortTls']}/admin/v2/persistent/public/default"
     context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
     assert get(url, {}, context) == 403  # no certificate: guest
     context.load_cert_chain(str(certs / "client.pem"), str(certs / "client.key"))

@@ -9,10 +9,16 @@ certificate's CN on webServicePortTls with AuthenticationProviderTls, or else `a
 `X-Pulsar-Auth-Method-Name`):
 
 - no credentials, a malformed header, or credentials that are refused (forged, expired, wrong key or
-  password), and no anonymous role: 401, with the reason in Pulsar's `{"reason": ...}` body (the reason
-  never contains the credentials);
-- a role that is not one of `superUserRoles`: 403. The readiness, broker and cluster endpoints are cluster
-  administration, which Pulsar reserves to super users. With `authorizationEnabled`, a tenant's paths are also
+  password), and no anonymous role: 401 with `{"reason": "Authentication required"}` - Pulsar's one answer
+  (its AuthenticationFilter), which tells a prober nothing; why it was refused goes to the log at INFO (never
+  the credentials);
+- listing the clusters (GET /admin/v2/clusters) and the broker's readiness (GET /admin/v2/brokers/ready) need
+  only an authenticated role, as Pulsar's getClusters and isReady check nothing more;
+- the broker health check (GET /admin/v2/brokers/health), for a role that is not one of `superUserRoles`: 401
+  with Pulsar's reason ("Unauthorized to validateBothSuperuserAndBrokerOperation ... [HEALTH_CHECK] on broker
+  [host:port]");
+- any other path, for such a role: 403 "This operation requires super-user access": broker administration is
+  reserved to super users. With `authorizationEnabled`, a tenant's paths are also
   open to the roles in its `adminRoles`, and others are refused there as Pulsar refuses them
   (kop/admin/tenant_access.py); without it, only super users administer, as before.
 
@@ -38,6 +44,19 @@ log = logging.getLogger("kop.admin")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUIRES_SUPER_USER = tenant_access.REQUIRES_SUPER_USER
+AUTHENTICATION_REQUIRED = "Authentication required"  # Pulsar's body for every refused authentication
+ANY_ROLE = frozenset({("GET", "/admin/v2/clusters"), ("GET", "/admin/v2/brokers/ready")})
+BROKER_HEALTH = ("GET", "/admin/v2/brokers/health")
+
+
+def _broker_refusal(request: web.Request, advertised: str, role: str) -> web.Response:
+    """Pulsar's 401 for a role that is no super user on its broker health check; the broker is named as Pulsar
+    names it, advertised address and the port the request came in on."""
+    transport = request.transport
+    sock = transport.get_extra_info("sockname") if transport is not None else None
+    host, port = (advertised or str(sock[0]), sock[1]) if sock else (advertised, 0)
+    return _refuse(401, "Unauthorized to validateBothSuperuserAndBrokerOperation for originalPrincipal [null] and "
+                        f"clientAppId [{role}] about operation [HEALTH_CHECK] on broker [{host}:{port}]")
 
 
 def _refuse(status: int, reason: str) -> web.Response:
@@ -74,9 +93,11 @@ def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (), role_key: str
                                        _client_certificate(request)).role
         except AuthenticationFailed as e:
             log.info("admin request %s %s refused: %s", request.method, request.path, e)
-            return _refuse(401, str(e))
-        if f"User:{role}" in super_users:
+            return _refuse(401, AUTHENTICATION_REQUIRED)
+        if f"User:{role}" in super_users or (request.method, request.path) in ANY_ROLE:
             return await handler(request)
+        if (request.method, request.path) == BROKER_HEALTH:
+            return _broker_refusal(request, cfg.advertisedAddress, role)
         if request.path == "/" or request.path.startswith(delegated):
             request[role_key] = role
             return await handler(request)

@@ -14,7 +14,8 @@ from Python's `crypt` module, which Python 3.13 removed: there a DES user stops 
 
 Credentials arrive as `user:password` (CONNECT's auth_data with auth_method_name "basic", pulsar-client's
 AuthenticationBasic) or as an HTTP `Authorization: Basic <base64 of user:password>` header; like Pulsar, a
-password containing ':' is refused (Pulsar splits on every ':').
+password containing ':' is refused (Pulsar splits on every ':', dropping trailing empty fields as Java's split does:
+`alice:hunter2:` is alice with `hunter2`).
 """
 
 from __future__ import annotations
@@ -107,6 +108,15 @@ def verify(stored: str, password: str) -> bool:
     return computed is not None and hmac.compare_digest(stored, computed)
 
 
+def java_split(text: str, separator: str) -> list[str]:
+    """Java's String.split, which Pulsar's provider uses: trailing empty fields are dropped, so `alice:hunter2:`
+    is alice's password `hunter2` there, and must be here too."""
+    fields = text.split(separator)
+    while fields and fields[-1] == "":
+        fields.pop()
+    return fields
+
+
 def read_conf(value: str) -> bytes:
     """basicAuthConf's bytes, in Pulsar's order: data:/file: URL, an existing path, base64."""
     value = value.strip()
@@ -127,9 +137,7 @@ def parse_users(text: str) -> dict[str, str]:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        fields = line.rstrip("\r").split(":")
-        while len(fields) > 2 and fields[-1] == "":  # Java's split drops trailing empty fields
-            fields.pop()
+        fields = java_split(line.rstrip("\r"), ":")
         if len(fields) != 2 or not fields[0] or not fields[1]:
             raise ConfigError(f"bad value for basicAuthConf: line {number} is not user:hash (The format of the "
                               "password auth conf file is invalid)")
@@ -160,9 +168,9 @@ class BasicUsers:
 
     def authenticate(self, credentials: str) -> str:
         """The user of `user:password`, or BasicAuthFailed."""
-        fields = credentials.split(":")
+        fields = java_split(credentials, ":")
         if len(fields) != 2:
-            raise BasicAuthFailed("credentials are not user:password")
+            raise BasicAuthFailed("Base64 decoded params are invalid")  # Pulsar's words, for either transport
         user, password = fields
         stored = self.users.get(user)
         if stored is None or not verify(stored, password):
@@ -173,8 +181,11 @@ class BasicUsers:
         """The user of an `Authorization: Basic <base64>` header (HTTP), or BasicAuthFailed."""
         if not header or not header.upper().startswith("BASIC "):
             raise BasicAuthFailed('Authentication token has to be started with "Basic "')
+        parts = java_split(header, " ")
+        if len(parts) != 2:
+            raise BasicAuthFailed("Base64 encoded token is not found")
         try:
-            decoded = base64.b64decode(header.split(" ", 1)[1].strip(), validate=True).decode("utf-8")
+            decoded = base64.b64decode(parts[1], validate=True).decode("utf-8")
         except (binascii.Error, UnicodeDecodeError) as e:
             raise BasicAuthFailed(f"Base64 decoding is failure: {e}") from None
         return self.authenticate(decoded)

@@ -20,7 +20,7 @@ import pytest
 from kop.pulsar.codec import commands as c
 from tests.support.pulsar_wire import WireClient
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 SHARED, EXCLUSIVE = 1, 0
 EARLIEST = 1

@@ -2,7 +2,7 @@
 `POST`/`DELETE .../schema`, `GET .../schemas`, `POST .../compatibility`, `POST .../version`.
 
 A Pulsar-side module (tests/e2e/conftest.py): every test runs on Apache Pulsar 4.0.x standalone (`pulsar`), which
-proves the expected bodies and status codes, and on our broker (`kop`) with the same assertions. Where we differ
+proves the expected bodies and status codes, and on our broker (`kop`, `kop-bk`) with the same assertions. Where we differ
 on purpose the assertion is on what both share: error bodies (Pulsar answers some errors with Jetty HTML pages,
 text/plain parser messages or Java stack traces, we always answer `{"reason": ...}` JSON) are not compared, only
 their status codes.
@@ -28,7 +28,7 @@ import pulsar
 import pytest
 from pulsar.schema import AvroSchema, Integer, Record, String, StringSchema
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a measured quantity
 

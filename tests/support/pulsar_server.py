@@ -18,6 +18,7 @@ Ready = the admin API lists the `public/default` namespace, which Pulsar creates
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -170,11 +171,16 @@ class PulsarServer(ServerProcess):
 
     def _admin_request(self, path: str) -> urllib.request.Request:
         """A GET on the admin REST API, as the broker's own client role when authentication is on (the
-        token of `brokerClientAuthenticationParameters`, which the tests make a super user's)."""
+        token, or AuthenticationBasic's {"userId", "password"}, of `brokerClientAuthenticationParameters`, which
+        the tests make a super user's)."""
         headers = {}
         params = self.extra.get("brokerClientAuthenticationParameters", "")
         if self.extra.get("authenticationEnabled") == "true" and params.startswith("token:"):
             headers["Authorization"] = "Bearer " + params.removeprefix("token:")
+        elif self.extra.get("authenticationEnabled") == "true" and params.startswith("{"):
+            user = json.loads(params)
+            pair = f"{user['userId']}:{user['password']}".encode()
+            headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
         return urllib.request.Request(f"{self.admin_url}{path}", headers=headers)
 
     def _default_namespace_ready(self) -> bool:

@@ -78,10 +78,11 @@ def test_make_bench_runs_the_share_scenarios_and_the_report_has_their_rows():
 def test_tiny_share_runs_against_our_broker(kop_broker):
     broker = kop_broker(groupInitialRebalanceDelayMs=0)
     tools = JavaTools()
-    res = S.run_share_consume(tools, ShareScenario("1k"), broker.bootstrap, "share-tiny", 1500)
+    res = S.run_share_consume(tools, ShareScenario("1k"), broker.bootstrap, "share-tiny", 2500)
     # Every record delivered exactly once (the run checks it, and that the group has no lag left), to
-    # consumers of the three: 1 500 records in batches of ~60 leave none of them idle on our broker.
-    assert res["p_records"] == res["sh_records"] == 1500
+    # consumers of the three. 2 500 records are more than a share-partition's 2 000 in-flight records: the three
+    # consumers' first fetches fill that window (the run once lost the records past it, archived undelivered).
+    assert res["p_records"] == res["sh_records"] == 2500
     assert res["sh_consumers_used"] >= 2
     lat = S.run_share_e2e(tools, ShareLatencyScenario("1k"), broker.bootstrap, "share-tiny-e2e", 20)
     assert lat["she2e_records"] == 20 and lat["she2e_consumers_used"] >= 1

@@ -55,8 +55,6 @@ SHARE_LATENCY_RE = re.compile(
     r"consumers_used=(?P<used>\d+) per_consumer=(?P<per>[\d/]+)")
 
 
-
-
 def _ms(stamp: str) -> float:
     """The tools' default date format (yyyy-MM-dd HH:mm:ss:SSS) -> ms since the epoch (local time on both
     sides of a subtraction, so the zone does not matter)."""

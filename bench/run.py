@@ -11,6 +11,8 @@ Phases (each scenario's runs alternate between the brokers, the order swapped ev
 rounds, ratio ours / Kafka; bench/scenarios.py names the scenarios):
 1. producer matrix: kafka-producer-perf-test over {1 KiB, 100 B} x {1, 16 partitions} x {acks=1, all} x
    {none, lz4}, each followed by kafka-consumer-perf-test over the same records; then EndToEndLatency runs;
+   then the share-group scenarios (bench/share.py): kafka-share-consumer-perf-test --threads 3 over a fresh
+   1-partition topic, and produce -> share-consumer delivery latency (bench/java/ShareLatency.java);
 2. BookKeeper row: p-1k-16p-all-none against Kafka, ours embedded and ours on ZooKeeper + 4 bookies;
 2a. capacity (bench/capacity.py): the light Go generator bench/loadgen (franz-go) produces then consumes
    {1 KiB, 100 B} x {16, 64 partitions} against Kafka and ours as nodes of 1, 2 and N (= cores) workers; the
@@ -54,12 +56,15 @@ from bench.scenarios import (  # noqa: E402
     BK_SCENARIO,
     CAPACITY_SCENARIOS,
     SCALE_SCENARIOS,
+    SHARE_LATENCY_SCENARIOS,
+    SHARE_SCENARIOS,
     all_names,
     e2e_scenarios,
     matches,
     parse_patterns,
     producer_matrix,
 )
+from bench.share import run_share_consume, run_share_e2e  # noqa: E402
 from bench.tools import run_e2e, run_producer, run_producer_scenario  # noqa: E402
 from tests.support.java import JavaTools, kafka_version  # noqa: E402
 
@@ -231,6 +236,20 @@ class Bench:
         return names[k:] + names[:k]
 
 
+def share_round(bench: Bench, shares: list, share_e2es: list, rnd: int) -> None:
+    """One round of the share-group scenarios (bench/share.py) on both brokers, the order rotated."""
+    a = bench.a
+    for sc in shares:
+        n = sc.records(a.producer_mb, a.max_records)
+        for name in bench.order(["kafka", "kop"], rnd):
+            bench.measure(sc.name, name, rnd, lambda bs, topic, sc=sc, n=n: run_share_consume(
+                bench.tools, sc, bs, topic, n), mb=n * sc.record_size / 1e6)
+    for sc in share_e2es:
+        for name in bench.order(["kafka", "kop"], rnd):
+            bench.measure(sc.name, name, rnd, lambda bs, topic, sc=sc: run_share_e2e(
+                bench.tools, sc, bs, topic, a.e2e_records), records=a.e2e_records)
+
+
 def publish(result: dict, write_docs: bool, stamp: str) -> None:
     """The charts, and (write_docs) the generated section of docs/benchmarks.md, from a result."""
     summary, machine = result["summary"], result["machine"]
@@ -279,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     bk = matches(BK_SCENARIO.name, pats)
     scales = [s for s in SCALE_SCENARIOS if matches(s, pats)]
     caps = [s for s in CAPACITY_SCENARIOS if matches(s.name, pats)]
+    shares = [s for s in SHARE_SCENARIOS if matches(s.name, pats)]
+    share_e2es = [s for s in SHARE_LATENCY_SCENARIOS if matches(s.name, pats)]
     command = "python bench/run.py" + ("" if not (argv if argv is not None else sys.argv[1:])
                                        else " " + shlex.join(argv if argv is not None else sys.argv[1:]))
     machine = machine_info()
@@ -293,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         kafka.start()
         kop.start()
-        if producers or e2es or bk or caps:
+        if producers or e2es or bk or caps or shares or share_e2es:
             print("bench: warm-up (JIT of the tools and of Kafka, first-connection paths of ours)", flush=True)
             for b in bench.brokers.values():
                 run_producer(bench.tools, b.bootstrap, f"warmup-{bench.stamp}", min(a.max_records, 50_000), 100,
@@ -310,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
                 for name in bench.order(["kafka", "kop"], rnd):
                     bench.measure(sc.name, name, rnd, lambda bs, topic, sc=sc: run_e2e(
                         bench.tools, sc, bs, topic, a.e2e_records), records=a.e2e_records)
+            share_round(bench, shares, share_e2es, rnd)
 
         # 4 (run here, while the phase-1 brokers are up). profiles of the scenarios that missed
         if a.profile and (producers or e2es):

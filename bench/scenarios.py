@@ -7,6 +7,10 @@ Names are short and stable (they are keys in the JSON and rows of docs/benchmark
     e2e-1k-acks1         EndToEndLatency (kafka-e2e-latency), 1 KiB records, one partition, acks=1
     bk-p-1k-16p-all-none the p-1k-16p-all-none run again with a third broker: ours on ZooKeeper + 4 bookies
     scale-*              the scale scenarios of bench/scale.py
+    share-1k-1p-3c       share groups (bench/share.py): kafka-share-consumer-perf-test --threads 3 (3 share
+                         consumers of one group) over a 1-partition topic just filled (metrics sh_*)
+    share-e2e-1k-3c      bench/java/ShareLatency.java: produce -> delivery to one of 3 share consumers, one record
+                         at a time, acks=1 (metrics she2e_*)
     cap-1k-16p           capacity (bench/capacity.py): the Go generator bench/loadgen produces then consumes 1 KiB
                          records over 16 partitions, acks=all, against Kafka and ours with 1, 2 ... N workers
 
@@ -23,6 +27,7 @@ RECORD_SIZES = {"1k": 1024, "100b": 100}
 PARTITIONS = (1, 16)
 ACKS = ("1", "all")
 COMPRESSIONS = ("none", "lz4")
+SHARE_CONSUMERS = 3  # share consumers of one group on one partition (issue 23)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,47 @@ class CapacityScenario:
         return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
 
 
+@dataclass(frozen=True)
+class ShareScenario:
+    """ShareConsumerPerformance --threads 3 over a topic of one partition filled just before."""
+
+    size_name: str
+    partitions: int = 1
+    consumers: int = SHARE_CONSUMERS
+
+    @property
+    def record_size(self) -> int:
+        return RECORD_SIZES[self.size_name]
+
+    @property
+    def name(self) -> str:
+        return f"share-{self.size_name}-{self.partitions}p-{self.consumers}c"
+
+    def records(self, producer_mb: float, max_records: int) -> int:
+        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
+
+
+@dataclass(frozen=True)
+class ShareLatencyScenario:
+    """bench/java/ShareLatency.java: one record at a time to 3 share consumers."""
+
+    size_name: str
+    acks: str = "1"
+    consumers: int = SHARE_CONSUMERS
+
+    @property
+    def record_size(self) -> int:
+        return RECORD_SIZES[self.size_name]
+
+    @property
+    def name(self) -> str:
+        return f"share-e2e-{self.size_name}-{self.consumers}c"
+
+
+SHARE_SCENARIOS = (ShareScenario("1k"), ShareScenario("100b"))
+SHARE_LATENCY_SCENARIOS = (ShareLatencyScenario("1k"),)
+
+
 CAPACITY_SCENARIOS = tuple(CapacityScenario(s, p) for p in (16, 64) for s in ("1k", "100b"))
 SCALE_SCENARIOS = ("scale-offset-search", "scale-1000-connections", "scale-10k-partitions")
 BK_SCENARIO = ProducerScenario("1k", 16, "all", "none", bk=True)
@@ -101,6 +147,7 @@ def e2e_scenarios() -> list[E2EScenario]:
 
 def all_names() -> list[str]:
     return ([s.name for s in producer_matrix()] + [s.name for s in e2e_scenarios()] + [BK_SCENARIO.name]
+            + [s.name for s in SHARE_SCENARIOS] + [s.name for s in SHARE_LATENCY_SCENARIOS]
             + [s.name for s in CAPACITY_SCENARIOS] + list(SCALE_SCENARIOS))
 
 

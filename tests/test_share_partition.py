@@ -100,6 +100,22 @@ def test_window_is_bounded_and_gaps_and_control_batches_are_skipped() -> None:
     assert sp.start_offset == 19 == sp.next_fetch_offset()
 
 
+def test_a_full_window_leaves_the_next_batches_available() -> None:
+    """The window fills inside a batch; the following batches of the same read (handed to acquire one at a time,
+    as ShareFetch does) start past the SPEO but are no gap: they stay AVAILABLE and come once the SPSO moves (the
+    bench's 3 share consumers of 1 000+ records found them archived undelivered)."""
+    sp = SharePartition(0, max_in_flight=3)
+    assert sp.acquire("a", [(0, 1)], max_records=100, now=0) == [Acquired(0, 1, 1)]
+    assert sp.acquire("b", [(2, 4)], max_records=100, now=0) == [Acquired(2, 2, 1)]
+    assert sp.acquire("b", [(5, 6)], max_records=100, now=0) == []
+    assert sp.state(3) == sp.state(5) == (RecordState.AVAILABLE, 0)
+    sp.acknowledge("a", 0, 1, [AckType.ACCEPT])
+    assert sp.next_fetch_offset() == 3
+    assert sp.acquire("a", [(2, 4), (5, 6)], max_records=100, now=0) == [Acquired(3, 4, 1)]
+    sp.acknowledge("b", 2, 2, [AckType.ACCEPT])
+    assert sp.acquire("a", [(5, 6)], max_records=100, now=0) == [Acquired(5, 5, 1)]
+
+
 def test_renew_restarts_the_lock_and_record_limit_mode_splits_a_batch() -> None:
     sp = SharePartition(0, lock_ms=100)
     # Record-limit mode (ShareFetch v2): exactly max_records, even inside a batch.

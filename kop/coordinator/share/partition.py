@@ -132,8 +132,10 @@ class SharePartition:
         for first, last in ranges:
             if len(taken) >= max_records:
                 break
-            if first > self.end_offset:  # offsets the log does not hold (compacted away): nothing to deliver
-                self.skip(self.end_offset, first - 1)
+            if first > self.end_offset:
+                if self.end_offset - self.start_offset >= self.max_in_flight:
+                    break  # the window is full: the offsets past it are not a gap, they wait for the SPSO to move
+                self.skip(self.end_offset, first - 1)  # offsets the log does not hold (compacted away)
             for off in range(max(first, self.start_offset), last + 1):
                 if strict and len(taken) >= max_records:
                     break

@@ -693,6 +693,7 @@ class ManagedLedger:
             raise InvalidPositionError(f"{self.name}: no entry at {tuple(start)}")
         entry = start.entry_id
         out: list[Entry] = []
+        new_entry = tuple.__new__  # Entry(...) without the namedtuple's Python-level __new__ (a fetch makes hundreds)
         left = max_entries
         limited = max_bytes >= 0
         budget = max_bytes
@@ -722,7 +723,7 @@ class ManagedLedger:
                     if out and size > budget:
                         return out
                     budget -= size
-                out.append(Entry(ledger_id, entry, data))
+                out.append(new_entry(Entry, (ledger_id, entry, data)))
                 entry += 1
             left -= len(datas)
             if limited and entry <= last:

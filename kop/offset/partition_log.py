@@ -49,6 +49,7 @@ from kop.offset.entry_format import (
     EntryMeta,
     NamedEntry,
     entry_meta,
+    index_and_start,
     parse_entry,
 )
 from kop.offset.interceptor import INDEX_PROPERTY, TXN_BITS, AddContext, IndexInterceptor
@@ -341,10 +342,15 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
                 gap = True
         batches: list[FetchedBatch] = []
         total = 0
+        # Per batch (hundreds per fetch of small batches): the index read inline (index_and_start), the
+        # tuple and struct helpers bound once; no other work.
+        append = batches.append
+        last_delta = LAST_OFFSET_DELTA.unpack_from
+        new_position = tuple.__new__  # Position(lid, eid) without the namedtuple's Python-level __new__
         for lid, eid, data in entries:
-            _, index, start = parse_entry(data)
+            index, start = index_and_start(data)
             view = data[start:] if type(data) is memoryview else memoryview(data)[start:]
-            base = index - LAST_OFFSET_DELTA.unpack_from(view, 23)[0]
+            base = index - last_delta(view, 23)[0]
             size = len(view)
             if batches:
                 if total + size > max_bytes:
@@ -354,7 +360,7 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             elif not min_one and size > max_bytes:
                 return ReadResult([], offset, Position(lid, eid))
             total += size
-            batches.append(FetchedBatch(base, index, view, Position(lid, eid), data))
+            append(FetchedBatch(base, index, view, new_position(Position, (lid, eid)), data))
         if not batches:
             return ReadResult([], offset, hint)
         last = batches[-1]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from kop.admin import views
+from kop.admin import fanout, views
 from kop.admin.views import AdminError
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
@@ -91,8 +91,26 @@ async def _delete(server: AdminServer, request: web.Request, partitioned: bool) 
                               "please call delete.")
     pulsar = server.service.pulsar_subscriptions
     if request.query.get("force", "false").lower() != "true" and pulsar is not None:
-        clients = sum(pulsar.connected(topic, p) for p in range(topic.partitions))
+        async def here(p: int) -> int:
+            return pulsar.connected(topic, p)
+
+        # each partition's clients as its owner counts them (in cluster mode another broker's, from its stats)
+        clients = sum(await fanout.each_partition(server.service, request, views.TopicRef(topic, None), here,
+                                                  _clients, method="GET", suffix="stats"))
         if clients:  # Pulsar's answers (a partitioned topic's are per partition there, summed up here)
             raise AdminError(412, "Topic has active producers/subscriptions" if partitioned
                              else f"Topic has {clients} connected producers/consumers")
     await server.service.topics.delete(topic)
+
+
+def _clients(stats: object) -> int:
+    """Pulsar producers and consumers of a partition, from its TopicStats (publishers, subscriptions' consumers)."""
+    if not isinstance(stats, dict):
+        return 0
+    subs = stats.get("subscriptions")
+    publishers = stats.get("publishers")
+    count = len(publishers) if isinstance(publishers, list) else 0
+    for sub in subs.values() if isinstance(subs, dict) else ():
+        consumers = sub.get("consumers") if isinstance(sub, dict) else None
+        count += len(consumers) if isinstance(consumers, list) else 0
+    return count

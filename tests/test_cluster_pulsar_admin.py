@@ -2,30 +2,33 @@
 
 Two brokers share a ZooKeeper chroot and the bookies; the topic's partitions are owned by both. Every call that acts
 on the whole topic - subscriptions list, create (and its 409), reset by time, clear backlog, expire (one
-subscription, all of them), delete, compaction trigger, partitioned stats, the topic's deletion (refused while a
+subscription, all of them), delete, compaction trigger, partitioned (internal) stats, the topic's deletion (refused while a
 Pulsar consumer is connected to a partition of the other broker) - is made to one broker or the other, answered
 by that broker itself (no redirect), and covers every partition: the per-partition stats, each from its owner, show
-it. Before fanout.py such a call answered 412 whenever the partitions were spread over several brokers.
+it. Before fanout.py such a call answered 412 whenever the partitions were spread over several brokers. The brokers
+run with token authentication, so the forwarded calls must carry the caller's credentials.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import urllib.error
 import urllib.request
 import uuid
 from typing import Any
 
+import jwt
 import pulsar
 import pytest
 from kafka import KafkaProducer
 
 from kop.cluster.bundles import bundle_for, choose_owner
-from tests.support.admin import create_partitioned_topic
 from tests.support.cluster import eventually, metadata, start_brokers, stop_brokers
 
 PARTITIONS = 6
 PER_PARTITION = 3
+SECRET = b"k" * 32
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -33,11 +36,15 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-def call(admin: str, method: str, path: str) -> tuple[int, Any]:
-    """(status, JSON body or None) of /admin/v2/persistent/public/default/<path>; a redirect is answered as is."""
-    req = urllib.request.Request(f"{admin}/admin/v2/persistent/public/default/{path}", method=method,
-                                 data=b"" if method in ("PUT", "POST") else None,
-                                 headers={"Content-Type": "application/json"})
+def call(admin: str, method: str, path: str, body: object = None, role: str | None = "admin") -> tuple[int, Any]:
+    """(status, JSON body or None) of /admin/v2/persistent/public/default/<path> with `role`'s token; a redirect is
+    answered as is."""
+    headers = {"Content-Type": "application/json"}
+    if role is not None:
+        headers["Authorization"] = f"Bearer {token(role)}"
+    data = json.dumps(body).encode() if body is not None else b"" if method in ("PUT", "POST") else None
+    req = urllib.request.Request(f"{admin}/admin/v2/persistent/public/default/{path}", method=method, data=data,
+                                 headers=headers)
     try:
         with urllib.request.build_opener(_NoRedirect).open(req, timeout=60) as resp:
             status, raw = resp.status, resp.read()
@@ -55,9 +62,16 @@ def spread_topic() -> str:
             return name
 
 
+def token(role: str) -> str:
+    return jwt.encode({"sub": role}, SECRET, algorithm="HS256")
+
+
 @pytest.fixture
 def brokers(cluster, tmp_path_factory):
-    bs = start_brokers(tmp_path_factory, cluster, 2, messagingProtocols="kafka,pulsar")
+    # authentication on: a call forwarded to a partition's owner must carry the caller's credentials
+    bs = start_brokers(tmp_path_factory, cluster, 2, messagingProtocols="kafka,pulsar", authenticationEnabled="true",
+                       authenticationProviders="org.apache.pulsar.broker.authentication.AuthenticationProviderToken",
+                       superUserRoles="admin", tokenSecretKey="data:;base64," + base64.b64encode(SECRET).decode())
     yield bs
     stop_brokers(bs)
 
@@ -81,13 +95,15 @@ def test_base_name_calls_cover_every_partition_from_either_broker(brokers):
     b1, b2 = brokers
     a1, a2 = b1.admin_url, b2.admin_url
     topic = spread_topic()
-    create_partitioned_topic(a1, topic, PARTITIONS)
+    assert call(a1, "PUT", f"{topic}/partitions", PARTITIONS) == (204, None)
     leaders = eventually("every partition led", lambda: leaders_of(b1.bootstrap, topic))
     assert set(leaders.values()) == {1, 2}, leaders  # owned by both brokers
 
     assert call(a1, "PUT", f"{topic}/subscription/s") == (204, None)  # at latest, on every partition
     assert call(a2, "PUT", f"{topic}/subscription/s") == (409, {"reason": "Subscription already exists for topic"})
     assert call(a2, "GET", f"{topic}/subscriptions") == (200, ["s"])
+    assert call(a2, "GET", f"{topic}/subscriptions", role=None)[0] == 401
+    assert call(a2, "GET", f"{topic}/subscriptions", role="alice")[0] == 403  # no super user, no tenant admin
     for p in range(PARTITIONS):  # each partition has it, as its owner says
         owner = a1 if leaders[p] == 1 else a2
         assert call(owner, "GET", f"{topic}-partition-{p}/subscriptions") == (200, ["s"]), p
@@ -99,6 +115,9 @@ def test_base_name_calls_cover_every_partition_from_either_broker(brokers):
             producer.flush()
     producer.close()
     full = backlogs(a2, topic, "s")
+    status, internal = call(a1, "GET", f"{topic}/partitioned-internalStats")
+    assert status == 200 and sorted(internal["partitions"]) == sorted(
+        f"persistent://public/default/{topic}-partition-{p}" for p in range(PARTITIONS)), internal
     assert sorted(full) == list(range(PARTITIONS)) and all(full.values()), full
 
     assert call(a2, "POST", f"{topic}/subscription/s/skip_all") == (204, None)  # clear-backlog
@@ -120,8 +139,8 @@ def test_base_name_calls_cover_every_partition_from_either_broker(brokers):
 
     # a Pulsar consumer on a partition broker 2 owns holds the topic: broker 1 refuses the deletion, as Pulsar
     p2 = next(p for p, lead in leaders.items() if lead == 2)
-    client = pulsar.Client(b2.pulsar_url, operation_timeout_seconds=30,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    client = pulsar.Client(b2.pulsar_url, operation_timeout_seconds=30, authentication=pulsar.AuthenticationToken(
+        token("admin")), logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
         consumer = client.subscribe(f"persistent://public/default/{topic}-partition-{p2}", "held")
         assert call(a1, "DELETE", f"{topic}/partitions") == (

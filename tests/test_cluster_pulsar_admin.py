@@ -2,7 +2,7 @@
 
 Two brokers share a ZooKeeper chroot and the bookies; the topic's partitions are owned by both. Every call that acts
 on the whole topic - subscriptions list, create (and its 409), reset by time, clear backlog, expire (one
-subscription, all of them), delete, compaction trigger, partitioned (internal) stats, the topic's deletion (refused while a
+subscription, all of them), delete, compaction trigger, partitioned (internal) stats, unload, the topic's deletion (refused while a
 Pulsar consumer is connected to a partition of the other broker) - is made to one broker or the other, answered
 by that broker itself (no redirect), and covers every partition: the per-partition stats, each from its owner, show
 it. Before fanout.py such a call answered 412 whenever the partitions were spread over several brokers. The brokers
@@ -143,6 +143,16 @@ def test_base_name_calls_cover_every_partition_from_either_broker(brokers):
         token("admin")), logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
         consumer = client.subscribe(f"persistent://public/default/{topic}-partition-{p2}", "held")
+
+        def since() -> str:
+            """When the consumer connected ("" while it is not: reconnecting)."""
+            status, stats = call(a2, "GET", f"{topic}-partition-{p2}/stats")
+            consumers = stats["subscriptions"].get("held", {}).get("consumers", []) if status == 200 else []
+            return consumers[0]["connectedSince"] if consumers else ""
+
+        before = eventually("the consumer in the stats", since)
+        assert call(a1, "PUT", f"{topic}/unload") == (204, None)  # broker 1 unloads broker 2's partition too
+        eventually("the consumer reconnected", lambda: since() not in ("", before))
         assert call(a1, "DELETE", f"{topic}/partitions") == (
             412, {"reason": "Topic has active producers/subscriptions"})
         consumer.close()

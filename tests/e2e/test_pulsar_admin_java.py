@@ -4,8 +4,14 @@ Topic list, subscription create/list, cursor resets by message id and by time, a
 against what pulsar-client wrote and then reads, on the non-partitioned topic its producer auto-created (Pulsar's
 default kind, on both brokers), so the per-topic calls (topic stats, cursors) name the topic itself.
 
-Runs on the reference `pulsar` and on our broker (embedded and BookKeeper storage); the call-by-call comparison
-of the two brokers' answers is tests/e2e/test_pulsar_admin_diff.py.
+Then (issue 22) what `pulsar-admin tenants`, `namespaces`, `topicPolicies` and `topics unload` call - the CLI
+itself, pulsar-client-tools, is not served by Maven Central here, and it is a thin layer over these client calls
+(tools/java/pulsar/src/PulsarAdminCalls.java): tenants and namespaces with their refusals, every namespace policy
+this broker honours set / read / removed, the same at topic level with `applied`, each refusal as the
+PulsarAdminException subclass and HTTP status the client raises, and unload of a partitioned topic.
+
+Runs on the reference `pulsar` and on our broker (embedded and BookKeeper storage), the same assertions on each;
+the call-by-call comparison of the two brokers' answers is tests/e2e/test_pulsar_admin_diff.py.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from tests.e2e.test_pulsar_clients import (
     receive_n,
     topic_name,
 )
+from tests.support.admin import create_partitioned_topic, ok, topic_url
+from tests.support.net import wait_until
 from tests.support.pulsar_java import PulsarJava
 
 PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
@@ -243,3 +251,35 @@ def test_java_admin_topic_policies(target, pulsar_broker):
         assert s(f"try topic-set persistent://{ns}/nosuch maxProducers 1") == NOT_FOUND
         assert s(f"try topic-get persistent://{tenant}/nx/t maxProducers") == NOT_FOUND
         assert s(f"try topic-set persistent://{tenant}/nx/t maxProducers 1") == NOT_FOUND
+
+
+def _connected_since(admin_url: str, topic: str, sub: str) -> list[str | None]:
+    """Per partition, when the subscription's consumer connected (Pulsar's consumer stats, over REST: cheaper than a
+    JVM per poll; None while it is not connected)."""
+    out: list[str | None] = []
+    for p in range(2):
+        stats = ok(topic_url(admin_url, f"{topic.rsplit('/', 1)[1]}-partition-{p}") + "/stats")
+        consumers = stats["subscriptions"].get(sub, {}).get("consumers", [])
+        out.append(consumers[0]["connectedSince"] if consumers else None)
+    return out
+
+
+def test_java_admin_unload(target, client, pulsar_broker):
+    """unload through the Java admin client (what `pulsar-admin topics unload` calls) on a partitioned topic's base
+    name: every partition's consumer is made to reconnect (its connectedSince moves), and it goes on where it was."""
+    topic = topic_name(target, "unload")
+    admin = pulsar_broker.admin_url
+    create_partitioned_topic(admin, topic, 2)
+    consumer = client.subscribe(topic, "u", initial_position=pulsar.InitialPosition.Earliest)
+    produce(client, topic, 4)
+    assert sorted(index_of(m) for m in receive_n(consumer, 4)) == [0, 1, 2, 3]
+    before = _connected_since(admin, topic, "u")
+    missing = f"persistent://{NAMESPACE}/nosuch-{uuid.uuid4().hex[:8]}"
+    java = PulsarJava(pulsar_broker.service_url, admin)
+    assert java.run(f"unload {topic}", f"try unload {missing}") == [True, NOT_FOUND]
+    wait_until("both partitions' consumers reconnected", lambda: all(
+        now is not None and now != then
+        for then, now in zip(before, _connected_since(admin, topic, "u"), strict=True)), timeout=60)
+    produce(client, topic, 4, start=4)
+    assert sorted(index_of(m) for m in receive_n(consumer, 4)) == [4, 5, 6, 7]
+    consumer.close()

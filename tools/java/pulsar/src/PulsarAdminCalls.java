@@ -25,6 +25,7 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   ns-set NS POLICY VALUE [TYPE]          VALUE: JSON without spaces (an int, a boolean, a strategy's name, or
  *   ns-get NS POLICY                       the RetentionPolicies / BacklogQuota / AutoTopicCreationOverride
  *   ns-remove NS POLICY [TYPE]             object); TYPE: a backlog quota type (destination_storage unless given)
+ *   unload TOPIC                          -> admin.topics().unload (a partitioned topic's base name: every partition)
  *   topic-set TOPIC POLICY VALUE [TYPE] / topic-get TOPIC POLICY [applied] / topic-remove TOPIC POLICY [TYPE]
  *       POLICY: retention, messageTTL, deduplication, maxProducers, maxConsumers, backlogQuota (get: the map),
  *       schemaCompatibilityStrategy, autoTopicCreation (namespaces only). A namespace's strategy has no remove
@@ -77,6 +78,9 @@ final class PulsarAdminCalls {
                 return "true";
             case "topic-get":
                 return json(topicGet(admin.topicPolicies(), c[1], c[2], c.length > 3 && "applied".equals(c[3])));
+            case "unload":
+                admin.topics().unload(c[1]);
+                return "true";
             case "topic-remove":
                 topicRemove(admin.topicPolicies(), c[1], c[2], quotaType(c, 3));
                 return "true";

@@ -81,6 +81,10 @@ class PulsarSubscriptions(Protocol):
         """Pulsar producers and consumers connected to the partition now (a topic deletion without force)."""
         ...
 
+    def unload(self, topic: Topic, partition: int) -> None:
+        """Pulsar's topic unload: the partition's producers and consumers are told to reconnect."""
+        ...
+
     async def served(self) -> list[dict[str, Any]]:
         """Per subscription of each partition served now (metrics): namespace, topic, subscription (None
         for a partition without any), msgBacklog, unackedMessages, consumers, msg/bytes in and out counters."""

@@ -2,8 +2,8 @@
 LongRunningProcessStatus ({"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ...}).
 
 As Pulsar's PersistentTopics: the trigger answers 204 at once (the compaction runs in the background), on a
-partitioned topic's base name it starts one per partition (in cluster mode when this broker owns them all, else 412:
-views.every_partition_here), and a trigger while one runs is 409 "Compaction already in progress"; the status is per
+partitioned topic's base name it starts one per partition (in cluster mode each by the partition's owner:
+kop/admin/fanout.py), and a trigger while one runs is 409 "Compaction already in progress"; the status is per
 partition (a base name is 404 naming a partition, as the other per-partition endpoints here answer). What a compaction
 does - and what it means on a topic whose cleanup.policy is delete - is kop/pulsar/compacted.py's. The work is done by
 the pulsar handler behind kop/services.py's `PulsarSubscriptions`; without the pulsar handler both endpoints answer
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from kop.admin import views
+from kop.admin import fanout, views
 from kop.admin.views import AdminError
 from kop.services import PulsarSubscriptions, SubscriptionError
 
@@ -45,16 +45,17 @@ class _Handlers:
     async def trigger(self, request: web.Request) -> web.Response:
         ref = self.server._ref(request)
         api = self._api()
+        async def here(p: int) -> None:
+            try:
+                await api.trigger_compaction(ref.topic, p)
+            except SubscriptionError as e:
+                raise AdminError(e.status, e.reason) from None
+
         if ref.partition is not None:
             await self.server._redirect_if_not_owner(request, ref, ref.partition)
-            parts = [ref.partition]
-        else:
-            parts = await views.every_partition_here(self.server.service.ownership, ref)
-        try:
-            for p in parts:
-                await api.trigger_compaction(ref.topic, p)
-        except SubscriptionError as e:
-            raise AdminError(e.status, e.reason) from None
+            await here(ref.partition)
+        else:  # each partition by its owner (kop/admin/fanout.py), as Pulsar's broker forwards it
+            await fanout.each_partition(self.server.service, request, ref, here, fanout.nothing)
         return web.Response(status=NO_CONTENT)
 
     async def status(self, request: web.Request) -> web.Response:

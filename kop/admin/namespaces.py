@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 from aiohttp import web
 
 from kop.admin.views import AdminError
+from kop.cluster.bundles import FULL
 from kop.topics import namespaces as ns_store
 from kop.topics.namespaces import NamespaceError
 
@@ -113,7 +114,8 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, v2: str) -> None:
 
     async def get_namespace(request: web.Request) -> web.Response:
         m = request.match_info
-        return _json(ns_store.view(await call(store.need(m["tenant"], m["namespace"])), cluster))
+        policies = ns_store.view(await call(store.need(m["tenant"], m["namespace"])), cluster)
+        return _json({**_pulsar_defaults(server.service.config.defaultNumberOfNamespaceBundles), **policies})
 
     async def delete_namespace(request: web.Request) -> web.Response:
         m = request.match_info
@@ -171,6 +173,16 @@ def _quota_and_strategy_routes(r: web.UrlDispatcher, store: ns_store.Namespaces,
     r.add_delete(ns_path + "/backlogQuota", set_quota)
     r.add_get(ns_path + "/schemaCompatibilityStrategy", get_strategy)
     r.add_put(ns_path + "/schemaCompatibilityStrategy", put_strategy)
+
+
+def _pulsar_defaults(bundles: int) -> dict[str, object]:
+    """The Policies fields Apache Pulsar fills in when it creates a namespace, as this broker has them: the
+    namespace's bundles (kop/cluster/bundles.py splits every namespace into defaultNumberOfNamespaceBundles equal
+    hash ranges, as Pulsar's initial split), and schema auto-update allowed (Pulsar's isAllowAutoUpdateSchemaEnabled
+    default, which this broker follows: a producer's new compatible schema is registered)."""
+    step = FULL // bundles
+    boundaries = [f"0x{i * step:08x}" for i in range(bundles)] + ["0xffffffff"]
+    return {"bundles": {"boundaries": boundaries, "numBundles": bundles}, "is_allow_auto_update_schema": True}
 
 
 async def call(step: Awaitable[T]) -> T:

@@ -28,6 +28,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from kop.admin import (
     auth,
     compaction,
+    fanout,
     lag,
     lookup,
     non_persistent,
@@ -264,7 +265,7 @@ class AdminServer:
     async def partitioned_stats(self, request: web.Request) -> web.Response:
         per_partition = request.query.get("perPartition", "true").lower() != "false"
         ref = self._ref(request)
-        async with self._from_owners(ref, "stats", views.partition_stats) as source:
+        async with self._from_owners(request, ref, "stats", views.partition_stats) as source:
             return _json(await views.partitioned_stats(self.service, ref, per_partition, source))
 
     async def internal_stats(self, request: web.Request) -> web.Response:
@@ -275,16 +276,17 @@ class AdminServer:
 
     async def partitioned_internal_stats(self, request: web.Request) -> web.Response:
         ref = self._ref(request)
-        async with self._from_owners(ref, "internalStats", views.internal_stats) as source:
+        async with self._from_owners(request, ref, "internalStats", views.internal_stats) as source:
             return _json(await views.partitioned_internal_stats(self.service, ref, source))
 
     @contextlib.asynccontextmanager
-    async def _from_owners(self, ref: views.TopicRef, what: str,
+    async def _from_owners(self, request: web.Request, ref: views.TopicRef, what: str,
                            local: Callable[..., Awaitable[dict[str, Any]]]) -> AsyncIterator[views.PartitionSource]:
         """Where each partition's part of a partitioned-* answer comes from: computed here for a partition
         this broker owns (always, in embedded mode), else asked of its owner's admin endpoint for that one
-        partition - as Pulsar gathers partitioned stats from each partition's broker. Opening the
-        partition here instead would take it from its owner (fence its ledger)."""
+        partition, with the caller's credentials (kop/admin/fanout.py) - as Pulsar gathers partitioned stats
+        from each partition's broker. Opening the partition here instead would take it from its owner (fence its
+        ledger)."""
         ownership = self.service.ownership
         if not ownership.clustered:
             yield lambda p: local(self.service, ref.topic, p)
@@ -304,7 +306,7 @@ class AdminServer:
                 t = ref.topic.name
                 url = (f"{owner.web_url.rstrip('/')}{V2}/persistent/{t.tenant}/{t.namespace}/"
                        f"{quote(f'{t.local}-partition-{p}', safe='')}/{what}")
-                async with session.get(url, allow_redirects=False) as resp:
+                async with session.get(url, allow_redirects=False, headers=fanout.forwarded_headers(request)) as resp:
                     if resp.status != 200:
                         raise AdminError(503 if resp.status >= 300 else resp.status,
                                          f"broker {owner.broker_id} answered {resp.status} for "

@@ -4,8 +4,8 @@ message id), skip, skip_all (clear backlog), expireMessages, peek (`position/{n}
 Paths, status codes and bodies are Apache Pulsar 4.x's (PersistentTopics): 204 No Content for a change, 404
 "Subscription not found", 409 "Subscription already exists for topic", 412 "Subscription has active connected
 consumers" (delete without force), 405 for what Pulsar refuses on a partitioned topic's base name (skip, peek,
-reset to a message id). On a base name, create / delete / reset by time / skip_all / expire act on every
-partition, as Pulsar does. The work is done by the pulsar handler behind kop/services.py's
+reset to a message id). On a base name, list / create / delete / reset by time / skip_all / expire act on every
+partition, as Pulsar does - in cluster mode each partition by its owner (kop/admin/fanout.py). The work is done by the pulsar handler behind kop/services.py's
 `PulsarSubscriptions`; without the pulsar handler every endpoint answers 404 (no subscription exists).
 """
 
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from kop.admin import views
+from kop.admin import fanout
 from kop.admin.views import AdminError
 from kop.services import PulsarSubscriptions, SubscriptionError
 
@@ -80,20 +80,19 @@ class _Handlers:
         api = self.api
         if api is None:
             raise AdminError(404, "Subscription not found")
+        async def here(p: int) -> object:
+            try:
+                return await op(api, ref.topic, p)
+            except SubscriptionError as e:
+                raise AdminError(e.status, e.reason) from None
+
         if ref.partition is not None:
             await self.server._redirect_if_not_owner(request, ref, ref.partition)
-            parts = [ref.partition]
-        else:
-            if base_allowed is not None:
-                raise AdminError(405, base_allowed)
-            parts = await views.every_partition_here(self.server.service.ownership, ref)
-        out = []
-        try:
-            for p in parts:
-                out.append(await op(api, ref.topic, p))
-        except SubscriptionError as e:
-            raise AdminError(e.status, e.reason) from None
-        return out
+            return [await here(ref.partition)]
+        if base_allowed is not None:
+            raise AdminError(405, base_allowed)
+        # each partition by its owner: this broker for its own, the owner's admin REST for the others (fanout.py)
+        return await fanout.each_partition(self.server.service, request, ref, here, fanout.same)
 
     async def list(self, request: web.Request) -> web.Response:
         if self.api is None:
@@ -106,14 +105,19 @@ class _Handlers:
         sub = request.match_info["subscription"]
         ledger, entry, _excluded, _part = await _position(request)
         ref = self.server._ref(request)
-        if ref.partition is None and self.api is not None:  # Pulsar: 409 when any partition has it already
-            for p in range(ref.topic.partitions):
+        api = self.api
+        if ref.partition is None and api is not None:  # Pulsar: 409 when any partition has it already
+
+            async def names(p: int) -> list[str]:
                 try:
-                    names = await self.api.names(ref.topic, p)
+                    return await api.names(ref.topic, p)
                 except SubscriptionError as e:
                     raise AdminError(e.status, e.reason) from None
-                if sub in names:
-                    raise AdminError(409, "Subscription already exists for topic")
+
+            found = await fanout.each_partition(self.server.service, request, ref, names, fanout.names,
+                                                method="GET", suffix="subscriptions")
+            if any(sub in got for got in found):
+                raise AdminError(409, "Subscription already exists for topic")
         await self._each(request, lambda a, t, p: a.create(t, p, sub, ledger, entry))
         return web.Response(status=NO_CONTENT)
 

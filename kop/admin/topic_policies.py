@@ -78,14 +78,30 @@ class _Routes:
             ns_store.DEDUPLICATION: cfg.brokerDeduplicationEnabled,
             ns_store.RETENTION: {"retentionTimeInMinutes": cfg.defaultRetentionTimeInMinutes,
                                  "retentionSizeInMB": cfg.defaultRetentionSizeInMB},
+            ns_store.SCHEMA_COMPATIBILITY: cfg.schemaCompatibilityStrategy,
         }
         return defaults.get(key)
 
+    def applied_quotas(self, name: TopicName) -> dict[str, object]:
+        """GET backlogQuotaMap?applied=true as Pulsar 4.0.7 answers it: the topic's own map when it sets any type,
+        else its namespace's, else the broker's default quota (backlogQuotaDefault*) under every type. Whole maps,
+        not per type: what a producer or subscription is held to is resolved per type (Namespaces.backlog_quotas),
+        but this answer is Pulsar's REST one, which a client compares against."""
+        for quotas in (self.store.topic_policies(name).get(ns_store.BACKLOG_QUOTA),
+                       self.store.policy(name.tenant, name.namespace, ns_store.BACKLOG_QUOTA)):
+            if isinstance(quotas, dict) and quotas:
+                return quotas
+        cfg = self.server.service.config
+        default = {"limit": cfg.backlogQuotaDefaultLimitBytes, "limitSize": cfg.backlogQuotaDefaultLimitBytes,
+                   "limitTime": cfg.backlogQuotaDefaultLimitSecond, "policy": cfg.backlogQuotaDefaultRetentionPolicy}
+        return {ns_store.DESTINATION_STORAGE: default, ns_store.MESSAGE_AGE: dict(default)}
+
     async def get(self, request: web.Request, key: str) -> web.Response:
         name = await self.name(request)
+        own = (await self.store.fresh_topic(name)).get(key)  # re-read: another broker may have set it
         if request.query.get("applied", "").lower() == "true":
             return _json(self.applied(name, key))
-        return _json((await self.store.fresh_topic(name)).get(key))
+        return _json(own)
 
     async def set(self, request: web.Request, key: str, value: object) -> web.Response:
         await call(self.store.set_topic_policy(await self.name(request), key, value))
@@ -142,9 +158,10 @@ def _quota_and_strategy_routes(routes: _Routes, r: web.UrlDispatcher, topic_path
 
     async def get_quotas(request: web.Request) -> web.Response:
         name = await routes.name(request)
+        own = (await store.fresh_topic(name)).get(ns_store.BACKLOG_QUOTA, {})
         if request.query.get("applied", "").lower() == "true":
-            return _json(store.backlog_quotas(name))
-        return _json((await store.fresh_topic(name)).get(ns_store.BACKLOG_QUOTA, {}))
+            return _json(routes.applied_quotas(name))
+        return _json(own)
 
     async def set_quota(request: web.Request) -> web.Response:
         name = await routes.name(request)

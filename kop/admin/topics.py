@@ -7,6 +7,7 @@
 - `DELETE .../{topic}`: deleteTopic, a non-partitioned topic; 404 "Topic ... not found" when none of that name
   exists, 409 for a partitioned topic's base name (Pulsar's message: call delete-partitioned-topic).
 - `DELETE .../{topic}/partitions`: deletePartitionedTopic; 404 for a missing name, 409 for a non-partitioned topic.
+- `PUT .../{topic}/unload`: unload (its Pulsar clients reconnect), every partition of a partitioned topic's base name.
 Both deletions answer 412 while Pulsar producers or consumers are connected, unless `?force=true` (they are then
 told to reconnect, and may auto-create the topic again, as on Pulsar). Kafka clients do not hold a topic.
 Statuses and messages are Apache Pulsar 4.0's (checked by tests/e2e/test_pulsar_nonpartitioned.py).
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-from kop.admin import views
+from kop.admin import fanout, views
 from kop.admin.views import AdminError
 from kop.topics.manager import Topic, TopicError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
@@ -42,9 +43,33 @@ def add_routes(server: AdminServer, r: web.UrlDispatcher, topic_path: str) -> No
         await _delete(server, request, partitioned=True)
         return web.Response(status=204)
 
+    async def unload(request: web.Request) -> web.Response:
+        await _unload(server, request)
+        return web.Response(status=204)
+
     r.add_put(topic_path, create)
     r.add_delete(topic_path, delete)
     r.add_delete(topic_path + "/partitions", delete_partitioned)
+    r.add_put(topic_path + "/unload", unload)
+
+
+async def _unload(server: AdminServer, request: web.Request) -> None:
+    """Pulsar's unload: a partition's (or a non-partitioned topic's) Pulsar clients reconnect; a partitioned topic's
+    base name unloads every partition, each by its owner (kop/admin/fanout.py); a partition owned by another broker
+    is redirected (307) there. 404 for an unknown topic; 204 without the Pulsar protocol (nothing is loaded)."""
+    ref = server._ref(request)
+    pulsar = server.service.pulsar_subscriptions
+
+    async def here(p: int) -> None:
+        if pulsar is not None:
+            pulsar.unload(ref.topic, p)
+
+    if ref.partition is not None or not ref.topic.partitioned:
+        partition = ref.partition or 0
+        await server._redirect_if_not_owner(request, ref, partition)
+        await here(partition)
+    else:
+        await fanout.each_partition(server.service, request, ref, here, fanout.nothing)
 
 
 async def create_non_partitioned(server: AdminServer, tenant: str, namespace: str, local: str) -> None:
@@ -91,8 +116,26 @@ async def _delete(server: AdminServer, request: web.Request, partitioned: bool) 
                               "please call delete.")
     pulsar = server.service.pulsar_subscriptions
     if request.query.get("force", "false").lower() != "true" and pulsar is not None:
-        clients = sum(pulsar.connected(topic, p) for p in range(topic.partitions))
+        async def here(p: int) -> int:
+            return pulsar.connected(topic, p)
+
+        # each partition's clients as its owner counts them (in cluster mode another broker's, from its stats)
+        clients = sum(await fanout.each_partition(server.service, request, views.TopicRef(topic, None), here,
+                                                  _clients, method="GET", suffix="stats"))
         if clients:  # Pulsar's answers (a partitioned topic's are per partition there, summed up here)
             raise AdminError(412, "Topic has active producers/subscriptions" if partitioned
                              else f"Topic has {clients} connected producers/consumers")
     await server.service.topics.delete(topic)
+
+
+def _clients(stats: object) -> int:
+    """Pulsar producers and consumers of a partition, from its TopicStats (publishers, subscriptions' consumers)."""
+    if not isinstance(stats, dict):
+        return 0
+    subs = stats.get("subscriptions")
+    publishers = stats.get("publishers")
+    count = len(publishers) if isinstance(publishers, list) else 0
+    for sub in subs.values() if isinstance(subs, dict) else ():
+        consumers = sub.get("consumers") if isinstance(sub, dict) else None
+        count += len(consumers) if isinstance(consumers, list) else 0
+    return count

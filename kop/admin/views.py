@@ -27,7 +27,6 @@ from kop.storage.api import NoSuchLedgerError
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:
-    from kop.cluster.ownership import Ownership
     from kop.managed_ledger import ManagedLedger
     from kop.offset.partition_log import ManagedPartitionLog
     from kop.services import BrokerServices
@@ -142,23 +141,6 @@ def need_partition(ref: TopicRef, what: str) -> int:
             f"partition(s); {what} takes a partition, e.g. {ref.partition_name(0)}",
         )
     return ref.partition
-
-
-async def every_partition_here(ownership: Ownership, ref: TopicRef) -> list[int]:
-    """The partitions of a base name for an endpoint that acts on each of them (Pulsar's broker does so for a
-    partitioned topic's base name, forwarding to each partition's owner). Embedded mode, or a cluster broker that
-    owns every one of them (a one-broker cluster: kop-bk's; owners are acquired as a lookup would): all of them.
-    Partitions spread over several brokers: 412 naming one partition - each is served by its owner, and this broker
-    does not forward the call."""
-    parts = list(range(ref.topic.partitions))
-    if not ownership.clustered:
-        return parts
-    for p in parts:
-        owner = await ownership.owner_of(ref.topic.name, p)
-        if owner is None or owner.broker_id != ownership.local.broker_id:
-            raise AdminError(412, f"{ref.name}: in cluster mode name one partition "
-                                  f"(e.g. {ref.partition_name(0)}); each is served by its owner")
-    return parts
 
 
 def _need_partitioned(ref: TopicRef, what: str) -> None:

@@ -213,6 +213,13 @@ class SubscriptionsAdmin:
             return 0
         return len(state.producers) + sum(len(s.consumers) for s in state.subscriptions.values())
 
+    def unload(self, topic: Topic, partition: int) -> None:
+        """Pulsar's topic unload (the admin REST's PUT .../unload): the partition's state is dropped and its producers
+        and consumers told to reconnect (CLOSE_PRODUCER / CLOSE_CONSUMER), as when its bundle leaves this broker; they
+        look the topic up again and find it here - the bundle stays - with its durable subscriptions as stored. An
+        acknowledgment in flight may be lost, and its message delivered again, as after Pulsar's unload."""
+        self.handler.partition_log_released(topic.ledger_name(partition))
+
     async def served(self) -> list[dict[str, Any]]:
         """Metrics: per subscription of every partition served now (nothing is opened for a scrape)."""
         out = []
@@ -360,6 +367,7 @@ async def subscription_stats(sub: Subscription) -> dict[str, Any]:
         "unackedMessages": unacked_messages(sub, k),
         "blockedConsumerOnUnackedMsgs": False,
         "address": _address(k),
+        "connectedSince": _iso(k.connected_since),
         "msgRateOut": 0.0,
         "msgThroughputOut": 0.0,
         "metadata": {},

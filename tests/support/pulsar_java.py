@@ -35,7 +35,8 @@ from pathlib import Path
 from .java import REPO_ROOT, adopt_archive, cds_options, classes_jar, java_executable
 from .pulsar_server import CLIENT_LIBS, PULSAR_LIBS, check_pulsar_libs
 
-SOURCE = REPO_ROOT / "tools" / "java" / "pulsar" / "src" / "PulsarJava.java"
+SOURCE_DIR = REPO_ROOT / "tools" / "java" / "pulsar" / "src"
+SOURCE = SOURCE_DIR / "PulsarJava.java"  # the main class; it hands admin calls to PulsarAdminCalls.java beside it
 MAIN_CLASS = "PulsarJava"
 # Short-lived clients: a small heap and quick start-up (C1 only), as tests/support/java.py runs Kafka's tools.
 CLIENT_JVM_OPTS = ["-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"]
@@ -55,18 +56,19 @@ def compiled_classes() -> Path:
     """The folder holding PulsarJava.class for the current source, compiling it when missing. Compiled into a
     temporary folder and renamed into place, so concurrent test processes never see half a compilation."""
     check_pulsar_libs()
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
+    sources = sorted(SOURCE_DIR.glob("*.java"))
+    digest = hashlib.sha256(b"".join(s.name.encode() + b"\0" + s.read_bytes() for s in sources)).hexdigest()[:16]
     out = PULSAR_LIBS / f"classes-{digest}"
     if (out / f"{MAIN_CLASS}.class").exists():
         return out
     tmp = Path(tempfile.mkdtemp(prefix="classes-", dir=PULSAR_LIBS))
     proc = subprocess.run(
-        [javac_executable(), "-d", str(tmp), "-cp", f"{CLIENT_LIBS}/*", str(SOURCE)],
+        [javac_executable(), "-d", str(tmp), "-cp", f"{CLIENT_LIBS}/*", *map(str, sources)],
         capture_output=True, text=True, timeout=300,
     )
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise AssertionError(f"javac {SOURCE} failed ({proc.returncode})\n{proc.stdout}\n{proc.stderr}")
+        raise AssertionError(f"javac {SOURCE_DIR} failed ({proc.returncode})\n{proc.stdout}\n{proc.stderr}")
     try:
         tmp.rename(out)
     except OSError:  # another process won the race: its classes are the same

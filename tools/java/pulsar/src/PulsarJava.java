@@ -66,6 +66,7 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   skip TOPIC SUB N / skip-all TOPIC SUB / expire TOPIC SUB SECONDS / unsubscribe TOPIC SUB
  *   peek TOPIC SUB N                         -> admin.topics().peekMessages: [{id,value,key,properties,
  *                                               eventTime,publishTime,producerName,sequenceId,index}]
+ *   tenants, namespaces, namespace and topic policies: the commands of PulsarAdminCalls
  *   any command prefixed with "try " answers {"exception": class, "status": HTTP status} instead of failing
  *   (status 0 for an exception of the client rather than the admin client)
  *
@@ -206,8 +207,10 @@ public final class PulsarJava {
                         admin.topics().getStats(c[1]));
             case "last-message-id":
                 return str(admin.topics().getLastMessageId(c[1]).toString());
-            default:
-                return session(client, c);
+            default: {
+                String answer = PulsarAdminCalls.run(admin, c);  // tenants, namespaces, policies
+                return answer != null ? answer : session(client, c);
+            }
         }
     }
 

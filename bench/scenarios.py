@@ -30,8 +30,23 @@ COMPRESSIONS = ("none", "lz4")
 SHARE_CONSUMERS = 3  # share consumers of one group on one partition (issue 23)
 
 
+class _Sized:
+    """What every scenario derives from its record size's name (one rule: the record count of a run)."""
+
+    size_name: str
+
+    @property
+    def record_size(self) -> int:
+        return RECORD_SIZES[self.size_name]
+
+    def records(self, producer_mb: float, max_records: int) -> int:
+        """Records of a run of producer_mb MB, at least 1000 and at most max_records."""
+        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
+
+
+
 @dataclass(frozen=True)
-class ProducerScenario:
+class ProducerScenario(_Sized):
     """kafka-producer-perf-test then kafka-consumer-perf-test on one fresh topic."""
 
     size_name: str
@@ -41,28 +56,17 @@ class ProducerScenario:
     bk: bool = False  # run against the BookKeeper-mode broker too (the issue 7 row)
 
     @property
-    def record_size(self) -> int:
-        return RECORD_SIZES[self.size_name]
-
-    @property
     def name(self) -> str:
         base = f"p-{self.size_name}-{self.partitions}p-{self.acks}-{self.compression}"
         return f"bk-{base}" if self.bk else base
 
-    def records(self, producer_mb: float, max_records: int) -> int:
-        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
-
 
 @dataclass(frozen=True)
-class E2EScenario:
+class E2EScenario(_Sized):
     """org.apache.kafka.tools.EndToEndLatency: one record at a time, produce then poll until it arrives."""
 
     size_name: str
     acks: str
-
-    @property
-    def record_size(self) -> int:
-        return RECORD_SIZES[self.size_name]
 
     @property
     def name(self) -> str:
@@ -70,26 +74,19 @@ class E2EScenario:
 
 
 @dataclass(frozen=True)
-class CapacityScenario:
+class CapacityScenario(_Sized):
     """The light Go generator (bench/loadgen) produces then consumes back one fresh topic (bench/capacity.py)."""
 
     size_name: str
     partitions: int
 
     @property
-    def record_size(self) -> int:
-        return RECORD_SIZES[self.size_name]
-
-    @property
     def name(self) -> str:
         return f"cap-{self.size_name}-{self.partitions}p"
 
-    def records(self, producer_mb: float, max_records: int) -> int:
-        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
-
 
 @dataclass(frozen=True)
-class ShareScenario:
+class ShareScenario(_Sized):
     """ShareConsumerPerformance --threads 3 over a topic of one partition filled just before."""
 
     size_name: str
@@ -97,28 +94,17 @@ class ShareScenario:
     consumers: int = SHARE_CONSUMERS
 
     @property
-    def record_size(self) -> int:
-        return RECORD_SIZES[self.size_name]
-
-    @property
     def name(self) -> str:
         return f"share-{self.size_name}-{self.partitions}p-{self.consumers}c"
 
-    def records(self, producer_mb: float, max_records: int) -> int:
-        return max(1000, min(max_records, int(producer_mb * 1_000_000 / self.record_size)))
-
 
 @dataclass(frozen=True)
-class ShareLatencyScenario:
+class ShareLatencyScenario(_Sized):
     """bench/java/ShareLatency.java: one record at a time to 3 share consumers."""
 
     size_name: str
     acks: str = "1"
     consumers: int = SHARE_CONSUMERS
-
-    @property
-    def record_size(self) -> int:
-        return RECORD_SIZES[self.size_name]
 
     @property
     def name(self) -> str:

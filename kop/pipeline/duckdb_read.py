@@ -14,9 +14,12 @@ from __future__ import annotations
 import importlib
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kop.pipeline.kafka_meta import PipelineError
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 EXTENSIONS = ("avro", "iceberg")  # in load order: iceberg needs avro
 
@@ -36,10 +39,11 @@ def extension_file(name: str, version: str) -> Path:
     return path
 
 
-def connect() -> Any:
+def connect() -> DuckDBPyConnection:
     """A DuckDB connection (in memory) with the iceberg extension loaded: `iceberg_scan('<warehouse>/<namespace>/
     <table>')` reads a table of the Hadoop catalog from its version-hint.text."""
-    duckdb = importlib.import_module("duckdb")
+    import duckdb
+
     con = duckdb.connect(config={"extension_directory": tempfile.mkdtemp(prefix="kop-duckdb-"),
                                  "autoinstall_known_extensions": False, "autoload_known_extensions": False})
     try:

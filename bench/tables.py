@@ -44,6 +44,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from kop.pipeline import iceberg_schema as schema  # noqa: E402
 from kop.pipeline.tables import TablesConfig, TableWriter, start_tables  # noqa: E402
 from tests.support.broker import KopBroker  # noqa: E402
 from tests.support.clients import create_topic  # noqa: E402
@@ -85,7 +86,7 @@ def throughput_round(spark, broker: KopBroker, work: Path, name: str, mode: str,
     wall = time.monotonic() - t0
     if query.exception() is not None:
         raise RuntimeError(f"the query failed: {query.exception()}")
-    rows = spark.table(f"kopbench.kafka.{topic.replace('-', '_')}").count()
+    rows = spark.table(schema.table_identifier("kopbench", "kafka", topic)).count()
     expected = args.records if mode == "append" else min(args.keys, args.records)
     if rows != expected:
         raise RuntimeError(f"{name}: {rows} rows in the table, expected {expected}")
@@ -104,7 +105,7 @@ def lag_samples(spark, broker: KopBroker, work: Path, args) -> list[float]:
                        checkpoint=str(work / "lag.ckpt"), catalog="kopbench", mode="append")
     query = start_tables(spark, cfg, TableWriter(cfg))
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 0})
-    table_dir = work / "warehouse" / "kafka" / "bench_lag"
+    table_dir = work / "warehouse" / "kafka" / schema.table_name(topic)
     con = connect()
     out: list[float] = []
     delivered: list[int] = []

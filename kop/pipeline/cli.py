@@ -71,7 +71,8 @@ def add_pipeline_parser(sub: Any) -> None:
     a.add_argument("--max-gap-ranges", type=int, default=1000, help="list at most this many gaps (all are counted)")
     a.add_argument("--table", nargs="?", const="", metavar="NAME",
                    help="audit the topic's Iceberg table of `kop pipeline tables` instead: which offsets of the "
-                        "topic are in it, which are missing, per partition. NAME: [CATALOG.]NAMESPACE.TABLE "
+                        "topic are in it, which are missing, per partition (an upsert table: whether each key's row is "
+                        "its latest record). NAME: [CATALOG.]NAMESPACE.TABLE "
                         "(default: the topic's table in --namespace)")
     _catalog_args(a, warehouse_required=False)
 

@@ -181,7 +181,7 @@ class TableWriter:
         batch = batch_df.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             # One job for what the batch holds: its offsets per partition and the Confluent ids of its values.
-            prefixed, schema_id = _confluent_prefix()
+            prefixed, schema_id = confluent_prefix()
             stats: dict[str, dict[int, tuple[int, int, int]]] = {}
             ids: dict[str, set[int]] = {}
             for r in batch.groupBy("topic", "partition").agg(
@@ -317,7 +317,7 @@ class TableWriter:
             return _with_missing_columns(rows.select(*kafka, F.col("value").alias("kafka_value")), t)
         record = decode_column(t.reader.schema, t.writers)
         decoded = rows.withColumn("_record", record)
-        prefixed, schema_id = _confluent_prefix()
+        prefixed, schema_id = confluent_prefix()
         fields = [c for c, _ in t.columns if c not in {k for k, _ in (*schema.KAFKA_COLUMNS,
                                                                      *schema.TYPED_EXTRA_COLUMNS)}]
         return _with_missing_columns(decoded.select(
@@ -339,7 +339,7 @@ def _with_missing_columns(df: DataFrame, t: TopicTable) -> DataFrame:
     return df.select("*", *gone) if gone else df
 
 
-def _confluent_prefix() -> tuple[Column, Column]:
+def confluent_prefix() -> tuple[Column, Column]:
     """(the value starts with Confluent's 0x00 + id prefix, the id) as Spark columns."""
     from pyspark.sql import functions as F
 
@@ -355,7 +355,7 @@ def decode_column(reader: str, writers: Mapping[int, str | None]) -> Column:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro
 
-    prefixed, schema_id = _confluent_prefix()
+    prefixed, schema_id = confluent_prefix()
     body = F.expr("substring(value, 6)")
     options = {"mode": "PERMISSIVE", "avroSchema": reader}
     record: Column | None = None

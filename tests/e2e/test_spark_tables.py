@@ -1,4 +1,4 @@
-"""`kop pipeline tables` (issue 26): a topic as an Iceberg table, exactly once, read back by Spark and PyIceberg.
+"""`kop pipeline tables` (issue 26): a topic as an Iceberg table, exactly once, read back by Spark, PyIceberg, DuckDB.
 
 One broker and one SparkSession for the module. The topic (2 partitions) gets Avro records from confluent-kafka's
 AvroSerializer registered at the broker's own registry, with keys and headers, and a transaction aborted in the
@@ -16,13 +16,14 @@ four times with --available-now and small micro-batches (maxOffsetsPerTrigger):
 4. a fresh writer (state read back from the table's snapshot summary) finishes.
 
 Then the table's rows equal the committed records, each once (partition, offset, key, headers, decoded value,
-timestamp), through Spark SQL and through PyIceberg (DuckDB's iceberg extension cannot be loaded here: it is
-downloaded on first use, and this machine has no route to DuckDB's extension repository); the snapshot summary's
-offsets cover every partition's records; `audit --table` finds no gap, and after rows are deleted from the
-table it shows exactly them as missing.
+timestamp), through Spark SQL, PyIceberg and DuckDB (iceberg_scan; the extension loaded offline from the
+duckdb-extension-* packages, kop.pipeline.duckdb_read); the snapshot summary's offsets cover every
+partition's records; `audit --table` finds no gap, and after rows are deleted from the table it shows exactly
+them as missing.
 
 test_compacted_topic_as_upsert_table: a compacted topic's table is an upsert table (one row per key, tombstones
-delete), equal to the topic folded by key after a restart that re-runs a batch.
+delete), equal to the topic folded by key (Spark SQL and DuckDB) after the command is killed with SIGKILL three
+times mid-run and the broker restarted once; `audit --table` finds it right, then finds three planted wrong rows.
 test_spark_reads_a_non_partitioned_pulsar_topic (issue 22): Spark's kafka source on a topic a Pulsar producer
 auto-created non-partitioned: one partition, continuous offsets.
 """
@@ -30,7 +31,9 @@ auto-created non-partitioned: one partition, continuous offsets.
 from __future__ import annotations
 
 import json
+import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -39,7 +42,6 @@ from pathlib import Path
 import pytest
 
 from kop.pipeline import iceberg_schema as schema
-from kop.pipeline.kafka_meta import PipelineError
 from kop.pipeline.table_audit import audit_table
 from kop.pipeline.tables import TablesConfig, TableWriter, kop_summary, load_table, start_tables
 from tests.support.broker import KopBroker
@@ -208,12 +210,18 @@ def forget_last_commit(checkpoint: Path) -> int:
     return last
 
 
-def kill_mid_run(cfg: TablesConfig) -> None:
-    """`kop pipeline tables` as a command, killed (SIGKILL) as soon as it logs its first written batch."""
-    cmd = [sys.executable, "-m", "kop.cli", "pipeline", "tables", "--bootstrap-server", cfg.bootstrap, "--topic", TOPIC,
-           "--warehouse", cfg.warehouse, "--checkpoint", cfg.checkpoint, "--schema-registry", str(cfg.schema_registry),
-           "--max-offsets-per-trigger", "10", "--available-now"]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+def kill_mid_run(cfg: TablesConfig, until: str | None = None, per_trigger: int = 10) -> str:
+    """`kop pipeline tables` as a command, killed (SIGKILL) as soon as it logs a line containing `until` (default:
+    its first written batch of the topic); returns what it logged. The command runs in a process group of its own
+    and the whole group is killed: the job is the Python driver and Spark's JVM, its child, which would otherwise
+    run on (until it notices its parent is gone) next to the job started after it."""
+    topic = cfg.topics[0]
+    until = until or f" records of {topic} -> "
+    cmd = [sys.executable, "-m", "kop.cli", "pipeline", "tables", "--bootstrap-server", cfg.bootstrap, "--topic", topic,
+           "--warehouse", cfg.warehouse, "--checkpoint", cfg.checkpoint, "--catalog", cfg.catalog,
+           "--max-offsets-per-trigger", str(per_trigger), "--available-now"]
+    cmd += ["--schema-registry", cfg.schema_registry] if cfg.schema_registry else []
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, start_new_session=True)
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -224,13 +232,14 @@ def kill_mid_run(cfg: TablesConfig) -> None:
     threading.Thread(target=pump, daemon=True).start()
     seen: list[str] = []
     try:
-        while not any(" records of spark-tables -> " in line for line in seen):
+        while not any(until in line for line in seen):
             line = lines.get(timeout=QUERY_DEADLINE)
-            assert line is not None, f"the command ended ({proc.wait()}) before a batch:\n{''.join(seen[-40:])}"
+            assert line is not None, f"the command ended ({proc.wait()}) before {until!r}:\n{''.join(seen[-40:])}"
             seen.append(line)
     finally:
-        proc.kill()
+        os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(STALL_TIMEOUT)
+    return "".join(seen)
 
 
 def table_rows(spark) -> dict[tuple[int, int], dict]:
@@ -281,6 +290,7 @@ def test_topic_to_table_exactly_once_across_restarts(broker: KopBroker, spark, t
     assert "replace" in {r["operation"] for r in history}  # --compact-every 2 compacted the small files
 
     check_pyiceberg(tmp_path / "warehouse", orders.committed)
+    check_duckdb(tmp_path / "warehouse", orders.committed)
     check_audit(broker, spark, orders.committed)
 
 
@@ -296,6 +306,30 @@ def check_pyiceberg(warehouse: Path, committed: dict[tuple[int, int], dict]) -> 
     assert len(got) == rows.num_rows
     assert got == {k: (v["customer"], v["cents"], v["note"]) for k, v in committed.items()}
     assert str(table.spec().fields[0].transform) == "day"
+
+
+def duckdb_scan(table_dir: Path, columns: str) -> list[dict]:
+    """`SELECT columns FROM iceberg_scan(table_dir)` in DuckDB, its iceberg extension loaded offline
+    (kop.pipeline.duckdb_read)."""
+    from kop.pipeline.duckdb_read import connect
+
+    con = connect()
+    try:
+        rel = con.sql(f"SELECT {columns} FROM iceberg_scan('{table_dir}')")
+        return [dict(zip(rel.columns, row, strict=True)) for row in rel.fetchall()]
+    finally:
+        con.close()
+
+
+def check_duckdb(warehouse: Path, committed: dict[tuple[int, int], dict]) -> None:
+    """DuckDB's iceberg_scan reads the same rows: offsets, keys, timestamps, headers and decoded values."""
+    rows = duckdb_scan(warehouse / "kafka" / "spark_tables",
+                       "kafka_partition p, kafka_offset o, kafka_key::VARCHAR \"key\", epoch_ms(kafka_timestamp) ts, "
+                       "kafka_headers h, customer, cents, note, channel")
+    got = {(r["p"], r["o"]): {"key": r["key"], "ts": r["ts"], "headers": [(h["key"], h["value"]) for h in r["h"]],
+                              **{c: r[c] for c in ("customer", "cents", "note", "channel")}} for r in rows}
+    assert len(got) == len(rows)
+    assert got == committed
 
 
 def check_audit(broker: KopBroker, spark, committed: dict[tuple[int, int], dict]) -> None:
@@ -362,25 +396,29 @@ def fold_topic(bootstrap: str, topic: str, partitions: int) -> tuple[dict[tuple[
 
 def test_compacted_topic_as_upsert_table(broker: KopBroker, spark, tmp_path: Path) -> None:
     """A compacted topic's table (mode chosen from its cleanup.policy) equals the topic folded by key, after
-    updates and tombstones in batches of several records per key, and a restart that re-runs a batch."""
+    updates and tombstones in batches of several records per key, the job killed with SIGKILL three times (after
+    a MERGE and before Spark's commit; at the start of a batch; after a MERGE again) and the broker restarted once.
+    Spark SQL and DuckDB read it back; `audit --table` says it is right, then finds three planted wrong rows."""
     create_topic(broker.bootstrap, UPSERT_TOPIC, 2, {"cleanup.policy": "compact"})
     # 8 keys, 3 versions each; k-1 deleted; k-2 deleted then set again; k-3 set, deleted, set, deleted
     first = [(f"k-{k}", f"v{v}-{k}") for v in range(3) for k in range(8)]
     first += [("k-1", None), ("k-2", None), ("k-2", "again-2"), ("k-3", None), ("k-3", "x-3"), ("k-3", None)]
     produce_keyed(broker.bootstrap, first)
-    ckpt = tmp_path / "checkpoint"
     cfg = TablesConfig(bootstrap=broker.bootstrap, topics=[UPSERT_TOPIC], warehouse=str(tmp_path / "warehouse"),
-                       checkpoint=str(ckpt), max_offsets_per_trigger=25, available_now=True, catalog=UPSERT_CATALOG)
-    writer = TableWriter(cfg)
-    run_available_now(spark, cfg, writer)
-    assert writer.tables[UPSERT_TOPIC].upsert
-    redo = forget_last_commit(ckpt)  # a job killed after its MERGE, before Spark's commit
-    # after the restart: k-1 comes back, k-4 and k-2 go, k-5 changes twice, a new key k-9
+                       checkpoint=str(tmp_path / "checkpoint"), max_offsets_per_trigger=25, available_now=True,
+                       catalog=UPSERT_CATALOG)
+    kill_mid_run(cfg, per_trigger=25)  # 1: after its first MERGE, before Spark's commit of that batch
+    # k-1 comes back, k-4 and k-2 go, k-5 changes twice, a new key k-9
     produce_keyed(broker.bootstrap, [("k-1", "back-1"), ("k-4", None), ("k-5", "w1-5"), ("k-2", None),
                                      ("k-5", "w2-5"), ("k-9", "new-9")])
+    kill_mid_run(cfg, f"{UPSERT_TOPIC} -> {schema.UPSERT} table", 25)  # 2: as its first batch starts
+    broker.stop()
+    broker.start()
+    produce_keyed(broker.bootstrap, [("k-6", "z-6"), ("k-10", "new-10"), ("k-7", None), ("k-7", "z-7")])
+    kill_mid_run(cfg, per_trigger=5)  # 3: after a MERGE again, now on the restarted broker
     writer = TableWriter(cfg)  # a fresh writer: its state comes from the table's snapshot summary
     run_available_now(spark, cfg, writer)
-    assert writer.tables[UPSERT_TOPIC].last_batch is not None and writer.tables[UPSERT_TOPIC].last_batch > redo
+    assert writer.tables[UPSERT_TOPIC].upsert
 
     rows = spark.sql(f"SELECT kafka_partition p, CAST(kafka_key AS STRING) k, kafka_offset o, "
                      f"CAST(kafka_value AS STRING) v FROM {UPSERT_TABLE}").collect()
@@ -388,14 +426,43 @@ def test_compacted_topic_as_upsert_table(broker: KopBroker, spark, tmp_path: Pat
     assert len(got) == len(rows), "a key has two rows"
     folded, ends = fold_topic(broker.bootstrap, UPSERT_TOPIC, 2)
     assert got == folded
-    assert {k for _, k in got} == {"k-0", "k-1", "k-5", "k-6", "k-7", "k-9"}
-    assert got[(1, "k-5")][1] == "w2-5" and got[(1, "k-1")][1] == "back-1"
+    assert {k for _, k in got} == {"k-0", "k-1", "k-5", "k-6", "k-7", "k-9", "k-10"}
+    assert got[(1, "k-5")][1] == "w2-5" and got[(1, "k-1")][1] == "back-1" and got[(1, "k-7")][1] == "z-7"
+    ducked = duckdb_scan(tmp_path / "warehouse" / "kafka" / "spark_upsert",
+                         "kafka_partition p, kafka_key::VARCHAR k, kafka_offset o, kafka_value::VARCHAR v")
+    assert {(r["p"], r["k"]): (r["o"], r["v"]) for r in ducked} == folded and len(ducked) == len(folded)
     jtable = load_table(spark, UPSERT_TABLE)
     assert jtable.properties().get(schema.TABLE_MODE_PROPERTY) == schema.UPSERT
-    summary = kop_summary(jtable)
-    assert schema.decode_offsets(summary[schema.SUMMARY_OFFSETS]) == ends
-    with pytest.raises(PipelineError, match="is an upsert table"):
-        audit_table(spark, broker.bootstrap, UPSERT_TOPIC, UPSERT_TABLE)
+    assert schema.decode_offsets(kop_summary(jtable)[schema.SUMMARY_OFFSETS]) == ends
+    check_upsert_audit(broker, spark, folded)
+
+
+def check_upsert_audit(broker: KopBroker, spark, folded: dict[tuple[int, str], tuple[int, str]]) -> None:
+    """The audit of the upsert table: clean; then, with a changed value (k-5), a row for a tombstoned key (k-4,
+    a copy of k-0's) and a deleted row (k-7), exactly those three problems."""
+    from pyspark.sql import functions as F
+
+    from kop.pipeline.table_audit import UpsertAuditReport
+
+    report = audit_table(spark, broker.bootstrap, UPSERT_TOPIC, UPSERT_TABLE)
+    assert isinstance(report, UpsertAuditReport) and report.ok, report.format_table()
+    assert sum(p.keys for p in report.partitions) == sum(p.table_rows for p in report.partitions) == len(folded)
+    assert all(p.problems == p.pending == p.archived == 0 for p in report.partitions), report.format_table()
+    spark.sql(f"UPDATE {UPSERT_TABLE} SET kafka_value = CAST('planted' AS BINARY) "
+              f"WHERE kafka_key = CAST('k-5' AS BINARY)")
+    spark.sql(f"DELETE FROM {UPSERT_TABLE} WHERE kafka_key = CAST('k-7' AS BINARY)")
+    (spark.table(UPSERT_TABLE).where(F.col("kafka_key") == F.lit(b"k-0"))
+     .withColumn("kafka_key", F.lit(b"k-4")).writeTo(UPSERT_TABLE).append())
+    report = audit_table(spark, broker.bootstrap, UPSERT_TOPIC, UPSERT_TABLE)
+    assert isinstance(report, UpsertAuditReport) and not report.ok
+    print(report.format_table())  # docs/spark.md shows it
+    p0, p1 = report.partitions
+    assert (p0.undeleted, p0.missing, p0.wrong, p0.extra, p0.duplicates) == (1, 0, 0, 0, 0), report.format_table()
+    assert (p1.undeleted, p1.missing, p1.wrong, p1.extra, p1.duplicates) == (0, 1, 1, 0, 0), report.format_table()
+    text = report.format_table()
+    k5 = folded[(1, "k-5")][0]
+    assert f"partition 1 key 'k-5': wrong: the row (offset {k5}) does not hold its latest record (offset {k5})" in text
+    assert "partition 1 key 'k-7': missing" in text and "partition 0 key 'k-4': undeleted" in text
 
 
 def test_spark_reads_a_non_partitioned_pulsar_topic(broker: KopBroker, spark) -> None:

@@ -39,18 +39,19 @@ def consume_confluent(bootstrap: str, topic: str, isolation: str, want: int, tim
     """Every value of `topic` from the beginning: until `want` arrived (or the timeout), then on until every
     partition is read to its end (librdkafka's partition EOF: the fetch position reached the high watermark,
     for read_committed the last stable offset), so that a record that should not be there is seen - or for at
-    most a second more, as before the end was watched."""
-    from confluent_kafka import Consumer, KafkaError
+    most a second more, as before the end was watched. The partitions are assigned, not subscribed to: a
+    group's first join waits out the broker's initial rebalance delay (3 s), and no group is needed here."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation,
-                  "enable.partition.eof": True})
-    c.subscribe([topic])
+                  "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
     got: list[str] = []
     at_end: dict[int, bool] = {}  # per partition: the last thing it delivered was its EOF
     deadline = time.monotonic() + timeout
     extra = None
     try:
+        partitions = c.list_topics(topic, timeout=timeout).topics[topic].partitions
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and m.error() is None:

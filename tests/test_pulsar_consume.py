@@ -51,8 +51,16 @@ def nothing_more(consumer: pulsar.Consumer, wait_ms: int = 1500) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- interop
-@pytest.mark.parametrize("producer_fn", [produce_kafka_python, produce_confluent], ids=["kafka-python", "confluent"])
-@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+# kafka-python with every codec; confluent-kafka (librdkafka) where its compressed bytes differ from the Python
+# clients' (raw snappy, not the xerial framing; streaming zstd frames): its gzip and lz4 are the same formats
+# (tests/e2e/test_clients_roundtrip.py says more).
+INTEROP_CASES = [*((produce_kafka_python, codec) for codec in ("none", "gzip", "snappy", "lz4", "zstd")),
+                 (produce_confluent, "snappy"), (produce_confluent, "zstd")]
+
+
+@pytest.mark.parametrize(("producer_fn", "codec"), INTEROP_CASES,
+                         ids=[f"{'confluent' if fn is produce_confluent else 'kafka-python'}-{codec}"
+                              for fn, codec in INTEROP_CASES])
 def test_kafka_records_read_by_a_pulsar_consumer(broker: KopBroker, client: pulsar.Client, producer_fn, codec: str) -> None:
     topic = name()
     create_topic(broker.bootstrap, topic, partitions=1)

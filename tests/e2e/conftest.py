@@ -83,6 +83,9 @@ def targets_for(module_name: str, pulsar_side: tuple[str, ...] | None = None) ->
 KOP_DEFAULTS: dict[str, object] = {
     "allowAutoTopicCreation": "true",
     "defaultNumPartitions": 1,
+    # as the `kafka` target's group.initial.rebalance.delay.ms (tests/support/kafka_server.py): a group's first
+    # join is not held 3 s for members that may follow
+    "groupInitialRebalanceDelayMs": 0,
 }
 
 

@@ -28,7 +28,8 @@ class Scenario:
     """One topic, one group, the records produced so far and the members started."""
 
     def __init__(self, target, tmp_path, partitions: int = PARTS, hint: str = "grp", **kop) -> None:
-        self.broker = target.broker(**{**KOP_GROUP_SETTINGS, **kop})
+        # the module's broker of ours (tests that kill it start their own): each scenario has its own topic and group
+        self.broker = target.module_broker(**{**KOP_GROUP_SETTINGS, **kop})
         self.b = self.broker.bootstrap
         self.topic = target.topic(hint)
         self.group = "g-" + self.topic
@@ -279,7 +280,7 @@ def _describe(bootstrap: str, group: str) -> tuple[str, list[tuple[str, str]]]:
 
 
 def test_consumer_perf_test(target, java_tools) -> None:
-    broker = target.broker(**KOP_GROUP_SETTINGS)
+    broker = target.module_broker(**KOP_GROUP_SETTINGS)
     b = broker.bootstrap
     topic = target.topic("cperf")
     create_topic(b, topic, 3)

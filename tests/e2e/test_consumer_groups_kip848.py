@@ -47,8 +47,11 @@ class ConsumerProtocolScenario(Scenario):
     """Scenario (test_consumer_groups) on a broker whose consumer session timeout is SESSION_MS, with members
     using the consumer protocol."""
 
-    def __init__(self, target, tmp_path, hint: str = "kip848") -> None:
-        self.broker = target.dedicated_broker(KAFKA_SETTINGS, **KOP_SETTINGS)
+    def __init__(self, target, tmp_path, hint: str = "kip848", dedicated: bool = False) -> None:
+        # the module's broker of ours with these settings, unless the test kills it: each scenario has its own
+        # topic and group
+        start = target.dedicated_broker if dedicated else target.module_broker
+        self.broker = start(KAFKA_SETTINGS, **KOP_SETTINGS)
         self.b = self.broker.bootstrap
         self.topic = target.topic(hint)
         self.group = "g-" + self.topic
@@ -135,7 +138,7 @@ def test_java_and_confluent_members_join_leave_and_die_without_loss(target, java
 def test_broker_restart_restores_the_group(target, java_tools, tmp_path) -> None:
     """SIGKILL the broker under a stable consumer group: after the restart the members go on with their
     partitions (the group and its assignments were replayed from __consumer_offsets), and nothing is lost."""
-    s = ConsumerProtocolScenario(target, tmp_path, hint="restart")
+    s = ConsumerProtocolScenario(target, tmp_path, hint="restart", dedicated=True)
     try:
         s.produce("a", 30)
         a, b = s.confluent("A-confluent"), s.confluent("B-confluent")
@@ -321,7 +324,7 @@ def test_regex_subscription_follows_new_topics(target, tmp_path) -> None:
     broker resolves it (whole-name RE2 match) and, when a matching topic is created later, assigns it too."""
     from confluent_kafka import Consumer
 
-    broker = target.dedicated_broker(KAFKA_SETTINGS, **KOP_SETTINGS)
+    broker = target.module_broker(KAFKA_SETTINGS, **KOP_SETTINGS)  # its topics are the test's own
     prefix = target.topic("re")
     first, second, other = f"{prefix}-one", f"{prefix}-two", f"x{prefix}"
     for t in (first, other):

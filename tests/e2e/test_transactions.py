@@ -36,32 +36,45 @@ def probe(*args: object, timeout: float = 180) -> list[str]:
 
 
 def consume_confluent(bootstrap: str, topic: str, isolation: str, want: int, timeout: float = 60) -> list[str]:
-    """Every value of `topic` from the beginning: until `want` arrived (or the timeout), then polls on for a
-    second so that a record that should not be there is seen."""
-    from confluent_kafka import Consumer
+    """Every value of `topic` from the beginning: until `want` arrived (or the timeout), then on until every
+    partition is read to its end (librdkafka's partition EOF: the fetch position reached the high watermark,
+    for read_committed the last stable offset), so that a record that should not be there is seen - or for at
+    most a second more, as before the end was watched. The partitions are assigned, not subscribed to: a
+    group's first join waits out the broker's initial rebalance delay (3 s), and no group is needed here."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex[:6]}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False, "isolation.level": isolation})
-    c.subscribe([topic])
+                  "enable.auto.commit": False, "isolation.level": isolation, "enable.partition.eof": True})
     got: list[str] = []
+    at_end: dict[int, bool] = {}  # per partition: the last thing it delivered was its EOF
     deadline = time.monotonic() + timeout
     extra = None
     try:
+        partitions = c.list_topics(topic, timeout=timeout).topics[topic].partitions
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         while time.monotonic() < deadline:
             m = c.poll(0.2)
             if m is not None and m.error() is None:
                 got.append(m.value().decode())
+                at_end[m.partition()] = False
+            elif m is not None and m.error().code() == KafkaError._PARTITION_EOF:
+                at_end[m.partition()] = True
             if len(got) >= want and extra is None:
                 extra = time.monotonic() + 1.0
-            if extra is not None and time.monotonic() > extra:
+            if extra is not None and (time.monotonic() > extra or _read_to_the_end(c, at_end)):
                 break
     finally:
         c.close()
     return got
 
 
+def _read_to_the_end(consumer, at_end: dict[int, bool]) -> bool:
+    assignment = consumer.assignment()
+    return bool(assignment) and all(at_end.get(tp.partition, False) for tp in assignment)
+
+
 def test_java_transactional_producer_and_read_committed_consumer(target, java_tools) -> None:
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     topic = target.topic("txn-java")
     create_topic(b.bootstrap, topic, 2)
     assert probe("produce", b.bootstrap, topic, f"tx-{topic}", "C3,A2,C4,A3")[-1] == "OK"
@@ -79,7 +92,7 @@ def test_java_transactional_producer_and_read_committed_consumer(target, java_to
 def test_confluent_kafka_transactions(target) -> None:
     from confluent_kafka import Producer
 
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     topic = target.topic("txn-confluent")
     create_topic(b.bootstrap, topic, 2)
     p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic}"})
@@ -158,7 +171,7 @@ async def _committed(bootstrap: str, group: str, topic: str, want: int | None) -
 def test_aiokafka_consume_transform_produce(target) -> None:
     from confluent_kafka import Producer
 
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     src, dst = target.topic("txn-src"), target.topic("txn-dst")
     create_topic(b.bootstrap, src, 1)
     create_topic(b.bootstrap, dst, 1)
@@ -220,7 +233,7 @@ def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -
 
     from kop.coordinator.records import partition_for
 
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     topic = target.topic("txn-fmt")
     create_topic(b.bootstrap, topic, 2)
     tid = f"tx-{topic}"
@@ -306,7 +319,7 @@ def test_kafka_python_transactions(target) -> None:
     """kafka-python's transactional producer (its own version choice of every transaction API)."""
     from kafka import KafkaProducer
 
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     topic = target.topic("txn-kafka-python")
     create_topic(b.bootstrap, topic, 2)
     p = KafkaProducer(bootstrap_servers=b.bootstrap, transactional_id=f"tx-{topic}")

@@ -25,7 +25,7 @@ def spark():
 def test_spark_read_committed(target, spark) -> None:
     from confluent_kafka import Producer
 
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     topic = target.topic("txn-spark")
     create_topic(b.bootstrap, topic, 2)
     p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic}"})
@@ -59,7 +59,7 @@ def test_audit_labels_markers_and_aborted_transactions(target, spark) -> None:
 
     from kop.pipeline.audit import GAP_ABORTED, GAP_CONTROL, audit_topic
 
-    b = target.broker()
+    b = target.module_broker()  # one per module: the test never kills or reconfigures it
     topic = target.topic("txn-audit")
     create_topic(b.bootstrap, topic, 2)
     offsets: dict[str, dict[int, list[int]]] = {"plain": {0: [], 1: []}, "committed": {0: [], 1: []},
@@ -94,6 +94,11 @@ def test_audit_labels_markers_and_aborted_transactions(target, spark) -> None:
     assert o.flush(60) == 0
 
     try:
+        # one audit of each isolation level covers both partitions (nothing is written while they run)
+        report = audit_topic(spark, b.bootstrap, topic)
+        assert report.isolation_level == "read_committed" and report.ok, report.format_table()
+        loose = audit_topic(spark, b.bootstrap, topic, isolation_level="read_uncommitted")
+        assert loose.ok, loose.format_table()
         for part in (0, 1):
             data = {k: set(v[part]) for k, v in offsets.items()}
             log_end = max(data["open"]) + 1
@@ -101,8 +106,6 @@ def test_audit_labels_markers_and_aborted_transactions(target, spark) -> None:
             markers = set(range(log_end)) - set().union(*data.values())
             assert len(markers) == 5 and max(markers) < lso, markers  # one per finished transaction
 
-            report = audit_topic(spark, b.bootstrap, topic)
-            assert report.isolation_level == "read_committed" and report.ok, report.format_table()
             pa = report.partitions[part]
             assert (pa.from_offset, pa.to_offset, pa.log_end) == (0, lso, log_end)
             assert pa.records == len(data["plain"] | data["committed"]) and pa.missing == 0
@@ -110,8 +113,6 @@ def test_audit_labels_markers_and_aborted_transactions(target, spark) -> None:
             labelled = {(g.kind, o) for g in report.gaps if g.partition == part for o in range(g.first, g.last + 1)}
             assert labelled == {(GAP_CONTROL, o) for o in markers} | {(GAP_ABORTED, o) for o in data["aborted"]}
 
-            loose = audit_topic(spark, b.bootstrap, topic, isolation_level="read_uncommitted")
-            assert loose.ok, loose.format_table()
             pu = loose.partitions[part]
             assert (pu.from_offset, pu.to_offset) == (0, log_end)
             assert pu.records == log_end - len(markers) and pu.missing == 0

@@ -78,6 +78,12 @@ public class TxnProbe {
         System.out.println("DONE");
     }
 
+    /** Whether the consumer's position is at the end offset of every partition (what its isolation level reads). */
+    static boolean atEnd(KafkaConsumer<String, String> consumer, List<TopicPartition> parts) {
+        var ends = consumer.endOffsets(parts);
+        return parts.stream().allMatch(tp -> consumer.position(tp) >= ends.get(tp));
+    }
+
     public static void main(String[] args) throws Exception {
         String mode = args[0];
         String bootstrap = args[1];
@@ -120,9 +126,10 @@ public class TxnProbe {
                         got++;
                     }
                 }
-                // read a little longer: anything beyond `want` is a record that should not be there
+                // read on to the end of every partition (its end offset: for read_committed the last stable
+                // offset), or for a second at most: anything beyond `want` is a record that should not be there
                 long extra = System.currentTimeMillis() + 1000;
-                while (System.currentTimeMillis() < extra) {
+                while (System.currentTimeMillis() < extra && !atEnd(consumer, parts)) {
                     for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(200))) {
                         System.out.println(r.value());
                     }

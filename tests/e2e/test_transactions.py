@@ -245,7 +245,7 @@ def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -
         c.close()
     assert n > 0
     r = java_tools.run("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", "__transaction_state",
-                       "--partition", partition_for(tid, n), "--offset", "earliest", "--timeout-ms", 3000,
+                       "--partition", partition_for(tid, n), "--offset", "earliest", "--timeout-ms", 6000,
                        "--formatter", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter")
     dec = json.JSONDecoder()
     records, pos = [], 0

@@ -11,8 +11,8 @@ conversion costs our broker.
     python bench/pulsar_clients.py --report bench/results/pulsar-<time>.json   # its markdown tables
 
 Phase "side" (ours vs Apache Pulsar, the broker order rotated each round, medians and ratios ours / Pulsar):
-each scenario (message size, compression) runs, per broker, on a fresh topic (auto-created, partitioned with one
-partition on both): a durable Exclusive subscription is created and its consumer closed, so the backlog is kept;
+each scenario (message size, compression) runs, per broker, on a fresh topic (auto-created: non-partitioned on both,
+Pulsar's default since 2026-11-29): a durable Exclusive subscription is created and its consumer closed, so the backlog is kept;
 a batched producer (1000 messages or 128 KiB per batch, 5 ms delay, up to 20 000 pending) sends `--mb` MB with
 send_async and flushes (produce throughput); a consumer resubscribes and reads them all with batch_receive (up to
 1000 per call), acknowledging cumulatively per call (consume throughput: on ours this includes Kafka -> Pulsar
@@ -24,7 +24,7 @@ phase, so each ratio comes with the CPU each broker spent per MB.
 `--producers N` (default 1, so runs stay comparable with the earlier ones) produces from N processes at once
 instead: one pulsar-client Python send_async loop tops out near 35k msg/s on this machine whichever broker it
 talks to, so with one producer the produce cells measure the client, not the broker. Each process has its own
-Client and the producer above on the same topic (its one partition: the same on both brokers), sends its share of
+Client and the producer above on the same topic (the same on both brokers), sends its share of
 the messages and flushes; all start behind a barrier once connected, and produce throughput is all messages over
 the wall time from the first send to the last acknowledgement (the broker CPU is read around that window).
 Consume and e2e are unchanged. N is in the JSON's settings and in the produce rows' labels.

@@ -1,17 +1,17 @@
 // A Kafka 4.4 Java producer, consumer and admin client, for tests/e2e/test_kafka44_versions.py: run against the
 // kafka-clients 4.4 jar of the suite's Kafka (.cache/kafka-libs-<version>/, scripts/setup), so that they speak the newest versions
 // (ApiVersions v5, Produce v13, Fetch v18, ListOffsets v11, Metadata v13, OffsetCommit/OffsetFetch v10,
-// DescribeTopicPartitions v0) wherever the broker offers them.
+// DescribeTopicPartitions v0, DescribeCluster v2, TxnOffsetCommit v6, EndTxn v5) wherever the broker offers them.
 //
 //   run <bootstrap> <topic> <group> <count>
-//     describes the topic (Admin.describeTopics), produces <count> records "v<i>" with keys "k<i>" (acks=all),
+//     describes the topic (Admin.describeTopics) and the cluster (Admin.describeCluster), produces <count> records "v<i>" with keys "k<i>" (acks=all),
 //     consumes them from the earliest offset in group <group> (group.protocol=consumer, KIP-848: the classic
 //     consumer stays on OffsetCommit/OffsetFetch v9), commits, and reads the committed offsets back.
 //     Then, transactionally (a transactional.id of its own, transaction.version 2 where the broker finalizes it):
 //     a second consumer (group <group>-txn, read_committed) reads the <count> records again, and one transaction
 //     writes one record "t<p>" per partition read and commits the consumed offsets with sendOffsetsToTransaction
 //     (TxnOffsetCommit, topics by id at v6), then commits (EndTxn); the group's committed offsets are read back.
-//     Prints: PARTITIONS <n>, SENT <count>, READ <value>... in partition then offset order, COMMITTED <p> <offset>
+//     Prints: PARTITIONS <n>, NODES <brokers>, SENT <count>, READ <value>... in partition then offset order, COMMITTED <p> <offset>
 //     per partition, TXN <p> <offset> per partition of the transactional group, DONE.
 import java.time.Duration;
 import java.util.ArrayList;
@@ -43,6 +43,7 @@ public class Kafka44Probe {
         try (Admin admin = Admin.create(a)) {
             TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
             System.out.println("PARTITIONS " + d.partitions().size());
+            System.out.println("NODES " + admin.describeCluster().nodes().get().size());
         }
 
         Properties p = new Properties();

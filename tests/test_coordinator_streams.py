@@ -101,6 +101,22 @@ def test_tasks_stay_with_their_owner_when_balance_allows() -> None:
     assert third == {"a": frozenset(tasks)}
 
 
+def test_a_leavers_tasks_go_to_the_members_with_their_standby_copies() -> None:
+    """Kafka 4.4's StickyTaskAssignor, second step: a task whose owner is gone goes, balance allowing, to a member
+    that held a standby copy of it (its state is there), not merely to the least loaded member."""
+    tasks = _tasks(6)
+    active = {"a": frozenset({("0", 0), ("0", 1)}), "b": frozenset({("0", 2), ("0", 3)}),
+              "c": frozenset({("0", 4), ("0", 5)})}
+    standby = {"b": frozenset({("0", 1)}), "c": frozenset({("0", 0)})}  # a's tasks' copies, crossed over
+    out = assign(tasks, {"b": "pb", "c": "pc"}, active, standby)
+    assert out == {"b": active["b"] | {("0", 1)}, "c": active["c"] | {("0", 0)}}
+    # without copies the ties go by member id
+    assert assign(tasks, {"b": "pb", "c": "pc"}, active)["b"] == active["b"] | {("0", 0)}
+    # balance first: a copy holder already at its share gets nothing more
+    out = assign(tasks, {"b": "pb", "c": "pc"}, active, {"b": frozenset({("0", 0), ("0", 1)})})
+    assert sorted(map(len, out.values())) == [3, 3]
+
+
 def test_a_process_with_two_members_counts_as_one_process_for_ties() -> None:
     out = assign(_tasks(4), {"a1": "pa", "a2": "pa", "b": "pb"}, {})
     assert sum(len(out[m]) for m in ("a1", "a2")) >= len(out["b"]) and sum(map(len, out.values())) == 4

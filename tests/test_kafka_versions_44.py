@@ -7,7 +7,7 @@ v9-v11, Metadata v13, OffsetCommit/OffsetFetch v10 and DescribeTopicPartitions v
 * Wire, one broker for the module (raw requests through tests/support/wire.py at the new versions): the cluster
   and node id check of ApiVersions v5; topics named by id in Produce, Fetch (with a fetch session keyed by
   id), OffsetCommit and OffsetFetch, and UNKNOWN_TOPIC_ID for an id nobody knows; ListOffsets' tiered
-  timestamps; DescribeTopicPartitions' cursor paging and its errors.
+  timestamps; DescribeTopicPartitions' cursor paging and its errors; DescribeCluster v2's IsFenced.
 The Java 4.4 client itself runs in tests/e2e/test_kafka44_versions.py.
 """
 
@@ -184,6 +184,17 @@ def test_api_versions_v5_checks_the_cluster_and_node_the_client_meant(broker: Ko
         assert (wrong.error_code, wrong.api_keys) == (E.REBOOTSTRAP_REQUIRED, [])
     for half in ((cluster_id, -1), (None, node_id)):  # both or neither
         assert _api_versions_v5(broker, *half).error_code == E.INVALID_REQUEST
+
+
+def test_describe_cluster_v2_lists_the_broker_unfenced(client: WireClient) -> None:
+    """DescribeCluster v2 (KIP-1073, what Kafka 4.4's admin client sends): IsFenced per broker, false for every
+    broker listed here, with or without IncludeFencedBrokers (this broker never lists a fenced one)."""
+    from kafka.protocol.admin import DescribeClusterRequest
+
+    for fenced in (False, True):
+        r = client.send(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=1,
+                                               include_fenced_brokers=fenced), 2)
+        assert (r.error_code, [(b.broker_id, b.is_fenced) for b in r.brokers]) == (0, [(1, False)]), r
 
 
 def test_produce_v13_and_fetch_v18_name_topics_by_id(client: WireClient) -> None:

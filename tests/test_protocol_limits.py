@@ -84,3 +84,31 @@ def test_the_request_header_tag_buffer_has_the_same_limit() -> None:
     bad = frame[:head_end] + tags + frame[head_end + 1:]
     with pytest.raises(DecodeError, match="exceeds the maximum allowed count of 10000"):
         decode_request_header(bad)
+
+
+def _peak(body: bytes, ok: bool) -> int:
+    """The most memory (tracemalloc) decoding `body` as ListConfigResources v1 took at once, whether it decoded
+    (`ok`) or was refused."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        if ok:
+            decode_message("ListConfigResourcesRequest", 1, body)
+        else:
+            with pytest.raises(DecodeError, match="exceeds the maximum allowed"):
+                decode_message("ListConfigResourcesRequest", 1, body)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_an_over_limit_collection_is_refused_before_its_elements_are_allocated() -> None:
+    """Refused when the count is read: decoding 1 000 001 elements that are all in the frame takes a small
+    fraction of the memory that decoding 1 000 000 of them takes (their list alone is 8 MB). (Tag buffers need no
+    such test: unknown tagged fields are skipped, never kept, so a tag buffer allocates nothing either way.)"""
+    at_limit = _peak(_list_config_resources_v1(MAX_COLLECTION_SIZE), ok=True)
+    over = _peak(_list_config_resources_v1(MAX_COLLECTION_SIZE + 1), ok=False)
+    assert at_limit > 8 * MAX_COLLECTION_SIZE
+    assert over < at_limit // 8, (over, at_limit)
+

@@ -2,6 +2,10 @@
 `kafka-configs --describe --all --entity-type brokers` and the topic configs Kafka 4.3/4.4 added, through Kafka's
 own tools (tests/support/java.py), on our broker and on Apache Kafka with the same assertions.
 
+One test compares the two brokers' `kafka-configs --describe --all` directly (ours and the session's Apache
+Kafka): the same topic configs, and a broker list of Kafka's names that holds every broker-level synonym Kafka
+gives a topic config (issue 23 found 23 broker configs listed).
+
 The tools and the `kafka` target are the suite's Kafka 4.4.0 (tests/support/java.py): LogDirsCommand sends
 DescribeLogDirs, ClientMetricsCommand ListConfigResources v1 (KIP-1142), and the four topic configs Kafka 4.3/4.4
 added are described, set and validated by both brokers alike. The protocol details (every version, error codes,
@@ -13,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 
 from tests.support.clients import create_topic
 
@@ -146,3 +151,34 @@ def test_the_43_44_topic_configs_through_kafka_configs(target, java_tools) -> No
                            "--entity-name", topic, "--add-config", config)
         assert r.rc != 0 and message in r.stdout + r.stderr, (config, r.stdout, r.stderr)
     assert configs()["max.decompressed.message.bytes"] == "1048576"
+
+
+def _described_all(java_tools, bootstrap: str, *entity: str) -> dict[str, str]:
+    """{name: synonyms} of `kafka-configs --describe --all` for an entity."""
+    r = java_tools.run("kafka-configs", "--bootstrap-server", bootstrap, "--describe", "--all", *entity, check=True)
+    out = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^  ([^=\s]+)=.*? sensitive=(?:true|false) synonyms=\{(.*)\}$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def test_describe_all_lists_kafkas_topic_and_broker_configs(kafka_server, kop_broker, java_tools) -> None:
+    """Ours only (it compares with the session's Apache Kafka 4.4): the topic configs of `--describe --all` are
+    Kafka's, the broker's are Kafka's names, and among them every broker-level synonym (the log.* name) that Kafka
+    shows for a topic config and lists for its broker."""
+    ours = kop_broker()
+    found = {}
+    for name, b in (("kop", ours), ("kafka", kafka_server)):
+        topic = f"descall-{uuid.uuid4().hex[:8]}"
+        create_topic(b.bootstrap, topic, 1)
+        found[name] = (_described_all(java_tools, b.bootstrap, "--entity-type", "topics", "--entity-name", topic),
+                       _described_all(java_tools, b.bootstrap, "--entity-type", "brokers", "--entity-name", "1"))
+    (kop_topic, kop_broker_cfg), (kafka_topic, kafka_broker_cfg) = found["kop"], found["kafka"]
+    assert sorted(kop_topic) == sorted(kafka_topic)
+    assert set(kop_broker_cfg) <= set(kafka_broker_cfg), sorted(set(kop_broker_cfg) - set(kafka_broker_cfg))
+    synonyms = {s for syn in kafka_topic.values() for s in re.findall(r"[A-Z_]+:([^=]+)=", syn)}
+    wanted = synonyms & set(kafka_broker_cfg) - set(kafka_topic)
+    assert len(wanted) >= 20, wanted
+    assert not wanted - set(kop_broker_cfg), sorted(wanted - set(kop_broker_cfg))

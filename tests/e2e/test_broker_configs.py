@@ -54,7 +54,8 @@ def test_kafka_configs_alters_describes_and_deletes_broker_configs(target, java_
     default = ("--entity-type", "brokers", "--entity-default")
     broker1 = ("--entity-type", "brokers", "--entity-name", "1")
     try:
-        r = _configs(java_tools, b.bootstrap, "--alter", *default, "--add-config",
+        # --broker-defaults: the spelling of issue 23's report, the same request as --entity-default
+        r = _configs(java_tools, b.bootstrap, "--alter", "--broker-defaults", "--add-config",
                      "log.retention.ms=86400000,log.cleaner.threads=2")
         assert "Completed updating default config for brokers in the cluster." in r.stdout, r.stdout
         r = _configs(java_tools, b.bootstrap, "--alter", "--broker", "1", "--add-config", "log.retention.ms=3600000")

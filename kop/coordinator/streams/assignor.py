@@ -5,7 +5,11 @@ A task is (subtopology id, partition). What Kafka's StickyTaskAssignor promises,
 * the load is balanced: member task counts differ by at most one, and processes (a Streams instance with
   several stream threads is one process with several members) are balanced before members;
 * a task stays with its previous owner whenever balance allows (its state store stays where it is, so no
-  restore from the changelog) - a previous owner whose process has gone no longer counts.
+  restore from the changelog) - a previous owner whose process has gone no longer counts;
+* a task whose owner is gone (or over its share) goes, when balance allows, to the least loaded member that held
+  a standby copy of it (its state is there, caught up): Kafka 4.4's second step, after the previous owners.
+  Kafka also counts a member that reports local state for the task (StreamsGroupHeartbeat's TaskOffsets) as
+  such a candidate, ranked by its offsets; this broker does not keep those reports, so only standby holders.
 Standby replicas (`assign_standby`, groupStreamsNumStandbyReplicas): each on another process than the task's
 active one and than each other, sticky, on the least loaded member.
 Pure functions, no I/O (tests/test_coordinator_streams.py).
@@ -19,9 +23,11 @@ Task = tuple[str, int]
 Tasks = frozenset[Task]
 
 
-def assign(tasks: Iterable[Task], members: Mapping[str, str], previous: Mapping[str, Tasks]) -> dict[str, Tasks]:
+def assign(tasks: Iterable[Task], members: Mapping[str, str], previous: Mapping[str, Tasks],
+           previous_standby: Mapping[str, Tasks] | None = None) -> dict[str, Tasks]:
     """members: member id -> process id; previous: member id -> its active tasks in the last target
-    assignment. Returns member id -> active tasks, every task to one member, sticky and balanced."""
+    assignment; previous_standby: member id -> its standby tasks in it. Returns member id -> active tasks,
+    every task to one member, sticky and balanced."""
     todo = sorted(set(tasks))
     if not members:
         return {}
@@ -47,9 +53,12 @@ def assign(tasks: Iterable[Task], members: Mapping[str, str], previous: Mapping[
             extra -= 1
         else:
             rest.append(t)
-    # 3. the others go to the least loaded member, the least loaded process first (ties: the member id)
+    # 3. the others go to the least loaded member with room that held a standby copy of the task, else to the
+    #    least loaded member, the least loaded process first (ties: the member id)
+    copies = {m: ts for m, ts in (previous_standby or {}).items() if m in out}
     for t in rest:
-        m = min((m for m in ids if len(out[m]) < base + (1 if extra > 0 else 0)),
+        room = [m for m in ids if len(out[m]) < base + (1 if extra > 0 else 0)]
+        m = min([m for m in room if t in copies.get(m, ())] or room,
                 key=lambda m: (len(out[m]), _process_load(out, members, members[m]), m))
         if len(out[m]) == base:
             extra -= 1

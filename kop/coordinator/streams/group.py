@@ -28,8 +28,14 @@ Standby tasks (groupStreamsNumStandbyReplicas, Kafka's group.streams.num.standby
 on other processes than the active task's; a member drops a standby task at once and gets one once nobody of its
 process holds that task.
 
-Differences from Kafka 4.4, and why: no warm-up tasks (a task moves to its new owner at once, its state restored
-there from the changelog); standby tasks are not revoked through UNREVOKED_TASKS (they process nothing); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
+Warm-up tasks: none, as Kafka 4.4.0. Its heartbeat, records and reconciliation carry them, but the one step that
+would create them (its AssignmentRefiner, fed the members' TaskOffsets, group.streams.num.warmup.replicas and
+acceptable.recovery.lag) hands the assignor's result on unchanged, and its StickyTaskAssignor assigns only active
+and standby tasks; so a task moves to its new owner at once there too, its state restored from the changelog
+(or already there: the assignor prefers a member holding a standby copy, assignor.py).
+
+Differences from Kafka 4.4, and why: the members' TaskOffsets/TaskEndOffsets are not kept (Kafka's assignor also
+ranks members reporting local state of a task as standby candidates by them); standby tasks are not revoked through UNREVOKED_TASKS (they process nothing); no IQ endpoint information (PartitionsByUserEndpoint is null); a failed write of the group's records
 leaves the change in memory (Kafka reverts it). Records: `records(group)` gives what changed since it was last
 asked (records.py, Kafka 4.4's types 17 and 19-23), `restore` rebuilds a group from them at load. Clock: `now`
 arguments, monotonic milliseconds.
@@ -310,7 +316,7 @@ class StreamsGroupMachine:
     def _compute_targets(self, group: StreamsGroup) -> None:
         tasks = group.configured.tasks if group.configured is not None else EMPTY
         processes = {m.member_id: m.process_id or m.member_id for m in group.members.values()}
-        group.targets = assign(tasks, processes, group.targets)
+        group.targets = assign(tasks, processes, group.targets, group.standby_targets)
         # standby copies only of tasks with state (a subtopology with changelog topics), as Kafka
         stateful = {s.subtopology_id for s in group.topology.subtopologies if s.state_changelog_topics} \
             if group.topology is not None else set()

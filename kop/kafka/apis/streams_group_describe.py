@@ -4,7 +4,7 @@ client's describeStreamsGroups read them (kop/coordinator/streams/group.py).
 A missing id ("Group g not found.") or a group of another kind ("Group g is not a streams group.") is answered
 GROUP_ID_NOT_FOUND, as Kafka 4.4. The topology is the group's (topic names as the client spells them), each
 member's Assignment the active and standby tasks it has now, its TargetAssignment the assignor's; warm-up tasks
-are empty (not assigned here), task offsets are not kept (empty). v1 (the topology description
+are empty (Kafka 4.4.0 assigns none either), task offsets are not kept (empty). v1 (the topology description
 of KIP-1331) is not served: the 4.4 admin client describes at v0.
 """
 

@@ -6,8 +6,9 @@ creates the internal (repartition and changelog) topics it lacks and computes th
 assignor). v1 answers the acceptable recovery lag as an int64 and carries TopologyDescriptionRequired (always
 false here: no topology description is kept).
 
-How it differs from Kafka 4.4 (details in kop/coordinator/streams/group.py): no warm-up tasks; no IQ endpoint information (PartitionsByUserEndpoint
-is null); no source topic regexes. ACLs: READ on the group and DESCRIBE on the source topics (Kafka also asks
+WarmupTasks is always empty, as Kafka 4.4.0's (whose assignment refiner creates none yet: kop/coordinator/streams/
+group.py). How it differs from Kafka 4.4 (details there): TaskOffsets/TaskEndOffsets are read but not kept; no IQ
+endpoint information (PartitionsByUserEndpoint is null); no source topic regexes. ACLs: READ on the group and DESCRIBE on the source topics (Kafka also asks
 CREATE for the internal topics it creates).
 """
 

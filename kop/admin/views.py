@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kop.admin import gather
 from kop.managed_ledger import InvalidPositionError, Position
@@ -224,6 +224,7 @@ _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "by
 
 
 PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]
+_T = TypeVar("_T")
 
 
 async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partition: bool = True,
@@ -397,7 +398,7 @@ async def partitioned_internal_stats(service: BrokerServices, ref: TopicRef,
     }
 
 
-async def _each(source: PartitionSource, partitions: int, remote: bool) -> list[dict[str, Any]]:
+async def _each(source: Callable[[int], Awaitable[_T]], partitions: int, remote: bool) -> list[_T]:
     """Every partition's part of a partitioned-* answer, in partition order: one at a time when computed here, a
     few at a time when `source` may ask other brokers (cluster mode: kop/admin/gather.py)."""
     return await gather.in_order([functools.partial(source, p) for p in range(partitions)],

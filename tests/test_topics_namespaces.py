@@ -54,7 +54,10 @@ async def test_store_create_delete_and_reload(tmp_path) -> None:
     store = SqliteMetadataStore(tmp_path)
     ns = Namespaces(CFG, store)
     await ns.load([])
-    assert ns.tenants() == ["public"] and ns.namespaces("public") == ["public/__kafka", "public/default"]
+    assert ns.tenants() == ["public", "pulsar"] and ns.namespaces("public") == ["public/__kafka", "public/default"]
+    assert ns.namespaces("pulsar") == ["pulsar/system"]  # as Apache Pulsar's standalone creates them
+    with pytest.raises(NamespaceError, match="Tenant already exist"):
+        await ns.create_tenant("pulsar", {"allowedClusters": ["standalone"]})
     await ns.create_tenant("acme", {"adminRoles": ["r"], "allowedClusters": ["standalone"]})
     with pytest.raises(NamespaceError, match="Tenant already exist"):
         await ns.create_tenant("acme", {"allowedClusters": ["standalone"]})
@@ -83,7 +86,7 @@ async def test_store_create_delete_and_reload(tmp_path) -> None:
     await again.delete_namespace("acme", "b")
     await again.delete_tenant("acme")
     await ns.refresh("acme")
-    assert ns.tenants() == ["public"] and not ns.known("acme", "a")
+    assert ns.tenants() == ["public", "pulsar"] and not ns.known("acme", "a")
     await store.close()
 
 

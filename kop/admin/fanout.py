@@ -7,8 +7,9 @@ through its own admin client, which the broker that does not own the partition r
 So any broker of a cluster answers for the whole topic. Here, a partition this broker owns is served in process; any
 other partition is asked of its owner with the same request (method, path with the partition's name, query, body,
 and the caller's `Authorization`, so the owner authorizes the same role), following the owner's redirect when the
-partition moved meanwhile. The owner's refusal (4xx with Pulsar's `{"reason"}`) is the answer; the first one ends
-the call, as Pulsar's combined future fails with the first partition's error. Opening a partition here instead
+partition moved meanwhile. The partitions are asked a few at a time (kop/admin/gather.py: Pulsar starts them all at
+once); an owner's refusal (4xx with Pulsar's `{"reason"}`) is the answer - of several, the lowest partition's, as
+Pulsar's combined future fails with the first partition's error. Opening a partition here instead
 would take it from its owner (fence its ledger) - which is why a call about one partition is redirected, not
 served (AdminServer._redirect_if_not_owner).
 
@@ -17,6 +18,7 @@ Embedded mode, and a cluster broker that owns every partition, never leave the p
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -25,6 +27,7 @@ from urllib.parse import quote
 
 from aiohttp import ClientSession, ClientTimeout, web
 
+from kop.admin import gather
 from kop.admin.views import AdminError, TopicRef
 
 if TYPE_CHECKING:
@@ -69,28 +72,22 @@ async def each_partition(service: BrokerServices, request: web.Request, ref: Top
     if not ownership.clustered:
         return [await local(p) for p in parts]
     body = await request.read() if method is None else b""
-    out: list[T] = []
-    session: ClientSession | None = None
-    try:
-        for p in parts:
+    headers = forwarded_headers(request)
+    async with ClientSession(timeout=ClientTimeout(total=TIMEOUT_S)) as session:
+        async def one(p: int) -> T:
             owner = await ownership.owner_of(ref.topic.name, p)
             if owner is None:
                 raise AdminError(412, f"Failed to find ownership for topic: {ref.partition_name(p)}")
             if owner.broker_id == ownership.local.broker_id:
-                out.append(await local(p))
-                continue
+                return await local(p)
             if not owner.web_url:
                 raise AdminError(412, f"{ref.partition_name(p)} is owned by broker {owner.broker_id}, which serves "
                                       "no admin HTTP (webServicePort=-1)")
-            if session is None:
-                session = ClientSession(timeout=ClientTimeout(total=TIMEOUT_S))
             url = owner.web_url.rstrip("/") + partition_path(request, ref, p, suffix)
-            out.append(convert(await _forward(session, method or request.method, url, body,
-                                              forwarded_headers(request), owner.broker_id)))
-    finally:
-        if session is not None:
-            await session.close()
-    return out
+            return convert(await _forward(session, method or request.method, url, body, headers, owner.broker_id))
+
+        # a few partitions at a time, answered as in partition order (kop/admin/gather.py)
+        return await gather.in_order([functools.partial(one, p) for p in parts])
 
 
 async def _forward(session: ClientSession, method: str, url: str, body: bytes, headers: dict[str, str],

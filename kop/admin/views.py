@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from kop.admin import gather
 from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.api import NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.storage.api import NoSuchLedgerError
@@ -222,6 +224,7 @@ _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "by
 
 
 PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]
+_T = TypeVar("_T")
 
 
 async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partition: bool = True,
@@ -234,8 +237,7 @@ async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partitio
     total: dict[str, Any] = {k: 0 for k in _SUMMED}
     subs: dict[str, dict[str, Any]] = {}
     parts: dict[str, Any] = {}
-    for p in range(ref.topic.partitions):
-        s = await source(p)
+    for p, s in enumerate(await _each(source, ref.topic.partitions, remote=partition_source is not None)):
         for k in _SUMMED:
             total[k] += s[k]
         for group, sub in s["subscriptions"].items():
@@ -389,10 +391,18 @@ async def partitioned_internal_stats(service: BrokerServices, ref: TopicRef,
                                      partition_source: PartitionSource | None = None) -> dict[str, Any]:
     _need_partitioned(ref, "partitioned-internalStats")
     source = partition_source or (lambda p: internal_stats(service, ref.topic, p))
+    each = await _each(source, ref.topic.partitions, remote=partition_source is not None)
     return {
         "metadata": {"partitions": ref.topic.partitions},
-        "partitions": {ref.partition_name(p): await source(p) for p in range(ref.topic.partitions)},
+        "partitions": {ref.partition_name(p): s for p, s in enumerate(each)},
     }
+
+
+async def _each(source: Callable[[int], Awaitable[_T]], partitions: int, remote: bool) -> list[_T]:
+    """Every partition's part of a partitioned-* answer, in partition order: one at a time when computed here, a
+    few at a time when `source` may ask other brokers (cluster mode: kop/admin/gather.py)."""
+    return await gather.in_order([functools.partial(source, p) for p in range(partitions)],
+                                 gather.LIMIT if remote else 1)
 
 
 # ---------------------------------------------------------------------------------------------- PIP-415

@@ -10,8 +10,9 @@ Layout in the metadata store (the topics' one: sqlite when embedded, ZooKeeper i
 Policies JSON (max_producers_per_topic, ...), so what GET answers is what was stored. Creates are
 compare-and-set (two brokers cannot both create one); deletes check emptiness first, as Pulsar does (409).
 
-Start-up (`load`): `public/default`, the Kafka namespace (kafkaTenant/kafkaNamespace) and the metadata namespace
-(kafkaMetadataTenant/kafkaMetadataNamespace) are created when missing, and so is every namespace an existing topic
+Start-up (`load`): `public/default` and `pulsar/system` (the two Apache Pulsar's standalone creates at its first start,
+so that `PUT /tenants/pulsar` is a 409 here too), the Kafka namespace (kafkaTenant/kafkaNamespace) and the metadata
+namespace (kafkaMetadataTenant/kafkaMetadataNamespace) are created when missing, and so is every namespace an existing topic
 names - a data dir written before namespaces were stored keeps working. Kafka clients may name topics in any
 namespace (`tenant/ns/topic`) and have never needed one to exist: `ensure` creates it for them (TopicManager.create),
 so that no topic ever sits in a namespace that does not exist; the Pulsar side (lookup, PRODUCER, SUBSCRIBE, the
@@ -45,6 +46,8 @@ from kop.topics.names import TopicName
 log = logging.getLogger(__name__)
 
 ROOT = "/kop/tenants"
+# Pulsar's NamespaceName.SYSTEM_NAMESPACE, which Pulsar's standalone creates with the `pulsar` tenant at start-up
+SYSTEM_NAMESPACE = ("pulsar", "system")
 TOPIC_ROOT = "/kop/topic-policies"  # /kop/topic-policies/<tenant>/<ns>/<topic>: a topic's policies (JSON)
 Policies = dict[str, object]  # a namespace's policies, or a TenantInfo, as stored (JSON)
 # Pulsar's NamedEntity rule for tenant and namespace names
@@ -235,7 +238,7 @@ class Namespaces:
     def builtin(self) -> list[tuple[str, str]]:
         """The namespaces that exist from the start."""
         cfg = self.config
-        return [("public", "default"), (cfg.kafkaTenant, cfg.kafkaNamespace),
+        return [("public", "default"), SYSTEM_NAMESPACE, (cfg.kafkaTenant, cfg.kafkaNamespace),
                 (cfg.kafkaMetadataTenant, cfg.kafkaMetadataNamespace)]
 
     async def load(self, in_use: Iterable[tuple[str, str]]) -> None:

@@ -87,6 +87,7 @@ NOT_FOUND = {"exception": "NotFoundException", "status": 404}
 CONFLICT = {"exception": "ConflictException", "status": 409}
 PRECONDITION = {"exception": "PreconditionFailedException", "status": 412}
 BAD_REQUEST = {"exception": "PulsarAdminException", "status": 400}  # the Java client has no subclass for 400
+FORBIDDEN = {"exception": "NotAuthorizedException", "status": 403}
 RETENTION = '{"retentionTimeInMinutes":60,"retentionSizeInMB":100}'
 QUOTA = '{"limitSize":1000,"limitTime":-1,"policy":"producer_exception"}'
 AUTO_CREATION = '{"allowAutoTopicCreation":true,"topicType":"partitioned","defaultNumPartitions":2}'
@@ -129,6 +130,9 @@ def test_java_admin_tenants_namespaces_policies(target, pulsar_broker):
         assert s(f"namespace-create {ns}") is True
         assert s(f"try namespace-create {ns}") == CONFLICT
         assert s(f"try namespace-create {tenant}-x/ns") == NOT_FOUND
+        # a three-part (v1) name goes to /admin/namespaces/{tenant}/{cluster}/{ns}: Pulsar's cluster check first
+        assert s(f"try namespace-create {tenant}/nope/ns") == FORBIDDEN
+        assert s(f"try namespace-create {tenant}-x/{CLUSTER}/ns") == NOT_FOUND
         assert s(f"namespaces {tenant}") == [ns]
         assert s(f"try namespaces {tenant}-x") == NOT_FOUND
         assert s(f"try tenant-delete {tenant}") == CONFLICT  # it has a namespace

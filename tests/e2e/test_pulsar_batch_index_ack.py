@@ -2,7 +2,7 @@
 acknowledging single messages of a batch (`enableBatchIndexAcknowledgment`).
 
 A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar 4.0.x standalone (`pulsar`: a broker of the
-module's, one per setting of the key) and on ours. A batch of five is received, messages 0, 2 and 4 acknowledged, the
+module's, one per setting of the key) and on ours on both storage backends (`kop`, `kop-bk`). A batch of five is received, messages 0, 2 and 4 acknowledged, the
 consumer closed and a new one subscribed: with the key on only 1 and 3 come again (the broker sends the entry with
 the ack set, and the client skips what it says is acknowledged); with it off (Pulsar's default) the acknowledgements
 of part of a batch are ignored and all five come again. A last message, produced after, ends each receive, so no
@@ -15,7 +15,7 @@ import pytest
 
 from tests.support.pulsar_java import PulsarJava
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 
 @pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])

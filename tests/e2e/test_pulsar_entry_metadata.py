@@ -2,7 +2,7 @@
 client, with `exposingBrokerEntryMetadataToClientEnabled`.
 
 A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar 4.0.x standalone (`pulsar`: the reference runs
-with the index and broker-timestamp interceptors and the key on, tests/support/pulsar_server.py) and on ours with the
+with the index and broker-timestamp interceptors and the key on, tests/support/pulsar_server.py) and on ours (`kop`, `kop-bk`) with the
 key on. Pulsar's index counts a partition's messages from 0 and an entry carries the index of its last message; the
 client derives each batched message's own index. Ours is the Kafka offset, so the same messages get the same
 indexes on both: three unbatched messages and a batch of four are 0..6 on each target.
@@ -20,7 +20,7 @@ from tests.support.admin import ok, topic_url
 from tests.support.clients import consume_kafka_python
 from tests.support.pulsar_java import PulsarJava
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 
 def produce(service_url: str, topic: str) -> None:

@@ -10,12 +10,12 @@ records read by pulsar-client, pulsar-client messages read by them) is not repea
   ordering key, partition key, event time (= the Kafka timestamp the Kafka consumer sees), properties, null value,
   and message ids that agree with the admin REST getMessageIdByIndex offset by offset;
 * pulsar-client batched messages (ordering key, partition key, event time, properties) after Kafka records, read
-  by the Java console consumer and by Spark's kafka source with continuous offsets and the mapped
-  key/timestamp/headers;
+  by the Java console consumer and by Spark's kafka source (on a non-partitioned topic, Pulsar's kind: issue #22)
+  with continuous offsets and the mapped key/timestamp/headers;
 * a durable subscription that survives `kill -9` of the broker, on BookKeeper too (the cursor lives in ZooKeeper
   there).
 
-Topics are partitioned, one partition (see test_pulsar_clients.py).
+Topics are partitioned, one partition (see test_pulsar_clients.py), except Spark's, a non-partitioned one.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pulsar
 import pytest
 
 from kop.pulsar.convert import ORDERING_KEY_HEADER
-from tests.support.admin import ok, topic_url
+from tests.support.admin import ok, rest, topic_url
 from tests.support.clients import Rec, consume_kafka_python, create_topic, produce_kafka_python
 
 PULSAR_SIDE_TARGETS = ("kop", "kop-bk")
@@ -95,13 +95,20 @@ def test_java_kafka_producer_records_read_by_pulsar(target, pulsar_broker, java_
 # ---- pulsar-client -> Java console consumer and Spark -------------------------------------------------------
 
 
-def _mixed_topic(target, pulsar_broker, hint: str) -> tuple[str, list[tuple[bytes | None, bytes, int, dict]]]:
+def _mixed_topic(target, pulsar_broker, hint: str, non_partitioned: bool = False
+                 ) -> tuple[str, list[tuple[bytes | None, bytes, int, dict]]]:
     """Two kafka-python records, then 20 batched pulsar-client messages (ordering key on odd, partition key on
     every third, event time on all but every fourth, properties), then one more Kafka record. Returns the topic
-    and per offset the expected (key, value, timestamp or -1 for "publish time", headers)."""
+    and per offset the expected (key, value, timestamp or -1 for "publish time", headers). The topic is created by
+    Kafka's CreateTopics (one partition), or with `non_partitioned` over the admin REST as Pulsar's kind."""
     broker = pulsar_broker.handle
     topic = target.topic(hint)
-    create_topic(broker.bootstrap, topic, partitions=1)
+    if non_partitioned:
+        assert rest(pulsar_broker.admin_url, "PUT", f"persistent/public/default/{topic}") == (204, None)
+        assert rest(pulsar_broker.admin_url, "GET", f"persistent/public/default/{topic}/partitions") == (
+            200, {"partitions": 0})
+    else:
+        create_topic(broker.bootstrap, topic, partitions=1)
     produce_kafka_python(broker.bootstrap, topic, [Rec(0, b"kk0", b"kafka-0", (("h", b"0"),), BASE_TS),
                                                    Rec(0, None, b"kafka-1", (), BASE_TS + 1)], "none")
     want: list[tuple[bytes | None, bytes, int, dict]] = [(b"kk0", b"kafka-0", BASE_TS, {"h": "0"}),
@@ -169,7 +176,7 @@ def test_pulsar_batches_read_by_spark(target, pulsar_broker):
     from tests.support.spark import spark_session
 
     before = int(time.time() * 1000) - 1000
-    topic, want = _mixed_topic(target, pulsar_broker, "psp")
+    topic, want = _mixed_topic(target, pulsar_broker, "psp", non_partitioned=True)  # issue #22: Pulsar's kind
     spark = spark_session("kop-test-pulsar-interop")
     try:
         df = (spark.read.format("kafka").option("kafka.bootstrap.servers", pulsar_broker.handle.bootstrap)

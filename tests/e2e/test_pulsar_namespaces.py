@@ -28,9 +28,11 @@ CLUSTER = "standalone"  # both brokers' clusterName in the suite
 
 def call(admin_url: str, method: str, path: str, body: object = None, raw: bytes | None = None
          ) -> tuple[int, object]:
-    """(status, parsed JSON body or None for an empty one); `path` under /admin/v2 unless it is a /lookup one."""
+    """(status, parsed JSON body or None for an empty one); `path` under /admin/v2 unless it is a /lookup or /admin
+    one."""
     data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
-    req = urllib.request.Request(admin_url + ("" if path.startswith("/lookup/") else "/admin/v2") + path, data=data, method=method,
+    prefix = "" if path.startswith(("/lookup/", "/admin/")) else "/admin/v2"
+    req = urllib.request.Request(admin_url + prefix + path, data=data, method=method,
                                  headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
@@ -79,7 +81,11 @@ def test_tenants(target, admin):
     assert call(admin, "PUT", "/tenants/tn-nobody", raw=b"") == (412, {"reason": "TenantInfo is null"})
     assert call(admin, "GET", f"/tenants/{tenant}") == (200, info)
     status, tenants = call(admin, "GET", "/tenants")
-    assert status == 200 and {"public", tenant} <= set(tenants)  # type: ignore[arg-type]
+    assert status == 200 and {"public", "pulsar", tenant} <= set(tenants)  # type: ignore[arg-type]
+    # what Pulsar's standalone creates at start: public/default and the system namespace pulsar/system
+    assert call(admin, "PUT", "/tenants/pulsar", info) == (409, {"reason": "Tenant already exist"})
+    assert call(admin, "GET", "/namespaces/pulsar") == (200, ["pulsar/system"])
+    assert call(admin, "PUT", "/namespaces/pulsar/system") == (409, {"reason": "Namespace already exists"})
     assert "tn-empty" not in tenants  # type: ignore[operator]
     info2 = {"adminRoles": ["a", "b"], "allowedClusters": [CLUSTER]}
     assert call(admin, "POST", f"/tenants/{tenant}", info2) == (204, None)
@@ -103,6 +109,12 @@ def test_namespaces(target, admin):
     assert call(admin, "PUT", "/namespaces/tn-missing/ns1") == (404, {"reason": "Tenant does not exist"})
     assert call(admin, "PUT", f"/namespaces/{tenant}/bad$name") == (412, {"reason": "Namespace name is not valid"})
     assert call(admin, "GET", f"/namespaces/{tenant}") == (200, [ns])
+    # v1 paths, three-part names (what the Java admin client sends for tenant/cluster/ns): Pulsar's checks first
+    assert call(admin, "GET", f"/admin/namespaces/{tenant}") == (200, [ns])
+    assert call(admin, "PUT", f"/admin/namespaces/{tenant}/nope/ns1") == (
+        403, {"reason": f"Cluster [nope] is not in the list of allowed clusters list for tenant [{tenant}]"})
+    assert call(admin, "PUT", f"/admin/namespaces/tn-missing/{CLUSTER}/ns1") == (
+        404, {"reason": "Tenant does not exist"})
     status, policies = call(admin, "GET", f"/namespaces/{ns}")
     assert status == 200 and isinstance(policies, dict)
     assert policies["replication_clusters"] == [CLUSTER] and policies["backlog_quota_map"] == {}

@@ -7,7 +7,7 @@ produce and consume with a zero receiver queue; seek by message id and by publis
 readers; the same with Pulsar's Java client; a client over an http:// service URL (HTTP lookup); the admin REST's
 create/list/delete of both kinds with Pulsar's status codes, and its 412 for a deletion while clients are connected; a
 lookup of a missing name creates nothing, so a partitioned topic of that name can be created next. On our broker only
-(no `target`): Kafka clients on a non-partitioned topic a Pulsar producer created - one partition, offsets continuous
+(no `target`; on each storage backend the run selects): Kafka clients on a non-partitioned topic a Pulsar producer created - one partition, offsets continuous
 across both protocols, a consumer group committing.
 """
 
@@ -19,7 +19,9 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions
 from kafka.errors import InvalidPartitionsError
 
+from tests.e2e.conftest import targets_for
 from tests.support.admin import rest
+from tests.support.bookkeeper import KopBookKeeperBroker, shared_cluster
 from tests.support.broker import KopBroker
 from tests.support.pulsar_java import PulsarJava
 
@@ -197,12 +199,27 @@ def test_java_client(target, broker):
 # ------------------------------------------------------------------ ours only: Kafka clients on the same topic
 
 
-@pytest.fixture(scope="module")
-def kop(tmp_path_factory):
-    b = KopBroker(tmp_path_factory.mktemp("kop-np"), {"offsetsTopicNumPartitions": 1, "groupInitialRebalanceDelayMs": 0})
+# Ours on the storage backends the run selects (KOP_E2E_TARGET; both by default); embedded when it names neither.
+OURS = [t for t in ("kop", "kop-bk") if t in targets_for(__name__, PULSAR_SIDE_TARGETS)] or ["kop"]
+
+
+@pytest.fixture(scope="module", params=OURS)
+def kop(request, tmp_path_factory):
+    """Our broker for the Kafka clients' test (Apache Pulsar has no Kafka listener), on each storage backend: Kafka
+    clients on a non-partitioned topic are one of #22's Done-when items on `kop` and `kop-bk`."""
+    settings = {"offsetsTopicNumPartitions": 1, "groupInitialRebalanceDelayMs": 0}
+    b: KopBroker
+    if request.param == "kop-bk":
+        cluster = shared_cluster()
+        cluster.ensure_all_up()
+        b = KopBookKeeperBroker(tmp_path_factory.mktemp("kop-bk-np"), cluster, settings)
+    else:
+        b = KopBroker(tmp_path_factory.mktemp("kop-np"), settings)
     b.start()
     yield b
     b.stop()
+    if isinstance(b, KopBookKeeperBroker):
+        b.purge()
 
 
 def test_kafka_clients_on_a_non_partitioned_topic(kop):

@@ -1,5 +1,6 @@
 """Pulsar's non-persistent topics (issue 22) with `pulsar-client` and the admin REST. A Pulsar-side module
-(tests/e2e/conftest.py) on `pulsar` (the session's Apache Pulsar reference) and `kop`, the same assertions on both.
+(tests/e2e/conftest.py) on `pulsar` (the session's Apache Pulsar reference), `kop` and `kop-bk` (where a partitioned
+non-persistent topic's count lives in ZooKeeper), the same assertions on each.
 
 What is checked: messages go from a producer to the consumers connected at that moment - an Exclusive subscription
 gets all of them in order, a Shared one spreads them over its consumers; message ids are (ledger 0, entry 0); a
@@ -26,7 +27,7 @@ class Point(Record):
     x = Integer()
     y = Integer()
 
-PULSAR_SIDE_TARGETS = ("pulsar", "kop")
+PULSAR_SIDE_TARGETS = ("pulsar", "kop", "kop-bk")
 
 RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a measured quantity
 

@@ -78,7 +78,7 @@ METRICS: dict[str, Metric] = {
     "cpu_ms_per_1k": Metric("broker CPU ms per 1 000 records", False, False, "{:,.1f}"),
     "cpu_per_wall": Metric("broker CPU s / wall s (cores busy)", False, False, "{:,.2f}", in_table=False),
     "load_cpu_s": Metric("load generator CPU s (perf tool JVMs + bench)", False, False, "{:,.1f}"),
-    "side_cpu_s": Metric("bookies' CPU s (4 JVMs, BookKeeper mode)", False, False, "{:,.1f}"),
+    "side_cpu_s": Metric("bookies' CPU s (BookKeeper mode: 4 JVMs, 1 on bk-e1-*)", False, False, "{:,.1f}"),
     # The capacity scenarios (bench/capacity.py, cap-*): the light Go generator, the broker's process tree CPU
     # (supervisor + workers; Kafka's JVM) per MB produced and per MB consumed, and the generator's own CPU.
     "cap_p_mbps": Metric("produce MB/s (Go generator, acks=all)", True, False, "{:,.1f}"),

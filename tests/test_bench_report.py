@@ -11,7 +11,14 @@ import pytest
 
 from bench import chart, report
 from bench import profile as prof
-from bench.scenarios import BK_SCENARIO, all_names, matches, parse_patterns, producer_matrix
+from bench.scenarios import (
+    BK_MATCHED_SCENARIO,
+    BK_SCENARIO,
+    all_names,
+    matches,
+    parse_patterns,
+    producer_matrix,
+)
 from bench.tools import BenchError, parse_consumer, parse_e2e, parse_producer
 
 
@@ -150,6 +157,33 @@ def test_scenario_matrix_and_filter():
     assert all(matches(n, None) for n in all_names())
     with pytest.raises(SystemExit):
         parse_patterns("no-such-scenario")
+
+
+def test_the_two_bookkeeper_rows():
+    """Issue 27: the E3/Qw3/Qa2 row keeps its name; the matched-durability row (one bookie, E1/Qw1/Qa1) sits
+    beside it, and 'bk-*' (the smoke run's pattern) selects both."""
+    from bench.brokers import BENCH_BOOKIE, BK_LAYOUTS
+
+    assert BK_MATCHED_SCENARIO.name == "bk-e1-p-1k-16p-all-none"
+    assert {n for n in all_names() if matches(n, parse_patterns("bk-*"))} == {BK_SCENARIO.name,
+                                                                              BK_MATCHED_SCENARIO.name}
+    assert (BK_MATCHED_SCENARIO.record_size, BK_MATCHED_SCENARIO.partitions, BK_MATCHED_SCENARIO.acks) == (
+        BK_SCENARIO.record_size, BK_SCENARIO.partitions, BK_SCENARIO.acks)
+    assert BK_LAYOUTS[BK_SCENARIO.bk_copies] == (4, 3, 2)  # bookies, ensemble = write quorum, ack quorum
+    assert BK_LAYOUTS[BK_MATCHED_SCENARIO.bk_copies] == (1, 1, 1)
+    # Kafka's promise (page cache, no fsync per write) on the bookies: the journal written, not fsynced
+    from tests.support.bookkeeper import Bookie
+
+    settings = dict(line.split("=", 1) for line in _bookie_conf(Bookie, BENCH_BOOKIE).splitlines())
+    assert settings["journalSyncData"] == "false" and settings.get("journalWriteData", "true") == "true"
+
+
+def _bookie_conf(bookie_cls, extra: dict) -> str:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        return bookie_cls(0, Path(d), "127.0.0.1:1", extra).conf_path.read_text()
 
 
 def test_batch_helpers_of_the_scale_scenarios():

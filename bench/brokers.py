@@ -46,7 +46,7 @@ KOP_COMMON = {"defaultNumPartitions": 1, "groupInitialRebalanceDelayMs": 0, "off
 # SortedLedgerStorage every entry is copied into a skip list on the Java heap, and the serial GC copies it again
 # (the "VM Thread" was 15% of the bookies' CPU while producing); DbLedgerStorage keeps its write cache in direct
 # memory (no GC), and numAddWorkerThreads=0 runs an add on the Netty thread that read it instead of handing it
-# to an add thread: 20-28% less bookie CPU while producing. Reading back costs the bookies more (the read-ahead
+# to an add thread: a fifth less bookie CPU while producing (median of five paired runs, 1% to 28%). Reading back costs the bookies more (the read-ahead
 # cache and RocksDB index instead of the skip list), which shows in the row's consumer figures, not its
 # producer ones. Neither setting changes what an acknowledgement promises.
 BENCH_BOOKIE: dict[str, object] = {

@@ -236,6 +236,7 @@ class Bench:
         k = (rnd - 1) % len(names)
         return names[k:] + names[:k]
 
+
 BK_SETUP_NOTE = ("Bookies as Apache Pulsar ships them (DbLedgerStorage, numAddWorkerThreads=0), journalSyncData=false; "
                  "one untimed warm-up run of the scenario before the rounds (fresh JVMs).")
 

@@ -6,6 +6,9 @@ Names are short and stable (they are keys in the JSON and rows of docs/benchmark
                          kafka-consumer-perf-test over the same records (metrics c_*)
     e2e-1k-acks1         EndToEndLatency (kafka-e2e-latency), 1 KiB records, one partition, acks=1
     bk-p-1k-16p-all-none the p-1k-16p-all-none run again with a third broker: ours on ZooKeeper + 4 bookies
+                         (E3/Qw3/Qa2: three copies, acks=all at two)
+    bk-e1-p-1k-16p-all-none  the same against Kafka and ours on ZooKeeper + 1 bookie (E1/Qw1/Qa1: one copy,
+                         Kafka's RF=1 durability; bench/brokers.py says which bookie settings match Kafka's)
     scale-*              the scale scenarios of bench/scale.py
     share-1k-1p-3c       share groups (bench/share.py): kafka-share-consumer-perf-test --threads 3 (3 share
                          consumers of one group) over a 1-partition topic just filled (metrics sh_*)
@@ -54,11 +57,16 @@ class ProducerScenario(_Sized):
     acks: str
     compression: str
     bk: bool = False  # run against the BookKeeper-mode broker too (the issue 7 row)
+    # copies of each entry in BookKeeper mode: 3 = E3/Qw3/Qa2 on 4 bookies (the issue 7 row), 1 = E1/Qw1/Qa1 on one
+    # bookie (issue 27's matched-durability row: one copy, as Kafka with RF=1)
+    bk_copies: int = 3
 
     @property
     def name(self) -> str:
         base = f"p-{self.size_name}-{self.partitions}p-{self.acks}-{self.compression}"
-        return f"bk-{base}" if self.bk else base
+        if not self.bk:
+            return base
+        return f"bk-{base}" if self.bk_copies == 3 else f"bk-e{self.bk_copies}-{base}"
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,8 @@ SHARE_LATENCY_SCENARIOS = (ShareLatencyScenario("1k"),)
 CAPACITY_SCENARIOS = tuple(CapacityScenario(s, p) for p in (16, 64) for s in ("1k", "100b"))
 SCALE_SCENARIOS = ("scale-offset-search", "scale-1000-connections", "scale-10k-partitions")
 BK_SCENARIO = ProducerScenario("1k", 16, "all", "none", bk=True)
+BK_MATCHED_SCENARIO = ProducerScenario("1k", 16, "all", "none", bk=True, bk_copies=1)
+BK_SCENARIOS = (BK_SCENARIO, BK_MATCHED_SCENARIO)
 
 
 def producer_matrix() -> list[ProducerScenario]:
@@ -132,7 +142,7 @@ def e2e_scenarios() -> list[E2EScenario]:
 
 
 def all_names() -> list[str]:
-    return ([s.name for s in producer_matrix()] + [s.name for s in e2e_scenarios()] + [BK_SCENARIO.name]
+    return ([s.name for s in producer_matrix()] + [s.name for s in e2e_scenarios()] + [s.name for s in BK_SCENARIOS]
             + [s.name for s in SHARE_SCENARIOS] + [s.name for s in SHARE_LATENCY_SCENARIOS]
             + [s.name for s in CAPACITY_SCENARIOS] + list(SCALE_SCENARIOS))
 

@@ -11,7 +11,14 @@ import pytest
 
 from bench import chart, report
 from bench import profile as prof
-from bench.scenarios import BK_SCENARIO, all_names, matches, parse_patterns, producer_matrix
+from bench.scenarios import (
+    BK_MATCHED_SCENARIO,
+    BK_SCENARIO,
+    all_names,
+    matches,
+    parse_patterns,
+    producer_matrix,
+)
 from bench.tools import BenchError, parse_consumer, parse_e2e, parse_producer
 
 
@@ -61,6 +68,15 @@ def test_goals_name_the_scenarios_that_miss():
     assert any(m.startswith("p-1k-16p-all-none: consumer MB/s") for m in misses)  # 41 / 85
     assert any(m.startswith("e2e-1k-acks1: e2e p99") for m in misses)
     assert not any("producer MB/s" in m for m in misses)  # 54 / 45 meets the goal
+
+
+def test_the_bookkeeper_goal_is_checked_on_the_bk_rows():
+    """Issue 27: BookKeeper mode >= 0.7x Kafka on produce, on each BookKeeper row (E3 and the matched E1)."""
+    canned = [_m("bk-p-1k-16p-all-none", "kafka", 1, p_mbps=100.0), _m("bk-p-1k-16p-all-none", "kop-bk", 1, p_mbps=69.0),
+              _m("bk-e1-p-1k-16p-all-none", "kafka", 1, p_mbps=100.0),
+              _m("bk-e1-p-1k-16p-all-none", "kop-bk", 1, p_mbps=70.0)]
+    misses = report.goals(report.summarize(canned))
+    assert misses == ["bk-p-1k-16p-all-none: ours on BookKeeper, producer MB/s ratio 0.69 (goal 0.7x)"]
 
 
 def test_tables_show_medians_ratios_and_bookkeeper_columns():
@@ -150,6 +166,33 @@ def test_scenario_matrix_and_filter():
     assert all(matches(n, None) for n in all_names())
     with pytest.raises(SystemExit):
         parse_patterns("no-such-scenario")
+
+
+def test_the_two_bookkeeper_rows():
+    """Issue 27: the E3/Qw3/Qa2 row keeps its name; the matched-durability row (one bookie, E1/Qw1/Qa1) sits
+    beside it, and 'bk-*' (the smoke run's pattern) selects both."""
+    from bench.brokers import BENCH_BOOKIE, BK_LAYOUTS
+
+    assert BK_MATCHED_SCENARIO.name == "bk-e1-p-1k-16p-all-none"
+    assert {n for n in all_names() if matches(n, parse_patterns("bk-*"))} == {BK_SCENARIO.name,
+                                                                              BK_MATCHED_SCENARIO.name}
+    assert (BK_MATCHED_SCENARIO.record_size, BK_MATCHED_SCENARIO.partitions, BK_MATCHED_SCENARIO.acks) == (
+        BK_SCENARIO.record_size, BK_SCENARIO.partitions, BK_SCENARIO.acks)
+    assert BK_LAYOUTS[BK_SCENARIO.bk_copies] == (4, 3, 2)  # bookies, ensemble = write quorum, ack quorum
+    assert BK_LAYOUTS[BK_MATCHED_SCENARIO.bk_copies] == (1, 1, 1)
+    # Kafka's promise (page cache, no fsync per write) on the bookies: the journal written, not fsynced
+    from tests.support.bookkeeper import Bookie
+
+    settings = dict(line.split("=", 1) for line in _bookie_conf(Bookie, BENCH_BOOKIE).splitlines())
+    assert settings["journalSyncData"] == "false" and settings.get("journalWriteData", "true") == "true"
+
+
+def _bookie_conf(bookie_cls, extra: dict) -> str:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        return bookie_cls(0, Path(d), "127.0.0.1:1", extra).conf_path.read_text()
 
 
 def test_batch_helpers_of_the_scale_scenarios():

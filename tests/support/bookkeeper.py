@@ -135,7 +135,7 @@ def _stop(proc: subprocess.Popen | None, sig: int = signal.SIGTERM, timeout: flo
 
 
 class Bookie:
-    def __init__(self, index: int, base: Path, zk_connect: str) -> None:
+    def __init__(self, index: int, base: Path, zk_connect: str, extra: dict[str, object] | None = None) -> None:
         self.index = index
         self.dir = base / f"bookie-{index}"
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -162,6 +162,7 @@ class Bookie:
             "numAddWorkerThreads": "1",
             "numReadWorkerThreads": "1",
             "zkTimeout": "10000",
+            **(extra or {}),  # a caller's bk_server.conf keys (the bench's bookies) win over the tests' ones
         }
         self.conf_path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
 
@@ -180,7 +181,7 @@ class Bookie:
 class BookKeeperCluster:
     """ZooKeeper + `bookies` bookies under `base_dir`; see the module docstring."""
 
-    def __init__(self, base_dir: Path, bookies: int = 4) -> None:
+    def __init__(self, base_dir: Path, bookies: int = 4, bookie_settings: dict[str, object] | None = None) -> None:
         check_bookkeeper_libs()
         java_executable()
         self.base_dir = Path(base_dir)
@@ -190,7 +191,7 @@ class BookKeeperCluster:
         self.zk_dir.mkdir(exist_ok=True)
         self.zk_log = self.zk_dir / "zookeeper.log"
         self.zk_proc: subprocess.Popen | None = None
-        self.bookies = [Bookie(i, self.base_dir, self.zk_connect) for i in range(bookies)]
+        self.bookies = [Bookie(i, self.base_dir, self.zk_connect, bookie_settings) for i in range(bookies)]
         self.shell_conf = self.base_dir / "client.conf"
         self.shell_conf.write_text(f"metadataServiceUri={self.metadata_service_uri}\n")
         self._zk_client = None

@@ -214,3 +214,15 @@ def test_a_second_broker_with_the_same_id_refuses_to_start(brokers, tmp_path):
     assert "kafkaBrokerId=1" in r.stderr and "already registered" in r.stderr, r.stderr[-3000:]
     # The first broker 1 is untouched: still registered and serving.
     assert metadata(b1.bootstrap, None).brokers.keys() == {1, 2}
+
+
+def test_no_live_broker_means_no_controller_not_a_crash():
+    """A Metadata request that arrives before this broker registered itself in ZooKeeper sees no live
+    broker; it gets Kafka's -1 ("no controller") rather than a ValueError from min() of nothing."""
+    from kop.cluster.ownership import Ownership
+
+    class NoneLive(Ownership):
+        def live_brokers(self):
+            return []
+
+    assert NoneLive().controller_id == -1

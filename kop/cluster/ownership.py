@@ -164,8 +164,9 @@ class Ownership:
     @property
     def controller_id(self) -> int:
         """The broker clients are told is the controller: the lowest live id (any live broker can serve
-        what a controller does here)."""
-        return min(b.broker_id for b in self.live_brokers())
+        what a controller does here). -1, Kafka's "no controller", while none is live: a Metadata request can
+        arrive before this broker has registered itself in ZooKeeper."""
+        return min((b.broker_id for b in self.live_brokers()), default=-1)
 
     async def wait_owned(self, keys: list[tuple[TopicName, int]], timeout: float) -> None:
         """Return once every partition in `keys` has an owner, or after `timeout` seconds."""

@@ -7,6 +7,8 @@ partition owned by B (the share coordinator: A reads and writes it with Read/Wri
 kop/coordinator/share/persister.py). Then:
 
 1. a share consumer accepts r0-r9 (and releases what else it gets): the state is written from A to B;
+   kafka-share-groups --describe --offsets and --reset-offsets reach B from the group coordinator
+   (ReadShareGroupStateSummary, InitializeShareGroupState), and A takes the reset state up;
 2. B is killed (SIGKILL): another broker loads the state partition - the share coordinator takeover - and a
    second consumer accepts r10-r19: it gets none of r0-r9 again;
 3. a raw ShareFetch at A acquires r20-r29 and acknowledges nothing; A is killed (SIGKILL): the survivor leads
@@ -22,7 +24,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.e2e.test_share_groups import _produce, _run_probe
+from tests.e2e.test_share_groups import _produce, _run_probe, _share_groups
 from tests.support.clients import create_topic
 from tests.support.cluster import broker_id, eventually, leader_of, metadata, start_brokers, stop_brokers
 from tests.support.txn_wire import RawClient
@@ -86,6 +88,12 @@ def test_share_group_survives_share_coordinator_and_leader_kills(cluster, tmp_pa
         everywhere = ",".join(x.bootstrap for x in brokers)
         first = _run_probe(everywhere, topic, group, "part", 10, 10)
         assert sorted(_accepted(first)) == sorted(f"r{i}" for i in range(10))
+        # the admin path reaches B wherever the group coordinator is: the summary (start 10, lag 20), and a reset
+        # to 10 (InitializeShareGroupState at a raised state epoch) that A, holding the old window, takes up
+        assert _share_groups(java_tools, everywhere, group, "--describe", "--offsets") == [
+            [group, topic, "0", "10", "20"]]
+        assert _share_groups(java_tools, everywhere, group, "--reset-offsets", "--to-offset", "10", "--execute",
+                             "--topic", topic) == [[group, topic, "0", "10"]]
 
         b.kill()  # the share coordinator
         live = [x for x in brokers if x is not b]

@@ -104,3 +104,17 @@ def test_wire_layouts_are_kafka_44s() -> None:
         delivery_complete_count=4)])])
     v0, v1 = (b"".join(bytes(b) for b in encode_response(87, v, 1, resp)) for v in (0, 1))
     assert len(v1) == len(v0) + 4 and v1.endswith(b"\x00\x00\x00\x04\x00\x00\x00")
+
+
+def test_streams_group_describe_v1_bytes_are_kafka_44s() -> None:
+    """StreamsGroupDescribe v1's group (kop/kafka/apis/streams_group_describe.py): the bytes Kafka 4.4's
+    StreamsGroupDescribeResponseData writes for the same group (MessageUtil.toByteBufferAccessor at v1: a null
+    TopologyDescription, status NOT_STORED, assignor "sticky"); v0 leaves the three fields out."""
+    from kop.protocol.messages import StreamsGroupDescribeResponse as R
+    g = R.DescribedGroup(error_code=0, error_message=None, group_id="g", group_state="Empty", group_epoch=3,
+                         assignment_epoch=2, topology=None, members=[], authorized_operations=-2147483648,
+                         topology_description=None, topology_description_status=1, assignor_name="sticky")
+    v0, v1 = (b"".join(bytes(b) for b in encode_response(89, v, 1, R(throttle_time_ms=0, groups=[g])))[9:]
+              for v in (0, 1))
+    assert v1.hex() == "0000000002000000026706456d7074790000000300000002ff0180000000ff0107737469636b790000"
+    assert v0 == v1[:-len("ff0107737469636b790000") // 2] + b"\x00\x00"

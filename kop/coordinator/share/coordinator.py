@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from kop.coordinator.consumer_group import Metadata
 from kop.coordinator.share import group_records as grec
 from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME, DeadLetterQueue
-from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
+from kop.coordinator.share.groups import ShareGroup, ShareGroups, ShareHeartbeat, ShareHeartbeatResult
 from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
 from kop.coordinator.share.persister import PersisterError, SharePersister
 from kop.coordinator.share.records import ShareState
@@ -96,6 +96,7 @@ class ShareCoordinator:
         self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
         self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
         self._fences: dict[Key, tuple[int, int]] = {}  # per share-partition: (state epoch, leader epoch) it writes at
+        self._recheck: set[Key] = set()  # share-partitions of groups that had no session here since
         self._flushes: set[asyncio.Task[dict[Key, int]]] = set()
         self.dlq: DeadLetterQueue | None = None  # the dead-letter queue writer, once the broker started
         self.group_coordinator: GroupCoordinator | None = None  # where membership records go (__consumer_offsets)
@@ -184,6 +185,14 @@ class ShareCoordinator:
         """Before a share-partition is first made here, its leader takes it up at its share coordinator
         (wherever that is, this broker alone: persister.py `take_up`, initializing it on first use); 0, or the
         error to answer the partition with (retriable)."""
+        if key in self._recheck and self.persister is not None:
+            self._recheck.discard(key)
+            try:
+                now = await self.persister.summary(key)
+            except PersisterError as e:
+                return e.error
+            if key in self.partitions and (now.start_offset < 0 or now.state_epoch != self._fences[key][0]):
+                self._forget(key)  # reset or deleted since the group was last served here: take it up again
         if key in self.partitions or self.persister is None:
             return 0
         if self.clustered:
@@ -241,6 +250,7 @@ class ShareCoordinator:
         self.partitions.pop(key, None)
         self._epochs.pop(key, None)
         self._fences.pop(key, None)
+        self._recheck.discard(key)
         self._sent.pop(key, None)
         self._fetched.pop(key, None)
         self._dirty.discard(key)
@@ -470,6 +480,15 @@ class ShareCoordinator:
         current = await self.persister.summary(key)
         await self.persister.initialize(key, current.state_epoch + 1, offset)
         self._forget(key)  # taken up again from the new state at the next fetch
+        if key[0] not in self.groups.groups:  # as Kafka: altering offsets makes the (empty) share group
+            self.groups.groups[key[0]] = ShareGroup(key[0])
+            self._dirty_groups.add(key[0])
+
+    def altered(self, group_id: str, topic_name: str) -> None:
+        """AlterShareGroupOffsets reset a topic's share-partitions of the group (groups.py `state_topics`)."""
+        group = self.groups.groups.get(group_id)
+        if group is not None:
+            group.state_topics.add(topic_name)
 
     async def delete_states(self, keys: Iterable[Key]) -> None:
         """DeleteShareGroupOffsets: these share-partitions' states are deleted at their share coordinators (a
@@ -514,9 +533,13 @@ class ShareCoordinator:
         return 0, session
 
     def close_session(self, group_id: str, member_id: str) -> None:
-        """The member's last request (epoch -1) is served: what it still holds goes back to the others."""
+        """The member's last request (epoch -1) is served: what it still holds goes back to the others. The
+        group's last session here: its share-partitions are checked at their share coordinator before they
+        are served again (`load_state`), since an empty group's offsets may be reset or deleted meanwhile."""
         self.sessions.pop((group_id, member_id), None)
         self._release_member(group_id, member_id)
+        if self.clustered and not any(g == group_id for g, _ in self.sessions):
+            self._recheck.update(k for k in self.partitions if k[0] == group_id)
 
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: the share sessions it opened end and their members' acquired records are

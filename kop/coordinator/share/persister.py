@@ -55,6 +55,8 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import (
     DeleteShareGroupStateRequest,
     InitializeShareGroupStateRequest,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     ReadShareGroupStateSummaryRequest,
@@ -67,6 +69,7 @@ from kop.topics.names import TopicName
 log = logging.getLogger(__name__)
 
 INITIALIZE_KEY, READ_KEY, WRITE_KEY, DELETE_KEY, SUMMARY_KEY = 83, 84, 85, 86, 87
+LIST_OFFSETS_KEY = 2
 CLIENT_ID = "kop-share-partition-leader"
 REQUEST_TIMEOUT_S = 10.0
 RETRIES = 10
@@ -245,6 +248,28 @@ class SharePersister:
                     raise PersisterError(p.error_code, p.error_message or "")
                 return cast(Struct, p)
         raise PersisterError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the share-partition")
+
+    async def high_watermark(self, topic: TopicName, kafka_name: str, partition: int) -> int:
+        """The high watermark of a topic partition another broker leads (ListOffsets, latest, to its owner):
+        what DescribeShareGroupOffsets's lag needs at the group coordinator, which leads other partitions."""
+        if self.placement is None:
+            raise PersisterError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        owner = await self.placement.owner_of(topic, partition)
+        if owner is None or owner.broker_id == self.broker_id:
+            raise PersisterError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        conn = self._connections.get((owner.host, owner.port))
+        if conn is None:
+            conn = self._connections[(owner.host, owner.port)] = BrokerLink(owner.host, owner.port, CLIENT_ID)
+        R = ListOffsetsRequest
+        body = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(name=kafka_name, partitions=[
+            R.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=-1)])])
+        got = cast(ListOffsetsResponse, await self._call(conn, LIST_OFFSETS_KEY, 4, body))
+        for t in got.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise PersisterError(p.error_code)
+                return int(p.offset)
+        raise PersisterError(ErrorCode.UNKNOWN_SERVER_ERROR, "no ListOffsets result")
 
     def close(self) -> None:
         for conn in self._connections.values():

@@ -53,6 +53,7 @@ async def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Alt
             error = 0
             try:
                 await share.alter_start((gid, topic.topic_id, p.partition_index), offset)
+                share.altered(gid, t.topic_name)
             except PersisterError as e:
                 error = e.error
             parts.append(P(partition_index=p.partition_index, error_code=error, error_message=None))

@@ -8,10 +8,12 @@ archived in the in-flight window), as Kafka computes it. A partition without sta
 group) answers start offset -1 and lag -1, as Kafka does for an uninitialized share-partition.
 
 Topics null means every share-partition the group has state for: here, those this broker knows of (it leads
-them, its share coordinator partitions hold them, or the group's members subscribe to their topics). How it
+them, its share coordinator partitions hold them, or the group's members subscribed to their topics, or their
+offsets were altered, since this broker serves the group); those of them never initialized are left out. How it
 differs from Kafka 4.4: Kafka's group coordinator records the initialized share-partitions of a group in
-__consumer_offsets (ShareGroupStatePartitionMetadata); this one does not, so in cluster mode an empty group
-whose states are held by other brokers lists fewer partitions when no topics are named. A group id with no
+__consumer_offsets (ShareGroupStatePartitionMetadata); this one keeps the topics in memory, so in cluster mode,
+after the group's coordinator moved, an empty group whose states are held by other brokers lists fewer
+partitions when no topics are named. A group id with no
 share group and no state is answered GROUP_ID_NOT_FOUND.
 """
 
@@ -22,10 +24,23 @@ from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
+from kop.topics.manager import Topic
 
 API_KEY = 90
 VERSIONS = (0, 1)
 R = DescribeShareGroupOffsetsResponse
+
+
+async def _high_watermark(ctx: RequestContext, topic: Topic, index: int) -> int:
+    """The partition's high watermark: here when this broker leads it, else from its leader (cluster mode)."""
+    try:
+        return (await ctx.partition_log(topic, index)).high_watermark
+    except PartitionError as e:
+        persister = ctx.handler.share.persister
+        if e.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or persister is None or not persister.clustered:
+            raise
+        return await persister.high_watermark(topic.name, ctx.handler.service.topics.names.kafka_name(topic.name),
+                                              index)
 
 
 async def _partition(ctx: RequestContext, gid: str, name: str, index: int
@@ -35,13 +50,13 @@ async def _partition(ctx: RequestContext, gid: str, name: str, index: int
     persister = ctx.handler.share.persister
     start, lag, leader_epoch, error = -1, -1, -1, 0
     try:
-        plog = await ctx.partition_log(topic, index)
-        assert topic is not None and persister is not None  # partition_log refuses a missing topic
+        if topic is None or not 0 <= index < topic.partitions or persister is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         summary = await persister.summary((gid, topic.topic_id, index))
         if summary.start_offset >= 0:
             start, leader_epoch = summary.start_offset, summary.leader_epoch
             if summary.delivery_complete_count >= 0:
-                lag = max(plog.high_watermark - start - summary.delivery_complete_count, 0)
+                lag = max(await _high_watermark(ctx, topic, index) - start - summary.delivery_complete_count, 0)
     except PartitionError as e:
         error = e.code
     except PersisterError as e:
@@ -52,17 +67,17 @@ async def _partition(ctx: RequestContext, gid: str, name: str, index: int
 
 async def _with_state(ctx: RequestContext, gid: str) -> set[tuple[bytes, int]]:
     """The share-partitions of a group this broker knows to have state: those it leads, those its share
-    coordinator partitions hold, and every partition of the topics its members subscribe to."""
+    coordinator partitions hold, and every partition of the topics the group's members subscribed to or whose
+    offsets were altered here (groups.py `state_topics`)."""
     share = ctx.handler.share
     held = set(share.group_partitions(gid))
     if share.store is not None:
         held.update((tid, p) for (g, tid, p) in share.store.states if g == gid)
     group = share.groups.groups.get(gid)
-    for member in group.members.values() if group is not None else ():
-        for name in member.subscribed:
-            topic = await ctx.find_topic(name)
-            if topic is not None:
-                held.update((topic.topic_id, p) for p in range(topic.partitions))
+    for name in sorted(group.state_topics) if group is not None else ():
+        topic = await ctx.find_topic(name)
+        if topic is not None:
+            held.update((topic.topic_id, p) for p in range(topic.partitions))
     return held
 
 
@@ -90,6 +105,10 @@ async def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.Descri
     for name, partitions in asked.items():
         topic = await ctx.find_topic(name)
         parts = [await _partition(ctx, gid, name, i) for i in partitions]
+        if g.topics is None:  # only the initialized ones (as Kafka's recorded initialized share-partitions)
+            parts = [p for p in parts if p.start_offset >= 0 or p.error_code]
+            if not parts:
+                continue
         topics.append(T(topic_name=name, topic_id=topic.topic_id if topic is not None else bytes(16), partitions=parts))
     return G(group_id=g.group_id, topics=topics, error_code=0, error_message=None)
 

@@ -8,7 +8,8 @@ an accepted one is never delivered again - neither to the three nor to a fourth 
 reads after them and gets only the record produced after (the group config share.auto.offset.reset=earliest is
 set first through IncrementalAlterConfigs on the GROUP resource). The state machine's rules in detail (locks
 with a fake clock, the delivery-count limit, acknowledgement types) are unit tests:
-tests/test_share_partition.py, tests/test_share_groups_unit.py. Also here: the tools, a crashed consumer,
+tests/test_share_partition.py, tests/test_share_groups_unit.py. Also here: the tools (and kafka-share-groups
+--reset-offsets / --describe --offsets / --delete-offsets over the share coordinator's RPCs), a crashed consumer,
 read_committed, a kill -9 (share-partition state, a member with its epoch and a group config survive it) and
 the dead-letter queue; the membership records' and DLQ records' layouts: tests/test_share_group_records.py,
 tests/test_share_dlq.py; hostile input: tests/test_share_hostile.py.

@@ -191,7 +191,8 @@ class ShareCoordinator:
                 now = await self.persister.summary(key)
             except PersisterError as e:
                 return e.error
-            if key in self.partitions and (now.start_offset < 0 or now.state_epoch != self._fences[key][0]):
+            stale = now.start_offset < 0 or now.state_epoch != self._fences.get(key, (0, 0))[0]
+            if key in self.partitions and stale:
                 self._forget(key)  # reset or deleted since the group was last served here: take it up again
         if key in self.partitions or self.persister is None:
             return 0

@@ -43,8 +43,8 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol, TypeVar, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeVar, cast
 
 from kop.coordinator.broker_link import BrokerLink
 from kop.coordinator.share import records as srec
@@ -107,6 +107,26 @@ class Placement(Protocol):
     def clustered(self) -> bool: ...
 
     async def owner_of(self, topic: TopicName, partition: int, wait: float = 1.0) -> Owner | None: ...
+
+
+class _PartitionAnswer(Protocol):
+    @property
+    def error_code(self) -> int: ...
+
+    @property
+    def error_message(self) -> str | None: ...
+
+
+class _TopicAnswer(Protocol):
+    @property
+    def partitions(self) -> Sequence[_PartitionAnswer]: ...
+
+
+class _Answer(Protocol):
+    """What the five share coordinator RPCs' responses have in common."""
+
+    @property
+    def results(self) -> Sequence[_TopicAnswer]: ...
 
 
 class SharePersister:
@@ -242,7 +262,7 @@ class SharePersister:
     @staticmethod
     def _partition(response: Struct) -> Struct:
         """The one partition result of a share coordinator RPC's response (each asks one share-partition)."""
-        for t in cast(Any, response).results:
+        for t in cast(_Answer, response).results:
             for p in t.partitions:
                 if p.error_code:
                     raise PersisterError(p.error_code, p.error_message or "")

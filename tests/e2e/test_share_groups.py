@@ -304,6 +304,11 @@ def test_share_group_offsets_reset_describe_delete(target, java_tools) -> None:
     group = f"share-og-{uuid.uuid4().hex[:8]}"
     create_topic(b, topic, partitions=1)
     _produce(b, topic, [f"r{i}" for i in range(6)])
+    java_tools.run(_configs_tool(java_tools), "--bootstrap-server", b, "--alter", "--entity-type", "groups",
+                   "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest", check=True)
+    r = java_tools.run(CONSOLE_SHARE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group", group,
+                       "--max-messages", "6")
+    assert [line for line in r.lines if line.startswith("r")] == [f"r{i}" for i in range(6)], r.stdout
     reset = _share_groups(java_tools, b, group, "--reset-offsets", "--to-offset", "2", "--execute", "--topic", topic)
     assert reset == [[group, topic, "0", "2"]], reset
     described = _share_groups(java_tools, b, group, "--describe", "--offsets")

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from kop.coordinator.consumer_group import Metadata
 from kop.coordinator.share import group_records as grec
 from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME, DeadLetterQueue
-from kop.coordinator.share.groups import ShareGroup, ShareGroups, ShareHeartbeat, ShareHeartbeatResult
+from kop.coordinator.share.groups import ShareGroups, ShareHeartbeat, ShareHeartbeatResult
 from kop.coordinator.share.partition import DEFAULT_DELIVERY_LIMIT, DEFAULT_LOCK_MS, SharePartition
 from kop.coordinator.share.persister import PersisterError, SharePersister
 from kop.coordinator.share.records import ShareState
@@ -481,15 +481,21 @@ class ShareCoordinator:
         current = await self.persister.summary(key)
         await self.persister.initialize(key, current.state_epoch + 1, offset)
         self._forget(key)  # taken up again from the new state at the next fetch
-        if key[0] not in self.groups.groups:  # as Kafka: altering offsets makes the (empty) share group
-            self.groups.groups[key[0]] = ShareGroup(key[0])
-            self._dirty_groups.add(key[0])
 
     def altered(self, group_id: str, topic_name: str) -> None:
         """AlterShareGroupOffsets reset a topic's share-partitions of the group (groups.py `state_topics`)."""
         group = self.groups.groups.get(group_id)
         if group is not None:
             group.state_topics.add(topic_name)
+
+    def state_keys(self, group_id: str, topic_id: bytes, partitions: int) -> list[Key]:
+        """The group's share-partitions of a topic that may have state: alone, those this broker's store and
+        leaders hold (all of them, it is the share coordinator of every one); in cluster mode every partition
+        of the topic, whose states other brokers may hold (the group coordinator does not record which)."""
+        if self.clustered:
+            return [(group_id, topic_id, p) for p in range(partitions)]
+        held = set(self.store.states) if self.store is not None else set()
+        return sorted(k for k in held | set(self.partitions) if k[0] == group_id and k[1] == topic_id)
 
     async def delete_states(self, keys: Iterable[Key]) -> None:
         """DeleteShareGroupOffsets: these share-partitions' states are deleted at their share coordinators (a

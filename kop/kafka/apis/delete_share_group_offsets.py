@@ -47,7 +47,7 @@ async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> De
             continue
         error = 0
         try:
-            await share.delete_states([(gid, topic.topic_id, p) for p in range(topic.partitions)])
+            await share.delete_states(share.state_keys(gid, topic.topic_id, topic.partitions))
         except PersisterError as e:
             error = e.error
         out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=error, error_message=None))

@@ -73,7 +73,7 @@ async def _with_state(ctx: RequestContext, gid: str) -> set[tuple[bytes, int]]:
     held = set(share.group_partitions(gid))
     if share.store is not None:
         held.update((tid, p) for (g, tid, p) in share.store.states if g == gid)
-    group = share.groups.groups.get(gid)
+    group = share.groups.groups.get(gid) if share.clustered else None  # alone, the store holds every state
     for name in sorted(group.state_topics) if group is not None else ():
         topic = await ctx.find_topic(name)
         if topic is not None:

@@ -269,9 +269,10 @@ class SharePersister:
                 return cast(Struct, p)
         raise PersisterError(ErrorCode.UNKNOWN_SERVER_ERROR, "no result for the share-partition")
 
-    async def high_watermark(self, topic: TopicName, kafka_name: str, partition: int) -> int:
-        """The high watermark of a topic partition another broker leads (ListOffsets, latest, to its owner):
-        what DescribeShareGroupOffsets's lag needs at the group coordinator, which leads other partitions."""
+    async def high_watermark(self, topic: TopicName, kafka_name: str, partition: int, timestamp: int = -1) -> int:
+        """The high watermark (`timestamp` -1, ListOffsets' latest; -2: the log start offset) of a topic
+        partition another broker leads, from its owner: what DescribeShareGroupOffsets's lag and
+        AlterShareGroupOffsets's bounds need at the group coordinator, which leads other partitions."""
         if self.placement is None:
             raise PersisterError(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         owner = await self.placement.owner_of(topic, partition)
@@ -282,7 +283,7 @@ class SharePersister:
             conn = self._connections[(owner.host, owner.port)] = BrokerLink(owner.host, owner.port, CLIENT_ID)
         R = ListOffsetsRequest
         body = R(replica_id=-1, isolation_level=0, topics=[R.ListOffsetsTopic(name=kafka_name, partitions=[
-            R.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=-1)])])
+            R.ListOffsetsPartition(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp)])])
         got = cast(ListOffsetsResponse, await self._call(conn, LIST_OFFSETS_KEY, 4, body))
         for t in got.topics:
             for p in t.partitions:

@@ -31,16 +31,20 @@ VERSIONS = (0, 1)
 R = DescribeShareGroupOffsetsResponse
 
 
-async def _high_watermark(ctx: RequestContext, topic: Topic, index: int) -> int:
-    """The partition's high watermark: here when this broker leads it, else from its leader (cluster mode)."""
+async def partition_offsets(ctx: RequestContext, topic: Topic, index: int, start: bool = False) -> tuple[int, int]:
+    """The partition's (log start offset, high watermark): here when this broker leads it, else from its leader
+    (cluster mode: the group coordinator need not lead the partitions; the log start offset only when `start`,
+    else -1). Raises PartitionError, PersisterError."""
     try:
-        return (await ctx.partition_log(topic, index)).high_watermark
+        plog = await ctx.partition_log(topic, index)
+        return plog.log_start_offset, plog.high_watermark
     except PartitionError as e:
         persister = ctx.handler.share.persister
         if e.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or persister is None or not persister.clustered:
             raise
-        return await persister.high_watermark(topic.name, ctx.handler.service.topics.names.kafka_name(topic.name),
-                                              index)
+        name = ctx.handler.service.topics.names.kafka_name(topic.name)
+        first = await persister.high_watermark(topic.name, name, index, timestamp=-2) if start else -1
+        return first, await persister.high_watermark(topic.name, name, index)
 
 
 async def _partition(ctx: RequestContext, gid: str, name: str, index: int
@@ -56,7 +60,7 @@ async def _partition(ctx: RequestContext, gid: str, name: str, index: int
         if summary.start_offset >= 0:
             start, leader_epoch = summary.start_offset, summary.leader_epoch
             if summary.delivery_complete_count >= 0:
-                lag = max(await _high_watermark(ctx, topic, index) - start - summary.delivery_complete_count, 0)
+                lag = max((await partition_offsets(ctx, topic, index))[1] - start - summary.delivery_complete_count, 0)
     except PartitionError as e:
         error = e.code
     except PersisterError as e:

@@ -7,6 +7,9 @@ partition owned by B (the share coordinator: A reads and writes it with Read/Wri
 kop/coordinator/share/persister.py). Then:
 
 1. a share consumer accepts r0-r9 (and releases what else it gets): the state is written from A to B;
+   kafka-share-groups --describe --offsets and --reset-offsets reach B from the group coordinator, a broker
+   other than A (ReadShareGroupStateSummary, InitializeShareGroupState; the lag and the reset's bounds from A
+   by ListOffsets), and A takes the reset state up;
 2. B is killed (SIGKILL): another broker loads the state partition - the share coordinator takeover - and a
    second consumer accepts r10-r19: it gets none of r0-r9 again;
 3. a raw ShareFetch at A acquires r20-r29 and acknowledges nothing; A is killed (SIGKILL): the survivor leads
@@ -22,7 +25,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from tests.e2e.test_share_groups import _produce, _run_probe
+from tests.e2e.test_share_groups import _produce, _run_probe, _share_groups
 from tests.support.clients import create_topic
 from tests.support.cluster import broker_id, eventually, leader_of, metadata, start_brokers, stop_brokers
 from tests.support.txn_wire import RawClient
@@ -34,9 +37,14 @@ def _share_coordinator(bootstrap: str, group: str, topic_id: bytes) -> int:
     """The node FindCoordinator (v6, key type 2) names for the share-partition group:topicId:0, or -1."""
     from kop.coordinator.share.records import coordinator_key
 
+    return _find_coordinator(bootstrap, 2, coordinator_key(group, topic_id, 0))
+
+
+def _find_coordinator(bootstrap: str, key_type: int, key: str) -> int:
+    """The node FindCoordinator (v6) names for the key (0: a group, 2: a share-partition), or -1."""
     c = RawClient(bootstrap)
     try:
-        found = c.call(10, 6, key_type=2, coordinator_keys=[coordinator_key(group, topic_id, 0)]).coordinators[0]
+        found = c.call(10, 6, key_type=key_type, coordinator_keys=[key]).coordinators[0]
     finally:
         c.close()
     return found.node_id if found.error_code == 0 else -1
@@ -77,15 +85,24 @@ def test_share_group_survives_share_coordinator_and_leader_kills(cluster, tmp_pa
         create_topic(brokers[0].bootstrap, topic, 1)
         a = leader_of(brokers, topic, 0)
         topic_id = eventually("the topic's id", lambda: _topic_id_of(a.bootstrap, topic))
-        # a group whose share-partition state lives on another broker than the partition's leader
-        group, b_id = next((g, n) for g in (f"share-cluster-g{i}" for i in range(200))
-                           if (n := _share_coordinator(a.bootstrap, g, topic_id)) not in (-1, broker_id(a)))
+        # a group whose share-partition state lives on another broker than the partition's leader, and whose
+        # group coordinator (where the admin requests go) is not the leader either: it asks the leader for the
+        # partition's offsets (--describe's lag, --reset-offsets's bounds)
+        group, b_id = next((g, n) for g in (f"share-cluster-g{i}" for i in range(400))
+                           if (n := _share_coordinator(a.bootstrap, g, topic_id)) not in (-1, broker_id(a))
+                           and _find_coordinator(a.bootstrap, 0, g) not in (-1, broker_id(a)))
         b = by_id[b_id]
         _produce(a.bootstrap, topic, [f"r{i}" for i in range(30)])
 
         everywhere = ",".join(x.bootstrap for x in brokers)
         first = _run_probe(everywhere, topic, group, "part", 10, 10)
         assert sorted(_accepted(first)) == sorted(f"r{i}" for i in range(10))
+        # the admin path reaches B wherever the group coordinator is: the summary (start 10, lag 20), and a reset
+        # to 10 (InitializeShareGroupState at a raised state epoch) that A, holding the old window, takes up
+        assert _share_groups(java_tools, everywhere, group, "--describe", "--offsets") == [
+            [group, topic, "0", "10", "20"]]
+        assert _share_groups(java_tools, everywhere, group, "--reset-offsets", "--to-offset", "10", "--execute",
+                             "--topic", topic) == [[group, topic, "0", "10"]]
 
         b.kill()  # the share coordinator
         live = [x for x in brokers if x is not b]

@@ -10,6 +10,7 @@ from kop.coordinator.streams import records as srec
 from kop.coordinator.streams.assignor import assign, assign_standby
 from kop.coordinator.streams.group import MemberState, StreamsGroupMachine, StreamsHeartbeat
 from kop.coordinator.streams.topology import (
+    INCORRECTLY_PARTITIONED_TOPICS,
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
     STALE_TOPOLOGY,
@@ -138,6 +139,22 @@ def test_internal_topics_get_the_task_counts_of_their_subtopologies() -> None:
     assert [code for code, _ in c.statuses] == [MISSING_INTERNAL_TOPICS]
     ready = configure(WORDCOUNT, {"in": 3, "app-r-repartition": 3, "app-s-changelog": 3})
     assert ready.tasks == _tasks(3) | _tasks(3, "1") and ready.statuses == [] and ready.to_create == {}
+
+
+def test_an_existing_internal_topic_with_another_partition_count_makes_no_tasks() -> None:
+    """Kafka's INCORRECTLY_PARTITIONED_TOPICS. The tasks come from the topics that exist, never from a count a
+    member's topology asks for: a fuzzed heartbeat naming an existing topic as a repartition topic of 11 million
+    partitions made 11 million tasks and stalled the broker (tests/test_kafka_fuzz.py, seed 12)."""
+    fixed = Topology(0, (Subtopology("0", ("in",), repartition_source_topics=(TopicInfo("in", 100_000, 1),)),))
+    c = configure(fixed, {"in": 1})
+    assert c.statuses == [(INCORRECTLY_PARTITIONED_TOPICS, "Existing topic in has different number of partitions: "
+                                                           "expected 100000, found 1")]
+    assert c.tasks == frozenset() and c.to_create == {}
+    stateful = Topology(0, (Subtopology("0", ("in",), state_changelog_topics=(TopicInfo("app-s-changelog", 0, 0),)),))
+    grown = configure(stateful, {"in": 6, "app-s-changelog": 3})  # the source topic grew: one changelog per task
+    assert grown.statuses == [(INCORRECTLY_PARTITIONED_TOPICS, "Existing topic app-s-changelog has different number "
+                                                               "of partitions: expected 6, found 3")]
+    assert grown.tasks == frozenset() and configure(stateful, {"in": 3, "app-s-changelog": 3}).tasks == _tasks(3)
 
 
 def test_a_missing_source_topic_is_reported_and_nothing_is_created() -> None:

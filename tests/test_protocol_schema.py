@@ -32,8 +32,8 @@ def test_every_schema_is_loaded_including_headers() -> None:
     # kafka-python's 52, plus ConsumerGroupHeartbeat, ConsumerGroupDescribe and KIP-932's ShareGroupHeartbeat,
     # ShareGroupDescribe, ShareFetch, ShareAcknowledge and Describe/Alter/DeleteShareGroupOffsets
     # and KIP-1071's StreamsGroupHeartbeat and StreamsGroupDescribe, and the share coordinator's
-    # Read/WriteShareGroupState (kop/protocol/extra_schemas.py)
-    assert len(requests) == len(API_KEYS) == 65
+    # Initialize/Read/Write/DeleteShareGroupState, ReadShareGroupStateSummary (kop/protocol/extra_schemas.py)
+    assert len(requests) == len(API_KEYS) == 68
 
 
 def test_consumer_group_heartbeat_answer_encodes_its_nullable_assignment_as_kafka_does() -> None:

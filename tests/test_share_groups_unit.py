@@ -108,14 +108,11 @@ def test_group_configs_are_validated_with_kafkas_bounds() -> None:
     assert sp.delivery_limit == 5
 
 
-def test_alter_and_delete_share_group_state() -> None:
+def test_delete_share_group_state() -> None:
+    """(AlterShareGroupOffsets goes through the share coordinator's InitializeShareGroupState:
+    tests/test_share_state_rpcs.py and the e2e tests.)"""
     share = ShareCoordinator(lambda: TOPICS, 45_000, 5000)
-    sp = share.share_partition(("g", T1, 0), 0, 10)
-    sp.acquire("m", [(10, 12)], 10, 0)
-    share.alter_start(("g", T1, 0), 3)
-    assert share.partitions[("g", T1, 0)].start_offset == 3
-    assert share.partitions[("g", T1, 0)].state(10) == (RecordState.AVAILABLE, 0)
-    assert share.partitions[("g", T1, 0)].lag(10) == 7
+    share.share_partition(("g", T1, 0), 0, 10)
     assert share.knows("g") and not share.knows("h")
     share.delete_state("g", {T2})
     assert ("g", T1, 0) in share.partitions

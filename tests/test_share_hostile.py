@@ -210,12 +210,15 @@ def test_share_version_0_turns_share_groups_off(broker) -> None:
 
 def test_share_coordinator_rpcs_write_then_read_and_the_leader_serves_that_state(broker) -> None:
     """ReadShareGroupState / WriteShareGroupState (84/85, what a share-partition leader sends its share coordinator
-    in cluster mode: tests/test_cluster_share_groups.py) on one broker: a never-written share-partition reads
-    StartOffset -1; a written state reads back as written; and a share-partition first served after the write
+    in cluster mode: tests/test_cluster_share_groups.py) on one broker: a never-initialized share-partition is
+    INVALID_REQUEST to read, as in Kafka 4.4, and readable once InitializeShareGroupState (83) made it; a written
+    state reads back as written; and a share-partition first served after the write
     starts from it - r0 and r1 written ACKNOWLEDGED, the group's consumer gets r2 only. A state this broker could
     not take up (a batch of 2^62 offsets, a reversed one, an ACQUIRED state) is INVALID_REQUEST and not kept."""
     from confluent_kafka import Producer
 
+    from kop.coordinator.share.shard import READ_UNINITIALIZED
+    from kop.protocol.messages import InitializeShareGroupStateRequest as In
     from kop.protocol.messages import ReadShareGroupStateRequest as Rd
     from kop.protocol.messages import WriteShareGroupStateRequest as W
 
@@ -234,7 +237,11 @@ def test_share_coordinator_rpcs_write_then_read_and_the_leader_serves_that_state
             Rd.ReadStateData.PartitionData(partition=0, leader_epoch=0)])]))
         return r.results[0].partitions[0]
 
-    assert (read().error_code, read().start_offset, read().state_batches) == (0, -1, [])
+    assert (read().error_code, read().error_message) == (E.INVALID_REQUEST, READ_UNINITIALIZED)
+    init = c.call(83, 0, In(group_id=group, topics=[In.InitializeStateData(topic_id=tid, partitions=[
+        In.PartitionData(partition=0, state_epoch=0, start_offset=0)])]))
+    assert init.results[0].partitions[0].error_code == 0
+    assert (read().error_code, read().start_offset, read().state_batches) == (0, 0, [])
     P = W.WriteStateData.PartitionData
     w = c.call(85, 0, W(group_id=group, topics=[W.WriteStateData(topic_id=tid, partitions=[P(
         partition=0, state_epoch=0, leader_epoch=0, start_offset=0,
@@ -253,3 +260,92 @@ def test_share_coordinator_rpcs_write_then_read_and_the_leader_serves_that_state
     acquired = [(a.first_offset, a.last_offset) for t in served.responses for q in t.partitions
                 for a in q.acquired_records]
     assert acquired == [(2, 2)], served
+
+
+def test_state_epochs_fence_stale_writers_and_a_fenced_leader_takes_the_state_up_again(broker) -> None:
+    """The share coordinator's epochs (kop/coordinator/share/shard.py) over the wire, and this broker's own
+    share-partition leader obeying them. The leader took the share-partition up at leader epoch 1; another
+    "leader" reads it at epoch 5 (the recorded epoch moves up): a write at epoch 4 is FENCED_LEADER_EPOCH, at 5
+    it is taken. Our leader's next write (an acknowledgement) is fenced too: it forgets its window and takes the
+    state up again from the share coordinator (at epoch 6), so the record the other leader wrote ACKNOWLEDGED
+    is not delivered again. Then an InitializeShareGroupState at state epoch 3 fences writes at state epoch 2,
+    ReadShareGroupStateSummary v1 answers the epochs, and DeleteShareGroupState leaves it uninitialized."""
+    from confluent_kafka import Producer
+
+    from kop.protocol.messages import DeleteShareGroupStateRequest as D
+    from kop.protocol.messages import InitializeShareGroupStateRequest as In
+    from kop.protocol.messages import ReadShareGroupStateRequest as Rd
+    from kop.protocol.messages import ReadShareGroupStateSummaryRequest as S
+    from kop.protocol.messages import WriteShareGroupStateRequest as W
+
+    topic, group = f"hostile-epochs-{uuid.uuid4().hex[:6]}", f"hostile-g-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
+    for i in range(4):
+        p.produce(topic, value=b"r%d" % i)
+    assert p.flush(30) == 0
+    c = Client(broker.bootstrap)
+    altered = c.call(91, 0, _alter(group, topic, 0))  # start at the log start (before the group has members)
+    assert altered.error_code == 0 and altered.responses[0].partitions[0].error_code == 0
+    hb = heartbeat(c, group, "m1", 0, [topic])
+    tid = hb.assignment.topic_partitions[0].topic_id
+
+    def summary() -> Any:
+        r = c.call(87, 1, S(group_id=group, topics=[S.ReadStateSummaryData(topic_id=tid, partitions=[
+            S.ReadStateSummaryData.PartitionData(partition=0, leader_epoch=0)])]))
+        return r.results[0].partitions[0]
+
+    def write(state_epoch: int, leader_epoch: int, batches: list[tuple[int, int, int, int]]) -> int:
+        P = W.WriteStateData.PartitionData
+        r = c.call(85, 0, W(group_id=group, topics=[W.WriteStateData(topic_id=tid, partitions=[P(
+            partition=0, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=-1,
+            state_batches=[P.StateBatch(first_offset=f, last_offset=la, delivery_state=s, delivery_count=n)
+                           for f, la, s, n in batches])])]))
+        return int(r.results[0].partitions[0].error_code)
+
+    served = fetch(c, group, "m1", 0, tid)  # our leader takes the share-partition up
+    assert [(a.first_offset, a.last_offset) for t in served.responses for q in t.partitions
+            for a in q.acquired_records] == [(0, 3)]
+    taken = summary()
+    assert (taken.error_code, taken.leader_epoch, taken.start_offset) == (0, 1, 0)
+    state_epoch = taken.state_epoch
+    r = c.call(84, 0, Rd(group_id=group, topics=[Rd.ReadStateData(topic_id=tid, partitions=[
+        Rd.ReadStateData.PartitionData(partition=0, leader_epoch=5)])]))
+    assert r.results[0].partitions[0].error_code == 0
+    assert write(state_epoch, 4, [(0, 0, 2, 1)]) == E.FENCED_LEADER_EPOCH
+    assert write(state_epoch, 5, [(0, 0, 2, 1)]) == 0  # r0 ACKNOWLEDGED by the newer leader
+    # our leader's acknowledgement is refused by the share coordinator: the partition's error, window forgotten
+    assert ack(c, group, "m1", 1, tid, 1, 1, [1]) != 0
+    again = fetch(c, group, "m1", 0, tid)  # taken up again: r0 stays acknowledged, r1-r3 delivered again
+    assert [(a.first_offset, a.last_offset) for t in again.responses for q in t.partitions
+            for a in q.acquired_records] == [(1, 3)], again
+    assert summary().leader_epoch == 6
+    assert heartbeat(c, group, "m1", -1).error_code == 0  # leaves: the group may be reset
+
+    init = c.call(83, 0, In(group_id=group, topics=[In.InitializeStateData(topic_id=tid, partitions=[
+        In.PartitionData(partition=0, state_epoch=state_epoch + 2, start_offset=2)])]))
+    assert init.results[0].partitions[0].error_code == 0
+    assert write(state_epoch + 1, 6, []) == E.FENCED_STATE_EPOCH
+    got = summary()
+    assert (got.state_epoch, got.start_offset, got.delivery_complete_count) == (state_epoch + 2, 2, 0)
+    assert write(state_epoch + 2, 6, [(2, 3, 2, 1)]) == 0
+    assert summary().delivery_complete_count == 2
+    stale = c.call(83, 0, In(group_id=group, topics=[In.InitializeStateData(topic_id=tid, partitions=[
+        In.PartitionData(partition=0, state_epoch=state_epoch, start_offset=0)])]))
+    assert stale.results[0].partitions[0].error_code == E.FENCED_STATE_EPOCH
+    for _ in range(2):  # deleting twice: the second finds nothing, and succeeds (as Kafka)
+        d = c.call(86, 0, D(group_id=group, topics=[D.DeleteStateData(topic_id=tid, partitions=[
+            D.DeleteStateData.PartitionData(partition=0)])]))
+        assert d.results[0].partitions[0].error_code == 0
+    gone = summary()
+    assert (gone.error_code, gone.start_offset, gone.delivery_complete_count) == (0, -1, -1)
+    assert write(0, 9, []) == E.INVALID_REQUEST
+    unknown = c.call(86, 0, D(group_id=group, topics=[D.DeleteStateData(topic_id=bytes(16), partitions=[
+        D.DeleteStateData.PartitionData(partition=0)])]))
+    assert unknown.results[0].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def _alter(group: str, topic: str, offset: int) -> Any:
+    from kop.protocol.messages import AlterShareGroupOffsetsRequest as A
+    return A(group_id=group, topics=[A.AlterShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[
+        A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=offset)])])

@@ -346,7 +346,8 @@ SCHEMAS += SHARE_SCHEMAS + SHARE_ADMIN_SCHEMAS
 
 # KIP-1071 streams groups, at Kafka 4.4's versions (read from its generated message classes: v1 of the
 # heartbeat response replaces the int32 AcceptableRecoveryLag by an int64 one and adds
-# TopologyDescriptionRequired; v1 of the describe adds the topology description, not served here)
+# TopologyDescriptionRequired; v1 of the describe adds IncludeTopologyDescription, the group's TopologyDescription,
+# its status and the assignor's name)
 _KV = [_f("Key", "string"), _f("Value", "string")]
 _TOPIC_INFO = [_f("Name", "string"), _f("Partitions", "int32"), _f("ReplicationFactor", "int16"),
                _f("TopicConfigs", "[]KeyValue")]
@@ -419,11 +420,12 @@ SCHEMAS += [
                                                                         _f("Partitions", "[]int32")]},
                {"name": "TaskIds", "versions": "0+", "fields": _TASK_IDS},
                {"name": "Endpoint", "versions": "0+", "fields": _ENDPOINT}]),
-    _message("StreamsGroupDescribeRequest", "request", 89, "0", [
+    _message("StreamsGroupDescribeRequest", "request", 89, "0-1", [
         _f("GroupIds", "[]string"),
         _f("IncludeAuthorizedOperations", "bool"),
+        _f("IncludeTopologyDescription", "bool", "1+", default="false"),
     ]),
-    _message("StreamsGroupDescribeResponse", "response", 89, "0", [
+    _message("StreamsGroupDescribeResponse", "response", 89, "0-1", [
         _f("ThrottleTimeMs", "int32"),
         _f("Groups", "[]DescribedGroup", fields=[
             _f("ErrorCode", "int16"),
@@ -460,9 +462,21 @@ SCHEMAS += [
                 _f("IsClassic", "bool"),
             ]),
             _f("AuthorizedOperations", "int32", default="-2147483648"),
+            _f("TopologyDescription", "TopologyDescription", "1+", nullable="1+", default="null", fields=[
+                _f("Subtopologies", "[]TopologyDescriptionSubtopology", fields=[
+                    _f("SubtopologyId", "string"), _f("Nodes", "[]TopologyDescriptionNode")]),
+                _f("GlobalStores", "[]TopologyDescriptionGlobalStore", fields=[
+                    _f("Source", "TopologyDescriptionNode"), _f("Processor", "TopologyDescriptionNode")]),
+            ]),
+            _f("TopologyDescriptionStatus", "int8", "1+"),
+            _f("AssignorName", "string", "1+", nullable="1+", default="null"),
         ]),
     ], common=_STREAMS_COMMON + [{"name": "Assignment", "versions": "0+", "fields": [
-        _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"), _f("WarmupTasks", "[]TaskIds")]}]),
+        _f("ActiveTasks", "[]TaskIds"), _f("StandbyTasks", "[]TaskIds"), _f("WarmupTasks", "[]TaskIds")]},
+        {"name": "TopologyDescriptionNode", "versions": "1+", "fields": [
+            _f("Name", "string"), _f("NodeType", "int8"), _f("SourceTopics", "[]string"),
+            _f("SinkTopic", "string", nullable="1+", default="null"), _f("Stores", "[]string"),
+            _f("Successors", "[]string")]}]),
 ]
 
 # KIP-932's share coordinator RPCs that a share-partition leader sends to the broker owning the state's
@@ -504,6 +518,49 @@ SCHEMAS += [
         _f("Results", "[]WriteStateResult", fields=[
             _f("TopicId", "uuid"),
             _f("Partitions", "[]PartitionResult", fields=_STATE_RESULT),
+        ]),
+    ]),
+]
+
+# The share coordinator's other three RPCs in Apache Kafka 4.4 (read from its generated message classes):
+# InitializeShareGroupState (83, v0), DeleteShareGroupState (86, v0) and ReadShareGroupStateSummary (87, v0-1; v1
+# adds DeliveryCompleteCount, what DescribeShareGroupOffsets v1's lag is computed from).
+SCHEMAS += [
+    _message("InitializeShareGroupStateRequest", "request", 83, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]InitializeStateData", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionData", fields=[
+                _f("Partition", "int32"), _f("StateEpoch", "int32"), _f("StartOffset", "int64")]),
+        ]),
+    ]),
+    _message("InitializeShareGroupStateResponse", "response", 83, "0", [
+        _f("Results", "[]InitializeStateResult", fields=[
+            _f("TopicId", "uuid"), _f("Partitions", "[]PartitionResult", fields=_STATE_RESULT)]),
+    ]),
+    _message("DeleteShareGroupStateRequest", "request", 86, "0", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]DeleteStateData", fields=[
+            _f("TopicId", "uuid"), _f("Partitions", "[]PartitionData", fields=[_f("Partition", "int32")])]),
+    ]),
+    _message("DeleteShareGroupStateResponse", "response", 86, "0", [
+        _f("Results", "[]DeleteStateResult", fields=[
+            _f("TopicId", "uuid"), _f("Partitions", "[]PartitionResult", fields=_STATE_RESULT)]),
+    ]),
+    _message("ReadShareGroupStateSummaryRequest", "request", 87, "0-1", [
+        _f("GroupId", "string"),
+        _f("Topics", "[]ReadStateSummaryData", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionData", fields=[_f("Partition", "int32"), _f("LeaderEpoch", "int32")]),
+        ]),
+    ]),
+    _message("ReadShareGroupStateSummaryResponse", "response", 87, "0-1", [
+        _f("Results", "[]ReadStateSummaryResult", fields=[
+            _f("TopicId", "uuid"),
+            _f("Partitions", "[]PartitionResult", fields=[
+                *_STATE_RESULT, _f("StateEpoch", "int32"), _f("LeaderEpoch", "int32"), _f("StartOffset", "int64"),
+                _f("DeliveryCompleteCount", "int32", "1+", default=-1),
+            ]),
         ]),
     ]),
 ]

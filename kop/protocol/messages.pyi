@@ -568,6 +568,33 @@ class DeleteShareGroupOffsetsResponse(Struct):
     responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic]
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., error_message: str | None = ..., responses: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic] = ...) -> None: ...
 
+class DeleteShareGroupStateRequest(Struct):
+    class DeleteStateData(Struct):
+        PartitionData: ClassVar[type[DeleteShareGroupStateRequest.PartitionData]]
+        topic_id: bytes
+        partitions: list[DeleteShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[DeleteShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        partition: int
+        def __init__(self, *, partition: int = ...) -> None: ...
+    group_id: str
+    topics: list[DeleteShareGroupStateRequest.DeleteStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[DeleteShareGroupStateRequest.DeleteStateData] = ...) -> None: ...
+
+class DeleteShareGroupStateResponse(Struct):
+    class DeleteStateResult(Struct):
+        PartitionResult: ClassVar[type[DeleteShareGroupStateResponse.PartitionResult]]
+        topic_id: bytes
+        partitions: list[DeleteShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[DeleteShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Struct):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    results: list[DeleteShareGroupStateResponse.DeleteStateResult]
+    def __init__(self, *, results: list[DeleteShareGroupStateResponse.DeleteStateResult] = ...) -> None: ...
+
 class DeleteTopicsRequest(Struct):
     class DeleteTopicState(Struct):
         name: str | None
@@ -1208,6 +1235,35 @@ class InitProducerIdResponse(Struct):
     ongoing_txn_producer_epoch: int
     def __init__(self, *, throttle_time_ms: int = ..., error_code: int = ..., producer_id: int = ..., producer_epoch: int = ..., ongoing_txn_producer_id: int = ..., ongoing_txn_producer_epoch: int = ...) -> None: ...
 
+class InitializeShareGroupStateRequest(Struct):
+    class InitializeStateData(Struct):
+        PartitionData: ClassVar[type[InitializeShareGroupStateRequest.PartitionData]]
+        topic_id: bytes
+        partitions: list[InitializeShareGroupStateRequest.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[InitializeShareGroupStateRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        partition: int
+        state_epoch: int
+        start_offset: int
+        def __init__(self, *, partition: int = ..., state_epoch: int = ..., start_offset: int = ...) -> None: ...
+    group_id: str
+    topics: list[InitializeShareGroupStateRequest.InitializeStateData]
+    def __init__(self, *, group_id: str = ..., topics: list[InitializeShareGroupStateRequest.InitializeStateData] = ...) -> None: ...
+
+class InitializeShareGroupStateResponse(Struct):
+    class InitializeStateResult(Struct):
+        PartitionResult: ClassVar[type[InitializeShareGroupStateResponse.PartitionResult]]
+        topic_id: bytes
+        partitions: list[InitializeShareGroupStateResponse.PartitionResult]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[InitializeShareGroupStateResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Struct):
+        partition: int
+        error_code: int
+        error_message: str | None
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ...) -> None: ...
+    results: list[InitializeShareGroupStateResponse.InitializeStateResult]
+    def __init__(self, *, results: list[InitializeShareGroupStateResponse.InitializeStateResult] = ...) -> None: ...
+
 class JoinGroupRequest(Struct):
     class JoinGroupRequestProtocol(Struct):
         name: str
@@ -1670,6 +1726,38 @@ class ReadShareGroupStateResponse(Struct):
     results: list[ReadShareGroupStateResponse.ReadStateResult]
     def __init__(self, *, results: list[ReadShareGroupStateResponse.ReadStateResult] = ...) -> None: ...
 
+class ReadShareGroupStateSummaryRequest(Struct):
+    class ReadStateSummaryData(Struct):
+        PartitionData: ClassVar[type[ReadShareGroupStateSummaryRequest.PartitionData]]
+        topic_id: bytes
+        partitions: list[ReadShareGroupStateSummaryRequest.PartitionData]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ReadShareGroupStateSummaryRequest.PartitionData] = ...) -> None: ...
+    class PartitionData(Struct):
+        partition: int
+        leader_epoch: int
+        def __init__(self, *, partition: int = ..., leader_epoch: int = ...) -> None: ...
+    group_id: str
+    topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData]
+    def __init__(self, *, group_id: str = ..., topics: list[ReadShareGroupStateSummaryRequest.ReadStateSummaryData] = ...) -> None: ...
+
+class ReadShareGroupStateSummaryResponse(Struct):
+    class ReadStateSummaryResult(Struct):
+        PartitionResult: ClassVar[type[ReadShareGroupStateSummaryResponse.PartitionResult]]
+        topic_id: bytes
+        partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult]
+        def __init__(self, *, topic_id: bytes = ..., partitions: list[ReadShareGroupStateSummaryResponse.PartitionResult] = ...) -> None: ...
+    class PartitionResult(Struct):
+        partition: int
+        error_code: int
+        error_message: str | None
+        state_epoch: int
+        leader_epoch: int
+        start_offset: int
+        delivery_complete_count: int
+        def __init__(self, *, partition: int = ..., error_code: int = ..., error_message: str | None = ..., state_epoch: int = ..., leader_epoch: int = ..., start_offset: int = ..., delivery_complete_count: int = ...) -> None: ...
+    results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult]
+    def __init__(self, *, results: list[ReadShareGroupStateSummaryResponse.ReadStateSummaryResult] = ...) -> None: ...
+
 class SaslAuthenticateRequest(Struct):
     auth_bytes: bytes
     def __init__(self, *, auth_bytes: bytes = ...) -> None: ...
@@ -1889,12 +1977,14 @@ class ShareGroupHeartbeatResponse(Struct):
 class StreamsGroupDescribeRequest(Struct):
     group_ids: list[str]
     include_authorized_operations: bool
-    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+    include_topology_description: bool
+    def __init__(self, *, group_ids: list[str] = ..., include_authorized_operations: bool = ..., include_topology_description: bool = ...) -> None: ...
 
 class StreamsGroupDescribeResponse(Struct):
     class DescribedGroup(Struct):
         Topology: ClassVar[type[StreamsGroupDescribeResponse.Topology]]
         Member: ClassVar[type[StreamsGroupDescribeResponse.Member]]
+        TopologyDescription: ClassVar[type[StreamsGroupDescribeResponse.TopologyDescription]]
         error_code: int
         error_message: str | None
         group_id: str
@@ -1904,7 +1994,10 @@ class StreamsGroupDescribeResponse(Struct):
         topology: StreamsGroupDescribeResponse.Topology | None
         members: list[StreamsGroupDescribeResponse.Member]
         authorized_operations: int
-        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., topology: StreamsGroupDescribeResponse.Topology | None = ..., members: list[StreamsGroupDescribeResponse.Member] = ..., authorized_operations: int = ...) -> None: ...
+        topology_description: StreamsGroupDescribeResponse.TopologyDescription | None
+        topology_description_status: int
+        assignor_name: str | None
+        def __init__(self, *, error_code: int = ..., error_message: str | None = ..., group_id: str = ..., group_state: str = ..., group_epoch: int = ..., assignment_epoch: int = ..., topology: StreamsGroupDescribeResponse.Topology | None = ..., members: list[StreamsGroupDescribeResponse.Member] = ..., authorized_operations: int = ..., topology_description: StreamsGroupDescribeResponse.TopologyDescription | None = ..., topology_description_status: int = ..., assignor_name: str | None = ...) -> None: ...
     class Topology(Struct):
         Subtopology: ClassVar[type[StreamsGroupDescribeResponse.Subtopology]]
         epoch: int
@@ -1969,6 +2062,30 @@ class StreamsGroupDescribeResponse(Struct):
         subtopology_id: str
         partitions: list[int]
         def __init__(self, *, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+    class TopologyDescription(Struct):
+        TopologyDescriptionSubtopology: ClassVar[type[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology]]
+        TopologyDescriptionGlobalStore: ClassVar[type[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore]]
+        subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology]
+        global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore]
+        def __init__(self, *, subtopologies: list[StreamsGroupDescribeResponse.TopologyDescriptionSubtopology] = ..., global_stores: list[StreamsGroupDescribeResponse.TopologyDescriptionGlobalStore] = ...) -> None: ...
+    class TopologyDescriptionSubtopology(Struct):
+        TopologyDescriptionNode: ClassVar[type[StreamsGroupDescribeResponse.TopologyDescriptionNode]]
+        subtopology_id: str
+        nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode]
+        def __init__(self, *, subtopology_id: str = ..., nodes: list[StreamsGroupDescribeResponse.TopologyDescriptionNode] = ...) -> None: ...
+    class TopologyDescriptionNode(Struct):
+        name: str
+        node_type: int
+        source_topics: list[str]
+        sink_topic: str | None
+        stores: list[str]
+        successors: list[str]
+        def __init__(self, *, name: str = ..., node_type: int = ..., source_topics: list[str] = ..., sink_topic: str | None = ..., stores: list[str] = ..., successors: list[str] = ...) -> None: ...
+    class TopologyDescriptionGlobalStore(Struct):
+        TopologyDescriptionNode: ClassVar[type[StreamsGroupDescribeResponse.TopologyDescriptionNode]]
+        source: StreamsGroupDescribeResponse.TopologyDescriptionNode
+        processor: StreamsGroupDescribeResponse.TopologyDescriptionNode
+        def __init__(self, *, source: StreamsGroupDescribeResponse.TopologyDescriptionNode = ..., processor: StreamsGroupDescribeResponse.TopologyDescriptionNode = ...) -> None: ...
     throttle_time_ms: int
     groups: list[StreamsGroupDescribeResponse.DescribedGroup]
     def __init__(self, *, throttle_time_ms: int = ..., groups: list[StreamsGroupDescribeResponse.DescribedGroup] = ...) -> None: ...
@@ -2276,6 +2393,8 @@ __all__ = [
     'DeleteRecordsResponse',
     'DeleteShareGroupOffsetsRequest',
     'DeleteShareGroupOffsetsResponse',
+    'DeleteShareGroupStateRequest',
+    'DeleteShareGroupStateResponse',
     'DeleteTopicsRequest',
     'DeleteTopicsResponse',
     'DescribeAclsRequest',
@@ -2316,6 +2435,8 @@ __all__ = [
     'IncrementalAlterConfigsResponse',
     'InitProducerIdRequest',
     'InitProducerIdResponse',
+    'InitializeShareGroupStateRequest',
+    'InitializeShareGroupStateResponse',
     'JoinGroupRequest',
     'JoinGroupResponse',
     'LeaveGroupRequest',
@@ -2344,6 +2465,8 @@ __all__ = [
     'ProduceResponse',
     'ReadShareGroupStateRequest',
     'ReadShareGroupStateResponse',
+    'ReadShareGroupStateSummaryRequest',
+    'ReadShareGroupStateSummaryResponse',
     'SaslAuthenticateRequest',
     'SaslAuthenticateResponse',
     'SaslHandshakeRequest',

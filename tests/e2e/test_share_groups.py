@@ -8,7 +8,8 @@ an accepted one is never delivered again - neither to the three nor to a fourth 
 reads after them and gets only the record produced after (the group config share.auto.offset.reset=earliest is
 set first through IncrementalAlterConfigs on the GROUP resource). The state machine's rules in detail (locks
 with a fake clock, the delivery-count limit, acknowledgement types) are unit tests:
-tests/test_share_partition.py, tests/test_share_groups_unit.py. Also here: the tools, a crashed consumer,
+tests/test_share_partition.py, tests/test_share_groups_unit.py. Also here: the tools (and kafka-share-groups
+--reset-offsets / --describe --offsets / --delete-offsets over the share coordinator's RPCs), a crashed consumer,
 read_committed, a kill -9 (share-partition state, a member with its epoch and a group config survive it) and
 the dead-letter queue; the membership records' and DLQ records' layouts: tests/test_share_group_records.py,
 tests/test_share_dlq.py; hostile input: tests/test_share_hostile.py.
@@ -284,3 +285,44 @@ def test_dead_letter_queue(target) -> None:
                           "__dlq.errors.group": group, "__dlq.errors.delivery.count": "1",
                           "__dlq.errors.message": "Offset rejected by client."}),
     ], rows
+
+
+def _share_groups(java_tools, bootstrap: str, group: str, *args: str) -> list[list[str]]:
+    """A kafka-share-groups command's rows about the group."""
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", bootstrap, "--group", group, *args, check=True)
+    return [line.split() for line in r.lines if line.startswith(group)]
+
+
+def test_share_group_offsets_reset_describe_delete(target, java_tools) -> None:
+    """kafka-share-groups --reset-offsets, --describe --offsets and --delete-offsets, over the share
+    coordinator's InitializeShareGroupState, ReadShareGroupStateSummary and DeleteShareGroupState (83/87/86):
+    a reset before the group ever consumed gives it state at offset 2 (start 2, lag 4 of 6 records); a share
+    consumer then gets r2-r5 only; the lag is 0; --delete-offsets removes the topic's state, so the group shows
+    no offsets for it, and a consumer afterwards starts again at share.auto.offset.reset (latest: nothing)."""
+    b = target.broker().bootstrap
+    topic = f"share-offs-{uuid.uuid4().hex[:8]}"
+    group = f"share-og-{uuid.uuid4().hex[:8]}"
+    create_topic(b, topic, partitions=1)
+    _produce(b, topic, [f"r{i}" for i in range(6)])
+    java_tools.run(_configs_tool(java_tools), "--bootstrap-server", b, "--alter", "--entity-type", "groups",
+                   "--entity-name", group, "--add-config", "share.auto.offset.reset=earliest", check=True)
+    r = java_tools.run(CONSOLE_SHARE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group", group,
+                       "--max-messages", "6")
+    assert [line for line in r.lines if line.startswith("r")] == [f"r{i}" for i in range(6)], r.stdout
+    reset = _share_groups(java_tools, b, group, "--reset-offsets", "--to-offset", "2", "--execute", "--topic", topic)
+    assert reset == [[group, topic, "0", "2"]], reset
+    described = _share_groups(java_tools, b, group, "--describe", "--offsets")
+    assert [row[:5] for row in described] == [[group, topic, "0", "2", "4"]], described
+
+    r = java_tools.run(CONSOLE_SHARE_CONSUMER, "--bootstrap-server", b, "--topic", topic, "--group", group,
+                       "--max-messages", "4")
+    assert [line for line in r.lines if line.startswith("r")] == [f"r{i}" for i in range(2, 6)], r.stdout
+    (row,) = _share_groups(java_tools, b, group, "--describe", "--offsets")
+    assert row[:3] == [group, topic, "0"] and row[3] in ("2", "6") and row[4] == "0", row
+
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", b, "--group", group, "--delete-offsets", "--topic", topic,
+                       check=True)
+    assert [line.split() for line in r.lines if line.startswith(topic)] == [[topic, "Successful"]], r.stdout
+    r = java_tools.run(SHARE_GROUPS, "--bootstrap-server", b, "--group", group, "--describe", "--offsets",
+                       check=True)
+    assert f"Share group '{group}' has no offset information." in r.stdout, r.stdout

@@ -139,8 +139,9 @@ def _join(Q, group: str, member: str, source: str, changelog: str, topology: boo
 def test_heartbeat_answers_as_kafka(target) -> None:
     """Raw StreamsGroupHeartbeat/Describe requests (kop.protocol's codec) and what both brokers answer: a join whose
     changelog topic is missing (MISSING_INTERNAL_TOPICS, no tasks until the coordinator has created it), every task
-    once it exists, Kafka's errors for a wrong epoch, an unknown member, a join without topology and a missing
-    source topic (MISSING_SOURCE_TOPICS), the describe of the group, and a leave."""
+    once it exists, Kafka's errors for a wrong epoch, an unknown member, a join without topology, a missing
+    source topic (MISSING_SOURCE_TOPICS) and a changelog topic with another partition count than the tasks
+    (INCORRECTLY_PARTITIONED_TOPICS, no tasks), the describe of the group, and a leave."""
     b = target.module_broker()
     source, app = target.topic("in"), target.topic("app")
     create_topic(b.bootstrap, source, 2)
@@ -183,6 +184,13 @@ def test_heartbeat_answers_as_kafka(target) -> None:
         assert (missing.error_code, [s.status_code for s in missing.status if s.status_code != 5], missing.member_epoch
                 ) == (0, [1], 1), missing
         assert not missing.active_tasks
+        # a changelog topic that exists with another partition count than the tasks (2): no tasks, Kafka's status
+        create_topic(b.bootstrap, f"{app}-3-store-changelog", 1)
+        wrong = c.call(88, 0, _join(Q, app + "-3", "m1", source, f"{app}-3-store-changelog"))
+        assert (wrong.error_code, [s.status_code for s in wrong.status if s.status_code != 5], wrong.active_tasks
+                ) == (0, [2], []), wrong
+        assert [s.status_detail for s in wrong.status if s.status_code == 2] == [
+            f"Existing topic {app}-3-store-changelog has different number of partitions: expected 2, found 1"], wrong
         (g,) = c.call(89, 0, D(group_ids=[app], include_authorized_operations=False)).groups
         assert (g.error_code, g.group_state, [m.member_id for m in g.members]) == (0, "Stable", ["m1"]), g
         assert [(s.subtopology_id, s.source_topics) for s in g.topology.subtopologies] == [("0", [source])]

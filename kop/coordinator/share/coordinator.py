@@ -50,6 +50,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: a share coordinator's refusals of a leader's write that make its share-partition stale here (fenced by a
+#: newer leader or an offset reset; INVALID_REQUEST: the state was deleted, Kafka's "uninitialized")
+FENCED = frozenset({ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_REQUEST})
+
 Key = tuple[str, bytes, int]  # (group id, topic id, partition)
 
 #: The share group configs (Kafka's GroupConfig share.*) and their defaults.
@@ -91,6 +95,8 @@ class ShareCoordinator:
         self._dirty: set[Key] = set()  # share-partitions changed since their last snapshot
         self._deleted: set[Key] = set()  # states forgotten, their tombstones not written yet
         self._epochs: dict[Key, int] = {}  # snapshot epoch per share-partition
+        self._fences: dict[Key, tuple[int, int]] = {}  # per share-partition: (state epoch, leader epoch) it writes at
+        self._recheck: set[Key] = set()  # share-partitions of groups that had no session here since
         self._flushes: set[asyncio.Task[dict[Key, int]]] = set()
         self.dlq: DeadLetterQueue | None = None  # the dead-letter queue writer, once the broker started
         self.group_coordinator: GroupCoordinator | None = None  # where membership records go (__consumer_offsets)
@@ -146,11 +152,15 @@ class ShareCoordinator:
         sp = self.partitions.get(key)
         if sp is None:
             gid = key[0]
-            if key in self._fetched:  # read from the share coordinator (cluster mode: load_state)
+            if key in self._fetched:  # read from the share coordinator (load_state)
                 durable = self._fetched.pop(key)
             else:
                 durable = self.store.states.get(key) if self.store is not None else None
-            if durable is not None:  # state from before a restart
+            if durable is not None:
+                self._fences[key] = (durable.state_epoch, durable.leader_epoch)
+            if durable is not None and durable.start_offset < 0:  # initialized without an offset: ours to pick
+                durable = None
+            if durable is not None:  # state from before a restart, or an offset reset
                 start = durable.start_offset
             else:
                 start = log_start if self.config(gid, "share.auto.offset.reset") == "earliest" else high_watermark
@@ -172,14 +182,24 @@ class ShareCoordinator:
         return self.persister is not None and self.persister.clustered
 
     async def load_state(self, key: Key) -> int:
-        """Cluster mode: before a share-partition is first made here, its durable state is read from its share
-        coordinator (wherever that is); 0, or the error to answer the partition with (retriable)."""
-        if key in self.partitions or not self.clustered:
+        """Before a share-partition is first made here, its leader takes it up at its share coordinator
+        (wherever that is, this broker alone: persister.py `take_up`, initializing it on first use); 0, or the
+        error to answer the partition with (retriable)."""
+        if key in self._recheck and self.persister is not None:
+            self._recheck.discard(key)
+            try:
+                now = await self.persister.summary(key)
+            except PersisterError as e:
+                return e.error
+            stale = now.start_offset < 0 or now.state_epoch != self._fences.get(key, (0, 0))[0]
+            if key in self.partitions and stale:
+                self._forget(key)  # reset or deleted since the group was last served here: take it up again
+        if key in self.partitions or self.persister is None:
             return 0
-        assert self.persister is not None
-        await self._reload_configs(key[0])
+        if self.clustered:
+            await self._reload_configs(key[0])
         try:
-            got = await self.persister.read(key)
+            got = await self.persister.take_up(key)
         except Exception as e:  # noqa: BLE001 - retriable for the client: the next ShareFetch reads again
             log.info("share-partition state %s not read: %s", key, e)
             return e.error if isinstance(e, PersisterError) else ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -230,6 +250,8 @@ class ShareCoordinator:
     def _forget(self, key: Key) -> None:
         self.partitions.pop(key, None)
         self._epochs.pop(key, None)
+        self._fences.pop(key, None)
+        self._recheck.discard(key)
         self._sent.pop(key, None)
         self._fetched.pop(key, None)
         self._dirty.discard(key)
@@ -268,7 +290,6 @@ class ShareCoordinator:
         if group_coordinator is not None:
             self._restore = asyncio.ensure_future(self._restore_groups(group_coordinator))
         await store.start_if_present()
-        self._materialize()
 
     async def _restore_groups(self, coordinator: GroupCoordinator) -> None:
         """The share groups of the replayed __consumer_offsets records, their sessions starting now."""
@@ -291,17 +312,6 @@ class ShareCoordinator:
         await self.groups_ready()
         if self.store is not None:
             await self.store.ready()
-            self._materialize()
-
-    def _materialize(self) -> None:
-        """Every loaded state as a share-partition (listed and described before any fetch of it). Not in cluster
-        mode: there the states loaded here are the share coordinator's, and the share-partitions their leaders'."""
-        assert self.store is not None
-        if self.clustered:
-            return
-        for key, durable in self.store.states.items():
-            if key not in self.partitions and key not in self._deleted:
-                self.share_partition(key, durable.start_offset, durable.start_offset)
 
     def changed(self, keys: Iterable[Key]) -> None:
         self._dirty.update(keys)
@@ -327,7 +337,7 @@ class ShareCoordinator:
             if sp is not None:
                 epoch = self._epochs[key] = self._epochs.get(key, -1) + 1
                 start, batches = sp.snapshot()
-                writes.append((key, ShareState(start, tuple(batches), epoch)))
+                writes.append((key, ShareState(start, tuple(batches), epoch, *self._fences.get(key, (0, 0)))))
         failed: dict[Key, int] = {}
         for key, state in writes:
             if state is not None:
@@ -335,14 +345,19 @@ class ShareCoordinator:
                     continue  # a later snapshot of it was written meanwhile (concurrent flushes)
                 self._sent[key] = state.snapshot_epoch
             try:
-                if state is None or self.persister is None:
+                if self.persister is None:
                     await self.store.write(key, state, now)
+                elif state is None:
+                    await self.persister.delete(key)
                 else:
-                    await self.persister.write(key, state, now)
+                    await self.persister.write(key, state)
             except Exception as e:  # noqa: BLE001 - the state in memory stays right; it is written again whole
                 # e.g. cluster mode, where the state's __share_group_state partition is moving to another broker
                 log.warning("share-partition state %s not written: %s", key, e)
-                if state is not None and key in self.partitions:
+                if state is not None and isinstance(e, PersisterError) and e.error in FENCED:
+                    self._forget(key)  # another leader took it up, or its offsets were reset or deleted: stale here
+                    failed[key] = e.error
+                elif state is not None and key in self.partitions:
                     self._dirty.add(key)
                     failed[key] = e.error if isinstance(e, PersisterError) else ErrorCode.UNKNOWN_SERVER_ERROR
         if failed and self._retry is None:
@@ -443,8 +458,10 @@ class ShareCoordinator:
         return group is not None and bool(group.members)
 
     def knows(self, group_id: str) -> bool:
-        """Whether this is a share group (it had members) or has share-partition state."""
-        return group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+        """Whether this is a share group (it had members) or has share-partition state here (led, or held by
+        this broker's share coordinator partitions)."""
+        return (group_id in self.groups.groups or any(k[0] == group_id for k in self.partitions)
+                or (self.store is not None and any(k[0] == group_id for k in self.store.states)))
 
     def delete_group(self, group_id: str) -> int:
         """DeleteGroups of a share group: NON_EMPTY_GROUP while it has members, else forgotten (0)."""
@@ -453,13 +470,43 @@ class ShareCoordinator:
         self.delete_state(group_id)
         return 0
 
-    def alter_start(self, key: Key, offset: int) -> None:
+    async def alter_start(self, key: Key, offset: int) -> None:
         """AlterShareGroupOffsets (the group has no members): the share-partition starts again at `offset`,
-        every record from there on AVAILABLE and never delivered."""
-        gid = key[0]
-        self.partitions[key] = SharePartition(offset, lock_ms=int(self.config(gid, "share.record.lock.duration.ms")),
-                                              delivery_limit=int(self.config(gid, "share.delivery.count.limit")))
-        self.changed([key])
+        every record from there on AVAILABLE and never delivered - InitializeShareGroupState at its share
+        coordinator with a state epoch above the stored one, so a leader still holding the old window is
+        fenced (FENCED_STATE_EPOCH) and takes the new state up. Kafka initializes at the group epoch and relies
+        on its leaders dropping an empty group's share-partitions; the raised epoch fences them whichever way.
+        Raises PersisterError."""
+        assert self.persister is not None
+        current = await self.persister.summary(key)
+        await self.persister.initialize(key, current.state_epoch + 1, offset)
+        self._forget(key)  # taken up again from the new state at the next fetch
+
+    def altered(self, group_id: str, topic_name: str) -> None:
+        """AlterShareGroupOffsets reset a topic's share-partitions of the group (groups.py `state_topics`)."""
+        group = self.groups.groups.get(group_id)
+        if group is not None:
+            group.state_topics.add(topic_name)
+
+    def state_keys(self, group_id: str, topic_id: bytes, partitions: int) -> list[Key]:
+        """The group's share-partitions of a topic that may have state: alone, those this broker's store and
+        leaders hold (all of them, it is the share coordinator of every one); in cluster mode every partition
+        of the topic, whose states other brokers may hold (the group coordinator does not record which)."""
+        if self.clustered:
+            return [(group_id, topic_id, p) for p in range(partitions)]
+        held = set(self.store.states) if self.store is not None else set()
+        return sorted(k for k in held | set(self.partitions) if k[0] == group_id and k[1] == topic_id)
+
+    async def delete_states(self, keys: Iterable[Key]) -> None:
+        """DeleteShareGroupOffsets: these share-partitions' states are deleted at their share coordinators (a
+        leader still holding one is refused its next write and forgets it). Raises PersisterError."""
+        for key in keys:
+            self._forget(key)
+            self._deleted.discard(key)
+            if self.persister is not None:
+                await self.persister.delete(key)
+            elif self.store is not None:
+                await self.store.write(key, None, int(time.time() * 1000))
 
     def delete_state(self, group_id: str, topic_ids: set[bytes] | None = None) -> None:
         """Forget a group's share-partition states (of these topics; None: all, and the group itself)."""
@@ -493,9 +540,13 @@ class ShareCoordinator:
         return 0, session
 
     def close_session(self, group_id: str, member_id: str) -> None:
-        """The member's last request (epoch -1) is served: what it still holds goes back to the others."""
+        """The member's last request (epoch -1) is served: what it still holds goes back to the others. The
+        group's last session here: its share-partitions are checked at their share coordinator before they
+        are served again (`load_state`), since an empty group's offsets may be reset or deleted meanwhile."""
         self.sessions.pop((group_id, member_id), None)
         self._release_member(group_id, member_id)
+        if self.clustered and not any(g == group_id for g, _ in self.sessions):
+            self._recheck.update(k for k in self.partitions if k[0] == group_id)
 
     def connection_closed(self, connection: object) -> None:
         """A client connection closed: the share sessions it opened end and their members' acquired records are

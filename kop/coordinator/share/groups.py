@@ -46,6 +46,10 @@ class ShareGroup:
     group_epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    #: the topics its members subscribed to since this coordinator serves it, or whose offsets were altered here:
+    #: where its share-partitions have state (Kafka records its initialized share-partitions in
+    #: __consumer_offsets, ShareGroupStatePartitionMetadata; this set is in memory only)
+    state_topics: set[str] = field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -136,6 +140,7 @@ class ShareGroups:
             member.rack_id = req.rack_id
         if req.subscribed_topic_names is not None and frozenset(req.subscribed_topic_names) != member.subscribed:
             member.subscribed = frozenset(req.subscribed_topic_names)
+            group.state_topics.update(member.subscribed)
             group.group_epoch += 1
         self._assign(group)
         member.member_epoch = group.group_epoch

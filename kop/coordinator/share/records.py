@@ -33,6 +33,13 @@ class ShareState:
     start_offset: int
     batches: tuple[StateBatch, ...]
     snapshot_epoch: int = 0
+    state_epoch: int = 0  # bumped by InitializeShareGroupState (an offset reset): fences older leaders' writes
+    leader_epoch: int = 0  # the share-partition leader's epoch of the last read or write: fences older leaders
+
+    def delivery_complete_count(self) -> int:
+        """The records of the in-flight window that are done (ACKNOWLEDGED or ARCHIVED): what Kafka's
+        ReadShareGroupStateSummary v1 answers, so the lag is high watermark - start offset - this."""
+        return sum(last - first + 1 for first, last, state, _ in self.batches if state in (2, 4))
 
 
 def coordinator_key(group_id: str, topic_id: bytes, partition: int) -> str:
@@ -77,8 +84,9 @@ def _batches(batches: tuple[StateBatch, ...]) -> bytes:
     return _uvarint(len(batches) + 1) + b"".join(_BATCH.pack(*b) + b"\x00" for b in batches)
 
 
-def encode_snapshot(state: ShareState, now_ms: int, leader_epoch: int = 0) -> bytes:
-    return (_SNAPSHOT_HEAD.pack(0, state.snapshot_epoch, 0, leader_epoch, state.start_offset, now_ms, now_ms)
+def encode_snapshot(state: ShareState, now_ms: int) -> bytes:
+    return (_SNAPSHOT_HEAD.pack(0, state.snapshot_epoch, state.state_epoch, state.leader_epoch, state.start_offset,
+                                now_ms, now_ms)
             + _batches(state.batches) + b"\x00")
 
 
@@ -99,10 +107,10 @@ def _read_batches(raw: bytes, pos: int) -> tuple[StateBatch, ...]:
 def decode_value(kind: int, raw: bytes) -> ShareState:
     """A snapshot's or an update's state (an update's batches apply over the snapshot: `apply_update`)."""
     if kind == SNAPSHOT:
-        _, epoch, _, _, start, _, _ = _SNAPSHOT_HEAD.unpack_from(raw)
-        return ShareState(start, _read_batches(raw, _SNAPSHOT_HEAD.size), epoch)
-    _, epoch, _, start = _UPDATE_HEAD.unpack_from(raw)
-    return ShareState(start, _read_batches(raw, _UPDATE_HEAD.size), epoch)
+        _, epoch, state_epoch, leader_epoch, start, _, _ = _SNAPSHOT_HEAD.unpack_from(raw)
+        return ShareState(start, _read_batches(raw, _SNAPSHOT_HEAD.size), epoch, state_epoch, leader_epoch)
+    _, epoch, leader_epoch, start = _UPDATE_HEAD.unpack_from(raw)
+    return ShareState(start, _read_batches(raw, _UPDATE_HEAD.size), epoch, leader_epoch=leader_epoch)
 
 
 def apply_update(base: ShareState, update: ShareState) -> ShareState:
@@ -120,4 +128,4 @@ def apply_update(base: ShareState, update: ShareState) -> ShareState:
             out[-1] = (out[-1][0], off, state, count)
         else:
             out.append((off, off, state, count))
-    return ShareState(start, tuple(out), update.snapshot_epoch)
+    return ShareState(start, tuple(out), update.snapshot_epoch, base.state_epoch, update.leader_epoch)

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from kop.config import BrokerConfig
-from kop.coordinator.runtime import CoordinatorRuntime
+from kop.coordinator.runtime import CoordinatorError, CoordinatorRuntime, append_error
 from kop.coordinator.share import records as srec
+from kop.coordinator.share import shard
+from kop.coordinator.share.shard import Refused
 from kop.offset.api import FetchedBatch
 from kop.protocol.records import decode_records, parse_batch_header
 from kop.topics.manager import TopicManager
@@ -33,6 +36,14 @@ log = logging.getLogger(__name__)
 SHARE_STATE_TOPIC = "__share_group_state"
 NUM_PARTITIONS = 50
 Key = tuple[str, bytes, int]
+
+
+class _Keep:
+    """A decision to store nothing (store.py `_change`)."""
+
+
+KEEP = _Keep()
+Decision = Refused | srec.ShareState | None | _Keep
 
 
 class _Load:
@@ -71,6 +82,7 @@ class ShareStateStore:
         self.runtime = CoordinatorRuntime("share coordinator", config, topics, self.topic_name, NUM_PARTITIONS,
                                           "share.coordinator.state.topic.num.partitions", self)
         self._start: asyncio.Task[None] | None = None
+        self._locks: dict[int, asyncio.Lock] = {}
 
     # the runtime's Shard
     def begin_load(self, partition: int) -> _Load:
@@ -105,6 +117,61 @@ class ShareStateStore:
             self.states.pop(key, None)
         else:
             self.states[key] = state
+
+    # the share coordinator's RPCs (shard.py's rules), for the API handlers and the persister's local path
+    async def _change(self, key: Key, decide: Callable[[srec.ShareState | None], Decision],
+                      now_ms: int) -> Refused | srec.ShareState | None:
+        """Decide on the stored state and store what was decided (a state, None: its tombstone, KEEP:
+        nothing), one change of a state partition at a time (Kafka's runtime serializes a shard's writes; a
+        check then a write here must not interleave). Answers the refusal, or the state stored now."""
+        partition = self.partition_of(key)
+        lock = self._locks.setdefault(partition, asyncio.Lock())
+        async with lock:
+            error = self.runtime.error(partition)
+            if error:
+                return Refused(error, None)
+            decided = decide(self.states.get(key))
+            if isinstance(decided, Refused):
+                return decided
+            if decided is KEEP or (decided is None and key not in self.states):
+                return self.states.get(key)
+            assert not isinstance(decided, _Keep)
+            try:
+                await self.write(key, decided, now_ms)
+            except CoordinatorError as e:  # unloaded meanwhile: the caller asks the new owner
+                return Refused(e.error, None)
+            except Exception as e:  # noqa: BLE001 - storage failed: Kafka's mapping, the caller retries
+                return Refused(append_error(e), None)
+            return decided
+
+    def initialize(self, key: Key, state_epoch: int, start_offset: int, now_ms: int
+                   ) -> Awaitable[Refused | srec.ShareState | None]:
+        return self._change(key, lambda old: shard.initialize(old, key[2], state_epoch, start_offset), now_ms)
+
+    def write_state(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: tuple[srec.StateBatch, ...], now_ms: int) -> Awaitable[Refused | srec.ShareState | None]:
+        return self._change(key, lambda old: shard.write(old, key[2], state_epoch, leader_epoch, start_offset,
+                                                         batches), now_ms)
+
+    async def delete(self, key: Key, now_ms: int) -> Refused | None:
+        def decide(old: srec.ShareState | None) -> Decision:
+            refused = shard.delete(old, key[2])
+            return refused if isinstance(refused, Refused) else None
+        got = await self._change(key, decide, now_ms)
+        return got if isinstance(got, Refused) else None
+
+    async def read(self, key: Key, leader_epoch: int, now_ms: int) -> Refused | srec.ShareState:
+        """ReadShareGroupState: the state, its leader epoch raised to the reader's first when that is newer."""
+        def decide(old: srec.ShareState | None) -> Decision:
+            got = shard.read(old, key[2], leader_epoch)
+            return got if isinstance(got, Refused) else (got[0] if got[1] else KEEP)
+        got = await self._change(key, decide, now_ms)
+        assert got is not None  # read refuses a missing state
+        return got
+
+    def summary(self, key: Key) -> Refused | shard.Summary:
+        error = self.runtime.error(self.partition_of(key))
+        return Refused(error, None) if error else shard.summary(self.states.get(key), key[2])
 
     async def stop(self) -> None:
         if self._start is not None:

@@ -9,6 +9,12 @@ topics now: the tasks of each subtopology and the internal topics it needs, as K
   subtopology;
 * user source topics missing: status MISSING_SOURCE_TOPICS and no tasks; internal topics missing: they are to
   be created (the coordinator does so) and, until they exist, status MISSING_INTERNAL_TOPICS and no tasks.
+* an internal topic that exists with another partition count than the one worked out (a repartition topic's
+  fixed count, a changelog's task count): status INCORRECTLY_PARTITIONED_TOPICS ("Existing topic X has
+  different number of partitions: expected N, found M", Kafka's InternalTopicManager) and no tasks - so the
+  tasks of a subtopology never outnumber the partitions of a topic that exists (a member's topology naming
+  an existing topic as a repartition topic of 11 million partitions once made 11 million tasks here and
+  stalled the broker's event loop for minutes: the Kafka fuzz test, seed 12).
 Copartition groups are not checked (Kafka reports INCORRECTLY_PARTITIONED_TOPICS when they differ); source
 topic regexes are not resolved (no task for them). Pure, no I/O.
 """
@@ -106,19 +112,25 @@ def configure(topology: Topology, partitions: Mapping[str, int]) -> Configured:
         out.statuses.append((MISSING_SOURCE_TOPICS, f"Source topics {', '.join(missing)} are missing."))
         return out
     counts = _repartition_counts(topology, partitions)
-    tasks: set[Task] = set()
     for s in topology.subtopologies:
         n = _task_count(s, partitions, counts)
-        tasks.update((s.subtopology_id, p) for p in range(n))
-        for r in s.repartition_source_topics:
-            if r.name not in partitions and counts.get(r.name, 0) > 0:
-                out.to_create[r.name] = (counts[r.name], dict(r.configs))
-        for c in s.state_changelog_topics:
-            if c.name not in partitions and (c.partitions or n) > 0:
-                out.to_create[c.name] = (c.partitions or n, dict(c.configs))
+        internal_topics = [(r.name, counts.get(r.name, 0), r.configs) for r in s.repartition_source_topics]
+        internal_topics += [(c.name, c.partitions or n, c.configs) for c in s.state_changelog_topics]
+        for name, expected, configs in internal_topics:
+            found = partitions.get(name)
+            if found is not None and expected > 0 and found != expected:
+                out.statuses.append((INCORRECTLY_PARTITIONED_TOPICS, f"Existing topic {name} has different "
+                                     f"number of partitions: expected {expected}, found {found}"))
+                out.to_create.clear()
+                return out
+            if found is None and expected > 0:
+                out.to_create[name] = (expected, dict(configs))
     if out.to_create:
         out.statuses.append((MISSING_INTERNAL_TOPICS,
                              f"Internal topics are missing: {', '.join(sorted(out.to_create))}"))
         return out
-    out.tasks = frozenset(tasks)
+    # Every topic a task reads exists now with the count expected of it, so a subtopology has as many tasks as
+    # the partitions of an existing topic (never a count a member merely asked for)
+    out.tasks = frozenset((s.subtopology_id, p) for s in topology.subtopologies
+                          for p in range(_task_count(s, partitions, counts)))
     return out

@@ -39,6 +39,7 @@ def _modules() -> list[ModuleType]:
         delete_groups,
         delete_records,
         delete_share_group_offsets,
+        delete_share_group_state,
         delete_topics,
         describe_acls,
         describe_client_quotas,
@@ -57,6 +58,7 @@ def _modules() -> list[ModuleType]:
         heartbeat,
         incremental_alter_configs,
         init_producer_id,
+        initialize_share_group_state,
         join_group,
         leave_group,
         list_config_resources,
@@ -70,6 +72,7 @@ def _modules() -> list[ModuleType]:
         offset_for_leader_epoch,
         produce,
         read_share_group_state,
+        read_share_group_state_summary,
         sasl_authenticate,
         sasl_handshake,
         share_acknowledge,
@@ -99,7 +102,9 @@ def _modules() -> list[ModuleType]:
         share_group_heartbeat, share_group_describe, share_fetch, share_acknowledge,  # KIP-932 (kop/coordinator/share)
         streams_group_heartbeat, streams_group_describe,  # KIP-1071 (kop/coordinator/streams)
         describe_share_group_offsets, alter_share_group_offsets, delete_share_group_offsets,  # kafka-share-groups
-        read_share_group_state, write_share_group_state,  # the share coordinator's inter-broker RPCs (cluster mode)
+        # the share coordinator's inter-broker RPCs (kop/coordinator/share/persister.py)
+        initialize_share_group_state, read_share_group_state, write_share_group_state, delete_share_group_state,
+        read_share_group_state_summary,
         txn_offset_commit,
         # transaction coordinator (kop/coordinator/transactions)
         add_partitions_to_txn, add_offsets_to_txn, end_txn, describe_transactions, list_transactions,

@@ -3,12 +3,18 @@ each named share-partition of the group starts again at the given offset, nothin
 
 As Kafka: only a group without members may be altered (else NON_EMPTY_GROUP for the whole request, "The group
 is not empty."); an unknown topic or partition is UNKNOWN_TOPIC_OR_PARTITION for it; the group need not
-exist yet (the state is created). An offset outside [log start, high watermark] is clamped into it.
+exist yet (the state is created). An offset outside [log start, high watermark] is clamped into it (in
+cluster mode the partition's leader tells them when it is another broker than this group coordinator).
+Each share-partition is initialized at its share coordinator (InitializeShareGroupState, a raised state
+epoch: kop/coordinator/share/coordinator.py `alter_start`), whichever broker that is; an error there is the
+partition's.
 """
 
 from __future__ import annotations
 
+from kop.coordinator.share.persister import PersisterError
 from kop.kafka import authorize
+from kop.kafka.apis.describe_share_group_offsets import partition_offsets
 from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol.errors import ErrorCode
@@ -39,15 +45,21 @@ async def handle(ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Alt
         topic = await ctx.find_topic(t.topic_name)
         parts = []
         for p in t.partitions:
-            try:
-                plog = await ctx.partition_log(topic, p.partition_index)
-            except PartitionError as e:
-                parts.append(P(partition_index=p.partition_index, error_code=e.code, error_message=None))
+            if topic is None:
+                parts.append(P(partition_index=p.partition_index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                               error_message=None))
                 continue
-            assert topic is not None  # partition_log refuses a missing topic
-            offset = min(max(p.start_offset, plog.log_start_offset), plog.high_watermark)
-            share.alter_start((gid, topic.topic_id, p.partition_index), offset)
-            parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
+            error = 0
+            try:
+                first, last = await partition_offsets(ctx, topic, p.partition_index, start=True)
+                offset = min(max(p.start_offset, first), last)
+                await share.alter_start((gid, topic.topic_id, p.partition_index), offset)
+                share.altered(gid, t.topic_name)
+            except PartitionError as e:
+                error = e.code
+            except PersisterError as e:
+                error = e.error
+            parts.append(P(partition_index=p.partition_index, error_code=error, error_message=None))
         out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id if topic is not None else bytes(16),
                      partitions=parts))
     await share.flush()

@@ -1,6 +1,7 @@
 """DeleteShareGroupOffsets (key 92): v0, `kafka-share-groups --delete-offsets` (Admin.deleteShareGroupOffsets):
-the group's share-partition state of the named topics is forgotten; the next fetch starts them again at
-share.auto.offset.reset.
+the group's share-partition states of the named topics are deleted at their share coordinators
+(DeleteShareGroupState, whichever broker that is); the next fetch starts them again at share.auto.offset.reset.
+An error there is the topic's.
 
 As Kafka: only a group without members (else NON_EMPTY_GROUP, "The group is not empty."); a share group this
 broker does not know is GROUP_ID_NOT_FOUND; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION for it.
@@ -8,6 +9,7 @@ broker does not know is GROUP_ID_NOT_FOUND; an unknown topic is UNKNOWN_TOPIC_OR
 
 from __future__ import annotations
 
+from kop.coordinator.share.persister import PersisterError
 from kop.kafka import authorize
 from kop.kafka.apis.share_acknowledge import UNSUPPORTED, share_disabled
 from kop.kafka.context import RequestContext
@@ -32,7 +34,7 @@ async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> De
         return failed(ErrorCode.GROUP_AUTHORIZATION_FAILED, "The group is not authorized.")
     gid = ctx.names.global_id(req.group_id)
     await share.ready()
-    if gid not in share.groups.groups and not share.group_partitions(gid):
+    if not share.knows(gid):
         return failed(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {req.group_id} not found.")
     if share.has_members(gid):
         return failed(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
@@ -43,7 +45,11 @@ async def handle(ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> De
             out.append(T(topic_name=t.topic_name, topic_id=bytes(16), error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                          error_message=None))
             continue
-        share.delete_state(gid, {topic.topic_id})
-        out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=0, error_message=None))
+        error = 0
+        try:
+            await share.delete_states(share.state_keys(gid, topic.topic_id, topic.partitions))
+        except PersisterError as e:
+            error = e.error
+        out.append(T(topic_name=t.topic_name, topic_id=topic.topic_id, error_code=error, error_message=None))
     await share.flush()
     return R(throttle_time_ms=0, error_code=0, error_message=None, responses=out)

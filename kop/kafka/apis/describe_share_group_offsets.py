@@ -1,39 +1,88 @@
 """DescribeShareGroupOffsets (key 90): v0-v1, the start offset (SPSO) and, from v1, the lag of each share-partition
 of a share group (Admin.listShareGroupOffsets; `kafka-share-groups --describe`).
 
-Topics null means every share-partition the group has state for. A partition without state (never fetched
-by the group) answers start offset -1, as Kafka does for an uninitialized share-partition. The lag (KIP-1226)
-is the records from the start offset to the high watermark less those acknowledged or archived in the
-in-flight window (kop/coordinator/share/partition.py). A group id with no share group and no state is
-answered GROUP_ID_NOT_FOUND. LeaderEpoch is -1 (share-partition state epochs are not kept).
+Each partition's start offset, leader epoch and delivery-complete count come from its share coordinator
+(ReadShareGroupStateSummary v1, whichever broker that is), as Kafka's group coordinator reads them; the lag
+(KIP-1226) is the high watermark - start offset - delivery-complete count (the records acknowledged or
+archived in the in-flight window), as Kafka computes it. A partition without state (never fetched by the
+group) answers start offset -1 and lag -1, as Kafka does for an uninitialized share-partition.
+
+Topics null means every share-partition the group has state for: here, those this broker knows of (it leads
+them, its share coordinator partitions hold them, or the group's members subscribed to their topics, or their
+offsets were altered, since this broker serves the group); those of them never initialized are left out. How it
+differs from Kafka 4.4: Kafka's group coordinator records the initialized share-partitions of a group in
+__consumer_offsets (ShareGroupStatePartitionMetadata); this one keeps the topics in memory, so in cluster mode,
+after the group's coordinator moved, an empty group whose states are held by other brokers lists fewer
+partitions when no topics are named. A group id with no
+share group and no state is answered GROUP_ID_NOT_FOUND.
 """
 
 from __future__ import annotations
 
+from kop.coordinator.share.persister import PersisterError
 from kop.kafka import authorize
 from kop.kafka.context import PartitionError, RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
+from kop.topics.manager import Topic
 
 API_KEY = 90
 VERSIONS = (0, 1)
 R = DescribeShareGroupOffsetsResponse
 
 
+async def partition_offsets(ctx: RequestContext, topic: Topic, index: int, start: bool = False) -> tuple[int, int]:
+    """The partition's (log start offset, high watermark): here when this broker leads it, else from its leader
+    (cluster mode: the group coordinator need not lead the partitions; the log start offset only when `start`,
+    else -1). Raises PartitionError, PersisterError."""
+    try:
+        plog = await ctx.partition_log(topic, index)
+        return plog.log_start_offset, plog.high_watermark
+    except PartitionError as e:
+        persister = ctx.handler.share.persister
+        if e.code != ErrorCode.NOT_LEADER_OR_FOLLOWER or persister is None or not persister.clustered:
+            raise
+        name = ctx.handler.service.topics.names.kafka_name(topic.name)
+        first = await persister.high_watermark(topic.name, name, index, timestamp=-2) if start else -1
+        return first, await persister.high_watermark(topic.name, name, index)
+
+
 async def _partition(ctx: RequestContext, gid: str, name: str, index: int
                      ) -> DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition:
     P = R.DescribeShareGroupOffsetsResponsePartition
     topic = await ctx.find_topic(name)
-    sp = ctx.handler.share.partitions.get((gid, topic.topic_id, index)) if topic is not None else None
-    start, lag, error = -1, -1, 0
+    persister = ctx.handler.share.persister
+    start, lag, leader_epoch, error = -1, -1, -1, 0
     try:
-        plog = await ctx.partition_log(topic, index)
-        if sp is not None:
-            start, lag = sp.start_offset, sp.lag(plog.high_watermark)
+        if topic is None or not 0 <= index < topic.partitions or persister is None:
+            raise PartitionError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        summary = await persister.summary((gid, topic.topic_id, index))
+        if summary.start_offset >= 0:
+            start, leader_epoch = summary.start_offset, summary.leader_epoch
+            if summary.delivery_complete_count >= 0:
+                lag = max((await partition_offsets(ctx, topic, index))[1] - start - summary.delivery_complete_count, 0)
     except PartitionError as e:
         error = e.code
-    return P(partition_index=index, start_offset=start, leader_epoch=-1, lag=lag, error_code=error,
+    except PersisterError as e:
+        error = e.error
+    return P(partition_index=index, start_offset=start, leader_epoch=leader_epoch, lag=lag, error_code=error,
              error_message=None)
+
+
+async def _with_state(ctx: RequestContext, gid: str) -> set[tuple[bytes, int]]:
+    """The share-partitions of a group this broker knows to have state: those it leads, those its share
+    coordinator partitions hold, and every partition of the topics the group's members subscribed to or whose
+    offsets were altered here (groups.py `state_topics`)."""
+    share = ctx.handler.share
+    held = set(share.group_partitions(gid))
+    if share.store is not None:
+        held.update((tid, p) for (g, tid, p) in share.store.states if g == gid)
+    group = share.groups.groups.get(gid) if share.clustered else None  # alone, the store holds every state
+    for name in sorted(group.state_topics) if group is not None else ():
+        topic = await ctx.find_topic(name)
+        if topic is not None:
+            held.update((topic.topic_id, p) for p in range(topic.partitions))
+    return held
 
 
 async def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
@@ -44,7 +93,7 @@ async def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.Descri
         return G(group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED,
                  error_message="The group is not authorized.")
     gid = ctx.names.global_id(g.group_id)
-    held = share.group_partitions(gid)
+    held = await _with_state(ctx, gid)
     if gid not in share.groups.groups and not held:
         return G(group_id=g.group_id, topics=[], error_code=ErrorCode.GROUP_ID_NOT_FOUND,
                  error_message=f"Group {g.group_id} not found.")
@@ -60,6 +109,10 @@ async def _group(ctx: RequestContext, g: DescribeShareGroupOffsetsRequest.Descri
     for name, partitions in asked.items():
         topic = await ctx.find_topic(name)
         parts = [await _partition(ctx, gid, name, i) for i in partitions]
+        if g.topics is None:  # only the initialized ones (as Kafka's recorded initialized share-partitions)
+            parts = [p for p in parts if p.start_offset >= 0 or p.error_code]
+            if not parts:
+                continue
         topics.append(T(topic_name=name, topic_id=topic.topic_id if topic is not None else bytes(16), partitions=parts))
     return G(group_id=g.group_id, topics=topics, error_code=0, error_message=None)
 

@@ -78,7 +78,7 @@ async def _acquire(ctx: RequestContext, share: ShareCoordinator, gid: str, membe
         plog = await ctx.partition_log(found[1], tp[1])
     except PartitionError as e:
         return e.code, [], []
-    error = await share.load_state((gid, tp[0], tp[1]))  # cluster mode: from its share coordinator, on first use
+    error = await share.load_state((gid, tp[0], tp[1]))  # taken up at its share coordinator, on first use
     if error:
         return error, [], []
     sp = share.share_partition((gid, tp[0], tp[1]), plog.log_start_offset, plog.high_watermark)

@@ -1,11 +1,17 @@
-"""StreamsGroupDescribe (key 89): v0, KIP-1071 streams groups as kafka-streams-groups --describe and the admin
+"""StreamsGroupDescribe (key 89): v0-v1 as Kafka 4.4, KIP-1071 streams groups as kafka-streams-groups --describe and the admin
 client's describeStreamsGroups read them (kop/coordinator/streams/group.py).
 
 A missing id ("Group g not found.") or a group of another kind ("Group g is not a streams group.") is answered
 GROUP_ID_NOT_FOUND, as Kafka 4.4. The topology is the group's (topic names as the client spells them), each
 member's Assignment the active and standby tasks it has now, its TargetAssignment the assignor's; warm-up tasks
-are empty (Kafka 4.4.0 assigns none either), task offsets are not kept (empty). v1 (the topology description
-of KIP-1331) is not served: the 4.4 admin client describes at v0.
+are empty (Kafka 4.4.0 assigns none either), task offsets are not kept (empty).
+
+v1 adds IncludeTopologyDescription and, per group, TopologyDescription, TopologyDescriptionStatus and
+AssignorName. Kafka 4.4's clients push their topology's description to the group coordinator with
+StreamsGroupTopologyDescriptionUpdate, which this broker does not serve (its heartbeats never set
+TopologyDescriptionRequired), so there is no description to give: the status is NOT_STORED (1) when one was
+asked for, NOT_REQUESTED (0) otherwise, the description null. AssignorName is "sticky", the name of Kafka's
+StickyTaskAssignor that kop/coordinator/streams/assignor.py follows.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import StreamsGroupDescribeRequest, StreamsGroupDescribeResponse
 
 API_KEY = 89
-VERSIONS = (0, 0)
+VERSIONS = (0, 1)
 R = StreamsGroupDescribeResponse
+ASSIGNOR_NAME = "sticky"
+#: Kafka 4.4's StreamsGroupDescribeResponse.TOPOLOGY_DESCRIPTION_STATUS_*
+STATUS_NOT_REQUESTED, STATUS_NOT_STORED = 0, 1
 
 
 def _task_ids(tasks: Tasks) -> list[StreamsGroupDescribeResponse.TaskIds]:
@@ -40,7 +49,7 @@ def _info(ctx: RequestContext, t: TopicInfo) -> StreamsGroupDescribeResponse.Top
                        topic_configs=[R.KeyValue(key=k, value=v) for k, v in t.configs])
 
 
-def _described(ctx: RequestContext, gid: str, group: StreamsGroup, ops: int
+def _described(ctx: RequestContext, gid: str, group: StreamsGroup, ops: int, with_description: bool
                ) -> StreamsGroupDescribeResponse.DescribedGroup:
     D = R.DescribedGroup
     topology = None
@@ -62,7 +71,9 @@ def _described(ctx: RequestContext, gid: str, group: StreamsGroup, ops: int
                                       group.standby_targets.get(m.member_id, frozenset())), is_classic=False)
         for m in group.members.values()]
     return D(error_code=0, error_message=None, group_id=gid, group_state=group.state, group_epoch=group.group_epoch,
-             assignment_epoch=group.assignment_epoch, topology=topology, members=members, authorized_operations=ops)
+             assignment_epoch=group.assignment_epoch, topology=topology, members=members, authorized_operations=ops,
+             topology_description=None, assignor_name=ASSIGNOR_NAME,
+             topology_description_status=STATUS_NOT_STORED if with_description else STATUS_NOT_REQUESTED)
 
 
 async def handle(ctx: RequestContext, req: StreamsGroupDescribeRequest) -> StreamsGroupDescribeResponse:
@@ -78,5 +89,5 @@ async def handle(ctx: RequestContext, req: StreamsGroupDescribeRequest) -> Strea
             out.append(R.DescribedGroup(error_code=error, error_message=message, group_id=gid, group_state="",
                                         group_epoch=0, assignment_epoch=0, members=[]))
             continue
-        out.append(_described(ctx, gid, group, ops))
+        out.append(_described(ctx, gid, group, ops, ctx.version >= 1 and bool(req.include_topology_description)))
     return R(throttle_time_ms=0, groups=out)

@@ -1,4 +1,5 @@
-"""Issue 23, the admin failures of "Why": `kafka-log-dirs --describe`, `kafka-client-metrics --list`,
+"""Issue 23, the admin failures of "Why": `kafka-log-dirs --describe`, `kafka-client-metrics` (--list, and a
+subscription's --alter / --describe / --delete, kop/kafka/apis/client_metrics_configs.py),
 `kafka-configs --describe --all --entity-type brokers` and the topic configs Kafka 4.3/4.4 added, through Kafka's
 own tools (tests/support/java.py), on our broker and on Apache Kafka with the same assertions.
 
@@ -103,6 +104,51 @@ def test_log_dirs_client_metrics_and_broker_configs_as_kafka(target, java_tools)
                  "log.message.timestamp.after.max.ms", "log.local.retention.ms", "unclean.leader.election.enable"):
         assert name in configs, name
     assert 1 << 20 <= int(configs["log.segment.bytes"]) <= INT_MAX
+
+
+def _client_metrics(java_tools, bootstrap: str, *args: str, check: bool = True):
+    return java_tools.run(CLIENT_METRICS, "--bootstrap-server", bootstrap, *args, check=check)
+
+
+def _described_subscription(java_tools, bootstrap: str, name: str) -> list[str]:
+    """`kafka-client-metrics --describe --name`: the header, then the configs' `name=value` lines."""
+    lines = [line.strip() for line in _client_metrics(java_tools, bootstrap, "--describe", "--name", name).lines]
+    assert lines[0] == f"Client metrics configs for {name} are:", lines
+    return lines[1:]
+
+
+def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
+    """kafka-client-metrics --alter / --describe / --list / --delete of a KIP-714 subscription and Kafka 4.4's
+    two refusals, with Kafka 4.4's output on both brokers."""
+    b = target.module_broker()
+    name = f"cm-{uuid.uuid4().hex[:8]}"
+    r = _client_metrics(java_tools, b.bootstrap, "--alter", "--name", name, "--metrics", "org.apache.kafka.producer.",
+                        "--interval", "60000")
+    assert r.stdout.strip() == f"Altered client metrics config for {name}.", r.stdout
+    assert sorted(_described_subscription(java_tools, b.bootstrap, name)) == [
+        "interval.ms=60000", "match=", "metrics=org.apache.kafka.producer."]
+    assert name in _client_metrics(java_tools, b.bootstrap, "--list").lines
+
+    for args, message in (
+        (("--interval", "5"), "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
+        (("--match", "client_idx=a"), "Illegal client matching pattern: client_idx=a"),
+    ):
+        r = _client_metrics(java_tools, b.bootstrap, "--alter", "--name", name, *args, check=False)
+        assert r.rc != 0 and message in r.stdout, (r.stdout, r.stderr)
+
+    r = _client_metrics(java_tools, b.bootstrap, "--delete", "--name", name)
+    assert r.stdout.strip() == f"Deleted client metrics config for {name}.", r.stdout
+    assert name not in _client_metrics(java_tools, b.bootstrap, "--list").lines
+
+
+def test_a_client_metrics_subscription_survives_a_restart(kop_broker, java_tools) -> None:
+    """Ours only: a subscription is in the metadata store, so a restarted broker lists and describes it."""
+    b = kop_broker()
+    _client_metrics(java_tools, b.bootstrap, "--alter", "--name", "kept", "--metrics", "a.,b.", "--match",
+                    "client_software_name=kafka-.*")
+    b.restart()
+    assert sorted(_described_subscription(java_tools, b.bootstrap, "kept")) == [
+        "interval.ms=300000", "match=client_software_name=kafka-.*", "metrics=a.,b."]
 
 
 def test_the_43_44_topic_configs_through_kafka_configs(target, java_tools) -> None:

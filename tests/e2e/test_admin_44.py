@@ -24,6 +24,7 @@ from tests.support.clients import create_topic
 
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
+CLIENT_METRICS_RESOURCE, INVALID_REQUEST = 16, 42
 INT_MAX = 2**31 - 1
 NEW_TOPIC_CONFIGS = {  # Kafka 4.4's types and defaults (LogConfig)
     "max.decompressed.message.bytes": "2147483639",
@@ -117,6 +118,19 @@ def _described_subscription(java_tools, bootstrap: str, name: str) -> list[str]:
     return lines[1:]
 
 
+def _legacy_alter(bootstrap: str, name: str, configs: dict[str, str]) -> tuple[int, str | None]:
+    """AlterConfigs v2 (the legacy whole-set form) on a client metrics subscription: (error, message)."""
+    from kafka.protocol.admin import AlterConfigsRequest as A
+
+    from tests.support.wire import WireClient
+
+    resource = A.AlterConfigsResource(resource_type=CLIENT_METRICS_RESOURCE, resource_name=name, configs=[
+        A.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+    with WireClient(bootstrap) as c:
+        (res,) = c.send(A(resources=[resource], validate_only=False), version=2).responses
+    return res.error_code, res.error_message or None
+
+
 def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
     """kafka-client-metrics --alter / --describe / --list / --delete of a KIP-714 subscription and Kafka 4.4's
     two refusals, with Kafka 4.4's output on both brokers."""
@@ -136,9 +150,19 @@ def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
         r = _client_metrics(java_tools, b.bootstrap, "--alter", "--name", name, *args, check=False)
         assert r.rc != 0 and message in r.stdout, (r.stdout, r.stderr)
 
+    # the legacy AlterConfigs serves it too, as Kafka's controller does: the named configs become the whole set
+    legacy = f"{name}-legacy"
+    assert _legacy_alter(b.bootstrap, legacy, {"interval.ms": "1000", "match": "client_id=x.*"}) == (0, None)
+    assert sorted(_described_subscription(java_tools, b.bootstrap, legacy)) == [
+        "interval.ms=1000", "match=client_id=x.*", "metrics="]
+    assert _legacy_alter(b.bootstrap, legacy, {"intervals": "1"}) == (
+        INVALID_REQUEST, "Unknown client metrics configuration: intervals")
+    assert _legacy_alter(b.bootstrap, legacy, {}) == (0, None)  # nothing left: the subscription is gone
+
     r = _client_metrics(java_tools, b.bootstrap, "--delete", "--name", name)
     assert r.stdout.strip() == f"Deleted client metrics config for {name}.", r.stdout
-    assert name not in _client_metrics(java_tools, b.bootstrap, "--list").lines
+    listed = _client_metrics(java_tools, b.bootstrap, "--list").lines
+    assert name not in listed and legacy not in listed
 
 
 def test_a_client_metrics_subscription_survives_a_restart(kop_broker, java_tools) -> None:

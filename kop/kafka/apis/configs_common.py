@@ -199,9 +199,9 @@ async def alter_resources(
         refused = authorize.configs_refused(ctx, authorize.Op.ALTER_CONFIGS, res.resource_type, res.resource_name)
         if refused is not None:
             # Kafka 4.4 refuses a BROKER resource before forwarding (ConfigAdminManager.preprocess): its
-            # ClusterAuthorizationException carries the default message, which ApiError.fromThrowable drops;
-            # KafkaApis answers an unauthorized CLIENT_METRICS resource without a message too
-            answer((refused, None if res.resource_type in (RESOURCE_BROKER, client_metrics_configs.RESOURCE_CLIENT_METRICS) else authorize.MESSAGES[refused]))
+            # ClusterAuthorizationException carries the default message, which ApiError.fromThrowable drops; its
+            # controller refuses a CLIENT_METRICS resource with ApiError(CLUSTER_AUTHORIZATION_FAILED), the message kept
+            answer((refused, None if res.resource_type == RESOURCE_BROKER else authorize.MESSAGES[refused]))
             continue
         if res.resource_type == RESOURCE_GROUP and isinstance(res, IncrementalAlterConfigsRequest.AlterConfigsResource):
             from kop.kafka.apis import group_configs  # share group configs (KIP-932); it imports this module

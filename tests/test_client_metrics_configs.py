@@ -87,6 +87,9 @@ async def test_stored_altered_listed_deleted_and_reopened(tmp_path) -> None:
     legacy = AlterConfigsRequest.AlterConfigsResource(resource_type=16, resource_name="m3", configs=[
         AlterConfigsRequest.AlterableConfig(name="match", value="client_id=z")])
     assert await cm.alter(store, legacy, False) == (0, None)
+    assert await cm.alter(store, incremental("..", ("metrics", cm.SET, "z")), False) == (0, None)
+    assert await cm.names(store) == ["..", "m/1", "m3"]
+    assert await cm.alter(store, incremental("..", ("metrics", cm.DELETE, None)), False) == (0, None)
     await store.close()
 
     store = SqliteMetadataStore(tmp_path)  # what a restarted broker reads

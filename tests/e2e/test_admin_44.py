@@ -163,6 +163,9 @@ def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
     assert r.stdout.strip() == f"Deleted client metrics config for {name}.", r.stdout
     listed = _client_metrics(java_tools, b.bootstrap, "--list").lines
     assert name not in listed and legacy not in listed
+    r = _client_metrics(java_tools, b.bootstrap, "--describe", "--name", name)
+    assert r.stdout.strip() == f"The client metric resource {name} doesn't exist and doesn't have dynamic config.", \
+        r.stdout
 
 
 def test_a_client_metrics_subscription_survives_a_restart(kop_broker, java_tools) -> None:

@@ -168,7 +168,8 @@ def described(configs: dict[str, str]) -> list[tuple[str, str, int, int, str]]:
 
 
 def _path(name: str) -> str:
-    return f"{ROOT}/{quote(name, safe='')}"
+    """The subscription's node: its name percent-encoded, dots too (ZooKeeper refuses a "." or ".." node)."""
+    return f"{ROOT}/{quote(name, safe='').replace('.', '%2E')}"
 
 
 async def read(store: MetadataStore, name: str) -> tuple[dict[str, str], int]:

@@ -131,6 +131,21 @@ def _legacy_alter(bootstrap: str, name: str, configs: dict[str, str]) -> tuple[i
     return res.error_code, res.error_message or None
 
 
+def _described_in_full(bootstrap: str, name: str) -> list[tuple]:
+    """DescribeConfigs v4 of a client metrics subscription with synonyms and documentation, sorted by name."""
+    from kafka.protocol.admin import DescribeConfigsRequest as D
+
+    from tests.support.wire import WireClient
+
+    resource = D.DescribeConfigsResource(resource_type=CLIENT_METRICS_RESOURCE, resource_name=name,
+                                         configuration_keys=None)
+    with WireClient(bootstrap) as c:
+        (res,) = c.send(D(resources=[resource], include_synonyms=True, include_documentation=True), version=4).results
+    assert res.error_code == 0, res
+    return sorted((e.name, e.value, e.config_source, e.config_type, e.documentation,
+                   [(s.name, s.value, s.source) for s in e.synonyms]) for e in res.configs)
+
+
 def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
     """kafka-client-metrics --alter / --describe / --list / --delete of a KIP-714 subscription and Kafka 4.4's
     two refusals, with Kafka 4.4's output on both brokers."""
@@ -142,6 +157,13 @@ def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
     assert sorted(_described_subscription(java_tools, b.bootstrap, name)) == [
         "interval.ms=60000", "match=", "metrics=org.apache.kafka.producer."]
     assert name in _client_metrics(java_tools, b.bootstrap, "--list").lines
+    # DescribeConfigs in full: set configs CLIENT_METRICS_CONFIG (7) with themselves as synonym, the others
+    # DEFAULT_CONFIG (5); INT (3) / LIST (7) types and ConfigDef's documentation
+    assert _described_in_full(b.bootstrap, name) == [
+        ("interval.ms", "60000", 7, 3, "Metrics push interval in milliseconds", [("interval.ms", "60000", 7)]),
+        ("match", "", 5, 7, "Client match criteria", []),
+        ("metrics", "org.apache.kafka.producer.", 7, 7, "Telemetry metric name prefix list",
+         [("metrics", "org.apache.kafka.producer.", 7)])]
 
     for args, message in (
         (("--interval", "5"), "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
@@ -169,11 +191,13 @@ def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
 
 
 def test_a_client_metrics_subscription_survives_a_restart(kop_broker, java_tools) -> None:
-    """Ours only: a subscription is in the metadata store, so a restarted broker lists and describes it."""
+    """Ours only: a subscription is in the metadata store before the answer, so a broker killed and started
+    again lists and describes it."""
     b = kop_broker()
     _client_metrics(java_tools, b.bootstrap, "--alter", "--name", "kept", "--metrics", "a.,b.", "--match",
                     "client_software_name=kafka-.*")
-    b.restart()
+    b.kill()  # SIGKILL: stored before the answer, nothing left to flush
+    b.start()
     assert sorted(_described_subscription(java_tools, b.bootstrap, "kept")) == [
         "interval.ms=300000", "match=client_software_name=kafka-.*", "metrics=a.,b."]
 

@@ -118,7 +118,7 @@ def list_config_resources(bootstrap: str, version: int, types: list[int]) -> tup
 def test_list_config_resources_as_kafka_44(broker):
     topic = "lcr-topic"
     create_topic(broker.bootstrap, topic, 1)
-    # v0 (ListClientMetricsResources): client-metrics subscriptions only, and this broker stores none.
+    # v0 (ListClientMetricsResources): client-metrics subscriptions only, and none is set here.
     assert list_config_resources(broker.bootstrap, 0, []) == (0, [])
     assert list_config_resources(broker.bootstrap, 1, [CLIENT_METRICS]) == (0, [])
     # v1 without types: every type; brokers before topics (Kafka's order), topics sorted.
@@ -135,9 +135,29 @@ def test_list_config_resources_as_kafka_44(broker):
     assert list_config_resources(broker.bootstrap, 1, [TOPIC, 99]) == (UNSUPPORTED_VERSION, [])
 
 
+def alter_subscription(c):
+    """IncrementalAlterConfigs v1 SET metrics on the client metrics subscription m1; its one result."""
+    from kop.protocol import api_info
+
+    req = api_info(44).request_class
+    resource = req.AlterConfigsResource(resource_type=CLIENT_METRICS, resource_name="m1", configs=[
+        req.AlterableConfig(name="metrics", config_operation=0, value="org.apache.kafka.")])
+    return c.call(44, 1, req(resources=[resource], validate_only=False)).responses[0]
+
+
+def describe_subscription(c):
+    """DescribeConfigs v4 of the client metrics subscription m1; its one result."""
+    from kop.protocol import api_info
+
+    req = api_info(32).request_class
+    resource = req.DescribeConfigsResource(resource_type=CLIENT_METRICS, resource_name="m1", configuration_keys=None)
+    return c.call(32, 4, req(resources=[resource], include_synonyms=False, include_documentation=False)).results[0]
+
+
 def test_both_need_their_cluster_permission_as_in_kafka(tmp_path):
     """DescribeLogDirs needs DESCRIBE on the cluster (refused: no results, and CLUSTER_AUTHORIZATION_FAILED from
-    v3), ListConfigResources DESCRIBE_CONFIGS on it (refused: CLUSTER_AUTHORIZATION_FAILED, nothing listed)."""
+    v3), ListConfigResources DESCRIBE_CONFIGS on it (refused: CLUSTER_AUTHORIZATION_FAILED, nothing listed), and
+    a client metrics subscription DESCRIBE_CONFIGS / ALTER_CONFIGS on it."""
     from kop.protocol import api_info
     from tests.support.acl_brokers import ADMIN_HOST, PRINCIPAL, SUBJECT_HOST, RawClient, create_acls
     from tests.support.broker import KopBroker
@@ -163,6 +183,15 @@ def test_both_need_their_cluster_permission_as_in_kafka(tmp_path):
             allowed = c.call(35, 5, LD(topics=None))
             assert allowed.error_code == 0 and allowed.results[0].topics
             assert c.call(74, 1, LC(resource_types=[4])).error_code == 0
+            # a client metrics subscription: ALTER_CONFIGS / DESCRIBE_CONFIGS on the cluster, as Kafka
+            assert alter_subscription(c).error_code == 0
+            assert [(r.resource_type, r.resource_name) for r in c.call(74, 0, LC(resource_types=[])).config_resources] \
+                == [(CLIENT_METRICS, "m1")]
+            assert describe_subscription(c).error_code == 0
+        with RawClient(b.bootstrap, SUBJECT_HOST) as c:  # no ALLOW for it on the cluster: both refused
+            refused_alter = alter_subscription(c)
+            assert (refused_alter.error_code, refused_alter.error_message) == (31, "Cluster authorization failed.")
+            assert describe_subscription(c).error_code == 31
     finally:
         b.stop()
 

@@ -169,10 +169,10 @@ def init_producer_id_refused(ctx: RequestContext, transactional_id: str | None) 
 
 def configs_refused(ctx: RequestContext, op: AclOperation, resource_type: int, name: str) -> ErrorCode | None:
     """Describe/Alter(Incremental)Configs: `op` (DESCRIBE_CONFIGS / ALTER_CONFIGS) on the topic (2) or, for a
-    broker (4) or broker logger (8), on the cluster."""
+    broker (4), broker logger (8) or client metrics subscription (16), on the cluster."""
     if resource_type == 2:
         return None if topic_allowed(ctx, op, name) else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-    if resource_type in (4, 8):
+    if resource_type in (4, 8, 16):
         return None if cluster_allowed(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     return None
 

@@ -1,4 +1,5 @@
-"""Issue 23, the admin failures of "Why": `kafka-log-dirs --describe`, `kafka-client-metrics --list`,
+"""Issue 23, the admin failures of "Why": `kafka-log-dirs --describe`, `kafka-client-metrics` (--list, and a
+subscription's --alter / --describe / --delete, kop/kafka/apis/client_metrics_configs.py),
 `kafka-configs --describe --all --entity-type brokers` and the topic configs Kafka 4.3/4.4 added, through Kafka's
 own tools (tests/support/java.py), on our broker and on Apache Kafka with the same assertions.
 
@@ -23,6 +24,7 @@ from tests.support.clients import create_topic
 
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"
 CLIENT_METRICS = "org.apache.kafka.tools.ClientMetricsCommand"
+CLIENT_METRICS_RESOURCE, INVALID_REQUEST = 16, 42
 INT_MAX = 2**31 - 1
 NEW_TOPIC_CONFIGS = {  # Kafka 4.4's types and defaults (LogConfig)
     "max.decompressed.message.bytes": "2147483639",
@@ -103,6 +105,101 @@ def test_log_dirs_client_metrics_and_broker_configs_as_kafka(target, java_tools)
                  "log.message.timestamp.after.max.ms", "log.local.retention.ms", "unclean.leader.election.enable"):
         assert name in configs, name
     assert 1 << 20 <= int(configs["log.segment.bytes"]) <= INT_MAX
+
+
+def _client_metrics(java_tools, bootstrap: str, *args: str, check: bool = True):
+    return java_tools.run(CLIENT_METRICS, "--bootstrap-server", bootstrap, *args, check=check)
+
+
+def _described_subscription(java_tools, bootstrap: str, name: str) -> list[str]:
+    """`kafka-client-metrics --describe --name`: the header, then the configs' `name=value` lines."""
+    lines = [line.strip() for line in _client_metrics(java_tools, bootstrap, "--describe", "--name", name).lines]
+    assert lines[0] == f"Client metrics configs for {name} are:", lines
+    return lines[1:]
+
+
+def _legacy_alter(bootstrap: str, name: str, configs: dict[str, str]) -> tuple[int, str | None]:
+    """AlterConfigs v2 (the legacy whole-set form) on a client metrics subscription: (error, message)."""
+    from kafka.protocol.admin import AlterConfigsRequest as A
+
+    from tests.support.wire import WireClient
+
+    resource = A.AlterConfigsResource(resource_type=CLIENT_METRICS_RESOURCE, resource_name=name, configs=[
+        A.AlterConfigsResource.AlterableConfig(name=k, value=v) for k, v in configs.items()])
+    with WireClient(bootstrap) as c:
+        (res,) = c.send(A(resources=[resource], validate_only=False), version=2).responses
+    return res.error_code, res.error_message or None
+
+
+def _described_in_full(bootstrap: str, name: str) -> list[tuple]:
+    """DescribeConfigs v4 of a client metrics subscription with synonyms and documentation, sorted by name."""
+    from kafka.protocol.admin import DescribeConfigsRequest as D
+
+    from tests.support.wire import WireClient
+
+    resource = D.DescribeConfigsResource(resource_type=CLIENT_METRICS_RESOURCE, resource_name=name,
+                                         configuration_keys=None)
+    with WireClient(bootstrap) as c:
+        (res,) = c.send(D(resources=[resource], include_synonyms=True, include_documentation=True), version=4).results
+    assert res.error_code == 0, res
+    return sorted((e.name, e.value, e.config_source, e.config_type, e.documentation,
+                   [(s.name, s.value, s.source) for s in e.synonyms]) for e in res.configs)
+
+
+def test_client_metrics_subscriptions_as_kafka(target, java_tools) -> None:
+    """kafka-client-metrics --alter / --describe / --list / --delete of a KIP-714 subscription and Kafka 4.4's
+    two refusals, with Kafka 4.4's output on both brokers."""
+    b = target.module_broker()
+    name = f"cm-{uuid.uuid4().hex[:8]}"
+    r = _client_metrics(java_tools, b.bootstrap, "--alter", "--name", name, "--metrics", "org.apache.kafka.producer.",
+                        "--interval", "60000")
+    assert r.stdout.strip() == f"Altered client metrics config for {name}.", r.stdout
+    assert sorted(_described_subscription(java_tools, b.bootstrap, name)) == [
+        "interval.ms=60000", "match=", "metrics=org.apache.kafka.producer."]
+    assert name in _client_metrics(java_tools, b.bootstrap, "--list").lines
+    # DescribeConfigs in full: set configs CLIENT_METRICS_CONFIG (7) with themselves as synonym, the others
+    # DEFAULT_CONFIG (5); INT (3) / LIST (7) types and ConfigDef's documentation
+    assert _described_in_full(b.bootstrap, name) == [
+        ("interval.ms", "60000", 7, 3, "Metrics push interval in milliseconds", [("interval.ms", "60000", 7)]),
+        ("match", "", 5, 7, "Client match criteria", []),
+        ("metrics", "org.apache.kafka.producer.", 7, 7, "Telemetry metric name prefix list",
+         [("metrics", "org.apache.kafka.producer.", 7)])]
+
+    for args, message in (
+        (("--interval", "5"), "Invalid value 5 for interval.ms, interval must be between 100 and 3600000 (1 hour)"),
+        (("--match", "client_idx=a"), "Illegal client matching pattern: client_idx=a"),
+    ):
+        r = _client_metrics(java_tools, b.bootstrap, "--alter", "--name", name, *args, check=False)
+        assert r.rc != 0 and message in r.stdout, (r.stdout, r.stderr)
+
+    # the legacy AlterConfigs serves it too, as Kafka's controller does: the named configs become the whole set
+    legacy = f"{name}-legacy"
+    assert _legacy_alter(b.bootstrap, legacy, {"interval.ms": "1000", "match": "client_id=x.*"}) == (0, None)
+    assert sorted(_described_subscription(java_tools, b.bootstrap, legacy)) == [
+        "interval.ms=1000", "match=client_id=x.*", "metrics="]
+    assert _legacy_alter(b.bootstrap, legacy, {"intervals": "1"}) == (
+        INVALID_REQUEST, "Unknown client metrics configuration: intervals")
+    assert _legacy_alter(b.bootstrap, legacy, {}) == (0, None)  # nothing left: the subscription is gone
+
+    r = _client_metrics(java_tools, b.bootstrap, "--delete", "--name", name)
+    assert r.stdout.strip() == f"Deleted client metrics config for {name}.", r.stdout
+    listed = _client_metrics(java_tools, b.bootstrap, "--list").lines
+    assert name not in listed and legacy not in listed
+    r = _client_metrics(java_tools, b.bootstrap, "--describe", "--name", name)
+    assert r.stdout.strip() == f"The client metric resource {name} doesn't exist and doesn't have dynamic config.", \
+        r.stdout
+
+
+def test_a_client_metrics_subscription_survives_a_restart(kop_broker, java_tools) -> None:
+    """Ours only: a subscription is in the metadata store before the answer, so a broker killed and started
+    again lists and describes it."""
+    b = kop_broker()
+    _client_metrics(java_tools, b.bootstrap, "--alter", "--name", "kept", "--metrics", "a.,b.", "--match",
+                    "client_software_name=kafka-.*")
+    b.kill()  # SIGKILL: stored before the answer, nothing left to flush
+    b.start()
+    assert sorted(_described_subscription(java_tools, b.bootstrap, "kept")) == [
+        "interval.ms=300000", "match=client_software_name=kafka-.*", "metrics=a.,b."]
 
 
 def test_the_43_44_topic_configs_through_kafka_configs(target, java_tools) -> None:

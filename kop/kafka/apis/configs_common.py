@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from kop.config import BrokerConfig
 from kop.kafka import authorize
+from kop.kafka.apis import client_metrics_configs
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import (
@@ -198,7 +199,8 @@ async def alter_resources(
         refused = authorize.configs_refused(ctx, authorize.Op.ALTER_CONFIGS, res.resource_type, res.resource_name)
         if refused is not None:
             # Kafka 4.4 refuses a BROKER resource before forwarding (ConfigAdminManager.preprocess): its
-            # ClusterAuthorizationException carries the default message, which ApiError.fromThrowable drops
+            # ClusterAuthorizationException carries the default message, which ApiError.fromThrowable drops; its
+            # controller refuses a CLIENT_METRICS resource with ApiError(CLUSTER_AUTHORIZATION_FAILED), the message kept
             answer((refused, None if res.resource_type == RESOURCE_BROKER else authorize.MESSAGES[refused]))
             continue
         if res.resource_type == RESOURCE_GROUP and isinstance(res, IncrementalAlterConfigsRequest.AlterConfigsResource):
@@ -212,6 +214,9 @@ async def alter_resources(
             else:
                 await h.share.flush()  # durable (the metadata store) before the answer
                 answer((0, None))
+            continue
+        if res.resource_type == client_metrics_configs.RESOURCE_CLIENT_METRICS:
+            answer(await client_metrics_configs.alter(h.service.broker_configs.store, res, req.validate_only))
             continue
         if res.resource_type not in (RESOURCE_TOPIC, RESOURCE_BROKER):
             answer((ErrorCode.INVALID_REQUEST, f"Resource type {res.resource_type} is not supported"))

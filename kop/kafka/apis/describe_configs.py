@@ -9,14 +9,15 @@ other topic configs (DEFAULT_CONFIG), each under the dynamic values set for this
 (kop/topics/broker_configs.py), read-only unless Kafka lets it be set dynamically. The resource "" lists the
 cluster-wide dynamic defaults only, and another broker id gets Kafka's INVALID_REQUEST, as on Kafka. KoP
 answered topics with a fixed list and brokers with dummies; tools that read-modify-write configs need the
-truth. GROUP resources (32) list the share group configs (kop/kafka/apis/group_configs.py). BROKER_LOGGER and
+truth. GROUP resources (32) list the share group configs (kop/kafka/apis/group_configs.py), CLIENT_METRICS
+resources (16) a client metrics subscription's (kop/kafka/apis/client_metrics_configs.py). BROKER_LOGGER and
 other resource types get INVALID_REQUEST.
 """
 
 from __future__ import annotations
 
 from kop.kafka import authorize
-from kop.kafka.apis import group_configs
+from kop.kafka.apis import client_metrics_configs, group_configs
 from kop.kafka.apis.configs_common import (
     RESOURCE_BROKER,
     RESOURCE_TOPIC,
@@ -97,6 +98,9 @@ async def handle(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeCo
                     config_type=ctype, documentation=None,
                 ))
             results.append(result(0, "", entries))
+        elif res.resource_type == client_metrics_configs.RESOURCE_CLIENT_METRICS:
+            results.append(result(*await client_metrics_configs.describe(
+                dyn.store, res, req.include_synonyms, req.include_documentation)))
         elif res.resource_type == group_configs.RESOURCE_GROUP:
             entries = [R.DescribeConfigsResourceResult(
                 name=name, value=value, read_only=False, config_source=source, is_default=source == 5,

@@ -12,8 +12,8 @@ What this broker has of each type:
 - brokers: the live brokers (this one, or every registered one in cluster mode), by id;
 - groups: the groups that have dynamic group configs, as Kafka (the share group configs of
   kop/kafka/apis/group_configs.py, a tenant login seeing its own);
-- client metrics: KIP-714 subscriptions are not stored by this broker (it does not serve telemetry), so
-  none - the answer Kafka gives when no subscription is configured;
+- client metrics: the KIP-714 subscriptions that have configs (kop/kafka/apis/client_metrics_configs.py,
+  cluster-wide: a tenant login sees them all, as the cluster they are on is one);
 - broker loggers: none. Kafka lists one per broker, but this broker has no BROKER_LOGGER configs to describe
   (DescribeConfigs answers INVALID_REQUEST for them), so listing them would only send tools to an error.
 """
@@ -21,6 +21,7 @@ What this broker has of each type:
 from __future__ import annotations
 
 from kop.kafka import authorize
+from kop.kafka.apis import client_metrics_configs
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
@@ -46,7 +47,9 @@ async def handle(ctx: RequestContext, req: ListConfigResourcesRequest) -> ListCo
     for rtype in ORDER:
         if rtype not in asked:
             continue
-        for name in _names(ctx, rtype):
+        found = (await client_metrics_configs.names(ctx.handler.service.broker_configs.store)
+                 if rtype == CLIENT_METRICS else _names(ctx, rtype))
+        for name in found:
             out.append(R.ConfigResource(resource_name=name, resource_type=rtype))
     return R(throttle_time_ms=0, error_code=0, config_resources=out)
 
@@ -64,4 +67,4 @@ def _names(ctx: RequestContext, rtype: int) -> list[str]:
         names = ctx.names
         ids = [gid for gid, values in ctx.handler.share.configs.items() if values]
         return sorted(gid if names.default else names.client_id(gid) for gid in ids if names.default or names.owns_id(gid))
-    return []  # client metrics, broker loggers: none here (module docstring)
+    return []  # broker loggers: none here (module docstring)

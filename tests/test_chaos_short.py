@@ -28,7 +28,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chaos.nemesis import FAULTS, ChaosCluster
-from tests.chaos.runner import run_trial, table
+from tests.chaos.runner import run_trial, shortened, table, wall
 
 LOAD_S = 1.0  # seconds of load before each fault, once every workload has had its first acknowledgement
 SHORT = [f for f in FAULTS if not f.ensemble]
@@ -53,7 +53,7 @@ def test_fault(chaos_cluster, fault):
     print(table([result]))  # shown with the failure, or with -s
     r = result.report
     assert r.acked > 0 and len(r.stalls) == 4  # the four workloads ran and were checked
-    assert r.anomalies() == {}, (r.anomalies(), result.errors)
+    assert r.anomalies() == {}, (shortened(r.anomalies()), f"healed at {wall(result.healed)}", result.errors)
     if r.stuck:  # the stuck workloads' recoveries, whole (pytest shortens the assertion's message)
         print(f"healed at {result.healed}; stalls {r.stalls}; notes:", *result.notes[-30:], sep="\n")
     assert r.stuck == [], (r.stalls, result.errors)

@@ -410,9 +410,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         _append_failed(p, dedup)
         conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, str(e)))
         return
-    partition = p.partition
-    nbytes = len(batch)
-    name = p.name
+    partition, nbytes, name = p.partition, len(batch), p.name
 
     def done(f: asyncio.Future[tuple[Position, int]]) -> None:
         if f.cancelled() or f.exception() is not None:

@@ -99,8 +99,9 @@ class Producer:
         self.state = state
         self.partition = state.partition
         self.exclusive = exclusive
-        # An append of this producer failed: its later SENDs here are refused (see `send`) until the client
-        # reconnects and resends from the failed one, as Pulsar disconnects producers after a failed add.
+        # An append of this producer failed, or a SEND was refused for the client to send again (not serving, a
+        # schema id not loaded): its later SENDs here are refused (see `send`) until the client reconnects and
+        # resends from that one, as Pulsar disconnects producers after a failed add.
         self.failed = False
 
     def close(self) -> None:
@@ -339,7 +340,12 @@ def _accepting(conn: PulsarConnection, frame: Frame, pid: int, seq: int) -> Prod
         return None
     if conn.handler.service.topics.paused:
         # Cluster mode, the ZooKeeper session not proven alive (kop/cluster/lease.py): another broker may own
-        # the partition by now. ServiceNotReady makes the client reconnect (a lookup) and send again.
+        # the partition by now. ServiceNotReady makes the client reconnect (a lookup) and send again - this
+        # message and every later one. Those later ones are pipelined on this connection already, and the lease
+        # may be back before they are read: storing one of them would put it before the refused message, whose
+        # resend de-duplication then answers as a duplicate, never storing it (issue #24, `all-brokers-kill`: 8
+        # acknowledged records lost so). So the producer takes nothing more here, as after a failed append.
+        p.failed = True
         conn.send(c.send_error(pid, seq, c.ServerError.ServiceNotReady, "this broker is not serving now; retry"))
         return None
     return p
@@ -364,6 +370,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
             try:
                 schema_id = await p.confluent_id(raw_version)
             except Exception as e:  # noqa: BLE001 - the metadata store failed: the client resends
+                p.failed = True  # and the later SENDs with it, in order (see _accepting)
                 conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, f"schema id not loaded: {e}"))
                 return
         batch = stored_batch(md, frame.payload, limit, schema_id)
@@ -403,9 +410,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         _append_failed(p, dedup)
         conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError, str(e)))
         return
-    partition = p.partition
-    nbytes = len(batch)
-    name = p.name
+    partition, nbytes, name = p.partition, len(batch), p.name
 
     def done(f: asyncio.Future[tuple[Position, int]]) -> None:
         if f.cancelled() or f.exception() is not None:

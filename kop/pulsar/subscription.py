@@ -72,6 +72,11 @@ log = logging.getLogger(__name__)
 
 EXCLUSIVE, SHARED, FAILOVER, KEY_SHARED = 0, 1, 2, 3
 READ_BYTES = 1024 * 1024  # per read of the log (Pulsar: dispatcherMaxReadSizeBytes is 5 MiB)
+# Entries per read of new ones: at most what the consumers have permits for (an entry takes one per message), and
+# at most this many (Pulsar reads min(permits, dispatcherMaxReadBatchSize = 100) entries; more here, since a read
+# from BookKeeper costs a round trip or three whatever its size, and a consumer's queue is 1000 by default).
+READ_ENTRIES = 1000
+MIN_BATCH_BYTES = 61  # a Kafka record batch's header: no stored entry is smaller (the first read's estimate)
 CONVERTED_CACHE = 512  # converted entries kept per partition
 NOT_SERVING_RECHECK_S = 0.2  # cluster mode: a dispatcher of a broker that is not serving looks again this often
 # Kafka compression codec id (none 0, gzip 1, snappy 2, lz4 3, zstd 4) -> Pulsar CompressionType
@@ -319,6 +324,7 @@ class Subscription:
         self.msg_out = 0  # messages and bytes dispatched (admin stats, metrics)
         self.bytes_out = 0
         self._txn_loaded = False  # the partition's producer state (last stable offset, aborted index)
+        self._entry_bytes = MIN_BATCH_BYTES  # the stored batches' size per entry, as the last read found it
 
     # ------------------------------------------------------------------ consumers
     def add_consumer(self, consumer: Consumer) -> str | None:
@@ -501,10 +507,12 @@ class Subscription:
             await self._wait(plog.wait_for_append())
             return
         try:
-            got = await plog.read(self.read_offset, READ_BYTES)
+            got = await plog.read(self.read_offset, self._read_bytes())
         except OffsetOutOfRange:
             self.read_offset = plog.log_start_offset
             return
+        if got.batches:
+            self._entry_bytes = max(MIN_BATCH_BYTES, sum(len(b.batch) for b in got.batches) // len(got.batches))
         if epoch != self.epoch:
             return
         blocked = False
@@ -551,6 +559,22 @@ class Subscription:
         self._advance()
         if blocked and self.sub_type == KEY_SHARED:
             await self._wait(None, timeout=0.2)  # woken by FLOW, acks and consumer changes
+
+    def _read_bytes(self) -> int:
+        """The byte budget of a read of new entries: about as many entries as the consumers can take now (their
+        permits, READ_ENTRIES at most), by the size of the entries the last read found. Reading by bytes alone
+        (1 MiB: ten thousand entries of one small message) made a subscription that fell behind - a consumer
+        back after its broker restarted, on a loaded machine - read thousands of entries from BookKeeper for the
+        thousand its consumer could take, and read most of them again next time: it delivered slower than the
+        producers wrote, and the tail of the partition was never delivered (issue #24, `all-brokers-kill`)."""
+        if self.sub_type == EXCLUSIVE:
+            takers = self.consumers[:1]
+        elif self.sub_type == FAILOVER:
+            takers = [self.active] if self.active is not None else []
+        else:
+            takers = self.consumers
+        permits = sum(k.permits for k in takers if k.permits > 0 and not k.conn.backlogged)
+        return max(min(READ_BYTES, min(max(permits, 1), READ_ENTRIES) * self._entry_bytes), 1)
 
     def _requeue(self, entry: Entry) -> None:
         """Put an entry taken off the replay queue back, in log order, unless it was acknowledged, re-sent or queued

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -71,7 +72,8 @@ def workloads_for(cc: ChaosCluster) -> list[Remote]:
     return [Remote(IdempotentProducer, cc.bootstrap, source, PARTITIONS),
             Remote(GroupConsumer, cc.bootstrap, source, f"chaos-group-{tag}"),
             Remote(TransactionalCopier, cc.bootstrap, source, sink, PARTITIONS),
-            Remote(PulsarWorkload, cc.pulsar_url, ptopic, PULSAR_PARTITIONS, cc.bootstrap)]
+            Remote(PulsarWorkload, cc.pulsar_url, ptopic, PULSAR_PARTITIONS, cc.bootstrap,
+                   str(cc.base / f"pulsar-client-{tag}.log") if os.environ.get("KOP_CHAOS_KEEP") else None)]
 
 
 def _wait_started(ws: list[Remote]) -> None:
@@ -114,10 +116,17 @@ def run_trial(cc: ChaosCluster, fault: Fault, trial: int, load_s: float) -> Tria
     for w in ws:
         w.collect()
         history.extend(w.history)
-    errors = [e for w in ws for e in w.errors if "session ended" not in e]
-    notes = [e for w in ws for e in w.errors if "session ended" in e]
+    notes = [e for w in ws for e in w.errors if "session ended" in e or e.startswith("txn status")]
+    errors = [e for w in ws for e in w.errors if e not in notes]
     report = check(history, healed)
     return TrialResult(fault.name, trial, report, errors, split_known(fault.name, report), notes, healed)
+
+
+def wall(at: float | None) -> str:
+    """A time of the workloads' clock (time.monotonic) with the wall-clock time it was, as the broker logs have it."""
+    if at is None:
+        return "-"
+    return f"{at:.1f} ({time.strftime('%H:%M:%S', time.localtime(time.time() - (now() - at)))})"
 
 
 def table(results: list[TrialResult]) -> str:
@@ -167,9 +176,15 @@ def run_matrix(faults: list[Fault], trials: int, load_s: float, brokers: int) ->
     return results
 
 
+def shortened(anomalies: dict[str, list[str]]) -> dict[str, str]:
+    """Each anomaly's count and its first few records (a tail of thousands undelivered made lines of 100 kB)."""
+    return {a: f"{len(v)}: {v[:3]}{' ...' if len(v) > 3 else ''}" for a, v in anomalies.items()}
+
+
 def _logged(r: TrialResult) -> TrialResult:
     stalls = {w: None if s is None else round(s, 2) for w, s in r.report.stalls.items()}
-    print(f"{r.fault} #{r.trial}: acked {r.report.acked}, anomalies {r.report.anomalies() or 'none'}, "
+    print(f"{r.fault} #{r.trial}: healed at {wall(r.healed)}, acked {r.report.acked}, "
+          f"anomalies {shortened(r.report.anomalies()) or 'none'}, "
           f"stalls {stalls}{', errors ' + str(r.errors) if r.errors else ''}"
           f"{', known ' + str(len(r.known)) if r.known else ''}", flush=True)
     return r

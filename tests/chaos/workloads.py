@@ -229,6 +229,8 @@ class TransactionalCopier(Workload):
         self.rewind = False  # an aborted transaction's input must be consumed again
         self.generation = 0  # the session thread that may use the consumer (run)
         self.progress = now()  # when the session last finished a step (run's watchdog)
+        self.empty_rounds = 0  # rounds since the last commit that consumed nothing (a stuck copier's status)
+        self.committed_at = 0.0  # when a transaction last committed
         self.history.final_committed.add(sink)
 
     def run(self) -> None:
@@ -260,6 +262,7 @@ class TransactionalCopier(Workload):
             if t is not None:
                 t.join(60)
         finally:
+            self.errors.append(self._status(c))
             c.close()
 
     def _session(self, c: Any, generation: int) -> None:
@@ -341,9 +344,22 @@ class TransactionalCopier(Workload):
             p.produce(self.sink, v.encode(), partition=k % self.partitions)
         p.abort_transaction(30)
 
+    def _status(self, c: Any) -> str:
+        """The copier as the load stopped (a note: printed with a stuck copier): its last commit, the rounds
+        since that consumed nothing, and the consumer's assignment with its positions."""
+        try:
+            assignment = c.assignment()
+            where = [(tp.partition, tp.offset) for tp in c.position(assignment)] if assignment else []
+        except Exception as e:  # noqa: BLE001 - a status line, whatever the client says
+            where = [repr(e)]
+        return (f"txn status at stop ({now():.1f}): last commit at {self.committed_at:.1f}, {self.rounds} rounds, "
+                f"{self.empty_rounds} empty since the last commit, generation {self.generation}, rewind pending "
+                f"{self.rewind}; positions {where}")
+
     def _copy_round(self, c: Any, p: Any) -> None:
         msgs = [m for m in c.consume(100, 0.3) if not m.error()]
         if not msgs:
+            self.empty_rounds += 1
             return
         p.begin_transaction()
         written = []
@@ -354,7 +370,8 @@ class TransactionalCopier(Workload):
             self.seq += 1
         p.send_offsets_to_transaction(c.position(c.assignment()), c.consumer_group_metadata(), 30)
         self._commit(p)
-        at = now()
+        at = self.committed_at = now()
+        self.empty_rounds = 0
         with self.lock:
             self.history.acks += [Ack(self.name, self.sink, part, None, v, seq, at) for v, part, seq in written]
 
@@ -381,11 +398,14 @@ class PulsarWorkload(Workload):
 
     name = "pulsar"
 
-    def __init__(self, service_url: str, topic: str, partitions: int, kafka_bootstrap: str) -> None:
+    def __init__(self, service_url: str, topic: str, partitions: int, kafka_bootstrap: str,
+                 log_path: str | None = None) -> None:
         super().__init__(service_url)
+        self.log_path = log_path  # the client library's own log (its reconnections), kept with KOP_CHAOS_KEEP
         self.topic = f"persistent://public/default/{topic}"
         self.short, self.partitions, self.kafka_bootstrap = topic, partitions, kafka_bootstrap
         self.received: set[str] = set()
+        self.last_received: dict[int, float] = {}  # partition -> when the subscription last handed one of it
         self.receipts: dict[str, tuple[int, int, int]] = {}  # value -> its receipt (ledger, entry, partition)
         self.history.delivered[topic] = self.received
 
@@ -394,6 +414,11 @@ class PulsarWorkload(Workload):
 
         quiet = logging.getLogger("chaos-pulsar")
         quiet.setLevel(logging.CRITICAL)
+        if self.log_path:  # what the client did (lookups, reconnections and their back-off) for a post-mortem
+            handler = logging.FileHandler(self.log_path)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+            quiet.addHandler(handler)
+            quiet.setLevel(logging.INFO)
         self.client = pulsar.Client(self.bootstrap, operation_timeout_seconds=30, logger=quiet)
         self.consumer = self._retrying("subscribe", lambda: self.client.subscribe(
             self.topic, "chaos-durable", consumer_type=pulsar.ConsumerType.Shared,
@@ -455,6 +480,7 @@ class PulsarWorkload(Workload):
             self.history.reads.append(Read(f"{self.name}/sub", f"{self.short}#subscription",
                                            max(mid.partition(), 0), _position(mid), value))
             self.received.add(value)
+            self.last_received[max(mid.partition(), 0)] = now()
         self.consumer.acknowledge(msg)
         return True
 
@@ -468,11 +494,28 @@ class PulsarWorkload(Workload):
                                        for a in self.history.acks):
             self._receive_one()
         self.client.close()
+        self._report_undelivered(stored)
         lost = [a.value for a in self.history.acks if a.value not in stored]
         if lost:  # what the receipts said (ledger -1: answered as a duplicate) and whether the subscription had them
             self.errors.append(f"pulsar: {len(lost)} acknowledged values not in the log read back, e.g. "
                                f"{[(v, self.receipts.get(v), v in self.received) for v in lost[:5]]}; "
                                f"read back per partition: {[(k, len(v)) for k, v in self.history.final.items()]}")
+
+
+    def _report_undelivered(self, stored: set[str]) -> None:
+        """Per partition, what the subscription never handed over: how many, the first one's acknowledgement
+        time and receipt, and when the partition last delivered (times on the runner's clock, `now`), so that
+        a tail can be told from holes and placed against the fault."""
+        missing: dict[int, list[Any]] = {}
+        for a in self.history.acks:
+            if a.value in stored and a.value not in self.received:
+                missing.setdefault(a.partition, []).append(a)
+        for partition, acks in sorted(missing.items()):
+            first = acks[0]
+            self.errors.append(f"pulsar: partition {partition}: {len(acks)} undelivered, the first {first.value} "
+                               f"acknowledged at {first.at:.1f} (receipt {self.receipts.get(first.value)}), the last "
+                               f"at {acks[-1].at:.1f}; last delivery of the partition at "
+                               f"{self.last_received.get(partition, float('nan')):.1f}, read-back ended at {now():.1f}")
 
 
 def _position(msg_id: Any) -> tuple[int, int, int] | None:

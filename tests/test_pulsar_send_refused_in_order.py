@@ -1,0 +1,121 @@
+"""A SEND refused for the client to send again takes the producer's later SENDs on that connection with it
+(kop/pulsar/produce.py `_accepting`), sans-IO.
+
+Issue #24 (the chaos runs, `all-brokers-kill`: 8 acknowledged Pulsar records lost, their receipts naming no entry).
+A restarted broker on a loaded machine let its ZooKeeper session lease lapse for a moment: the SEND read then was
+answered ServiceNotReady (the client reconnects and sends it again), but the SENDs pipelined behind it on the same
+connection were read once the lease was back, and stored. When the client sent the refused message again, its
+sequence id was below the stored later ones: de-duplication answered it as a duplicate (a receipt naming no entry)
+and it was never stored. Now a refused SEND fails the producer there, as a failed append does: the later SENDs are
+refused too, and the client resends them all, in order, on its next connection.
+
+`send` is real, with the partition's de-duplication; the connection, the partition's seam (its appends are
+recorded and answered at once) and the policies are minimal stand-ins: the window is the lease lapsing between two
+pipelined SENDs, which a real broker only meets by chance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any, cast
+
+from kop.managed_ledger import Position
+from kop.pulsar.codec import commands as c
+from kop.pulsar.codec.framing import FrameReader, encode_message
+from kop.pulsar.connection import PulsarConnection
+from kop.pulsar.dedup import Deduplication
+from kop.pulsar.produce import Producer, send
+from kop.pulsar.subscription import PartitionState
+from kop.topics.names import TopicName
+
+NAME = "chaos-producer"
+
+
+class Seam:
+    """The partition's seam: every append is durable at once; what was stored, by sequence id."""
+
+    def __init__(self) -> None:
+        self.topic = SimpleNamespace(name=TopicName("public", "default", "chaos"))
+        self.stored: list[int] = []
+
+    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int) -> asyncio.Future[Any]:
+        self.stored.append(seq)
+        done = asyncio.get_running_loop().create_future()
+        done.set_result((Position(9, len(self.stored) - 1), len(self.stored) - 1))
+        return done
+
+
+class Cursors:
+    """The cursor store de-duplication writes its snapshot to."""
+
+    async def save(self, ledger: str, name: str, info: Any, version: int) -> int:
+        return version + 1
+
+
+async def sent(conn: Conn, seq: int) -> None:
+    """One SEND handled, then what it left for the loop (an append's receipt) before the next command is read."""
+    await send(cast(PulsarConnection, conn), frame(seq))
+    await asyncio.sleep(0)
+
+
+class Conn:
+    """What `send` uses of a connection: its producers, the broker's serving state and policies; the answers."""
+
+    checksum_failed = False
+
+    def __init__(self, state: Any, paused: bool) -> None:
+        namespaces = SimpleNamespace(effective=lambda name, key: None)  # the broker's setting decides
+        topics = SimpleNamespace(paused=paused, namespaces=namespaces)
+        self.handler = SimpleNamespace(service=SimpleNamespace(topics=topics),
+                                       config=SimpleNamespace(maxMessageSize=5 << 20, brokerDeduplicationEnabled=True))
+        self.producers: dict[int, Producer] = {}
+        self.answers: list[Any] = []
+        self.state = state
+
+    def open_producer(self) -> Producer:
+        p = Producer(cast(PulsarConnection, self), 1, NAME, cast(PartitionState, self.state), False)
+        self.producers[1] = p
+        return p
+
+    def send(self, cmd: Any) -> None:
+        self.answers.append(cmd)
+
+
+def frame(seq: int) -> Any:
+    md = c.MessageMetadata(producer_name=NAME, sequence_id=seq, publish_time=1)
+    return FrameReader().frames(encode_message(c.command(c.SEND, producer_id=1, sequence_id=seq), md, b"v%d" % seq))[0]
+
+
+def outcome(cmd: Any) -> tuple[int, str]:
+    """(sequence id, 'stored' | 'duplicate' | the error's name) of one answer to a SEND."""
+    if cmd.type == c.SEND_RECEIPT:
+        receipt = cmd.send_receipt
+        return receipt.sequence_id, "duplicate" if receipt.message_id.ledgerId == (1 << 64) - 1 else "stored"
+    return cmd.send_error.sequence_id, c.pb.ServerError.Name(cmd.send_error.error)
+
+
+async def scenario() -> tuple[list[tuple[int, str]], list[int]]:
+    seam = Seam()
+    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
+                            handler=SimpleNamespace(cursors=Cursors()))
+    state.dedup = Deduplication(cast(PartitionState, state))
+    state.dedup._loaded = asyncio.get_running_loop().create_future()  # nothing stored yet: loaded, empty
+    state.dedup._loaded.set_result(None)
+    conn = Conn(state, paused=False)
+    conn.open_producer()
+    await sent(conn, 0)  # stored
+    conn.handler.service.topics.paused = True  # the lease lapses as SEND 1 is read ...
+    await sent(conn, 1)
+    conn.handler.service.topics.paused = False  # ... and is back before SEND 2, pipelined behind it, is read
+    await sent(conn, 2)
+    conn.open_producer()  # the client reconnects (its producer again) and resends what it was not answered
+    for seq in (1, 2):
+        await sent(conn, seq)
+    return [outcome(a) for a in conn.answers], seam.stored
+
+
+def test_sends_behind_a_refused_one_are_refused_too_and_every_message_is_stored_once_in_order():
+    answers, stored = asyncio.run(scenario())
+    assert stored == [0, 1, 2]  # without the refusal of 2 it was stored before 1, and 1's resend was a "duplicate"
+    assert answers == [(0, "stored"), (1, "ServiceNotReady"), (2, "PersistenceError"), (1, "stored"), (2, "stored")]

@@ -67,16 +67,18 @@ def _sendmsg_all(sock: socket.socket, parts: list) -> None:
 
 
 def _send_spans(sock: socket.socket, entries: list) -> None:
-    """The zero-copy pattern: per entry a sendmsg of its header part and a sendfile of its body, corked."""
+    """The zero-copy pattern (a batch stored with its base offset): per entry its head read (read_spans) and one
+    sendfile of the whole entry, corked."""
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
     fd = sock.fileno()
     for e in entries:
-        _sendmsg_all(sock, [b"\0" * 8, e.head[8:]])
-        if e.rest is not None:
-            off, left = e.rest.offset, e.rest.length
-            while left:
-                n = os.sendfile(fd, e.rest.file.fd, off, left)
-                off, left = off + n, left - n
+        if e.rest is None:
+            _sendmsg_all(sock, [e.head])
+            continue
+        off, left = e.rest.offset - len(e.head), e.rest.length + len(e.head)
+        while left:
+            n = os.sendfile(fd, e.rest.file.fd, off, left)
+            off, left = off + n, left - n
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
 
 

@@ -79,7 +79,7 @@ def zc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Zc]:
 
 def _big_records(n: int, partitions: int, tag: str) -> list:
     """make_records' records with 1 KiB more value each, so that batches are tens of KiB (zero copy applies
-    to entries of 8 KiB or more on average)."""
+    to entries of 32 KiB or more on average)."""
     pad = os.urandom(512).hex().encode()
     out = []
     for r in make_records(n, partitions, int(time.time() * 1000), tag):
@@ -173,7 +173,7 @@ def _fetch(c: Negotiated, topic: str, parts: dict[int, tuple[int, int]], max_byt
 
 
 def test_limits_and_several_partitions_in_one_answer(zc: Zc) -> None:
-    """Batches of ~20 KiB in two partitions: whole batches as produced, byte for byte, the base offsets the log's;
+    """Batches of ~40 KiB in two partitions: whole batches as produced, byte for byte, the base offsets the log's;
     the first batch even when over the limits; the response limit shared in partition order."""
     b = zc.broker
     topic = "zc-limits"
@@ -182,11 +182,11 @@ def test_limits_and_several_partitions_in_one_answer(zc: Zc) -> None:
     with Negotiated(b.bootstrap) as c:
         for part in (0, 1):
             for i in range(6):
-                batch = _batch(f"p{part}b{i}", 10, 2000)
+                batch = _batch(f"p{part}b{i}", 10, 4000)
                 assert c.produce(topic, part, batch).error_code == 0
                 sent[part].append(batch)
         one = len(sent[0][0])
-        assert all(len(x) == one for x in sent[0] + sent[1]) and one > 16 << 10
+        assert all(len(x) == one for x in sent[0] + sent[1]) and one > 32 << 10
         before = zc.sent()
         ps = _fetch(c, topic, {0: (0, 1 << 24), 1: (0, 1 << 24)}, 1 << 24)
         for part in (0, 1):
@@ -216,13 +216,13 @@ def test_read_committed_skips_an_aborted_transaction(zc: Zc) -> None:
     topic = "zc-txn"
     create_topic(b.bootstrap, topic, 2)
     producer = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": "zc-txn", "linger.ms": 50,
-                         "batch.size": 64 * 1024})
+                         "batch.size": 1 << 20})
     producer.init_transactions(60)
     values = {}
     for t, commit in enumerate((True, False, True)):
         producer.begin_transaction()
-        for i in range(60):
-            v = b"t%d-%03d-" % (t, i) + b"x" * 1500
+        for i in range(120):
+            v = b"t%d-%03d-" % (t, i) + b"x" * 2000
             producer.produce(topic, key=b"k%d" % i, value=v, partition=i % 2)
             values.setdefault(commit, []).append(v)
         producer.flush(60)
@@ -267,7 +267,7 @@ def test_compacted_topic(zc: Zc) -> None:
     finally:
         admin.close()
     keys = [[b"a%d" % j for j in range(10)]] * 2 + [[b"b%d-%d" % (i, j) for j in range(10)] for i in range(4)]
-    sent = [_batch(f"c{i}", 10, 2000, k) for i, k in enumerate(keys)]
+    sent = [_batch(f"c{i}", 10, 6000, k) for i, k in enumerate(keys)]
     with Negotiated(b.bootstrap) as c:
         for batch in sent:
             assert c.produce(topic, 0, batch).error_code == 0
@@ -291,7 +291,7 @@ def test_a_truncated_ledger_file_answers_a_storage_error(zc: Zc) -> None:
     old = {p.name for p in ledgers.glob("*.log")}
     with Negotiated(b.bootstrap) as c:
         for i in range(10):
-            assert c.produce(topic, 0, _batch(f"t{i}", 10, 2000)).error_code == 0
+            assert c.produce(topic, 0, _batch(f"t{i}", 10, 4000)).error_code == 0
         new = sorted((p for p in ledgers.glob("*.log") if p.name not in old), key=lambda p: int(p.stem))
         first = new[0]
         assert first.with_suffix(".idx").exists()  # sealed: 4 entries, offsets 0..39

@@ -15,11 +15,11 @@
   in front of the rest of the stored batch: no copy of the payload (writelines of memoryviews).
 - Zero copy (issue 27): on a plain-TCP connection (KafkaConnection.zero_copy: not TLS, fetchZeroCopy on) the
   log is read with zero_copy=True; where the storage allows it (the embedded ledger files with
-  localStoreVerifyChecksums=false, entries of 8 KiB or more on average) only each entry's headers and the
-  batch's 61-byte header are read, and the rest of the batch is a FileSpan of the ledger's file in the
-  records, which the connection sends with os.sendfile (the page cache straight to the socket). The stored
-  batch's base offset is the producer's, not the log's, so it is replaced as before: the 8 bytes and the rest
-  of the batch header go from memory, the batch body from the file.
+  localStoreVerifyChecksums=false, entries of 32 KiB or more on average) only each entry's headers and the
+  batch's 61-byte header are read, and the batch is a FileSpan of the ledger's file in the records, which the
+  connection sends with os.sendfile (the page cache straight to the socket): one sendfile per batch. Batches
+  stored before issue 27 carry the producer's base offset (0) instead of the log's: theirs is replaced as
+  before, the 8 bytes and the rest of what was read from memory, the rest of the batch from the file.
 - A fetch at an offset inside a batch returns the whole containing batch (clients skip the leading records).
 - high watermark = last durable offset + 1; log start offset is always set (KoP left it unset).
 - isolation_level READ_COMMITTED (1) reads only below the last stable offset (the first offset of the
@@ -66,7 +66,7 @@ from kop.offset.api import OffsetOutOfRange
 from kop.protocol import ZERO_UUID
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import FetchRequest, FetchResponse
-from kop.storage.api import StorageError
+from kop.storage.api import FileSpan, StorageError
 
 if TYPE_CHECKING:
     from kop.kafka.connection import KafkaConnection
@@ -381,18 +381,25 @@ async def _read_committed(R: type[FetchResponse], p: _Part, plog: PartitionLog, 
 
 def _add_batches(batches: list[FetchedBatch], records: list[bytes | memoryview | Sized]) -> tuple[int, int]:
     """The batches as the parts of a partition's records: each batch's base offset (8 bytes, in place of the
-    stored one), the rest of what was read of it, and, after a zero-copy read, the span of the ledger's file
-    holding the rest (sent from there by the connection). (bytes, records) sent."""
+    stored one) and the rest of what was read of it; after a zero-copy read, one span of the ledger's file
+    for the whole batch when it was stored with its log base offset (kop/offset/interceptor.py, since issue
+    27), else the 8 bytes, the rest of the head and a span of the rest (sent from the file by the
+    connection). (bytes, records) sent."""
     size = count = 0
     append = records.append
     for fb in batches:
         batch = fb.batch
-        append(_OFFSET.pack(fb.base_offset))
-        append(batch[8:])
         rest = fb.rest
         if rest is None:
+            append(_OFFSET.pack(fb.base_offset))
+            append(batch[8:])
             size += len(batch)
-        else:
+        elif _OFFSET.unpack_from(batch)[0] == fb.base_offset:  # stored with its offset: all from the file
+            append(FileSpan(rest.file, rest.offset - len(batch), rest.length + len(batch)))
+            size += len(batch) + rest.length
+        else:  # stored before issue 27 (the producer's base offset): the batch header from memory
+            append(_OFFSET.pack(fb.base_offset))
+            append(batch[8:])
             append(rest)
             size += len(batch) + rest.length
         count += _RECORDS_COUNT.unpack_from(batch, 57)[0]

@@ -101,9 +101,10 @@ _IDX_MAGIC = b"KOPLIDX1"
 _IDX_HEAD = struct.Struct("<8sQQQ")
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
 #: Zero-copy reads (read_spans) only for entries of at least this size on average: each entry costs a pread of
-#: its head and a sendfile of its rest, where read_range costs one pread for the whole range and a copy
-#: (docs/benchmarks.md, "Zero-copy fetch").
-SPAN_MIN_ENTRY = 8 << 10
+#: its head and a sendfile, ~5 us, where read_range costs one pread for the whole range and the copies, ~0.2 ms
+#: per MB; spans cost more CPU per MB below ~32 KiB entries and less above (`python bench/zero_copy.py --micro`,
+#: docs/benchmarks.md "Zero-copy fetch").
+SPAN_MIN_ENTRY = 32 << 10
 _ID_BLOCK = 1000  # ledger ids reserved per persisted counter write
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 

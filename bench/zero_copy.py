@@ -3,6 +3,7 @@
     python bench/zero_copy.py [--rounds 3] [--mb 200] [--sizes 1k,100b] [--partitions 16]
     python bench/zero_copy.py --quick        # smoke: 1 round, 20 MB
     python bench/zero_copy.py --micro        # the store's read + the socket send alone, per entry size
+    python bench/zero_copy.py --perf-tool lz4 # kafka-consumer-perf-test instead of the Go generator
 
 Three arms of the same code, one broker each (ours, 1 worker, fsync none as the main bench), started in turn:
 `verify` - localStoreVerifyChecksums=true (the default: every fetched entry is read and its CRC checked, so
@@ -135,6 +136,43 @@ def micro(sizes: list[int], total_mb: int = 100, passes: int = 3) -> None:
         print(f"{size:>11} | {got['copy']:.3f} | {got['spans']:.3f} | {got['spans'] / got['copy']:.2f}", flush=True)
 
 
+def perf_tool(rounds: int, mb: float, codec: str) -> None:
+    """The perf-tool consumer row (p-1k-1p-1-<codec>'s consumer): kafka-producer-perf-test writes 1 KiB records to
+    one partition once (the main bench's settings), then per round the broker restarts as each arm in turn and
+    kafka-consumer-perf-test reads everything through a new group; the broker's CPU while it reads."""
+    from bench.brokers import cpu_seconds
+    from bench.tools import run_consumer, run_producer
+    from tests.support.java import JavaTools
+
+    tools = JavaTools()
+    n = int(mb * 1_000_000 / 1024)
+    results: dict[str, list[tuple[float, float]]] = {arm: [] for arm in ARMS}
+    with tempfile.TemporaryDirectory(prefix="kop-zc-perf-") as work:
+        broker = KopBroker(Path(work) / "kop", {**KOP_COMMON, "localStoreFsyncPolicy": "none", **ARMS["copy"]})
+        broker.start(120)
+        try:
+            run_producer(tools, broker.bootstrap, "zc", n, 1024, "1", codec, 1)
+            for rnd in range(rounds):
+                arms = list(ARMS)[rnd % len(ARMS):] + list(ARMS)[:rnd % len(ARMS)]
+                for arm in arms:
+                    broker.stop()
+                    broker.overrides.update(ARMS[arm])
+                    broker.start(120)
+                    cpu0 = cpu_seconds(broker.pid) or 0.0
+                    res = run_consumer(tools, broker.bootstrap, "zc", n)
+                    cpu = (cpu_seconds(broker.pid) or 0.0) - cpu0
+                    results[arm].append((res["c_fetch_mbps"], cpu * 1000 / mb))
+                    print(f"round {rnd + 1} {arm}: fetch {res['c_fetch_mbps']:.1f} MB/s, broker {cpu * 1000 / mb:.3f} "
+                          f"CPU ms/MB (whole consumer run, group join included)", flush=True)
+        finally:
+            broker.stop()
+    base = statistics.median(x[1] for x in results["copy"])
+    print(f"\nmedians, 1 KiB records, 1 partition, {codec} | fetch MB/s | broker CPU ms/MB | CPU / copy arm")
+    for arm, rs in results.items():
+        cpu = statistics.median(x[1] for x in rs)
+        print(f"{arm:>9} | {statistics.median(x[0] for x in rs):.1f} | {cpu:.3f} | {cpu / base:.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
@@ -142,8 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1k,100b", help="record sizes: 1k, 100b")
     ap.add_argument("--partitions", type=int, default=16)
     ap.add_argument("--quick", action="store_true", help="1 round of 20 MB")
+    ap.add_argument("--perf-tool", metavar="CODEC", help="the perf-tool consumer row instead (none or lz4)")
     ap.add_argument("--micro", action="store_true", help="only the in-process read+send per entry size (~20 s)")
     a = ap.parse_args(argv)
+    if a.perf_tool:
+        perf_tool(a.rounds, a.mb, a.perf_tool)
+        return 0
     if a.micro:
         micro([1 << 10, 4 << 10, 8 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20], 20 if a.quick else 100)
         return 0

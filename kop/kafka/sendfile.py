@@ -1,28 +1,28 @@
 """Writing an answer whose parts include file spans (zero-copy Fetch answers, issue 27) straight to the socket.
 
 Why a writer of its own: asyncio's and uvloop's transports take buffers only, and uvloop has no loop.sendfile.
-A Fetch answer read with zero_copy=True (kop/kafka/apis/fetch.py) holds, per batch, the bytes read into memory
-(the base offset and the rest of the batch header) and a FileSpan of the ledger file holding the batch's body.
-KafkaConnection hands such an answer to its DirectWriter only when the transport has nothing unsent and no
-other answer is being written, so bytes reach the socket in the connection's order; until the writer is done,
-the connection writes nothing else and reads no more requests (back-pressure, as a paused transport).
+A Fetch answer read with zero_copy=True (kop/kafka/apis/fetch.py) holds, per batch, a FileSpan of the ledger
+file (and, for batches stored before issue 27, the base offset and the rest of the batch header in memory).
+KafkaConnection hands such an answer to its DirectWriter only when the transport has nothing unsent, so the
+bytes reach the socket in the connection's order. The writer sends, synchronously and without waiting, what
+the socket takes: runs of buffers with one sendmsg, each span with os.sendfile from its own dup'd descriptor
+(kop.storage.api.FileRef), under TCP_CORK so that small parts and file bodies leave in full segments. What the
+socket did not take (a slow reader: its buffer is full) is read into memory and given back for the transport,
+which sends it after - the copy path's cost for that part only. Waiting for the socket in Python instead cost
+more than the copy for a slow reader (kafka-consumer-perf-test: a wake-up and a few sendfile calls per batch).
 
-The writer owns a dup() of the transport's socket (so the transport's close cannot hand the descriptor number
-to another socket while a send waits) and sends: runs of buffers with one sendmsg, each span with os.sendfile
-from its own dup'd file descriptor (kop.storage.api.FileRef), under TCP_CORK so that the small header parts
-and the file bodies leave in full segments. When the socket is full it waits for it to become writable
-(loop.add_writer on its own descriptor) and goes on where it stopped. A span whose file ends early (a ledger
-file truncated after the read checked its size) or any socket error raises: the connection is closed, so a
-client never gets a frame with other bytes than announced - it sees a cut connection, and retries.
+The writer owns a dup() of the transport's socket: its descriptor number cannot be handed to another socket
+while the writer holds it. A span whose file ends early (a ledger file truncated after the read checked its
+size) or any socket error raises: the connection is closed, so a client never gets a frame with other bytes
+than announced - it sees a cut connection, and retries.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from kop.storage.api import FileSpan
 
@@ -53,63 +53,38 @@ def read_spans(parts: Sequence[Part]) -> list[bytes | bytearray | memoryview]:
 
 
 class DirectWriter:
-    """Sends one answer at a time to a connection's socket (module docstring)."""
+    """Sends the start of one answer at a time straight to a connection's socket (module docstring)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, fd: int) -> None:
-        self._loop = loop
+    def __init__(self, fd: int) -> None:
         self._sock = socket.socket(fileno=os.dup(fd))
         self._sock.setblocking(False)
-        self._parts: Sequence[Part] = ()
-        self._i = 0
-        self._off = 0
-        self._waiting = False
-        self._on_done: Callable[[BaseException | None], None] | None = None
 
-    @property
-    def busy(self) -> bool:
-        return self._waiting
-
-    def send(self, parts: Sequence[Part], on_done: Callable[[BaseException | None], None]) -> bool:
-        """Start sending `parts`; True when all went out now. Otherwise the rest goes as the socket takes it and
-        on_done(None) is called once it has, or on_done(error) once the send failed. Raises OSError when the send
-        fails at once."""
-        self._parts, self._i, self._off = parts, 0, 0
+    def send(self, parts: Sequence[Part]) -> list[bytes | bytearray | memoryview]:
+        """Send what the socket takes now; what it did not take comes back as buffers (spans read into memory),
+        for the transport to send after it. Raises OSError (FileEnded: a span's file ended early) or
+        StorageError (a span read for the rest ended early): the connection must then be closed."""
+        i, off = 0, 0
         self._cork(1)
-        if self._pump():
+        try:
+            i, off = self._pump(parts)
+        finally:
             self._cork(0)
-            self._parts = ()
-            return True
-        self._on_done = on_done
-        self._waiting = True
-        self._loop.add_writer(self._sock.fileno(), self._writable)
-        return False
+        if i == len(parts):
+            return []
+        first = parts[i]
+        if isinstance(first, FileSpan):
+            first = FileSpan(first.file, first.offset + off, first.length - off).read()
+        elif off:
+            first = memoryview(first)[off:]
+        return [first, *read_spans(parts[i + 1:])]
 
     def _cork(self, on: int) -> None:
         if _CORK is not None:
             self._sock.setsockopt(socket.IPPROTO_TCP, _CORK, on)
 
-    def _writable(self) -> None:
-        try:
-            if not self._pump():
-                return
-            self._cork(0)
-            error: BaseException | None = None
-        except OSError as e:
-            error = e
-        self._stop_waiting()
-        self._parts = ()
-        on_done, self._on_done = self._on_done, None
-        if on_done is not None:
-            on_done(error)
-
-    def _stop_waiting(self) -> None:
-        if self._waiting:
-            self._waiting = False
-            self._loop.remove_writer(self._sock.fileno())
-
-    def _pump(self) -> bool:
-        """Send what the socket takes; True when the answer is all sent. Raises OSError (FileEnded)."""
-        parts, i, off = self._parts, self._i, self._off
+    def _pump(self, parts: Sequence[Part]) -> tuple[int, int]:
+        """Send until done or the socket is full: (index of the first part not all sent, bytes of it sent)."""
+        i, off = 0, 0
         n_parts = len(parts)
         fd = self._sock.fileno()
         try:
@@ -143,15 +118,10 @@ class DirectWriter:
                     n -= left
                     i, off = i + 1, 0
         except BlockingIOError:
-            self._i, self._off = i, off
-            return False
-        self._i, self._off = i, off
-        return True
+            pass
+        return i, off
 
     def close(self) -> None:
-        """The connection is gone: stop waiting, drop the answer, close the socket's dup."""
-        self._stop_waiting()
-        self._parts = ()
-        self._on_done = None
+        """The connection is gone: close the socket's dup."""
         with contextlib.suppress(OSError):
             self._sock.close()

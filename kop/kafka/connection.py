@@ -13,11 +13,11 @@ written, or while the data held by answered-but-unwritten Fetches stays under FE
 the transport is above its high-water mark (fetch_room). A client that stops reading then costs the broker
 about one response, however many fetches it pipelines; a client with one fetch in flight (Java, librdkafka)
 is always the next answer and never waits.
-On plain-TCP listeners (`zero_copy`) a Fetch answer that holds spans of ledger files (issue 27) starts through a
-DirectWriter (kop/kafka/sendfile.py: os.sendfile from the page cache, as much as the socket takes at once; the
-rest read and written through the transport) when the transport has nothing unsent - else its spans are read and
-it all goes through the transport; an error while sending it closes the connection (never a frame with other
-bytes).
+On plain-TCP listeners (`zero_copy`) a Fetch answer that holds spans of ledger files (issue 27) is written by a
+DirectWriter (kop/kafka/sendfile.py: os.sendfile from the page cache) when the transport has nothing unsent -
+else its spans are read and it goes through the transport - and until it is sent (or handed to the transport:
+a slow reader) no later answer is written and no request read; an error while sending it closes the connection
+(never a frame with other bytes).
 A peer that sends something that cannot be a Kafka request (bad size, undecodable header or body, an API
 we do not serve) gets one log line and a closed connection, as Apache Kafka does; nothing else is affected.
 
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, cast
 
 from kop.kafka.context import RequestContext
 from kop.kafka.framing import FrameError, FrameReader
-from kop.kafka.sendfile import DirectWriter, Part, read_spans, span_bytes
+from kop.kafka.sendfile import Buffer, DirectWriter, Part, read_spans, span_bytes
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import (
@@ -138,9 +138,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queued_bytes = 0  # sum of .size over the queue
         self._room_waiters: list[asyncio.Future[None]] = []
         # Zero-copy Fetch answers (kop/kafka/sendfile.py): on plain TCP, fetches read with zero_copy=True and
-        # answers holding file spans start through a DirectWriter.
+        # answers holding file spans go out through a DirectWriter; `_sending` while one waits for the socket.
         self.zero_copy = False
         self._writer: DirectWriter | None = None
+        self._sending = False
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -167,6 +168,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        self._sending = False
         self.handler.connections.discard(self)
         self.handler.connection_closed(self)
         for p in self._queue:
@@ -373,7 +375,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ fetch back-pressure
     def _has_room(self, pending: _Pending | None) -> bool:
-        if self._write_paused:
+        if self._write_paused or self._sending:
             return False
         if pending is None or (self._queue and self._queue[0] is pending):
             return True
@@ -417,7 +419,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending.task.add_done_callback(self._on_done)
         self.update_reading()
 
-    def _on_done(self, _fut: asyncio.Future[Struct | bytes | None]) -> None:
+    def _on_done(self, _fut: asyncio.Future[Struct | bytes | None] | None) -> None:
+        if self._sending:
+            return  # a direct send holds the socket: the answers after it wait (_sent goes on with them)
         if self._queue and self._queue[0].task is not None and self._queue[0].task.done():
             self._wake_room()  # the next answer to be written changes
         while self._queue and self._queue[0].task is not None and self._queue[0].task.done():
@@ -458,7 +462,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             assert self.transport is not None
             if p.api_key == FETCH_KEY and self.zero_copy and (spans := span_bytes(cast(list[Part], parts))):
                 if not self._send_direct(cast(list[Part], parts), spans):
-                    return  # the connection was closed
+                    self.handler.record_request(self, p, time.monotonic())
+                    return  # waiting for the socket (then _sent goes on with the queue), or closed
             else:
                 self.transport.writelines(parts)
             self.handler.record_request(self, p, time.monotonic())
@@ -470,15 +475,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.update_reading()
 
     def _send_direct(self, parts: list[Part], spans: int) -> bool:
-        """Send a zero-copy Fetch answer (kop/kafka/sendfile.py): what the socket takes now from the files, the
-        rest read and through the transport; False when the connection had to be closed. Bytes of an earlier
-        answer still in the transport would be overtaken: then the whole answer goes through the transport."""
+        """Send a zero-copy Fetch answer (kop/kafka/sendfile.py); False while the rest waits for the socket (or
+        when the connection was closed). Bytes of an earlier answer still in the transport would be overtaken:
+        then the spans are read and the answer goes through the transport like any other."""
         transport = self.transport
         assert transport is not None
         writer = self._writer
         if writer is None:
             try:
-                writer = self._writer = DirectWriter(transport.get_extra_info("socket").fileno())
+                writer = self._writer = DirectWriter(self._loop, transport.get_extra_info("socket").fileno())
             except OSError:  # no descriptor for the socket's dup: this answer goes the copy path
                 pass
         try:
@@ -486,13 +491,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 transport.writelines(read_spans(parts))
                 return True
             self.handler.metrics.fetch_sendfile_bytes += spans
-            rest = writer.send(parts)
+            if writer.send(parts, self._sent):
+                return True
         except (OSError, StorageError) as e:
             self.abort(f"fetch answer not sent from the ledger files: {e!r}")
             return False
+        self._sending = True
+        self.update_reading()
+        return False
+
+    def _sent(self, rest: list[Buffer], error: BaseException | None) -> None:
+        """A direct send that had to wait is done (`rest`: what a slow reader leaves to the transport): go on
+        with the answers queued behind it."""
+        self._sending = False
+        if error is not None:
+            self.abort(f"fetch answer not sent from the ledger files: {error!r}")
+            return
         if rest:
-            transport.writelines(rest)
-        return True
+            assert self.transport is not None
+            self.transport.writelines(rest)
+        self._wake_room()
+        self._on_done(None)
 
     def _close_after_write(self) -> None:
         """Close once what was written has gone out (a failed authentication's answer)."""
@@ -512,7 +531,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def update_reading(self) -> None:
         if self._closed or self.transport is None:
             return
-        should_pause = (self._write_paused or len(self._queue) >= self._max_queued
+        should_pause = (self._write_paused or self._sending or len(self._queue) >= self._max_queued
                         or self._queued_bytes >= QUEUED_BYTES_LIMIT or self.handler.draining
                         or (self.sasl is not None and not self.sasl.authenticated and bool(self._queue)))
         if should_pause:
@@ -556,7 +575,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Graceful shutdown: no new requests; in-flight ones finish or are failed after `timeout`."""
         self.update_reading()
         deadline = time.monotonic() + timeout
-        while self._queue and time.monotonic() < deadline and not self._closed:
+        while (self._queue or self._sending) and time.monotonic() < deadline and not self._closed:
             await asyncio.sleep(0.01)
         if self.transport is not None and not self._closed:
             if self._queue:

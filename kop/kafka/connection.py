@@ -460,8 +460,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.abort(None)
                 return
             assert self.transport is not None
-            if p.api_key == FETCH_KEY and self.zero_copy and (spans := span_bytes(cast(list[Part], parts))):
-                if not self._send_direct(cast(list[Part], parts), spans):
+            if p.api_key == FETCH_KEY and self.zero_copy and span_bytes(cast(list[Part], parts)):
+                if not self._send_direct(cast(list[Part], parts)):
                     self.handler.record_request(self, p, time.monotonic())
                     return  # waiting for the socket (then _sent goes on with the queue), or closed
             else:
@@ -474,7 +474,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._take_deferred()
         self.update_reading()
 
-    def _send_direct(self, parts: list[Part], spans: int) -> bool:
+    def _send_direct(self, parts: list[Part]) -> bool:
         """Send a zero-copy Fetch answer (kop/kafka/sendfile.py); False while the rest waits for the socket (or
         when the connection was closed). Bytes of an earlier answer still in the transport would be overtaken:
         then the spans are read and the answer goes through the transport like any other."""
@@ -490,8 +490,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if writer is None or transport.get_write_buffer_size():
                 transport.writelines(read_spans(parts))
                 return True
-            self.handler.metrics.fetch_sendfile_bytes += spans
-            if writer.send(parts, self._sent):
+            sent = writer.send(parts, self._sent)
+            self._count_file_bytes()
+            if sent:
                 return True
         except (OSError, StorageError) as e:
             self.abort(f"fetch answer not sent from the ledger files: {e!r}")
@@ -504,6 +505,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """A direct send that had to wait is done (`rest`: what a slow reader leaves to the transport): go on
         with the answers queued behind it."""
         self._sending = False
+        self._count_file_bytes()
         if error is not None:
             self.abort(f"fetch answer not sent from the ledger files: {error!r}")
             return
@@ -512,6 +514,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.transport.writelines(rest)
         self._wake_room()
         self._on_done(None)
+
+    def _count_file_bytes(self) -> None:
+        writer = self._writer
+        if writer is not None and writer.file_bytes:
+            self.handler.metrics.fetch_sendfile_bytes += writer.file_bytes
+            writer.file_bytes = 0
 
     def _close_after_write(self) -> None:
         """Close once what was written has gone out (a failed authentication's answer)."""

@@ -75,6 +75,7 @@ class DirectWriter:
         self._off = 0
         self._waiting = False
         self._on_done: Callable[[list[Buffer], BaseException | None], None] | None = None
+        self.file_bytes = 0  # bytes sent with sendfile so far (the connection moves them to its metrics)
 
     def send(self, parts: Sequence[Part], on_done: Callable[[list[Buffer], BaseException | None], None]) -> bool:
         """Start sending `parts`; True when all went out now. Otherwise the writer waits for the socket and
@@ -146,6 +147,7 @@ class DirectWriter:
                             raise FileEnded(f"the file ended {part.length - off} bytes before the span sent from it")
                         off += n
                         sent += n
+                        self.file_bytes += n
                     if off >= part.length:
                         i, off = i + 1, 0
                     continue

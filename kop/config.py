@@ -168,6 +168,9 @@ class BrokerConfig:
     maxQueuedRequests: int = 500  # per connection; reading pauses beyond this (back-pressure)
     connectionMaxIdleMs: int = 600000  # -1 disables
     fetchMaxWaitCapMs: int = 30000
+    # Fetch answers sent from the ledger files with sendfile (issue 27) where possible: plain TCP, the
+    # embedded storage, localStoreVerifyChecksums=false. false: always read into the process and written.
+    fetchZeroCopy: bool = True
     maxIncrementalFetchSessionCacheSlots: int = 1000  # KIP-227 fetch sessions kept; 0 turns them off
     # --- request memory and connection limits (Kafka's queued.max.request.bytes, max.connections.per.ip,
     # max.connections.per.ip.overrides, max.connections; README "Hostile peers")

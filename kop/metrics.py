@@ -139,6 +139,7 @@ class BrokerMetrics:
         self.produce_publish = Histogram()
         self.fetch_read = Histogram()
         self.waiting_fetches = 0
+        self.fetch_sendfile_bytes = 0  # bytes of Fetch answers sent from ledger files by sendfile (kop/kafka/sendfile.py)
         self.connections_accepted = 0
         self.connection_errors = 0
         # Kafka authentications by mechanism (SSL for client certificates): {(mechanism, outcome): count}
@@ -387,6 +388,9 @@ class _Collector(Collector):
 
         yield GaugeMetricFamily("kop_server_waiting_fetches", "Fetch requests waiting for data (long poll)",
                                 value=m.waiting_fetches)
+        yield CounterMetricFamily("kop_server_fetch_sendfile_bytes", "Bytes of Fetch answers sent from the ledger "
+                                  "files with sendfile (zero copy; the rest of bytes_out was read and written)",
+                                  value=m.fetch_sendfile_bytes)
         yield GaugeMetricFamily("kop_server_active_connections", "Open Kafka client connections",
                                 value=m.active_connections())
         yield GaugeMetricFamily("kop_server_fetch_sessions", "Fetch sessions (KIP-227) in the cache",

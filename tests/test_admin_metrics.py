@@ -75,6 +75,7 @@ def test_exposition_has_every_documented_family():
                  "kop_server_produce_publish_seconds", "kop_server_fetch_read_seconds", "kop_server_bytes_in",
                  "kop_server_records_in", "kop_server_batches_in", "kop_server_bytes_out",
                  "kop_server_records_out", "kop_server_batches_out", "kop_server_waiting_fetches",
+                 "kop_server_fetch_sendfile_bytes",
                  "kop_server_active_connections", "kop_server_connections", "kop_server_connection_errors",
                  "kop_managed_ledger_rollovers", "kop_consumer_group_lag", "process_cpu_seconds"):
         assert name in names, name

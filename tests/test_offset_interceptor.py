@@ -28,12 +28,19 @@ def batch(n: int, ts: int = 1_000, *, log_append: bool = False, transactional: b
                        base_sequence=0 if transactional else -1, is_transactional=transactional)
 
 
+def _issue(icpt: IndexInterceptor, data: object, n: int) -> tuple[bytes, bytes, tuple[int, int, int]]:
+    """(entry header, the stored batch, context): the parts before_add_entry gives, the batch's joined."""
+    parts, ctx = icpt.before_add_entry(data, n)
+    return bytes(parts[0]), b"".join(bytes(p) for p in parts[1:]), ctx
+
+
 def test_issue_assigns_offsets_and_acknowledgement_makes_them_durable() -> None:
     icpt = IndexInterceptor()
     durable: list[tuple[Position, tuple[int, int, int]]] = []
     icpt.on_durable = lambda p, c: durable.append((p, c))
-    (header, data), ctx1 = icpt.before_add_entry(batch(3, ts=500), 3)
-    _, ctx2 = icpt.before_add_entry(batch(2, ts=600), 2)
+    header, data, ctx1 = _issue(icpt, batch(3, ts=500), 3)
+    _, second, ctx2 = _issue(icpt, batch(2, ts=600), 2)
+    assert second[:8] == (3).to_bytes(8, "big") and second[8:] == batch(2, ts=600)[8:]  # stored with its base offset
     assert (icpt.index, icpt.durable_index) == (4, -1)  # issued, not acknowledged
     assert ctx1 == (-1, 2, 502) and ctx2 == (2, 4, 601)  # (index before, index, batch max timestamp)
     ts, index, start = parse_entry(header + data)
@@ -49,21 +56,21 @@ def test_a_named_entry_keeps_its_producer_name_in_the_entry_metadata() -> None:
     """A Pulsar SEND (NamedEntry): the name goes into MessageMetadata.producer_name, the batch is stored alone and
     offsets count as for any batch; other entries keep KoP's empty name."""
     icpt = IndexInterceptor()
-    (header, data), ctx = icpt.before_add_entry(NamedEntry(batch(2), "producer-é".encode()), 2)
+    header, data, ctx = _issue(icpt, NamedEntry(batch(2), "producer-é".encode()), 2)
     assert data == batch(2) and ctx[:2] == (-1, 1)
     entry = header + data
     parsed = parse_entry_full(entry)
     assert parsed.metadata.producer_name == "producer-é" and parsed.index == 1 and parsed.metadata.entry_format == "kafka"
     assert bytes(parsed.batch) == batch(2) and parse_entry(entry)[2] == len(header)
     assert producer_name_of(entry) == "producer-é"
-    (header, data), _ = icpt.before_add_entry(batch(1), 1)
+    header, data, _ = _issue(icpt, batch(1), 1)
     assert producer_name_of(header + data) == "" and parse_entry_full(header + data).metadata.producer_name == ""
     assert producer_name_of(b"") == ""  # nothing to read: no name
 
 
 def test_log_append_time_batches_are_indexed_by_the_broker_time() -> None:
     icpt = IndexInterceptor()
-    (header, _), (_, _, ts) = icpt.before_add_entry(batch(1, ts=5, log_append=True), 1)
+    header, _, (_, _, ts) = _issue(icpt, batch(1, ts=5, log_append=True), 1)
     broker_ts, _, _ = parse_entry(header + batch(1))
     assert ts == broker_ts and ts > 1_000_000_000_000
 
@@ -116,10 +123,10 @@ def test_a_named_entry_keeps_its_sequence_id_for_a_new_owners_replay() -> None:
     """A Pulsar SEND's highest sequence id goes into MessageMetadata.sequence_id beside the name (what
     kop/pulsar/dedup.py replays); other entries have no producer and give ("", -1)."""
     icpt = IndexInterceptor()
-    (header, data), _ = icpt.before_add_entry(NamedEntry(batch(1), b"dp", encode_varint(300)), 1)
+    header, data, _ = _issue(icpt, NamedEntry(batch(1), b"dp", encode_varint(300)), 1)
     assert producer_and_sequence_of(header + data) == ("dp", 300)
     assert parse_entry_full(header + data).metadata.sequence_id == 300
-    (header, data), _ = icpt.before_add_entry(NamedEntry(batch(1), b"dp"), 1)  # no sequence id given: 0
+    header, data, _ = _issue(icpt, NamedEntry(batch(1), b"dp"), 1)  # no sequence id given: 0
     assert producer_and_sequence_of(header + data) == ("dp", 0)
-    (header, data), _ = icpt.before_add_entry(batch(1), 1)
+    header, data, _ = _issue(icpt, batch(1), 1)
     assert producer_and_sequence_of(header + data) == ("", -1)

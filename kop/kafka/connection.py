@@ -13,6 +13,11 @@ written, or while the data held by answered-but-unwritten Fetches stays under FE
 the transport is above its high-water mark (fetch_room). A client that stops reading then costs the broker
 about one response, however many fetches it pipelines; a client with one fetch in flight (Java, librdkafka)
 is always the next answer and never waits.
+On plain-TCP listeners (`zero_copy`) a Fetch answer that holds spans of ledger files (issue 27) is written by a
+DirectWriter (kop/kafka/sendfile.py: os.sendfile from the page cache) when the transport has nothing unsent -
+else its spans are read and it goes through the transport - and until it is sent (or handed to the transport:
+a slow reader) no later answer is written and no request read; an error while sending it closes the connection
+(never a frame with other bytes).
 A peer that sends something that cannot be a Kafka request (bad size, undecodable header or body, an API
 we do not serve) gets one log line and a closed connection, as Apache Kafka does; nothing else is affected.
 
@@ -29,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -37,6 +44,7 @@ from typing import TYPE_CHECKING, cast
 
 from kop.kafka.context import RequestContext
 from kop.kafka.framing import FrameError, FrameReader
+from kop.kafka.sendfile import Buffer, DirectWriter, Part, read_spans, span_bytes
 from kop.metrics import log_value as _quoted
 from kop.offset.cursor_cache import CursorCache
 from kop.protocol import (
@@ -50,6 +58,7 @@ from kop.protocol import (
 from kop.protocol.messages import FetchRequest
 from kop.security.acl.model import java_host_address
 from kop.security.principal import ANONYMOUS, KafkaPrincipal, NoMatchingRule
+from kop.storage.api import StorageError
 from kop.topics.scope import NameScope
 
 if TYPE_CHECKING:
@@ -128,6 +137,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._held = 0  # sum of .held over answered requests not yet written
         self._queued_bytes = 0  # sum of .size over the queue
         self._room_waiters: list[asyncio.Future[None]] = []
+        # Zero-copy Fetch answers (kop/kafka/sendfile.py): on plain TCP, fetches read with zero_copy=True and
+        # answers holding file spans go out through a DirectWriter; `_sending` while one waits for the socket.
+        self.zero_copy = False
+        self._writer: DirectWriter | None = None
+        self._sending = False
 
     # ------------------------------------------------------------------ asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -140,6 +154,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.handler.metrics.connections_accepted += 1
         if self.security.protocol == "SSL":
             self._certificate_principal(transport)
+        sock = transport.get_extra_info("socket")
+        self.zero_copy = (self.handler.config.fetchZeroCopy and self.security.protocol in ("PLAINTEXT", "SASL_PLAINTEXT")
+                          and transport.get_extra_info("sslcontext") is None and sock is not None
+                          and sock.type == socket.SOCK_STREAM and hasattr(os, "sendfile"))
         if self.handler.request_bytes.reached:
             self.update_reading()
 
@@ -147,6 +165,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if exc is not None and not self._closed:  # e.g. reset by the peer; our own aborts are logged there
             self._log_error(f"{type(exc).__name__}: {exc}")
         self._closed = True
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self._sending = False
         self.handler.connections.discard(self)
         self.handler.connection_closed(self)
         for p in self._queue:
@@ -353,7 +375,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     # ------------------------------------------------------------------ fetch back-pressure
     def _has_room(self, pending: _Pending | None) -> bool:
-        if self._write_paused:
+        if self._write_paused or self._sending:
             return False
         if pending is None or (self._queue and self._queue[0] is pending):
             return True
@@ -397,7 +419,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         pending.task.add_done_callback(self._on_done)
         self.update_reading()
 
-    def _on_done(self, _fut: asyncio.Future[Struct | bytes | None]) -> None:
+    def _on_done(self, _fut: asyncio.Future[Struct | bytes | None] | None) -> None:
+        if self._sending:
+            return  # a direct send holds the socket: the answers after it wait (_sent goes on with them)
         if self._queue and self._queue[0].task is not None and self._queue[0].task.done():
             self._wake_room()  # the next answer to be written changes
         while self._queue and self._queue[0].task is not None and self._queue[0].task.done():
@@ -436,7 +460,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.abort(None)
                 return
             assert self.transport is not None
-            self.transport.writelines(parts)
+            if p.api_key == FETCH_KEY and self.zero_copy and span_bytes(cast(list[Part], parts)):
+                if not self._send_direct(cast(list[Part], parts)):
+                    self.handler.record_request(self, p, time.monotonic())
+                    return  # waiting for the socket (then _sent goes on with the queue), or closed
+            else:
+                self.transport.writelines(parts)
             self.handler.record_request(self, p, time.monotonic())
             if p.close_after:
                 self._close_after_write()
@@ -444,6 +473,53 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._deferred and not self._queue:
             self._take_deferred()
         self.update_reading()
+
+    def _send_direct(self, parts: list[Part]) -> bool:
+        """Send a zero-copy Fetch answer (kop/kafka/sendfile.py); False while the rest waits for the socket (or
+        when the connection was closed). Bytes of an earlier answer still in the transport would be overtaken:
+        then the spans are read and the answer goes through the transport like any other."""
+        transport = self.transport
+        assert transport is not None
+        writer = self._writer
+        if writer is None:
+            try:
+                writer = self._writer = DirectWriter(self._loop, transport.get_extra_info("socket").fileno())
+            except OSError:  # no descriptor for the socket's dup: this answer goes the copy path
+                pass
+        try:
+            if writer is None or transport.get_write_buffer_size():
+                transport.writelines(read_spans(parts))
+                return True
+            sent = writer.send(parts, self._sent)
+            self._count_file_bytes()
+            if sent:
+                return True
+        except (OSError, StorageError) as e:
+            self.abort(f"fetch answer not sent from the ledger files: {e!r}")
+            return False
+        self._sending = True
+        self.update_reading()
+        return False
+
+    def _sent(self, rest: list[Buffer], error: BaseException | None) -> None:
+        """A direct send that had to wait is done (`rest`: what a slow reader leaves to the transport): go on
+        with the answers queued behind it."""
+        self._sending = False
+        self._count_file_bytes()
+        if error is not None:
+            self.abort(f"fetch answer not sent from the ledger files: {error!r}")
+            return
+        if rest:
+            assert self.transport is not None
+            self.transport.writelines(rest)
+        self._wake_room()
+        self._on_done(None)
+
+    def _count_file_bytes(self) -> None:
+        writer = self._writer
+        if writer is not None and writer.file_bytes:
+            self.handler.metrics.fetch_sendfile_bytes += writer.file_bytes
+            writer.file_bytes = 0
 
     def _close_after_write(self) -> None:
         """Close once what was written has gone out (a failed authentication's answer)."""
@@ -463,7 +539,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def update_reading(self) -> None:
         if self._closed or self.transport is None:
             return
-        should_pause = (self._write_paused or len(self._queue) >= self._max_queued
+        should_pause = (self._write_paused or self._sending or len(self._queue) >= self._max_queued
                         or self._queued_bytes >= QUEUED_BYTES_LIMIT or self.handler.draining
                         or (self.sasl is not None and not self.sasl.authenticated and bool(self._queue)))
         if should_pause:
@@ -507,7 +583,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Graceful shutdown: no new requests; in-flight ones finish or are failed after `timeout`."""
         self.update_reading()
         deadline = time.monotonic() + timeout
-        while self._queue and time.monotonic() < deadline and not self._closed:
+        while (self._queue or self._sending) and time.monotonic() < deadline and not self._closed:
             await asyncio.sleep(0.01)
         if self.transport is not None and not self._closed:
             if self._queue:

@@ -38,7 +38,7 @@ import random
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from kop.managed_ledger.config import ManagedLedgerConfig
 from kop.managed_ledger.protobuf import LedgerInfo, ManagedLedgerInfo
@@ -46,6 +46,7 @@ from kop.managed_ledger.rewrite import LedgerRewriter
 from kop.storage.api import (
     BadVersionError,
     Buffer,
+    FileEntry,
     LedgerDamagedError,
     NodeExistsError,
     NoSuchLedgerError,
@@ -75,6 +76,14 @@ class Entry(NamedTuple):
     ledger_id: int
     entry_id: int
     data: bytes | memoryview
+
+
+class SpanEntry(NamedTuple):
+    """An entry of ManagedLedger.read_entry_spans: its data is read (bytes) or partly left in its file (FileEntry)."""
+
+    ledger_id: int
+    entry_id: int
+    data: bytes | memoryview | FileEntry
 
 
 class ManagedLedgerError(StorageError):
@@ -688,11 +697,22 @@ class ManagedLedger:
         first entry is always returned. `start` may
         be the position just after the last entry of a ledger (then reading goes on in the next one) or
         after the last entry of the log (then nothing is returned)."""
+        return cast(list[Entry], await self._read_entries(start, max_entries, max_bytes, overhead, 0))
+
+    async def read_entry_spans(self, start: Position, max_entries: int, max_bytes: int, overhead: int,
+                               head_bytes: int) -> list[SpanEntry]:
+        """read_entries for a zero-copy send: where the store can (the local store, checksums not verified on
+        read, entries large enough) an entry's data is a FileEntry - its first head_bytes read, the rest a span
+        of the ledger's file; elsewhere the bytes, as read_entries gives them."""
+        return await self._read_entries(start, max_entries, max_bytes, overhead, head_bytes)
+
+    async def _read_entries(self, start: Position, max_entries: int, max_bytes: int, overhead: int,
+                            head_bytes: int) -> list[SpanEntry]:
         i = self._index_of.get(start.ledger_id)
         if i is None or start.entry_id < 0 or start.entry_id > self._entries_of(i):
             raise InvalidPositionError(f"{self.name}: no entry at {tuple(start)}")
         entry = start.entry_id
-        out: list[Entry] = []
+        out: list[SpanEntry] = []
         new_entry = tuple.__new__  # Entry(...) without the namedtuple's Python-level __new__ (a fetch makes hundreds)
         left = max_entries
         limited = max_bytes >= 0
@@ -710,7 +730,10 @@ class ManagedLedger:
             handle = await self._handle(ledger_id)
             try:
                 if limited:
-                    datas = await handle.read_up_to(entry, last, max(budget, 0), overhead)
+                    spans = await handle.read_spans(entry, last, max(budget, 0), overhead, head_bytes) \
+                        if head_bytes > 0 else None
+                    datas = spans if spans is not None else \
+                        await handle.read_up_to(entry, last, max(budget, 0), overhead)
                 else:
                     datas = await handle.read(entry, last)
             except LedgerDamagedError:
@@ -723,7 +746,7 @@ class ManagedLedger:
                     if out and size > budget:
                         return out
                     budget -= size
-                out.append(new_entry(Entry, (ledger_id, entry, data)))
+                out.append(new_entry(SpanEntry, (ledger_id, entry, data)))
                 entry += 1
             left -= len(datas)
             if limited and entry <= last:

@@ -19,6 +19,7 @@ from typing import TypedDict
 from kop.managed_ledger import ManagedLedger, ManagedLedgerConfig, Position
 from kop.offset.compaction import DEFAULT_DELETE_RETENTION_MS, CleaningState, CompactionResult
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
+from kop.storage.api import FileSpan
 
 Buffer = bytes | bytearray | memoryview
 
@@ -33,6 +34,9 @@ class FetchedBatch:
     batch: memoryview
     position: Position
     entry: Buffer | None = None  # the whole stored entry, headers included (entry_format.producer_name_of)
+    # A zero-copy read (PartitionLog.read(zero_copy=True)): `batch` holds only the batch's first bytes (its
+    # header at least) and the rest stays in the ledger's file, sent from there; None: `batch` is all of it.
+    rest: FileSpan | None = None
 
 
 @dataclass(slots=True)
@@ -155,13 +159,17 @@ class PartitionLog(abc.ABC):
 
     @abc.abstractmethod
     async def read(
-        self, offset: int, max_bytes: int, hint: Position | None = None, min_one: bool = True
+        self, offset: int, max_bytes: int, hint: Position | None = None, min_one: bool = True,
+        zero_copy: bool = False,
     ) -> ReadResult:
         """Batches from the one *containing* `offset` onwards, until their total size would exceed
         max_bytes (the first batch is returned even when larger, if min_one). `hint`, when given, is the
         position of the entry containing `offset` (from a cursor cache) and saves the search.
         Raises OffsetOutOfRange when offset < log_start_offset or offset > high_watermark.
-        offset == high_watermark returns no batches."""
+        offset == high_watermark returns no batches. zero_copy: where the storage allows it (the local store,
+        checksums not verified on read, large entries), batches come back with only their headers read and
+        the rest as a span of the ledger's file (FetchedBatch.rest), for a send straight from the page cache
+        (a plain-TCP Kafka connection: kop/kafka/connection.py)."""
 
     @abc.abstractmethod
     async def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:

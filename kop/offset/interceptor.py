@@ -29,6 +29,7 @@ TXN_BITS = TRANSACTIONAL_BIT | CONTROL_BIT
 # What one add carries from issue to acknowledgement: (index before it, its index, its timestamp for the
 # time index - the batch max timestamp, or the broker's for LogAppendTime batches).
 AddContext = tuple[int, int, int]
+_BASE = struct.Struct(">q")
 
 
 class IndexInterceptor(ManagedLedgerInterceptor):
@@ -60,7 +61,7 @@ class IndexInterceptor(ManagedLedgerInterceptor):
     # `data` is what ManagedPartitionLog appends, one record batch (a Buffer); the managed ledger's contract
     # says Buffer | Sequence[Buffer] (a Sequence fails the header unpack below: TypeError, no index
     # timestamp, no transaction), and narrowing it for the checker would cost an isinstance per append.
-    def before_add_entry(self, data: Any, num_messages: int) -> tuple[tuple[bytes, Buffer | Sequence[Buffer]], AddContext]:
+    def before_add_entry(self, data: Any, num_messages: int) -> tuple[tuple[Buffer | Sequence[Buffer], ...], AddContext]:
         prev = self.index
         index = prev + num_messages
         self.index = index
@@ -76,6 +77,10 @@ class IndexInterceptor(ManagedLedgerInterceptor):
             if attributes & TXN_BITS and self.on_txn_issue is not None:
                 self.on_txn_issue(prev + 1, index, data)
                 self._txn_inflight.append((prev + 1, index, data))
+            # The batch is stored with its log base offset in place of the producer's (0): a zero-copy fetch
+            # (issue 27) then sends it from the ledger file as it is. Outside the CRC; readers take offsets
+            # from the index, never from here, so entries written before this (offset 0) read the same.
+            return (header, _BASE.pack(prev + 1), memoryview(data)[8:]), (prev, index, ts)
         except (struct.error, TypeError):
             ts = now
         return (header, data), (prev, index, ts)

@@ -46,6 +46,7 @@ from kop.offset.damage import DamageLog
 from kop.offset.entry_format import (
     BATCH_TAIL,
     LAST_OFFSET_DELTA,
+    EntryFormatError,
     EntryMeta,
     NamedEntry,
     entry_meta,
@@ -57,7 +58,7 @@ from kop.offset.offset_index import OffsetIndex, Trimmed
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
 from kop.offset.retention import LOG_START_PROPERTY, Retention
 from kop.offset.transactions import PRODUCER_STATE_PROPERTY, ProducerStateStore, read_tail
-from kop.storage.api import Buffer, LedgerDamagedError, NoSuchLedgerError, StorageError
+from kop.storage.api import Buffer, FileEntry, LedgerDamagedError, NoSuchLedgerError, StorageError
 from kop.storage.protobuf import encode_varint
 
 if TYPE_CHECKING:
@@ -85,6 +86,17 @@ _READ_MAX_ENTRIES = 1 << 20
 # a few bytes more); the exact cut by batch size is made here. A Pulsar producer's entry also holds its name
 # (entry_format.NamedEntry), counted as batch bytes here: a read may end one such entry early (read next time).
 ENTRY_OVERHEAD_MAX = 6 + 22 + 4 + 44
+# A zero-copy read (read(zero_copy=True)) reads this much of each entry: its headers (ENTRY_OVERHEAD_MAX, a
+# Pulsar producer's name) and the batch's 61-byte header, in which the base offset is replaced. The rest of the
+# batch goes from the ledger's file to the socket (FetchedBatch.rest). An entry whose headers are longer is
+# read whole (read() retries the range without zero copy).
+SPAN_HEAD = 512
+BATCH_HEADER_SIZE = 61
+
+
+def _head(data: Buffer | FileEntry) -> Buffer:
+    """What was read of an entry: all of it, or a zero-copy read's head."""
+    return data.head if isinstance(data, FileEntry) else data
 
 
 class ManagedPartitionLog(LogBounds, PartitionLog):
@@ -292,13 +304,17 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             )
 
     async def read(self, offset: int, max_bytes: int, hint: Position | None = None,
-                   min_one: bool = True) -> ReadResult:
+                   min_one: bool = True, zero_copy: bool = False) -> ReadResult:
         for _ in range(3):
             self._check_range(offset)
             if offset == self.interceptor.durable_index + 1:
                 return ReadResult([], offset, hint if hint is not None else self.index.end_position())
             try:
-                return await self._read(offset, max_bytes, hint, min_one)
+                return await self._read(offset, max_bytes, hint, min_one, zero_copy)
+            except EntryFormatError:
+                if not zero_copy:
+                    raise
+                zero_copy = False  # an entry whose headers outgrow SPAN_HEAD: read this range whole
             except LedgerDamagedError as e:
                 await self.damage.report(e)
                 raise
@@ -312,29 +328,32 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
         self._check_range(offset)
         raise OffsetOutOfRange(f"{self.name}: offset {offset} could not be read")
 
-    async def _read(self, offset: int, max_bytes: int, hint: Position | None, min_one: bool) -> ReadResult:
+    async def _read(self, offset: int, max_bytes: int, hint: Position | None, min_one: bool,
+                    zero_copy: bool) -> ReadResult:
         ml = self.ml
         budget = max(max_bytes, 0)
         entries = None
         gap = False  # the first entry starts after `offset`: compaction removed the batches holding it
+        head_bytes = SPAN_HEAD if zero_copy else 0
         if hint is not None:
             with contextlib.suppress(InvalidPositionError):
-                entries = await ml.read_entries(hint, _READ_MAX_ENTRIES,
-                                                budget, ENTRY_OVERHEAD_MAX)
+                entries = await ml.read_entry_spans(hint, _READ_MAX_ENTRIES, budget, ENTRY_OVERHEAD_MAX, head_bytes)
             if entries:
-                _, index, start = parse_entry(entries[0].data)
-                base = index - LAST_OFFSET_DELTA.unpack_from(entries[0].data, start + 23)[0]
+                first = _head(entries[0].data)
+                _, index, start = parse_entry(first)
+                base = index - LAST_OFFSET_DELTA.unpack_from(first, start + 23)[0]
                 if offset < base and await self.index.gap_before(entries[0].ledger_id, entries[0].entry_id, offset):
                     gap = True
                 elif not base <= offset <= index:
                     entries = None  # a stale hint
         if not entries:
             position = await self.index.find_position(offset)
-            entries = await ml.read_entries(position, _READ_MAX_ENTRIES, budget, ENTRY_OVERHEAD_MAX)
+            entries = await ml.read_entry_spans(position, _READ_MAX_ENTRIES, budget, ENTRY_OVERHEAD_MAX, head_bytes)
             if not entries:  # offset is in a gap at the end of a compacted log
                 return ReadResult([], offset, position)
-            _, index, start = parse_entry(entries[0].data)
-            if index - LAST_OFFSET_DELTA.unpack_from(entries[0].data, start + 23)[0] > offset:
+            first = _head(entries[0].data)
+            _, index, start = parse_entry(first)
+            if index - LAST_OFFSET_DELTA.unpack_from(first, start + 23)[0] > offset:
                 # The entry after a gap (compaction) - unless the offset was trimmed meanwhile.
                 await self.index.refresh_bounds()
                 if offset < self.log_start_offset:
@@ -348,10 +367,20 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
         last_delta = LAST_OFFSET_DELTA.unpack_from
         new_position = tuple.__new__  # Position(lid, eid) without the namedtuple's Python-level __new__
         for lid, eid, data in entries:
-            index, start = index_and_start(data)
-            view = data[start:] if type(data) is memoryview else memoryview(data)[start:]
+            if isinstance(data, FileEntry):  # a zero-copy read: the head holds the headers and the batch header
+                rest = data.rest
+                data = data.head
+                index, start = index_and_start(data)
+                view = memoryview(data)[start:]
+                if len(view) < BATCH_HEADER_SIZE and rest is not None:
+                    raise EntryFormatError("the batch header is not in the entry's head")
+                size = len(view) + rest.length if rest is not None else len(view)
+            else:
+                rest = None
+                index, start = index_and_start(data)
+                view = data[start:] if type(data) is memoryview else memoryview(data)[start:]
+                size = len(view)
             base = index - last_delta(view, 23)[0]
-            size = len(view)
             if batches:
                 if total + size > max_bytes:
                     break
@@ -360,7 +389,7 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
             elif not min_one and size > max_bytes:
                 return ReadResult([], offset, Position(lid, eid))
             total += size
-            append(FetchedBatch(base, index, view, new_position(Position, (lid, eid)), data))
+            append(FetchedBatch(base, index, view, new_position(Position, (lid, eid)), data, rest))
         if not batches:
             return ReadResult([], offset, hint)
         last = batches[-1]

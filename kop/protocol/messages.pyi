@@ -4,13 +4,14 @@
 ``python -m kop.protocol.stubgen`` (tests/test_protocol_stubs.py checks it is current).
 """
 
+from collections.abc import Sized
 from typing import ClassVar, TypeAlias
 
 from kop.protocol.model import Struct
 
 #: What a records field holds: a decoded request's zero-copy slice, or what an encoder sends (bytes, or
-#: buffers sent as they are).
-Records: TypeAlias = bytes | bytearray | memoryview | list[bytes | memoryview]
+#: buffers sent as they are, or spans of files the connection sends from the page cache: anything sized).
+Records: TypeAlias = bytes | bytearray | memoryview | list[bytes | memoryview] | list[bytes | memoryview | Sized]
 
 class AddOffsetsToTxnRequest(Struct):
     transactional_id: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,63 @@ class LedgerDamagedError(StorageError):
         self.reason = reason
         super().__init__(f"ledger {ledger_id}: entries {first_entry}..{last_entry} damaged "
                          f"(bytes {byte_start}..{byte_end}): {reason}")
+
+
+class FileRef:
+    """An open file descriptor that its holders share and that is closed when the last of them drops it.
+    A zero-copy read hands out a dup() of the ledger file's descriptor rather than the store's own: the store
+    closes its descriptor when the ledger is deleted (retention) or its read handle evicted, possibly while an
+    answer that refers to the file still waits to be written, and a reused descriptor number would then send
+    another file's bytes."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+class FileSpan:
+    """`length` bytes of a file at `offset`, to be sent to a socket from the page cache (os.sendfile) without
+    being read into the process. len() is its length, so a list of buffers and spans sums as the bytes it
+    sends."""
+
+    __slots__ = ("file", "offset", "length")
+
+    def __init__(self, file: FileRef, offset: int, length: int) -> None:
+        self.file = file
+        self.offset = offset
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def read(self) -> bytes:
+        """The span's bytes read into memory (the copy path, when a span cannot be sent from its file);
+        StorageError when the file is shorter than the span (truncated meanwhile)."""
+        data = os.pread(self.file.fd, self.length, self.offset)
+        if len(data) != self.length:
+            raise StorageError(f"short read at {self.offset}: {len(data)} of {self.length} bytes (file truncated?)")
+        return data
+
+
+class FileEntry:
+    """One entry of a zero-copy read: its first bytes (`head`, read into memory: the headers a reader parses
+    and the start of the payload) and the span of the file that holds the rest (None when `head` is all)."""
+
+    __slots__ = ("head", "rest")
+
+    def __init__(self, head: bytes, rest: FileSpan | None) -> None:
+        self.head = head
+        self.rest = rest
+
+    def __len__(self) -> int:
+        return len(self.head) + (self.rest.length if self.rest is not None else 0)
 
 
 class BadVersionError(StorageError):
@@ -99,6 +157,13 @@ class ReadHandle(abc.ABC):
                 break
             out.append(data)
         return out
+
+    async def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int
+                         ) -> list[FileEntry] | None:
+        """read_up_to for a zero-copy send: each entry's first `head_bytes` read, the rest left in the file as
+        a FileSpan. None when this backend or this read cannot (no local file, or checksums are verified on
+        read, which needs every byte in memory): the caller then reads with read_up_to."""
+        return None
 
     async def read_prefix(self, entry_id: int, max_bytes: int) -> bytes | memoryview:
         """At least the first max_bytes of one entry (the whole entry when it is shorter). Binary searches

@@ -13,6 +13,13 @@
   v18.
 - Batches are sent as stored, with the base offset (from broker entry metadata) sent as its own 8-byte part
   in front of the rest of the stored batch: no copy of the payload (writelines of memoryviews).
+- Zero copy (issue 27): on a plain-TCP connection (KafkaConnection.zero_copy: not TLS, fetchZeroCopy on) the
+  log is read with zero_copy=True; where the storage allows it (the embedded ledger files with
+  localStoreVerifyChecksums=false, entries of 32 KiB or more on average) only each entry's headers and the
+  batch's 61-byte header are read, and the batch is a FileSpan of the ledger's file in the records, which the
+  connection sends with os.sendfile (the page cache straight to the socket): one sendfile per batch. Batches
+  stored before issue 27 carry the producer's base offset (0) instead of the log's: theirs is replaced as
+  before, the 8 bytes and the rest of what was read from memory, the rest of the batch from the file.
 - A fetch at an offset inside a batch returns the whole containing batch (clients skip the leading records).
 - high watermark = last durable offset + 1; log start offset is always set (KoP left it unset).
 - isolation_level READ_COMMITTED (1) reads only below the last stable offset (the first offset of the
@@ -48,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from collections.abc import Sized
 from typing import TYPE_CHECKING
 
 from kop.kafka import authorize
@@ -58,12 +66,12 @@ from kop.offset.api import OffsetOutOfRange
 from kop.protocol import ZERO_UUID
 from kop.protocol.errors import ErrorCode
 from kop.protocol.messages import FetchRequest, FetchResponse
-from kop.storage.api import StorageError
+from kop.storage.api import FileSpan, StorageError
 
 if TYPE_CHECKING:
     from kop.kafka.connection import KafkaConnection
     from kop.metrics import BrokerMetrics, PartitionCounters
-    from kop.offset.api import PartitionLog
+    from kop.offset.api import FetchedBatch, PartitionLog
     from kop.offset.cursor_cache import CursorCache
     from kop.protocol.messages import Records
     from kop.topics.manager import Topic
@@ -267,6 +275,7 @@ async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tu
     responses = []
     sent: list[_Sent] = []
     cache = conn.cursor_cache
+    zero_copy = conn.zero_copy
     for key, parts in plan:
         presps = []
         for p in parts:
@@ -278,7 +287,7 @@ async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tu
             hw = p.seen_hw = plog.high_watermark
             if aborted is not None and p.fetch_offset < hw:
                 presp, size = await _read_committed(R, p, plog, hw, max(response_max - total, 0), total == 0,
-                                                    cache, sent)
+                                                    cache, sent, zero_copy)
                 presps.append(presp)
                 total += size
                 continue
@@ -296,10 +305,10 @@ async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tu
                 ))
                 continue
             budget = min(p.max_bytes, max(response_max - total, 0))
-            records: list[bytes | memoryview] = []
+            records: list[bytes | memoryview | Sized] = []
             try:
                 hint = cache.get(p.ledger, p.fetch_offset)
-                res = await plog.read(p.fetch_offset, budget, hint=hint, min_one=(total == 0))
+                res = await plog.read(p.fetch_offset, budget, hint=hint, min_one=(total == 0), zero_copy=zero_copy)
             except OffsetOutOfRange:
                 presps.append(R.PartitionData(
                     partition_index=p.index, error_code=ErrorCode.OFFSET_OUT_OF_RANGE, high_watermark=-1,
@@ -310,13 +319,7 @@ async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tu
             except StorageError:  # damaged entries (logged by the partition log): this partition only
                 presps.append(_error(R, p.index, ErrorCode.KAFKA_STORAGE_ERROR))
                 continue
-            size = 0
-            count = 0
-            for fb in res.batches:
-                records.append(_OFFSET.pack(fb.base_offset))
-                records.append(fb.batch[8:])
-                size += len(fb.batch)
-                count += _RECORDS_COUNT.unpack_from(fb.batch, 57)[0]
+            size, count = _add_batches(res.batches, records)
             if res.batches:
                 sent.append((p.counters, size, count, len(res.batches)))
             if res.batches and res.next_position is not None:
@@ -334,7 +337,8 @@ async def _read_all(conn: KafkaConnection, R: type[FetchResponse], plan: list[tu
 
 
 async def _read_committed(R: type[FetchResponse], p: _Part, plog: PartitionLog, hw: int, response_left: int,
-                          first: bool, cache: CursorCache, sent: list[_Sent]) -> tuple[_PartitionData, int]:
+                          first: bool, cache: CursorCache, sent: list[_Sent], zero_copy: bool
+                          ) -> tuple[_PartitionData, int]:
     """One partition of a READ_COMMITTED fetch below the high watermark: the batches below the last
     stable offset and the aborted transactions among them; (partition data, bytes returned)."""
     lso = plog.last_stable_offset
@@ -351,7 +355,8 @@ async def _read_committed(R: type[FetchResponse], p: _Part, plog: PartitionLog, 
         return answer(b"", []), 0  # nothing stable to read yet
     budget = min(p.max_bytes, response_left)
     try:
-        res = await plog.read(p.fetch_offset, budget, hint=cache.get(p.ledger, p.fetch_offset), min_one=first)
+        res = await plog.read(p.fetch_offset, budget, hint=cache.get(p.ledger, p.fetch_offset), min_one=first,
+                              zero_copy=zero_copy)
     except OffsetOutOfRange:
         return _out_of_range(R, p.index), 0
     except StorageError:
@@ -366,17 +371,39 @@ async def _read_committed(R: type[FetchResponse], p: _Part, plog: PartitionLog, 
         cache.put(p.ledger, res.next_offset, res.next_position)
     if not batches:
         return answer(b"", []), 0
-    records: list[bytes | memoryview] = []
-    size = count = 0
-    for fb in batches:
-        records.append(_OFFSET.pack(fb.base_offset))
-        records.append(fb.batch[8:])
-        size += len(fb.batch)
-        count += _RECORDS_COUNT.unpack_from(fb.batch, 57)[0]
+    records: list[bytes | memoryview | Sized] = []
+    size, count = _add_batches(batches, records)
     sent.append((p.counters, size, count, len(batches)))
     aborted = [R.PartitionData.AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
                for t in plog.aborted_transactions(p.fetch_offset, batches[-1].last_offset + 1)]
     return answer(records, aborted), size
+
+
+def _add_batches(batches: list[FetchedBatch], records: list[bytes | memoryview | Sized]) -> tuple[int, int]:
+    """The batches as the parts of a partition's records: each batch's base offset (8 bytes, in place of the
+    stored one) and the rest of what was read of it; after a zero-copy read, one span of the ledger's file
+    for the whole batch when it was stored with its log base offset (kop/offset/interceptor.py, since issue
+    27), else the 8 bytes, the rest of the head and a span of the rest (sent from the file by the
+    connection). (bytes, records) sent."""
+    size = count = 0
+    append = records.append
+    for fb in batches:
+        batch = fb.batch
+        rest = fb.rest
+        if rest is None:
+            append(_OFFSET.pack(fb.base_offset))
+            append(batch[8:])
+            size += len(batch)
+        elif _OFFSET.unpack_from(batch)[0] == fb.base_offset:  # stored with its offset: all from the file
+            append(FileSpan(rest.file, rest.offset - len(batch), rest.length + len(batch)))
+            size += len(batch) + rest.length
+        else:  # stored before issue 27 (the producer's base offset): the batch header from memory
+            append(_OFFSET.pack(fb.base_offset))
+            append(batch[8:])
+            append(rest)
+            size += len(batch) + rest.length
+        count += _RECORDS_COUNT.unpack_from(batch, 57)[0]
+    return size, count
 
 
 def _out_of_range(R: type[FetchResponse], index: int) -> _PartitionData:

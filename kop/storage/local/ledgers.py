@@ -30,7 +30,10 @@ machine crash. In ``interval``/``none`` the write itself runs inline (a page-cac
 cheaper than a thread hop).
 
 Reads are inline ``os.pread`` calls: served from the page cache they cost microseconds, less than handing
-them to a thread; a range of entries is read with one pread and returned as memoryview slices.
+them to a thread; a range of entries is read with one pread and returned as memoryview slices. A zero-copy
+read (``read_spans``, issue 27: Kafka fetches on plain TCP, only when checksums are not verified on read and
+entries average SPAN_MIN_ENTRY bytes or more) reads each entry's first bytes (its headers) and returns the
+rest as a FileSpan of a dup() of the file's descriptor, which the Kafka connection sends with sendfile.
 
 Damage (issue #12): every read checks each frame's CRC (``verify_reads``, on by default; the cost on the
 fetch path is in docs/benchmarks.md). A sealed ledger whose file is shorter than its index says (entries
@@ -68,6 +71,9 @@ from fastcrc import crc32 as _crc32
 from kop.aio import SingleFlight
 from kop.storage.api import (
     Buffer,
+    FileEntry,
+    FileRef,
+    FileSpan,
     LedgerClosedError,
     LedgerDamagedError,
     LedgerFencedError,
@@ -94,6 +100,11 @@ MAX_ENTRY_SIZE = 0xFFFFFFFF
 _IDX_MAGIC = b"KOPLIDX1"
 _IDX_HEAD = struct.Struct("<8sQQQ")
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+#: Zero-copy reads (read_spans) only for entries of at least this size on average: each entry costs a pread of
+#: its head and a sendfile, ~5 us, where read_range costs one pread for the whole range and the copies, ~0.2 ms
+#: per MB; spans cost more CPU per MB below ~32 KiB entries and less above (`python bench/zero_copy.py --micro`,
+#: docs/benchmarks.md "Zero-copy fetch").
+SPAN_MIN_ENTRY = 32 << 10
 _ID_BLOCK = 1000  # ledger ids reserved per persisted counter write
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 
@@ -381,33 +392,76 @@ class _LedgerFile:
         except OSError:
             return -1
 
+    def _fit(self, first: int, last: int, max_bytes: int, overhead: int) -> int:
+        """`last` cut down so that entries first..last hold at most max_bytes (not counting `overhead` bytes
+        of each; -1: no limit), never below `first`. Payload bytes of entries first..k = end(k) - begin -
+        HEADER_SIZE * (k - first + 1); it grows with k, so the last entry that fits is found by bisection
+        without reading anything."""
+        if max_bytes < 0:
+            return last
+        starts = self.starts
+        n = len(starts)
+        begin = starts[first]
+        end = self.end
+        per_entry = HEADER_SIZE + overhead
+
+        def over(k: int) -> bool:
+            stop_k = starts[k + 1] if k + 1 < n else end
+            return stop_k - begin - per_entry * (k - first + 1) > max_bytes
+
+        if over(last):
+            lo, hi = first + 1, last + 1  # the first k in (first, last] that is over the limit
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if over(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            last = lo - 1
+        return last
+
+    def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int
+                   ) -> list[FileEntry] | None:
+        """read_range for a zero-copy send: per entry one pread of its first `head_bytes` (what the caller
+        parses), the rest a FileSpan of a dup() of this file's descriptor (FileRef), shared by the entries of
+        this read. The file's size is checked first, so a file cut short under its index answers
+        StorageError here, as read_range's short pread does, rather than a short send later. No checksum is
+        verified: the store's caller asks for spans only when verify_reads is off. None when the entries
+        average less than SPAN_MIN_ENTRY bytes (the caller reads them with read_range)."""
+        self.check()
+        last = self._fit(first, self._bounds(first, last), max_bytes, overhead)
+        starts = self.starts
+        n = len(starts)
+        stop = starts[last + 1] if last + 1 < n else self.end
+        if stop - starts[first] < SPAN_MIN_ENTRY * (last - first + 1):
+            return None  # small entries: one pread of the range costs less than a pread and a sendfile each
+        fd = self.fd
+        if os.fstat(fd).st_size < stop:
+            raise StorageError(f"ledger {self.ledger_id}: the file ends before byte {stop} (file truncated?)")
+        try:
+            ref = FileRef(os.dup(fd))
+        except OSError:  # out of descriptors (each answer in flight holds one per ledger it reads): copy instead
+            return None
+        out: list[FileEntry] = []
+        pread = os.pread
+        for eid in range(first, last + 1):
+            pos = starts[eid] + HEADER_SIZE
+            size = (starts[eid + 1] if eid + 1 < n else self.end) - pos
+            want = head_bytes if head_bytes < size else size
+            head = pread(fd, want, pos)
+            if len(head) != want:
+                raise StorageError(f"ledger {self.ledger_id}: short read at {pos} (file truncated?)")
+            out.append(FileEntry(head, FileSpan(ref, pos + want, size - want) if want < size else None))
+        return out
+
     def read_range(self, first: int, last: int, max_bytes: int, verify: bool, overhead: int = 0) -> list[memoryview]:
         """Entries first..last (fewer when max_bytes would be exceeded, not counting `overhead` bytes of
         each entry; always one) with one pread."""
         self.check()
-        last = self._bounds(first, last)
+        last = self._fit(first, self._bounds(first, last), max_bytes, overhead)
         starts = self.starts
         n = len(starts)
         begin = starts[first]
-        if max_bytes >= 0:
-            # Payload bytes of entries first..k = end(k) - begin - HEADER_SIZE * (k - first + 1); it grows
-            # with k, so the last entry that fits is found by bisection without reading anything.
-            end = self.end
-            per_entry = HEADER_SIZE + overhead
-
-            def over(k: int) -> bool:
-                stop_k = starts[k + 1] if k + 1 < n else end
-                return stop_k - begin - per_entry * (k - first + 1) > max_bytes
-
-            if over(last):
-                lo, hi = first + 1, last + 1  # the first k in (first, last] that is over the limit
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if over(mid):
-                        hi = mid
-                    else:
-                        lo = mid + 1
-                last = lo - 1
         stop = starts[last + 1] if last + 1 < n else self.end
         buf = os.pread(self.fd, stop - begin, begin)
         if len(buf) != stop - begin:
@@ -524,6 +578,12 @@ class LocalReadHandle(ReadHandle):
 
     async def read_up_to(self, first: int, last: int, max_bytes: int, overhead: int = 0) -> list[bytes | memoryview]:
         return self._lf.read_range(first, last, max(0, max_bytes), self._store.verify_reads, overhead)  # type: ignore[return-value]
+
+    async def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int
+                         ) -> list[FileEntry] | None:
+        if self._store.verify_reads:
+            return None  # a checksum covers the whole entry: it has to be read
+        return self._lf.read_spans(first, last, max(0, max_bytes), overhead, head_bytes)
 
     async def read_prefix(self, entry_id: int, max_bytes: int) -> bytes | memoryview:
         return self._lf.read_prefix(entry_id, max_bytes)

@@ -91,6 +91,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--connections", type=int, help="concurrent connections (default 1000; quick 200)")
     ap.add_argument("--partition-topics", type=int, help="topics of 100 partitions (default 100; quick 10)")
     ap.add_argument("--kop-fsync", default="none", help="our localStoreFsyncPolicy (default none = Kafka's default)")
+    ap.add_argument("--kop-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker config of ours for every phase, over the bench's (repeatable); e.g. "
+                         "localStoreVerifyChecksums=false, Kafka's own setting (its broker checks no CRC when it "
+                         "serves a fetch), under which our fetches go out by sendfile")
     ap.add_argument("--docs", action="store_true", help="rewrite docs/benchmarks.md and the charts even with --quick")
     ap.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md or the charts")
     ap.add_argument("--keep", action="store_true", help="keep the brokers' data directories")
@@ -338,6 +342,17 @@ def republish(path: Path) -> int:
     return 0
 
 
+def apply_kop_set(pairs: list[str], into: dict) -> None:
+    """--kop-set's KEY=VALUE pairs into `into`, the one dict every phase's brokers of ours start from
+    (bench/brokers.py KOP_COMMON: the capacity nodes, the Pulsar phase and the tools' brokers read it too).
+    A malformed pair stops the run before any broker starts."""
+    for kv in pairs:
+        key, sep, value = kv.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--kop-set {kv!r}: expected KEY=VALUE")
+        into[key.strip()] = value
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["--pulsar"]:  # the Pulsar-side comparison has its own brokers, phases and options
@@ -350,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if a.report:
         return republish(Path(a.report))
+    apply_kop_set(a.kop_set, B.KOP_COMMON)
     pats = parse_patterns(a.scenarios)
     producers = [s for s in producer_matrix() if matches(s.name, pats)]
     e2es = [s for s in e2e_scenarios() if matches(s.name, pats)]

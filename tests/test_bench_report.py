@@ -282,3 +282,20 @@ def test_docs_section_has_where_the_time_goes_with_profiles():
     where = text[text.index("### Where the time goes"):]
     assert "main thread on CPU 12% of wall time" in where and "`crc32c (kop/x.py)` 62%" in where
     assert "p-1k-16p-1-none" not in where  # meets every goal: nothing to explain
+
+
+
+def test_kop_set_pairs_go_into_the_config_and_a_bare_key_is_refused():
+    """`--kop-set KEY=VALUE` (e.g. localStoreVerifyChecksums=false for the sendfile fetch path) lands in the
+    config dict ours start from, later pairs over earlier ones; a pair without '=' stops the run."""
+    from bench.run import apply_kop_set, parse_args
+
+    cfg = {"defaultNumPartitions": 1}
+    a = parse_args(["--kop-set", "localStoreVerifyChecksums=false", "--kop-set", "fetchZeroCopy=true",
+                    "--kop-set", "fetchZeroCopy=false"])
+    apply_kop_set(a.kop_set, cfg)
+    assert cfg == {"defaultNumPartitions": 1, "localStoreVerifyChecksums": "false", "fetchZeroCopy": "false"}
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        apply_kop_set(["localStoreVerifyChecksums"], cfg)
+    with pytest.raises(SystemExit, match="expected KEY=VALUE"):
+        apply_kop_set(["=x"], cfg)

@@ -43,7 +43,7 @@ from kop.security.principal import ANONYMOUS, KafkaPrincipal
 if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
     from kop.pulsar.nonpersistent import NPConsumer, NPProducer
-    from kop.pulsar.produce import Producer
+    from kop.pulsar.produce import Producer, WaitingProducer
     from kop.pulsar.subscription import Consumer
 
 log = logging.getLogger(__name__)
@@ -107,6 +107,7 @@ class PulsarConnection(asyncio.BufferedProtocol):
         # MESSAGE payloads start with broker entry metadata (kop/pulsar/session.py: config and the client's flag)
         self.broker_entry_metadata = False
         self.producers: dict[int, Producer] = {}
+        self.waiting_producers: dict[int, WaitingProducer] = {}  # WaitForExclusive ones queued (pulsar/produce.py)
         self.consumers: dict[int, Consumer] = {}
         # producers and consumers of non-persistent topics (kop/pulsar/nonpersistent_commands.py routes by these ids)
         self.np_producers: dict[int, NPProducer] = {}
@@ -293,6 +294,8 @@ class PulsarConnection(asyncio.BufferedProtocol):
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
         self.can_write.set()
+        for waiter in list(self.waiting_producers.values()):  # first: closing a producer may promote a waiter
+            waiter.withdraw()
         for producer in list(self.producers.values()):
             producer.close()
         self.producers.clear()

@@ -43,8 +43,9 @@ from kop.security.principal import ANONYMOUS, KafkaPrincipal
 if TYPE_CHECKING:
     from kop.pulsar.handler import PulsarProtocolHandler
     from kop.pulsar.nonpersistent import NPConsumer, NPProducer
-    from kop.pulsar.produce import Producer, WaitingProducer
+    from kop.pulsar.produce import Producer
     from kop.pulsar.subscription import Consumer
+    from kop.pulsar.waiters import Withdrawable
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,8 @@ class PulsarConnection(asyncio.BufferedProtocol):
         # MESSAGE payloads start with broker entry metadata (kop/pulsar/session.py: config and the client's flag)
         self.broker_entry_metadata = False
         self.producers: dict[int, Producer] = {}
-        self.waiting_producers: dict[int, WaitingProducer] = {}  # WaitForExclusive ones queued (pulsar/produce.py)
+        # WaitForExclusive producers queued, persistent (pulsar/produce.py) or not (pulsar/nonpersistent.py)
+        self.waiting_producers: dict[int, Withdrawable] = {}
         self.consumers: dict[int, Consumer] = {}
         # producers and consumers of non-persistent topics (kop/pulsar/nonpersistent_commands.py routes by these ids)
         self.np_producers: dict[int, NPProducer] = {}

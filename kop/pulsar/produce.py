@@ -343,8 +343,7 @@ def access_refusal(state: ProducerAccess, mode: int, req: Any, waiting: int = 0)
     """(ServerError, message) refusing a PRODUCER of access ``mode`` on the partition as it is now, None to let it
     in: Pulsar 4.0's AbstractTopic.incrementTopicEpochIfNeeded. ``waiting``: WaitForExclusive producers queued
     there, which Shared and Exclusive producers may not overtake. A WaitForExclusive one on a busy partition is
-    refused ProducerBusy here: a persistent partition queues it before asking (``must_wait``), a non-persistent
-    topic does not queue (docs/pulsar.md)."""
+    queued by the caller before it asks (``must_wait``; kop/pulsar/nonpersistent_commands.py alike)."""
     holder = next((p.name for p in state.producers.values() if p.exclusive), None)
     if mode == SHARED:
         if holder is not None or waiting:

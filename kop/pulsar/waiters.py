@@ -20,6 +20,11 @@ class Refusable(Protocol):
         """Answer the waiter's PRODUCER with an ERROR (it leaves the queue)."""
 
 
+class Withdrawable(Protocol):
+    def withdraw(self) -> None:
+        """It went away before its turn: out of its queue and its connection's ``waiting_producers``."""
+
+
 W = TypeVar("W", bound=Refusable)
 
 

@@ -159,7 +159,7 @@ def test_avro_record_name_does_not_count(target, client):
 
 
 def _waiting_publishers(admin_url: str, local: str) -> int:
-    url = f"{admin_url}/admin/v2/persistent/public/default/{local}/stats"
+    url = f"{admin_url}/admin/v2/{local}/stats"
     with urllib.request.urlopen(url, timeout=60) as resp:
         return json.load(resp)["waitingPublishers"]
 
@@ -173,10 +173,13 @@ def _await_waiting(admin_url: str, local: str, n: int) -> None:
     assert seen == n
 
 
-def test_wait_for_exclusive_producers_take_turns(target, client, pulsar_broker):
-    local = target.topic("wait-excl")
-    topic = f"persistent://public/default/{local}"
+@pytest.mark.parametrize("kind", ["persistent", "non-persistent"])
+def test_wait_for_exclusive_producers_take_turns(target, client, pulsar_broker, kind):
+    local = f"{kind}/public/default/{target.topic('wait-excl')}"  # what the stats URL names
+    topic = local.replace("/", "://", 1)
     admin = pulsar_broker.admin_url
+    # subscribed first: a non-persistent topic keeps nothing for a subscription made later
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     mode = pulsar.ProducerAccessMode.WaitForExclusive
     leaving = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=60,
                             logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
@@ -213,7 +216,6 @@ def test_wait_for_exclusive_producers_take_turns(target, client, pulsar_broker):
         w2.send(b"w2")
         w2.close()
         assert _waiting_publishers(admin, local) == 0
-        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
         got = [consumer.receive(RECEIVE_MS).data() for _ in range(4)]
         assert got == [b"holder-1", b"holder-2", b"w1", b"w2"]
         consumer.close()

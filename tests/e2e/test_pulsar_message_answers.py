@@ -12,7 +12,8 @@ What is checked, each with `pulsar-client` (the C++ client underneath):
   ProducerBusy, and an ExclusiveWithFencing producer fences the Exclusive one out (its next send fails);
 - a WaitForExclusive producer waits while another holds the topic (its create blocks, the connection keeps serving
   the holder's sends) and takes the topic when the holder closes; waiters take it in the order they came, and one
-  that goes away while it waits (its client closed) is skipped without a trace;
+  that goes away while it waits (its client closed) is skipped without a trace (persistent and non-persistent
+  topics); an ExclusiveWithFencing producer fails the waiters' creates with ProducerFenced;
 - an Avro producer whose record differs from the topic's schema only by the record's name is let in (Pulsar's Avro
   compatibility check resolves records by fields, not by their full name).
 """
@@ -223,3 +224,26 @@ def test_wait_for_exclusive_producers_take_turns(target, client, pulsar_broker, 
         pool.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(pulsar.AlreadyClosed):
             leaving.close()
+
+
+def test_fencing_producer_refuses_the_waiters(target, client, pulsar_broker):
+    local = f"persistent/public/default/{target.topic('wait-fenced')}"
+    topic = local.replace("/", "://", 1)
+    pool = ThreadPoolExecutor(1)
+    try:
+        holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
+                                        batching_enabled=False)
+        waiter = pool.submit(client.create_producer, topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive,
+                             batching_enabled=False)
+        _await_waiting(pulsar_broker.admin_url, local, 1)
+        fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing,
+                                         batching_enabled=False)
+        with pytest.raises(pulsar.ProducerFenced):
+            waiter.result(RECEIVE_MS / 1000)
+        assert _waiting_publishers(pulsar_broker.admin_url, local) == 0
+        fencing.send(b"fencing")
+        fencing.close()
+        with pytest.raises(pulsar.ProducerFenced):
+            holder.send(b"after fenced")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

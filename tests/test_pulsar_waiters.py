@@ -1,8 +1,13 @@
-"""The WaitForExclusive queue (kop/pulsar/waiters.py), sans-IO: who takes the topic when it comes free."""
+"""The WaitForExclusive queue (kop/pulsar/waiters.py), sans-IO: who takes the topic when it comes free; and a
+non-persistent topic handing itself to its waiters (kop/pulsar/nonpersistent.py NPWaiter) with plain objects for
+connections. The e2e side is tests/e2e/test_pulsar_message_answers.py (test_wait_for_exclusive_*)."""
 
 from __future__ import annotations
 
-from kop.pulsar.waiters import WaitQueue
+from kop.pulsar.codec import commands as c
+from kop.pulsar.nonpersistent import NonPersistentTopics, NPConsumer, NPProducer, NPTopic, NPWaiter
+from kop.pulsar.waiters import WaitQueue, Withdrawable
+from kop.topics.names import TopicName
 
 
 class Waiter:
@@ -51,3 +56,57 @@ def test_fencing_refuses_every_waiter_in_order_and_empties_the_queue():
     q.refuse_all(25, "Fenced out")
     assert refusals == [("a", 25, "Fenced out"), ("b", 25, "Fenced out")]
     assert len(q) == 0 and q.next_when_free(0) is None
+
+
+# ------------------------------------------------------------------ a non-persistent topic's waiters, sans-IO
+
+class Conn:
+    """A connection's outside as a non-persistent topic sees it (a Sink): the commands it was sent."""
+
+    def __init__(self) -> None:
+        self.protocol_version = 21
+        self.peer = "127.0.0.1:1"
+        self.client_version = "test"
+        self.backlogged = False
+        self.np_producers: dict[int, NPProducer] = {}
+        self.np_consumers: dict[int, NPConsumer] = {}
+        self.waiting_producers: dict[int, Withdrawable] = {}
+        self.commands: list[c.pb.BaseCommand] = []
+
+    def write(self, data: bytes) -> None:
+        pass
+
+    def send(self, cmd: c.pb.BaseCommand) -> None:
+        self.commands.append(cmd)
+
+
+def queue(topic: NPTopic, conn: Conn, pid: int, name: str) -> NPWaiter:
+    req = c.pb.CommandProducer(topic="non-persistent://public/default/t", producer_id=pid, request_id=100 + pid,
+                               producer_name=name, producer_access_mode=2)
+    w = NPWaiter(conn, req, name, topic, b"")
+    topic.waiting.add(w)
+    conn.waiting_producers[pid] = w
+    return w
+
+
+def test_a_non_persistent_topic_hands_itself_to_its_waiters_in_turn():
+    registry = NonPersistentTopics()
+    topic = registry.open(TopicName("public", "default", "t"), None)
+    holder_conn, conn = Conn(), Conn()
+    holder = NPProducer(holder_conn, 1, "holder", topic, b"", exclusive=True)
+    topic.producers["holder"] = holder
+    topic.topic_epoch = 0
+    queue(topic, conn, 2, "a")
+    gone = queue(topic, conn, 3, "gone")
+    queue(topic, conn, 4, "b")
+    gone.withdraw()
+    holder.close()
+    assert list(topic.producers) == ["a"] and topic.topic_epoch == 1
+    ready = conn.commands[-1]
+    assert ready.type == c.PRODUCER_SUCCESS and ready.producer_success.request_id == 102
+    assert ready.producer_success.producer_ready and ready.producer_success.topic_epoch == 1
+    conn.np_producers[2].close()
+    assert list(topic.producers) == ["b"] and conn.commands[-1].producer_success.request_id == 104
+    assert not conn.waiting_producers and len(topic.waiting) == 0
+    conn.np_producers[4].close()
+    assert registry.topics == {}  # idle again: the topic goes

@@ -196,7 +196,8 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
         for group, committed in sorted(committed_offsets(service, topic, partition).items())
     }
     pulsar = service.pulsar_subscriptions
-    traffic = {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
+    traffic = {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0,
+               "waitingPublishers": 0}
     if pulsar is not None:  # Pulsar subscriptions (managed cursors) beside the Kafka consumer groups
         subs.update(await pulsar.stats(topic, partition))
         traffic = pulsar.traffic(topic, partition)
@@ -213,6 +214,7 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
         "averageMsgSize": (bytes_in / records_in) if records_in else 0.0,
         "storageSize": plog.size_bytes,
         "publishers": [],
+        "waitingPublishers": traffic["waitingPublishers"],  # WaitForExclusive producers queued (issue #22)
         "subscriptions": subs,
         "highWatermark": hw,
         "logStartOffset": plog.log_start_offset,
@@ -220,7 +222,7 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
 
 
 _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
-           "bytesOutCounter", "msgOutCounter", "storageSize")
+           "bytesOutCounter", "msgOutCounter", "storageSize", "waitingPublishers")
 
 
 PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from kop.pulsar.nonpersistent import NPConsumer, NPProducer
     from kop.pulsar.produce import Producer
     from kop.pulsar.subscription import Consumer
+    from kop.pulsar.waiters import Withdrawable
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ class PulsarConnection(asyncio.BufferedProtocol):
         # MESSAGE payloads start with broker entry metadata (kop/pulsar/session.py: config and the client's flag)
         self.broker_entry_metadata = False
         self.producers: dict[int, Producer] = {}
+        # WaitForExclusive producers queued, persistent (pulsar/produce.py) or not (pulsar/nonpersistent.py)
+        self.waiting_producers: dict[int, Withdrawable] = {}
         self.consumers: dict[int, Consumer] = {}
         # producers and consumers of non-persistent topics (kop/pulsar/nonpersistent_commands.py routes by these ids)
         self.np_producers: dict[int, NPProducer] = {}
@@ -293,6 +296,8 @@ class PulsarConnection(asyncio.BufferedProtocol):
         if self.task is not None and self.task is not asyncio.current_task():
             self.task.cancel()
         self.can_write.set()
+        for waiter in list(self.waiting_producers.values()):  # first: closing a producer may promote a waiter
+            waiter.withdraw()
         for producer in list(self.producers.values()):
             producer.close()
         self.producers.clear()

@@ -41,6 +41,7 @@ from typing import Protocol
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import encode_payload_command
 from kop.pulsar.key_shared import Selector
+from kop.pulsar.waiters import WaitQueue, Withdrawable
 from kop.storage.api import MetadataStore, NodeExistsError, NoSuchNodeError
 from kop.topics.names import TopicName
 
@@ -59,6 +60,7 @@ class Sink(Protocol):
     client_version: str
     np_producers: dict[int, NPProducer]
     np_consumers: dict[int, NPConsumer]
+    waiting_producers: dict[int, Withdrawable]
 
     @property
     def backlogged(self) -> bool: ...
@@ -122,6 +124,34 @@ class NPProducer:
         self.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=self.producer_id, request_id=0))
         self.conn.np_producers.pop(self.producer_id, None)
         self.close()
+
+
+class NPWaiter:
+    """A WaitForExclusive producer queued on a non-persistent topic (as on a persistent one: kop/pulsar/produce.py
+    WaitingProducer): answered producer_ready=false, added as an NPProducer when its turn comes."""
+
+    __slots__ = ("conn", "producer_id", "request_id", "name", "topic", "schema_version", "topic_epoch")
+
+    def __init__(self, conn: Sink, req: c.pb.CommandProducer, name: str, topic: NPTopic, schema_version: bytes
+                 ) -> None:
+        self.conn = conn
+        self.producer_id = req.producer_id
+        self.request_id = req.request_id
+        self.name = name
+        self.topic = topic
+        self.schema_version = schema_version
+        self.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
+
+    def withdraw(self) -> None:
+        if self.conn.waiting_producers.get(self.producer_id) is self:
+            del self.conn.waiting_producers[self.producer_id]
+        if self.topic.waiting.withdraw(self):
+            self.topic.registry.release(self.topic)
+
+    def refuse(self, code: int, message: str) -> None:
+        if self.conn.waiting_producers.get(self.producer_id) is self:
+            del self.conn.waiting_producers[self.producer_id]
+            self.conn.send(c.error(self.request_id, code, message))
 
 
 class NPConsumer:
@@ -259,6 +289,7 @@ class NPTopic:
         self.producers: dict[str, NPProducer] = {}
         self.subscriptions: dict[str, NPSubscription] = {}
         self.topic_epoch: int | None = None
+        self.waiting: WaitQueue[NPWaiter] = WaitQueue()  # WaitForExclusive producers queued here
         self.msg_in = 0
         self.bytes_in = 0
         self.msg_out_gone = 0  # of subscriptions that went (Pulsar keeps their counts in the topic's)
@@ -266,7 +297,7 @@ class NPTopic:
 
     @property
     def idle(self) -> bool:
-        return not self.producers and not self.subscriptions
+        return not self.producers and not self.subscriptions and not self.waiting
 
     def publish(self, producer: NPProducer, data: bytes, messages: int, key_hash: int) -> int:
         """Offer one entry to every subscription; the number of subscriptions that dropped it."""
@@ -297,7 +328,24 @@ class NPTopic:
     def remove_producer(self, p: NPProducer) -> None:
         if self.producers.get(p.name) is p:
             del self.producers[p.name]
+            self.promote_waiter()
             self.registry.release(self)
+
+    def promote_waiter(self) -> None:
+        """The topic may have come free: its first WaitForExclusive waiter takes it with the next topic epoch and
+        gets its ready PRODUCER_SUCCESS (as kop/pulsar/produce.py promote_waiter)."""
+        while (w := self.waiting.next_when_free(len(self.producers))) is not None:
+            if w.conn.waiting_producers.get(w.producer_id) is not w:
+                continue  # gone meanwhile (defensive: its close withdraws it)
+            del w.conn.waiting_producers[w.producer_id]
+            self.topic_epoch = w.topic_epoch if w.topic_epoch is not None else \
+                (0 if self.topic_epoch is None else self.topic_epoch + 1)
+            p = NPProducer(w.conn, w.producer_id, w.name, self, w.schema_version, exclusive=True)
+            self.producers[w.name] = p
+            w.conn.np_producers[w.producer_id] = p
+            w.conn.send(c.command(c.PRODUCER_SUCCESS, request_id=w.request_id, producer_name=w.name,
+                                  last_sequence_id=-1, schema_version=w.schema_version, topic_epoch=self.topic_epoch))
+            return
 
     def has_key_shared(self) -> bool:
         return any(s.sub_type == KEY_SHARED for s in self.subscriptions.values())
@@ -329,6 +377,7 @@ class NonPersistentTopics:
         topics let go."""
         gone = [t for t in list(self.topics.values()) if not still_owned(t)]
         for topic in gone:
+            topic.waiting.refuse_all(c.ServerError.ServiceNotReady, "the topic is not served by this broker now; retry")
             for p in list(topic.producers.values()):
                 p.fence()
             for sub in list(topic.subscriptions.values()):
@@ -378,7 +427,7 @@ def topic_stats(topic: NPTopic) -> Stats:
         "msgOutCounter": topic.msg_out_gone + sum(s.msg_out for s in topic.subscriptions.values()),
         "bytesOutCounter": topic.bytes_out_gone + sum(s.bytes_out for s in topic.subscriptions.values()),
         "storageSize": 0, "backlogSize": 0, "msgDropRate": sum(drop_rates.values()),
-        "publishers": publishers, "subscriptions": subs, "replication": {},
+        "publishers": publishers, "waitingPublishers": len(topic.waiting), "subscriptions": subs, "replication": {},
     }
 
 

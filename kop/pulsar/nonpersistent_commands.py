@@ -54,8 +54,15 @@ from kop.pulsar.nonpersistent import (
     NPConsumer,
     NPProducer,
     NPTopic,
+    NPWaiter,
 )
-from kop.pulsar.produce import EXCLUSIVE_WITH_FENCING, access_refusal, send_refused, size_refusal
+from kop.pulsar.produce import (
+    EXCLUSIVE_WITH_FENCING,
+    WAIT_FOR_EXCLUSIVE,
+    access_refusal,
+    send_refused,
+    size_refusal,
+)
 from kop.pulsar.schemas import SchemaRefused, check_subscriber, producer_version
 from kop.topics.names import InvalidTopicName, TopicName
 from kop.topics.namespaces import MAX_CONSUMERS, MAX_PRODUCERS
@@ -197,6 +204,9 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
                             schema_version=existing.schema_version))
         return
+    if req.producer_id in conn.waiting_producers:  # Pulsar's answer while the first one is still pending
+        conn.send(c.error(rid, c.ServerError.ServiceNotReady, "Producer is already present on the connection"))
+        return
     resolved = await resolve(conn, rid, req.topic, lambda name: authorize.produce_refusal(conn, name))
     if resolved is None:
         return
@@ -213,12 +223,21 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, refused[0], refused[1]))
         return
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else 0
+    pname = req.producer_name if req.HasField("producer_name") and req.producer_name else \
+        f"kop-{conn.handler.config.kafkaBrokerId}-np-{next(_names)}"
+    if mode == WAIT_FOR_EXCLUSIVE and topic.producers:  # queued, as on a persistent topic (produce.py)
+        waiter = NPWaiter(conn, req, pname, topic, version)
+        topic.waiting.add(waiter)
+        conn.waiting_producers[req.producer_id] = waiter
+        conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=pname, last_sequence_id=-1,
+                            schema_version=version, producer_ready=False))
+        return
     fenced = list(topic.producers.values()) if mode == EXCLUSIVE_WITH_FENCING else []
+    if fenced:  # its waiters first, so that none is promoted as the fenced producers go
+        topic.waiting.refuse_all(c.ServerError.ProducerFenced, "Fenced out")
     if mode != 0:
         topic.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else \
             (0 if topic.topic_epoch is None else topic.topic_epoch + 1)
-    pname = req.producer_name if req.HasField("producer_name") and req.producer_name else \
-        f"kop-{conn.handler.config.kafkaBrokerId}-np-{next(_names)}"
     p = NPProducer(conn, req.producer_id, pname, topic, version, exclusive=mode != 0)
     topic.producers[pname] = p
     conn.np_producers[req.producer_id] = p
@@ -235,10 +254,12 @@ def _producer_refusal(conn: PulsarConnection, name: TopicName, topic: NPTopic, r
     mode = req.producer_access_mode if req.HasField("producer_access_mode") else 0
     if mode not in (0, 1, 2, 3):
         return c.ServerError.NotAllowedError, f"producer access mode {mode} is not supported"
-    refused = access_refusal(topic, mode, req)
-    if refused is not None:
-        return refused
-    if req.HasField("producer_name") and req.producer_name in topic.producers:
+    if not (mode == WAIT_FOR_EXCLUSIVE and topic.producers):  # else queued (``producer``)
+        refused = access_refusal(topic, mode, req, len(topic.waiting))
+        if refused is not None:
+            return refused
+    if req.HasField("producer_name") and (req.producer_name in topic.producers
+                                          or any(w.name == req.producer_name for w in topic.waiting)):
         return c.ServerError.ProducerBusy, (f"Producer with name '{req.producer_name}' is already connected to "
                                             f"topic {req.topic}")
     limit = conn.handler.service.topics.namespaces.limit(name, MAX_PRODUCERS)

@@ -25,7 +25,15 @@ ExclusiveWithFencing closes the producers there (CLOSE_PRODUCER) and takes the t
 the next topic epoch (PRODUCER_SUCCESS.topic_epoch), and a producer reconnecting with an older epoch is refused
 ProducerFenced, which is how a fenced-out client learns it.
 
-Differences from Pulsar's broker: WaitForExclusive is answered ProducerBusy at once instead of waiting; the topic
+WaitForExclusive (``must_wait``, ``WaitingProducer``, ``promote_waiter``; the queue is kop/pulsar/waiters.py): on a
+partition with producers the PRODUCER is answered PRODUCER_SUCCESS producer_ready=false and queued; when the last
+producer goes (``Producer.close``) the first waiter takes the topic, synchronously, and gets its ready
+PRODUCER_SUCCESS. Nothing awaits meanwhile, so the connection goes on with its other commands; CLOSE_PRODUCER and
+the connection's close withdraw a waiter, ExclusiveWithFencing (``fence_out``) and the partition leaving here
+(PartitionState.abandon) refuse every waiter.
+
+Differences from Pulsar's broker: a withdrawn waiter leaves the queue at once (Pulsar promotes it and closes it
+then); a waiter behind Shared producers takes the topic when the last one goes (Pulsar's stays queued); the topic
 epoch lives in memory (Pulsar stores it with the managed ledger), so a producer fenced out before a restart or a
 takeover is let in again when it reconnects after it; de-duplication by producer name and sequence id
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, across restarts and owner changes). A producer's schema
@@ -107,6 +115,7 @@ class Producer:
     def close(self) -> None:
         if self.state.producers.get(self.name) is self:
             del self.state.producers[self.name]
+            promote_waiter(self.state)
 
     async def confluent_id(self, raw_version: bytes) -> int | None:
         """The Confluent id of the topic's schema version ``raw_version`` (8 bytes, big-endian), None for none;
@@ -123,6 +132,78 @@ class Producer:
         return schema_id
 
 
+class WaitingProducer:
+    """A WaitForExclusive PRODUCER answered ``producer_ready=false``, queued on its partition (``state.waiting``,
+    kop/pulsar/waiters.py) and on its connection (``conn.waiting_producers``, so CLOSE_PRODUCER and the connection's
+    close withdraw it); what it needs to become a Producer when the topic comes free (``promote_waiter``)."""
+
+    __slots__ = ("conn", "producer_id", "request_id", "name", "state", "schema_version", "schema_id", "last",
+                 "topic_epoch")
+
+    def __init__(self, conn: PulsarConnection, req: c.pb.CommandProducer, name: str, state: PartitionState,
+                 schema_version: bytes, schema_id: int | None, last: int) -> None:
+        self.conn = conn
+        self.producer_id = req.producer_id
+        self.request_id = req.request_id
+        self.name = name
+        self.state = state
+        self.schema_version = schema_version
+        self.schema_id = schema_id
+        self.last = last
+        self.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else None
+
+    def withdraw(self) -> None:
+        """It went away before its turn (CLOSE_PRODUCER, its connection closed): no trace is left."""
+        self.state.waiting.withdraw(self)
+        if self.conn.waiting_producers.get(self.producer_id) is self:
+            del self.conn.waiting_producers[self.producer_id]
+
+    def refuse(self, code: int, message: str) -> None:
+        """Its PRODUCER fails (called by the queue, which has already dropped it)."""
+        if self.conn.waiting_producers.get(self.producer_id) is self:
+            del self.conn.waiting_producers[self.producer_id]
+            self.conn.send(c.error(self.request_id, code, message))
+
+
+def promote_waiter(state: PartitionState) -> None:
+    """The topic may have come free: the first WaitForExclusive waiter takes it, with the next topic epoch (or the
+    one it brought), and gets its second PRODUCER_SUCCESS, ready (Pulsar's AbstractTopic.handleProducerRemoved).
+    Synchronous: nothing here awaits, so no other PRODUCER slips in between the last producer going and the
+    waiter taking the topic."""
+    while (w := state.waiting.next_when_free(len(state.producers))) is not None:
+        if w.conn.closed or w.conn.waiting_producers.get(w.producer_id) is not w:
+            continue  # gone meanwhile (defensive: both paths withdraw it)
+        if not state.served():
+            w.refuse(c.ServerError.ServiceNotReady, "the partition is not served by this broker now; retry")
+            continue
+        del w.conn.waiting_producers[w.producer_id]
+        state.topic_epoch = w.topic_epoch if w.topic_epoch is not None else \
+            (0 if state.topic_epoch is None else state.topic_epoch + 1)
+        _install(w.conn, w.request_id, w.producer_id, w.name, state, True, w.schema_version, w.schema_id, w.last)
+        return
+
+
+def _install(conn: PulsarConnection, rid: int, pid: int, name: str, state: PartitionState, exclusive: bool,
+             schema_version: bytes, schema_id: int | None, last: int) -> None:
+    """Add the producer to its partition and connection and answer PRODUCER_SUCCESS (ready)."""
+    p = Producer(conn, pid, name, state, exclusive, schema_version)
+    if schema_id != _UNRESOLVED:
+        p.schema_ids[schema_version] = schema_id
+    state.producers[name] = p
+    conn.producers[pid] = p
+    # schema_version is always set, as Pulsar's broker does (empty: no schema): the Java client reads it
+    # unconditionally and fails the PRODUCER ("Field 'schema_version' is not set") when it is absent
+    fields = {} if state.topic_epoch is None else {"topic_epoch": state.topic_epoch}
+    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
+                        schema_version=schema_version, **fields))
+
+
+def must_wait(state: PartitionState, mode: int) -> bool:
+    """Whether a PRODUCER of access ``mode`` is queued rather than answered: WaitForExclusive on a partition with
+    producers (Pulsar queues it behind an exclusive one and behind Shared ones alike)."""
+    return mode == WAIT_FOR_EXCLUSIVE and bool(state.producers)
+
+
 async def producer(conn: PulsarConnection, frame: Frame) -> None:
     req = frame.inner
     rid = req.request_id
@@ -130,6 +211,9 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
     if existing is not None:  # the client retried a PRODUCER that had succeeded
         conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=existing.name, last_sequence_id=-1,
                             schema_version=existing.schema_version))
+        return
+    if req.producer_id in conn.waiting_producers:  # Pulsar's answer while the first one is still pending
+        conn.send(c.error(rid, c.ServerError.ServiceNotReady, "Producer is already present on the connection"))
         return
     opened = await open_partition(conn, rid, req.topic, check=lambda name: authorize.produce_refusal(conn, name))
     if opened is None:
@@ -159,13 +243,12 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
         except Exception as e:  # noqa: BLE001 - the metadata store failed: the client retries
             conn.send(c.error(rid, c.ServerError.ServiceNotReady, f"schema id not loaded: {e}"))
             return
-    exclusive = mode != SHARED
-    refused = access_refusal(state, mode, req)
+    refused = None if must_wait(state, mode) else access_refusal(state, mode, req, len(state.waiting))
     if refused is not None:
         conn.send(c.error(rid, refused[0], refused[1]))
         return
     name = req.producer_name if req.HasField("producer_name") and req.producer_name else ""
-    if name and name in state.producers:
+    if name and (name in state.producers or any(w.name == name for w in state.waiting)):
         conn.send(c.error(rid, c.ServerError.ProducerBusy,
                           f"Producer with name '{name}' is already connected to topic {req.topic}"))
         return
@@ -183,26 +266,35 @@ async def producer(conn: PulsarConnection, frame: Frame) -> None:
             conn.send(c.error(rid, c.ServerError.ProducerBusy,
                               f"Producer with name '{name}' is already connected to topic {req.topic}"))
             return
-    refused = access_refusal(state, mode, req) or producers_exceeded(conn, topic, state, req.topic) or not_served(state)
-    if refused is not None:  # again: the awaits above let others in, or saw the partition released
+    waits = must_wait(state, mode)  # again: the awaits above let others in, or saw the partition released
+    refused = (None if waits else access_refusal(state, mode, req, len(state.waiting))) or \
+        producers_exceeded(conn, topic, state, req.topic) or not_served(state)
+    if refused is None and conn.closed:  # it went while this PRODUCER awaited: nothing would withdraw it
+        refused = c.ServerError.ServiceNotReady, "connection closed"
+    if refused is not None:
         conn.send(c.error(rid, refused[0], refused[1]))
         return
-    if exclusive:
+    if waits:  # Pulsar: PRODUCER_SUCCESS producer_ready=false now, the ready one when its turn comes
+        waiter = WaitingProducer(conn, req, name, state, schema_version, schema_id, last)
+        state.waiting.add(waiter)
+        conn.waiting_producers[req.producer_id] = waiter
+        conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
+                            schema_version=schema_version, producer_ready=False))
+        return
+    _admit(conn, req, state, mode, name, schema_version, schema_id, last)
+
+
+def _admit(conn: PulsarConnection, req: c.pb.CommandProducer, state: PartitionState, mode: int, name: str,
+           schema_version: bytes, schema_id: int | None, last: int) -> None:
+    """Add the producer that passed every check: an exclusive one takes the next topic epoch (ExclusiveWithFencing
+    after fencing the others out)."""
+    if mode != SHARED:
         if mode == EXCLUSIVE_WITH_FENCING:
             fence_out(state)
         # Pulsar's incrementTopicEpochIfNeeded: a reconnecting producer keeps its epoch, a new one takes the next
         state.topic_epoch = req.topic_epoch if req.HasField("topic_epoch") else \
             (0 if state.topic_epoch is None else state.topic_epoch + 1)
-    p = Producer(conn, req.producer_id, name, state, exclusive, schema_version)
-    if schema_id != _UNRESOLVED:
-        p.schema_ids[schema_version] = schema_id
-    state.producers[name] = p
-    conn.producers[req.producer_id] = p
-    # schema_version is always set, as Pulsar's broker does (empty: no schema): the Java client reads it
-    # unconditionally and fails the PRODUCER ("Field 'schema_version' is not set") when it is absent
-    fields = {} if state.topic_epoch is None else {"topic_epoch": state.topic_epoch}
-    conn.send(c.command(c.PRODUCER_SUCCESS, request_id=rid, producer_name=name, last_sequence_id=last,
-                        schema_version=schema_version, **fields))
+    _install(conn, req.request_id, req.producer_id, name, state, mode != SHARED, schema_version, schema_id, last)
 
 
 def not_served(state: PartitionState) -> tuple[int, str] | None:
@@ -248,16 +340,18 @@ class ProducerAccess(Protocol):
     topic_epoch: int | None
 
 
-def access_refusal(state: ProducerAccess, mode: int, req: Any) -> tuple[int, str] | None:
+def access_refusal(state: ProducerAccess, mode: int, req: Any, waiting: int = 0) -> tuple[int, str] | None:
     """(ServerError, message) refusing a PRODUCER of access ``mode`` on the partition as it is now, None to let it
-    in: Pulsar 4.0's AbstractTopic.incrementTopicEpochIfNeeded, except that WaitForExclusive does not wait."""
+    in: Pulsar 4.0's AbstractTopic.incrementTopicEpochIfNeeded. ``waiting``: WaitForExclusive producers queued
+    there, which Shared and Exclusive producers may not overtake. A WaitForExclusive one on a busy partition is
+    queued by the caller before it asks (``must_wait``; kop/pulsar/nonpersistent_commands.py alike)."""
     holder = next((p.name for p in state.producers.values() if p.exclusive), None)
     if mode == SHARED:
-        if holder is not None:
+        if holder is not None or waiting:
             return c.ServerError.ProducerBusy, f"Topic has an existing exclusive producer: {holder}"
         return None
     if mode == EXCLUSIVE:
-        if holder is not None:
+        if holder is not None or waiting:
             return c.ServerError.ProducerFenced, f"Topic has an existing exclusive producer: {holder}"
         if state.producers:
             return c.ServerError.ProducerFenced, "Topic has existing shared producers"
@@ -272,7 +366,9 @@ def access_refusal(state: ProducerAccess, mode: int, req: Any) -> tuple[int, str
 
 def fence_out(state: PartitionState) -> None:
     """ExclusiveWithFencing: every producer of the partition is closed (CLOSE_PRODUCER, as Pulsar's
-    Producer.close(true)); its client reconnects with its topic epoch and is refused ProducerFenced from then on."""
+    Producer.close(true)); its client reconnects with its topic epoch and is refused ProducerFenced from then on.
+    The WaitForExclusive waiters are refused ProducerFenced first, so that none is promoted as the producers go."""
+    state.waiting.refuse_all(c.ServerError.ProducerFenced, "Fenced out")
     for old in list(state.producers.values()):
         old.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=old.producer_id, request_id=0))
         old.conn.producers.pop(old.producer_id, None)
@@ -284,6 +380,9 @@ async def close_producer(conn: PulsarConnection, frame: Frame) -> None:
     p = conn.producers.pop(req.producer_id, None)
     if p is not None:
         p.close()
+    waiter = conn.waiting_producers.get(req.producer_id)
+    if waiter is not None:  # closed while it waited: Pulsar answers SUCCESS and it never takes the topic
+        waiter.withdraw()
     conn.send(c.command(c.SUCCESS, request_id=req.request_id))
 
 

@@ -60,12 +60,13 @@ from kop.pulsar.dedup import Deduplication
 from kop.pulsar.delayed import DelayedTracker
 from kop.pulsar.key_shared import Selector, key_hash, sticky_key
 from kop.pulsar.schema_ids import SchemaIdMap
+from kop.pulsar.waiters import WaitQueue
 from kop.schemas.versions import carried_version
 
 if TYPE_CHECKING:
     from kop.pulsar.connection import PulsarConnection
     from kop.pulsar.handler import PulsarProtocolHandler
-    from kop.pulsar.produce import Producer
+    from kop.pulsar.produce import Producer, WaitingProducer
     from kop.topics.partition import Partition
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,8 @@ class PartitionState:
         # Pulsar's topic epoch (kop/pulsar/produce.py access_refusal): taken by each exclusive producer, so that one
         # fenced out cannot come back; in memory (Pulsar keeps it in the managed ledger's properties)
         self.topic_epoch: int | None = None
+        # WaitForExclusive producers queued for the partition (kop/pulsar/waiters.py, kop/pulsar/produce.py)
+        self.waiting: WaitQueue[WaitingProducer] = WaitQueue()
         self.subscriptions: dict[str, Subscription] = {}
         self._converted: OrderedDict[Position, Converted | None] = OrderedDict()
         # Confluent id -> this topic's Pulsar schema version; learning one drops the entries converted without it
@@ -216,6 +219,7 @@ class PartitionState:
                 consumer.conn.consumers.pop(consumer.consumer_id, None)
             sub.consumers.clear()
             sub.stop()
+        self.waiting.refuse_all(c.ServerError.ServiceNotReady, "the partition is not served by this broker now; retry")
         for p in list(self.producers.values()):
             p.conn.send(c.command(c.CLOSE_PRODUCER, producer_id=p.producer_id, request_id=0))
             p.conn.producers.pop(p.producer_id, None)

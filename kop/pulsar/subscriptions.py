@@ -200,10 +200,12 @@ class SubscriptionsAdmin:
         """Pulsar-protocol counters of a partition served now (zeros otherwise: nothing is opened)."""
         state = self.handler.partitions.get(topic.ledger_name(partition))
         if state is None:
-            return {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0}
+            return {"msgInCounter": 0, "bytesInCounter": 0, "msgOutCounter": 0, "bytesOutCounter": 0,
+                    "waitingPublishers": 0}
         subs = list(state.subscriptions.values())
         return {"msgInCounter": state.msg_in, "bytesInCounter": state.bytes_in,
-                "msgOutCounter": sum(s.msg_out for s in subs), "bytesOutCounter": sum(s.bytes_out for s in subs)}
+                "msgOutCounter": sum(s.msg_out for s in subs), "bytesOutCounter": sum(s.bytes_out for s in subs),
+                "waitingPublishers": len(state.waiting)}  # WaitForExclusive producers queued (produce.py)
 
     def connected(self, topic: Topic, partition: int) -> int:
         """Producers and consumers connected to a partition served now: Pulsar refuses to delete a topic that has

@@ -10,6 +10,10 @@ What is checked, each with `pulsar-client` (the C++ client underneath):
   and one with a single key comes back with that key as its partition key;
 - a second Exclusive producer is refused ProducerFenced (Pulsar 4's answer), a Shared one next to an Exclusive one
   ProducerBusy, and an ExclusiveWithFencing producer fences the Exclusive one out (its next send fails);
+- a WaitForExclusive producer waits while another holds the topic (its create blocks, the connection keeps serving
+  the holder's sends) and takes the topic when the holder closes; waiters take it in the order they came, and one
+  that goes away while it waits (its client closed) is skipped without a trace (persistent and non-persistent
+  topics); an ExclusiveWithFencing producer fails the waiters' creates with ProducerFenced;
 - an Avro producer whose record differs from the topic's schema only by the record's name is let in (Pulsar's Avro
   compatibility check resolves records by fields, not by their full name).
 """
@@ -17,6 +21,10 @@ What is checked, each with `pulsar-client` (the C++ client underneath):
 from __future__ import annotations
 
 import contextlib
+import json
+import time
+import urllib.request
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pulsar
 import pytest
@@ -148,3 +156,94 @@ def test_avro_record_name_does_not_count(target, client):
         got.append((msg.value().x, msg.value().label))
     assert got == [(1, "a"), (2, "b")]
     consumer.close()
+
+
+
+def _waiting_publishers(admin_url: str, local: str) -> int:
+    url = f"{admin_url}/admin/v2/{local}/stats"
+    with urllib.request.urlopen(url, timeout=60) as resp:
+        return json.load(resp)["waitingPublishers"]
+
+
+def _await_waiting(admin_url: str, local: str, n: int) -> None:
+    """Until the topic's stats count ``n`` queued WaitForExclusive producers (their create calls block, so the
+    stats are how a test learns that a PRODUCER got its producer_ready=false answer); bounded, never a measure."""
+    deadline = time.monotonic() + RECEIVE_MS / 1000
+    while (seen := _waiting_publishers(admin_url, local)) != n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert seen == n
+
+
+@pytest.mark.parametrize("kind", ["persistent", "non-persistent"])
+def test_wait_for_exclusive_producers_take_turns(target, client, pulsar_broker, kind):
+    local = f"{kind}/public/default/{target.topic('wait-excl')}"  # what the stats URL names
+    topic = local.replace("/", "://", 1)
+    admin = pulsar_broker.admin_url
+    # subscribed first: a non-persistent topic keeps nothing for a subscription made later
+    consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    mode = pulsar.ProducerAccessMode.WaitForExclusive
+    leaving = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=60,
+                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    pool = ThreadPoolExecutor(3)
+    try:
+        holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
+                                        batching_enabled=False)
+        holder.send(b"holder-1")
+
+        def wait_turn(c: pulsar.Client, name: str) -> Future:
+            return pool.submit(c.create_producer, topic, producer_name=name, access_mode=mode,
+                               batching_enabled=False)
+
+        first = wait_turn(client, "w1")
+        _await_waiting(admin, local, 1)
+        wait_turn(leaving, "w-gone")
+        _await_waiting(admin, local, 2)
+        second = wait_turn(client, "w2")
+        _await_waiting(admin, local, 3)
+        # the connection keeps serving the holder while its waiters wait; nobody got the topic yet
+        holder.send(b"holder-2")
+        with pytest.raises(pulsar.ProducerBusy):  # a Shared producer may not overtake the waiters
+            client.create_producer(topic)
+        assert not first.done() and not second.done()
+        leaving.close()  # the middle waiter goes away while it waits
+        if target.is_kop:  # ours drops it at once; Pulsar counts it until its turn comes, then closes it
+            _await_waiting(admin, local, 2)
+        holder.close()
+        w1 = first.result(RECEIVE_MS / 1000)
+        w1.send(b"w1")
+        assert not second.done()
+        w1.close()
+        w2 = second.result(RECEIVE_MS / 1000)  # the one that went is skipped
+        w2.send(b"w2")
+        w2.close()
+        assert _waiting_publishers(admin, local) == 0
+        got = [consumer.receive(RECEIVE_MS).data() for _ in range(4)]
+        assert got == [b"holder-1", b"holder-2", b"w1", b"w2"]
+        consumer.close()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(pulsar.AlreadyClosed):
+            leaving.close()
+
+
+def test_fencing_producer_refuses_the_waiters(target, client, pulsar_broker):
+    local = f"persistent/public/default/{target.topic('wait-fenced')}"
+    topic = local.replace("/", "://", 1)
+    pool = ThreadPoolExecutor(1)
+    try:
+        holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive,
+                                        batching_enabled=False)
+        waiter = pool.submit(client.create_producer, topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive,
+                             batching_enabled=False)
+        _await_waiting(pulsar_broker.admin_url, local, 1)
+        fencing = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.ExclusiveWithFencing,
+                                         batching_enabled=False)
+        with pytest.raises(pulsar.ProducerFenced):
+            waiter.result(RECEIVE_MS / 1000)
+        assert _waiting_publishers(pulsar_broker.admin_url, local) == 0
+        fencing.send(b"fencing")
+        fencing.close()
+        with pytest.raises(pulsar.ProducerFenced):
+            holder.send(b"after fenced")
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

@@ -1,7 +1,8 @@
-"""Pulsar's own Java client and Java admin client, from the jars scripts/setup fetched (.cache/pulsar-libs/client).
+"""Pulsar's own Java client and Java admin client, from the jars scripts/setup fetched (<pulsar libs>/client,
+<pulsar libs> being .cache/pulsar-libs-<version>: tests/support/pulsar_server.py's pulsar_libs_dir).
 
 `tools/java/pulsar/src/PulsarJava.java` reads commands on stdin and answers each with one JSON line; it is
-compiled with `javac` on first use into .cache/pulsar-libs/classes-<hash of source>/ (a few seconds, once per
+compiled with `javac` on first use into <pulsar libs>/classes-<hash of source>/ (a few seconds, once per
 source version), so a test pays one JVM start for a whole conversation:
 
     java = PulsarJava(service_url, admin_url)

@@ -1,4 +1,4 @@
-"""Apache Pulsar 4.0.x standalone, run from the Maven Central jars that scripts/setup fetched.
+"""Apache Pulsar standalone, run from the Maven Central jars that scripts/setup fetched.
 
 The reference broker for the Pulsar-side tests (as tests/support/kafka_server.py is for the Kafka side):
 
@@ -6,8 +6,12 @@ The reference broker for the Pulsar-side tests (as tests/support/kafka_server.py
         pulsar.service_url  # "pulsar://127.0.0.1:<port>"
         pulsar.admin_url    # "http://127.0.0.1:<port>"
 
-    java -cp '.cache/pulsar-libs/broker/*' org.apache.pulsar.PulsarStandaloneStarter --config standalone.conf
+    java -cp '.cache/pulsar-libs-<version>/broker/*' org.apache.pulsar.PulsarStandaloneStarter --config standalone.conf
          --no-functions-worker --no-stream-storage --wipe-data --metadata-dir ... --bookkeeper-dir ...
+
+The version is tools/java/pulsar/pom.xml's pulsar.version; scripts/setup names the jar folder by the same rule
+(`pulsar_libs_dir`), so a version change fetches into a new folder and a cache of an older Pulsar is never taken for
+the new one, nor pulled from under another checkout still using it. KOP_PULSAR_LIBS names another folder.
 
 Metadata lives in RocksDB and one bookie runs inside the broker's JVM (PIP-117's standalone mode: no
 ZooKeeper, the bookie takes an ephemeral port), everything under `base_dir`, with the process's working
@@ -21,6 +25,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import urllib.request
 from pathlib import Path
@@ -29,7 +34,25 @@ from .java import REPO_ROOT, JavaToolsMissing, java_executable
 from .net import free_port, port_open, wait_until
 from .proc import ServerProcess, die_with_parent
 
-PULSAR_LIBS = Path(os.environ.get("KOP_PULSAR_LIBS", REPO_ROOT / ".cache" / "pulsar-libs"))
+PULSAR_POM = REPO_ROOT / "tools" / "java" / "pulsar" / "pom.xml"
+
+
+def pom_pulsar_version(pom: Path = PULSAR_POM) -> str:
+    """A pom's <pulsar.version> property: the one place the suite's Apache Pulsar version is written."""
+    m = re.search(r"<pulsar\.version>([^<]+)</pulsar\.version>", pom.read_text())
+    if not m:
+        raise JavaToolsMissing(f"no <pulsar.version> in {pom}")
+    return m.group(1)
+
+
+def pulsar_libs_dir() -> Path:
+    """Where scripts/setup puts the Pulsar jars: KOP_PULSAR_LIBS, else .cache/pulsar-libs-<pom's pulsar.version>
+    (scripts/setup applies the same rule), so two versions live side by side in a shared .cache."""
+    override = os.environ.get("KOP_PULSAR_LIBS")
+    return Path(override) if override else REPO_ROOT / ".cache" / f"pulsar-libs-{pom_pulsar_version()}"
+
+
+PULSAR_LIBS = pulsar_libs_dir()
 BROKER_LIBS = PULSAR_LIBS / "broker"
 CLIENT_LIBS = PULSAR_LIBS / "client"
 

@@ -387,6 +387,54 @@ def test_a_loaded_group_over_max_size_rebalances() -> None:
     assert set(d.group.members) == {a, b}
 
 
+def _loaded_elsewhere(d: Driver, after_ms: int) -> Driver:
+    """The group `d` wrote, loaded `after_ms` later by another coordinator from its last group record, as
+    GroupCoordinator's replay makes it (the coordinator moved: cluster mode's bundle handoff)."""
+    from kop.coordinator.coordinator import GroupCoordinator
+
+    key, value = [r for w in d.writes for r in w.records][-1]
+    assert rec.decode_key(key) == rec.GroupMetadataKey(GROUP) and value is not None
+    moved = Driver()
+    moved.now = d.now + after_ms
+    group = GroupCoordinator._group_from_record(GROUP, rec.decode_group_metadata_value(value))
+    moved.machine.groups[GROUP] = group
+    moved.machine.loaded([group], moved.now)
+    moved.pump()
+    return moved
+
+
+def test_a_group_loaded_soon_after_its_rebalance_rebalances_once() -> None:
+    """Issue #24's stuck group: generation 3 was synced on one broker, whose __consumer_offsets partition
+    moved to the other a second later. librdkafka's first OffsetFetch of the new assignment got
+    NOT_COORDINATOR from the old coordinator, which librdkafka never retries (librdkafka#5586): both members
+    heartbeated the new coordinator with no partition fetched and no commit for 120 s. The new coordinator
+    cannot tell, so a group whose generation is younger than its rebalance timeout rebalances once on load:
+    heartbeats say REBALANCE_IN_PROGRESS, the members rejoin and get (and fetch) their assignment again."""
+    d = Driver()
+    (a, b), generation = d.stable(None, None)
+    moved = _loaded_elsewhere(d, after_ms=4_000)
+    assert moved.group.state == GroupState.PREPARING_REBALANCE
+    assert moved.heartbeat(a, generation) == moved.heartbeat(b, generation) == E.REBALANCE_IN_PROGRESS
+    ta, tb = moved.join(a), moved.join(b)
+    ja, jb = moved.join_answer(ta), moved.join_answer(tb)
+    assert ja.error == jb.error == 0 and ja.generation_id == jb.generation_id == generation + 1
+    leader = ja.leader
+    syncs = [moved.sync(m, generation + 1, {x: x.encode() for x in (a, b)} if m == leader else None) for m in (a, b)]
+    assert [moved.sync_answer(s).assignment for s in syncs] == [a.encode(), b.encode()]
+    assert moved.group.state == GroupState.STABLE
+
+
+def test_a_group_loaded_long_after_its_rebalance_keeps_its_generation() -> None:
+    """Past the rebalance timeout no member can still be between its SyncGroup and its first OffsetFetch:
+    the loaded group stays Stable in its generation, as in Kafka, and its members heartbeat on."""
+    d = Driver()
+    (a, b), generation = d.stable(None, None)
+    moved = _loaded_elsewhere(d, after_ms=REBALANCE_MS + 1)
+    assert moved.group.state == GroupState.STABLE
+    assert moved.heartbeat(a, generation) == moved.heartbeat(b, generation) == 0
+    assert moved.sync_answer(moved.sync(b, generation)).assignment == b.encode()
+
+
 # ====================================================================== generation fencing
 def test_requests_of_an_old_generation_are_fenced() -> None:
     d = Driver()

@@ -145,14 +145,32 @@ class GroupStateMachine(SansIOMachine[Answer]):
 
     # ================================================================== groups coming and going
     def loaded(self, groups: Iterable[ClassicGroup], now: int) -> None:
-        """Groups were loaded from __consumer_offsets: their members' sessions start now, and a group over
-        groupMaxSize (the limit was lowered since) rebalances."""
+        """Groups were loaded from __consumer_offsets: their members' sessions start now; a group over
+        groupMaxSize (the limit was lowered since) rebalances, and so does a group whose last rebalance is
+        recent (`_rebalanced_recently`)."""
         self._now = now
         for group in groups:
             for m in group.members.values():
                 self._reschedule_heartbeat(group, m)
             if len(group.members) > self.config.groupMaxSize:
                 self._prepare_rebalance(group, f"freshly loaded group is over capacity {self.config.groupMaxSize}")
+            elif self._rebalanced_recently(group):
+                self._prepare_rebalance(group, f"its coordinator moved while generation {group.generation_id} "
+                                               "may still have been fetching its committed offsets")
+
+    def _rebalanced_recently(self, group: ClassicGroup) -> bool:
+        """Whether a loaded Stable group's generation began less than its rebalance timeout ago.
+
+        Its members may then have had their SyncGroup answered by the old coordinator and their first
+        OffsetFetch (the committed offsets of the new assignment) refused by it with NOT_COORDINATOR as it
+        unloaded. librdkafka (confluentinc/librdkafka#5586, open) never retries that fetch: the partitions
+        stay unfetched while the member heartbeats happily, so the group is stuck with no rebalance and no
+        commit (issue #24's all-brokers-kill trial). The new coordinator cannot know which members are in that
+        state, so such a group rebalances once; every member's JoinGroup then assigns (and fetches) afresh.
+        Apache Kafka does not do this, and a move outside the window costs nothing."""
+        if not group.is_in(S.STABLE) or not group.members or group.state_timestamp is None:
+            return False
+        return self.timestamp() - group.state_timestamp < group.rebalance_timeout_ms()
 
     def drop_groups(self, group_ids: Iterable[str]) -> None:
         """Forget these groups (their partition moved away): their parked requests get NOT_COORDINATOR, as

@@ -12,7 +12,9 @@ DeleteShareGroupOffsets (`kafka-share-groups --delete-offsets`) and DeleteGroups
 
 from __future__ import annotations
 
-from kop.kafka.apis.share_state_common import now_ms, refused, share_store
+from kop.coordinator.share.shard import Refused
+from kop.coordinator.share.store import Key, ShareStateStore
+from kop.kafka.apis.share_state_common import each_partition, error_fields, now_ms
 from kop.kafka.context import RequestContext
 from kop.protocol.messages import DeleteShareGroupStateRequest, DeleteShareGroupStateResponse
 
@@ -22,16 +24,10 @@ VERSIONS = (0, 0)
 
 async def handle(ctx: RequestContext, req: DeleteShareGroupStateRequest) -> DeleteShareGroupStateResponse:
     R = DeleteShareGroupStateResponse
-    store, allowed = await share_store(ctx)
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            got = refused(ctx, store, allowed, key)
-            if got is None and store is not None:
-                got = await store.delete(key, now_ms())
-            parts.append(R.PartitionResult(partition=p.partition, error_code=got.error if got else 0,
-                                           error_message=got.message if got else None))
-        results.append(R.DeleteStateResult(topic_id=t.topic_id, partitions=parts))
-    return R(results=results)
+
+    async def delete(store: ShareStateStore, key: Key, p: DeleteShareGroupStateRequest.PartitionData) -> Refused | None:
+        return await store.delete(key, now_ms())
+
+    return R(results=[R.DeleteStateResult(topic_id=tid, partitions=[
+        R.PartitionResult(partition=a.part.partition, **error_fields(a.got)) for a in parts])
+        for tid, parts in await each_partition(ctx, req, delete)])

@@ -14,8 +14,8 @@ offset, a higher StateEpoch).
 
 from __future__ import annotations
 
-from kop.coordinator.share.shard import Refused
-from kop.kafka.apis.share_state_common import now_ms, refused, share_store
+from kop.coordinator.share.store import Key, ShareStateStore
+from kop.kafka.apis.share_state_common import each_partition, error_fields, now_ms
 from kop.kafka.context import RequestContext
 from kop.protocol.messages import InitializeShareGroupStateRequest, InitializeShareGroupStateResponse
 
@@ -25,17 +25,10 @@ VERSIONS = (0, 0)
 
 async def handle(ctx: RequestContext, req: InitializeShareGroupStateRequest) -> InitializeShareGroupStateResponse:
     R = InitializeShareGroupStateResponse
-    store, allowed = await share_store(ctx)
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            got = refused(ctx, store, allowed, key)
-            if got is None and store is not None:
-                done = await store.initialize(key, p.state_epoch, p.start_offset, now_ms())
-                got = done if isinstance(done, Refused) else None
-            parts.append(R.PartitionResult(partition=p.partition, error_code=got.error if got else 0,
-                                           error_message=got.message if got else None))
-        results.append(R.InitializeStateResult(topic_id=t.topic_id, partitions=parts))
-    return R(results=results)
+
+    async def initialize(store: ShareStateStore, key: Key, p: InitializeShareGroupStateRequest.PartitionData) -> object:
+        return await store.initialize(key, p.state_epoch, p.start_offset, now_ms())
+
+    return R(results=[R.InitializeStateResult(topic_id=tid, partitions=[
+        R.PartitionResult(partition=a.part.partition, **error_fields(a.got)) for a in parts])
+        for tid, parts in await each_partition(ctx, req, initialize)])

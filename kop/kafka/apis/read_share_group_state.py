@@ -13,8 +13,10 @@ their share coordinator, the broker owning the state's __share_group_state parti
 
 from __future__ import annotations
 
+from kop.coordinator.share.records import ShareState
 from kop.coordinator.share.shard import Refused
-from kop.kafka.apis.share_state_common import now_ms, refused, share_store
+from kop.coordinator.share.store import Key, ShareStateStore
+from kop.kafka.apis.share_state_common import Answered, each_partition, error_fields, now_ms
 from kop.kafka.context import RequestContext
 from kop.protocol.messages import ReadShareGroupStateRequest, ReadShareGroupStateResponse
 
@@ -25,22 +27,19 @@ VERSIONS = (0, 0)
 async def handle(ctx: RequestContext, req: ReadShareGroupStateRequest) -> ReadShareGroupStateResponse:
     R = ReadShareGroupStateResponse
     P = R.PartitionResult
-    store, allowed = await share_store(ctx)
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            got = refused(ctx, store, allowed, key)
-            state = None
-            if got is None and store is not None:
-                read = await store.read(key, p.leader_epoch, now_ms())
-                got, state = (read, None) if isinstance(read, Refused) else (None, read)
-            parts.append(P(
-                partition=p.partition, error_code=got.error if got else 0, error_message=got.message if got else None,
-                state_epoch=state.state_epoch if state is not None else 0,
-                start_offset=state.start_offset if state is not None else -1,
-                state_batches=[P.StateBatch(first_offset=f, last_offset=la, delivery_state=s, delivery_count=c)
-                               for f, la, s, c in (state.batches if state is not None else ())]))
-        results.append(R.ReadStateResult(topic_id=t.topic_id, partitions=parts))
-    return R(results=results)
+
+    async def read(store: ShareStateStore, key: Key, p: ReadShareGroupStateRequest.PartitionData
+                   ) -> Refused | ShareState:
+        return await store.read(key, p.leader_epoch, now_ms())
+
+    def result(a: Answered[ReadShareGroupStateRequest.PartitionData, Refused | ShareState]
+               ) -> ReadShareGroupStateResponse.PartitionResult:
+        state = a.got if isinstance(a.got, ShareState) else None
+        return P(partition=a.part.partition, **error_fields(a.got),
+                 state_epoch=state.state_epoch if state is not None else 0,
+                 start_offset=state.start_offset if state is not None else -1,
+                 state_batches=[P.StateBatch(first_offset=f, last_offset=la, delivery_state=s, delivery_count=c)
+                                for f, la, s, c in (state.batches if state is not None else ())])
+
+    return R(results=[R.ReadStateResult(topic_id=tid, partitions=[result(a) for a in parts])
+                      for tid, parts in await each_partition(ctx, req, read)])

@@ -13,8 +13,9 @@ share-partition leader for the leader epoch to take the share-partition up above
 
 from __future__ import annotations
 
-from kop.coordinator.share.shard import Refused
-from kop.kafka.apis.share_state_common import refused, share_store
+from kop.coordinator.share.shard import Refused, Summary
+from kop.coordinator.share.store import Key, ShareStateStore
+from kop.kafka.apis.share_state_common import Answered, each_partition, error_fields
 from kop.kafka.context import RequestContext
 from kop.protocol.messages import ReadShareGroupStateSummaryRequest, ReadShareGroupStateSummaryResponse
 
@@ -24,22 +25,20 @@ VERSIONS = (0, 1)
 
 async def handle(ctx: RequestContext, req: ReadShareGroupStateSummaryRequest) -> ReadShareGroupStateSummaryResponse:
     R = ReadShareGroupStateSummaryResponse
-    store, allowed = await share_store(ctx)
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            got = refused(ctx, store, allowed, key) or (store.summary(key) if store is not None else None)
-            if isinstance(got, Refused) or got is None:
-                parts.append(R.PartitionResult(
-                    partition=p.partition, error_code=got.error if got else 0,
-                    error_message=got.message if got else None, state_epoch=0, leader_epoch=0, start_offset=-1,
-                    delivery_complete_count=-1))
-                continue
-            parts.append(R.PartitionResult(
-                partition=p.partition, error_code=0, error_message=None, state_epoch=got.state_epoch,
-                leader_epoch=got.leader_epoch, start_offset=got.start_offset,
-                delivery_complete_count=got.delivery_complete_count))
-        results.append(R.ReadStateSummaryResult(topic_id=t.topic_id, partitions=parts))
-    return R(results=results)
+
+    async def summary(store: ShareStateStore, key: Key, p: ReadShareGroupStateSummaryRequest.PartitionData
+                      ) -> Refused | Summary:
+        return store.summary(key)
+
+    def result(a: Answered[ReadShareGroupStateSummaryRequest.PartitionData, Refused | Summary]
+               ) -> ReadShareGroupStateSummaryResponse.PartitionResult:
+        got = a.got
+        if not isinstance(got, Summary):
+            return R.PartitionResult(partition=a.part.partition, **error_fields(got), state_epoch=0, leader_epoch=0,
+                                     start_offset=-1, delivery_complete_count=-1)
+        return R.PartitionResult(partition=a.part.partition, error_code=0, error_message=None,
+                                 state_epoch=got.state_epoch, leader_epoch=got.leader_epoch,
+                                 start_offset=got.start_offset, delivery_complete_count=got.delivery_complete_count)
+
+    return R(results=[R.ReadStateSummaryResult(topic_id=tid, partitions=[result(a) for a in parts])
+                      for tid, parts in await each_partition(ctx, req, summary)])

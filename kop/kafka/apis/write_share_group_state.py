@@ -21,8 +21,8 @@ same rules).
 
 from __future__ import annotations
 
-from kop.coordinator.share.shard import Refused
-from kop.kafka.apis.share_state_common import now_ms, refused, share_store
+from kop.coordinator.share.store import Key, ShareStateStore
+from kop.kafka.apis.share_state_common import each_partition, error_fields, now_ms
 from kop.kafka.context import RequestContext
 from kop.protocol.messages import WriteShareGroupStateRequest, WriteShareGroupStateResponse
 
@@ -32,19 +32,11 @@ VERSIONS = (0, 0)
 
 async def handle(ctx: RequestContext, req: WriteShareGroupStateRequest) -> WriteShareGroupStateResponse:
     R = WriteShareGroupStateResponse
-    store, allowed = await share_store(ctx)
-    results = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            key = (req.group_id, t.topic_id, p.partition)
-            got = refused(ctx, store, allowed, key)
-            if got is None and store is not None:
-                batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                                for b in p.state_batches)
-                done = await store.write_state(key, p.state_epoch, p.leader_epoch, p.start_offset, batches, now_ms())
-                got = done if isinstance(done, Refused) else None
-            parts.append(R.WriteStateResult.PartitionResult(partition=p.partition, error_code=got.error if got else 0,
-                                                            error_message=got.message if got else None))
-        results.append(R.WriteStateResult(topic_id=t.topic_id, partitions=parts))
-    return R(results=results)
+
+    async def write(store: ShareStateStore, key: Key, p: WriteShareGroupStateRequest.PartitionData) -> object:
+        batches = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)
+        return await store.write_state(key, p.state_epoch, p.leader_epoch, p.start_offset, batches, now_ms())
+
+    return R(results=[R.WriteStateResult(topic_id=tid, partitions=[
+        R.WriteStateResult.PartitionResult(partition=a.part.partition, **error_fields(a.got)) for a in parts])
+        for tid, parts in await each_partition(ctx, req, write)])

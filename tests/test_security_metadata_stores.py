@@ -16,6 +16,9 @@ from kop.security.sasl import Success
 from kop.security.sasl.scram import ScramCredential, ScramServer
 from kop.storage.local.metadata import SqliteMetadataStore
 
+# Spaces and '!' are outside base64's alphabet, so the check that the stored credential does not hold the
+# password cannot be met by chance inside a random salt or key (a 2-letter password once was: "...iQJpwQ...").
+PASSWORD = "not in base64!"
 READ_T = AclBinding.of(ResourceType.TOPIC, "t", PatternType.LITERAL, "User:alice", "*", AclOperation.READ,
                        AclPermissionType.ALLOW)
 
@@ -25,16 +28,16 @@ def test_scram_users_created_on_one_broker_authenticate_on_another(tmp_path):
         ms = SqliteMetadataStore(tmp_path)
         broker1, broker2 = MetadataScramCredentialStore(ms), MetadataScramCredentialStore(ms)
         for user in ("alice", "team/x.y"):
-            await broker1.put(user, "SCRAM-SHA-256", ScramCredential.from_password("SCRAM-SHA-256", "pw"))
-        await broker1.put("alice", "SCRAM-SHA-512", ScramCredential.from_password("SCRAM-SHA-512", "pw", iterations=8192))
-        client, server = ScramClient("team/x.y", "pw", "SCRAM-SHA-256"), ScramServer("SCRAM-SHA-256", broker2)
+            await broker1.put(user, "SCRAM-SHA-256", ScramCredential.from_password("SCRAM-SHA-256", PASSWORD))
+        await broker1.put("alice", "SCRAM-SHA-512", ScramCredential.from_password("SCRAM-SHA-512", PASSWORD, iterations=8192))
+        client, server = ScramClient("team/x.y", PASSWORD, "SCRAM-SHA-256"), ScramServer("SCRAM-SHA-256", broker2)
         client.process_server_first_message((await server.evaluate(client.first_message())).data)
         done = await server.evaluate(client.final_message())
         assert isinstance(done, Success) and done.principal == KafkaPrincipal.user("team/x.y")
         assert await broker2.describe() == {"alice": {"SCRAM-SHA-256": 4096, "SCRAM-SHA-512": 8192},
                                             "team/x.y": {"SCRAM-SHA-256": 4096}}
         stored = (await ms.get("/kop/security/scram/alice/SCRAM-SHA-256"))[0]
-        assert b"pw" not in stored and set(json.loads(stored)) == {
+        assert PASSWORD.encode() not in stored and set(json.loads(stored)) == {
             "salt", "iterations", "stored_key", "server_key"}
         assert await broker2.delete("team/x.y", "SCRAM-SHA-256")
         assert not await broker2.delete("team/x.y", "SCRAM-SHA-256")

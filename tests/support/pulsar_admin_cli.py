@@ -17,6 +17,7 @@ commands pays for one or two. The driver is compiled on first use (tests/support
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from .java import REPO_ROOT, JavaToolsMissing, adopt_archive, cds_options, compiled_probe, java_executable
 
@@ -109,6 +111,7 @@ class PulsarAdminSession:
         classpath = f"{cli.libs}/*{os.pathsep}{compiled_probe(DRIVER, f'{cli.libs}/*')}"
         cds, self._pending = cds_options(classpath, MAIN_CLASS, JVM_OPTS, dump=True)
         self._log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self._log_text = ""
         self.proc = subprocess.Popen([java_executable(), *JVM_OPTS, *cds, "-cp", classpath, MAIN_CLASS, conf],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log)
 
@@ -136,18 +139,16 @@ class PulsarAdminSession:
             timer.cancel()
         return CliResult(words, rc, out.decode(errors="replace"), err.decode(errors="replace"))
 
-    def _fail(self, words: tuple[str, ...], why: str) -> None:
-        self.close()
-        self._log_text = getattr(self, "_log_text", "")
-        raise AssertionError(f"pulsar-admin {' '.join(words)}: {why}\n--- JVM stderr\n{self._log_text[-4000:]}")
+    def _fail(self, words: tuple[str, ...], why: str) -> NoReturn:
+        log = self.close()
+        raise AssertionError(f"pulsar-admin {' '.join(words)}: {why}\n--- JVM stderr\n{log[-4000:]}")
 
-    def close(self) -> None:
-        """stdin closed: the driver exits (killed if it does not within a minute); its class archive adopted."""
+    def close(self) -> str:
+        """stdin closed: the driver exits (killed if it does not within a minute), its class archive adopted;
+        what the JVM printed on its own stderr (the admin client's log lines)."""
         if self.proc.stdin and not self.proc.stdin.closed:
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.stdin.close()
-            except OSError:
-                pass
         try:
             self.proc.wait(60)
         except subprocess.TimeoutExpired:
@@ -157,9 +158,10 @@ class PulsarAdminSession:
             self._log.seek(0)
             self._log_text = self._log.read().decode(errors="replace")
             self._log.close()
-        adopt_archive(self._pending, self.proc.returncode == 0)
-        self._pending = None
-        self._conf.unlink(missing_ok=True)
+            adopt_archive(self._pending, self.proc.returncode == 0)
+            self._pending = None
+            self._conf.unlink(missing_ok=True)
+        return self._log_text
 
     def __enter__(self) -> PulsarAdminSession:
         return self

@@ -10,9 +10,8 @@ CLI's exit code and the first line it prints (Pulsar's reason, as the CLI shows 
 Messages come from pulsar-client, since what the CLI shows of a topic (stats, backlogs, cursors, compaction)
 needs some.
 
-Not compared: topic stats fields this broker does not compute (ownerBroker, deduplicationStatus, the backlog
-quota limits' -1 "unset", oldestBacklogMessageAgeSeconds) - the assertions read the counters and backlogs both
-brokers keep. The call-by-call REST comparison is tests/e2e/test_pulsar_admin_diff.py, the Java admin client's
+Not compared: topic stats fields this broker does not compute (ownerBroker, oldestBacklogMessageAgeSeconds) - the
+assertions read the counters, backlogs and applied policies both brokers show. The call-by-call REST comparison is tests/e2e/test_pulsar_admin_diff.py, the Java admin client's
 tests/e2e/test_pulsar_admin_java.py.
 """
 
@@ -181,10 +180,14 @@ def test_topics_of_both_kinds(target, admin, client, namespace):
     stats = admin("topics", "stats", plain).json()
     assert isinstance(stats, dict), stats
     assert (stats["msgInCounter"], stats["publishers"], stats["subscriptions"]) == (4, [], {})
+    # the policies that apply, as the stats show them: no backlog quota (-1), de-duplication off
+    assert (stats["backlogQuotaLimitSize"], stats["backlogQuotaLimitTime"], stats["deduplicationStatus"]) == (
+        -1, -1, "Disabled")
     parted_stats = admin("topics", "partitioned-stats", parted, "--per-partition").json()
     assert isinstance(parted_stats, dict), parted_stats
     assert parted_stats["msgInCounter"] == 6
     assert parted_stats["metadata"] == {"partitions": 3, "deleted": False}
+    assert (parted_stats["backlogQuotaLimitSize"], parted_stats["backlogQuotaLimitTime"]) == (-1, -1)
     assert sorted(parted_stats["partitions"]) == [f"{parted}-partition-{p}" for p in range(3)]
     msg_counts = {p: s["msgInCounter"] for p, s in parted_stats["partitions"].items()}
     assert sum(msg_counts.values()) == 6

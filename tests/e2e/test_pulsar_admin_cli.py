@@ -1,5 +1,5 @@
 """`pulsar-admin`, Apache Pulsar's own CLI (pulsar-client-tools 5.0.1 from Maven Central), driving tenants,
-namespaces and their policies, topics of both kinds, subscriptions and compaction (issue 22) - on the reference
+namespaces and their policies, topic policies, topics of both kinds, subscriptions and compaction (issue 22) - on the reference
 `pulsar` and on our broker (`kop`, `kop-bk`), the same assertions on each: the CLI's exit code and what it prints,
 which is what an operator's scripts read.
 
@@ -158,6 +158,30 @@ def test_namespace_policies(target, admin, namespace):
     ok(admin("namespaces", "get-schema-compatibility-strategy", namespace), "UNDEFINED\n")
     # a namespace with a policy set is deleted with it (the fixture's delete): no leftover refuses it
     ok(admin("namespaces", "set-message-ttl", namespace, "-ttl", "60"))
+
+
+def test_topic_policies(target, admin, namespace):
+    """`topicPolicies`: a topic's own policy over its namespace's, and `-ap` (applied) showing which one holds."""
+    topic = f"persistent://{namespace}/policed"
+    ok(admin("topics", "create", topic))
+    ok(admin("namespaces", "set-message-ttl", namespace, "-ttl", "300"))
+    ok(admin("topicPolicies", "get-message-ttl", topic), "null\n")
+    ok(admin("topicPolicies", "get-message-ttl", topic, "-ap"), "300\n")
+    ok(admin("topicPolicies", "set-message-ttl", topic, "-t", "120"))
+    ok(admin("topicPolicies", "get-message-ttl", topic), "120\n")
+    ok(admin("topicPolicies", "get-message-ttl", topic, "-ap"), "120\n")
+    ok(admin("topicPolicies", "set-max-producers", topic, "-p", "2"))
+    ok(admin("topicPolicies", "get-max-producers", topic), "2\n")
+    ok(admin("topicPolicies", "set-retention", topic, "-s", "10M", "-t", "1h"))
+    ok(admin("topicPolicies", "get-retention", topic),
+       '{\n  "retentionTimeInMinutes" : 60,\n  "retentionSizeInMB" : 10\n}\n')
+    ok(admin("topicPolicies", "set-deduplication", topic, "--enable"))
+    ok(admin("topicPolicies", "get-deduplication", topic), "true\n")
+    ok(admin("topicPolicies", "remove-message-ttl", topic))
+    ok(admin("topicPolicies", "get-message-ttl", topic), "null\n")
+    ok(admin("topicPolicies", "get-message-ttl", topic, "-ap"), "300\n")
+    missing = f"persistent://{namespace}/missing"
+    refused(admin("topicPolicies", "get-message-ttl", missing), f"Topic {missing} not found")
 
 
 # ---- topics --------------------------------------------------------------------------------------------------

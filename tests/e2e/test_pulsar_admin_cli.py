@@ -1,7 +1,7 @@
 """`pulsar-admin`, Apache Pulsar's own CLI (pulsar-client-tools 5.0.1 from Maven Central), driving tenants,
-namespaces and their policies, topic policies, topics of both kinds, subscriptions and compaction (issue 22) - on the reference
-`pulsar` and on our broker (`kop`, `kop-bk`), the same assertions on each: the CLI's exit code and what it prints,
-which is what an operator's scripts read.
+namespaces and their policies, topic policies, topics of both kinds, subscriptions and compaction (issue 22) - on
+the reference `pulsar` and on our broker (`kop`, `kop-bk`), the same assertions on each: the CLI's exit code and
+what it prints, which is what an operator's scripts read.
 
 The CLI runs through tests/support/pulsar_admin_cli.py: one JVM per broker for the whole module, each command
 line through PulsarAdminTool's own entry (exit code 0 or 1, as its main exits). Each test makes its own tenant and
@@ -11,8 +11,8 @@ Messages come from pulsar-client, since what the CLI shows of a topic (stats, ba
 needs some.
 
 Not compared: topic stats fields this broker does not compute (ownerBroker, oldestBacklogMessageAgeSeconds) - the
-assertions read the counters, backlogs and applied policies both brokers show. The call-by-call REST comparison is tests/e2e/test_pulsar_admin_diff.py, the Java admin client's
-tests/e2e/test_pulsar_admin_java.py.
+assertions read the counters, backlogs and applied policies both brokers show. The call-by-call REST comparison
+is tests/e2e/test_pulsar_admin_diff.py, the Java admin client's tests/e2e/test_pulsar_admin_java.py.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ def test_tenants_and_namespaces(target, admin):
     assert admin("tenants", "get", tenant).json() == {"adminRoles": ["ops"], "allowedClusters": [CLUSTER]}
     refused(admin("tenants", "create", tenant, "-c", CLUSTER), "Tenant already exist")
     refused(admin("namespaces", "create", f"{tenant}-missing/ns"), "Tenant does not exist")
+    refused(admin("tenants", "create", f"{tenant}-x", "-c", "no-such-cluster"), "Clusters do not exist")
+    refused(admin("namespaces", "delete", f"{tenant}/nope"), f"Namespace {tenant}/nope does not exist.")
 
     ok(admin("namespaces", "create", f"{tenant}/a"))
     ok(admin("namespaces", "create", f"{tenant}/b"))

@@ -3,7 +3,7 @@
 One rule for scripts/setup and tests/support/pulsar_admin_cli.py: .cache/pulsar-admin-<pulsar.admin.version of
 tools/java/pulsar-admin/pom.xml>, KOP_PULSAR_ADMIN_LIBS overriding it. Complete = the classes the tests run are in
 the folder's jars: a folder that has them but no stamp (fetched by hand with the same pom) is adopted - stamped,
-not fetched again - and one that lacks them is fetched, which without mvn is a loud failure, never a skip.
+not fetched again, as is one stamped for an older pom - and one that lacks them is fetched, which without mvn is a loud failure, never a skip.
 """
 
 from __future__ import annotations
@@ -62,6 +62,11 @@ def test_setup_adopts_a_complete_folder_without_fetching(tmp_path: Path) -> None
     again = _setup(libs)
     assert again.returncode == 0, again.stderr
     assert f"pulsar-admin 5.0.1 jars already in {libs} (2 jars)" in again.stderr
+    (libs / ".complete").write_text("the hash of an older pom\n")  # a pom edit: kept, stamped anew, not fetched
+    edited = _setup(libs)
+    assert edited.returncode == 0, edited.stderr
+    assert "found complete" in edited.stderr and (libs / "other.jar").exists()
+    assert (libs / ".complete").read_text() == hashlib.sha256(ADMIN_POM.read_bytes()).hexdigest() + "\n"
 
 
 def test_setup_fails_loudly_on_an_incomplete_folder_it_cannot_fetch(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """`pulsar-admin`, Apache Pulsar's own admin CLI (pulsar-client-tools), from the jars scripts/setup fetched into
 .cache/pulsar-admin-<version>/ (tools/java/pulsar-admin/pom.xml's pulsar.admin.version; KOP_PULSAR_ADMIN_LIBS names
 another folder). 5.0.1 whatever the suite's Pulsar reference is: the only version Maven Central serves here, and a
-client of the admin REST, whose paths and bodies 4.x and 5.0 share.
+client of the admin REST only (tests/e2e/test_pulsar_admin_cli.py passes against Apache Pulsar 4.0.7 and 4.2.4).
 
     cli = PulsarAdminCli(admin_url)                       # auth_plugin=/auth_params= for a broker with auth
     with cli.session() as admin:

@@ -158,7 +158,7 @@ def test_kop_admin_subscription_verbs(broker: KopBroker, client: pulsar.Client) 
     run("topics", "reset-cursor", "-s", "cli", "-t", "1h", topic)
     assert sub_stats(broker, part, "cli")["msgBacklog"] == 4
     r = kop_admin(admin, "topics", "skip", "-s", "nope", "-n", "1", part)
-    assert r.returncode == 1 and "Subscription not found" in r.stderr
+    assert r.returncode == 1 and f"Subscription nope not found for topic persistent://public/default/{part}" in r.stderr
     run("topics", "unsubscribe", "-s", "cli", topic)
     assert run("topics", "subscriptions", topic).strip() == ""
 

@@ -2,7 +2,8 @@
 message id), skip, skip_all (clear backlog), expireMessages, peek (`position/{n}`).
 
 Paths, status codes and bodies are Apache Pulsar 4.x's (PersistentTopics): 204 No Content for a change, 404
-"Subscription not found", 409 "Subscription already exists for topic", 412 "Subscription has active connected
+"Subscription <sub> not found for topic <partition, or the non-partitioned topic>" (a partitioned topic's base
+name in a delete: "Subscription not found"), 409 "Subscription already exists for topic", 412 "Subscription has active connected
 consumers" (delete without force), 405 for what Pulsar refuses on a partitioned topic's base name (skip, peek,
 reset to a message id). On a base name, list / create / delete / reset by time / skip_all / expire act on every
 partition, as Pulsar does - in cluster mode each partition by its owner (kop/admin/fanout.py). The work is done by the pulsar handler behind kop/services.py's
@@ -80,10 +81,15 @@ class _Handlers:
         api = self.api
         if api is None:
             raise AdminError(404, "Subscription not found")
+        sub = request.match_info.get("subscription")
+
         async def here(p: int) -> object:
             try:
                 return await op(api, ref.topic, p)
             except SubscriptionError as e:
+                if e.status == 404 and sub is not None:  # Pulsar names the subscription and the partition
+                    shown = ref.partition_name(p) if ref.topic.partitioned else ref.base_name
+                    raise AdminError(404, f"Subscription {sub} not found for topic {shown}") from None
                 raise AdminError(e.status, e.reason) from None
 
         if ref.partition is not None:
@@ -124,7 +130,14 @@ class _Handlers:
     async def delete(self, request: web.Request) -> web.Response:
         sub = request.match_info["subscription"]
         force = request.query.get("force", "false").lower() == "true"
-        await self._each(request, lambda a, t, p: a.delete(t, p, sub, force))
+        try:
+            await self._each(request, lambda a, t, p: a.delete(t, p, sub, force))
+        except AdminError as e:
+            # a partitioned topic's base name: Pulsar gathers its partitions' refusals into its plain words
+            if e.status == 404 and e.reason.startswith(f"Subscription {sub} not found") and \
+                    self.server._ref(request).partition is None:
+                raise AdminError(404, "Subscription not found") from None
+            raise
         return web.Response(status=NO_CONTENT)
 
     async def reset_time(self, request: web.Request) -> web.Response:

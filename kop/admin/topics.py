@@ -75,7 +75,8 @@ async def _unload(server: AdminServer, request: web.Request) -> None:
 async def create_non_partitioned(server: AdminServer, tenant: str, namespace: str, local: str) -> None:
     """Pulsar's createNonPartitionedTopic: 412 for a bad name, 409 when the name is taken by either kind."""
     service = server.service
-    views.topic_list(service, tenant, namespace)  # 404 for an unknown namespace
+    if not await service.topics.namespaces.exists(tenant, namespace):
+        raise AdminError(404, "Namespace not found")  # Pulsar's words for a create, as for a partitioned one
     m = views.PARTITION_SUFFIX.match(local)
     if m:
         parent = service.topics.get(TopicName(tenant, namespace, m["base"]))

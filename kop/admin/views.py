@@ -26,6 +26,7 @@ from kop.admin import gather
 from kop.managed_ledger import InvalidPositionError, Position
 from kop.offset.api import NoSuchEntry, OffsetOutOfRange, PartitionLog
 from kop.storage.api import NoSuchLedgerError
+from kop.topics import namespaces as ns_store
 from kop.topics.names import InvalidTopicName, TopicName, check_local_name
 
 if TYPE_CHECKING:
@@ -218,11 +219,34 @@ async def partition_stats(service: BrokerServices, topic: Topic, partition: int)
         "subscriptions": subs,
         "highWatermark": hw,
         "logStartOffset": plog.log_start_offset,
+        **_policy_stats(service, topic),
+    }
+
+
+def _policy_stats(service: BrokerServices, topic: Topic) -> dict[str, int | str]:
+    """What Pulsar's TopicStats says of the policies that apply to the topic (topic-level, else namespace, else the
+    broker's keys - the order the handlers honour them in): each backlog quota type's limit (-1: none) and whether
+    de-duplication is on, as Pulsar's MessageDeduplication status names it."""
+    cfg = service.config
+    policies = service.topics.namespaces
+    quotas = policies.backlog_quotas(topic.name)
+    storage, age = quotas.get(ns_store.DESTINATION_STORAGE), quotas.get(ns_store.MESSAGE_AGE)
+    dedup = policies.effective(topic.name, ns_store.DEDUPLICATION)
+    enabled = cfg.brokerDeduplicationEnabled if dedup is None else bool(dedup)
+    return {
+        "backlogQuotaLimitSize": int(storage.get("limitSize", -1)) if isinstance(storage, dict)
+        else cfg.backlogQuotaDefaultLimitBytes,
+        "backlogQuotaLimitTime": int(age.get("limitTime", -1)) if isinstance(age, dict)
+        else cfg.backlogQuotaDefaultLimitSecond,
+        "deduplicationStatus": "Enabled" if enabled else "Disabled",
     }
 
 
 _SUMMED = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
            "bytesOutCounter", "msgOutCounter", "storageSize", "waitingPublishers")
+
+
+_POLICY_LIMITS = ("backlogQuotaLimitSize", "backlogQuotaLimitTime")  # partitioned-stats: as its partitions say
 
 
 PartitionSource = Callable[[int], Awaitable[dict[str, Any]]]
@@ -236,12 +260,14 @@ async def partitioned_stats(service: BrokerServices, ref: TopicRef, per_partitio
     owner); by default they are computed here."""
     _need_partitioned(ref, "partitioned-stats")
     source = partition_source or (lambda p: partition_stats(service, ref.topic, p))
-    total: dict[str, Any] = {k: 0 for k in _SUMMED}
+    total: dict[str, Any] = {k: 0 for k in _SUMMED} | {k: -1 for k in _POLICY_LIMITS}
     subs: dict[str, dict[str, Any]] = {}
     parts: dict[str, Any] = {}
     for p, s in enumerate(await _each(source, ref.topic.partitions, remote=partition_source is not None)):
         for k in _SUMMED:
             total[k] += s[k]
+        if p == 0:  # the topic's policies, the same on each partition
+            total |= {k: s.get(k, -1) for k in _POLICY_LIMITS}
         for group, sub in s["subscriptions"].items():
             agg = subs.setdefault(group, {"msgBacklog": 0, "type": sub["type"]})
             agg["msgBacklog"] += sub["msgBacklog"]

@@ -15,7 +15,7 @@ import struct
 import pytest
 
 from kop.storage.api import LedgerDamagedError, NoSuchLedgerError, StorageError
-from kop.storage.local.ledgers import HEADER_SIZE, LocalLedgerStore
+from kop.storage.local.ledgers import HEADER_SIZE, VERIFIED_SPAN_MIN_BUDGET, LocalLedgerStore
 from tests.support.storage import run
 
 
@@ -365,6 +365,7 @@ async def test_verified_spans_check_every_frame_and_stop_before_a_damaged_one(tm
         got = await lh.read_spans(0, 5, 1 << 30, 0, 512)
         assert got is not None and [e.rest is not None for e in got] == [True] * 6
         assert [e.head + e.rest.read() for e in got] == payloads
+        assert await lh.read_spans(0, 5, VERIFIED_SPAN_MIN_BUDGET - 1, 0, 512) is None  # a small read: copy path
 
         with open(tmp_path / f"{lh.ledger_id}.log", "r+b") as f:  # entry 3, far past its 512-byte head
             at = sum(HEADER_SIZE + s for s in sizes[:3]) + HEADER_SIZE + 30_000

@@ -36,8 +36,8 @@ returns each entry's first bytes (its headers) and the rest as a FileSpan of a d
 descriptor, which the Kafka connection sends with sendfile. Unverified, it preads only the heads; verified
 (``verify_reads``), it preads the range a chunk at a time into the store's scratch buffer, checks every
 frame's CRC there and takes the heads from it: the bodies then go from the same page-cache pages the check
-just read, so the process copies nothing into a buffer of its own and nothing out to the socket (issue 27:
-the copy path's two copies and fresh read buffers were most of the broker's CPU per MB consumed).
+just read, so each byte is copied once, into a buffer that is warm in the cache, instead of into a fresh
+buffer and again out to the socket (issue 27: those two copies were most of the broker's CPU per MB consumed).
 
 Damage (issue #12): every read checks each frame's CRC (``verify_reads``, on by default; the cost on the
 fetch path is in docs/benchmarks.md). A sealed ledger whose file is shorter than its index says (entries
@@ -111,14 +111,14 @@ _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 102
 SPAN_MIN_ENTRY = 32 << 10
 #: A verified zero-copy read checks its entries in chunks of about this many bytes, read into one reused buffer
 #: (LocalLedgerStore.scratch): no fresh allocation per fetch (page faults, munmap), and a chunk that fits the CPU's
-#: cache is still there when its CRC is computed. An entry larger than this is read on its own (the buffer grows).
+#: cache is still there when its CRC is computed. An entry larger than this is read alone, into a buffer of its own.
 SCRATCH_BYTES = 1 << 20
 #: A verified zero-copy read only for a budget (the fetch's partition limit, what is left of its answer's) of at
 #: least this many bytes; smaller reads take the copy path. Measured (docs/benchmarks.md "Verified zero copy"):
 #: franz-go reading 8 MiB per partition cost the broker 0.36 CPU ms/MB with spans against 0.72 by the copy path,
-#: kafka-consumer-perf-test reading its default 1 MiB per partition (64 KiB batches) 1.10 against 0.89 - an
-#: answer of a few MiB is copied through buffers the allocator reuses, warm in the cache, and a sendfile per batch
-#: costs more than that; tens of MiB read into fresh memory (page faults) and written cost more than the spans.
+#: kafka-consumer-perf-test reading its default 1 MiB per partition (64 KiB batches) 1.10 against 0.89. Not pinned
+#: down why; likely: an answer of a few MiB goes through buffers the allocator reuses, warm in the cache, cheaper
+#: than a sendfile per batch, while tens of MiB read into fresh memory (page faults) and written cost more.
 VERIFIED_SPAN_MIN_BUDGET = 4 << 20
 _ID_BLOCK = 1000  # ledger ids reserved per persisted counter write
 _BIG_ENDIAN_HOST = sys.byteorder == "big"

@@ -169,7 +169,8 @@ class BrokerConfig:
     connectionMaxIdleMs: int = 600000  # -1 disables
     fetchMaxWaitCapMs: int = 30000
     # Fetch answers sent from the ledger files with sendfile (issue 27) where possible: plain TCP, the
-    # embedded storage, localStoreVerifyChecksums=false. false: always read into the process and written.
+    # embedded storage, large batches (with localStoreVerifyChecksums: reads of 4 MiB or more, CRCs checked
+    # first). false: always read into the process and written.
     fetchZeroCopy: bool = True
     maxIncrementalFetchSessionCacheSlots: int = 1000  # KIP-227 fetch sessions kept; 0 turns them off
     # --- request memory and connection limits (Kafka's queued.max.request.bytes, max.connections.per.ip,

@@ -7,8 +7,9 @@ was produced through that path: several partitions in one answer, the byte limit
 aborted transaction, a compacted topic, ledgers rolled every few entries (so one answer spans several ledger
 files). The TLS listener of the same broker keeps the copy path; a ledger file truncated under the broker
 answers KAFKA_STORAGE_ERROR, never other bytes. `kop_server_fetch_sendfile_bytes` proves which path served:
-without it these tests would pass on the copy path too. One broker for the module; only ours (the path is
-ours: the reference has no such switch).
+without it these tests would pass on the copy path too. With the default localStoreVerifyChecksums=true (a
+second broker, the last test) the same path checks each entry's CRC first: a flipped byte is refused. Only ours
+(the path is ours: the reference has no such switch).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from cryptography.x509.oid import NameOID
 
 from kop.kafka.apis.common import LEADER_EPOCH
 from kop.protocol.records import build_batch
+from kop.storage.local.ledgers import check_ledger_file
 from tests.support.admin import Scrape
 from tests.support.broker import KopBroker
 from tests.support.certs import CertAuthority, name
@@ -303,3 +305,55 @@ def test_a_truncated_ledger_file_answers_a_storage_error(zc: Zc) -> None:
         # The later ledgers are intact and still served from their files.
         p = _fetch(c, topic, {0: (40, 1 << 24)}, 1 << 24)[0]
         assert p.error_code == 0 and len(_split(p.records)) == 6
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KopBroker]:
+    """A broker with the default localStoreVerifyChecksums=true, ledgers of 4 entries."""
+    broker = KopBroker(tmp_path_factory.mktemp("zero-copy-verified") / "broker", {
+        "localStoreFsyncPolicy": "none", "managedLedgerMaxEntriesPerLedger": 4,
+        "managedLedgerMinLedgerRolloverTimeMinutes": 0, "messagingProtocols": "kafka",
+    })
+    broker.start()
+    yield broker
+    broker.stop()
+    assert "Traceback" not in broker.log_path.read_text(errors="replace")
+
+
+def test_checked_entries_go_from_the_files_and_a_flipped_byte_is_refused(verified: KopBroker) -> None:
+    """The default configuration: batches come back as produced, sent from the ledger files after the store
+    checked each entry's CRC. A byte flipped, under the running broker, in the body of a stored batch (the part
+    sendfile would send) answers KAFKA_STORAGE_ERROR for that batch; the batches before it are served in the
+    answer that meets it, the ones after it from their own offset."""
+    b = verified
+    topic = "zc-verified"
+    create_topic(b.bootstrap, topic, 1)
+    ledgers = b.data_dir / "ledgers"
+    old = {p.name for p in ledgers.glob("*.log")}
+    with Negotiated(b.bootstrap) as c:
+        sent = [_batch(f"v{i}", 10, 5000) for i in range(8)]  # ~40 KB: zero copy from 32 KiB
+        for batch in sent:
+            assert c.produce(topic, 0, batch).error_code == 0
+        before = Scrape(b.admin_url).total(SENT)
+        got = _split(_fetch(c, topic, {0: (0, 1 << 24)}, 1 << 24)[0].records)
+        assert len(got) == 8
+        for i, g in enumerate(got):
+            _same_batch(sent[i], g, 10 * i)
+        assert Scrape(b.admin_url).total(SENT) - before > 7 * len(sent[0])
+
+        first = min((p for p in ledgers.glob("*.log") if p.name not in old), key=lambda p: int(p.stem))
+        chk = check_ledger_file(str(first))  # sealed: 4 entries, offsets 0..39
+        middle = (chk.starts[2] + chk.starts[3]) // 2  # entry 2 (offsets 20..29), past its 512-byte head
+        with open(first, "r+b") as f:
+            f.seek(middle)
+            byte = f.read(1)
+            f.seek(middle)
+            f.write(bytes([byte[0] ^ 0x10]))
+        p = _fetch(c, topic, {0: (0, 1 << 24)}, 1 << 24)[0]
+        assert p.error_code == 0 and [len(x) for x in _split(p.records)] == [len(sent[0]), len(sent[1])]
+        p = _fetch(c, topic, {0: (20, 1 << 24)}, 1 << 24)[0]
+        assert p.error_code == KAFKA_STORAGE_ERROR and _split(p.records) == []
+        p = _fetch(c, topic, {0: (30, 1 << 24)}, 1 << 24)[0]
+        got = _split(p.records)
+        assert p.error_code == 0 and len(got) == 5
+        _same_batch(sent[3], got[0], 30)

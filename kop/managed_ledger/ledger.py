@@ -701,9 +701,9 @@ class ManagedLedger:
 
     async def read_entry_spans(self, start: Position, max_entries: int, max_bytes: int, overhead: int,
                                head_bytes: int) -> list[SpanEntry]:
-        """read_entries for a zero-copy send: where the store can (the local store, checksums not verified on
-        read, entries large enough) an entry's data is a FileEntry - its first head_bytes read, the rest a span
-        of the ledger's file; elsewhere the bytes, as read_entries gives them."""
+        """read_entries for a zero-copy send: where the store can (the local store, entries large enough; their
+        CRCs checked first when it verifies reads) an entry's data is a FileEntry - its first head_bytes read,
+        the rest a span of the ledger's file; elsewhere the bytes, as read_entries gives them."""
         return await self._read_entries(start, max_entries, max_bytes, overhead, head_bytes)
 
     async def _read_entries(self, start: Position, max_entries: int, max_bytes: int, overhead: int,

@@ -167,8 +167,8 @@ class PartitionLog(abc.ABC):
         position of the entry containing `offset` (from a cursor cache) and saves the search.
         Raises OffsetOutOfRange when offset < log_start_offset or offset > high_watermark.
         offset == high_watermark returns no batches. zero_copy: where the storage allows it (the local store,
-        checksums not verified on read, large entries), batches come back with only their headers read and
-        the rest as a span of the ledger's file (FetchedBatch.rest), for a send straight from the page cache
+        large entries), batches come back with only their headers kept (each entry's CRC checked first when
+        the store verifies reads) and the rest as a span of the ledger's file (FetchedBatch.rest), for a send straight from the page cache
         (a plain-TCP Kafka connection: kop/kafka/connection.py)."""
 
     @abc.abstractmethod

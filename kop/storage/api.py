@@ -161,8 +161,9 @@ class ReadHandle(abc.ABC):
     async def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int
                          ) -> list[FileEntry] | None:
         """read_up_to for a zero-copy send: each entry's first `head_bytes` read, the rest left in the file as
-        a FileSpan. None when this backend or this read cannot (no local file, or checksums are verified on
-        read, which needs every byte in memory): the caller then reads with read_up_to."""
+        a FileSpan (checked first where the backend verifies reads, so a span never holds a damaged entry).
+        None when this backend or this read cannot (no local file, small entries): the caller then reads
+        with read_up_to."""
         return None
 
     async def read_prefix(self, entry_id: int, max_bytes: int) -> bytes | memoryview:

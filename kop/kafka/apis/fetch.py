@@ -14,10 +14,12 @@
 - Batches are sent as stored, with the base offset (from broker entry metadata) sent as its own 8-byte part
   in front of the rest of the stored batch: no copy of the payload (writelines of memoryviews).
 - Zero copy (issue 27): on a plain-TCP connection (KafkaConnection.zero_copy: not TLS, fetchZeroCopy on) the
-  log is read with zero_copy=True; where the storage allows it (the embedded ledger files with
-  localStoreVerifyChecksums=false, entries of 32 KiB or more on average) only each entry's headers and the
-  batch's 61-byte header are read, and the batch is a FileSpan of the ledger's file in the records, which the
-  connection sends with os.sendfile (the page cache straight to the socket): one sendfile per batch. Batches
+  log is read with zero_copy=True; where the storage allows it (the embedded ledger files, entries of 32 KiB
+  or more on average) only each entry's headers and the batch's 61-byte header are kept, and the batch is a
+  FileSpan of the ledger's file in the records (with localStoreVerifyChecksums, the default, for reads of 4 MiB
+  or more, after the store checked the entry's CRC over the bytes it read from the page cache; a damaged entry
+  ends the range there and answers KAFKA_STORAGE_ERROR when a fetch starts at it, as on the copy path), which
+  the connection sends with os.sendfile (the page cache straight to the socket): one sendfile per batch. Batches
   stored before issue 27 carry the producer's base offset (0) instead of the log's: theirs is replaced as
   before, the 8 bytes and the rest of what was read from memory, the rest of the batch from the file.
 - A fetch at an offset inside a batch returns the whole containing batch (clients skip the leading records).

@@ -31,9 +31,13 @@ cheaper than a thread hop).
 
 Reads are inline ``os.pread`` calls: served from the page cache they cost microseconds, less than handing
 them to a thread; a range of entries is read with one pread and returned as memoryview slices. A zero-copy
-read (``read_spans``, issue 27: Kafka fetches on plain TCP, only when checksums are not verified on read and
-entries average SPAN_MIN_ENTRY bytes or more) reads each entry's first bytes (its headers) and returns the
-rest as a FileSpan of a dup() of the file's descriptor, which the Kafka connection sends with sendfile.
+read (``read_spans``, issue 27: Kafka fetches on plain TCP, entries averaging SPAN_MIN_ENTRY bytes or more)
+returns each entry's first bytes (its headers) and the rest as a FileSpan of a dup() of the file's
+descriptor, which the Kafka connection sends with sendfile. Unverified, it preads only the heads; verified
+(``verify_reads``), it preads the range a chunk at a time into the store's scratch buffer, checks every
+frame's CRC there and takes the heads from it: the bodies then go from the same page-cache pages the check
+just read, so each byte is copied once, into a buffer that is warm in the cache, instead of into a fresh
+buffer and again out to the socket (issue 27: those two copies were most of the broker's CPU per MB consumed).
 
 Damage (issue #12): every read checks each frame's CRC (``verify_reads``, on by default; the cost on the
 fetch path is in docs/benchmarks.md). A sealed ledger whose file is shorter than its index says (entries
@@ -105,6 +109,17 @@ _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 102
 #: per MB; spans cost more CPU per MB below ~32 KiB entries and less above (`python bench/zero_copy.py --micro`,
 #: docs/benchmarks.md "Zero-copy fetch").
 SPAN_MIN_ENTRY = 32 << 10
+#: A verified zero-copy read checks its entries in chunks of about this many bytes, read into one reused buffer
+#: (LocalLedgerStore.scratch): no fresh allocation per fetch (page faults, munmap), and a chunk that fits the CPU's
+#: cache is still there when its CRC is computed. An entry larger than this is read alone, into a buffer of its own.
+SCRATCH_BYTES = 1 << 20
+#: A verified zero-copy read only for a budget (the fetch's partition limit, what is left of its answer's) of at
+#: least this many bytes; smaller reads take the copy path. Measured (docs/benchmarks.md "Verified zero copy"):
+#: franz-go reading 8 MiB per partition cost the broker 0.36 CPU ms/MB with spans against 0.72 by the copy path,
+#: kafka-consumer-perf-test reading its default 1 MiB per partition (64 KiB batches) 1.10 against 0.89. Not pinned
+#: down why; likely: an answer of a few MiB goes through buffers the allocator reuses, warm in the cache, cheaper
+#: than a sendfile per batch, while tens of MiB read into fresh memory (page faults) and written cost more.
+VERIFIED_SPAN_MIN_BUDGET = 4 << 20
 _ID_BLOCK = 1000  # ledger ids reserved per persisted counter write
 _BIG_ENDIAN_HOST = sys.byteorder == "big"
 
@@ -420,14 +435,15 @@ class _LedgerFile:
             last = lo - 1
         return last
 
-    def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int
-                   ) -> list[FileEntry] | None:
-        """read_range for a zero-copy send: per entry one pread of its first `head_bytes` (what the caller
-        parses), the rest a FileSpan of a dup() of this file's descriptor (FileRef), shared by the entries of
-        this read. The file's size is checked first, so a file cut short under its index answers
-        StorageError here, as read_range's short pread does, rather than a short send later. No checksum is
-        verified: the store's caller asks for spans only when verify_reads is off. None when the entries
-        average less than SPAN_MIN_ENTRY bytes (the caller reads them with read_range)."""
+    def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int,
+                   scratch: bytearray | None = None) -> list[FileEntry] | None:
+        """read_range for a zero-copy send: per entry its first `head_bytes` (what the caller parses), the rest
+        a FileSpan of a dup() of this file's descriptor (FileRef), shared by the entries of this read. The
+        file's size is checked first, so a file cut short under its index answers StorageError here, as
+        read_range's short pread does, rather than a short send later. Without `scratch` nothing is verified
+        and each head is one pread; with it (verify_reads) every frame is checked first (_verified_spans).
+        None when the entries average less than SPAN_MIN_ENTRY bytes, or a verified read's budget is below
+        VERIFIED_SPAN_MIN_BUDGET (the caller reads them with read_range)."""
         self.check()
         last = self._fit(first, self._bounds(first, last), max_bytes, overhead)
         starts = self.starts
@@ -435,6 +451,8 @@ class _LedgerFile:
         stop = starts[last + 1] if last + 1 < n else self.end
         if stop - starts[first] < SPAN_MIN_ENTRY * (last - first + 1):
             return None  # small entries: one pread of the range costs less than a pread and a sendfile each
+        if scratch is not None and max_bytes < VERIFIED_SPAN_MIN_BUDGET:
+            return None  # a small verified read: the copy path costs less (VERIFIED_SPAN_MIN_BUDGET)
         fd = self.fd
         if os.fstat(fd).st_size < stop:
             raise StorageError(f"ledger {self.ledger_id}: the file ends before byte {stop} (file truncated?)")
@@ -442,6 +460,8 @@ class _LedgerFile:
             ref = FileRef(os.dup(fd))
         except OSError:  # out of descriptors (each answer in flight holds one per ledger it reads): copy instead
             return None
+        if scratch is not None:
+            return self._verified_spans(ref, first, last, head_bytes, scratch)
         out: list[FileEntry] = []
         pread = os.pread
         for eid in range(first, last + 1):
@@ -452,6 +472,53 @@ class _LedgerFile:
             if len(head) != want:
                 raise StorageError(f"ledger {self.ledger_id}: short read at {pos} (file truncated?)")
             out.append(FileEntry(head, FileSpan(ref, pos + want, size - want) if want < size else None))
+        return out
+
+    def _verified_spans(self, ref: FileRef, first: int, last: int, head_bytes: int, scratch: bytearray
+                        ) -> list[FileEntry]:
+        """read_spans with every frame checked as read_range checks it: entries first..last are read a chunk
+        of whole frames at a time (one pread of up to len(scratch) bytes, a larger entry alone into a buffer of
+        its own) into `scratch`, each frame's CRC, length and entry id checked there, and its head copied out
+        of it; the rest of each entry is a span of the file, sent later from the page cache that the pread
+        just checked. A damaged entry ends the read as in read_range: the intact entries before it are
+        returned (the next read starts at it and gets the error), LedgerDamagedError when it is the first."""
+        starts = self.starts
+        n = len(starts)
+        end = self.end
+        fd = self.fd
+        cap = len(scratch)
+        out: list[FileEntry] = []
+        append = out.append
+        eid = first
+        while eid <= last:
+            begin = starts[eid]
+            j = eid + 1  # the chunk: entries eid..j-1, whole frames within the buffer (at least one)
+            while j <= last and (starts[j + 1] if j + 1 < n else end) - begin <= cap:
+                j += 1
+            stop = starts[j] if j < n else end
+            buf = memoryview(scratch)[: stop - begin] if stop - begin <= cap else memoryview(bytearray(stop - begin))
+            if os.preadv(fd, [buf], begin) != stop - begin:
+                raise StorageError(f"ledger {self.ledger_id}: short read at {begin} (file truncated?)")
+            prev = 0
+            for k in range(eid, j):
+                nxt = (starts[k + 1] if k + 1 < n else end) - begin
+                crc, length, got = _FRAME.unpack_from(buf, prev)
+                if _crc32c(buf[prev + 4 : nxt]) != crc or length != nxt - prev - HEADER_SIZE or got != k:
+                    self.bad[k] = (begin + prev, begin + nxt)
+                    err = self._damage(Damage(self.ledger_id, "checksum", k, k, begin + prev, begin + nxt,
+                                              "frame checksum mismatch"))
+                    if out:
+                        return out
+                    raise err
+                pos = prev + HEADER_SIZE
+                size = nxt - pos
+                if head_bytes < size:
+                    append(FileEntry(bytes(buf[pos : pos + head_bytes]), FileSpan(ref, begin + pos + head_bytes,
+                                                                                  size - head_bytes)))
+                else:
+                    append(FileEntry(bytes(buf[pos:nxt]), None))
+                prev = nxt
+            eid = j
         return out
 
     def read_range(self, first: int, last: int, max_bytes: int, verify: bool, overhead: int = 0) -> list[memoryview]:
@@ -581,9 +648,9 @@ class LocalReadHandle(ReadHandle):
 
     async def read_spans(self, first: int, last: int, max_bytes: int, overhead: int, head_bytes: int
                          ) -> list[FileEntry] | None:
-        if self._store.verify_reads:
-            return None  # a checksum covers the whole entry: it has to be read
-        return self._lf.read_spans(first, last, max(0, max_bytes), overhead, head_bytes)
+        store = self._store
+        return self._lf.read_spans(first, last, max(0, max_bytes), overhead, head_bytes,
+                                   store.scratch if store.verify_reads else None)
 
     async def read_prefix(self, entry_id: int, max_bytes: int) -> bytes | memoryview:
         return self._lf.read_prefix(entry_id, max_bytes)
@@ -824,6 +891,9 @@ class LocalLedgerStore(LedgerStore):
         self.fsync = fsync
         self.fsync_interval_ms = fsync_interval_ms
         self.verify_reads = verify_reads
+        # The buffer a verified zero-copy read checks its chunks in (_LedgerFile._verified_spans): one per store,
+        # reused by every read (reads run on the event loop, one at a time; nothing keeps a view of it).
+        self.scratch = bytearray(SCRATCH_BYTES) if verify_reads else bytearray()
         os.makedirs(self.directory, exist_ok=True)
         try:
             self._lock_fd = os.open(os.path.join(self.directory, "LOCK"), os.O_RDWR | os.O_CREAT, 0o644)

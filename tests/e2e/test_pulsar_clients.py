@@ -1,7 +1,7 @@
 """Pulsar clients end to end (issue 13): `pulsar-client` (PyPI) and Pulsar's own Java client and admin client.
 
 A Pulsar-side module (tests/e2e/conftest.py): it runs on the targets in PULSAR_SIDE_TARGETS - `pulsar`, a real
-Apache Pulsar 4.0.x standalone shared by the session, which proves these tests right, and our broker on both
+Apache Pulsar standalone shared by the session, which proves these tests right, and our broker on both
 storage backends (`kop`, `kop-bk`), which must give the same answers.
 
 Both run on Pulsar's defaults, so a client's producer or consumer auto-creates a non-partitioned topic (Pulsar's

@@ -37,9 +37,9 @@ consumer (each batch converted Kafka -> Pulsar at dispatch). The broker CPU per 
 the conversion's price: Pulsar produce - Kafka produce is what Pulsar -> Kafka costs (plus the difference of the
 two protocols' framing), Pulsar consume - Kafka consume what Kafka -> Pulsar costs.
 
-Brokers: ours is `kop standalone` (tests/support/broker.py) with localStoreFsyncPolicy=none; Apache Pulsar 4.0.x
-standalone from the cached Maven jars (tests/support/pulsar_server.py: RocksDB metadata, one bookie in the same
-JVM) with the heap, direct memory and GC that Pulsar's bin/pulsar-daemon uses by default (conf/pulsar_env.sh:
+Brokers: ours is `kop standalone` (tests/support/broker.py) with localStoreFsyncPolicy=none; Apache Pulsar standalone,
+the tests' reference (5.0.1 since 2026-11-30, on the Java 21+ tests/support/pulsar_server.py picks), from the cached
+Maven jars (RocksDB metadata, one bookie in the same JVM) with the heap, direct memory and GC that Pulsar's bin/pulsar-daemon uses by default (conf/pulsar_env.sh:
 -Xms2g -Xmx2g -XX:MaxDirectMemorySize=4g -XX:+UseZGC -XX:+PerfDisableSharedMem -XX:+AlwaysPreTouch), not the
 tests' smaller one. Neither fsyncs per write (see docs/benchmarks.md).
 

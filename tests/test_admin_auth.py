@@ -60,7 +60,10 @@ def test_tokens_decide_401_403_200(broker) -> None:
     unsigned = jwt.encode({"sub": "admin"}, None, algorithm="none")
     assert get(url, "Bearer " + unsigned)[0] == 401
     status, body = get(url, "Bearer " + token("alice"))
-    assert status == 200 and body == '["standalone"]'  # as Pulsar: listing the clusters needs no super user
+    assert (status, json.loads(body)["reason"]) == (401, (  # as Pulsar 5.0: listing the clusters is a super user's
+        "Unauthorized to validateBothSuperuserAndClusterOperation for originalPrincipal [null] and clientAppId "
+        "[alice] about operation [LIST_CLUSTERS] on cluster [null]"))
+    assert get(url, "Bearer " + token("admin")) == (200, '["standalone"]')
     status, body = get(broker.admin_url + "/admin/v2/brokers/health", "Bearer " + token("alice"))
     assert status == 401 and json.loads(body)["reason"].startswith(
         "Unauthorized to validateBothSuperuserAndBrokerOperation for originalPrincipal [null] and clientAppId "

@@ -45,8 +45,12 @@ def test_select_answers_the_named_listener_the_unnamed_default_or_refuses_an_unk
     registered = [("pulsar", "10.0.0.5", 6650), ("pulsar+ssl", "10.0.0.5", 6651), *nl.parse(ADVERTISED).entries()]
     assert nl.select(registered, None) == ("pulsar://10.0.0.5:6650", "pulsar+ssl://10.0.0.5:6651")
     assert nl.select(registered, "external") == ("pulsar://broker-0.example.com:16650", None)
-    with pytest.raises(nl.UnknownListener, match="the broker do not have nosuch listener"):
+    with pytest.raises(nl.UnknownListener) as refused:
         nl.select(registered, "nosuch")
+    # Pulsar 5.0's words, the broker named by its id: host:port of its web service
+    broker = nl.broker_id("http://10.0.0.5:8080/", "10.0.0.5:9092")
+    assert refused.value.refusal(broker) == "The broker '10.0.0.5:8080' does not have 'nosuch' listener configured."
+    assert nl.broker_id(None, "10.0.0.5:9092") == "10.0.0.5:9092"  # no admin web service: its registration key
     assert nl.select([("pulsar", "::1", 6650)], None) == ("pulsar://[::1]:6650", None)
 
 

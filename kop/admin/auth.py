@@ -12,8 +12,10 @@ certificate's CN on webServicePortTls with AuthenticationProviderTls, or else `a
   password), and no anonymous role: 401 with `{"reason": "Authentication required"}` - Pulsar's one answer
   (its AuthenticationFilter), which tells a prober nothing; why it was refused goes to the log at INFO (never
   the credentials);
-- listing the clusters (GET /admin/v2/clusters) and the broker's readiness (GET /admin/v2/brokers/ready) need
-  only an authenticated role, as Pulsar's getClusters and isReady check nothing more;
+- the broker's readiness (GET /admin/v2/brokers/ready) needs only an authenticated role, as Pulsar's isReady
+  checks nothing more; listing the clusters (GET /admin/v2/clusters) is a super user's, as from Pulsar 5.0 (401
+  "Unauthorized to validateBothSuperuserAndClusterOperation ... [LIST_CLUSTERS] on cluster [null]"; Pulsar 4.0
+  let any authenticated role list them);
 - the broker health check (GET /admin/v2/brokers/health), for a role that is not one of `superUserRoles`: 401
   with Pulsar's reason ("Unauthorized to validateBothSuperuserAndBrokerOperation ... [HEALTH_CHECK] on broker
   [host:port]");
@@ -44,9 +46,12 @@ log = logging.getLogger("kop.admin")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 REQUIRES_SUPER_USER = tenant_access.REQUIRES_SUPER_USER
-AUTHENTICATION_REQUIRED = "Authentication required"  # Pulsar's body for every refused authentication
-ANY_ROLE = frozenset({("GET", "/admin/v2/clusters"), ("GET", "/admin/v2/brokers/ready")})
+# Pulsar 4.0's reason for every refused authentication; Pulsar 5.0 (Jetty 12) answers the same 401 with Jetty's HTML
+# page naming the provider's own reason, which tells a prober more: ours keeps the one reason, JSON as elsewhere
+AUTHENTICATION_REQUIRED = "Authentication required"
+ANY_ROLE = frozenset({("GET", "/admin/v2/brokers/ready")})
 BROKER_HEALTH = ("GET", "/admin/v2/brokers/health")
+LIST_CLUSTERS = ("GET", "/admin/v2/clusters")
 
 
 def _broker_refusal(request: web.Request, advertised: str, role: str) -> web.Response:
@@ -98,6 +103,9 @@ def middleware(cfg: BrokerConfig, delegated: tuple[str, ...] = (), role_key: str
             return await handler(request)
         if (request.method, request.path) == BROKER_HEALTH:
             return _broker_refusal(request, cfg.advertisedAddress, role)
+        if (request.method, request.path) == LIST_CLUSTERS:
+            return _refuse(401, "Unauthorized to validateBothSuperuserAndClusterOperation for originalPrincipal [null] "
+                                f"and clientAppId [{role}] about operation [LIST_CLUSTERS] on cluster [null]")
         if request.path == "/" or request.path.startswith(delegated):
             request[role_key] = role
             return await handler(request)

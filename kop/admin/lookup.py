@@ -6,10 +6,10 @@ partitioned metadata at `/admin/v2/persistent/.../partitions?checkAllowAutoCreat
 kop/admin/server.py, which calls `auto_create` here first) and schemas at `/admin/v2/schemas/...`
 (kop/admin/schemas.py), a regex consumer's topic list at `/admin/v2/namespaces/{tenant}/{namespace}/topics`
 (here), then connect to the pulsar:// address this answers. It gives the same answer as
-the binary LOOKUP (kop/pulsar/lookup.py), in Pulsar's LookupData shape (TopicLookupBase in Pulsar 4.0):
-`{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl", "brokerUrlSsl"}`, the pulsar:// and
-http(s):// addresses of the owning broker (an address it lacks left out; `brokerUrlSsl`, deprecated, is
-`brokerUrlTls` or "", as Pulsar writes it).
+the binary LOOKUP (kop/pulsar/lookup.py), in Pulsar's LookupData shape (TopicLookupBase in Pulsar 5.0):
+`{"brokerId", "brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl", "brokerUrlSsl"}`, the owning
+broker's id (host:port of its web address) and its pulsar:// and http(s):// addresses (an address it lacks left
+out; `brokerUrlSsl`, deprecated, is `brokerUrlTls` or "", as Pulsar writes it).
 
 The same rules as the binary LOOKUP, so the transport does not change what a client may do:
 - `{topic}` is a topic or one of its partitions (`t-partition-N`); a base name stands for partition 0, as the
@@ -26,8 +26,8 @@ The same rules as the binary LOOKUP, so the transport does not change what a cli
   is answered with its own addresses from its registration; still no owner after owner_of's wait -> 503 (the
   binary LOOKUP's ServiceNotReady; the C++ client does not retry an HTTP error, it fails the operation).
 - Named listeners: the `listenerName` query (or the `X-Pulsar-ListenerName` header) picks the pulsar addresses
-  of that listener (kop/cluster/listeners.py); a name the broker lacks is Pulsar's 500 "the broker do not have
-  <name> listener".
+  of that listener (kop/cluster/listeners.py); a name the broker lacks is Pulsar's 500 "The broker '<id>' does
+  not have '<name>' listener configured."
 `non-persistent` topics are looked up as the persistent topic of the same name (its owner serves them,
 kop/pulsar/nonpersistent_commands.py); only their namespace must exist (their producer or consumer creates them).
 """
@@ -173,13 +173,15 @@ async def _find_or_create(server: AdminServer, request: web.Request, role_key: s
 def lookup_data(info: BrokerInfo, http_url: str | None, https_url: str | None,
                 listener: str | None = None) -> dict[str, Any]:
     """Pulsar's LookupData for a broker's registered addresses, under the client's listener name (500 with
-    Pulsar's message for a name the broker does not have, as Pulsar 4.0.7 answers)."""
+    Pulsar's message for a name the broker does not have). `brokerId` first, as Pulsar 5.0 answers: the broker's
+    id (its web address's host:port, kop/cluster/listeners.py's broker_id)."""
+    broker = named_listeners.broker_id(http_url or https_url or info.web_url, info.key)
     try:
         plain, tls = named_listeners.select(info.listeners, listener)
     except named_listeners.UnknownListener as e:
-        raise AdminError(500, str(e)) from None
-    data = {"brokerUrl": plain, "brokerUrlTls": tls, "httpUrl": http_url, "httpUrlTls": https_url,
-            "nativeUrl": plain}
+        raise AdminError(500, e.refusal(broker)) from None
+    data = {"brokerId": broker, "brokerUrl": plain, "brokerUrlTls": tls, "httpUrl": http_url,
+            "httpUrlTls": https_url, "nativeUrl": plain}
     # Pulsar leaves out what a broker does not have (Jackson NON_NULL) and adds the deprecated brokerUrlSsl,
     # "" without TLS
     return {**{k: v for k, v in data.items() if v is not None}, "brokerUrlSsl": tls or ""}

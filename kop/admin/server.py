@@ -38,7 +38,6 @@ from kop.admin import (
     subscriptions,
     topic_policies,
     topics,
-    v1_namespaces,
     views,
 )
 from kop.admin import namespaces as namespace_routes
@@ -107,7 +106,6 @@ class AdminServer:
             r.add_get(path, self.ready)
         r.add_get(V2 + "/clusters", self.clusters)
         namespace_routes.add_routes(self, r, V2)  # tenants, namespaces, their policies (kop/admin/namespaces.py)
-        v1_namespaces.add_routes(self, r)  # three-part names' checks (kop/admin/v1_namespaces.py)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}", self.topic_list)
         r.add_get(V2 + "/persistent/{tenant}/{namespace}/partitioned", self.partitioned_topic_list)
         r.add_get(TOPIC + "/partitions", self.partitioned_metadata)

@@ -6,7 +6,9 @@ broker-0.example.com:16650`); a client that names one (`listenerName`, sent as t
 `advertised_listener_name`, or the HTTP lookup's `listenerName` query / `X-Pulsar-ListenerName` header) is
 answered with that listener's pulsar:// and pulsar+ssl:// addresses; a client that names none gets the internal
 listener's (`internalListenerName`, default the first one named). A name the broker does not have is refused as
-Pulsar 4.0.7 does: ServiceNotReady "the broker do not have <name> listener" (measured on the reference).
+Pulsar 5.0 does: ServiceNotReady "The broker '<broker id>' does not have '<name>' listener configured." (measured on
+the reference; Pulsar 4.0 said "the broker do not have <name> listener"), the broker id being Pulsar's: the
+advertised host and the web service port (`broker_id`).
 
 Why here (kop/cluster): the addresses travel in the broker's registration (BrokerInfo.listeners), so a lookup
 answered by a broker that does not own the topic picks the owner's address under the client's listener name, and
@@ -32,7 +34,20 @@ class ListenerError(ValueError):
 
 class UnknownListener(LookupError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"the broker do not have {name} listener")  # Pulsar's words, as clients log them
+        super().__init__(name)
+        self.name = name
+
+    def refusal(self, broker: str) -> str:
+        """Pulsar's words, as clients log them, naming the broker by its id (`broker_id`)."""
+        return f"The broker '{broker}' does not have '{self.name}' listener configured."
+
+
+def broker_id(web_url: str | None, fallback: str) -> str:
+    """Pulsar's id of a broker, as its lookups and messages name it: `host:port` of its web service URL (the
+    advertised address and webServicePort); `fallback` (the registration key) for a broker without one."""
+    if not web_url:
+        return fallback
+    return web_url.split("://", 1)[-1].rstrip("/")
 
 
 @dataclass

@@ -240,6 +240,7 @@ async def answer_lookup(conn: PulsarConnection, req: c.pb.CommandLookupTopic, na
     listener = req.advertised_listener_name or None  # the client's listenerName (kop/cluster/listeners.py)
     redirect = not service.topics.owns_name(name, partition)
     registered: list[tuple[str, str, int]] = conn.handler.advertised_addresses()
+    owner = None
     if redirect:
         own = service.ownership
         await own.owner_of(name, partition)  # triggers an acquisition when the bundle has no owner
@@ -248,12 +249,14 @@ async def answer_lookup(conn: PulsarConnection, req: c.pb.CommandLookupTopic, na
         redirect = not service.topics.owns_name(name, partition)
         if redirect:
             info = own.owner_cached(name, partition)
+            owner = info
             mine = conn.handler.config.kafkaBrokerId
             registered = [] if info is None or info.broker_id == mine else list(info.listeners)
     try:
         plain, tls = named_listeners.select(registered, listener) if registered else (None, None)
     except named_listeners.UnknownListener as e:
-        plain, tls, failure = None, None, str(e)
+        answering = owner or service.ownership.local  # the broker whose registration lacks the name
+        plain, tls, failure = None, None, e.refusal(named_listeners.broker_id(answering.web_url, answering.key))
     else:
         failure = f"{req.topic} has no owner serving Pulsar clients now; retry"
     if plain is None:

@@ -448,6 +448,9 @@ async def _message(state: PartitionState, pos: Position) -> tuple[dict[str, str]
     if is_opaque(md):
         _opaque_headers(md, h)
     h["X-Pulsar-txn-uncommitted"] = "false"
+    # Pulsar 5.0 sends it for every entry (true up to the topic's max read position: always, without transactions),
+    # and its admin client shows it among the message's properties
+    h["X-Pulsar-txn-consumable"] = "true"
     if md.HasField("num_messages_in_batch"):
         h["X-Pulsar-num-batch-message"] = str(md.num_messages_in_batch)
         h["X-Pulsar-batch-size"] = str(len(body))

@@ -1,4 +1,4 @@
-"""Pulsar's own Java admin client (`pulsar-client-admin` 4.0.x) against our admin REST and against Apache Pulsar
+"""Pulsar's own Java admin client (`pulsar-client-admin`, the reference's version) against our admin REST and against Apache Pulsar
 standalone, the same script on both, the answers compared (issue 13's admin "done when").
 
 The script: createPartitionedTopic (and its 409 the second time), partitioned metadata (of the topic and of its
@@ -15,7 +15,7 @@ ids, kop/pulsar/convert.py, so a peek on ours has none), event times only as "no
 record always has a timestamp, which ours hands out as event time too; the script sets no event time, so that
 the publish time - the Kafka timestamp on ours - is the same notion on both brokers for reset-by-time and
 expire), bytes are not compared (Pulsar stores Pulsar entries,
-we store Kafka batches). PIP-415's getMessageIdByIndex is not in Pulsar 4.0.x's admin client nor broker (it came
+we store Kafka batches). PIP-415's getMessageIdByIndex was not in Pulsar 4.0's admin client nor broker (it came
 later), so it is checked on our broker only, against the peeked messages' broker entry indexes.
 
 Runs on the `pulsar` target (the session's Apache Pulsar standalone) and starts one broker of ours beside it.

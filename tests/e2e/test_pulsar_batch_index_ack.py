@@ -1,7 +1,7 @@
 """Batch-index acknowledgements (issue 13): `acknowledgmentAtBatchIndexLevelEnabled`, with Pulsar's Java client
 acknowledging single messages of a batch (`enableBatchIndexAcknowledgment`).
 
-A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar 4.0.x standalone (`pulsar`: a broker of the
+A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar standalone (`pulsar`: a broker of the
 module's, one per setting of the key) and on ours on both storage backends (`kop`, `kop-bk`). A batch of five is received, messages 0, 2 and 4 acknowledged, the
 consumer closed and a new one subscribed: with the key on only 1 and 3 come again (the broker sends the entry with
 the ack set, and the client skips what it says is acknowledged); with it off (Pulsar's default) the acknowledgements

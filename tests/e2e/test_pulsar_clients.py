@@ -1,7 +1,7 @@
 """Pulsar clients end to end (issue 13): `pulsar-client` (PyPI) and Pulsar's own Java client and admin client.
 
 A Pulsar-side module (tests/e2e/conftest.py): it runs on the targets in PULSAR_SIDE_TARGETS - `pulsar`, a real
-Apache Pulsar 4.0.x standalone shared by the session, which proves these tests right, and our broker on both
+Apache Pulsar standalone shared by the session, which proves these tests right, and our broker on both
 storage backends (`kop`, `kop-bk`), which must give the same answers.
 
 Both run on Pulsar's defaults, so a client's producer or consumer auto-creates a non-partitioned topic (Pulsar's
@@ -371,10 +371,12 @@ def test_java_client_round_trip_with_python(target, client, pulsar_broker):
 
 
 def _normalised(data: dict, endpoint) -> dict:
-    """A LookupData with the endpoint's own addresses replaced by placeholders: what is left must be equal."""
+    """A LookupData with the endpoint's own addresses replaced by placeholders: what is left must be equal (the
+    broker id is host:port of the web service)."""
     pulsar_url, admin_url = endpoint.service_url, endpoint.admin_url.rstrip("/")
+    broker_id = admin_url.removeprefix("http://")
     return {k: v.replace("localhost", "127.0.0.1").replace(pulsar_url, "<pulsar>").replace(admin_url, "<http>")
-            if isinstance(v, str) else v for k, v in data.items()}
+            .replace(broker_id, "<id>") if isinstance(v, str) else v for k, v in data.items()}
 
 
 def test_http_service_url_lookup(target, pulsar_broker):
@@ -407,9 +409,11 @@ def test_http_service_url_lookup(target, pulsar_broker):
     with urllib.request.urlopen(url, timeout=30) as resp:
         assert resp.status == 200
         data = json.loads(resp.read())
-    # no TLS on either broker: Pulsar leaves brokerUrlTls and httpUrlTls out and writes brokerUrlSsl empty
+    # no TLS on either broker: Pulsar leaves brokerUrlTls and httpUrlTls out and writes brokerUrlSsl empty;
+    # brokerId is Pulsar 5.0's
     assert _normalised(data, pulsar_broker) == {
-        "brokerUrl": "<pulsar>", "httpUrl": "<http>", "nativeUrl": "<pulsar>", "brokerUrlSsl": ""}, data
+        "brokerId": "<id>", "brokerUrl": "<pulsar>", "httpUrl": "<http>", "nativeUrl": "<pulsar>",
+        "brokerUrlSsl": ""}, data
 
 
 TOKEN_SECRET = b"0123456789abcdef0123456789abcdef"

@@ -1,6 +1,6 @@
 """CONSUMER_STATS end to end (issue 13): the broker's view of one consumer, asked over the wire.
 
-A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar 4.0.x standalone (`pulsar`), which proves it
+A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar standalone (`pulsar`), which proves it
 right, and on ours. No client API of today sends the command - the Java client 4.x dropped it, the C++ client's
 getBrokerConsumerStats is not in pulsar-client's Python wrapper - so the consumer here is a raw connection made with
 our codec (tests/support/pulsar_wire.py), reading messages a real `pulsar-client` producer wrote.

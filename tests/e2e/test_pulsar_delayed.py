@@ -1,6 +1,6 @@
 """Pulsar delayed delivery (issue #22): `deliver_after` / `deliver_at` with pulsar-client.
 
-A Pulsar-side module (tests/e2e/conftest.py): the same tests on Apache Pulsar 4.0.x standalone (`pulsar`, which
+A Pulsar-side module (tests/e2e/conftest.py): the same tests on Apache Pulsar standalone (`pulsar`, which
 proves them right) and on ours on both storage backends. A delayed message is held back on Shared and Key_Shared
 subscriptions - a receive shorter than the delay gets nothing, while messages sent after it arrive first, and it
 comes later; the subscription's stats count it as delayed - and an Exclusive subscription gets it at once; a

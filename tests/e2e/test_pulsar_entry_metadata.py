@@ -1,7 +1,7 @@
 """Broker entry metadata to clients (issue 13): `Message.getIndex()` and `getBrokerPublishTime()` in Pulsar's Java
 client, with `exposingBrokerEntryMetadataToClientEnabled`.
 
-A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar 4.0.x standalone (`pulsar`: the reference runs
+A Pulsar-side module (tests/e2e/conftest.py), run on Apache Pulsar standalone (`pulsar`: the reference runs
 with the index and broker-timestamp interceptors and the key on, tests/support/pulsar_server.py) and on ours (`kop`, `kop-bk`) with the
 key on. Pulsar's index counts a partition's messages from 0 and an entry carries the index of its last message; the
 client derives each batched message's own index. Ours is the Kafka offset, so the same messages get the same

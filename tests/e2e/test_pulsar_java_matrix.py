@@ -1,8 +1,8 @@
-"""Pulsar's own Java client (Maven Central, 4.0.x) end to end (issue 13): the matrix pulsar-client covers in
-test_pulsar_clients.py, driven through tests/support/pulsar_java.py - one JVM per broker for the whole module, every
-step of a test a command to it, because a JVM start is the expensive part on a small machine.
+"""Pulsar's own Java client (Maven Central, the reference's version) end to end (issue 13): the matrix pulsar-client
+covers in test_pulsar_clients.py, driven through tests/support/pulsar_java.py - one JVM per broker for the whole
+module, every step of a test a command to it, because a JVM start is the expensive part on a small machine.
 
-A Pulsar-side module (tests/e2e/conftest.py): `pulsar`, a real Apache Pulsar 4.0.x standalone, proves these
+A Pulsar-side module (tests/e2e/conftest.py): `pulsar`, a real Apache Pulsar standalone, proves these
 tests right; our broker on both storage backends (`kop`, `kop-bk`) must give the same answers. Both run on Pulsar's
 defaults: a producer or consumer auto-creates a non-partitioned topic (message ids and consumer events carry
 partition -1), except the three-partition topic below, created explicitly.

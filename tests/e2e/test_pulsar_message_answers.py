@@ -1,6 +1,6 @@
 """What a Pulsar client reads back, as Apache Pulsar answers it (issue #22, "Wrong answers").
 
-A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar 4.0.x standalone (`pulsar`),
+A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar standalone (`pulsar`),
 which proves them right, and on our broker, both on Pulsar's defaults: a producer auto-creates a non-partitioned topic.
 
 What is checked, each with `pulsar-client` (the C++ client underneath):

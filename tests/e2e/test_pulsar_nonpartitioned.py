@@ -1,5 +1,5 @@
 """Pulsar's non-partitioned topics (issue 22), beside the partitioned ones, with `pulsar-client` and the admin REST. A
-Pulsar-side module (tests/e2e/conftest.py) on `pulsar`, the session's Apache Pulsar 4.0.x standalone (on Pulsar's
+Pulsar-side module (tests/e2e/conftest.py) on `pulsar`, the session's Apache Pulsar standalone (on Pulsar's
 default `allowAutoTopicCreationType=non-partitioned`), and on `kop` and `kop-bk`, ours on its own default (the same).
 Each test writes its own topic, which the client's producer auto-creates as a non-partitioned topic: partitioned
 metadata answers 0, message ids carry partition -1, the topic's name has no `-partition-N` suffix. What is checked:

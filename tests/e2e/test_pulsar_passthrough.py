@@ -2,7 +2,7 @@
 
 Apache Pulsar stores an encrypted payload and each chunk of a chunked message as they were sent, and its clients
 decrypt (pulsar.CryptoKeyReader, RSA keys made here with `cryptography`) and reassemble them; ours stores them as
-opaque entries (kop/pulsar/opaque.py). The same assertions run on Apache Pulsar 4.0.x (`pulsar`) and on ours
+opaque entries (kop/pulsar/opaque.py). The same assertions run on Apache Pulsar (`pulsar`) and on ours
 (`kop`, `kop-bk`), each broker with a small `maxMessageSize` (MAX) and `brokerDeduplicationEnabled`, shared by
 the module:
 

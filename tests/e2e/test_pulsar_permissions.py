@@ -1,6 +1,6 @@
 """Pulsar's permissions (grant/revoke/list on namespaces and topics) as Apache Pulsar answers and enforces them.
 
-A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar 4.0.x standalone with token
+A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar standalone with token
 authentication and authorization on (`pulsar`), which proves them right, and on our broker with the same settings
 (`kop`, `kop-bk`), where the grants are Kafka ACLs in the one authorizer (kop/security/pulsar_permissions.py). The REST
 calls are Pulsar's (what pulsar-admin and the Java admin client send); the clients are `pulsar-client` with

@@ -1,7 +1,7 @@
 """Pulsar admin v2's schema write and listing endpoints (kop/admin/schemas.py over kop/schemas/versions.py):
 `POST`/`DELETE .../schema`, `GET .../schemas`, `POST .../compatibility`, `POST .../version`.
 
-A Pulsar-side module (tests/e2e/conftest.py): every test runs on Apache Pulsar 4.0.x standalone (`pulsar`), which
+A Pulsar-side module (tests/e2e/conftest.py): every test runs on Apache Pulsar standalone (`pulsar`), which
 proves the expected bodies and status codes, and on our broker (`kop`, `kop-bk`) with the same assertions. Where we differ
 on purpose the assertion is on what both share: error bodies (Pulsar answers some errors with Jetty HTML pages,
 text/plain parser messages or Java stack traces, we always answer `{"reason": ...}` JSON) are not compared, only

@@ -1,7 +1,7 @@
 """Pulsar schemas end to end (issue 13): typed records with `pulsar-client`'s StringSchema, JsonSchema and
 AvroSchema, schema versions, compatibility, GET_SCHEMA and the admin REST's schema endpoints.
 
-A Pulsar-side module (tests/e2e/conftest.py): the same tests run on Apache Pulsar 4.0.x standalone (`pulsar`), which
+A Pulsar-side module (tests/e2e/conftest.py): the same tests run on Apache Pulsar standalone (`pulsar`), which
 proves them right, and on our broker, both on Pulsar's defaults (a client auto-creates a non-partitioned topic); the
 admin REST test's topic is created partitioned (two partitions), whose partitions share one schema, on Pulsar as on
 ours.

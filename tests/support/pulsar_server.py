@@ -28,6 +28,7 @@ import os
 import re
 import subprocess
 import urllib.request
+import zipfile
 from pathlib import Path
 
 from .java import REPO_ROOT, JavaToolsMissing, java_executable
@@ -73,6 +74,9 @@ DEFAULT_CONFIG: dict[str, str] = {
     "clusterName": "standalone",
     "bindAddress": "127.0.0.1",
     "advertisedAddress": "127.0.0.1",
+    # the in-JVM bookie reads this file too (PulsarStandalone loads it as its ServerConfiguration); BookKeeper
+    # 4.18 (Pulsar 5.0) refuses to listen on 127.0.0.1 without it, where 4.17's standalone bookie did not
+    "allowLoopback": "true",
     "managedLedgerDefaultEnsembleSize": "1",
     "managedLedgerDefaultWriteQuorum": "1",
     "managedLedgerDefaultAckQuorum": "1",
@@ -102,6 +106,48 @@ def check_pulsar_libs() -> Path:
                 f"Apache Pulsar jars not found in {sub} - run scripts/setup (make test does it)"
             )
     return PULSAR_LIBS
+
+
+BROKER_PROBE = ("pulsar-broker-[0-9]*.jar", "org/apache/pulsar/broker/PulsarService.class")
+JVM_DIR = Path("/usr/lib/jvm")  # where Debian's and Temurin's JDKs install (temurin-25-jdk-amd64 on these machines)
+
+
+def class_release(jar: Path, member: str) -> int:
+    """The Java release a class in a jar was compiled for (its class-file major version - 44)."""
+    with zipfile.ZipFile(jar) as z, z.open(member) as f:
+        return int.from_bytes(f.read(8)[6:8], "big") - 44
+
+
+def broker_java_release() -> int:
+    """The Java release the reference broker needs: 17 for Pulsar 4.x, 21 for Pulsar 5.0 (its server-side classes
+    are compiled for Java 21, where its clients stay on 17); read from the broker jar, so a version change
+    needs no table here."""
+    pattern, member = BROKER_PROBE
+    jars = sorted(check_pulsar_libs().glob(f"broker/{pattern}"))
+    if not jars:
+        raise PulsarLibsMissing(f"no {pattern} in {BROKER_LIBS}")
+    return class_release(jars[0], member)
+
+
+def jdk_release(java: Path) -> int:
+    """A JDK's feature release from the `release` file beside its bin/ (JAVA_VERSION="25.0.1"); 0 if unknown."""
+    release = java.resolve().parents[1] / "release"
+    m = re.search(r'^JAVA_VERSION="(\d+)', release.read_text(), re.M) if release.exists() else None
+    return int(m.group(1)) if m else 0
+
+
+def broker_java() -> str:
+    """The `java` that runs the reference: the suite's own (JAVA_HOME, else PATH) when it is new enough, else the
+    newest JDK in /usr/lib/jvm that is (Java 25 from Temurin beside the default 17 here). None: an error naming
+    the release needed, never a skip - scripts/setup checks the same before any test runs."""
+    need = broker_java_release()
+    default = Path(java_executable())
+    candidates = [default, *sorted(JVM_DIR.glob("*/bin/java"), key=jdk_release, reverse=True)]
+    for java in candidates:
+        if java.exists() and jdk_release(java) >= need:
+            return str(java)
+    raise JavaToolsMissing(f"Apache Pulsar {pulsar_version()} needs Java {need}+ to run its broker: none in "
+                           f"JAVA_HOME, on PATH ({default}) or under {JVM_DIR}")
 
 
 def pulsar_version() -> str:
@@ -147,7 +193,7 @@ class PulsarServer(ServerProcess):
 
     def command(self) -> list[str]:
         return [
-            java_executable(), *SERVER_JVM_OPTS, "-cp", f"{BROKER_LIBS}/*", MAIN_CLASS,
+            broker_java(), *SERVER_JVM_OPTS, "-cp", f"{BROKER_LIBS}/*", MAIN_CLASS,
             "--config", str(self.config_path),
             "--no-functions-worker", "--no-stream-storage",
             "--metadata-dir", str(self.data_dir / "metadata"),

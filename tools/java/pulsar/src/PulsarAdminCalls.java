@@ -34,8 +34,6 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  * </pre>
  */
 final class PulsarAdminCalls {
-    private static final org.apache.pulsar.shade.com.fasterxml.jackson.databind.ObjectMapper MAPPER = ObjectMapperFactory.getMapper().getObjectMapper();
-
     private PulsarAdminCalls() {
     }
 
@@ -102,11 +100,11 @@ final class PulsarAdminCalls {
     }
 
     private static String json(Object value) throws Exception {
-        return MAPPER.writeValueAsString(value);
+        return ObjectMapperFactory.getMapper().getObjectMapper().writeValueAsString(value);  // shaded or not: no type named
     }
 
     private static <T> T read(String value, Class<T> type) throws Exception {
-        return MAPPER.readValue(value, type);
+        return ObjectMapperFactory.getMapper().getObjectMapper().readValue(value, type);
     }
 
     private static void nsSet(Namespaces ns, String name, String policy, String value, BacklogQuota.BacklogQuotaType type)

@@ -18,6 +18,7 @@ What is checked:
   Java readCompacted reader,
   which skips the batch slots compaction emptied (the pulsar-admin CLI is not on the Maven Central we fetch
   from: tests/support/pulsar_java.py);
+- a readCompacted reader is not promised the topic's last message when compaction removed it (hasMessageAvailable);
 - a readCompacted SUBSCRIBE on a Shared or Key_Shared subscription is refused NotAllowedError (Pulsar: Exclusive and
   Failover only); the clients refuse it before asking.
 """
@@ -173,6 +174,26 @@ def test_java_admin_and_reader(target, pulsar_broker, client):
         assert [(m["key"], m["value"].encode()) for m in got] == COMPACTED  # the Java client skips emptied slots
         assert java("has-available r") is False
     after.close()
+
+
+def test_a_trailing_empty_value_is_not_announced(target, pulsar_broker, client):
+    """When the topic's last message is one the compaction removed (an empty value) and nothing came after it, a
+    readCompacted reader is told the view's last message as the last one (GET_LAST_MESSAGE_ID: Pulsar answers from
+    the compacted ledger), so hasMessageAvailable turns false once it read that one instead of promising a
+    message that never comes."""
+    topic = f"persistent://public/default/{target.topic('cmp-tail')}"
+    producer = client.create_producer(topic, batching_enabled=False)
+    for key, value in [("k1", b"a"), ("k2", b"b"), ("k1", b"")]:
+        producer.send(value, partition_key=key)
+    producer.close()
+    status, body = _rest(pulsar_broker, "PUT", f"{topic.rsplit('/', 1)[1]}/compaction")
+    assert status == 204, body
+    assert _wait_compacted(pulsar_broker, topic.rsplit("/", 1)[1]) == {"status": "SUCCESS", "lastError": ""}
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    msg = reader.read_next(RECEIVE_MS)
+    assert (msg.partition_key(), msg.data()) == ("k2", b"b")
+    assert not reader.has_message_available()
+    reader.close()
 
 
 def test_read_compacted_needs_exclusive_or_failover(target, pulsar_broker, client):

@@ -1,7 +1,8 @@
 """Pulsar's topic compaction on our broker (kop/pulsar/compacted.py), where it goes beyond what Apache Pulsar can be
-compared with (tests/e2e/test_pulsar_compaction.py does that): what a record of a batch means to the compacted view
-(sans-IO), the horizon kept across a restart, and what a compaction does to a `cleanup.policy=compact` topic (the
-Kafka cleaner's pass: Kafka consumers see the compacted log too) versus a `delete` one (nothing removed)."""
+compared with (tests/e2e/test_pulsar_compaction.py does that): the horizon kept across a restart, and what a
+compaction does to a `cleanup.policy=compact` topic (the Kafka cleaner's pass: Kafka consumers see the compacted log
+too) versus a `delete` one (nothing removed). What a record means to the compacted view is
+tests/test_pulsar_compaction_rule.py (sans-IO)."""
 
 from __future__ import annotations
 
@@ -12,31 +13,12 @@ import uuid
 import pulsar
 import pytest
 
-from kop.pulsar.compacted import record_keys
 from tests.support.admin import kop_admin, kop_admin_json, ok, topic_url
 from tests.support.broker import KopBroker
 from tests.support.clients import create_topic
 
 RECEIVE_MS = 30_000  # a guard against hangs, not a timing assertion
 WAIT_S = 60  # how long a compaction may take before the test gives up (a wait, not an assertion on time)
-
-
-def _kafka_batch(records: list[tuple[bytes | None, bytes | None]]) -> bytes:
-    from kafka.record.default_records import DefaultRecordBatchBuilder
-
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                  producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
-    for i, (key, value) in enumerate(records):
-        b.append(i, timestamp=1_700_000_000_000 + i, key=key, value=value, headers=[])
-    return bytes(b.build())
-
-
-def test_what_each_record_means_to_the_view():
-    batch = _kafka_batch([(b"k1", b"a"), (b"k2", b""), (None, b"keyless"), (b"k3", None)])
-    assert record_keys(batch) == [(0, b"k1", False), (1, b"k2", True), (2, None, False), (3, b"k3", True)]
-    # unbatched, an empty value stays (Pulsar counts the message's size with its headers); a null one deletes
-    assert record_keys(_kafka_batch([(b"k2", b"")])) == [(0, b"k2", False)]
-    assert record_keys(_kafka_batch([(b"k2", None)])) == [(0, b"k2", True)]
 
 
 def _compact(admin: str, topic: str, trigger: bool = True, part: str | None = None) -> None:
@@ -101,7 +83,7 @@ def test_a_compact_topic_is_cleaned_for_kafka_consumers_too(broker):
     topic = f"cmpk-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 1, {"cleanup.policy": "compact"})
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
-    for key, value in [(b"k1", b"a"), (b"k2", b"b"), (b"k1", b"c"), (b"k2", None), (b"k3", b"x")]:
+    for key, value in [(b"k1", b"a"), (b"k2", b"b"), (b"k1", b"c"), (b"k2", None), (b"k3", b"x"), (b"k4", b"")]:
         producer.send(topic, key=key, value=value, partition=0).get(timeout=60)
     producer.close()
     assert kop_admin(broker.admin_url, "topics", "compact", topic).stdout == "done\n"  # what _compact PUTs
@@ -112,13 +94,15 @@ def test_a_compact_topic_is_cleaned_for_kafka_consumers_too(broker):
     kafka_seen = []
     for r in consumer:  # up to the last record (the guard ends a hang)
         kafka_seen.append((r.offset, r.key, r.value))
-        if r.offset == 4:
+        if r.offset == 5:
             break
     consumer.close()
-    # the cleaner's pass: superseded records gone, the tombstone kept for delete.retention.ms (Kafka's rule)
-    assert kafka_seen == [(2, b"k1", b"c"), (3, b"k2", None), (4, b"k3", b"x")]
+    # the cleaner's pass: superseded records gone, the tombstone kept for delete.retention.ms, the empty value kept
+    # (Kafka's rule: only a null value is a tombstone)
+    assert kafka_seen == [(2, b"k1", b"c"), (3, b"k2", None), (4, b"k3", b"x"), (5, b"k4", b"")]
     client = pulsar.Client(broker.pulsar_url, operation_timeout_seconds=60)
-    assert _read(client, f"{topic}-partition-0", True, 2) == [("k1", b"c"), ("k3", b"x")]  # the tombstone deletes k2
+    # the Pulsar view's rule (Pulsar 4.2's): the tombstone deletes k2, the empty value k4
+    assert _read(client, f"{topic}-partition-0", True, 2) == [("k1", b"c"), ("k3", b"x")]
     client.close()
 
 

@@ -17,10 +17,18 @@ compaction does the same without a second copy of the data:
   from the C++ client too, but that client then never acknowledges the entry: it is redelivered.) The map is kept
   in memory, built when the compaction runs or, after a restart, when a readCompacted
   subscription first needs it (one read of the partition up to the horizon).
-* What the map keeps, as Pulsar 4.0's PublishingOrderCompactor (topicCompactionRetainNullKey=false) does: keyless
-  messages are dropped; a key's latest message removes the key when its value is null (a Kafka tombstone, a Pulsar
-  null_value message) or, inside a batch of several, when it is empty; an empty value sent unbatched is kept (its
-  size there counts the message's headers, so Pulsar keeps it).
+* What the map keeps, as Pulsar 4.2's PublishingOrderCompactor (topicCompactionRetainNullKey=false) does: keyless
+  messages are dropped, and a key's latest message removes the key when its payload is empty - batched or not, a
+  null value (a Kafka tombstone, a Pulsar null_value message) or an empty one, whoever wrote it (``record_keys``).
+  Pulsar 4.2.4 (AbstractTwoPhaseCompactor.extractKeyAndSize, RawBatchConverter) judges a message by its payload's
+  size: a batched message's payload_size; an unbatched one's 0 when null_value is set, else its uncompressed_size
+  when set, else its payload's bytes (4.0 counted the metadata in an unbatched message's size, so an unbatched
+  empty message from a client that leaves uncompressed_size unset - the C++ and Python ones - stayed; 4.2 counts
+  the payload alone, apache/pulsar#25817). An encrypted entry (stored opaque, kop/pulsar/opaque.py) is judged by
+  its stored metadata the same way: null_value, else the uncompressed_size its producer set (the Java client
+  does: an encrypted empty message deletes), else its ciphertext, which is never empty. This is the Pulsar view's rule only: the Kafka log cleaner keeps Kafka's (only a null
+  value is a tombstone; an empty value is a value), so on a `compact` topic an empty value stays in the log for
+  Kafka consumers while readCompacted consumers no longer see its key.
 * cleanup.policy: on a `compact` topic the trigger first runs a pass of the Kafka log cleaner (roll the current
   ledger, kop/offset/compaction.py), so the space is reclaimed for both protocols at once; on a `delete` topic
   (Pulsar's default, and Kafka's) nothing is removed from the log - every consumer without readCompacted, and
@@ -39,11 +47,13 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from kop.offset.api import FetchedBatch, OffsetOutOfRange
+from kop.offset.api import FetchedBatch, NoSuchEntry, OffsetOutOfRange
 from kop.protocol.compaction import payload_of, record_spans
 from kop.protocol.records import CONTROL_BIT, CorruptRecordError, read_varint
+from kop.pulsar.opaque import entry_of
 
 if TYPE_CHECKING:
+    from kop.managed_ledger import Position
     from kop.offset.api import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -58,19 +68,25 @@ class AlreadyRunning(Exception):  # noqa: N818 - Pulsar's AlreadyRunningExceptio
 
 
 def record_keys(batch: memoryview | bytes) -> list[tuple[int, bytes | None, bool]] | None:
-    """(offset delta, key, whether it deletes its key) of each record of a batch; None for a control batch."""
+    """(offset delta, key, whether it deletes its key from the Pulsar view) of each record of a batch; None for a
+    control batch. A record deletes its key when its payload is empty (see the module docstring: Pulsar 4.2's
+    rule, not Kafka's)."""
     header, data = payload_of(batch)
     if header.attributes & CONTROL_BIT:
         return None
     spans = record_spans(data, header.records_count)
-    several = len(spans) > 1
+    opaque = entry_of(header, data)  # an encrypted or chunked entry: one record, its metadata stored beside it
+    if opaque is not None:
+        md, payload, _messages = opaque
+        size = 0 if md.null_value else md.uncompressed_size if md.HasField("uncompressed_size") else len(payload)
+        return [(spans[0].offset_delta, spans[0].key, size <= 0)]
     out = []
     for span in spans:
         deletes = span.is_tombstone
-        if several and not deletes and span.key is not None:
+        if not deletes and span.key is not None:
             pos = read_varint(data, span.rest)[1]  # past the offset delta
             klen, pos = read_varint(data, pos)
-            deletes = read_varint(data, pos + klen)[0] == 0  # an empty value inside a batch
+            deletes = read_varint(data, pos + klen)[0] == 0  # an empty value
         out.append((span.offset_delta, span.key, deletes))
     return out
 
@@ -134,6 +150,23 @@ class CompactedView:
         if self._latest is None:
             self._latest = got
         return self._latest
+
+    async def last_kept(self) -> tuple[Position, int] | None:
+        """What GET_LAST_MESSAGE_ID names to a readCompacted consumer when nothing was written after the horizon, as
+        Pulsar answers it then from the compacted ledger: (position, batch index: -1 for a one-record entry) of the
+        last message the view keeps, None when it keeps none. The partition's own last entry may be one the view
+        leaves out (a trailing empty value or tombstone): named, it would have clients wait for it
+        (hasMessageAvailable true, no message ever coming)."""
+        latest = await self.latest()
+        if not latest:
+            return None
+        offset = max(latest.values())
+        try:
+            pos = await self.plog.position_of(offset)
+            entry = await self.plog.entry_offsets(pos)
+        except (OffsetOutOfRange, NoSuchEntry):  # retention removed it since the view was built
+            return None
+        return pos, offset - entry.base_offset if entry.last_offset > entry.base_offset else -1
 
     def covers(self, fb: FetchedBatch) -> bool:
         """Whether the entry starts at or below the horizon (the view decides which of its records go out)."""

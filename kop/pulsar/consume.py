@@ -10,7 +10,9 @@ is the publish time we give Kafka-produced messages); as in Pulsar, every consum
 index of its last record, and the subscription's mark-delete position.
 
 A consumer or reader with `read_compacted` reads the partition's compacted view (kop/pulsar/compacted.py); it is
-refused NotAllowed on Shared and Key_Shared subscriptions, as Pulsar refuses it.
+refused NotAllowed on Shared and Key_Shared subscriptions, as Pulsar refuses it. When nothing was written after the
+compaction's horizon, its GET_LAST_MESSAGE_ID names the last message the view keeps (Pulsar answers from the
+compacted ledger then), not the partition's last entry, which the view may leave out.
 
 A consumer's schema is registered on an idle topic or checked against the topic's (kop/pulsar/schemas.py).
 
@@ -289,6 +291,9 @@ async def get_last_message_id(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.error(rid, c.ServerError.AuthorizationError, refusal))
         return
     last = await last_position(sub.plog)
+    view = sub.state.compaction
+    if k.read_compacted and last is not None and sub.plog.last_stable_offset - 1 <= view.horizon:
+        last = await view.last_kept()  # nothing after the horizon: the view's last message (Pulsar's answer)
     partition = sub.state.partition
     if last is None:
         last_id = c.message_id(-1, -1, partition)

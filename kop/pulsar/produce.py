@@ -33,7 +33,7 @@ the connection's close withdraw a waiter, ExclusiveWithFencing (``fence_out``) a
 (PartitionState.abandon) refuse every waiter.
 
 Differences from Pulsar's broker: a withdrawn waiter leaves the queue at once (Pulsar promotes it and closes it
-then); a waiter behind Shared producers takes the topic when the last one goes (Pulsar's stays queued); the topic
+then); the topic
 epoch lives in memory (Pulsar stores it with the managed ledger), so a producer fenced out before a restart or a
 takeover is let in again when it reconnects after it; de-duplication by producer name and sequence id
 when `brokerDeduplicationEnabled` (kop/pulsar/dedup.py: how it persists, across restarts and owner changes). A producer's schema

@@ -55,8 +55,8 @@ class WaitQueue(Generic[W]):
 
     def next_when_free(self, producers: int) -> W | None:
         """The waiter that takes the topic now that it has ``producers`` producers, removed from the queue; None
-        while producers remain or nobody waits. Pulsar promotes a waiter when the exclusive producer goes; here
-        also when the last of the Shared producers a waiter queued behind goes (Pulsar leaves that one queued)."""
+        while producers remain or nobody waits. Also when the last of the Shared producers a waiter queued behind
+        goes, as Pulsar 4.2's AbstractTopic.handleProducerRemoved does (4.0 left that one queued)."""
         if producers or not self._waiting:
             return None
         return self._waiting.popleft()

@@ -1,22 +1,24 @@
 """Topic compaction for Pulsar users, as Apache Pulsar answers it (issue #22): the admin REST's trigger and status,
 and `readCompacted` consumers and readers.
 
-A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar 4.0.x standalone (`pulsar`),
-which proves them right, and on our broker (`kop`, `kop-bk`). Both run on Pulsar's defaults, so a producer
-auto-creates a non-partitioned topic; the first test creates its topic partitioned (one partition) over the admin
-REST and asks the per-partition answers of `<topic>-partition-0`.
+A Pulsar-side module (tests/e2e/conftest.py): the same assertions run on Apache Pulsar standalone (`pulsar`, the
+README's reference), which proves them right, and on our broker (`kop`, `kop-bk`). Both run on Pulsar's defaults, so
+a producer auto-creates a non-partitioned topic; the first test creates its topic partitioned (one partition) over
+the admin REST and asks the per-partition answers of `<topic>-partition-0`.
 
 What is checked:
 - `GET .../compaction` answers LongRunningProcessStatus JSON: NOT_RUN before any trigger, SUCCESS once the
   compaction `PUT .../compaction` (on the partitioned topic: every partition) started is done;
-- a readCompacted reader, and an Exclusive readCompacted consumer (whose cumulative acknowledgement holds), read the latest value of each key up to the
-  compaction's horizon - keyless messages are gone, an unbatched empty value stays (Pulsar 4.0 counts its size with
-  the message's headers), a batch loses only the superseded messages - and then everything written after it; a
-  reader without readCompacted reads everything;
+- a readCompacted reader, and an Exclusive readCompacted consumer (whose cumulative acknowledgement holds), read the
+  latest value of each key up to the compaction's horizon - keyless messages are gone, a key whose latest message is
+  an unbatched empty value is gone too (Pulsar 4.2 judges an unbatched message by its payload's size alone; 4.0
+  counted its metadata and kept it: apache/pulsar#25817, tests/test_pulsar_compaction_rule.py), a batch loses only
+  the superseded messages - and then everything written after it; a reader without readCompacted reads everything;
 - the same on a non-partitioned topic with Pulsar's Java admin client (triggerCompaction, compactionStatus) and a
   Java readCompacted reader,
   which skips the batch slots compaction emptied (the pulsar-admin CLI is not on the Maven Central we fetch
   from: tests/support/pulsar_java.py);
+- a readCompacted reader is not promised the topic's last message when compaction removed it (hasMessageAvailable);
 - a readCompacted SUBSCRIBE on a Shared or Key_Shared subscription is refused NotAllowedError (Pulsar: Exclusive and
   Failover only); the clients refuse it before asking.
 """
@@ -112,7 +114,7 @@ def _send_history(client, topic: str) -> None:
 
 ALL = [("k1", b"a"), ("k2", b"b"), ("k1", b"c"), ("", b"keyless"), ("k3", b"x"), ("k2", b""), ("k4", b"1"),
        ("k4", b"2"), ("k5", b"1"), ("k1", b"after")]
-COMPACTED = [("k1", b"c"), ("k3", b"x"), ("k2", b""), ("k4", b"2"), ("k5", b"1"), ("k1", b"after")]
+COMPACTED = [("k1", b"c"), ("k3", b"x"), ("k4", b"2"), ("k5", b"1"), ("k1", b"after")]  # k2's empty value deletes it
 
 
 def test_compaction_trigger_status_and_read_compacted(target, pulsar_broker, client):
@@ -168,10 +170,30 @@ def test_java_admin_and_reader(target, pulsar_broker, client):
         assert status == {"status": "SUCCESS", "lastError": ""}
         after.send(b"after", partition_key="k1")
         java(f"reader r {topic} earliest compacted=true")
-        got = java("read r 6")
+        got = java(f"read r {len(COMPACTED)}")
         assert [(m["key"], m["value"].encode()) for m in got] == COMPACTED  # the Java client skips emptied slots
         assert java("has-available r") is False
     after.close()
+
+
+def test_a_trailing_empty_value_is_not_announced(target, pulsar_broker, client):
+    """When the topic's last message is one the compaction removed (an empty value) and nothing came after it, a
+    readCompacted reader is told the view's last message as the last one (GET_LAST_MESSAGE_ID: Pulsar answers from
+    the compacted ledger), so hasMessageAvailable turns false once it read that one instead of promising a
+    message that never comes."""
+    topic = f"persistent://public/default/{target.topic('cmp-tail')}"
+    producer = client.create_producer(topic, batching_enabled=False)
+    for key, value in [("k1", b"a"), ("k2", b"b"), ("k1", b"")]:
+        producer.send(value, partition_key=key)
+    producer.close()
+    status, body = _rest(pulsar_broker, "PUT", f"{topic.rsplit('/', 1)[1]}/compaction")
+    assert status == 204, body
+    assert _wait_compacted(pulsar_broker, topic.rsplit("/", 1)[1]) == {"status": "SUCCESS", "lastError": ""}
+    reader = client.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    msg = reader.read_next(RECEIVE_MS)
+    assert (msg.partition_key(), msg.data()) == ("k2", b"b")
+    assert not reader.has_message_available()
+    reader.close()
 
 
 def test_read_compacted_needs_exclusive_or_failover(target, pulsar_broker, client):

@@ -10,6 +10,7 @@ partition -1), except the three-partition topic below, created explicitly.
 What is checked, each test on topics of its own:
 * batched and unbatched produce with every compression codec, consumed with values, keys, properties, event
   times and message ids (batch indexes for batched messages);
+* WaitForExclusive producers: the second is created only once the first closed, messages in order;
 * Exclusive (a second consumer is refused with ConsumerBusy), Shared (two consumers split the messages, none
   twice), Failover (one active consumer, ACTIVE_CONSUMER_CHANGE events, the other takes over what was not
   acknowledged), Key_Shared (a key never spans consumers, per-key order kept);
@@ -141,6 +142,26 @@ def test_produce_each_codec_batched_and_unbatched(target, java):
             check_publish_time(target, m)
             assert m["redeliveryCount"] == 0
         assert [m["id"] for m in got] == plain + batched, codec
+
+
+def test_wait_for_exclusive_producers_take_turns(target, java):
+    """ProducerAccessMode.WaitForExclusive: the first producer takes the free topic at once; a second one's
+    createAsync completes only after the first closes (the broker answers it PRODUCER_SUCCESS not ready, then
+    ready when it gets the topic), and the messages of both are stored in the order they were sent."""
+    topic = topic_name(target, "wait-excl")
+    java(f"producer p1 {topic} access=WaitForExclusive")
+    java("send p1 first-1")
+    java(f"producer p2 {topic} access=WaitForExclusive wait=false")
+    java("send p1 first-2")  # answered after the broker's answer to p2's PRODUCER, on the same connection
+    assert java("producer-ready p2") is False  # waiting in line while p1 holds the topic
+    assert java(f"try producer p3 {topic} access=Exclusive") == {"exception": "ProducerFencedException",
+                                                                  "status": 0}
+    java("close p1")
+    assert java("await-producer p2") is True
+    java("send p2 second-1")
+    java("close p2")
+    got = java(f"consume {topic} s Exclusive 3")
+    assert [m["value"] for m in got] == ["first-1", "first-2", "second-1"]
 
 
 # ---- subscription types -------------------------------------------------------------------------------------

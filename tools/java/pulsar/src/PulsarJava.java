@@ -6,6 +6,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.regex.Pattern;
@@ -17,6 +18,7 @@ import org.apache.pulsar.client.api.ConsumerEventListener;
 import org.apache.pulsar.client.api.Message;
 import org.apache.pulsar.client.api.MessageId;
 import org.apache.pulsar.client.api.Producer;
+import org.apache.pulsar.client.api.ProducerAccessMode;
 import org.apache.pulsar.client.api.ProducerBuilder;
 import org.apache.pulsar.client.api.PulsarClient;
 import org.apache.pulsar.client.api.PulsarClientException;
@@ -88,8 +90,15 @@ import org.apache.pulsar.common.util.ObjectMapperFactory;
  *   reader NAME TOPIC earliest|latest|ID [inclusive=true] [compacted=true]   ID = one `produce` printed
  *   read NAME N [timeoutMs=T] [partial=true]  -> messages, as receive
  *   has-available NAME                       -> reader.hasMessageAvailable
- *   close NAME                               closes the consumer or reader NAME
- *   close-all                                closes every consumer and reader and forgets what they received
+ *   producer NAME TOPIC [access=Shared|Exclusive|WaitForExclusive|ExclusiveWithFencing] [wait=false]
+ *       an unbatched producer NAME (createAsync); -> true once created (within 60 s), or with wait=false at once:
+ *       whether it is created yet (a WaitForExclusive producer is created when it gets the topic)
+ *   producer-ready NAME                      -> whether NAME is created yet (a creation that failed fails it)
+ *   await-producer NAME                      -> true once NAME is created, within 60 s
+ *   send NAME VALUE [key=K]                  one message of text VALUE, sent and stored -> its message id
+ *   close NAME                               closes the consumer, reader or producer NAME
+ *   close-all                                closes every consumer, reader and producer and forgets what they
+ *                                            received
  * </pre>
  */
 public final class PulsarJava {
@@ -99,6 +108,8 @@ public final class PulsarJava {
     /** The session's named consumers, readers, and what each received (ids as printed, for ack/nack/seek). */
     private static final Map<String, Consumer<byte[]>> CONSUMERS = new HashMap<>();
     private static final Map<String, Reader<byte[]>> READERS = new HashMap<>();
+    /** The session's named producers, as created asynchronously (a WaitForExclusive one completes late). */
+    private static final Map<String, CompletableFuture<Producer<byte[]>>> PRODUCERS = new HashMap<>();
     private static final Map<String, Map<String, Message<byte[]>>> RECEIVED = new HashMap<>();
     private static final Map<String, List<String>> EVENTS = new HashMap<>();
     /** The ids `produce` printed, as the producer returned them (a partitioned topic's carry the partition). */
@@ -302,6 +313,25 @@ public final class PulsarJava {
             }
             case "has-available":
                 return Boolean.toString(READERS.get(c[1]).hasMessageAvailable());
+            case "producer":
+                return producer(client, c[1], c[2], options(c, 3));
+            case "producer-ready":
+                return Boolean.toString(created(c[1], false) != null);
+            case "await-producer":
+                created(c[1], true);
+                return "true";
+            case "send": {
+                Producer<byte[]> producer = created(c[1], false);
+                if (producer == null) {
+                    throw new IllegalStateException("producer " + c[1] + " is not created yet");
+                }
+                var m = producer.newMessage().value(c[2].getBytes(StandardCharsets.UTF_8));
+                Map<String, String> o = options(c, 3);
+                if (o.containsKey("key")) {
+                    m.key(o.get("key"));
+                }
+                return str(m.send().toString());
+            }
             case "close-all":
                 for (Consumer<byte[]> consumer : CONSUMERS.values()) {
                     consumer.close();
@@ -309,8 +339,12 @@ public final class PulsarJava {
                 for (Reader<byte[]> reader : READERS.values()) {
                     reader.close();
                 }
+                for (CompletableFuture<Producer<byte[]>> f : PRODUCERS.values()) {
+                    f.thenAccept(Producer::closeAsync);  // one still waiting for the topic closes once created
+                }
                 CONSUMERS.clear();
                 READERS.clear();
+                PRODUCERS.clear();
                 RECEIVED.clear();
                 EVENTS.clear();
                 PRODUCED.clear();
@@ -318,6 +352,8 @@ public final class PulsarJava {
             case "close":
                 if (CONSUMERS.containsKey(c[1])) {
                     CONSUMERS.remove(c[1]).close();
+                } else if (PRODUCERS.containsKey(c[1])) {
+                    PRODUCERS.remove(c[1]).get(RECEIVE_MS, TimeUnit.MILLISECONDS).close();
                 } else {
                     READERS.remove(c[1]).close();
                 }
@@ -380,6 +416,34 @@ public final class PulsarJava {
         EVENTS.put(name, events);
         RECEIVED.put(name, new HashMap<>());
         return "true";
+    }
+
+    private static String producer(PulsarClient client, String name, String topic, Map<String, String> o)
+            throws Exception {
+        CompletableFuture<Producer<byte[]>> f = client.newProducer().topic(topic).enableBatching(false)
+                .accessMode(ProducerAccessMode.valueOf(o.getOrDefault("access", "Shared"))).createAsync();
+        PRODUCERS.put(name, f);
+        if ("false".equals(o.get("wait"))) {
+            return Boolean.toString(f.isDone() && !f.isCompletedExceptionally());
+        }
+        created(name, true);
+        return "true";
+    }
+
+    /** The producer NAME once created: waiting up to RECEIVE_MS with `wait`, else null while it is not yet. */
+    private static Producer<byte[]> created(String name, boolean wait) throws Exception {
+        CompletableFuture<Producer<byte[]>> f = PRODUCERS.get(name);
+        if (f == null) {
+            throw new IllegalArgumentException("no producer " + name);
+        }
+        if (!wait && !f.isDone()) {
+            return null;
+        }
+        try {
+            return f.get(RECEIVE_MS, TimeUnit.MILLISECONDS);
+        } catch (java.util.concurrent.ExecutionException e) {  // what its creation failed with, as `try` reports it
+            throw e.getCause() instanceof Exception cause ? cause : e;
+        }
     }
 
     private static String reader(PulsarClient client, String name, String topic, String start,

@@ -135,15 +135,3 @@ def _module_durations(terminalreporter) -> None:
     terminalreporter.write_sep("=", "slowest 25 test files (setup + call + teardown)")
     for path, secs in sorted(totals.items(), key=lambda kv: -kv[1])[:25]:
         terminalreporter.write_line(f"{secs:8.1f}s {path}")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The chaos suite's short form (tests/test_chaos_short.py) runs with KOP_CHAOS_SHORT=1 (`make chaos-short`)
-    only, until its open findings (docs/cluster.md, the fault suite) are fixed: deselected, so pytest's summary
-    shows it."""
-    if os.environ.get("KOP_CHAOS_SHORT") == "1":
-        return
-    gone = [item for item in items if item.get_closest_marker("chaos_short") is not None]
-    if gone:
-        items[:] = [item for item in items if item.get_closest_marker("chaos_short") is None]
-        config.hook.pytest_deselected(items=gone)

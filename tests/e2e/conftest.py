@@ -326,3 +326,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 for bookie in shared_cluster().bookies:
                     report.sections.append((f"bookie log {bookie.bookie_id}", tail(bookie.log_path, 20)))
     return report
+
+
+@pytest.fixture(scope="session")
+def _spark_sessions():
+    """The Spark modules' SparkSession, made on first use (`spark`), stopped at the end of the run."""
+    held: list = []
+    yield held
+    for session in held:
+        session.stop()
+
+
+@pytest.fixture
+def spark(_spark_sessions: list):
+    """One SparkSession for every Spark module of the run (tests/e2e/test_spark_*.py, test_transactions_spark):
+    a session's start (its SparkContext, in the JVM the process keeps) costs seconds, and the modules share
+    nothing through it but the JVM, which they share anyway (its classpath is fixed by the first session). Made
+    again when something stopped it (a module that builds its own session with getOrCreate while this one
+    runs gets this one, and stops it)."""
+    from tests.support.spark import spark_session
+
+    if not _spark_sessions or _spark_sessions[-1].sparkContext._jsc is None:
+        _spark_sessions.append(spark_session("kop-test-spark"))
+    return _spark_sessions[-1]

@@ -31,7 +31,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tests.support.clients import create_topic
+from tests.support.clients import create_topic, partition_records
 from tests.support.groups import PythonMember, committed, wait_for
 from tests.support.java import REPO_ROOT
 
@@ -293,11 +293,15 @@ def test_kafka_formatters_read_consumer_offsets(target, java_tools) -> None:
     finally:
         c.close(autocommit=False)
     n = len(KafkaConsumer(bootstrap_servers=b).partitions_for_topic("__consumer_offsets"))
+    part = partition_for(group, n)
+    # the group's records are in the log once its commit and its close have been answered: the formatters read
+    # exactly the partition's records (--max-messages ends each run; --timeout-ms is liveness only)
+    count = len(partition_records(b, "__consumer_offsets", [part])[part])
     outputs = {}
     for fmt in ("OffsetsMessageFormatter", "GroupMetadataMessageFormatter"):
         r = java_tools.run("kafka-console-consumer", "--bootstrap-server", b, "--topic", "__consumer_offsets",
-                           "--partition", partition_for(group, n), "--offset", "earliest", "--timeout-ms", 3000,
-                           "--formatter", f"org.apache.kafka.tools.consumer.{fmt}")
+                           "--partition", part, "--offset", "earliest", "--max-messages", count,
+                           "--timeout-ms", 60000, "--formatter", f"org.apache.kafka.tools.consumer.{fmt}")
         outputs[fmt] = [o for o in _json_objects(r.stdout) if o["key"]["data"].get("group") == group]
     offsets = [o for o in outputs["OffsetsMessageFormatter"] if o["key"]["type"] == 1]
     assert [(o["key"]["data"], o["value"]["version"], {k: v for k, v in o["value"]["data"].items()

@@ -24,7 +24,6 @@ from __future__ import annotations
 import difflib
 import re
 import threading
-import time
 import uuid
 
 from tests.e2e.test_consumer_groups import Scenario, _check_consumption
@@ -33,25 +32,39 @@ from tests.support.clients import create_topic
 from tests.support.groups import JavaMember, PythonMember, committed, produce, wait_for
 
 PARTS = 6
-SESSION_MS = 10_000
 # The consumer session timeout and heartbeat interval the members get, on both brokers (Kafka's minimum
-# session timeout is 45 s unless lowered; a killed member is fenced after this).
-KOP_SETTINGS = {"groupConsumerSessionTimeoutMs": SESSION_MS, "groupConsumerHeartbeatIntervalMs": 1000}
-KAFKA_SETTINGS = {"group.consumer.session.timeout.ms": str(SESSION_MS),
-                  "group.consumer.min.session.timeout.ms": "6000",
-                  "group.consumer.heartbeat.interval.ms": "1000",
-                  "group.consumer.min.heartbeat.interval.ms": "1000"}
+# session timeout is 45 s unless lowered; a killed member is fenced after this): the classic tests' 6 s
+# (tests/support/groups.py), six heartbeats. A broker restart's test gives its members 10 s: librdkafka's
+# reconnect backoff grows while the broker is down, and a member must heartbeat again within the session.
+SESSION_MS = 6_000
+RESTART_SESSION_MS = 10_000
+
+
+def kop_settings(session_ms: int = SESSION_MS) -> dict[str, int]:
+    return {"groupConsumerSessionTimeoutMs": session_ms, "groupConsumerHeartbeatIntervalMs": 1000}
+
+
+def kafka_settings(session_ms: int = SESSION_MS) -> dict[str, str]:
+    return {"group.consumer.session.timeout.ms": str(session_ms),
+            "group.consumer.min.session.timeout.ms": "6000",
+            "group.consumer.heartbeat.interval.ms": "1000",
+            "group.consumer.min.heartbeat.interval.ms": "1000"}
+
+
+KOP_SETTINGS = kop_settings()
+KAFKA_SETTINGS = kafka_settings()
 
 
 class ConsumerProtocolScenario(Scenario):
     """Scenario (test_consumer_groups) on a broker whose consumer session timeout is SESSION_MS, with members
     using the consumer protocol."""
 
-    def __init__(self, target, tmp_path, hint: str = "kip848", dedicated: bool = False) -> None:
+    def __init__(self, target, tmp_path, hint: str = "kip848", dedicated: bool = False,
+                 session_ms: int = SESSION_MS) -> None:
         # the module's broker of ours with these settings, unless the test kills it: each scenario has its own
         # topic and group
         start = target.dedicated_broker if dedicated else target.module_broker
-        self.broker = start(KAFKA_SETTINGS, **KOP_SETTINGS)
+        self.broker = start(kafka_settings(session_ms), **kop_settings(session_ms))
         self.b = self.broker.bootstrap
         self.topic = target.topic(hint)
         self.group = "g-" + self.topic
@@ -138,7 +151,7 @@ def test_java_and_confluent_members_join_leave_and_die_without_loss(target, java
 def test_broker_restart_restores_the_group(target, java_tools, tmp_path) -> None:
     """SIGKILL the broker under a stable consumer group: after the restart the members go on with their
     partitions (the group and its assignments were replayed from __consumer_offsets), and nothing is lost."""
-    s = ConsumerProtocolScenario(target, tmp_path, hint="restart", dedicated=True)
+    s = ConsumerProtocolScenario(target, tmp_path, hint="restart", dedicated=True, session_ms=RESTART_SESSION_MS)
     try:
         s.produce("a", 30)
         a, b = s.confluent("A-confluent"), s.confluent("B-confluent")
@@ -179,7 +192,8 @@ def cli_scenario(java_tools, bootstrap: str, tmp, names: dict[str, str]) -> Run:
         wait_for("both members to consume and commit everything",
                  lambda: committed(bootstrap, group, topic, 3) == dict.fromkeys(range(3), 10)
                  and sorted(_sizes(*members)) == [1, 2], on_timeout=describe)
-        time.sleep(3)  # several heartbeats: every member has acknowledged its assignment (Stable)
+        wait_for("every member to have acknowledged its assignment (Stable)", lambda: _reconciled(bootstrap, group),
+                 on_timeout=describe)
         run("list-consumer", "--list", "--type", "consumer")
         run("list-classic", "--list", "--type", "classic")
         run("describe", "--describe", "--group", group)
@@ -197,6 +211,23 @@ def cli_scenario(java_tools, bootstrap: str, tmp, names: dict[str, str]) -> Run:
     run("delete", "--delete", "--group", group)
     run("describe-deleted", "--describe", "--group", group)
     return run
+
+
+def _reconciled(bootstrap: str, group: str) -> bool:
+    """The group is Stable and each of its two members holds its target assignment (ConsumerGroupDescribe, through
+    confluent-kafka's AdminClient: milliseconds, where a kafka-consumer-groups run takes a second): what every
+    later kafka-consumer-groups --describe then prints the same on both brokers."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept until the answer: it runs the request
+    d = admin.describe_consumer_groups([group])[group].result(30)
+
+    def parts(assignment) -> list[tuple[str, int]]:
+        return sorted((tp.topic, tp.partition) for tp in assignment.topic_partitions) if assignment else []
+
+    return d.state == ConsumerGroupState.STABLE and len(d.members) == 2 and all(
+        m.target_assignment is not None and parts(m.assignment) == parts(m.target_assignment) for m in d.members)
 
 
 def test_kafka_consumer_groups_describes_consumer_groups_as_apache_kafka(kafka_server, kop_broker, java_tools,
@@ -427,10 +458,10 @@ def test_synchronous_commits_while_a_member_leaves_never_fail(target, tmp_path) 
     that gives A the leaver's partitions moves A to a new member epoch, and is answered while A's commit with
     the old epoch is on its way: Kafka 4.3+ accepts it for the partitions A already held at that epoch; we
     refused it (STALE_MEMBER_EPOCH) in 3 runs of 10 before. Each run is a fresh topic and group."""
-    kafka_settings = {**KAFKA_SETTINGS, "group.consumer.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS),
-                      "group.consumer.min.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS)}
-    broker = target.dedicated_broker(kafka_settings, **{**KOP_SETTINGS,
-                                                        "groupConsumerHeartbeatIntervalMs": COMMIT_HEARTBEAT_MS})
+    kafka_props = {**KAFKA_SETTINGS, "group.consumer.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS),
+                   "group.consumer.min.heartbeat.interval.ms": str(COMMIT_HEARTBEAT_MS)}
+    broker = target.dedicated_broker(kafka_props, **{**KOP_SETTINGS,
+                                                     "groupConsumerHeartbeatIntervalMs": COMMIT_HEARTBEAT_MS})
     failed = {}
     for run in range(COMMIT_RUNS):
         errors = _commit_run(broker.bootstrap, target.topic(f"commit{run}"))

@@ -23,7 +23,8 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from tests.support.clients import create_topic
+from tests.e2e.test_kafka44_versions import _request_counts
+from tests.support.clients import create_topic, partition_records
 from tests.support.java import REPO_ROOT, JavaToolsMissing, check_kafka_libs, compiled_probe, java_executable
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "ShareProbe.java"
@@ -48,10 +49,11 @@ def _run_probe(bootstrap: str, topic: str, group: str, *args: object) -> list[st
 
 
 def test_three_share_consumers_on_one_partition(target) -> None:
-    broker = target.broker()
+    broker = target.module_broker()
     topic = f"share-{uuid.uuid4().hex[:8]}"
     group = f"share-g-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, partitions=1)
+    before = _request_counts(broker.admin_url) if target.is_kop else {}  # the module's broker: other tests' too
 
     out = _run_probe(broker.bootstrap, topic, group)
 
@@ -71,11 +73,10 @@ def test_three_share_consumers_on_one_partition(target) -> None:
     # A consumer of the group reading afterwards gets only the record produced afterwards.
     assert [line for line in out if line.startswith("AFTER ")] == ["AFTER marker"]
     if target.is_kop:  # the 4.4 client used Kafka 4.4's newest versions: ShareFetch v2 (KIP-1206/1222) and the rest
-        from tests.e2e.test_kafka44_versions import _request_counts
-
         counts = _request_counts(broker.admin_url)
         for api, version in (("ShareGroupHeartbeat", 1), ("ShareFetch", 2), ("ShareAcknowledge", 2)):
-            assert counts.get((api, version), 0) > 0, (api, sorted(k for k in counts if k[0].startswith("Share")))
+            assert counts.get((api, version), 0) > before.get((api, version), 0), (
+                api, sorted(k for k in counts if k[0].startswith("Share")))
 
 
 SHARE_GROUPS = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
@@ -109,7 +110,7 @@ def test_share_group_tools(target, java_tools) -> None:
     """kafka-configs --alter on a GROUP resource, kafka-console-share-consumer, and kafka-share-groups --list,
     --describe, --reset-offsets and --delete, with the same output on both brokers (but the start offset of a
     fully acknowledged share-partition, below)."""
-    b = target.broker().bootstrap
+    b = target.module_broker().bootstrap  # the module's: the test never kills or reconfigures it
     topic = f"share-tools-{uuid.uuid4().hex[:8]}"
     group = f"share-tg-{uuid.uuid4().hex[:8]}"
     create_topic(b, topic, partitions=1)
@@ -162,27 +163,42 @@ def test_share_partition_state_survives_a_kill(target, java_tools) -> None:
                        "--entity-type", "groups", "--entity-name", group, check=True)
     assert "share.record.lock.duration.ms=15000" in r.stdout, r.stdout
     # The membership records, as Kafka's own ShareGroupMessageFormatter reads them from __consumer_offsets.
-    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "__consumer_offsets",
-                       "--from-beginning", "--timeout-ms", "5000", "--formatter", GROUP_FORMATTER)
-    records = [s for s in _json_values(r.stdout) if s.get("key", {}).get("data", {}).get("groupId") == group]
+    out = _formatted(java_tools, broker.bootstrap, "__consumer_offsets", group, GROUP_FORMATTER)
+    records = [s for s in _json_values(out) if s.get("key", {}).get("data", {}).get("groupId") == group]
     current = {s["key"]["data"]["memberId"]: s["value"]["data"]["memberEpoch"] for s in records
                if s["key"]["type"] == 14 and s.get("value")}
-    assert {s["key"]["type"] for s in records} >= {10, 11, 14}, r.stdout[-3000:]
+    assert {s["key"]["type"] for s in records} >= {10, 11, 14}, out[-3000:]
     assert [[members[0][1], str(current[members[0][1]])]] == [[m[1], m[5]] for m in members], (current, members)
 
     after = _run_probe(broker.bootstrap, topic, group, "part", 5, 2)
     assert [line.rsplit(" ", 1)[0] for line in after if line.startswith("GOT ")] == ["GOT r3 ACCEPT", "GOT r4 ACCEPT"]
 
-    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", "__share_group_state",
-                       "--from-beginning", "--timeout-ms", "5000", "--formatter", STATE_FORMATTER)
-    mine = [s for s in _json_values(r.stdout) if s["key"]["data"]["groupId"] == group]
+    out = _formatted(java_tools, broker.bootstrap, "__share_group_state", group, STATE_FORMATTER)
+    mine = [s for s in _json_values(out) if s["key"]["data"]["groupId"] == group]
     # ShareSnapshot (0) records here; Kafka writes mostly ShareUpdate (1) records after its first snapshot.
-    assert mine and all(s["key"]["type"] in (0, 1) and s["key"]["data"]["partition"] == 0 for s in mine), r.stdout
+    assert mine and all(s["key"]["type"] in (0, 1) and s["key"]["data"]["partition"] == 0 for s in mine), out
     # The last state has nothing left to deliver: the start offset past r4, or (Kafka, which moves the start
     # offset at its next write) every record from it on acknowledged.
     last = mine[-1]["value"]["data"]
     done = all(b["deliveryState"] == 2 for b in last["stateBatches"])
     assert last["startOffset"] == 5 or (done and last["stateBatches"][-1]["lastOffset"] == 4), last
+
+
+def _formatted(java_tools, bootstrap: str, topic: str, group: str, formatter: str) -> str:
+    """Kafka's `formatter` over the partition of the internal `topic` that holds the group's records, read to its
+    end: the records are counted first, so --max-messages ends the run (--timeout-ms is liveness only, not a wait
+    for stragglers: the records asked about were written before their requests were answered)."""
+    from confluent_kafka.admin import AdminClient
+
+    n = len(AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30).topics[topic].partitions)
+    records = partition_records(bootstrap, topic, range(n))
+    holding = [p for p, recs in records.items() if any(k is not None and group.encode() in k for k, _ in recs)]
+    assert len(holding) == 1, f"{topic}: the group's records in partitions {holding}"
+    (p,) = holding
+    r = java_tools.run("kafka-console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--partition", p,
+                       "--offset", "earliest", "--max-messages", len(records[p]), "--timeout-ms", 60000,
+                       "--formatter", formatter)
+    return r.stdout
 
 
 def _members(java_tools, bootstrap: str, group: str) -> list[list[str]]:
@@ -206,7 +222,7 @@ def test_a_crashed_consumers_records_come_back(target) -> None:
     the group gets them, at their second delivery - released when the crashed consumer's connection closed, as
     Kafka 4.x does, before their acquisition locks (share.record.lock.duration.ms 15000) would time out. The
     lock time-out itself is tested with a fake clock: tests/test_share_partition.py."""
-    b = target.broker().bootstrap
+    b = target.module_broker().bootstrap  # the module's: the test never kills or reconfigures it
     topic = f"share-crash-{uuid.uuid4().hex[:8]}"
     group = f"share-cg-{uuid.uuid4().hex[:8]}"
     create_topic(b, topic, partitions=1)
@@ -224,7 +240,7 @@ def test_read_committed_share_group_skips_aborted_transactions(target) -> None:
     committed ones are."""
     from confluent_kafka import Producer
 
-    b = target.broker().bootstrap
+    b = target.module_broker().bootstrap  # the module's: the test never kills or reconfigures it
     topic = f"share-txn-{uuid.uuid4().hex[:8]}"
     group = f"share-xg-{uuid.uuid4().hex[:8]}"
     create_topic(b, topic, partitions=1)
@@ -247,7 +263,7 @@ def test_dead_letter_queue(target) -> None:
     and value copied and Kafka's __dlq.errors.* headers; accepted records do not."""
     from confluent_kafka import Consumer, Producer
 
-    b = target.broker().bootstrap
+    b = target.module_broker().bootstrap  # the module's: the test never kills or reconfigures it
     topic = f"share-dlq-{uuid.uuid4().hex[:8]}"
     dlq = f"dlq.share-{uuid.uuid4().hex[:8]}"
     group = f"share-dg-{uuid.uuid4().hex[:8]}"
@@ -299,7 +315,7 @@ def test_share_group_offsets_reset_describe_delete(target, java_tools) -> None:
     a reset before the group ever consumed gives it state at offset 2 (start 2, lag 4 of 6 records); a share
     consumer then gets r2-r5 only; the lag is 0; --delete-offsets removes the topic's state, so the group shows
     no offsets for it, and a consumer afterwards starts again at share.auto.offset.reset (latest: nothing)."""
-    b = target.broker().bootstrap
+    b = target.module_broker().bootstrap  # the module's: the test never kills or reconfigures it
     topic = f"share-offs-{uuid.uuid4().hex[:8]}"
     group = f"share-og-{uuid.uuid4().hex[:8]}"
     create_topic(b, topic, partitions=1)

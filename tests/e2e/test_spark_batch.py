@@ -9,8 +9,8 @@
 * After DeleteRecords, an audit from offset 0 reports exactly the offsets below the new log start as
   missing; on a compacted topic every hole is reported as a compaction gap, not as data loss.
 
-One broker and one SparkSession serve the whole module (a JVM start costs seconds; the big topic is
-produced once).
+One broker serves the whole module, and one SparkSession (tests/e2e/conftest.py) all the Spark modules (a
+JVM start costs seconds; the big topic is produced once).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 from tests.support.broker import KopBroker
 from tests.support.clients import STALL_TIMEOUT, create_topic
 from tests.support.inspect import ledger_counts, managed_ledger
-from tests.support.spark import Event, EventProducer, spark_session
+from tests.support.spark import Event, EventProducer
 
 PARTITIONS = 3
 RECORDS = 100_000
@@ -50,13 +50,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     b.start()
     yield b
     b.stop()
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("kop-test-spark-batch")
-    yield session
-    session.stop()
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,9 @@
   cannot be decoded, summed by `kop pipeline stream --value-format avro`: exact per-key sums, the old
   version resolved to the latest, the undecodable values counted as invalid, and a clean audit.
 
-One broker and one SparkSession serve the module; the queries use `availableNow` where a test needs a
-query to end by itself, and liveness deadlines (never durations) everywhere else.
+One broker serves the module, and the Spark modules' one SparkSession (tests/e2e/conftest.py) its queries; they use
+`availableNow` where a test needs a query to end by itself, and liveness deadlines (never durations) everywhere
+else.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from kop.pipeline.stream import BatchWriter, StreamConfig, dedupe_sink_rows, sta
 from tests.support.broker import KopBroker
 from tests.support.clients import STALL_TIMEOUT, create_topic
 from tests.support.inspect import ledger_counts
-from tests.support.spark import Event, EventProducer, expected_totals, spark_session
+from tests.support.spark import Event, EventProducer, expected_totals
 
 MAX_OFFSETS = 300  # per micro-batch, over 3 partitions
 CHUNK = 150  # records per producer flush (50 per partition)
@@ -55,13 +56,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     b.start()
     yield b
     b.stop()
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("kop-test-spark-streaming")
-    yield session
-    session.stop()
 
 
 class Feeder:

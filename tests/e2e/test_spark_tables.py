@@ -1,8 +1,8 @@
 """`kop pipeline tables` (issue 26): a topic as an Iceberg table, exactly once, read back by Spark, PyIceberg, DuckDB.
 
-One broker and one SparkSession for the module. The topic (2 partitions) gets Avro records from confluent-kafka's
-AvroSerializer registered at the broker's own registry, with keys and headers, and a transaction aborted in the
-middle; then a second, compatible schema version (one more field) and more records, and a third. The job runs
+One broker for the module, and the Spark modules' one SparkSession (tests/e2e/conftest.py). The topic (2
+partitions) gets Avro records from confluent-kafka's AvroSerializer registered at the broker's own registry, with
+keys and headers, and a transaction aborted in the middle; then a second, compatible schema version (one more field) and more records, and a third. The job runs
 four times with --available-now and small micro-batches (maxOffsetsPerTrigger):
 
 1. over the v1 records; then the checkpoint's last commit-log entry is removed: the state a job killed after its
@@ -46,7 +46,6 @@ from kop.pipeline.table_audit import audit_table
 from kop.pipeline.tables import TablesConfig, TableWriter, kop_summary, load_table, start_tables
 from tests.support.broker import KopBroker
 from tests.support.clients import STALL_TIMEOUT, create_topic
-from tests.support.spark import spark_session
 
 TOPIC = "spark-tables"
 TABLE = "kop.kafka.spark_tables"
@@ -68,13 +67,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory):
     b.start()
     yield b
     b.stop()
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("kop-test-spark-tables")
-    yield session
-    session.stop()
 
 
 class AvroOrders:

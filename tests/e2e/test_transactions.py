@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.clients import create_topic
+from tests.support.clients import create_topic, partition_records
+from tests.support.groups import wait_for
 from tests.support.java import java_command, run_java
 
 PROBE = Path(__file__).resolve().parent.parent / "support" / "TxnProbe.java"
@@ -244,8 +245,24 @@ def test_transaction_log_formatter_reads_transaction_state(target, java_tools) -
     finally:
         c.close()
     assert n > 0
+    part = partition_for(tid, n)
+    # The coordinator writes CompleteCommit after the commit's answer: wait for it in the log (decoded with our
+    # codec), then read exactly the partition's records with Kafka's formatter (--max-messages ends the run;
+    # --timeout-ms is liveness only).
+    from kop.coordinator.transactions import records as txn_records
+
+    found: list[tuple[bytes | None, bytes | None]] = []
+
+    def complete() -> bool:
+        found[:] = partition_records(b.bootstrap, "__transaction_state", [part])[part]
+        mine = [v for k, v in found if k is not None and txn_records.decode_key(k) == tid and v is not None]
+        return bool(mine) and txn_records.decode_value(mine[-1]).status == 4  # CompleteCommit
+
+    wait_for("CompleteCommit in __transaction_state", complete)
+    count = len(found)
     r = java_tools.run("kafka-console-consumer", "--bootstrap-server", b.bootstrap, "--topic", "__transaction_state",
-                       "--partition", partition_for(tid, n), "--offset", "earliest", "--timeout-ms", 6000,
+                       "--partition", part, "--offset", "earliest", "--max-messages", count,
+                       "--timeout-ms", 60000,
                        "--formatter", "org.apache.kafka.tools.consumer.TransactionLogMessageFormatter")
     dec = json.JSONDecoder()
     records, pos = [], 0

@@ -9,17 +9,7 @@ import json
 import subprocess
 import sys
 
-import pytest
-
 from tests.support.clients import STALL_TIMEOUT, create_topic
-from tests.support.spark import spark_session
-
-
-@pytest.fixture(scope="module")
-def spark():
-    session = spark_session("kop-test-spark-transactions")
-    yield session
-    session.stop()
 
 
 def test_spark_read_committed(target, spark) -> None:

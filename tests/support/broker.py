@@ -51,6 +51,10 @@ class KopBroker(ServerProcess):
             # one process, unless KOP_TEST_WORKERS asks every test broker to be a node of that many workers (to
             # run a part of the suite against one); tests of a node (tests/test_node_workers.py) set numWorkers
             "numWorkers": os.environ.get("KOP_TEST_WORKERS", "1"),
+            # as the `kafka` target's group.initial.rebalance.delay.ms (tests/support/kafka_server.py): a classic
+            # group's first join (a console consumer's too) is not held 3 s for members that may follow; a test
+            # of the delay sets it
+            "groupInitialRebalanceDelayMs": "0",
         }
         self.overrides.update({k: str(v) for k, v in (overrides or {}).items()})
         self.pulsar_port = int(self.overrides["brokerServicePort"])

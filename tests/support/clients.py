@@ -387,3 +387,35 @@ def send_one_or_error(conf: dict, topic: str, timeout: float = 60) -> object | N
     if errors or acks:
         return errors[0] if errors else acks[0]
     raise AssertionError(f"neither an acknowledgement nor an error within {timeout}s")
+
+
+def partition_records(bootstrap: str, topic: str,
+                      partitions: Iterable[int]) -> dict[int, list[tuple[bytes | None, bytes | None]]]:
+    """The (key, value) of every record (control records are not records) from each partition's log start to its end as
+    of the call, read_uncommitted: what kafka-console-consumer prints of that partition. A test that reads an
+    internal topic with a formatter then ends the tool's run with `--max-messages` (exact: the records are
+    there) instead of an idle `--timeout-ms` (a fixed wait after the last record). The end is librdkafka's
+    partition EOF (the high watermark, past any trailing control record)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    wanted = list(partitions)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "partition-records", "enable.auto.commit": False,
+                  "enable.partition.eof": True})
+    records: dict[int, list[tuple[bytes | None, bytes | None]]] = {p: [] for p in wanted}
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in wanted])
+        open_ = set(wanted)
+        deadline = time.monotonic() + STALL_TIMEOUT
+        while open_:
+            assert time.monotonic() < deadline, f"{topic} {sorted(open_)}: no end within {STALL_TIMEOUT}s"
+            msg = c.poll(1.0)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                open_.discard(msg.partition())
+            elif msg.partition() in open_:
+                records[msg.partition()].append((msg.key(), msg.value()))
+        return records
+    finally:
+        c.close()

@@ -312,6 +312,18 @@ def pulsar_service_url(pulsar_broker: PulsarEndpoint) -> str:
     return pulsar_broker.service_url
 
 
+@pytest.fixture
+def pulsar_client(pulsar_broker: PulsarEndpoint):
+    """A pulsar-client Client of the target's Pulsar broker (a 60 s operation timeout: a bound under load, not a
+    measured quantity), closed after the test."""
+    import pulsar
+
+    c = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=60,
+                      logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    yield c
+    c.close()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """On failure, append the tail of every broker log the test started (what the broker said matters), and

@@ -48,11 +48,8 @@ def admin(pulsar_broker, cli_sessions) -> PulsarAdminSession:
 
 
 @pytest.fixture
-def client(pulsar_broker):
-    c = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=60,
-                      logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
-    yield c
-    c.close()
+def client(pulsar_client):
+    return pulsar_client
 
 
 @pytest.fixture

@@ -33,11 +33,8 @@ RECEIVE_MS = 30_000  # a generous bound for one receive under load; never a meas
 
 
 @pytest.fixture
-def client(pulsar_broker):
-    c = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=60,
-                      logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
-    yield c
-    c.close()
+def client(pulsar_client):
+    return pulsar_client
 
 
 def admin(broker, method: str, path: str, body: object = None) -> tuple[int, object]:

@@ -97,11 +97,8 @@ class Rest:
 
 
 @pytest.fixture
-def client(pulsar_broker):
-    c = pulsar.Client(pulsar_broker.service_url, operation_timeout_seconds=60,
-                      logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
-    yield c
-    c.close()
+def client(pulsar_client):
+    return pulsar_client
 
 
 def test_upload_new_identical_and_incompatible_then_list(target, pulsar_broker):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from tests.support.java import REPO_ROOT, JavaToolsMissing
-from tests.support.pulsar_server import PULSAR_POM, pom_pulsar_version, pulsar_libs_dir
+from tests.support.pulsar_server import BROKER_PROBE, PULSAR_POM, pom_pulsar_version, pulsar_libs_dir
 
 
 def test_version_comes_from_the_pom(tmp_path: Path) -> None:
@@ -38,9 +39,13 @@ def test_setup_reads_the_same_version_and_override(tmp_path: Path) -> None:
     """scripts/setup's Pulsar step, pointed at a folder stamped complete for the current pom, takes it as it is
     (no download) and names the pom's version: the same rule as pulsar_libs_dir()."""
     libs = tmp_path / "libs"
-    for sub in ("broker", "client"):
+    version = pom_pulsar_version()
+    for sub, jar in (("broker", f"pulsar-broker-{version}.jar"), ("client", f"pulsar-client-admin-{version}.jar")):
         (libs / sub).mkdir(parents=True)
-        (libs / sub / "placeholder.jar").write_bytes(b"")
+        # a stand-in jar with the one class the setup's JDK check reads: a class file header for Java 21 (major 65),
+        # as Pulsar 5's broker classes have, so the check must find a JDK 21+ as it does for the real jars
+        with zipfile.ZipFile(libs / sub / jar, "w") as z:
+            z.writestr(BROKER_PROBE[1], b"\xca\xfe\xba\xbe\x00\x00\x00\x41")
     (libs / ".complete").write_text(hashlib.sha256(PULSAR_POM.read_bytes()).hexdigest() + "\n")
     env = {**os.environ, "KOP_SETUP_ONLY": "pulsar", "KOP_PULSAR_LIBS": str(libs)}
     done = subprocess.run([str(REPO_ROOT / "scripts" / "setup")], env=env, capture_output=True, text=True,

@@ -1,4 +1,5 @@
-"""Two asyncio building blocks the layers share: keyed single flight ("open once") and a periodic task.
+"""The asyncio building blocks the layers share: keyed single flight ("open once"), a periodic task, and a
+request carried out to its end whatever becomes of the caller.
 
 They sit at the bottom of the import graph (docs/architecture.md) so that every layer - the managed
 ledger, the partition logs, the protocol handlers, the broker service, the group coordinator - can use them
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -60,6 +61,24 @@ class SingleFlight(Generic[K, V]):
         """Wait until every run in progress now has ended, whatever their outcomes."""
         for key in list(self._pending):
             await self.wait(key)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: its caller may be gone, and the outcome was logged where it matters
+
+
+async def run_to_end(coro: Coroutine[Any, Any, V]) -> V:
+    """Await `coro` as its own task, which a cancelled caller does not cancel.
+
+    A Kafka connection cancels the tasks of its unanswered requests when it closes. Work that changes shared
+    state in several steps (write a state record, then apply it; then start the markers) must not stop
+    between them: a transaction left marked "being written" answers CONCURRENT_TRANSACTIONS to every later
+    request for its id. Kafka finishes a request it has read whatever happens to the connection; so do the
+    requests that run through here."""
+    task = asyncio.ensure_future(coro)
+    task.add_done_callback(_retrieve)
+    return await asyncio.shield(task)
 
 
 class PeriodicTask:

@@ -19,8 +19,9 @@ takeover, one acknowledged Pulsar record never delivered after `bookie-quorum`, 
 partition after `all-brokers-kill` (reads of new entries sized by bytes alone: a subscription far behind never caught
 up) - all fixed, with acknowledged Pulsar records lost when SENDs pipelined behind one refused while the session
 lease lapsed were stored, and a consumer group committing nothing after `all-brokers-kill` (once in ten targeted
-trials; librdkafka#5586, met by a rebalance on load). Still open, not met in the short form's runs since: the copier
-committing nothing after `partition-broker-clients` (once in sixteen runs). A failure here is a finding: the trial's
+trials; librdkafka#5586, met by a rebalance on load), and the copier committing nothing after
+`partition-broker-clients` (a transaction left "being written" by a request whose connection the cut closed).
+A failure here is a finding: the trial's
 table, errors and, for a stuck workload, its recoveries are printed with it; KOP_CHAOS_KEEP=1 keeps the brokers' and
 the Pulsar client's logs.
 """

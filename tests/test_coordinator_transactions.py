@@ -177,3 +177,52 @@ def test_a_plain_commit_written_after_the_transactional_one_wins(tmp_path: Path)
             await svc.stop()
 
     asyncio.run(run())
+
+
+def test_a_request_cancelled_while_its_state_is_written_still_completes(tmp_path: Path) -> None:
+    """A client's connection closing cancels its requests' tasks. InitProducerId, AddPartitionsToTxn and EndTxn
+    cancelled while their transit is being written still apply it (and EndTxn still writes its markers): the
+    transaction is never left "being written", which would answer CONCURRENT_TRANSACTIONS to every later
+    request for the id (the fault suite met it after cutting a coordinator off from its clients)."""
+    async def run() -> None:
+        svc = await start(tmp_path)
+        txns = svc.transactions
+        gate = asyncio.Event()
+        entered = asyncio.Event()
+        write = txns.runtime.write
+
+        async def held_write(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the runtime's own signature
+            entered.set()
+            await gate.wait()
+            return await write(*args, **kwargs)
+
+        async def cancelled_midway(call) -> None:  # noqa: ANN001 - a coroutine of the coordinator
+            gate.clear()
+            entered.clear()
+            task = asyncio.ensure_future(call)
+            await entered.wait()
+            task.cancel()
+            await asyncio.sleep(0)
+            assert task.cancelled() or task.done()
+            gate.set()
+
+        try:
+            txns.runtime.write = held_write  # type: ignore[method-assign]
+            await cancelled_midway(txns.init_producer_id(TID, 60000, -1, -1))
+            await until(lambda: TID in txns.machine.txns and txns.machine.txns[TID].pending is None, "init applied")
+            r = await txns.init_producer_id(TID, 60000, -1, -1)  # a retry of the client: answered, not busy
+            assert r.error == 0
+            await cancelled_midway(txns.add_partitions(TID, r.producer_id, r.producer_epoch, [(TOPIC, 0)]))
+            await until(lambda: txns.machine.txns[TID].pending is None, "add applied")
+            assert txns.machine.txns[TID].state == TxnState.ONGOING
+            assert txns.machine.txns[TID].partitions == {(TOPIC, 0)}
+            await cancelled_midway(txns.end_txn(TID, r.producer_id, r.producer_epoch, True))
+            await until(lambda: txns.machine.txns[TID].state == TxnState.COMPLETE_COMMIT, "markers written, completed")
+            (hdr, recs), = await batches(svc, TOPIC, 0)
+            assert hdr.is_control and control_record_type(recs[0].key) == 1  # the COMMIT marker
+            assert (await txns.init_producer_id(TID, 60000, r.producer_id, r.producer_epoch)).error == 0
+        finally:
+            gate.set()
+            await svc.stop()
+
+    asyncio.run(run())

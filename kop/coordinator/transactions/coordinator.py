@@ -15,6 +15,11 @@ an EndTxn:
 3. the CompleteCommit/CompleteAbort transit is written. Until then, the producer's next AddPartitionsToTxn
    gets CONCURRENT_TRANSACTIONS (retriable).
 
+A request the coordinator has begun is carried out to its end even when the client's connection closes
+meanwhile (the connection cancels its requests' tasks; kop.aio.run_to_end): stopped between writing a
+transit and applying it, the transaction would stay "being written" and answer CONCURRENT_TRANSACTIONS to
+its producer forever (found by the fault suite's client partition).
+
 Placement: transactional id T belongs to partition abs(hashCode(T)) % N of __transaction_state (Kafka's
 formula). On load, PrepareX transactions re-drive their markers; Ongoing ones wait for the timeout sweep.
 Two periodic tasks (kop/aio.py) abort transactions past their timeout (fencing the producer) and expire
@@ -34,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kop.aio import PeriodicTask
+from kop.aio import PeriodicTask, run_to_end
 from kop.config import BrokerConfig
 from kop.coordinator.records import RecordError, partition_for
 from kop.coordinator.runtime import COORDINATOR_EPOCH, CoordinatorRuntime
@@ -205,6 +210,10 @@ class TransactionCoordinator:
     # ================================================================== InitProducerId
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
                                ) -> InitResult:
+        return await run_to_end(self._init_producer_id(transactional_id, timeout_ms, producer_id, producer_epoch))
+
+    async def _init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+                                ) -> InitResult:
         err = self.partition_error(transactional_id)
         if err:
             return InitResult(err)
@@ -229,6 +238,10 @@ class TransactionCoordinator:
     # ================================================================== AddPartitionsToTxn / AddOffsetsToTxn
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition], tv2: bool = False) -> int:
+        return await run_to_end(self._add_partitions(transactional_id, producer_id, producer_epoch, partitions, tv2))
+
+    async def _add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: list[TopicPartition], tv2: bool) -> int:
         err = self.partition_error(transactional_id)
         if err:
             return err
@@ -335,6 +348,10 @@ class TransactionCoordinator:
                       tv2: bool = False) -> tuple[int, int, int]:
         """(error, producer id, epoch): the id and epoch the producer goes on with (EndTxn v5's answer; with
         TV2 the epoch bumped by this end), -1 and -1 on an error."""
+        return await run_to_end(self._end_txn(transactional_id, producer_id, producer_epoch, commit, tv2))
+
+    async def _end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                       tv2: bool) -> tuple[int, int, int]:
         err = self.partition_error(transactional_id)
         if err:
             return err, -1, -1

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from kop.aio import run_to_end
 from kop.kafka import authorize
 from kop.kafka.context import RequestContext
 from kop.protocol.errors import ErrorCode
@@ -32,7 +33,7 @@ DEFAULT_WAIT_SECONDS = 30.0  # timeout_ms <= 0: wait as long as a Kafka client w
 async def handle(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:
     # A request the broker has read is carried out even if its connection closes meanwhile (the connection
     # cancels its requests' tasks): the shielded task still looks the topics up and starts their deletions.
-    return await asyncio.shield(asyncio.ensure_future(_delete_topics(ctx, req)))
+    return await run_to_end(_delete_topics(ctx, req))
 
 
 async def _delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> DeleteTopicsResponse:

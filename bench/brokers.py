@@ -56,7 +56,7 @@ BENCH_BOOKIE: dict[str, object] = {
 
 
 def kafka_broker(work: Path) -> KafkaServer:
-    return KafkaServer(work / "kafka", heap="1g")
+    return KafkaServer(work / "kafka", heap="1g", quick_start=False)
 
 
 def kop_broker(work: Path, fsync: str = "none") -> KopBroker:

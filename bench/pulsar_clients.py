@@ -108,6 +108,8 @@ class BenchPulsar(PulsarServer):
     embedded bookie told not to fsync its journal per write (the bookie reads its settings from the same
     standalone.conf; BookKeeper's default is to fsync), as ours runs with localStoreFsyncPolicy=none."""
 
+    quick_start = False  # both JITs, as bin/pulsar runs it
+
     def __init__(self, base_dir: Path, extra: dict[str, str] | None = None) -> None:
         super().__init__(base_dir, {"journalSyncData": "false", **(extra or {})})
 

@@ -53,7 +53,7 @@ def write_pki(d: Path) -> None:
 
 def brokers(d: Path) -> dict[str, tuple[object, str, str]]:
     """{name: (server, plaintext bootstrap, sasl_ssl bootstrap)} (not started)."""
-    kafka = KafkaServer(d / "kafka", heap="1g")
+    kafka = KafkaServer(d / "kafka", heap="1g", quick_start=False)
     k_sasl = free_port()
     kafka.extra.update({
         "listeners": f"PLAINTEXT://127.0.0.1:{kafka.port},CONTROLLER://127.0.0.1:{kafka.controller_port},"

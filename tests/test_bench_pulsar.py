@@ -74,5 +74,7 @@ def test_apache_pulsar_runs_with_its_own_default_jvm_and_no_journal_fsync(tmp_pa
     for option in pc.PULSAR_DEFAULT_JVM:
         assert option in jvm
     assert not any(o in jvm for o in ("-Xmx768m", "-Xms256m", "-XX:+UseG1GC"))  # the tests' smaller settings
+    assert "-XX:TieredStopAtLevel=1" not in jvm  # both JITs in the bench: the tests' quick start is theirs only
+    assert "-XX:TieredStopAtLevel=1" in pc.PulsarServer(tmp_path / "t").command()
     assert "--add-opens" in jvm
     assert server.config()["journalSyncData"] == "false"

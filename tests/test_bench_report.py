@@ -299,3 +299,13 @@ def test_kop_set_pairs_go_into_the_config_and_a_bare_key_is_refused():
         apply_kop_set(["localStoreVerifyChecksums"], cfg)
     with pytest.raises(SystemExit, match="expected KEY=VALUE"):
         apply_kop_set(["=x"], cfg)
+
+
+def test_the_bench_kafka_runs_both_jits_and_the_tests_kafka_the_quick_one(tmp_path) -> None:  # noqa: ANN001
+    """The reference in the bench runs as bin/kafka-server-start does; the tests' -XX:TieredStopAtLevel=1 (a
+    quicker start) would make it slower than Kafka is."""
+    from bench.brokers import kafka_broker
+    from tests.support.kafka_server import KafkaServer
+
+    assert "-XX:TieredStopAtLevel=1" not in kafka_broker(tmp_path).jvm_opts
+    assert "-XX:TieredStopAtLevel=1" in KafkaServer(tmp_path / "t").jvm_opts

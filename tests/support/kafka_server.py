@@ -24,6 +24,9 @@ SERVER_JVM_OPTS = [
     "-Xms512m", "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
     "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
 ]
+# Tests only (bench/ passes quick_start=False): the client JIT alone. A test's broker lives seconds to
+# minutes and moves little data, so C2's compilations cost more start-up time than they pay back.
+QUICK_START_OPTS = ["-XX:TieredStopAtLevel=1"]
 
 # Settings that make a one-node cluster usable and quick for tests; callers may override any of them.
 DEFAULT_PROPERTIES: dict[str, str] = {
@@ -54,7 +57,8 @@ DEFAULT_PROPERTIES: dict[str, str] = {
 class KafkaServer(ServerProcess):
     stop_timeout = 60
 
-    def __init__(self, base_dir: Path, properties: dict[str, str] | None = None, heap: str = "512m") -> None:
+    def __init__(self, base_dir: Path, properties: dict[str, str] | None = None, heap: str = "512m",
+                 quick_start: bool = True) -> None:
         super().__init__()
         self.base_dir = Path(base_dir)
         self.base_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +68,7 @@ class KafkaServer(ServerProcess):
         self.port = free_port()
         self.controller_port = free_port()
         self.extra = dict(properties or {})
-        self.jvm_opts = [o.replace("512m", heap) for o in SERVER_JVM_OPTS]
+        self.jvm_opts = [o.replace("512m", heap) for o in SERVER_JVM_OPTS] + (QUICK_START_OPTS if quick_start else [])
         self._formatted = False
 
     # -- configuration --------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -63,12 +63,12 @@ class SingleFlight(Generic[K, V]):
             await self.wait(key)
 
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
+def _retrieve(task: asyncio.Future[V]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: its caller may be gone, and the outcome was logged where it matters
 
 
-async def run_to_end(coro: Coroutine[Any, Any, V]) -> V:
+async def run_to_end(coro: Awaitable[V]) -> V:
     """Await `coro` as its own task, which a cancelled caller does not cancel.
 
     A Kafka connection cancels the tasks of its unanswered requests when it closes. Work that changes shared

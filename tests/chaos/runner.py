@@ -147,6 +147,9 @@ def table(results: list[TrialResult]) -> str:
     return "\n".join(lines)
 
 
+SLOW_STALL_S = 10.0  # a stall this long prints the workloads' recoveries with the trial's line
+
+
 def run_matrix(faults: list[Fault], trials: int, load_s: float, brokers: int) -> list[TrialResult]:
     from tests.support.bookkeeper import shared_cluster
     from tests.support.zk_ensemble import ZooKeeperEnsembleCluster
@@ -187,6 +190,8 @@ def _logged(r: TrialResult) -> TrialResult:
           f"anomalies {shortened(r.report.anomalies()) or 'none'}, "
           f"stalls {stalls}{', errors ' + str(r.errors) if r.errors else ''}"
           f"{', known ' + str(len(r.known)) if r.known else ''}", flush=True)
+    if any(s is None or s > SLOW_STALL_S for s in r.report.stalls.values()):  # how the slow ones recovered
+        print("  notes:", *r.notes[-20:], sep="\n    ", flush=True)
     return r
 
 

@@ -257,7 +257,8 @@ class TransactionalCopier(Workload):
                     t.join(0.5)
                 if t.is_alive() and not self.stopping.is_set():
                     self.errors.append(f"txn session ended at {now():.1f}: a transactional call blocked for "
-                                       f"{HUNG_S:.0f} s (librdkafka 5456): a new producer")
+                                       f"{HUNG_S:.0f} s (librdkafka 5456): a new producer; blocked in "
+                                       f"{_innermost_call(t)}")
                     self.rewind = True
             if t is not None:
                 t.join(60)
@@ -592,3 +593,20 @@ def _remote_run(cls: type[Workload], args: tuple, stop: Any, last: Any, send: An
     except Exception as e:
         w.errors.append(f"{w.name}: read-back failed: {e!r}")
     send.send((w.history, w.errors))
+
+
+def _innermost_call(t: threading.Thread) -> str:
+    """Where a thread waits: the workload's innermost line (the client call that blocks), e.g.
+    "_copy_round:412 p.commit_transaction(30)"."""
+    import linecache
+    import sys
+
+    frame = sys._current_frames().get(t.ident or -1)
+    where = "?"
+    while frame is not None:
+        if frame.f_code.co_filename == __file__:
+            line = linecache.getline(__file__, frame.f_lineno).strip()
+            where = f"{frame.f_code.co_name}:{frame.f_lineno} {line}"
+            break
+        frame = frame.f_back
+    return where

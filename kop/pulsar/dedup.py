@@ -135,6 +135,11 @@ class Deduplication:
             if self._saver is None or self._saver.done():
                 self._saver = asyncio.get_running_loop().create_task(self._save())
 
+    def not_pushed(self, producer: str, previous: int) -> None:
+        """The message `check` just counted as pushed was never appended (its SEND was cancelled before): the
+        pushed id goes back to `previous`, what it was before that check."""
+        self.pushed[producer] = previous
+
     def failed(self, producer: str) -> None:
         """An append failed: what was pushed after the last persisted id may be sent again (the producer's
         later SENDs on that connection are refused meanwhile: kop/pulsar/produce.py `send`)."""

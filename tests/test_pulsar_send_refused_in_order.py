@@ -100,8 +100,7 @@ async def scenario() -> tuple[list[tuple[int, str]], list[int]]:
     state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
                             handler=SimpleNamespace(cursors=Cursors()))
     state.dedup = Deduplication(cast(PartitionState, state))
-    state.dedup._loaded = asyncio.get_running_loop().create_future()  # nothing stored yet: loaded, empty
-    state.dedup._loaded.set_result(None)
+    state.dedup._loaded = True  # nothing stored yet: loaded, empty
     conn = Conn(state, paused=False)
     conn.open_producer()
     await sent(conn, 0)  # stored
@@ -141,8 +140,7 @@ async def cancelled_scenario() -> tuple[list[tuple[int, str]], list[int]]:
     state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
                             handler=SimpleNamespace(cursors=Cursors()))
     state.dedup = Deduplication(cast(PartitionState, state))
-    state.dedup._loaded = asyncio.get_running_loop().create_future()
-    state.dedup._loaded.set_result(None)
+    state.dedup._loaded = True
     conn = Conn(state, paused=False)
     conn.open_producer()
     await sent(conn, 0)  # stored

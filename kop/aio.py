@@ -24,7 +24,9 @@ class SingleFlight(Generic[K, V]):
     map of what is open and checks it before calling `run`.
 
     Waiters await the shared future through `asyncio.shield`, so a cancelled waiter never cancels the run
-    the others wait for."""
+    the others wait for; nor does the first caller, whose run goes on as its own task (`run_to_end`): cancelled
+    with it, the run ended the others' waits with a CancelledError of their own - a Pulsar connection's command
+    loop ended so, leaving its connection open and deaf."""
 
     def __init__(self) -> None:
         self._pending: dict[K, asyncio.Future[V]] = {}
@@ -38,6 +40,9 @@ class SingleFlight(Generic[K, V]):
             return await asyncio.shield(pending)
         fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
         self._pending[key] = fut
+        return await run_to_end(self._run(key, opener, fut))
+
+    async def _run(self, key: K, opener: Callable[[], Awaitable[V]], fut: asyncio.Future[V]) -> V:
         try:
             value = await opener()
         except BaseException as e:

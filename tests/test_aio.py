@@ -75,6 +75,31 @@ async def test_a_cancelled_waiter_does_not_cancel_the_run_the_others_wait_for():
     await flight.wait_all()
 
 
+
+async def test_the_first_caller_cancelled_does_not_cancel_the_run_the_others_wait_for():
+    """The first caller runs the opener; its request cancelled (its connection closed), the others still get the
+    opened value - not a CancelledError of their own, which ended a Pulsar connection's command loop."""
+    flight: SingleFlight[str, str] = SingleFlight()
+    gate = asyncio.Event()
+    runs = []
+
+    async def opener() -> str:
+        runs.append(1)
+        await gate.wait()
+        return "open"
+
+    first = asyncio.create_task(flight.run("k", opener))
+    await asyncio.sleep(0)
+    waiter = asyncio.create_task(flight.run("k", opener))
+    await asyncio.sleep(0)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert "k" in flight  # the run goes on: a call now waits for it rather than opening again
+    gate.set()
+    assert await waiter == "open"
+    assert runs == [1] and "k" not in flight
+
 async def test_periodic_task_survives_a_failing_pass_and_stops():
     passes = []
     third = asyncio.Event()

@@ -299,3 +299,65 @@ def test_a_failed_load_is_tried_again_when_the_group_is_asked_for(tmp_path: Path
             await svc.stop()
 
     asyncio.run(main())
+
+
+def test_offset_requests_cancelled_while_their_write_is_pending_still_apply_it(tmp_path: Path) -> None:
+    """A client's connection closing cancels its requests' tasks. An OffsetCommit, TxnOffsetCommit or
+    OffsetDelete cancelled after its records were appended, before they were durable, still applies them once
+    they are: memory agrees with the log (else OffsetFetch answers the older offset until a reload, and a
+    transaction's offsets are never committed at its marker)."""
+    async def until(cond: Any, what: str) -> None:
+        for _ in range(500):
+            if cond():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"never: {what}")
+
+    async def main() -> None:
+        svc, _ = await start_broker(tmp_path)
+        c, txns = svc.coordinator, svc.transactions
+        await txns.wait_loaded()
+        gate, entered = asyncio.Event(), asyncio.Event()
+        write = c.runtime.write
+
+        async def held_write(*args: Any, **kwargs: Any) -> int:
+            issued = asyncio.ensure_future(write(*args, **kwargs))  # appended now, durable when the gate opens
+            entered.set()
+            await gate.wait()
+            return await asyncio.shield(issued)
+
+        async def cancelled_midway(call: Any) -> None:
+            gate.clear()
+            entered.clear()
+            task = asyncio.ensure_future(call)
+            await entered.wait()
+            task.cancel()
+            await asyncio.sleep(0)
+            gate.set()
+
+        def fetched() -> int:
+            return c.fetch_offsets("g", [(TOPIC, [0])])[1][0][2]
+
+        try:
+            c.runtime.write = held_write  # type: ignore[method-assign]
+            await cancelled_midway(c.commit_offsets("g", -1, "", None, -1, 8, [(TOPIC, 0, 5, -1, "")]))
+            await until(lambda: fetched() == 5, "the commit applied")
+            await cancelled_midway(c.delete_offsets("g", [(TOPIC, [0])]))
+            await until(lambda: fetched() == -1, "the tombstone applied")
+            r = await txns.init_producer_id("tx", 60000, -1, -1)
+            assert await txns.add_offsets("tx", r.producer_id, r.producer_epoch, "g") == 0
+            await cancelled_midway(c.txn_commit_offsets("g", r.producer_id, r.producer_epoch, -1, "", None,
+                                                        [(TOPIC, 0, 17, -1, "")]))
+            await until(lambda: c.has_pending_offset("g", TOPIC, 0), "the transactional commit pending")
+            assert (await txns.end_txn("tx", r.producer_id, r.producer_epoch, True))[0] == 0
+            await until(lambda: fetched() == 17, "the transaction's offsets committed at its marker")
+        finally:
+            gate.set()
+            await svc.stop()
+        svc, _ = await start_broker(tmp_path)  # what the log holds is what memory held
+        try:
+            assert svc.coordinator.fetch_offsets("g", [(TOPIC, [0])])[1][0][2] == 17
+        finally:
+            await svc.stop()
+
+    asyncio.run(main())

@@ -80,6 +80,36 @@ async def test_the_delete_records_offset_is_read_back_at_open(tmp_path):
         assert retention.delete_offset == 3 and retention.bounds.log_start_offset == 3
 
 
+
+async def test_a_delete_records_cancelled_once_its_start_is_being_stored_still_applies_it(tmp_path, monkeypatch):
+    """A DeleteRecords whose connection closes is cancelled. Cancelled while its new log start is being stored
+    (the write sent, its answer pending), it still applies it once stored: else the property says 9 while the
+    log goes on serving offsets from 0 until it is reopened."""
+    async with storage_at(tmp_path, max_entries_per_ledger=2) as st:
+        ml, retention = await parts(st)
+        await fill(ml, 7)
+        gate, entered = asyncio.Event(), asyncio.Event()
+        real = ml.set_properties
+
+        async def held(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the ledger's own signature
+            sent = asyncio.ensure_future(real(*args, **kwargs))  # stored now, answered when the gate opens
+            entered.set()
+            await gate.wait()
+            return await asyncio.shield(sent)
+
+        monkeypatch.setattr(ml, "set_properties", held)
+        task = asyncio.ensure_future(retention.delete_records(9))
+        await entered.wait()
+        task.cancel()
+        await asyncio.sleep(0)
+        gate.set()
+        for _ in range(200):
+            if retention.bounds.log_start_offset == 9:
+                break
+            await asyncio.sleep(0.01)
+        assert ml.properties[LOG_START_PROPERTY] == "9"
+        assert retention.delete_offset == 9 and retention.bounds.log_start_offset == 9
+
 # ---- retention -------------------------------------------------------------------------------------------
 
 

@@ -396,3 +396,29 @@ async def test_close_writes_no_snapshot_for_a_partition_that_never_had_one(tmp_p
         await store.load()
         await store.close()
         assert PRODUCER_STATE_PROPERTY not in ml.properties
+
+
+async def test_the_first_loader_cancelled_does_not_cancel_the_others(tmp_path, monkeypatch):
+    """Two requests wait for the partition's producer state; the first, which loads it, is cancelled (its client's
+    connection closed). The other still gets the table: before, the load's future took the first one's
+    CancelledError, which ended the other's request as cancelled too - another client's Kafka connection aborted, a
+    Pulsar connection's command loop ended with the connection left open."""
+    async with storage_at(tmp_path) as st:
+        _, store = await bare_store(st)
+        gate = asyncio.Event()
+        real = store._load
+
+        async def held():  # noqa: ANN202 - the store's own
+            await gate.wait()
+            return await real()
+
+        monkeypatch.setattr(store, "_load", held)
+        first = asyncio.ensure_future(store.load())
+        await asyncio.sleep(0)
+        other = asyncio.ensure_future(store.load())
+        await asyncio.sleep(0)
+        first.cancel()
+        await asyncio.sleep(0)
+        gate.set()
+        table = await asyncio.wait_for(other, 10)
+        assert table is store.table is not None

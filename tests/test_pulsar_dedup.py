@@ -39,3 +39,35 @@ def test_after_a_failed_append_the_resends_are_stored():
         assert d.check("p", seq, seq) == NOT_DUP
     d.failed("p")  # the append of 5 failed (and the ones behind it with it)
     assert [d.check("p", seq, seq) for seq in (5, 6, 7)] == [NOT_DUP] * 3
+
+
+def test_a_producer_cancelled_while_the_state_loads_leaves_the_load_to_the_others():
+    """Two PRODUCERs of a partition wait for its de-duplication state; one's connection closes (its command
+    cancelled). The other still gets the loaded state, and so does every later PRODUCER: the shared future,
+    awaited directly, was cancelled with the first and stayed so - each later PRODUCER then ended its
+    connection's command loop with a CancelledError, leaving the connection open and deaf."""
+    import asyncio
+
+    async def run() -> None:
+        d = Deduplication(cast(PartitionState, None))
+        gate = asyncio.Event()
+        loads = []
+
+        async def load() -> None:  # the snapshot and the replay (a read of the metadata store and the log)
+            loads.append(1)
+            await gate.wait()
+            d.persisted = {"p": 4}
+
+        d._load = load  # type: ignore[method-assign]
+        first = asyncio.ensure_future(d.load())
+        await asyncio.sleep(0)
+        second = asyncio.ensure_future(d.load())
+        await asyncio.sleep(0)
+        second.cancel()  # its connection closed
+        await asyncio.sleep(0)
+        gate.set()
+        await first
+        await asyncio.wait_for(d.load(), 1)  # a later PRODUCER: loaded, not cancelled
+        assert loads == [1] and d.last_sequence_id("p") == 4
+
+    asyncio.run(run())

@@ -162,3 +162,51 @@ async def test_a_failed_dispatcher_hands_what_its_consumers_had_not_acknowledged
     assert dispatcher.done() and not sub.consumers and not second.pending
     assert sorted(e.position for e in sub.replay) == [POS, POS2], "a closed consumer's entries were never sent again"
     assert not sub.pending
+
+
+class HeldCursors:
+    """The cursor store: a save waits until the test opens the gate; what is stored, by subscription."""
+
+    def __init__(self) -> None:
+        self.stored: dict[str, Any] = {}
+        self.gate, self.saving = asyncio.Event(), asyncio.Event()
+
+    async def save(self, ledger: str, name: str, info: Any, version: int) -> int:
+        self.saving.set()
+        await self.gate.wait()
+        self.stored[name] = info
+        return version + 1
+
+    async def delete(self, ledger: str, name: str) -> None:
+        self.stored.pop(name, None)
+
+
+async def test_a_flush_or_unsubscribe_cancelled_with_its_connection_still_persists_the_cursor():
+    """CLOSE_CONSUMER awaits the cursor's flush, UNSUBSCRIBE its deletion; the connection closing cancels them.
+    Awaited directly, the cursor's saver was cancelled with them: the acks it had taken were never stored (no
+    later save knew of them), and an unsubscribed cursor stayed stored, to come back at the next load."""
+    plog = GatedLog()
+    state = partition(plog)
+    cursors = HeldCursors()
+    state.handler.cursors = cursors  # type: ignore[attr-defined]
+    for name, cancelled in (("closing", "flush"), ("unsubscribing", "delete")):
+        sub = Subscription(state, name, SHARED, True, 1)
+        state.subscriptions[name] = sub
+        cursors.gate.set()
+        sub.save()
+        await sub.flush()  # the cursor is stored
+        cursors.gate.clear()
+        cursors.saving.clear()
+        sub.mark_delete = POS
+        sub.save()  # the client's ack
+        task = asyncio.ensure_future(getattr(sub, cancelled)())
+        await asyncio.wait_for(cursors.saving.wait(), 10)
+        task.cancel()  # the connection closes
+        await asyncio.sleep(0)
+        cursors.gate.set()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+        if cancelled == "flush":
+            assert cursors.stored["closing"].mark_delete == POS, "the acknowledged position was never stored"
+        else:
+            assert "unsubscribing" not in cursors.stored, "the unsubscribed cursor stayed stored"

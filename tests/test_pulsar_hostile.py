@@ -314,3 +314,31 @@ def test_while_the_bound_is_reached_a_pulsar_read_ends_at_the_frame_end() -> Non
         conn.task.cancel()
 
     asyncio.run(run())
+
+
+def test_a_command_ended_by_a_stray_cancellation_closes_its_connection_sans_io() -> None:
+    """A command whose await ends in a CancelledError that is not its connection's (a load shared with another
+    client's request, cancelled with that one) closes the connection, so the client reconnects. The command loop
+    took every CancelledError for its own close: it ended, and the connection stayed open, reading no command."""
+
+    async def run() -> None:
+        conns: set[PulsarConnection] = set()
+        bound = RequestBytesBound(LIMIT, lambda: conns)
+
+        async def cancelled_elsewhere(conn: PulsarConnection, frame: Any) -> None:
+            raise asyncio.CancelledError
+
+        handler = SimpleNamespace(config=SimpleNamespace(maxMessageSize=5 << 20), request_bytes=bound,
+                                  connections=conns, draining=False, connection_closed=lambda conn: None,
+                                  commands={c.SEND: cancelled_elsewhere})
+        conn = PulsarConnection(handler)  # type: ignore[arg-type]
+        conn.connection_made(_Transport(b""))  # type: ignore[arg-type]
+        conn.connected = True
+        conn.data_received(_frame_of(0, 0, b"v"))
+        for _ in range(100):
+            if conn.closed:
+                break
+            await asyncio.sleep(0.01)
+        assert conn.closed, "the connection stayed open with its command loop ended"
+
+    asyncio.run(run())

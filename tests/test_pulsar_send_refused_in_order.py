@@ -100,8 +100,7 @@ async def scenario() -> tuple[list[tuple[int, str]], list[int]]:
     state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
                             handler=SimpleNamespace(cursors=Cursors()))
     state.dedup = Deduplication(cast(PartitionState, state))
-    state.dedup._loaded = asyncio.get_running_loop().create_future()  # nothing stored yet: loaded, empty
-    state.dedup._loaded.set_result(None)
+    state.dedup._loaded = True  # nothing stored yet: loaded, empty
     conn = Conn(state, paused=False)
     conn.open_producer()
     await sent(conn, 0)  # stored
@@ -119,3 +118,50 @@ def test_sends_behind_a_refused_one_are_refused_too_and_every_message_is_stored_
     answers, stored = asyncio.run(scenario())
     assert stored == [0, 1, 2]  # without the refusal of 2 it was stored before 1, and 1's resend was a "duplicate"
     assert answers == [(0, "stored"), (1, "ServiceNotReady"), (2, "PersistenceError"), (1, "stored"), (2, "stored")]
+
+
+class HeldSeam(Seam):
+    """A seam whose next append is prepared until `gate` opens (a large batch recompressed in a thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.entered = asyncio.Event()
+
+    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int) -> asyncio.Future[Any]:
+        self.entered.set()
+        await self.gate.wait()
+        return await super().issue_entry(batch, writer, header, name, seq)
+
+
+async def cancelled_scenario() -> tuple[list[tuple[int, str]], list[int]]:
+    seam = HeldSeam()
+    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
+                            handler=SimpleNamespace(cursors=Cursors()))
+    state.dedup = Deduplication(cast(PartitionState, state))
+    state.dedup._loaded = True
+    conn = Conn(state, paused=False)
+    conn.open_producer()
+    await sent(conn, 0)  # stored
+    seam.gate.clear()
+    seam.entered.clear()
+    task = asyncio.ensure_future(send(cast(PulsarConnection, conn), frame(1)))
+    await seam.entered.wait()
+    task.cancel()  # the connection closes while SEND 1 is prepared: its command task is cancelled
+    await asyncio.sleep(0)
+    assert task.cancelled()
+    seam.gate.set()
+    conn.open_producer()  # the client reconnects and resends what it was not answered
+    await sent(conn, 1)
+    await sent(conn, 2)
+    return [outcome(a) for a in conn.answers], seam.stored
+
+
+def test_a_send_cancelled_before_its_append_is_stored_when_resent():
+    """A SEND whose command task is cancelled (its connection closed) before its append was issued leaves no
+    trace in de-duplication: the resend on the next connection is stored, not answered PersistenceError ("still
+    being persisted") forever."""
+    answers, stored = asyncio.run(cancelled_scenario())
+    assert stored == [0, 1, 2]
+    assert answers == [(0, "stored"), (1, "stored"), (2, "stored")]

@@ -163,3 +163,46 @@ def test_cluster_bundle_moves_forget_share_partitions_and_groups_which_come_back
         share.stop()
 
     asyncio.run(run())
+
+
+def test_a_flush_whose_request_is_cancelled_still_writes_every_change_it_took() -> None:
+    """A ShareAcknowledge (or ShareFetch, heartbeat) awaits the flush of the state it changed; its connection closing
+    cancels it. The flush has taken the changed share-partitions: cancelled while writing the first, it would never
+    write the others (no later flush knows of them) - their acknowledgements lost at the next leader or restart."""
+    import asyncio
+    from typing import Any, cast
+
+    from kop.coordinator.share.store import ShareStateStore
+
+    class Store:
+        def __init__(self) -> None:
+            self.states: dict[Any, Any] = {}  # nothing durable yet
+            self.written: list[Any] = []
+            self.gate, self.entered = asyncio.Event(), asyncio.Event()
+
+        async def write(self, key: Any, state: Any, now_ms: int) -> None:
+            self.entered.set()
+            await self.gate.wait()
+            self.written.append(key)
+
+    async def run() -> None:
+        share = ShareCoordinator(lambda: TOPICS, 45_000, 5000, clock=Clock())
+        store = Store()
+        share.store = cast(ShareStateStore, store)
+        keys = [("g", T1, 0), ("g", T1, 1)]
+        for key in keys:
+            share.share_partition(key, 0, 10)
+        share.changed(keys)
+        task = asyncio.ensure_future(share.flush())
+        await store.entered.wait()
+        task.cancel()  # the request's connection closed
+        await asyncio.sleep(0)
+        store.gate.set()
+        for _ in range(100):
+            if len(store.written) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert sorted(store.written) == keys
+        share.stop()
+
+    asyncio.run(run())

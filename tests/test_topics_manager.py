@@ -75,3 +75,40 @@ async def test_a_create_cancelled_after_its_record_landed_still_registers_the_to
         assert topic is not None and topic.partitions == 2
     finally:
         await storage.close()
+
+
+async def test_a_change_cancelled_while_it_is_stored_still_completes(tmp_path) -> None:
+    """CreatePartitions or AlterConfigs cancelled (the client's connection closed) while the topic's record is
+    being written: the change is made in memory first, so stopped there it stayed with the topic's version behind
+    the stored one, and every later change of the topic was refused (BadVersion) until a restart."""
+    import asyncio
+
+    cfg = BrokerConfig.from_strings({})
+    storage = await open_embedded_storage(tmp_path, fsync="none")
+    svc = BrokerService(cfg, storage)
+    await svc.topics.load()
+    store = svc.topics.store
+    put = store.put
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    async def held_put(path, value, expected_version=None):  # written now, answered when the gate opens
+        sent = asyncio.ensure_future(put(path, value, expected_version=expected_version))
+        entered.set()
+        await gate.wait()
+        return await asyncio.shield(sent)
+
+    try:
+        topic = await svc.topics.create(svc.topics.parse("grown"), 2)
+        store.put = held_put
+        adding = asyncio.ensure_future(svc.topics.add_partitions(topic, 3))
+        await entered.wait()
+        adding.cancel()
+        await asyncio.sleep(0)
+        gate.set()
+        await asyncio.sleep(0.2)
+        store.put = put
+        await svc.topics.add_partitions(topic, 4)  # the next change of the topic is stored
+        await svc.topics.set_configs(topic, {"retention.ms": "1000"})
+        assert topic.partitions == 4
+    finally:
+        await storage.close()

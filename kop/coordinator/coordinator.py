@@ -31,6 +31,12 @@ A state change runs without awaiting (one event loop), like Kafka's single-threa
 it changes the in-memory group, issues its records as one batch (appends of a partition are stored and
 acknowledged in issue order), and answers when the batch is durable.
 
+The requests that await their own write and then apply it (OffsetCommit, TxnOffsetCommit, OffsetDelete,
+DeleteGroups, StreamsGroupHeartbeat) run to their end when the client's connection closes meanwhile (the
+connection cancels its requests' tasks; kop.aio.run_to_end): stopped between the write and its apply, a
+commit would be durable in the log but not in memory (OffsetFetch answering the older offset until a reload,
+a TxnOffsetCommit's offsets never committed at its marker), or deleted offsets would stay visible.
+
 Metrics hook: `committed_offsets()` gives {(group, topic, partition): offset} for consumer lag.
 `offsets` and `pending_txn_offsets` are the offset manager's (read-only views for callers and tests).
 """
@@ -45,7 +51,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from kop.aio import PeriodicTask
+from kop.aio import PeriodicTask, run_to_end
 from kop.config import BrokerConfig
 from kop.coordinator import consumer_records as crec
 from kop.coordinator import records as rec
@@ -574,6 +580,9 @@ class GroupCoordinator:
         (a failed write answers its error; the member retries); the internal topics its topology lacks are
         created in the background, as Kafka's broker does after its coordinator answered, and the next
         heartbeat finds them."""
+        return await run_to_end(self._streams_group_heartbeat(req))
+
+    async def _streams_group_heartbeat(self, req: StreamsHeartbeat) -> StreamsResult:
         err = self.partition_error(req.group_id) if req.group_id else 0
         if err:
             return StreamsResult(err, member_id=req.member_id)
@@ -643,6 +652,13 @@ class GroupCoordinator:
     ) -> dict[tuple[str, int], int]:
         """partitions: (topic as its Kafka name, partition, offset, leader epoch, metadata). Returns the
         error of each (topic, partition); 0 ones are durable when this returns."""
+        return await run_to_end(self._commit_offsets(group_id, generation_id, member_id, instance_id, retention_ms,
+                                                     api_version, partitions))
+
+    async def _commit_offsets(
+        self, group_id: str, generation_id: int, member_id: str, instance_id: str | None, retention_ms: int,
+        api_version: int, partitions: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
         keys = [(t, p) for t, p, *_ in partitions]
         err = self.partition_error(group_id)
         if err:
@@ -741,6 +757,13 @@ class GroupCoordinator:
         UNSTABLE_OFFSET_COMMIT to require_stable fetches) until the transaction's marker lands
         (`complete_transaction`). partitions: (topic's Kafka name, partition, offset, leader epoch,
         metadata). Returns the error of each (topic, partition)."""
+        return await run_to_end(self._txn_commit_offsets(group_id, producer_id, producer_epoch, generation_id,
+                                                         member_id, instance_id, partitions))
+
+    async def _txn_commit_offsets(
+        self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int, member_id: str,
+        instance_id: str | None, partitions: list[tuple[str, int, int, int, str | None]],
+    ) -> dict[tuple[str, int], int]:
         keys = [(t, p) for t, p, *_ in partitions]
         err = self.partition_error(group_id) or self.validate_txn_offset_commit(
             group_id, generation_id, member_id, instance_id, partitions)
@@ -799,6 +822,10 @@ class GroupCoordinator:
                              ) -> tuple[int, dict[tuple[str, int], int]]:
         """Returns (group error, {(topic, partition): error}); partitions without a committed offset are
         left out of the result, as Kafka leaves them out of its response."""
+        return await run_to_end(self._delete_offsets(group_id, topics))
+
+    async def _delete_offsets(self, group_id: str, topics: list[tuple[str, list[int]]]
+                              ) -> tuple[int, dict[tuple[str, int], int]]:
         err = self.partition_error(group_id)
         if err:
             return err, {}
@@ -833,6 +860,9 @@ class GroupCoordinator:
 
     # ================================================================== DeleteGroups
     async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        return await run_to_end(self._delete_groups(group_ids))
+
+    async def _delete_groups(self, group_ids: list[str]) -> dict[str, int]:
         result: dict[str, int] = {}
         writes: list[tuple[str, asyncio.Future[int], list[TopicPartition]]] = []
         for gid in group_ids:

@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
+from kop.aio import run_to_end
 from kop.offset.api import OffsetOutOfRange
 from kop.offset.bounds import LogBounds
 from kop.offset.compaction import (
@@ -63,7 +64,13 @@ class Retention:
     # ------------------------------------------------------------------------------------ deletion
 
     async def delete_records(self, before_offset: int) -> int:
-        """PartitionLog.delete_records: advance the log start offset and release the ledgers below it."""
+        """PartitionLog.delete_records: advance the log start offset and release the ledgers below it. Runs
+        to its end when the DeleteRecords awaiting it is cancelled (its connection closed; kop.aio.run_to_end):
+        stopped once the new start is stored, the log would still serve the records before it until a
+        reopen."""
+        return await run_to_end(self._delete_records(before_offset))
+
+    async def _delete_records(self, before_offset: int) -> int:
         bounds = self.bounds
         if before_offset > bounds.high_watermark or before_offset < 0:
             raise OffsetOutOfRange(f"{self.name}: cannot delete before {before_offset}, "

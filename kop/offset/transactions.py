@@ -30,6 +30,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING
 
+from kop.aio import SingleFlight
 from kop.managed_ledger import Position
 from kop.offset.api import FetchedBatch
 from kop.offset.bounds import LogBounds
@@ -82,7 +83,7 @@ class ProducerStateStore:
         self.table: ProducerStateTable | None = None  # None until loaded
         self.closed = False
         self._loop = asyncio.get_running_loop()
-        self._loading: asyncio.Future[ProducerStateTable] | None = None
+        self._loading: SingleFlight[str, ProducerStateTable] = SingleFlight()
         self._snapshot_task: asyncio.Task[None] | None = None
         self._warned_aborted_cap = False
 
@@ -92,21 +93,17 @@ class ProducerStateStore:
         """PartitionLog.producer_state: the table, loaded on first use (see the module docstring)."""
         if self.table is not None:
             return self.table
-        if self._loading is None:
-            self._loading = self._loop.create_future()
-            try:
-                table = await self.index.stable(self._load)
-            except BaseException as e:
-                fut, self._loading = self._loading, None
-                fut.set_exception(e)
-                fut.exception()
-                raise
+        # shared by concurrent callers (kop.aio.SingleFlight): the first one cancelled with its connection no
+        # longer ends the others' waits with a CancelledError of their own
+        return await self._loading.run("", self._load_table)
+
+    async def _load_table(self) -> ProducerStateTable:
+        if self.table is None:
+            table = await self.index.stable(self._load)
             self.table = table
             self.interceptor.on_txn_issue = table.on_issue
             self.interceptor.on_txn_unissue = table.unissue
-            self._loading.set_result(table)
-            return table
-        return await asyncio.shield(self._loading)
+        return self.table
 
     async def load_transactions(self) -> None:
         """What readers call before last_stable_offset / aborted_transactions / is_aborted_batch: loads the

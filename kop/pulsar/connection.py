@@ -232,7 +232,9 @@ class PulsarConnection(asyncio.BufferedProtocol):
                 if self.paused_reading:
                     self.update_reading()
         except asyncio.CancelledError:
-            pass
+            if not self.closed:  # not its close: a command's await ended by another request's cancellation
+                log.warning("pulsar %s: closing, a command ended cancelled while its connection was open", self.peer)
+                self.close()  # rather than an open connection that no longer reads its commands
         except Exception:  # a bug in a handler: this connection goes, the broker and the others stay
             log.exception("pulsar %s: closing after an unexpected error", self.peer)
             self.close()

@@ -30,6 +30,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from kop.aio import SingleFlight
 from kop.managed_ledger.cursor import CursorInfo
 from kop.offset.entry_format import producer_and_sequence_of
 
@@ -51,22 +52,22 @@ class Deduplication:
         self.persisted: dict[str, int] = {}
         self.version = -1
         self.covered = 0  # the offset up to which `persisted` is complete (the snapshot's SNAPSHOT_OFFSET)
-        self._loaded: asyncio.Future[None] | None = None
+        self._loaded = False
+        self._loading: SingleFlight[str, None] = SingleFlight()
         self._dirty = False
         self._saver: asyncio.Task[None] | None = None
 
     async def load(self) -> None:
-        if self._loaded is None:
-            self._loaded = asyncio.get_running_loop().create_future()
-            try:
-                await self._load()
-                self._loaded.set_result(None)
-            except BaseException as e:
-                self._loaded.set_exception(e)
-                self._loaded.exception()
-                self._loaded = None
-                raise
-        await self._loaded
+        """Load the state once; concurrent PRODUCERs share the load (kop.aio.SingleFlight: one of them cancelled
+        with its connection cancels it for none of the others - awaited directly, the shared future was cancelled
+        and stayed so, and every later PRODUCER of the partition ended its connection's command loop)."""
+        if not self._loaded:
+            await self._loading.run("", self._load_once)
+
+    async def _load_once(self) -> None:
+        if not self._loaded:
+            await self._load()
+            self._loaded = True
 
     async def _load(self) -> None:
         """The snapshot, then the entries after it (the module docstring); a first snapshot when there is none."""
@@ -134,6 +135,11 @@ class Deduplication:
             self._dirty = True
             if self._saver is None or self._saver.done():
                 self._saver = asyncio.get_running_loop().create_task(self._save())
+
+    def not_pushed(self, producer: str, previous: int) -> None:
+        """The message `check` just counted as pushed was never appended (its SEND was cancelled before): the
+        pushed id goes back to `previous`, what it was before that check."""
+        self.pushed[producer] = previous
 
     def failed(self, producer: str) -> None:
         """An append failed: what was pushed after the last persisted id may be sent again (the producer's

@@ -62,7 +62,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kop.protocol.records import parse_batch_header
+from kop.protocol.records import BatchHeader, parse_batch_header
 from kop.pulsar import authorize, backlog_quota
 from kop.pulsar.codec import commands as c
 from kop.pulsar.codec.framing import Frame
@@ -488,6 +488,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.send_error(pid, seq, c.ServerError.PersistenceError,
                                "an earlier message of this producer failed: reconnect and resend"))
         return
+    pushed = -1 if dedup is None else dedup.pushed.get(p.name, -1)
     status = NOT_DUP if dedup is None else dedup.check(p.name, seq, top)
     if status == DUP:
         # Pulsar's answer to a resend: a receipt that names no entry (nothing was stored).
@@ -501,7 +502,7 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
                                f"message {seq} is still being persisted; resend it"))
         return
     try:
-        fut = await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name, entry_seq)
+        fut = await _issue_entry(p, dedup, pushed, batch, header, entry_seq)
     except AppendRefused as e:  # the topic's write rules, as a Kafka producer meets them
         send_refused(conn, pid, seq, f"{e.error}: {e.message}")
         return
@@ -529,6 +530,20 @@ async def send(conn: PulsarConnection, frame: Frame) -> None:
         conn.send(c.command(c.SEND_RECEIPT, **fields))
 
     fut.add_done_callback(done)
+
+
+async def _issue_entry(p: Producer, dedup: Deduplication | None, pushed: int, batch: bytes | bytearray,
+                       header: BatchHeader, entry_seq: int) -> asyncio.Future[tuple[Position, int]]:
+    """The SEND's append, issued. Cancelled before it was (the connection closed while the entry was prepared: a
+    recompression in a thread), nothing was appended: de-duplication's count of the message as pushed goes back
+    to `pushed`, else its resend on the next connection would be answered "still being persisted" forever. (Not
+    kop.aio.run_to_end: a task per SEND would cost a loop turn each on the hot path.)"""
+    try:
+        return await p.state.seam.issue_entry(batch, Writer.PULSAR, header, p.name, entry_seq)
+    except asyncio.CancelledError:
+        if dedup is not None:
+            dedup.not_pushed(p.name, pushed)
+        raise
 
 
 def _append_failed(p: Producer, dedup: Deduplication | None) -> None:

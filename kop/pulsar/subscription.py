@@ -46,6 +46,7 @@ import time
 from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any
 
+from kop.aio import run_to_end
 from kop.managed_ledger import Position
 from kop.managed_ledger.cursor import NEXT_OFFSET, CursorInfo
 from kop.offset.api import FetchedBatch, NoSuchEntry, OffsetOutOfRange, PartitionLog
@@ -793,9 +794,14 @@ class Subscription:
                 return
 
     async def flush(self) -> None:
-        """Wait until the cursor state as of now is persisted (durable subscriptions)."""
+        """Wait until the cursor state as of now is persisted (durable subscriptions). Runs to its end when the
+        command awaiting it is cancelled (its connection closed; kop.aio.run_to_end): awaited directly, the saver
+        would be cancelled with it, its state taken (`_dirty` cleared) and never written."""
         if not self.durable:
             return
+        await run_to_end(self._flush())
+
+    async def _flush(self) -> None:
         if self._saver is not None and not self._saver.done():
             await self._saver
         if self._dirty:
@@ -813,6 +819,9 @@ class Subscription:
         self.stop()
         self.durable = False
         self.state.subscriptions.pop(self.name, None)
+        await run_to_end(self._delete_cursor())  # as flush: the stored cursor goes even if UNSUBSCRIBE is cancelled
+
+    async def _delete_cursor(self) -> None:
         if self._saver is not None and not self._saver.done():
             await self._saver
         await self.state.handler.cursors.delete(self.state.ledger_name, self.name)

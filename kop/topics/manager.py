@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from kop.aio import SingleFlight, describe_task, describe_threads
+from kop.aio import SingleFlight, describe_task, describe_threads, run_to_end
 from kop.config import BrokerConfig
 from kop.offset.api import PartitionLog
 from kop.offset.storage import LogStorage
@@ -309,9 +309,6 @@ class TopicManager:
         self._validate_configs(configs)
         if not validate_only:
             await self._update(topic, configs=dict(configs))
-            new = ledger_config(topic.configs, self.storage.managed_ledger_config)
-            for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
-                plog.reconfigure(new)
 
     def _validate_configs(self, configs: dict[str, str]) -> None:
         """Kafka's checks (topic_config.py), then this broker's: schema-id validation needs a schema store to
@@ -327,6 +324,12 @@ class TopicManager:
                                      "none")
 
     async def _update(self, topic: Topic, **changes: Any) -> None:
+        """Change the topic in memory and in the store. Runs to its end when its request is cancelled (its
+        connection closed; kop.aio.run_to_end): stopped at the store's write, the change stayed in memory with the
+        topic's version behind the stored one, and every later change of the topic was refused (BadVersion)."""
+        await run_to_end(self._store_update(topic, changes))
+
+    async def _store_update(self, topic: Topic, changes: dict[str, object]) -> None:
         async with self._lock:
             old = (topic.partitions, topic.configs)
             for k, v in changes.items():
@@ -338,6 +341,10 @@ class TopicManager:
                 raise
             topic.version = stat.version
             self.generation += 1
+        if "configs" in changes:
+            new = ledger_config(topic.configs, self.storage.managed_ledger_config)
+            for plog in list(topic.logs.values()):  # segment.bytes / segment.ms apply to open ledgers too
+                plog.reconfigure(new)
 
     async def delete(self, topic: Topic) -> None:
         """Delete `topic` and wait for it. The work runs in a task of its own (start_delete), so a caller that

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kop.aio import run_to_end
 from kop.coordinator.consumer_group import Metadata
 from kop.coordinator.share import group_records as grec
 from kop.coordinator.share.dlq import COPY_RECORD, TOPIC_NAME, DeadLetterQueue
@@ -320,7 +321,12 @@ class ShareCoordinator:
         """Write a snapshot of every changed share-partition (a tombstone for a forgotten one), durable when
         this returns - acknowledgements are answered after their state is written, as in Kafka - and the
         records archived for a dead-letter queue to it. Answers the share-partitions whose state could not be
-        written, with the error: they stay pending and are written again (the next flush, or RETRY_WRITE_S on)."""
+        written, with the error: they stay pending and are written again (the next flush, or RETRY_WRITE_S on).
+        Runs to its end when the request awaiting it is cancelled (its connection closed; kop.aio.run_to_end):
+        the changes it took would be written by no later flush."""
+        return await run_to_end(self._flush())
+
+    async def _flush(self) -> dict[Key, int]:
         await self._write_dead()
         await self._write_groups()
         await self._write_configs()

@@ -33,6 +33,7 @@ from kop.protocol.records import decode_records
 from kop.server.service import BrokerService
 from kop.server.storage import open_embedded_storage
 from kop.topics.manager import Topic
+from tests.support.midway import HeldWrite
 
 GROUP = "compacted-group"
 TOPIC = "t"
@@ -317,29 +318,14 @@ def test_offset_requests_cancelled_while_their_write_is_pending_still_apply_it(t
         svc, _ = await start_broker(tmp_path)
         c, txns = svc.coordinator, svc.transactions
         await txns.wait_loaded()
-        gate, entered = asyncio.Event(), asyncio.Event()
-        write = c.runtime.write
-
-        async def held_write(*args: Any, **kwargs: Any) -> int:
-            issued = asyncio.ensure_future(write(*args, **kwargs))  # appended now, durable when the gate opens
-            entered.set()
-            await gate.wait()
-            return await asyncio.shield(issued)
-
-        async def cancelled_midway(call: Any) -> None:
-            gate.clear()
-            entered.clear()
-            task = asyncio.ensure_future(call)
-            await entered.wait()
-            task.cancel()
-            await asyncio.sleep(0)
-            gate.set()
+        held = HeldWrite(c.runtime.write, issue_first=True)  # appended now, durable when its gate opens
+        cancelled_midway = held.cancel_midway
 
         def fetched() -> int:
             return c.fetch_offsets("g", [(TOPIC, [0])])[1][0][2]
 
         try:
-            c.runtime.write = held_write  # type: ignore[method-assign]
+            c.runtime.write = held  # type: ignore[method-assign]
             await cancelled_midway(c.commit_offsets("g", -1, "", None, -1, 8, [(TOPIC, 0, 5, -1, "")]))
             await until(lambda: fetched() == 5, "the commit applied")
             await cancelled_midway(c.delete_offsets("g", [(TOPIC, [0])]))
@@ -352,7 +338,7 @@ def test_offset_requests_cancelled_while_their_write_is_pending_still_apply_it(t
             assert (await txns.end_txn("tx", r.producer_id, r.producer_epoch, True))[0] == 0
             await until(lambda: fetched() == 17, "the transaction's offsets committed at its marker")
         finally:
-            gate.set()
+            held.gate.set()
             await svc.stop()
         svc, _ = await start_broker(tmp_path)  # what the log holds is what memory held
         try:

@@ -16,6 +16,7 @@ from kop.protocol.records import control_record_type, decode_records, parse_batc
 from kop.server.service import BrokerService
 from kop.server.storage import open_embedded_storage
 from kop.topics.names import OFFSETS_TOPIC
+from tests.support.midway import HeldWrite
 
 TOPIC = "t"
 TID = "tx-shell"
@@ -187,27 +188,11 @@ def test_a_request_cancelled_while_its_state_is_written_still_completes(tmp_path
     async def run() -> None:
         svc = await start(tmp_path)
         txns = svc.transactions
-        gate = asyncio.Event()
-        entered = asyncio.Event()
-        write = txns.runtime.write
-
-        async def held_write(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - the runtime's own signature
-            entered.set()
-            await gate.wait()
-            return await write(*args, **kwargs)
-
-        async def cancelled_midway(call) -> None:  # noqa: ANN001 - a coroutine of the coordinator
-            gate.clear()
-            entered.clear()
-            task = asyncio.ensure_future(call)
-            await entered.wait()
-            task.cancel()
-            await asyncio.sleep(0)
-            assert task.cancelled() or task.done()
-            gate.set()
+        held = HeldWrite(txns.runtime.write)
+        cancelled_midway = held.cancel_midway
 
         try:
-            txns.runtime.write = held_write  # type: ignore[method-assign]
+            txns.runtime.write = held  # type: ignore[method-assign]
             await cancelled_midway(txns.init_producer_id(TID, 60000, -1, -1))
             await until(lambda: TID in txns.machine.txns and txns.machine.txns[TID].pending is None, "init applied")
             r = await txns.init_producer_id(TID, 60000, -1, -1)  # a retry of the client: answered, not busy
@@ -222,7 +207,7 @@ def test_a_request_cancelled_while_its_state_is_written_still_completes(tmp_path
             assert hdr.is_control and control_record_type(recs[0].key) == 1  # the COMMIT marker
             assert (await txns.init_producer_id(TID, 60000, r.producer_id, r.producer_epoch)).error == 0
         finally:
-            gate.set()
+            held.gate.set()
             await svc.stop()
 
     asyncio.run(run())

@@ -59,3 +59,32 @@ async def test_message_id_by_index_across_compaction_gaps(tmp_path: Path) -> Non
     finally:
         await service.topics.close()
         await service.storage.close()
+
+
+async def test_a_topic_created_by_another_broker_is_read_from_the_store_before_a_404(tmp_path: Path) -> None:
+    """Cluster mode: a partitioned topic's call fanned out by the broker that just created the topic can reach a
+    partition's owner before that owner's watch told it of the topic (CI met the 404 "...-partition-0 not
+    found"). The owner reads the topic's record again before answering 404; in standalone mode there is no
+    other broker, and an unknown topic is 404 at once."""
+    service = await _service(tmp_path)
+    try:
+        name = service.topics.parse("made-elsewhere")
+        topic = await service.topics.create(name, 3)
+        del service.topics._topics[name.canonical], service.topics._by_id[topic.topic_id]  # the watch is late
+        with pytest.raises(AdminError) as e:
+            await views.resolve_fresh(service, "public", "default", "made-elsewhere-partition-2")
+        assert e.value.status == 404  # standalone: nothing to read again
+
+        class Ownership:  # cluster mode as the topic cache sees it: a namespace watch on each learned topic
+            async def watch_namespace(self, namespace: str) -> None:
+                return None
+
+        service.topics.ownership = Ownership()  # type: ignore[assignment]
+        ref = await views.resolve_fresh(service, "public", "default", "made-elsewhere-partition-2")
+        assert ref.topic.partitions == 3 and ref.partition == 2
+        with pytest.raises(AdminError) as e:
+            await views.resolve_fresh(service, "public", "default", "made-elsewhere-partition-3")
+        assert e.value.status == 404  # still 404 for a partition the stored topic does not have
+    finally:
+        service.topics.ownership = None
+        await service.topics.close()

@@ -43,7 +43,7 @@ class _Handlers:
         return api
 
     async def trigger(self, request: web.Request) -> web.Response:
-        ref = self.server._ref(request)
+        ref = await self.server._ref(request)
         api = self._api()
         async def here(p: int) -> None:
             try:
@@ -59,7 +59,7 @@ class _Handlers:
         return web.Response(status=NO_CONTENT)
 
     async def status(self, request: web.Request) -> web.Response:
-        ref = self.server._ref(request)
+        ref = await self.server._ref(request)
         partition = views.need_partition(ref, "compaction status")
         api = self._api()
         await self.server._redirect_if_not_owner(request, ref, partition)

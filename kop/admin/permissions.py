@@ -64,9 +64,9 @@ class _Handlers:
         views.check_namespace(self.server.service, m["tenant"], m["namespace"])
         return perms.namespace_pattern(m["tenant"], m["namespace"])
 
-    def _topic(self, request: web.Request) -> tuple[ResourcePattern, ResourcePattern]:
+    async def _topic(self, request: web.Request) -> tuple[ResourcePattern, ResourcePattern]:
         """(the topic's pattern, its namespace's pattern); a partition's name means its topic."""
-        ref = self.server._ref(request)
+        ref = await self.server._ref(request)
         name = ref.topic.name
         kafka_name = self.server.service.topics.kafka_name(name)
         return perms.topic_pattern(kafka_name), perms.namespace_pattern(name.tenant, name.namespace)
@@ -88,7 +88,7 @@ class _Handlers:
 
     async def list_topic(self, request: web.Request) -> web.Response:
         authz = self._authorizer()
-        topic, namespace = self._topic(request)
+        topic, namespace = await self._topic(request)
         bindings = authz.describe_all()
         merged = perms.held_on(bindings, namespace)
         for role, actions in perms.held_on(bindings, topic).items():
@@ -97,13 +97,13 @@ class _Handlers:
 
     async def grant_topic(self, request: web.Request) -> web.Response:
         authz = self._authorizer()
-        topic, _ = self._topic(request)
+        topic, _ = await self._topic(request)
         await perms.grant(authz, topic, request.match_info["role"], await _actions(request))
         return web.Response(status=NO_CONTENT)
 
     async def revoke_topic(self, request: web.Request) -> web.Response:
         authz = self._authorizer()
-        topic, _ = self._topic(request)
+        topic, _ = await self._topic(request)
         await perms.revoke(authz, topic, request.match_info["role"])
         return web.Response(status=NO_CONTENT)
 

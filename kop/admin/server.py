@@ -235,15 +235,15 @@ class AdminServer:
         m = request.match_info
         return _json(views.partitioned_topic_list(self.service, m["tenant"], m["namespace"]))
 
-    def _ref(self, request: web.Request) -> views.TopicRef:
+    async def _ref(self, request: web.Request) -> views.TopicRef:
         m = request.match_info
-        return views.resolve(self.service, m["tenant"], m["namespace"], m["topic"])
+        return await views.resolve_fresh(self.service, m["tenant"], m["namespace"], m["topic"])
 
     async def partitioned_metadata(self, request: web.Request) -> web.Response:
         if request.query.get("checkAllowAutoCreation", "").lower() == "true":  # an HTTP lookup client's
             if await lookup.auto_create(self, request, registry.ROLE_KEY):  # first call: kop/admin/lookup.py
                 return _json({"partitions": 0})  # a non-partitioned topic its producer or consumer will create
-        return _json(views.partitioned_metadata(self._ref(request)))
+        return _json(views.partitioned_metadata(await self._ref(request)))
 
     async def create_partitioned_topic(self, request: web.Request) -> web.Response:
         """Pulsar's createPartitionedTopic (body: the partition count): a Kafka topic with that many
@@ -257,25 +257,25 @@ class AdminServer:
         return web.Response(status=204)
 
     async def stats(self, request: web.Request) -> web.Response:
-        ref = self._ref(request)
+        ref = await self._ref(request)
         partition = views.need_partition(ref, "stats")
         await self._redirect_if_not_owner(request, ref, partition)
         return _json(await views.partition_stats(self.service, ref.topic, partition))
 
     async def partitioned_stats(self, request: web.Request) -> web.Response:
         per_partition = request.query.get("perPartition", "true").lower() != "false"
-        ref = self._ref(request)
+        ref = await self._ref(request)
         async with self._from_owners(request, ref, "stats", views.partition_stats) as source:
             return _json(await views.partitioned_stats(self.service, ref, per_partition, source))
 
     async def internal_stats(self, request: web.Request) -> web.Response:
-        ref = self._ref(request)
+        ref = await self._ref(request)
         partition = views.need_partition(ref, "internalStats")
         await self._redirect_if_not_owner(request, ref, partition)
         return _json(await views.internal_stats(self.service, ref.topic, partition))
 
     async def partitioned_internal_stats(self, request: web.Request) -> web.Response:
-        ref = self._ref(request)
+        ref = await self._ref(request)
         async with self._from_owners(request, ref, "internalStats", views.internal_stats) as source:
             return _json(await views.partitioned_internal_stats(self.service, ref, source))
 
@@ -316,13 +316,13 @@ class AdminServer:
             yield source
 
     async def message_id_by_index(self, request: web.Request) -> web.Response:
-        ref = self._ref(request)
+        ref = await self._ref(request)
         index = views.parse_long(request.query, "index")
         await self._redirect_if_not_owner(request, ref, ref.partition)
         return _json(await views.message_id_by_index(self.service, ref, index))
 
     async def index_by_message_id(self, request: web.Request) -> web.Response:
-        ref = self._ref(request)
+        ref = await self._ref(request)
         q = request.query
         ledger_id = views.parse_long(q, "ledgerId")
         entry_id = views.parse_long(q, "entryId")

@@ -77,7 +77,7 @@ class _Handlers:
                     base_allowed: str | None = None) -> list[Any]:
         """Run `op(api, topic, partition)` on the partition the URL names, or (base name) on each
         partition; `base_allowed` is the 405 reason when Pulsar refuses the base name."""
-        ref = self.server._ref(request)
+        ref = await self.server._ref(request)
         api = self.api
         if api is None:
             raise AdminError(404, "Subscription not found")
@@ -102,7 +102,7 @@ class _Handlers:
 
     async def list(self, request: web.Request) -> web.Response:
         if self.api is None:
-            self.server._ref(request)  # still 404 for an unknown topic
+            await self.server._ref(request)  # still 404 for an unknown topic
             return web.json_response([])
         found = await self._each(request, lambda a, t, p: a.names(t, p))
         return web.json_response(sorted({n for names in found for n in names}))
@@ -110,7 +110,7 @@ class _Handlers:
     async def create(self, request: web.Request) -> web.Response:
         sub = request.match_info["subscription"]
         ledger, entry, _excluded, _part = await _position(request)
-        ref = self.server._ref(request)
+        ref = await self.server._ref(request)
         api = self.api
         if ref.partition is None and api is not None:  # Pulsar: 409 when any partition has it already
 
@@ -135,7 +135,7 @@ class _Handlers:
         except AdminError as e:
             # a partitioned topic's base name: Pulsar gathers its partitions' refusals into its plain words
             if e.status == 404 and e.reason.startswith(f"Subscription {sub} not found") and \
-                    self.server._ref(request).partition is None:
+                    (await self.server._ref(request)).partition is None:
                 raise AdminError(404, "Subscription not found") from None
             raise
         return web.Response(status=NO_CONTENT)

@@ -57,7 +57,7 @@ async def _unload(server: AdminServer, request: web.Request) -> None:
     """Pulsar's unload: a partition's (or a non-partitioned topic's) Pulsar clients reconnect; a partitioned topic's
     base name unloads every partition, each by its owner (kop/admin/fanout.py); a partition owned by another broker
     is redirected (307) there. 404 for an unknown topic; 204 without the Pulsar protocol (nothing is loaded)."""
-    ref = server._ref(request)
+    ref = await server._ref(request)
     pulsar = server.service.pulsar_subscriptions
 
     async def here(p: int) -> None:

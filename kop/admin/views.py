@@ -97,6 +97,24 @@ def partitioned_topic_list(service: BrokerServices, tenant: str, namespace: str)
     return [t.name.canonical for t in _topics_in(service, tenant, namespace) if t.partitioned]
 
 
+async def resolve_fresh(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
+    """As `resolve`; in cluster mode a topic this broker does not know (or a partition beyond the count it knows)
+    is read again from the metadata store first: another broker may have created or grown it a moment ago, and
+    that broker's fan-out of a partitioned topic's call reaches this one before its watch does."""
+    try:
+        return resolve(service, tenant, namespace, local)
+    except AdminError as e:
+        if e.status != 404 or service.topics.ownership is None:
+            raise
+        m = PARTITION_SUFFIX.match(local)
+        try:
+            name = TopicName(tenant, namespace, m["base"] if m else local)
+        except InvalidTopicName:
+            raise e from None
+        await service.topics.refresh(name)
+        return resolve(service, tenant, namespace, local)
+
+
 def resolve(service: BrokerServices, tenant: str, namespace: str, local: str) -> TopicRef:
     """The topic a URL names, or 404 (unknown namespace, topic or partition)."""
     check_namespace(service, tenant, namespace)

@@ -69,6 +69,32 @@ def test_failed_append_is_forgotten_so_the_retry_is_not_a_duplicate():
     assert t.check(1, 0, 0, 1) is None
 
 
+def test_when_every_remembered_batch_fails_the_producer_stands_after_the_last_one_pushed_out():
+    """Five batches in flight push the stored ones out of the window; all five fail (a stopped ledger fails
+    every later add with the first): the next sequence is the one after the newest batch pushed out."""
+    t = ProducerStateTable()
+    for seq in range(8):
+        t.record(1, 0, seq, 1, seq)
+    in_flight = [t.record(1, 0, seq, 1, -1) for seq in range(8, 13)]
+    assert t.producers[1].floor_seq == 7
+    for rec in in_flight:
+        t.forget(1, rec)
+    assert t.producers[1].last_seq == 7
+    with pytest.raises(SequenceError) as e:
+        t.check(1, 0, 9, 1)
+    assert e.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert t.check(1, 0, 8, 1) is None
+
+
+def test_a_new_epoch_forgets_the_floor_of_the_old_one():
+    t = ProducerStateTable()
+    for seq in range(6):
+        t.record(1, 0, seq, 1, seq)
+    rec = t.record(1, 1, 0, 1, -1)
+    t.forget(1, rec)
+    assert t.check(1, 1, 0, 1) is None
+
+
 async def test_producer_ids_idle_for_the_expiration_are_forgotten(tmp_path):
     """producerIdExpirationMs (Kafka's producer.id.expiration.ms): the seam's producer tables forget producers that
     wrote nothing for that long, so their next non-zero sequence gets UNKNOWN_PRODUCER_ID; others are kept."""

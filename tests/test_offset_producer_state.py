@@ -170,6 +170,36 @@ def test_snapshot_round_trip_and_replay_rebuild_the_same_state():
     assert rebuilt.producers[4].in_txn and not rebuilt.producers[1].in_txn
 
 
+def test_snapshot_keeps_where_a_producer_stands_when_its_remembered_batches_are_in_flight():
+    """A snapshot leaves out the batches still in flight; when that is all five remembered, the floor
+    sequence says where the producer stands, so a rebuild after they failed takes the client's resend."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    try:
+        t = ProducerStateTable()
+        for seq in range(6):
+            t.record(1, 0, seq, 1, seq)
+        for seq in range(6, 11):
+            t.record(1, 0, seq, 1, loop.create_future())
+        snap = t.to_snapshot(6)
+        rebuilt = ProducerStateTable.from_snapshot(snap)
+        assert rebuilt.producers[1].batches == type(rebuilt.producers[1].batches)(maxlen=5)
+        assert rebuilt.check(1, 0, 6, 1) is None
+        with pytest.raises(SequenceError):
+            rebuilt.check(1, 0, 0, 1)
+    finally:
+        loop.close()
+
+
+def test_a_version_1_snapshot_is_still_read():
+    snap = {"v": 1, "offset": 3, "producers": [[1, 0, -1, 5, 0, 10, [[0, 2, 0]]]], "ongoing": [], "aborted": [],
+            "dropped_aborted": 0}
+    t = ProducerStateTable.from_snapshot(snap)  # type: ignore[arg-type]
+    assert t.producers[1].last_seq == 2 and t.producers[1].floor_seq == -1
+    assert t.check(1, 0, 3, 1) is None
+
+
 def test_snapshot_counts_a_transaction_whose_marker_is_in_flight_as_open():
     t = ProducerStateTable()
     t.on_issue(0, 0, txn_batch(1))

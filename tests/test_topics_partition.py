@@ -233,3 +233,30 @@ async def test_an_unreadable_schema_store_is_a_retriable_refusal(service) -> Non
     with pytest.raises(AppendRefused) as e:
         await seam.issue(_batch(NewRecord(None, _framed(1))), Writer.KAFKA)
     assert e.value.error == "KAFKA_STORAGE_ERROR" and "metadata store unreachable" in e.value.message
+
+
+async def test_a_resend_after_every_batch_in_flight_failed_is_taken_in_order(service) -> None:
+    """A client keeps five batches in flight. When the ledger under them stops (here: fenced, as a lost
+    ack quorum stops it in cluster mode) all five fail and are forgotten; the producer stands after its
+    last stored batch, so the resend of the first is taken, not refused OUT_OF_ORDER_SEQUENCE_NUMBER - a
+    fatal error that ended the chaos suite's idempotent producer in the bookie-quorum fault (issue #24)."""
+    import asyncio
+
+    seam = await _partition(service, "resend-after-failures")
+
+    def one(seq: int) -> bytearray:
+        return _batch(NewRecord(None, b"%d" % seq), producer_id=9, producer_epoch=0, base_sequence=seq)
+
+    for seq in range(3):
+        assert await (await seam.issue(one(seq), Writer.KAFKA)).base_offset() == seq
+    in_flight = [await seam.issue(one(seq), Writer.KAFKA) for seq in range(3, 8)]
+    await service.storage.ledger_store.open_ledger(seam.log.ml.current_ledger_id, recover=True)
+    failed = await asyncio.gather(*(i.base_offset() for i in in_flight), return_exceptions=True)
+    assert all(isinstance(r, Exception) for r in failed), failed
+    assert seam.log.high_watermark == 3
+    with pytest.raises(AppendRefused) as gap:
+        await seam.issue(one(4), Writer.KAFKA)
+    assert gap.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
+    assert [await (await seam.issue(one(seq), Writer.KAFKA)).base_offset() for seq in range(3, 8)] == [3, 4, 5, 6, 7]
+    dup = await seam.issue(one(7), Writer.KAFKA)
+    assert dup.duplicate is not None and await dup.base_offset() == 7

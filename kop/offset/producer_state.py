@@ -23,7 +23,10 @@ below the log start offset.
 Idempotence (Java producers are idempotent by default, KIP-679): the last five batches of each producer
 are remembered; a batch matching one of them is a duplicate, answered with the original offset. Checks
 happen when the append is *issued*, so pipelined batches of one producer are validated against each
-other.
+other. The last sequence of the batches no longer remembered is kept too (``ProducerEntry.floor_seq``):
+a client keeps five batches in flight, so when all five fail (a ledger that lost its ack quorum) and are
+forgotten, the producer's place is that floor, not "no batch yet" - which would answer the client's
+resend OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for it (issue #24, the bookie-quorum fault).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ Buffer = bytes | bytearray | memoryview
 
 MAX_BATCHES_PER_PRODUCER = 5
 INT32_MAX = 2**31 - 1
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2 added each producer's floor sequence; 1 is still read (its floor is unknown: -1)
 SNAPSHOT_MAX_PRODUCERS = 500
 SNAPSHOT_MAX_ABORTED = 3000  # ~45 bytes each in JSON: the snapshot stays well under 200 KB
 
@@ -54,8 +57,9 @@ _TRANSACTIONAL, _CONTROL = 0x10, 0x20
 
 
 # One producer in a snapshot: producer id, epoch, coordinator epoch, last timestamp, in transaction (0/1),
-# last seen (ms), and its last batches as [first sequence, last sequence, base offset].
-SnapshotProducer = tuple[int, int, int, int, int, int, list[list[int]]]
+# last seen (ms), its last batches as [first sequence, last sequence, base offset], and (version 2) its
+# floor sequence (ProducerEntry.floor_seq).
+SnapshotProducer = tuple[int, int, int, int, int, int, list[list[int]], int]
 
 
 class ProducerStateSnapshot(TypedDict):
@@ -97,10 +101,13 @@ class ProducerEntry:
     last_timestamp: int = -1
     coordinator_epoch: int = -1
     in_txn: bool = False  # producer view: a transactional batch was accepted and no marker since
+    # The last sequence of the batches pushed out of `batches` (all older than those in it): where the
+    # producer stands when every remembered batch failed and was forgotten. -1: none pushed out yet.
+    floor_seq: int = -1
 
     @property
     def last_seq(self) -> int:
-        return self.batches[-1].last_seq if self.batches else -1
+        return self.batches[-1].last_seq if self.batches else self.floor_seq
 
 
 class AbortedTxn(NamedTuple):
@@ -239,6 +246,8 @@ class ProducerStateTable:
                 entry.coordinator_epoch = old.coordinator_epoch
             self.producers[producer_id] = entry
         rec = BatchRecord(first_seq, _next_seq(first_seq, count - 1), base_offset)
+        if len(entry.batches) == MAX_BATCHES_PER_PRODUCER:
+            entry.floor_seq = entry.batches[0].last_seq  # the oldest is pushed out by the append below
         entry.batches.append(rec)
         entry.last_seen_ms = int(time.time() * 1000)
         if timestamp >= 0:
@@ -248,7 +257,9 @@ class ProducerStateTable:
         return rec
 
     def forget(self, producer_id: int, rec: BatchRecord) -> None:
-        """Drop a batch whose append failed, so the client's retry is not mistaken for a duplicate."""
+        """Drop a batch whose append failed, so the client's retry is not mistaken for a duplicate. A log
+        fails its adds in order, every later one with the first, so what stays is a prefix: the producer
+        stands at the last batch left, or at `floor_seq` when none is."""
         entry = self.producers.get(producer_id)
         if entry is not None:
             try:
@@ -432,7 +443,7 @@ class ProducerStateTable:
                 if off < offset:
                     batches.append([b.first_seq, b.last_seq, off])
             producers.append((pid, e.epoch, e.coordinator_epoch, e.last_timestamp, int(e.in_txn), e.last_seen_ms,
-                              batches))
+                              batches, e.floor_seq))
         ongoing = {pid: first for pid, first in self.ongoing.items() if first < offset}
         for marker, (pid, first) in self.completing.items():
             if marker >= offset:
@@ -445,12 +456,13 @@ class ProducerStateTable:
 
     @classmethod
     def from_snapshot(cls, snap: ProducerStateSnapshot) -> ProducerStateTable:
-        if snap.get("v") != SNAPSHOT_VERSION:
+        if snap.get("v") not in (1, SNAPSHOT_VERSION):
             raise ValueError(f"unknown producer-state snapshot version {snap.get('v')}")
         t = cls()
-        for pid, epoch, coord, last_ts, in_txn, seen, batches in snap["producers"]:
+        for producer in snap["producers"]:
+            pid, epoch, coord, last_ts, in_txn, seen, batches = producer[:7]
             e = ProducerEntry(epoch, last_seen_ms=seen, last_timestamp=last_ts, coordinator_epoch=coord,
-                              in_txn=bool(in_txn))
+                              in_txn=bool(in_txn), floor_seq=producer[7] if len(producer) > 7 else -1)
             for first, last, off in batches:
                 e.batches.append(BatchRecord(first, last, off))
             t.producers[pid] = e

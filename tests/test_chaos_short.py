@@ -20,7 +20,9 @@ partition after `all-brokers-kill` (reads of new entries sized by bytes alone: a
 up) - all fixed, with acknowledged Pulsar records lost when SENDs pipelined behind one refused while the session
 lease lapsed were stored, and a consumer group committing nothing after `all-brokers-kill` (once in ten targeted
 trials; librdkafka#5586, met by a rebalance on load), and the copier committing nothing after
-`partition-broker-clients` (a transaction left "being written" by a request whose connection the cut closed).
+`partition-broker-clients` (a transaction left "being written" by a request whose connection the cut closed), and
+the idempotent producer refused OUT_OF_ORDER_SEQUENCE_NUMBER after `bookie-quorum` (five in-flight batches failed
+together left the producer state without its place).
 A failure here is a finding: the trial's
 table, errors and, for a stuck workload, its recoveries are printed with it; KOP_CHAOS_KEEP=1 keeps the brokers' and
 the Pulsar client's logs.

@@ -1,6 +1,8 @@
 """Idempotent-producer sequence rules (Kafka's): duplicates answered with the original offsets, gaps and
 stale epochs refused with Kafka's error codes."""
 
+import asyncio
+
 import pytest
 
 from kop.kafka.idempotence import ProducerStateTable, SequenceError
@@ -69,13 +71,14 @@ def test_failed_append_is_forgotten_so_the_retry_is_not_a_duplicate():
     assert t.check(1, 0, 0, 1) is None
 
 
-def test_when_every_remembered_batch_fails_the_producer_stands_after_the_last_one_pushed_out():
-    """Five batches in flight push the stored ones out of the window; all five fail (a stopped ledger fails
-    every later add with the first): the next sequence is the one after the newest batch pushed out."""
+async def test_when_every_remembered_batch_fails_the_producer_stands_after_the_last_durable_one():
+    """Five batches in flight push the durable ones out of the window; all five fail (a stopped ledger fails
+    every later add with the first): the next sequence is the one after the newest durable batch pushed out."""
+    loop = asyncio.get_running_loop()
     t = ProducerStateTable()
     for seq in range(8):
         t.record(1, 0, seq, 1, seq)
-    in_flight = [t.record(1, 0, seq, 1, -1) for seq in range(8, 13)]
+    in_flight = [t.record(1, 0, seq, 1, loop.create_future()) for seq in range(8, 13)]
     assert t.producers[1].floor_seq == 7
     for rec in in_flight:
         t.forget(1, rec)
@@ -84,6 +87,23 @@ def test_when_every_remembered_batch_fails_the_producer_stands_after_the_last_on
         t.check(1, 0, 9, 1)
     assert e.value.error == "OUT_OF_ORDER_SEQUENCE_NUMBER"
     assert t.check(1, 0, 8, 1) is None
+
+
+async def test_a_batch_in_flight_is_never_pushed_out():
+    """A client sending more than five batches at once (or one sent before the failure of those before it was
+    known): the oldest in flight stays remembered until it is durable or forgotten, so when it fails the
+    producer stands before it, not at a floor above it."""
+    loop = asyncio.get_running_loop()
+    t = ProducerStateTable()
+    t.record(1, 0, 0, 1, 0)
+    in_flight = [t.record(1, 0, seq, 1, loop.create_future()) for seq in range(1, 8)]
+    assert [b.first_seq for b in t.producers[1].batches] == list(range(1, 8))  # 0 is durable: pushed out
+    assert t.producers[1].floor_seq == 0
+    t.settled(1, in_flight[0], 1)  # durable now: pushed out too, the others stay while in flight
+    assert [b.first_seq for b in t.producers[1].batches] == list(range(2, 8)) and t.producers[1].floor_seq == 1
+    for rec in in_flight[1:]:
+        t.forget(1, rec)
+    assert t.check(1, 0, 2, 1) is None
 
 
 def test_a_new_epoch_forgets_the_floor_of_the_old_one():

@@ -346,6 +346,29 @@ async def test_a_failed_add_fails_the_adds_queued_behind_it(tmp_path):
         assert await read_all(ml) == [b"e"]
 
 
+async def test_a_failed_adds_hook_runs_inside_the_failing_call_before_any_callback(tmp_path):
+    """`on_failed` of each taken add runs at once, in order, inside the call that fails it - before the future's
+    callbacks and before anything else the loop runs - so that whoever checks the next append knows (issue
+    #24: an append issued in the loop turns before the callbacks was stored behind the failed ones). Adds queued
+    for a rollover get it too; an add refused at once (the ledger closed) gets only its failed future."""
+    async with env(tmp_path) as e:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=2))
+        seen: list[str] = []
+        futures = []
+        for name in "abcd":  # a and b in flight, c and d queued for the next ledger
+            fut = ml.add_entry_nowait(name.encode(), 1, lambda _e, name=name: seen.append(f"hook {name}"))
+            fut.add_done_callback(lambda _f, name=name: seen.append(f"callback {name}"))
+            futures.append(fut)
+        assert ml.rolling_over
+        await e.ledgers.open_ledger(ml.current_ledger_id, recover=True)
+        await asyncio.gather(*futures, return_exceptions=True)
+        assert seen == ["hook a", "hook b", "hook c", "hook d",
+                        "callback a", "callback b", "callback c", "callback d"]
+        await ml.close()
+        refused = ml.add_entry_nowait(b"late", 1, lambda _e: seen.append("hook late"))
+        assert isinstance(refused.exception(), ManagedLedgerError) and "hook late" not in seen
+
+
 # ---- search ----------------------------------------------------------------------------------------------
 
 

@@ -184,7 +184,7 @@ def test_snapshot_keeps_where_a_producer_stands_when_its_remembered_batches_are_
             t.record(1, 0, seq, 1, loop.create_future())
         snap = t.to_snapshot(6)
         rebuilt = ProducerStateTable.from_snapshot(snap)
-        assert rebuilt.producers[1].batches == type(rebuilt.producers[1].batches)(maxlen=5)
+        assert not rebuilt.producers[1].batches
         assert rebuilt.check(1, 0, 6, 1) is None
         with pytest.raises(SequenceError):
             rebuilt.check(1, 0, 0, 1)

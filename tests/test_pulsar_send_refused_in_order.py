@@ -39,7 +39,8 @@ class Seam:
         self.topic = SimpleNamespace(name=TopicName("public", "default", "chaos"))
         self.stored: list[int] = []
 
-    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int) -> asyncio.Future[Any]:
+    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int,
+                          on_failed: Any = None) -> asyncio.Future[Any]:
         self.stored.append(seq)
         done = asyncio.get_running_loop().create_future()
         done.set_result((Position(9, len(self.stored) - 1), len(self.stored) - 1))
@@ -129,10 +130,11 @@ class HeldSeam(Seam):
         self.gate.set()
         self.entered = asyncio.Event()
 
-    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int) -> asyncio.Future[Any]:
+    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int,
+                          on_failed: Any = None) -> asyncio.Future[Any]:
         self.entered.set()
         await self.gate.wait()
-        return await super().issue_entry(batch, writer, header, name, seq)
+        return await super().issue_entry(batch, writer, header, name, seq, on_failed)
 
 
 async def cancelled_scenario() -> tuple[list[tuple[int, str]], list[int]]:
@@ -165,3 +167,64 @@ def test_a_send_cancelled_before_its_append_is_stored_when_resent():
     answers, stored = asyncio.run(cancelled_scenario())
     assert stored == [0, 1, 2]
     assert answers == [(0, "stored"), (1, "stored"), (2, "stored")]
+
+
+class FailingSeam(Seam):
+    """A seam whose appends stay in flight until `fail` fails them all as the managed ledger does: each one's
+    failure hook at once, in order, then its future (whose callbacks run a loop turn later)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight: list[tuple[int, Any, asyncio.Future[Any]]] = []
+
+    async def issue_entry(self, batch: Any, writer: Any, header: Any, name: str, seq: int,
+                          on_failed: Any = None) -> asyncio.Future[Any]:
+        fut = asyncio.get_running_loop().create_future()
+        self.in_flight.append((seq, on_failed, fut))
+        return fut
+
+    def fail(self) -> None:
+        for _, hook, fut in self.in_flight:
+            if hook is not None:
+                hook(RuntimeError("ledger stopped"))
+            fut.set_exception(RuntimeError("ledger stopped"))
+        self.in_flight.clear()
+
+    def store_all(self) -> None:
+        for seq, _, fut in self.in_flight:
+            self.stored.append(seq)
+            fut.set_result((Position(9, len(self.stored) - 1), len(self.stored) - 1))
+        self.in_flight.clear()
+
+
+async def failed_scenario() -> tuple[list[tuple[int, str]], list[int]]:
+    seam = FailingSeam()
+    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
+                            handler=SimpleNamespace(cursors=Cursors()))
+    state.dedup = Deduplication(cast(PartitionState, state))
+    state.dedup._loaded = True
+    conn = Conn(state, paused=False)
+    conn.open_producer()
+    for seq in (0, 1):
+        await send(cast(PulsarConnection, conn), frame(seq))
+    seam.fail()  # the ledger stops under SENDs 0 and 1 ...
+    await send(cast(PulsarConnection, conn), frame(2))  # ... and SEND 2 is read before their callbacks ran
+    seam.store_all()  # (had it been taken, the next ledger would have stored it behind the hole)
+    await asyncio.sleep(0)
+    conn.open_producer()  # the client reconnects on the SEND_ERROR and resends what it was not answered
+    for seq in (0, 1, 2):
+        await send(cast(PulsarConnection, conn), frame(seq))
+        seam.store_all()
+        await asyncio.sleep(0)
+    return [outcome(a) for a in conn.answers], seam.stored
+
+
+def test_a_send_read_after_a_failed_append_before_its_callback_is_refused():
+    """Issue #24 (the chaos suite's Pulsar duplicates after `bookie-quorum`): the managed ledger failed the appends
+    in flight, and a SEND read in the loop turn before their callbacks ran was taken - stored in the next ledger
+    behind the failed ones, where the resend of those made it a second copy. The failure hook marks the producer
+    failed at once, so that SEND is refused and every message is stored once, in order."""
+    answers, stored = asyncio.run(failed_scenario())
+    assert stored == [0, 1, 2]
+    assert sorted(answers[:3]) == [(0, "PersistenceError"), (1, "PersistenceError"), (2, "PersistenceError")]
+    assert answers[3:] == [(0, "stored"), (1, "stored"), (2, "stored")]

@@ -9,7 +9,7 @@ import pytest
 
 from kop.config import BrokerConfig
 from kop.offset import open_embedded_storage
-from kop.protocol.records import NewRecord, build_batch, iter_batches
+from kop.protocol.records import NewRecord, build_batch, decode_records, iter_batches
 from kop.server.service import BrokerService
 from kop.topics.manager import TopicError
 from kop.topics.partition import Writer
@@ -260,3 +260,44 @@ async def test_a_resend_after_every_batch_in_flight_failed_is_taken_in_order(ser
     assert [await (await seam.issue(one(seq), Writer.KAFKA)).base_offset() for seq in range(3, 8)] == [3, 4, 5, 6, 7]
     dup = await seam.issue(one(7), Writer.KAFKA)
     assert dup.duplicate is not None and await dup.base_offset() == 7
+
+
+@pytest.mark.parametrize("turns", [0, 1, 2, 3, 4])
+async def test_a_batch_sent_behind_failed_ones_is_never_stored_behind_them(service, monkeypatch, turns) -> None:
+    """The disk fails the write of five in-flight batches (the managed ledger rolls over to a new ledger);
+    `turns` loop turns later - before, while or after the failure reaches the producer state - the producer's
+    next batch comes. It must not be stored behind the hole (the failure hook tells the producer state at once,
+    ManagedLedger.add_entry_nowait): it is refused or fails, and the client's resend of the five is stored
+    in order after the durable batches. Without the hook, after 2 or 3 turns the next batch was stored at
+    offset 3 and the resend refused OUT_OF_ORDER_SEQUENCE_NUMBER (issue #24)."""
+    import asyncio
+
+    import kop.storage.local.ledgers as local_ledgers
+
+    seam = await _partition(service, f"behind-failed-{turns}")
+
+    def one(seq: int) -> bytearray:
+        return _batch(NewRecord(None, b"%d" % seq), producer_id=11, producer_epoch=0, base_sequence=seq)
+
+    for seq in range(3):
+        assert await (await seam.issue(one(seq), Writer.KAFKA)).base_offset() == seq
+    write = local_ledgers._pwritev_all
+
+    def disk_error(*args: object) -> None:
+        monkeypatch.setattr(local_ledgers, "_pwritev_all", write)  # the next ledger's writes work
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(local_ledgers, "_pwritev_all", disk_error)
+    in_flight = [await seam.issue(one(seq), Writer.KAFKA) for seq in range(3, 8)]
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    try:
+        late: object = await (await seam.issue(one(8), Writer.KAFKA)).base_offset()
+    except Exception as e:  # noqa: BLE001 - refused (AppendRefused) or failed with the others
+        late = e
+    assert not isinstance(late, int), f"stored behind the failed batches at offset {late}"
+    assert all(isinstance(r, Exception)
+               for r in await asyncio.gather(*(i.base_offset() for i in in_flight), return_exceptions=True))
+    assert [await (await seam.issue(one(seq), Writer.KAFKA)).base_offset() for seq in range(3, 9)] == list(range(3, 9))
+    stored = [int(r.value) for b in (await seam.log.read(0, 1 << 20)).batches for r in decode_records(b.batch)]
+    assert stored == list(range(9))

@@ -6,6 +6,7 @@ from kop.managed_ledger.factory import ManagedLedgerFactory
 from kop.managed_ledger.ledger import (
     Entry,
     EntryTooShort,
+    FailureHook,
     InvalidPositionError,
     ManagedLedger,
     ManagedLedgerClosedError,
@@ -20,6 +21,7 @@ from kop.managed_ledger.rewrite import LedgerRewriter
 __all__ = [
     "Entry",
     "EntryTooShort",
+    "FailureHook",
     "InvalidPositionError",
     "LedgerInfo",
     "LedgerRewriter",

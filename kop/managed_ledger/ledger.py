@@ -137,17 +137,34 @@ class ManagedLedgerInterceptor:
         return {}
 
 
-class _AddOp:
-    __slots__ = ("data", "num_messages", "future", "context", "size", "ledger_id", "done")
+FailureHook = Callable[[BaseException], None]
 
-    def __init__(self, data: Buffer | Sequence[Buffer], num_messages: int, future: asyncio.Future) -> None:
+
+class _AddOp:
+    __slots__ = ("data", "num_messages", "future", "on_failed", "context", "size", "ledger_id", "done")
+
+    def __init__(self, data: Buffer | Sequence[Buffer], num_messages: int, future: asyncio.Future,
+                 on_failed: FailureHook | None = None) -> None:
         self.data = data
         self.num_messages = num_messages
         self.future = future
+        self.on_failed = on_failed
         self.context: Any = None
         self.size = 0
         self.ledger_id = -1
         self.done = False
+
+
+def _fail_op(op: _AddOp, err: BaseException) -> None:
+    """Fail a taken add: its hook at once (add_entry_nowait), then its future."""
+    if op.future.done():
+        return
+    if op.on_failed is not None:
+        try:
+            op.on_failed(err)
+        except Exception:  # a writer's hook must not stop the adds after it from failing
+            log.exception("an add's failure hook failed")
+    op.future.set_exception(err)
 
 
 def _size_of(data: Buffer | Sequence[Buffer]) -> int:
@@ -407,9 +424,18 @@ class ManagedLedger:
         position, _ = await self.add_entry_nowait(data, num_messages)
         return position
 
-    def add_entry_nowait(self, data: Buffer | Sequence[Buffer], num_messages: int = 1) -> asyncio.Future[tuple[Position, Any]]:
+    def add_entry_nowait(self, data: Buffer | Sequence[Buffer], num_messages: int = 1,
+                         on_failed: FailureHook | None = None) -> asyncio.Future[tuple[Position, Any]]:
         """Issue an add now; the future gives (position, interceptor context) once it is durable. Adds
-        are stored and acknowledged in call order. Buffers must stay unmodified until then."""
+        are stored and acknowledged in call order. Buffers must stay unmodified until then.
+
+        `on_failed` is called with the error when the add, once taken, fails - at once, inside the call that
+        fails it, before any other code runs. A future's callbacks run a loop turn later (two or three for the
+        layers above), and an add issued in those turns would be stored behind the failed ones in the next
+        ledger: a hole the writer's rules cannot mend (issue #24: an idempotent Kafka producer refused
+        OUT_OF_ORDER_SEQUENCE_NUMBER, a Pulsar message stored twice). Whoever decides what may be appended
+        next (producer state, de-duplication) learns of the failure there. An add refused at once (the
+        ledger closed or fenced: nothing is stored after it either) gets only its failed future."""
         fut: asyncio.Future[tuple[Position, Any]] = self._loop.create_future()
         if self._state != _OPEN:
             try:
@@ -417,7 +443,7 @@ class ManagedLedger:
             except ManagedLedgerError as e:
                 fut.set_exception(e)
             return fut
-        op = _AddOp(data, num_messages, fut)
+        op = _AddOp(data, num_messages, fut, on_failed)
         if self._current is not None and not self._rolling and not self._pending:
             if self._current_is_full():
                 self._pending.append(op)
@@ -484,8 +510,7 @@ class ManagedLedger:
             op.done = True
             self._issued_entries -= 1
             self._issued_size -= op.size
-            if not op.future.done():
-                op.future.set_exception(err)
+            _fail_op(op, err)
         if self._inflight_empty is not None:
             self._inflight_empty.set_result(None)
             self._inflight_empty = None
@@ -499,8 +524,7 @@ class ManagedLedger:
     def _fail_pending(self, err: BaseException) -> None:
         pending, self._pending = self._pending, deque()
         for op in pending:
-            if not op.future.done():
-                op.future.set_exception(err)
+            _fail_op(op, err)
 
     # ---------------------------------------------------------------------------------------- rollover
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 # One position type for the whole stack: the managed ledger's (ledger id, entry id), ordered like the log.
-from kop.managed_ledger import ManagedLedger, ManagedLedgerConfig, Position
+from kop.managed_ledger import FailureHook, ManagedLedger, ManagedLedgerConfig, Position
 from kop.offset.compaction import DEFAULT_DELETE_RETENTION_MS, CleaningState, CompactionResult
 from kop.offset.producer_state import AbortedTxn, ProducerStateTable
 from kop.storage.api import FileSpan
@@ -109,12 +109,16 @@ class PartitionLog(abc.ABC):
         durable. The index advances by last_offset_delta + 1. Appends complete in issue order."""
 
     @abc.abstractmethod
-    def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:
-        """append() without a coroutine: issued now, the future gives the base offset once durable."""
+    def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
+                      on_failed: FailureHook | None = None) -> asyncio.Future[int]:
+        """append() without a coroutine: issued now, the future gives the base offset once durable.
+        `on_failed`: called at once when the append, once taken, fails (ManagedLedger.add_entry_nowait says
+        why a future's callback is too late for producer state)."""
 
     @abc.abstractmethod
     def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
-                            producer_name: str = "", sequence_id: int = 0) -> asyncio.Future[tuple[Position, int]]:
+                            producer_name: str = "", sequence_id: int = 0,
+                            on_failed: FailureHook | None = None) -> asyncio.Future[tuple[Position, int]]:
         """Issue the append now; the future gives (entry position, base offset) once durable. The Pulsar
         handler needs the position: its SEND_RECEIPT names the entry (ledger, entry). `producer_name` and
         `sequence_id` (a Pulsar producer's) are kept in the entry's metadata, where FetchedBatch.entry gives them

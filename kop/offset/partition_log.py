@@ -30,7 +30,7 @@ import contextlib
 from collections.abc import Callable, Container, Coroutine
 from typing import TYPE_CHECKING, TypeVar
 
-from kop.managed_ledger import InvalidPositionError, ManagedLedger, ManagedLedgerConfig
+from kop.managed_ledger import FailureHook, InvalidPositionError, ManagedLedger, ManagedLedgerConfig
 from kop.offset.api import (
     DamageReport,
     EntryOffsets,
@@ -220,7 +220,8 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
                 await self.txn.ensure_snapshot()
         return await self.append_nowait(batch, last_offset_delta, max_timestamp)
 
-    def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:
+    def append_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
+                      on_failed: FailureHook | None = None) -> asyncio.Future[int]:
         """append() without a coroutine: the add is issued now, and the future gives the base offset once
         it is durable. The produce hot path uses this: a Task per append cost a task creation and two more
         event-loop hops per batch (py-spy: ensure_future ~11% of the broker's busy time under
@@ -238,13 +239,14 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
                 out.set_result(f.result()[1][0] + 1)
 
         try:
-            self.ml.add_entry_nowait(batch, last_offset_delta + 1).add_done_callback(done)
+            self.ml.add_entry_nowait(batch, last_offset_delta + 1, on_failed).add_done_callback(done)
         except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
             out.set_exception(e)
         return out
 
     def append_entry_nowait(self, batch: Buffer, last_offset_delta: int, max_timestamp: int,
-                            producer_name: str = "", sequence_id: int = 0) -> asyncio.Future[tuple[Position, int]]:
+                            producer_name: str = "", sequence_id: int = 0,
+                            on_failed: FailureHook | None = None) -> asyncio.Future[tuple[Position, int]]:
         """append_nowait() that also gives the entry's position: the Pulsar handler's SEND_RECEIPT carries
         the message id (ledger, entry), which the base offset alone does not name. `producer_name` and
         `sequence_id`: the Pulsar producer's, kept in the entry's metadata (entry_format.NamedEntry)."""
@@ -264,7 +266,7 @@ class ManagedPartitionLog(LogBounds, PartitionLog):
         try:
             data = NamedEntry(batch, producer_name.encode("utf-8"), encode_varint(max(sequence_id, 0))) \
                 if producer_name else batch
-            self.ml.add_entry_nowait(data, last_offset_delta + 1).add_done_callback(done)
+            self.ml.add_entry_nowait(data, last_offset_delta + 1, on_failed).add_done_callback(done)
         except Exception as e:  # noqa: BLE001 - handed to the awaiting producer like any failed append
             out.set_exception(e)
         return out

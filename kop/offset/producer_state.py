@@ -23,10 +23,11 @@ below the log start offset.
 Idempotence (Java producers are idempotent by default, KIP-679): the last five batches of each producer
 are remembered; a batch matching one of them is a duplicate, answered with the original offset. Checks
 happen when the append is *issued*, so pipelined batches of one producer are validated against each
-other. The last sequence of the batches no longer remembered is kept too (``ProducerEntry.floor_seq``):
-a client keeps five batches in flight, so when all five fail (a ledger that lost its ack quorum) and are
-forgotten, the producer's place is that floor, not "no batch yet" - which would answer the client's
-resend OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for it (issue #24, the bookie-quorum fault).
+other. A batch in flight is never pushed out (only durable ones are, past five), and the last sequence of
+those pushed out is kept (``ProducerEntry.floor_seq``): a client keeps five batches in flight, which push
+every durable one out, so when all five fail (a ledger that lost its ack quorum) and are forgotten, the
+producer's place is that floor, not "no batch yet" - which answered the client's resend
+OUT_OF_ORDER_SEQUENCE_NUMBER, fatal for it (issue #24, the bookie-quorum fault).
 """
 
 from __future__ import annotations
@@ -96,13 +97,14 @@ class BatchRecord:
 @dataclass(slots=True)
 class ProducerEntry:
     epoch: int
-    batches: deque[BatchRecord] = field(default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER))
+    # the last MAX_BATCHES_PER_PRODUCER durable batches, and every batch after them still in flight (`_trim`)
+    batches: deque[BatchRecord] = field(default_factory=deque)
     last_seen_ms: int = 0
     last_timestamp: int = -1
     coordinator_epoch: int = -1
     in_txn: bool = False  # producer view: a transactional batch was accepted and no marker since
-    # The last sequence of the batches pushed out of `batches` (all older than those in it): where the
-    # producer stands when every remembered batch failed and was forgotten. -1: none pushed out yet.
+    # The last sequence of the durable batches pushed out of `batches` (all older than those in it): where
+    # the producer stands when every remembered batch failed and was forgotten. -1: none pushed out yet.
     floor_seq: int = -1
 
     @property
@@ -123,6 +125,14 @@ def _next_seq(seq: int, count: int) -> int:
     """Sequences wrap at Int32.MAX like Kafka's."""
     n = seq + count
     return n - INT32_MAX - 1 if n > INT32_MAX else n
+
+
+def _trim(entry: ProducerEntry) -> None:
+    """Push the oldest batches out past MAX_BATCHES_PER_PRODUCER, durable ones only (Kafka remembers five;
+    a batch in flight stays until it is durable or forgotten, so a failure never leaves a floor above it)."""
+    batches = entry.batches
+    while len(batches) > MAX_BATCHES_PER_PRODUCER and isinstance(batches[0].base_offset, int):
+        entry.floor_seq = batches.popleft().last_seq
 
 
 def _varint(view: memoryview, pos: int) -> tuple[int, int]:
@@ -246,9 +256,8 @@ class ProducerStateTable:
                 entry.coordinator_epoch = old.coordinator_epoch
             self.producers[producer_id] = entry
         rec = BatchRecord(first_seq, _next_seq(first_seq, count - 1), base_offset)
-        if len(entry.batches) == MAX_BATCHES_PER_PRODUCER:
-            entry.floor_seq = entry.batches[0].last_seq  # the oldest is pushed out by the append below
         entry.batches.append(rec)
+        _trim(entry)
         entry.last_seen_ms = int(time.time() * 1000)
         if timestamp >= 0:
             entry.last_timestamp = timestamp
@@ -256,10 +265,18 @@ class ProducerStateTable:
             entry.in_txn = True
         return rec
 
+    def settled(self, producer_id: int, rec: BatchRecord, base_offset: int) -> None:
+        """A batch's append is durable at `base_offset`: it may now be pushed out of the window."""
+        rec.base_offset = base_offset
+        entry = self.producers.get(producer_id)
+        if entry is not None:
+            _trim(entry)
+
     def forget(self, producer_id: int, rec: BatchRecord) -> None:
         """Drop a batch whose append failed, so the client's retry is not mistaken for a duplicate. A log
         fails its adds in order, every later one with the first, so what stays is a prefix: the producer
-        stands at the last batch left, or at `floor_seq` when none is."""
+        stands at the last batch left, or at `floor_seq` when none is (a batch in flight is never pushed out,
+        so the floor is a durable one's)."""
         entry = self.producers.get(producer_id)
         if entry is not None:
             try:
@@ -465,6 +482,7 @@ class ProducerStateTable:
                               in_txn=bool(in_txn), floor_seq=producer[7] if len(producer) > 7 else -1)
             for first, last, off in batches:
                 e.batches.append(BatchRecord(first, last, off))
+            _trim(e)
             t.producers[pid] = e
         t.ongoing = {pid: first for pid, first in snap["ongoing"]}
         for row in snap["aborted"]:

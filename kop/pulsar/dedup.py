@@ -130,6 +130,10 @@ class Deduplication:
         """An entry of `producer` up to `highest` is durable, and so is everything before `next_offset` (appends
         complete in order)."""
         self.covered = max(self.covered, next_offset)
+        if highest > self.pushed.get(producer, -1):
+            # never pushed below persisted: a failure's reset (`failed`) may run before the callbacks of the
+            # appends that were durable before it, and a resend of one of those must stay a duplicate
+            self.pushed[producer] = highest
         if highest > self.persisted.get(producer, -1):
             self.persisted[producer] = highest
             self._dirty = True

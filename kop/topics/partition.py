@@ -51,7 +51,7 @@ from kop.topics.write_rules import (
 
 if TYPE_CHECKING:
     from kop.config import BrokerConfig
-    from kop.managed_ledger import Position
+    from kop.managed_ledger import FailureHook, Position
     from kop.offset.api import PartitionLog
     from kop.topics.manager import Topic
     from kop.topics.names import TopicName
@@ -173,25 +173,29 @@ class Partition:
                 raise AppendRefused(e.error, e.message) from None
             if dup is not None:
                 return Issued(None, dup, append_time, 0, 0)
-        fut = self.log.append_nowait(batch, header.last_offset_delta, max_ts)
-        if table is not None:
-            rec = table.record(header.producer_id, header.producer_epoch, header.base_sequence,
-                               header.records_count, fut, header.is_transactional, max_ts)
-            if rec is not None:
-                fut.add_done_callback(_Settle(table, header.producer_id, rec))
+        settle = _Settle(table, header.producer_id) if table is not None and header.producer_id >= 0 else None
+        fut = self.log.append_nowait(batch, header.last_offset_delta, max_ts,
+                                     None if settle is None else settle.failed)
+        if settle is not None:
+            settle.rec = settle.table.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                                             header.records_count, fut, header.is_transactional, max_ts)
+            fut.add_done_callback(settle)
         return Issued(fut, None, append_time, len(batch), header.records_count)
 
     async def issue_entry(self, batch: bytes | bytearray | memoryview, writer: Writer,
-                          header: BatchHeader | None = None,
-                          producer_name: str = "", sequence_id: int = 0) -> asyncio.Future[tuple[Position, int]]:
+                          header: BatchHeader | None = None, producer_name: str = "", sequence_id: int = 0,
+                          on_failed: FailureHook | None = None) -> asyncio.Future[tuple[Position, int]]:
         """issue() for a writer that needs the entry's position back (a Pulsar SEND_RECEIPT names the entry):
         the future gives (position, base offset) once durable. Batches without a producer id only (Pulsar
         producers keep their own de-duplication, kop/pulsar/dedup.py). `producer_name` and `sequence_id` (the
-        SEND's highest): kept with the entry, which a new owner's de-duplication replays."""
+        SEND's highest): kept with the entry, which a new owner's de-duplication replays. `on_failed`: called
+        at once if the append fails (ManagedLedger.add_entry_nowait: the writer's state must know before the
+        next append is checked)."""
         batch, header, max_ts, _ = await self._prepare(batch, writer, header)
         if header.producer_id >= 0 or header.is_transactional:
             raise AppendRefused("INVALID_RECORD", "issue_entry takes batches without producer state")
-        return self.log.append_entry_nowait(batch, header.last_offset_delta, max_ts, producer_name, sequence_id)
+        return self.log.append_entry_nowait(batch, header.last_offset_delta, max_ts, producer_name, sequence_id,
+                                            on_failed)
 
     async def append(self, batch: bytes | bytearray | memoryview, writer: Writer = Writer.COORDINATOR) -> int:
         """issue() and wait: the base offset once durable (the coordinators' internal-topic writes). A
@@ -317,16 +321,25 @@ def _header(batch: bytes | bytearray | memoryview) -> BatchHeader:
 
 
 class _Settle:
-    """Done-callback of an idempotent append: the batch's offsets once durable, or forgotten when the append
-    failed (so the client's retry is not mistaken for a duplicate)."""
+    """An idempotent append's end in the producer state: the batch's offsets once durable, or the batch
+    forgotten when the append failed (so the client's retry is not mistaken for a duplicate). `failed` is the
+    managed ledger's failure hook: it runs inside the call that fails the append, so the next batch of the
+    producer is checked against a table that no longer holds the failed ones - checked a loop turn later, in
+    the future's callback, a batch sent behind them was taken and stored behind a hole (issue #24)."""
 
     __slots__ = ("table", "pid", "rec")
 
-    def __init__(self, table: ProducerStateTable, pid: int, rec: BatchRecord) -> None:
-        self.table, self.pid, self.rec = table, pid, rec
+    def __init__(self, table: ProducerStateTable, pid: int) -> None:
+        self.table, self.pid = table, pid
+        self.rec: BatchRecord | None = None  # recorded right after the append is issued, before it can fail
+
+    def failed(self, _error: BaseException | None = None) -> None:
+        if self.rec is not None:
+            self.table.forget(self.pid, self.rec)
+            self.rec = None
 
     def __call__(self, fut: asyncio.Future[int]) -> None:
         if fut.cancelled() or fut.exception() is not None:
-            self.table.forget(self.pid, self.rec)
-        else:
-            self.rec.base_offset = fut.result()
+            self.failed()  # an append refused at once gets no hook
+        elif self.rec is not None:
+            self.table.settled(self.pid, self.rec, fut.result())

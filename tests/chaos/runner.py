@@ -189,7 +189,7 @@ def _logged(r: TrialResult) -> TrialResult:
     print(f"{r.fault} #{r.trial}: healed at {wall(r.healed)}, acked {r.report.acked}, "
           f"anomalies {shortened(r.report.anomalies()) or 'none'}, "
           f"stalls {stalls}{', errors ' + str(r.errors) if r.errors else ''}"
-          f"{', known ' + str(len(r.known)) if r.known else ''}", flush=True)
+          f"{', known ' + shortened({'k': r.known})['k'] if r.known else ''}", flush=True)
     if any(s is None or s > SLOW_STALL_S for s in r.report.stalls.values()):  # how the slow ones recovered
         print("  notes:", *r.notes[-20:], sep="\n    ", flush=True)
     return r

@@ -83,6 +83,17 @@ class Conn:
         self.answers.append(cmd)
 
 
+def connected(seam: Seam) -> Conn:
+    """A connection with the producer open on a partition over `seam`, its de-duplication loaded and empty."""
+    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
+                            handler=SimpleNamespace(cursors=Cursors()))
+    state.dedup = Deduplication(cast(PartitionState, state))
+    state.dedup._loaded = True  # nothing stored yet: loaded, empty
+    conn = Conn(state, paused=False)
+    conn.open_producer()
+    return conn
+
+
 def frame(seq: int) -> Any:
     md = c.MessageMetadata(producer_name=NAME, sequence_id=seq, publish_time=1)
     return FrameReader().frames(encode_message(c.command(c.SEND, producer_id=1, sequence_id=seq), md, b"v%d" % seq))[0]
@@ -98,12 +109,7 @@ def outcome(cmd: Any) -> tuple[int, str]:
 
 async def scenario() -> tuple[list[tuple[int, str]], list[int]]:
     seam = Seam()
-    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
-                            handler=SimpleNamespace(cursors=Cursors()))
-    state.dedup = Deduplication(cast(PartitionState, state))
-    state.dedup._loaded = True  # nothing stored yet: loaded, empty
-    conn = Conn(state, paused=False)
-    conn.open_producer()
+    conn = connected(seam)
     await sent(conn, 0)  # stored
     conn.handler.service.topics.paused = True  # the lease lapses as SEND 1 is read ...
     await sent(conn, 1)
@@ -139,12 +145,7 @@ class HeldSeam(Seam):
 
 async def cancelled_scenario() -> tuple[list[tuple[int, str]], list[int]]:
     seam = HeldSeam()
-    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
-                            handler=SimpleNamespace(cursors=Cursors()))
-    state.dedup = Deduplication(cast(PartitionState, state))
-    state.dedup._loaded = True
-    conn = Conn(state, paused=False)
-    conn.open_producer()
+    conn = connected(seam)
     await sent(conn, 0)  # stored
     seam.gate.clear()
     seam.entered.clear()
@@ -199,12 +200,7 @@ class FailingSeam(Seam):
 
 async def failed_scenario() -> tuple[list[tuple[int, str]], list[int]]:
     seam = FailingSeam()
-    state = SimpleNamespace(partition=0, producers={}, seam=seam, msg_in=0, bytes_in=0, ledger_name="chaos-0",
-                            handler=SimpleNamespace(cursors=Cursors()))
-    state.dedup = Deduplication(cast(PartitionState, state))
-    state.dedup._loaded = True
-    conn = Conn(state, paused=False)
-    conn.open_producer()
+    conn = connected(seam)
     for seq in (0, 1):
         await send(cast(PulsarConnection, conn), frame(seq))
     seam.fail()  # the ledger stops under SENDs 0 and 1 ...

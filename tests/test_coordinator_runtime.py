@@ -58,8 +58,9 @@ class FakeLog:
         out = [FetchedBatch(i, i, memoryview(b), None) for i, b in enumerate(self.batches[offset:offset + 2], offset)]
         return ReadResult(out, offset + len(out), None)
 
-    def append_nowait(self, batch: bytes, last_offset_delta: int, max_timestamp: int) -> asyncio.Future[int]:
-        """What the partition seam (kop/topics/partition.py) appends with."""
+    def append_nowait(self, batch: bytes, last_offset_delta: int, max_timestamp: int,
+                      on_failed: object = None) -> asyncio.Future[int]:
+        """What the partition seam (kop/topics/partition.py) appends with (stored at once: never fails)."""
         self.batches.append(bytes(batch))
         done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         done.set_result(len(self.batches) - 1)

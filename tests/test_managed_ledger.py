@@ -484,6 +484,63 @@ async def test_a_ledger_recorded_by_a_write_reported_failed_is_kept(tmp_path, wh
         assert await read_all(ml) == ([] if when == "open" else [num(0), num(1)])
 
 
+class LandsLater(SqliteMetadataStore):
+    """A metadata store whose puts of a managed ledger's info, once `gate` is set, are sent and land when it
+    opens, whatever happens to the caller meanwhile: what a ZooKeeper write looks like to a task cancelled
+    after sending it."""
+
+    gate: asyncio.Event | None = None
+
+    async def put(self, path, value, expected_version=None):
+        gate = self.gate
+        if gate is None or "/managed-ledgers/" not in path:
+            return await super().put(path, value, expected_version)
+
+        async def sent():
+            await gate.wait()
+            return await SqliteMetadataStore.put(self, path, value, expected_version)
+
+        return await asyncio.shield(asyncio.ensure_future(sent()))
+
+
+@pytest.mark.parametrize("op", ["set_properties", "trim_ledgers"])
+async def test_an_info_write_whose_caller_is_cancelled_still_records_its_version(tmp_path, op):
+    """A Kafka connection closed by a network cut cancelled a Produce inside the producer-state snapshot's
+    set_properties; the write landed, the instance kept the version before it, and its next CAS fenced it:
+    the partition refused every append and transaction marker from then on (the fault suite's transactional
+    copier stuck after `partition-broker-clients`, CI of stop 35). The write now runs to its end."""
+    e = Env(tmp_path)
+    e.meta = LandsLater(tmp_path)
+    e.factory = ManagedLedgerFactory(e.ledgers, e.meta)
+    try:
+        ml = await e.factory.open(NAME, cfg(max_entries_per_ledger=1))
+        for i in range(3):
+            await ml.add_entry(num(i))
+        await settled(ml)
+        first = ml.ledger_counts()[0][0]
+        e.meta.gate = gate = asyncio.Event()
+        call = asyncio.ensure_future(ml.set_properties({"a": "1"}) if op == "set_properties"
+                                     else ml.trim_ledgers(1))
+        await asyncio.sleep(0.01)
+        call.cancel()
+        gate.set()
+        e.meta.gate = None
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await ml.set_properties({"b": "2"})  # was: ManagedLedgerFencedError ("changed by another owner")
+        await ml.add_entry(num(3))
+        info = await e.factory.get_info(NAME)
+        assert info.properties["b"] == "2"
+        if op == "set_properties":
+            assert info.properties["a"] == "1"
+        else:
+            assert first not in [li.ledger_id for li in info.ledgers]
+            assert first not in [lid for lid, _ in ml.ledger_counts()]
+        assert (await read_all(ml))[-1] == num(3)
+    finally:
+        await e.close()
+
+
 # ---- ownership -------------------------------------------------------------------------------------------
 
 

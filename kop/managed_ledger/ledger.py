@@ -23,6 +23,12 @@ Lifecycle (Pulsar's ManagedLedgerImpl; docs/architecture.md, Offsets):
   ids in the list are then no longer ascending: only list order means log order.
 * close: wait for in-flight adds, seal the current ledger (dropped when empty), CAS the final info.
 
+An operation that writes the info (set_properties, trim, replace) runs to its end when its caller is cancelled
+(kop.aio.run_to_end): the store's write goes on once sent, so a caller stopped between it and recording the
+new version left the instance one version behind its own write, and its next CAS fenced it for good (a Kafka
+connection closed by a network cut cancelled a Produce inside the producer-state snapshot's set_properties;
+the partition then refused every append and transaction marker until the broker restarted - issue #24).
+
 Positions are (ledger id, entry id). Entries are also numbered by *ordinal* (0 = first retained entry),
 which is what the binary searches bisect over ("position after N entries").
 """
@@ -40,6 +46,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from kop.aio import run_to_end
 from kop.managed_ledger.config import ManagedLedgerConfig
 from kop.managed_ledger.protobuf import LedgerInfo, ManagedLedgerInfo
 from kop.managed_ledger.rewrite import LedgerRewriter
@@ -293,6 +300,12 @@ class ManagedLedger:
         return self._state == _OPEN
 
     @property
+    def fenced(self) -> bool:
+        """Whether this instance fenced itself (its info changed under it): it takes no write any more; only
+        opening the managed ledger again gives a writable one."""
+        return self._state == _FENCED
+
+    @property
     def properties(self) -> dict[str, str]:
         return dict(self._properties)
 
@@ -409,8 +422,11 @@ class ManagedLedger:
         self._fail_pending(err)
 
     async def set_properties(self, updates: Mapping[str, str], remove: Iterable[str] = ()) -> None:
-        """Change properties and persist them (CAS)."""
+        """Change properties and persist them (CAS); runs to its end (the module docstring)."""
         self._check_open()
+        await run_to_end(self._set_properties(dict(updates), list(remove)))
+
+    async def _set_properties(self, updates: Mapping[str, str], remove: Iterable[str]) -> None:
         async with self._info_lock:
             self._check_open()
             for k in remove:
@@ -870,6 +886,9 @@ class ManagedLedger:
         first ledger that is neither, and at `keep_ledger` (a ledger a cursor has not consumed: Pulsar keeps
         it and every later one). Negative = unlimited. Never the current ledger. Returns the count."""
         self._check_open()
+        return await run_to_end(self._trim_by_retention(retention_ms, retention_bytes, keep_ledger))
+
+    async def _trim_by_retention(self, retention_ms: int, retention_bytes: int, keep_ledger: int | None) -> int:
         async with self._info_lock:
             self._check_open()
             now = now_ms()
@@ -893,6 +912,9 @@ class ManagedLedger:
         only if those are still the first ledgers (0 otherwise): a caller that chose them across awaits
         must not trim whatever a compaction or another trim put in their place."""
         self._check_open()
+        return await run_to_end(self._trim_ledgers(count, None if ids is None else list(ids)))
+
+    async def _trim_ledgers(self, count: int, ids: Sequence[int] | None) -> int:
         async with self._info_lock:
             self._check_open()
             if ids is not None:
@@ -948,6 +970,10 @@ class ManagedLedger:
         old = list(old_ids)
         if not old:
             return False
+        return await run_to_end(self._replace_ledgers(old, list(new_ledgers), properties))
+
+    async def _replace_ledgers(self, old: list[int], new_ledgers: Sequence[LedgerInfo],
+                               properties: Mapping[str, str] | None) -> bool:
         async with self._info_lock:
             self._check_open()
             start = self._index_of.get(old[0])

@@ -22,7 +22,8 @@ lease lapsed were stored, and a consumer group committing nothing after `all-bro
 trials; librdkafka#5586, met by a rebalance on load), and the copier committing nothing after
 `partition-broker-clients` (a transaction left "being written" by a request whose connection the cut closed), and
 the idempotent producer refused OUT_OF_ORDER_SEQUENCE_NUMBER after `bookie-quorum` (five in-flight batches failed
-together left the producer state without its place).
+together left the producer state without its place), and the copier stuck again after `partition-broker-clients`
+(a Produce cancelled inside a managed-ledger info write left the partition fenced by its own write).
 A failure here is a finding: the trial's
 table, errors and, for a stuck workload, its recoveries are printed with it; KOP_CHAOS_KEEP=1 keeps the brokers' and
 the Pulsar client's logs.

@@ -1,4 +1,5 @@
-"""TopicManager.delete over real embedded storage (kop/topics/manager.py).
+"""TopicManager over real embedded storage (kop/topics/manager.py): deleting, creating and changing topics whose
+callers are cancelled, and opening again a partition whose managed ledger fenced itself.
 
 Deleting a topic of many partitions (up to 100000) asked the metadata store, partition by partition, whether each
 had a log (32767 lookups for 32767 partitions). Now one listing says which partitions have a stored log: the ones
@@ -110,5 +111,38 @@ async def test_a_change_cancelled_while_it_is_stored_still_completes(tmp_path) -
         await svc.topics.add_partitions(topic, 4)  # the next change of the topic is stored
         await svc.topics.set_configs(topic, {"retention.ms": "1000"})
         assert topic.partitions == 4
+    finally:
+        await storage.close()
+
+
+async def test_a_partition_whose_managed_ledger_fenced_itself_is_opened_again(tmp_path) -> None:
+    """A managed ledger fences itself when its info changed under it. Another broker taking the partition
+    also takes its bundle (the log is dropped then); anything else - here the info rewritten behind the
+    log's back, as a write of ours whose answer was lost did (CI of stop 35) - left the partition refusing
+    every append until a restart. The next use opens it again, as Pulsar reopens a fenced topic."""
+    import pytest
+
+    from kop.managed_ledger import ManagedLedgerFencedError
+
+    cfg = BrokerConfig.from_strings({})
+    storage = await open_embedded_storage(tmp_path, fsync="none")
+    svc = BrokerService(cfg, storage)
+    await svc.topics.load()
+    try:
+        topic = await svc.topics.create(svc.topics.parse("fenced"), 1)
+        old = await svc.topics.partition_log(topic, 0)
+        await old.append(build_batch([NewRecord(b"k", b"one", (), 1_000)]), 0, 1_000)
+        store = storage.metadata_store
+        got = await store.get(old.ml.path)
+        assert got is not None
+        await store.put(old.ml.path, got[0])  # the info changed behind the log's back (version + 1)
+        with pytest.raises(ManagedLedgerFencedError):
+            await old.ml.set_properties({"x": "1"})
+        assert old.fenced
+        plog = await svc.topics.partition_log(topic, 0)
+        assert plog is not old and not plog.fenced
+        assert await plog.append(build_batch([NewRecord(b"k", b"two", (), 1_000)]), 0, 1_000) == 1
+        assert plog.high_watermark == 2
+        assert await svc.topics.partition_log(topic, 0) is plog
     finally:
         await storage.close()

@@ -88,6 +88,12 @@ class PartitionLog(abc.ABC):
     ml: ManagedLedger
 
     @property
+    def fenced(self) -> bool:
+        """Whether the managed ledger beneath fenced itself: this log takes no write any more (TopicManager
+        opens the partition again while this broker owns it)."""
+        return self.ml.fenced
+
+    @property
     @abc.abstractmethod
     def log_start_offset(self) -> int:
         """First readable offset: max(base offset of the first stored entry, offset set by

@@ -491,6 +491,16 @@ class TopicManager:
 
     async def partition_log(self, topic: Topic, partition: int) -> PartitionLog:
         plog = topic.logs.get(partition)
+        if plog is not None and plog.fenced:
+            # Its managed ledger fenced itself: the metadata changed under it. Another broker that took the
+            # partition also takes its bundle (release_bundle drops the log); anything else - a write of ours
+            # whose answer was lost - would leave the partition refusing every write until a restart.
+            # Pulsar closes a fenced topic and opens it again on the next lookup; so does this, below, when
+            # this broker still owns the partition (the opening recovers the last ledger).
+            del topic.logs[partition]  # before any await: one caller lets it go, the others open the new one
+            log.warning("partition %s: its managed ledger was fenced; opening it again", plog.name)
+            await self._let_go(plog, abandon=True)
+            plog = None
         if plog is not None and not self.paused:
             return plog
         if topic.deleted:

@@ -10,18 +10,30 @@ topic at 1 partition.)
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from kop.config import BrokerConfig
 from kop.offset import open_embedded_storage
 from kop.protocol.records import NewRecord, build_batch
 from kop.server.service import BrokerService
 
 
-async def test_deleting_a_topic_of_many_partitions_asks_the_store_once(tmp_path) -> None:
-    cfg = BrokerConfig.from_strings({})
+@asynccontextmanager
+async def embedded_service(tmp_path) -> AsyncIterator[BrokerService]:
+    """A broker service over embedded storage with its topics loaded, the storage closed after."""
     storage = await open_embedded_storage(tmp_path, fsync="none")
-    svc = BrokerService(cfg, storage)
+    svc = BrokerService(BrokerConfig.from_strings({}), storage)
     await svc.topics.load()
     try:
+        yield svc
+    finally:
+        await storage.close()
+
+
+async def test_deleting_a_topic_of_many_partitions_asks_the_store_once(tmp_path) -> None:
+    async with embedded_service(tmp_path) as svc:
+        storage = svc.storage
         topic = await svc.topics.create(svc.topics.parse("cleanup.policy"), 32767)
         for p in (0, 30000):
             plog = await svc.topics.partition_log(topic, p)
@@ -40,8 +52,6 @@ async def test_deleting_a_topic_of_many_partitions_asks_the_store_once(tmp_path)
         names = await storage.list_logs()
         assert not [n for n in names if "cleanup.policy" in n], names
         assert svc.topics.get(svc.topics.parse("cleanup.policy")) is None
-    finally:
-        await storage.close()
 
 
 async def test_a_create_cancelled_after_its_record_landed_still_registers_the_topic(tmp_path) -> None:
@@ -124,15 +134,11 @@ async def test_a_partition_whose_managed_ledger_fenced_itself_is_opened_again(tm
 
     from kop.managed_ledger import ManagedLedgerFencedError
 
-    cfg = BrokerConfig.from_strings({})
-    storage = await open_embedded_storage(tmp_path, fsync="none")
-    svc = BrokerService(cfg, storage)
-    await svc.topics.load()
-    try:
+    async with embedded_service(tmp_path) as svc:
         topic = await svc.topics.create(svc.topics.parse("fenced"), 1)
         old = await svc.topics.partition_log(topic, 0)
         await old.append(build_batch([NewRecord(b"k", b"one", (), 1_000)]), 0, 1_000)
-        store = storage.metadata_store
+        store = svc.storage.metadata_store
         got = await store.get(old.ml.path)
         assert got is not None
         await store.put(old.ml.path, got[0])  # the info changed behind the log's back (version + 1)
@@ -144,5 +150,3 @@ async def test_a_partition_whose_managed_ledger_fenced_itself_is_opened_again(tm
         assert await plog.append(build_batch([NewRecord(b"k", b"two", (), 1_000)]), 0, 1_000) == 1
         assert plog.high_watermark == 2
         assert await svc.topics.partition_log(topic, 0) is plog
-    finally:
-        await storage.close()

@@ -508,7 +508,7 @@ async def test_an_info_write_whose_caller_is_cancelled_still_records_its_version
     """A Kafka connection closed by a network cut cancelled a Produce inside the producer-state snapshot's
     set_properties; the write landed, the instance kept the version before it, and its next CAS fenced it:
     the partition refused every append and transaction marker from then on (the fault suite's transactional
-    copier stuck after `partition-broker-clients`, CI of stop 35). The write now runs to its end."""
+    copier stuck after `partition-broker-clients`, CI of stop 34). The write now runs to its end."""
     e = Env(tmp_path)
     e.meta = LandsLater(tmp_path)
     e.factory = ManagedLedgerFactory(e.ledgers, e.meta)

@@ -128,7 +128,7 @@ async def test_a_change_cancelled_while_it_is_stored_still_completes(tmp_path) -
 async def test_a_partition_whose_managed_ledger_fenced_itself_is_opened_again(tmp_path) -> None:
     """A managed ledger fences itself when its info changed under it. Another broker taking the partition
     also takes its bundle (the log is dropped then); anything else - here the info rewritten behind the
-    log's back, as a write of ours whose answer was lost did (CI of stop 35) - left the partition refusing
+    log's back, as a write of ours whose answer was lost did (CI of stop 34) - left the partition refusing
     every append until a restart. The next use opens it again, as Pulsar reopens a fenced topic."""
     import pytest
 
